@@ -1,0 +1,234 @@
+//! Isolation tiers as data, the tier floor and the tier gate.
+//!
+//! Owns: what each tier guarantees and what it does not (one table, read by `tier describe`,
+//! the docs and `check` alike), the floor a legacy flag may raise, and the gate that refuses a
+//! tier the host cannot provide. Pure: the fact "is a container runtime usable here?" is injected
+//! by the caller, never looked up or defaulted here.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// An isolation tier, ordered from weakest to strongest (`Direct < Worktree < Container`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// No isolation: the agent runs with the user's account in the project itself.
+    Direct,
+    /// Version isolation only: a git worktree; the agent still has the user's rights.
+    Worktree,
+    /// Rights isolation: a rootless Podman sandbox with the project mounted and nothing else.
+    Container,
+}
+
+/// What a tier guarantees, stated as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TierFacts {
+    /// The tier these facts describe.
+    pub tier: Tier,
+    /// The agent's changes land on their own branch/worktree, not in the user's checkout.
+    pub isolates_versions: bool,
+    /// The agent cannot use the user's rights (files, sockets, processes) beyond the project.
+    pub isolates_rights: bool,
+    /// The agent's network is restricted (egress only through the allowlist proxy).
+    pub network_restricted: bool,
+    /// One line: what the tier is.
+    pub summary: &'static str,
+    /// When to choose it.
+    pub use_when: &'static str,
+    /// What it does not protect against (every tier states this, `container` too).
+    pub does_not_protect_against: &'static [&'static str],
+}
+
+/// All tiers, weakest first. The single source of tier facts.
+pub const TIERS: [TierFacts; 3] = [
+    TierFacts {
+        tier: Tier::Direct,
+        isolates_versions: false,
+        isolates_rights: false,
+        network_restricted: false,
+        summary: "no isolation: the agent runs as you, in your checkout, with your network",
+        use_when: "only for an agent you would trust with your shell; must be set explicitly",
+        does_not_protect_against: &[
+            "anything: the agent can read and change every file you can, including ~/.ssh",
+            "edits to your working tree, branches and .git/hooks",
+            "network access to any host, including cloud metadata and your LAN",
+            "killing or tracing your other processes",
+        ],
+    },
+    TierFacts {
+        tier: Tier::Worktree,
+        isolates_versions: true,
+        isolates_rights: false,
+        network_restricted: false,
+        summary: "version isolation only: a git worktree on a run branch, same rights as you",
+        use_when: "the agent is trusted but its changes must not touch your checkout",
+        does_not_protect_against: &[
+            "reading or writing any file you can, outside the worktree too",
+            "writing the shared .git (hooks, config) that your own git later runs",
+            "network access to any host",
+            "killing or tracing your other processes",
+        ],
+    },
+    TierFacts {
+        tier: Tier::Container,
+        isolates_versions: true,
+        isolates_rights: true,
+        network_restricted: true,
+        summary: "rights isolation: rootless Podman, project mounted, nothing else; egress only via the allowlist proxy",
+        use_when: "the default for any agent: untrusted code, prompts from others, scheduled runs",
+        does_not_protect_against: &[
+            "kernel or container-runtime exploits (the sandbox shares the host kernel)",
+            "exfiltration to an allowed host (the allowlist is by name; TLS SNI/domain fronting is not inspected)",
+            "the agent's changes to the project itself: review the run branch before merging it",
+            "resource exhaustion where cgroup controllers are not delegated to the user manager",
+        ],
+    },
+];
+
+impl Tier {
+    /// The tier's name as written in specs and on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Direct => "direct",
+            Tier::Worktree => "worktree",
+            Tier::Container => "container",
+        }
+    }
+
+    /// The tier's facts from [`TIERS`].
+    #[must_use]
+    pub fn facts(self) -> &'static TierFacts {
+        match self {
+            Tier::Direct => &TIERS[0],
+            Tier::Worktree => &TIERS[1],
+            Tier::Container => &TIERS[2],
+        }
+    }
+
+    /// Parses a tier name (`direct`, `worktree`, `container`).
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Tier> {
+        TIERS.iter().map(|f| f.tier).find(|t| t.as_str() == name)
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The tier a run must provide: the configured tier, raised to `worktree` when the legacy
+/// "worktree isolation" flag is set. The floor only ever raises: `effective >= configured`.
+#[must_use]
+pub fn floor(configured: Tier, legacy_worktree_isolation: bool) -> Tier {
+    if legacy_worktree_isolation {
+        configured.max(Tier::Worktree)
+    } else {
+        configured
+    }
+}
+
+/// Why the gate refused a tier.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TierRefusal {
+    /// `container` was required and no container runtime is usable.
+    #[error(
+        "tier `container` is configured but no usable container runtime was found ({reason}); \
+         cyclix refuses rather than run with weaker isolation. Fix the runtime (`cyclix check` \
+         shows what is missing) or set `tier: worktree` explicitly in the spec if version \
+         isolation is enough"
+    )]
+    RuntimeUnusable {
+        /// What the caller found (e.g. "podman not on PATH").
+        reason: String,
+    },
+}
+
+/// The injected fact the gate decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runtime {
+    /// A rootless container runtime is usable.
+    Usable,
+    /// It is not, for the stated reason.
+    Unusable(String),
+}
+
+/// The tier gate: returns the tier a run gets, which is always exactly `floor(configured,
+/// legacy)`, or refuses. It never returns a weaker tier than required.
+///
+/// # Errors
+/// [`TierRefusal::RuntimeUnusable`] when the required tier is `container` and `runtime` is
+/// [`Runtime::Unusable`].
+pub fn gate(
+    configured: Tier,
+    legacy_worktree_isolation: bool,
+    runtime: &Runtime,
+) -> Result<Tier, TierRefusal> {
+    let required = floor(configured, legacy_worktree_isolation);
+    match (required, runtime) {
+        (Tier::Container, Runtime::Unusable(reason)) => Err(TierRefusal::RuntimeUnusable {
+            reason: reason.clone(),
+        }),
+        _ => Ok(required),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Tier; 3] = [Tier::Direct, Tier::Worktree, Tier::Container];
+
+    #[test]
+    fn table_is_ordered_and_complete() {
+        for (i, f) in TIERS.iter().enumerate() {
+            assert_eq!(f.tier, ALL[i]);
+            assert_eq!(f.tier.facts(), f);
+            assert_eq!(Tier::parse(f.tier.as_str()), Some(f.tier));
+            assert!(!f.does_not_protect_against.is_empty(), "{} states no limits", f.tier);
+        }
+        assert_eq!(Tier::parse("none"), None);
+    }
+
+    #[test]
+    fn guarantees_grow_with_the_tier() {
+        assert!(!Tier::Direct.facts().isolates_versions);
+        assert!(Tier::Worktree.facts().isolates_versions && !Tier::Worktree.facts().isolates_rights);
+        let c = Tier::Container.facts();
+        assert!(c.isolates_versions && c.isolates_rights && c.network_restricted);
+    }
+
+    #[test]
+    fn floor_raises_never_lowers() {
+        for t in ALL {
+            assert_eq!(floor(t, false), t);
+            assert!(floor(t, true) >= t);
+            assert!(floor(t, true) >= Tier::Worktree);
+        }
+        assert_eq!(floor(Tier::Direct, true), Tier::Worktree);
+        assert_eq!(floor(Tier::Container, true), Tier::Container);
+    }
+
+    #[test]
+    fn gate_refuses_container_without_runtime_and_never_downgrades() {
+        let down = Runtime::Unusable("podman not on PATH".into());
+        let err = gate(Tier::Container, false, &down).expect_err("must refuse");
+        assert!(err.to_string().contains("podman not on PATH"));
+        assert!(gate(Tier::Container, true, &down).is_err());
+        for t in ALL {
+            for legacy in [false, true] {
+                for rt in [Runtime::Usable, down.clone()] {
+                    if let Ok(got) = gate(t, legacy, &rt) {
+                        assert_eq!(got, floor(t, legacy), "gate changed the tier");
+                        assert!(got >= t, "gate returned a weaker tier");
+                    }
+                }
+            }
+        }
+        assert_eq!(gate(Tier::Worktree, false, &down), Ok(Tier::Worktree));
+        assert_eq!(gate(Tier::Container, false, &Runtime::Usable), Ok(Tier::Container));
+    }
+}
