@@ -1,1 +1,33 @@
-fn main() {}
+//! Binary shim: parse args, set up logging, run the verb, map the result to an exit code.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use cyclix::{app, cli::Cli, exit};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time()
+        .init();
+    match app::run(&cli) {
+        Ok(outcome) => outcome.into(),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            exit::for_error(&err)
+        }
+    }
+}

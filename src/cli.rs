@@ -1,0 +1,143 @@
+//! Command-line types (clap derive). Pure data: no I/O, no environment reads beyond clap's own.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::render::Backend;
+use crate::tier::Tier;
+
+/// cyclix: run AI coding agents in self-testing rootless-Podman sandboxes under the systemd
+/// user manager.
+#[derive(Debug, Parser)]
+#[command(name = "cyclix", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output on stderr (-v debug, -vv trace). `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// The verb.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Work with tenant spec files.
+    #[command(subcommand)]
+    Spec(SpecCommand),
+    /// Render the units and files of one run (nothing is installed or started).
+    Render(RenderArgs),
+    /// Show the isolation tiers and what each does and does not protect against.
+    #[command(subcommand)]
+    Tier(TierCommand),
+}
+
+/// `cyclix spec ...`
+#[derive(Debug, Subcommand)]
+pub enum SpecCommand {
+    /// Load and validate a spec; print every problem as `FILE:LINE:COL: KEY: message`.
+    Validate {
+        /// The spec file (YAML).
+        file: PathBuf,
+        /// Print the validated spec (or the diagnostics) as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `cyclix tier ...`
+#[derive(Debug, Subcommand)]
+pub enum TierCommand {
+    /// Describe one tier, or all of them, from the same table `check` and the docs use.
+    Describe {
+        /// direct, worktree or container; all when omitted.
+        tier: Option<Tier>,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `cyclix render ...`
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("input").required(true).args(["spec", "demo"]))]
+#[command(group = clap::ArgGroup::new("output").required(true).args(["out", "stdout"]))]
+pub struct RenderArgs {
+    /// The tenant spec file.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// Use the embedded demo tenant's spec instead of a file.
+    #[arg(long)]
+    pub demo: bool,
+    /// The run id (`[a-z0-9][a-z0-9-]*`, at most 48 characters).
+    #[arg(long)]
+    pub run_id: String,
+    /// Write the files below this directory (`quadlet/`, `units/`, `run/`, `user/`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the files to stdout, each after a `# ==> DIR/NAME <==` line.
+    #[arg(long)]
+    pub stdout: bool,
+    /// Unit flavour: Quadlet (podman ≥ 5) or plain services (podman < 5).
+    #[arg(long, value_enum, default_value_t = Backend::Quadlet)]
+    pub backend: Backend,
+    /// Host path of the run's worktree [default: ~/.local/share/cyclix/worktrees/TENANT/RUN].
+    #[arg(long)]
+    pub worktree: Option<String>,
+    /// Host path of the run's state directory [default: `$XDG_RUNTIME_DIR/cyclix/runs/RUN`].
+    #[arg(long)]
+    pub run_dir: Option<String>,
+    /// Third octet of the run's internal subnet 10.213.N.0/24 [default: derived from the run id].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=254))]
+    pub subnet_octet: Option<u8>,
+    /// Absolute path of the cyclix binary written into the unit template [default: this binary].
+    #[arg(long)]
+    pub cyclix_bin: Option<String>,
+}
+
+impl clap::ValueEnum for Tier {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Tier::Direct, Tier::Worktree, Tier::Container]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn render_needs_an_input_and_an_output() {
+        assert!(Cli::try_parse_from(["cyclix", "render", "--run-id", "r1", "--stdout"]).is_err());
+        assert!(Cli::try_parse_from(["cyclix", "render", "--demo", "--run-id", "r1"]).is_err());
+        assert!(
+            Cli::try_parse_from(["cyclix", "render", "--demo", "--run-id", "r1", "--stdout"])
+                .is_ok()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "cyclix",
+                "render",
+                "--demo",
+                "--run-id",
+                "r",
+                "--stdout",
+                "--subnet-octet",
+                "255"
+            ])
+            .is_err()
+        );
+    }
+}

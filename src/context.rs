@@ -1,0 +1,72 @@
+//! Host facts resolved once at start-up from the real environment. The only module that
+//! reads environment variables (`std::env`); everything downstream receives paths from here.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
+
+/// The invoking user's directories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEnv {
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// `$XDG_RUNTIME_DIR` (e.g. `/run/user/1000`); `None` when unset.
+    pub runtime_dir: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME` or `~/.config`.
+    pub config_home: PathBuf,
+    /// `$XDG_DATA_HOME` or `~/.local/share`.
+    pub data_home: PathBuf,
+    /// `$XDG_STATE_HOME` or `~/.local/state`.
+    pub state_home: PathBuf,
+}
+
+fn abs_var(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+impl HostEnv {
+    /// Reads the environment.
+    ///
+    /// # Errors
+    /// When `$HOME` is unset or not absolute.
+    pub fn from_env() -> Result<Self> {
+        let Some(home) = abs_var("HOME") else {
+            bail!(
+                "$HOME is unset or not an absolute path; cyclix needs it for ~/.config/cyclix and ~/.local/share/cyclix"
+            )
+        };
+        Ok(HostEnv {
+            runtime_dir: abs_var("XDG_RUNTIME_DIR"),
+            config_home: abs_var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config")),
+            data_home: abs_var("XDG_DATA_HOME").unwrap_or_else(|| home.join(".local/share")),
+            state_home: abs_var("XDG_STATE_HOME").unwrap_or_else(|| home.join(".local/state")),
+            home,
+        })
+    }
+
+    /// `$XDG_RUNTIME_DIR`, required by every verb that touches the user manager or runs.
+    ///
+    /// # Errors
+    /// When it is unset, with the usual causes as the fix.
+    pub fn runtime_dir(&self) -> Result<&PathBuf> {
+        self.runtime_dir.as_ref().context(
+            "$XDG_RUNTIME_DIR is unset: log in through a real session (not `su`), or use `machinectl shell USER@` / `systemd-run --user`",
+        )
+    }
+}
+
+/// Absolute path of the running cyclix binary (written into the unit template).
+///
+/// # Errors
+/// When the OS cannot tell.
+pub fn current_exe() -> Result<PathBuf> {
+    std::env::current_exe().context("finding the path of the cyclix binary")
+}
+
+/// Lossy UTF-8 string of a path, for the pure core (which works on `str`).
+#[must_use]
+pub fn path_str(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}

@@ -1,0 +1,6 @@
+//! Image references cyclix builds and uses itself.
+
+/// The egress proxy image built from `images/proxy/Containerfile` by `cyclix images build`.
+pub const PROXY_IMAGE: &str = "localhost/cyclix-proxy:latest";
+/// The Python agent image built from `Containerfile.python`.
+pub const AGENT_PYTHON_IMAGE: &str = "localhost/cyclix-agent-python:latest";

@@ -1,0 +1,138 @@
+//! Spec + run → the files of one run: Quadlet units (or plain systemd units on hosts without
+//! Quadlet), the proxy's configuration and the task file; plus the static templates and the
+//! per-tenant timer drop-in.
+//!
+//! Pure: no file system, no environment, no clock, no randomness, no hash-order iteration.
+//! Every host fact (paths, the run's subnet, image references) arrives in [`RunContext`].
+//! Both backends render from one [`plan::RunPlan`], so they cannot drift apart.
+
+pub mod escape;
+pub mod ini;
+pub mod plain;
+pub mod plan;
+pub mod proxy;
+pub mod quadlet;
+pub mod units;
+
+use serde::Serialize;
+
+use crate::spec::Spec;
+
+/// Which unit flavour to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Quadlet files (`.network`, `.pod`, `.container`) for podman ≥ 5.0, read by the user
+    /// generator from `$XDG_RUNTIME_DIR/containers/systemd/` (podman-systemd.unit(5)).
+    Quadlet,
+    /// Plain `.service` units running the equivalent podman commands, for hosts without
+    /// Quadlet (podman < 5, e.g. Debian 12's 4.3), placed in `$XDG_RUNTIME_DIR/systemd/user/`.
+    Plain,
+}
+
+/// Where a rendered file goes. The adapter maps each to a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dest {
+    /// `$XDG_RUNTIME_DIR/containers/systemd/`: Quadlet's runtime user directory (gone at reboot).
+    Quadlet,
+    /// `$XDG_RUNTIME_DIR/systemd/user/`: runtime user units (plain backend; gone at reboot).
+    RuntimeUnits,
+    /// The run's own state directory (`RunContext::run_dir`): proxy config, task file.
+    RunDir,
+    /// `~/.config/systemd/user/`: the static templates and per-tenant timer drop-ins.
+    UserConfig,
+}
+
+impl Dest {
+    /// The directory name used for this destination in `render --out` and golden tests.
+    #[must_use]
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Dest::Quadlet => "quadlet",
+            Dest::RuntimeUnits => "units",
+            Dest::RunDir => "run",
+            Dest::UserConfig => "user",
+        }
+    }
+}
+
+/// One rendered file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RenderedFile {
+    /// Destination directory kind.
+    pub dest: Dest,
+    /// File name relative to the destination (may contain one `/` for drop-in directories).
+    pub name: String,
+    /// Full text.
+    pub contents: String,
+}
+
+/// The rendered run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rendered {
+    /// Files sorted by (dest, name).
+    pub files: Vec<RenderedFile>,
+    /// Loud notices (an unpinned local image, report-only egress, a non-container tier).
+    pub warnings: Vec<String>,
+    /// Units the orchestrator drives, in start order.
+    pub units: plan::UnitNames,
+}
+
+/// Host facts about one run, resolved by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    /// The run id (validated: `spec::validate::run_id`).
+    pub run_id: String,
+    /// Absolute host path of the run's git worktree (mounted at `/work`).
+    pub worktree: String,
+    /// Absolute host path of the repository's git common dir (`<repo>/.git`), mounted at the
+    /// same path so the worktree's `.git` file resolves; its `config`, `hooks` and `info` are
+    /// mounted read-only over it (field report B27).
+    pub git_common_dir: String,
+    /// Absolute host path of the run's state directory (proxy config, task file).
+    pub run_dir: String,
+    /// Third octet of the run's internal subnet `10.213.N.0/24` (1–254); the proxy is `.2`.
+    pub subnet_octet: u8,
+    /// The egress proxy image reference.
+    pub proxy_image: String,
+}
+
+/// Why rendering failed. Each names the spec key or context field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct RenderError {
+    /// The spec key path (`agent.command[2]`) or context field (`run.worktree`).
+    pub key: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// Renders the per-run files of `spec` for `run` with `backend`.
+///
+/// # Errors
+/// [`RenderError`] when a context path is unusable in a mount (not absolute, or holding `:`,
+/// `,`, `=` or a control character), the subnet octet is out of range, or an argv word cannot
+/// be carried by the backend (Quadlet: an empty word or a lone `;`).
+pub fn render(spec: &Spec, run: &RunContext, backend: Backend) -> Result<Rendered, RenderError> {
+    let plan = plan::plan(spec, run)?;
+    let mut files = match backend {
+        Backend::Quadlet => quadlet::render(&plan)?,
+        Backend::Plain => plain::render(&plan)?,
+    };
+    files.push(RenderedFile {
+        dest: Dest::RunDir,
+        name: plan::PROXY_CONF_FILE.to_string(),
+        contents: proxy::squid_conf(&proxy::ProxyPlan {
+            egress: &spec.egress,
+            agent_subnet: &plan.subnet,
+            listen_port: plan::PROXY_PORT,
+        }),
+    });
+    files.sort_by(|a, b| (a.dest, &a.name).cmp(&(b.dest, &b.name)));
+    Ok(Rendered {
+        files,
+        warnings: plan.warnings.clone(),
+        units: plan.units.clone(),
+    })
+}

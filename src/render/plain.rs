@@ -1,0 +1,339 @@
+//! Plain backend: `.service` units that run the same podman commands Quadlet would generate,
+//! for hosts without Quadlet (podman < 5.0, e.g. Debian 12's 4.3). Same topology, same
+//! hardening, same labels; the network units also remove their network when stopped (what
+//! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). Also renders the host units
+//! of the non-container tiers. Pure.
+
+use super::escape::{self, exec_line, exec_word};
+use super::ini::UnitFile;
+use super::plan::{
+    ContainerPlan, HostServicePlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
+};
+use super::quadlet::{HEADER, esc_err, v};
+use super::{Dest, RenderError, RenderedFile};
+
+const PODMAN: &str = "/usr/bin/podman";
+
+fn file(name: String, u: &UnitFile) -> RenderedFile {
+    RenderedFile {
+        dest: Dest::RuntimeUnits,
+        name,
+        contents: u.to_text(),
+    }
+}
+
+fn cmd(podman: &str, args: &[String]) -> String {
+    let mut line = exec_word(podman);
+    for a in args {
+        line.push(' ');
+        line.push_str(&exec_word(a));
+    }
+    line
+}
+
+fn label_args(plan: &RunPlan, role: &str) -> Vec<String> {
+    vec![
+        format!("--label=io.cyclix.tenant={}", plan.tenant),
+        format!("--label=io.cyclix.run={}", plan.run_id),
+        format!("--label=io.cyclix.role={role}"),
+    ]
+}
+
+/// Renders the plan as plain systemd units.
+///
+/// # Errors
+/// [`RenderError`] when a value cannot be carried in a unit file.
+pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
+    let mut files = Vec::new();
+    for h in &plan.host_services {
+        files.push(host_service(h)?);
+    }
+    for n in &plan.networks {
+        files.push(network_unit(plan, n)?);
+    }
+    if let (Some(pod), Some(internal)) = (&plan.pod, plan.networks.first()) {
+        files.push(pod_unit(plan, pod, internal));
+    }
+    for c in &plan.containers {
+        files.push(container(plan, c)?);
+    }
+    Ok(files)
+}
+
+fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderError> {
+    let (deps, args) = run_args(plan, c);
+    let cid = "--cidfile=%t/%N.cid";
+    let mut u = UnitFile::new(HEADER);
+    let mut unit = u.section("Unit");
+    unit.add("Description", v("run", &c.description)?);
+    for d in &deps {
+        unit.add("BindsTo", d.clone());
+        unit.add("After", d.clone());
+    }
+    unit.add("RequiresMountsFor", "%t/containers");
+    let run_line = format!(
+        "{} {cid} {}",
+        exec_word(PODMAN),
+        args.iter()
+            .map(|a| exec_word(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let rm = format!("{PODMAN} rm -v -f -i {cid}");
+    let mut s = u.section("Service");
+    s.add("Type", "notify")
+        .add("NotifyAccess", "all")
+        .add("Environment", "PODMAN_SYSTEMD_UNIT=%n")
+        .add("KillMode", "mixed")
+        .add("Delegate", "yes")
+        .add("ExecStart", run_line)
+        .add("ExecStop", rm.clone())
+        .add("ExecStopPost", format!("-{rm}"))
+        .add("SyslogIdentifier", "%N")
+        .add("TimeoutStartSec", c.start_timeout_s.to_string())
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+    if let Some(max) = c.runtime_max_s {
+        s.add("RuntimeMaxSec", max.to_string());
+    }
+    s.add("Restart", "no");
+    Ok(file(format!("{}.service", c.stem), &u))
+}
+
+fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
+    if h.exec.is_empty() {
+        return Err(RenderError {
+            key: h.exec_key.clone(),
+            message: "an empty command cannot run on the host".into(),
+        });
+    }
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit")
+        .add("Description", v("run", &h.description)?);
+    let mut s = u.section("Service");
+    s.add("Type", "exec");
+    s.add("WorkingDirectory", v(&h.exec_key, &h.workdir)?);
+    for (k, val) in &h.env {
+        s.add(
+            "Environment",
+            escape::quoted_value(&format!("{k}={val}")).map_err(|e| esc_err(&h.exec_key, &e))?,
+        );
+    }
+    s.add("ExecStart", exec_line(&h.exec));
+    s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
+    s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+    Ok(file(format!("{}.service", h.stem), &u))
+}
+
+fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
+    let podman_s = PODMAN.to_string();
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit")
+        .add(
+            "Description",
+            v(
+                "run",
+                &format!("cyclix run {} network {}", plan.run_id, n.name),
+            )?,
+        )
+        .add("RequiresMountsFor", "%t/containers");
+    let mut args = vec!["network".to_string(), "create".into(), "--ignore".into()];
+    if n.internal {
+        args.push("--internal".into());
+    }
+    if let Some(s) = &n.subnet {
+        args.push(format!("--subnet={s}"));
+    }
+    args.extend(label_args(
+        plan,
+        if n.internal {
+            "network-internal"
+        } else {
+            "network-egress"
+        },
+    ));
+    args.push(n.name.clone());
+    u.section("Service")
+        .add("Type", "oneshot")
+        .add("RemainAfterExit", "yes")
+        .add("ExecStart", cmd(&podman_s, &args))
+        .add(
+            "ExecStop",
+            cmd(
+                &podman_s,
+                &[
+                    "network".into(),
+                    "rm".into(),
+                    "--force".into(),
+                    n.name.clone(),
+                ],
+            ),
+        )
+        .add(
+            "TimeoutStartSec",
+            super::plan::START_TIMEOUT_LOCAL_S.to_string(),
+        )
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
+        .add("SyslogIdentifier", "%N");
+    Ok(file(format!("{}-network.service", n.stem), &u))
+}
+
+fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
+    let net_unit = format!("{}-network.service", internal.stem);
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit")
+        .add("Description", format!("cyclix run {} pod", plan.run_id))
+        .add("Wants", net_unit.clone())
+        .add("After", net_unit)
+        .add("RequiresMountsFor", "%t/containers");
+    let mut create = vec![
+        "pod".to_string(),
+        "create".into(),
+        "--infra-conmon-pidfile=%t/%N.pid".into(),
+        "--pod-id-file=%t/%N.pod-id".into(),
+        "--exit-policy=stop".into(),
+        "--replace".into(),
+        format!("--network={}", internal.name),
+        "--dns-option=timeout:1".into(),
+        "--dns-option=attempts:1".into(),
+        format!("--infra-name={pod}-infra"),
+    ];
+    create.extend(label_args(plan, "pod"));
+    create.push(pod.to_string());
+    // `%t`/`%N` are cyclix's own specifiers: written raw, never from user data.
+    let raw = |args: &[&str]| {
+        std::iter::once(PODMAN)
+            .chain(args.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let create_line = std::iter::once(exec_word(PODMAN))
+        .chain(create.iter().map(|a| {
+            if a.contains("%t/%N") {
+                a.clone()
+            } else {
+                exec_word(a)
+            }
+        }))
+        .collect::<Vec<_>>()
+        .join(" ");
+    u.section("Service")
+        .add("Type", "forking")
+        .add("PIDFile", "%t/%N.pid")
+        .add("ExecStartPre", create_line)
+        .add(
+            "ExecStart",
+            raw(&["pod", "start", "--pod-id-file=%t/%N.pod-id"]),
+        )
+        .add(
+            "ExecStop",
+            raw(&[
+                "pod",
+                "stop",
+                "--pod-id-file=%t/%N.pod-id",
+                "--ignore",
+                &format!("--time={STOP_TIMEOUT_S}"),
+            ]),
+        )
+        .add(
+            "ExecStopPost",
+            raw(&[
+                "pod",
+                "rm",
+                "--pod-id-file=%t/%N.pod-id",
+                "--ignore",
+                "--force",
+            ]),
+        )
+        .add(
+            "TimeoutStartSec",
+            super::plan::START_TIMEOUT_LOCAL_S.to_string(),
+        )
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
+        .add("Environment", "PODMAN_SYSTEMD_UNIT=%n")
+        .add("SyslogIdentifier", "%N");
+    file(format!("{pod}-pod.service"), &u)
+}
+
+/// The `podman run` arguments for `c` (after `podman`), and the units it binds to.
+fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
+    let mut deps: Vec<String> = Vec::new();
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        format!("--name={}", c.stem),
+        "--rm".into(),
+        "--cgroups=split".into(),
+        "--sdnotify=conmon".into(),
+        "-d".into(),
+    ];
+    match &c.net {
+        Net::Pod => {
+            if let Some(pod) = &plan.pod {
+                deps.push(format!("{pod}-pod.service"));
+                args.push(format!("--pod={pod}"));
+            }
+        }
+        Net::Networks(attach) => {
+            for a in attach {
+                let n = &plan.networks[a.network];
+                deps.push(format!("{}-network.service", n.stem));
+                args.push(match &a.ip {
+                    Some(ip) => format!("--network={}:ip={ip}", n.name),
+                    None => format!("--network={}", n.name),
+                });
+            }
+        }
+        Net::None => args.push("--network=none".into()),
+    }
+    args.push(
+        if c.pull_never {
+            "--pull=never"
+        } else {
+            "--pull=missing"
+        }
+        .into(),
+    );
+    args.extend([
+        "--cap-drop=all".into(),
+        "--security-opt=no-new-privileges".into(),
+        "--read-only".into(),
+        "--init".into(),
+    ]);
+    for t in &c.tmpfs {
+        args.push(format!("--tmpfs={t}"));
+    }
+    for b in &c.binds {
+        let mut m = format!(
+            "--mount=type=bind,source={},destination={}",
+            b.source, b.target
+        );
+        if b.read_only {
+            m.push_str(",readonly=true");
+        }
+        args.push(m);
+    }
+    for (k, val) in &c.env {
+        args.push(format!("--env={k}={val}"));
+    }
+    for (secret, var) in &c.secrets {
+        args.push(format!("--secret={secret},type=env,target={var}"));
+    }
+    if let Some(w) = &c.workdir {
+        args.push(format!("--workdir={w}"));
+    }
+    for (k, val) in &c.labels {
+        args.push(format!("--label={k}={val}"));
+    }
+    if let Some(p) = c.pids {
+        args.push(format!("--pids-limit={p}"));
+    }
+    if let Some(m) = c.memory_bytes {
+        args.push(format!("--memory={m}"));
+    }
+    if let Some(cpu) = c.cpu_millis {
+        args.push(format!("--cpus={}.{:03}", cpu / 1000, cpu % 1000));
+    }
+    args.push(format!("--stop-timeout={STOP_TIMEOUT_S}"));
+    args.push(c.image.clone());
+    args.extend(c.exec.iter().cloned());
+    (deps, args)
+}
