@@ -11,6 +11,7 @@ pub mod demo;
 pub mod exit;
 pub mod host;
 pub mod images;
+pub mod process;
 pub mod render;
 pub mod spec;
 pub mod tier;

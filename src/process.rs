@@ -1,0 +1,260 @@
+//! The single wrapper around `std::process::Command`: every child gets a deadline, its argv
+//! is logged at debug level, its output is captured, and a failure carries the argv, the exit
+//! status and the trimmed stderr. Secret values travel on stdin only, never in argv.
+//! Nothing else in the crate calls `Command::new`.
+
+use std::io::{Read as _, Write as _};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A finished child.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Captured stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr (lossy UTF-8).
+    pub stderr: String,
+}
+
+/// Why a child failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// It could not be started (missing binary, permissions).
+    #[error("cannot run `{argv}`: {source}{hint}")]
+    Spawn {
+        /// The command line (for humans; never holds secrets).
+        argv: String,
+        /// The OS error.
+        source: std::io::Error,
+        /// A fix, e.g. "is podman installed and on $PATH?".
+        hint: String,
+    },
+    /// It ran past its deadline and was killed (SIGKILL).
+    #[error("`{argv}` did not finish within {after_ms} ms and was killed")]
+    Deadline {
+        /// The command line.
+        argv: String,
+        /// The deadline in milliseconds.
+        after_ms: u128,
+    },
+    /// It exited non-zero.
+    #[error("`{argv}` failed ({status}): {stderr}")]
+    Failed {
+        /// The command line.
+        argv: String,
+        /// The exit status.
+        status: ExitStatus,
+        /// Trimmed stderr (last 2000 bytes).
+        stderr: String,
+        /// Captured stdout.
+        stdout: String,
+    },
+}
+
+fn show(program: &str, args: &[&str]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn trim_tail(s: &str) -> String {
+    let t = s.trim();
+    if t.len() > 2000 {
+        let mut cut = t.len() - 2000;
+        while !t.is_char_boundary(cut) {
+            cut += 1;
+        }
+        format!("…{}", &t[cut..])
+    } else {
+        t.to_string()
+    }
+}
+
+fn read_all(child: &mut Child) -> (String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_end(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_end(&mut err);
+    }
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+/// Runs `program args…` with `stdin` fed to it, waits at most `deadline`, and returns its
+/// output whatever the exit status.
+///
+/// # Errors
+/// [`ProcessError::Spawn`] or [`ProcessError::Deadline`].
+pub fn run_status(
+    program: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    deadline: Duration,
+    hint: &str,
+) -> Result<Output, ProcessError> {
+    let argv = show(program, args);
+    tracing::debug!(argv = %argv, deadline_ms = deadline.as_millis(), "running");
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ProcessError::Spawn {
+            argv: argv.clone(),
+            source,
+            hint: hint.to_string(),
+        })?;
+    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(data);
+    }
+    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let (out_tx, out_rx) = std::sync::mpsc::channel();
+    let (err_tx, err_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.read_to_end(&mut b);
+        }
+        let _ = out_tx.send(b);
+    });
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.read_to_end(&mut b);
+        }
+        let _ = err_tx.send(b);
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = read_all(&mut child);
+                return Err(ProcessError::Deadline {
+                    argv,
+                    after_ms: deadline.as_millis(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(source) => {
+                return Err(ProcessError::Spawn {
+                    argv,
+                    source,
+                    hint: hint.to_string(),
+                });
+            }
+        }
+    };
+    // A grandchild that inherited the pipes (a daemonising helper) must not hold us past the
+    // deadline: wait for the readers at most until it.
+    let rest = deadline
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(100));
+    let out = out_rx.recv_timeout(rest).unwrap_or_default();
+    let err = err_rx.recv_timeout(rest).unwrap_or_default();
+    Ok(Output {
+        status,
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    })
+}
+
+/// [`run_status`], and a non-zero exit is an error.
+///
+/// # Errors
+/// [`ProcessError`] for spawn failures, deadline and non-zero exit.
+pub fn run(
+    program: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    deadline: Duration,
+    hint: &str,
+) -> Result<Output, ProcessError> {
+    let out = run_status(program, args, stdin, deadline, hint)?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(ProcessError::Failed {
+            argv: show(program, args),
+            status: out.status,
+            stderr: trim_tail(&out.stderr),
+            stdout: out.stdout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_output_and_status() {
+        let o = run_status(
+            "sh",
+            &["-c", "echo out; echo err >&2; exit 3"],
+            None,
+            Duration::from_secs(5),
+            "",
+        )
+        .expect("runs");
+        assert_eq!(o.stdout, "out\n");
+        assert_eq!(o.stderr, "err\n");
+        assert_eq!(o.status.code(), Some(3));
+        let e = run(
+            "sh",
+            &["-c", "echo boom >&2; exit 4"],
+            None,
+            Duration::from_secs(5),
+            "",
+        )
+        .expect_err("fails");
+        assert!(
+            e.to_string().contains("boom") && e.to_string().contains("sh -c"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn stdin_carries_data_not_argv() {
+        let o = run("cat", &[], Some(b"s3cret"), Duration::from_secs(5), "").expect("runs");
+        assert_eq!(o.stdout, "s3cret");
+    }
+
+    #[test]
+    fn deadline_kills_the_child() {
+        let t = Instant::now();
+        let e = run("sleep", &["10"], None, Duration::from_millis(200), "").expect_err("deadline");
+        assert!(matches!(e, ProcessError::Deadline { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn missing_binary_names_the_fix() {
+        let e = run(
+            "/nonexistent/podman",
+            &["ps"],
+            None,
+            Duration::from_secs(1),
+            " (is podman installed?)",
+        )
+        .expect_err("spawn");
+        assert!(e.to_string().contains("is podman installed?"), "{e}");
+    }
+}
