@@ -13,5 +13,6 @@ pub mod host;
 pub mod images;
 pub mod process;
 pub mod render;
+pub mod run;
 pub mod spec;
 pub mod tier;

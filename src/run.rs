@@ -1,0 +1,5 @@
+//! The run lifecycle (`cyclix run TENANT`): prepare → render → install → reload → start →
+//! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
+
+pub mod lock;
+pub mod record;

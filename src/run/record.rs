@@ -1,0 +1,230 @@
+//! The run record: one JSON document per run, written atomically (temp file, fsync, rename)
+//! to `$XDG_STATE_HOME/cyclix/runs/TENANT/RUN.json`. It never holds secret values: only the
+//! names of the variables handed over.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunResult {
+    /// The agent exited 0 and the gate passed.
+    Passed,
+    /// The gate ran and failed.
+    GateFailed,
+    /// The agent exited non-zero or ran out of time; the gate did not run.
+    AgentFailed,
+    /// The boundary probe refused the sandbox; the agent never started.
+    ProbeRefused,
+    /// cyclix itself failed in `phase`.
+    Error,
+}
+
+impl RunResult {
+    /// Exit status of `cyclix run` for this result (see `exit`).
+    #[must_use]
+    pub fn exit_code(self) -> u8 {
+        match self {
+            RunResult::Passed => crate::exit::OK,
+            RunResult::GateFailed | RunResult::AgentFailed | RunResult::ProbeRefused => {
+                crate::exit::FINDINGS
+            }
+            RunResult::Error => crate::exit::TOOL_FAILED,
+        }
+    }
+}
+
+/// One phase's timing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Phase name (`prepare`, `render`, `install`, `reload`, `start`, `agent`, `gate`,
+    /// `collect`, `teardown`, `audit`).
+    pub name: String,
+    /// Start, in ms since the Unix epoch.
+    pub start_ms: u128,
+    /// End, in ms since the Unix epoch.
+    pub end_ms: u128,
+    /// `ok` or the error that ended the phase.
+    pub outcome: String,
+}
+
+/// A commit the agent made on the run branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    /// Full sha.
+    pub sha: String,
+    /// Subject line.
+    pub subject: String,
+}
+
+/// The record of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Record format version.
+    pub version: u32,
+    /// Tenant.
+    pub tenant: String,
+    /// Run id.
+    pub run_id: String,
+    /// The tier the run had; `direct` records say "no isolation" in `notices`.
+    pub tier: String,
+    /// The result.
+    pub result: RunResult,
+    /// The phase that failed, if any.
+    pub failed_phase: Option<String>,
+    /// The error, if any.
+    pub error: Option<String>,
+    /// Phases in order.
+    pub phases: Vec<Phase>,
+    /// The agent's exit status, if it ran to an end.
+    pub agent_exit: Option<i32>,
+    /// The gate's exit status, if it ran.
+    pub gate_exit: Option<i32>,
+    /// The run branch (kept as the result).
+    pub branch: String,
+    /// The commit the run started from.
+    pub base_commit: String,
+    /// Commits on the run branch, oldest first.
+    pub commits: Vec<CommitInfo>,
+    /// Proxy decisions (one JSON object per request).
+    pub egress_decisions: Vec<serde_json::Value>,
+    /// Names of variables handed over as secrets (values never recorded).
+    pub secret_names: Vec<String>,
+    /// Loud notices (unpinned images, report-only egress, no isolation).
+    pub notices: Vec<String>,
+    /// Leftovers found by the audit after teardown; non-empty means the run failed.
+    pub leftovers: Vec<String>,
+    /// Unit names the run used.
+    pub units: Vec<String>,
+}
+
+/// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
+#[must_use]
+pub fn tenant_dir(state_home: &Path, tenant: &str) -> PathBuf {
+    state_home.join("cyclix/runs").join(tenant)
+}
+
+/// Writes `record` atomically to `dir/RUN.json` and points `dir/latest.json` at it.
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn write(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}.json", record.run_id));
+    let json = serde_json::to_vec_pretty(record).context("serialising the run record")?;
+    atomic_write(&path, &json)?;
+    let latest = dir.join("latest.json");
+    atomic_write(&latest, &json)?;
+    Ok(path)
+}
+
+/// Writes `data` to `path` via a temp file in the same directory, fsync and rename.
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn atomic_write(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .context("invariant: record paths have a parent")?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temp file in {}", dir.display()))?;
+    tmp.write_all(data)
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("syncing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads the latest record of `tenant`, if any.
+///
+/// # Errors
+/// I/O or parse failures other than "no record yet".
+pub fn latest(state_home: &Path, tenant: &str) -> Result<Option<RunRecord>> {
+    let p = tenant_dir(state_home, tenant).join("latest.json");
+    match std::fs::read(&p) {
+        Ok(b) => Ok(Some(
+            serde_json::from_slice(&b).with_context(|| format!("parsing {}", p.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
+    }
+}
+
+/// A human summary (what `cyclix run` prints at the end and `status` shows).
+#[must_use]
+pub fn summary(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "run {} (tenant {}, tier {}): {:?}",
+        r.run_id, r.tenant, r.tier, r.result
+    );
+    if let Some(p) = &r.failed_phase {
+        let _ = writeln!(
+            s,
+            "  failed in phase {p}: {}",
+            r.error.as_deref().unwrap_or("-")
+        );
+    }
+    let ex = |c: Option<i32>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
+    let _ = writeln!(
+        s,
+        "  agent exit {}, gate exit {}",
+        ex(r.agent_exit),
+        ex(r.gate_exit)
+    );
+    let _ = writeln!(
+        s,
+        "  branch {} (+{} commits on {})",
+        r.branch,
+        r.commits.len(),
+        short(&r.base_commit)
+    );
+    for c in &r.commits {
+        let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
+    }
+    let denied = r
+        .egress_decisions
+        .iter()
+        .filter(|d| d.get("status").and_then(|v| v.as_str()) == Some("403"))
+        .count();
+    let _ = writeln!(
+        s,
+        "  egress: {} requests, {denied} denied",
+        r.egress_decisions.len()
+    );
+    for n in &r.notices {
+        let _ = writeln!(s, "  NOTICE: {n}");
+    }
+    if r.leftovers.is_empty() {
+        let _ = writeln!(s, "  leftovers: none");
+    } else {
+        for l in &r.leftovers {
+            let _ = writeln!(s, "  LEFTOVER: {l}");
+        }
+    }
+    let total = r
+        .phases
+        .first()
+        .zip(r.phases.last())
+        .map_or(0, |(a, b)| b.end_ms.saturating_sub(a.start_ms));
+    let times: Vec<String> = r
+        .phases
+        .iter()
+        .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
+        .collect();
+    let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
