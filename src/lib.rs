@@ -3,5 +3,7 @@
 //!
 //! Pure core: [`spec`], [`tier`], [`render`]. Adapters and the orchestrator live beside them.
 
+pub mod demo;
+pub mod render;
 pub mod spec;
 pub mod tier;
