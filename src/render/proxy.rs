@@ -188,11 +188,15 @@ impl Decision {
             return Decision::Unannotated;
         }
         if let Some(rest) = token.strip_prefix(WOULD_DENY_PREFIX) {
-            return DenyReason::from_token(rest)
-                .map_or_else(|| Decision::Unrecognised(token.to_owned()), Decision::WouldDeny);
+            return DenyReason::from_token(rest).map_or_else(
+                || Decision::Unrecognised(token.to_owned()),
+                Decision::WouldDeny,
+            );
         }
-        DenyReason::from_token(token)
-            .map_or_else(|| Decision::Unrecognised(token.to_owned()), Decision::Denied)
+        DenyReason::from_token(token).map_or_else(
+            || Decision::Unrecognised(token.to_owned()),
+            Decision::Denied,
+        )
     }
 }
 
@@ -405,21 +409,52 @@ fn access(out: &mut String, action: &str, conds: &[&str]) {
 pub fn squid_conf(plan: &ProxyPlan) -> String {
     let egress = plan.egress;
     let domains = domain_acls(&egress.allow);
+    let client_ok = is_config_safe_cidr(plan.agent_subnet);
     let mut out = String::new();
-    let report_only = egress.report_only;
+    render_settings(&mut out, plan);
+    render_acls(&mut out, plan, &domains, client_ok);
 
+    out.push_str("\n# Access rules: the first line that matches decides.\n");
+    if !client_ok {
+        out.push_str("# agent subnet unusable: every client is refused\n");
+        access(
+            &mut out,
+            "deny",
+            &["all", DenyReason::ClientNotAllowed.acl()],
+        );
+        return out;
+    }
+    access(
+        &mut out,
+        "deny",
+        &["!agents", DenyReason::ClientNotAllowed.acl()],
+    );
+    let no_ports = egress.ports.is_empty();
+    let finished = if egress.report_only {
+        render_report_only_rules(&mut out, &domains, no_ports);
+        false
+    } else {
+        render_enforcing_rules(&mut out, &domains, no_ports)
+    };
+    if !finished {
+        access(&mut out, "deny", &["all", DenyReason::NoRuleMatched.acl()]);
+    }
+    out
+}
+
+/// The header and the global settings: read-only-root operation, DNS, headers, the log.
+fn render_settings(out: &mut String, plan: &ProxyPlan) {
     out.push_str(
         "# cyclix egress proxy (squid 6.13): rendered per run, do not edit.\n\
          # Mode: ",
     );
-    out.push_str(if report_only {
+    out.push_str(if plan.egress.report_only {
         "REPORT-ONLY (name, port and IP-literal violations are logged as would_deny:*, not denied;\n\
          # private destinations and foreign clients are still denied)\n"
     } else {
         "enforcing\n"
     });
-
-    let _ = writeln!(out, "\n# Container-friendly operation (read-only root, no daemons).");
+    out.push_str("\n# Container-friendly operation (read-only root, no daemons).\n");
     let _ = writeln!(out, "http_port {}", plan.listen_port);
     out.push_str(
         "visible_hostname cyclix-egress\n\
@@ -432,7 +467,8 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
          dns_timeout 5 seconds\n\
          \n\
          # Header hygiene: no Via (container id + version), no X-Forwarded-For (agent IP),\n\
-         # no version string in error pages.\n\
+         # no version string in error pages. (`via off` makes squid -k parse warn\n\
+         # \"HTTP requires the use of Via\": expected.)\n\
          via off\n\
          forwarded_for delete\n\
          httpd_suppress_version_string on\n\
@@ -440,9 +476,12 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
          # Decision log: one JSON object per request on stdout.\n",
     );
     out.push_str(LOGFORMAT);
-    out.push_str("\naccess_log stdio:/dev/stdout jsonl\n\n# ACLs.\n");
+    out.push_str("\naccess_log stdio:/dev/stdout jsonl\n");
+}
 
-    let client_ok = is_config_safe_cidr(plan.agent_subnet);
+/// Every ACL the rules use; ACLs with no values are left out (squid rejects empty lists).
+fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_ok: bool) {
+    out.push_str("\n# ACLs.\n");
     if client_ok {
         let _ = writeln!(out, "acl agents src {}", plan.agent_subnet);
     }
@@ -472,7 +511,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
             domains.apex_denied.join(" ")
         );
     }
-    let ports: Vec<String> = egress.ports.iter().map(u16::to_string).collect();
+    let ports: Vec<String> = plan.egress.ports.iter().map(u16::to_string).collect();
     if !ports.is_empty() {
         let _ = writeln!(out, "acl allowed_ports port {}", ports.join(" "));
     }
@@ -489,7 +528,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
         out,
         "acl r_ok annotate_transaction reason={REASON_ALLOWLISTED}"
     );
-    if report_only {
+    if plan.egress.report_only {
         for reason in [
             DenyReason::IpLiteral,
             DenyReason::DomainNotAllowlisted,
@@ -504,65 +543,45 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
         }
         out.push_str("# Matches once any reason annotation is set.\nacl noted note reason\n");
     }
+}
 
-    out.push_str("\n# Access rules: the first line that matches decides.\n");
-    let r = |reason: DenyReason| reason.acl();
-    if client_ok {
-        access(&mut out, "deny", &["!agents", r(DenyReason::ClientNotAllowed)]);
-    } else {
-        out.push_str("# agent subnet unusable: every client is refused\n");
-        access(&mut out, "deny", &["all", r(DenyReason::ClientNotAllowed)]);
-        return out;
+/// Enforcing rules after the client check. Returns true when the rules already end in an
+/// unconditional deny (empty allowlist or no ports), so no final `deny all` is needed.
+fn render_enforcing_rules(out: &mut String, domains: &DomainAcls, no_ports: bool) -> bool {
+    let r_domain = DenyReason::DomainNotAllowlisted.acl();
+    access(out, "deny", &["ip_literal", DenyReason::IpLiteral.acl()]);
+    if !domains.apex_denied.is_empty() {
+        access(out, "deny", &["wildcard_apex", r_domain]);
     }
-
-    if report_only {
-        render_report_only_rules(&mut out, &domains, ports.is_empty());
-    } else {
-        access(&mut out, "deny", &["ip_literal", r(DenyReason::IpLiteral)]);
-        if !domains.apex_denied.is_empty() {
-            access(
-                &mut out,
-                "deny",
-                &["wildcard_apex", r(DenyReason::DomainNotAllowlisted)],
-            );
-        }
-        if domains.allowed.is_empty() {
-            out.push_str("# Empty allowlist: deny all.\n");
-            access(&mut out, "deny", &["all", r(DenyReason::DomainNotAllowlisted)]);
-            return out;
-        }
-        access(
-            &mut out,
-            "deny",
-            &["!allowed_dom", r(DenyReason::DomainNotAllowlisted)],
-        );
-        if ports.is_empty() {
-            access(&mut out, "deny", &["all", r(DenyReason::PortNotAllowed)]);
-            return out;
-        }
-        access(
-            &mut out,
-            "deny",
-            &["!allowed_ports", r(DenyReason::PortNotAllowed)],
-        );
-        out.push_str("# After the name checks, so a denied name never waits for DNS.\n");
-        access(
-            &mut out,
-            "deny",
-            &["to_private", r(DenyReason::ResolvesToPrivateIp)],
-        );
-        access(&mut out, "allow", &["allowed_dom", "r_ok"]);
+    if domains.allowed.is_empty() {
+        out.push_str("# Empty allowlist: deny all.\n");
+        access(out, "deny", &["all", r_domain]);
+        return true;
     }
-    access(&mut out, "deny", &["all", r(DenyReason::NoRuleMatched)]);
-    out
+    access(out, "deny", &["!allowed_dom", r_domain]);
+    if no_ports {
+        access(out, "deny", &["all", DenyReason::PortNotAllowed.acl()]);
+        return true;
+    }
+    access(
+        out,
+        "deny",
+        &["!allowed_ports", DenyReason::PortNotAllowed.acl()],
+    );
+    out.push_str("# After the name checks, so a denied name never waits for DNS.\n");
+    access(
+        out,
+        "deny",
+        &["to_private", DenyReason::ResolvesToPrivateIp.acl()],
+    );
+    access(out, "allow", &["allowed_dom", "r_ok"]);
+    false
 }
 
 /// Report-only rules: each would-deny line annotates and then fails on `!all`, so it never
 /// decides; `!noted` keeps the first would-deny reason, as the enforcing order would log it.
 fn render_report_only_rules(out: &mut String, domains: &DomainAcls, no_ports: bool) {
-    out.push_str(
-        "# REPORT-ONLY: these lines annotate `would_deny:*` and never match (`!all`).\n",
-    );
+    out.push_str("# REPORT-ONLY: these lines annotate `would_deny:*` and never match (`!all`).\n");
     access(
         out,
         "deny",
@@ -634,7 +653,11 @@ mod tests {
 
     #[test]
     fn normal_config_has_the_measured_directives_in_order() {
-        let e = egress(&[exact("pypi.org"), sub("pythonhosted.org")], &[80, 443], false);
+        let e = egress(
+            &[exact("pypi.org"), sub("pythonhosted.org")],
+            &[80, 443],
+            false,
+        );
         let conf = render(&e);
         for line in [
             "http_port 3128",
@@ -807,10 +830,7 @@ mod tests {
     fn report_only_with_empty_allowlist_still_logs_domain() {
         let conf = render(&egress(&[], &[443], true));
         assert!(!conf.contains("allowed_dom"));
-        assert!(has_line(
-            &conf,
-            "http_access deny !noted rw_domain !all"
-        ));
+        assert!(has_line(&conf, "http_access deny !noted rw_domain !all"));
         assert!(has_line(&conf, "http_access deny to_private r_private"));
     }
 
@@ -826,7 +846,10 @@ mod tests {
         let conf = squid_conf(&plan);
         assert!(has_line(&conf, "http_port 8888"));
         assert!(has_line(&conf, "acl agents src fd00:1::/64"));
-        assert!(has_line(&conf, "acl allowed_dom dstdomain -n a.example b.example"));
+        assert!(has_line(
+            &conf,
+            "acl allowed_dom dstdomain -n a.example b.example"
+        ));
         assert!(has_line(&conf, "acl allowed_ports port 443 80"));
     }
 
@@ -854,7 +877,10 @@ mod tests {
             }
         );
         let d = parse_decision(&format!("  {DENIED}\n")).expect("denied line");
-        assert_eq!(d.decision, Decision::Denied(DenyReason::ResolvesToPrivateIp));
+        assert_eq!(
+            d.decision,
+            Decision::Denied(DenyReason::ResolvesToPrivateIp)
+        );
         assert_eq!(d.server, None);
         assert_eq!(d.method, "CONNECT");
         assert_eq!(d.status, Some(403));
@@ -886,6 +912,34 @@ mod tests {
         }
     }
 
+    /// Lines logged by squid 6.13 running the rendered configuration (see the module doc).
+    const REAL_LINES: [&str; 5] = [
+        r#"{"ts":1796038440.761,"client":"10.89.7.1","method":"-","host":"-","port":"-","url":"error:transaction-end-before-headers","status":"0","squid":"NONE_NONE","server":"-","reason":"-","ms":"0","bytes":"0"}"#,
+        r#"{"ts":1796038440.957,"client":"10.89.7.10","method":"CONNECT","host":"allowed.example","port":"22","url":"allowed.example:22","status":"403","squid":"TCP_DENIED_ABORTED","server":"-","reason":"port_not_allowed","ms":"0","bytes":"292"}"#,
+        r#"{"ts":1796038441.228,"client":"10.89.7.10","method":"GET","host":"[::1]","port":"80","url":"http://[::1]/","status":"403","squid":"TCP_DENIED","server":"-","reason":"ip_literal","ms":"1","bytes":"3334"}"#,
+        r#"{"ts":1796038446.574,"client":"10.89.7.10","method":"GET","host":"unresolvable.example","port":"80","url":"http://unresolvable.example/","status":"503","squid":"TCP_MISS_ABORTED","server":"-","reason":"allowlisted","ms":"5001","bytes":"3497"}"#,
+        r#"{"ts":1796038455.067,"client":"10.89.7.10","method":"GET","host":"203.0.113.10","port":"80","url":"http://203.0.113.10/","status":"200","squid":"TCP_MISS","server":"203.0.113.10","reason":"would_deny:ip_literal","ms":"2","bytes":"261"}"#,
+    ];
+
+    #[test]
+    fn parses_lines_squid_wrote() {
+        let d: Vec<ProxyDecision> = REAL_LINES
+            .iter()
+            .map(|l| parse_decision(l).expect("real line"))
+            .collect();
+        // A connection closed before any request (e.g. a readiness probe).
+        assert_eq!(d[0].decision, Decision::Unannotated);
+        assert_eq!((d[0].port, d[0].status), (None, Some(0)));
+        assert_eq!(d[1].decision, Decision::Denied(DenyReason::PortNotAllowed));
+        assert_eq!(d[2].decision, Decision::Denied(DenyReason::IpLiteral));
+        assert_eq!(d[2].host, "[::1]");
+        // Allowed by policy, then DNS timed out after dns_timeout (5 s): status says 503.
+        assert_eq!(d[3].decision, Decision::Allowed);
+        assert_eq!((d[3].status, d[3].duration_ms), (Some(503), Some(5001)));
+        assert_eq!(d[4].decision, Decision::WouldDeny(DenyReason::IpLiteral));
+        assert_eq!(d[4].server.as_deref(), Some("203.0.113.10"));
+    }
+
     #[test]
     fn rejects_non_log_lines() {
         assert_eq!(parse_decision(""), None);
@@ -894,7 +948,10 @@ mod tests {
             None
         );
         assert_eq!(parse_decision(r#"{"ts":1}"#), None);
-        assert_eq!(parse_decision(&DENIED.replace("1796036903.006", "-1")), None);
+        assert_eq!(
+            parse_decision(&DENIED.replace("1796036903.006", "-1")),
+            None
+        );
     }
 
     #[test]
@@ -910,7 +967,10 @@ mod tests {
                 let line = DENIED.replace("resolves_to_private_ip", token);
                 let d = parse_decision(&line).expect("line");
                 assert!(
-                    !matches!(d.decision, Decision::Unrecognised(_) | Decision::Unannotated),
+                    !matches!(
+                        d.decision,
+                        Decision::Unrecognised(_) | Decision::Unannotated
+                    ),
                     "{token}"
                 );
                 seen += 1;
