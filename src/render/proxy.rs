@@ -19,6 +19,14 @@
 //! client's follow-up request to the `Location` host is a new request, checked on its own
 //! (security case N14). Nothing here needs to be configured for that.
 //!
+//! Other behaviour measured against squid 6.13 with the rendered configuration:
+//! - Host smuggling (security case N13): a plain request for `http://allowed.example/` with
+//!   `Host: 10.78.0.1` reaches the origin with `Host: allowed.example`; squid decides on the
+//!   URI and rewrites Host from it.
+//! - An allowlisted name that does not resolve gets 503 after `dns_timeout` (5.0 s), logged
+//!   with reason `allowlisted` (the policy allowed it; the status tells the failure).
+//! - Squid adds `Cache-Control: max-age=259200` to forwarded plain-HTTP requests.
+//!
 //! Not covered (accepted, documented risk, security case N13): inside an allowed `CONNECT`
 //! tunnel the client may send any TLS SNI (domain fronting); stopping that needs TLS
 //! interception, which cyclix does not do.
