@@ -3,5 +3,6 @@
 //!
 //! Pure core: [`spec`], [`tier`], [`render`]. Adapters and the orchestrator live beside them.
 
+pub mod host;
 pub mod spec;
 pub mod tier;
