@@ -172,7 +172,7 @@ mod tests {
         symlink("/nonexistent/x", &dangling).expect("symlink");
         match reject_symlinks(&dangling) {
             Err(PathError::Symlink { target, .. }) => {
-                assert_eq!(target, Path::new("/nonexistent/x"))
+                assert_eq!(target, Path::new("/nonexistent/x"));
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -1369,6 +1369,7 @@ impl Decoder {
 mod tests {
     use super::super::{Diagnostic, Image, MAX_SPEC_BYTES, Spec, SpecContext, SpecError, parse};
     use super::*;
+    use std::fmt::Write as _;
 
     const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -1761,7 +1762,10 @@ gate:
     fn too_many_aliases_anchors_and_deep_nesting_are_rejected() {
         let aliases = format!("{}x: &a v\ny: [{}]\n", base(), vec!["*a"; 101].join(", "));
         assert_eq!(one(&aliases).3, "more than 100 aliases");
-        let anchors: String = (0..101).map(|i| format!("k{i}: &a{i} v\n")).collect();
+        let anchors = (0..101).fold(String::new(), |mut acc, i| {
+            let _ = writeln!(acc, "k{i}: &a{i} v");
+            acc
+        });
         assert_eq!(one(&anchors).3, "more than 100 anchors");
         let deep = format!("tenant: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
         let (line, _, path, message) = one(&deep);
@@ -1934,6 +1938,7 @@ gate:
     // --- §4 "YAML 1.1 typing" ---
 
     #[test]
+    #[allow(clippy::too_many_lines)] // one table
     fn implicit_yaml_types_in_string_fields_are_rejected() {
         let cases = [
             (
@@ -2323,6 +2328,709 @@ gate:
             ("2024-01-01 02:00:00", "date"),
         ] {
             assert_eq!(plain_reading(s).map(|r| r.0), Some(kind), "{s}");
+        }
+    }
+
+    /// Every diagnostic as `(line, column, path, message)`.
+    fn all(text: &str) -> Vec<(usize, usize, String, String)> {
+        err(text)
+            .diagnostics
+            .into_iter()
+            .map(|x| {
+                (
+                    x.line.unwrap_or(0),
+                    x.column.unwrap_or(0),
+                    x.path,
+                    x.message,
+                )
+            })
+            .collect()
+    }
+
+    // --- §4 "Prefix tricks" ---
+
+    #[test]
+    fn writable_mounts_must_be_inside_the_project_component_wise() {
+        let cases = [
+            (
+                "{ source: /home/u/proj-evil, target: /mnt/a, read_only: false }",
+                d(
+                    14,
+                    61,
+                    "mounts[0].read_only",
+                    "writable mount `/home/u/proj-evil` is outside the project `/home/u/proj`",
+                ),
+            ),
+            (
+                "{ source: /home, target: /mnt/a, read_only: false }",
+                d(
+                    14,
+                    15,
+                    "mounts[0].source",
+                    "mount source `/home` would expose your whole home directory (~/.ssh included)",
+                ),
+            ),
+            (
+                "{ source: /home/u/proj/../other, target: /mnt/a }",
+                d(
+                    14,
+                    15,
+                    "mounts[0].source",
+                    "`/home/u/proj/../other` contains a `..` component",
+                ),
+            ),
+            (
+                "{ source: proj/x, target: /mnt/a }",
+                d(14, 15, "mounts[0].source", "`proj/x` is a relative path"),
+            ),
+            (
+                "{ source: \"~root/x\", target: /mnt/a }",
+                d(
+                    14,
+                    15,
+                    "mounts[0].source",
+                    "`~root/x`: `~user` paths are not supported",
+                ),
+            ),
+        ];
+        for (entry, want) in cases {
+            assert_eq!(
+                one(&plus(&format!("mounts:\n  - {entry}\n"))),
+                want,
+                "{entry}"
+            );
+        }
+        let s = ok(&plus(
+            "mounts:\n  - { source: /home/u/proj//x/./y/, target: /mnt//a/./b, read_only: false }\n  - { source: \"~/data\", target: /mnt/c }\n",
+        ));
+        assert_eq!(
+            s.mounts,
+            vec![
+                super::super::Mount {
+                    source: "/home/u/proj/x/y".into(),
+                    target: "/mnt/a/b".into(),
+                    read_only: false
+                },
+                super::super::Mount {
+                    source: "/home/u/data".into(),
+                    target: "/mnt/c".into(),
+                    read_only: true
+                },
+            ]
+        );
+        // The project itself may be mounted writable again.
+        ok(&plus(
+            "mounts:\n  - { source: /home/u/proj, target: /mnt/p, read_only: false }\n",
+        ));
+    }
+
+    // --- §4 "podman -v option injection" ---
+
+    #[test]
+    fn mount_paths_with_option_characters_are_rejected() {
+        for (source, target, want) in [
+            (
+                "\"/p:/dst\"",
+                "/mnt/a",
+                d(
+                    14,
+                    15,
+                    "mounts[0].source",
+                    "mount path `/p:/dst` contains `:`",
+                ),
+            ),
+            (
+                "\"/p,rw\"",
+                "/mnt/a",
+                d(
+                    14,
+                    15,
+                    "mounts[0].source",
+                    "mount path `/p,rw` contains `,`",
+                ),
+            ),
+            (
+                "/p",
+                "\"/mnt/a:rw,z\"",
+                d(
+                    14,
+                    27,
+                    "mounts[0].target",
+                    "mount path `/mnt/a:rw,z` contains `:`",
+                ),
+            ),
+            (
+                "/p",
+                "/mnt/a=b",
+                d(
+                    14,
+                    27,
+                    "mounts[0].target",
+                    "mount path `/mnt/a=b` contains `=`",
+                ),
+            ),
+        ] {
+            let text = plus(&format!(
+                "mounts:\n  - {{ source: {source}, target: {target} }}\n"
+            ));
+            assert_eq!(one(&text), want, "{source} {target}");
+        }
+    }
+
+    // --- §4 "Destination abuse" and denied sources ---
+
+    #[test]
+    #[allow(clippy::too_many_lines)] // tables
+    fn mount_targets_stay_under_mnt_and_sources_avoid_host_internals() {
+        for (target, want) in [
+            ("/proc", "mount target `/proc` is not under /mnt/"),
+            (
+                "/sys/fs/cgroup",
+                "mount target `/sys/fs/cgroup` is not under /mnt/",
+            ),
+            ("/", "mount target `/` is not under /mnt/"),
+            (
+                "/etc/resolv.conf",
+                "mount target `/etc/resolv.conf` is not under /mnt/",
+            ),
+            ("/mnt", "mount target `/mnt` is not under /mnt/"),
+            ("/mnt/..", "`/mnt/..` contains a `..` component"),
+            ("mnt/x", "`mnt/x` is a relative path"),
+            ("~/x", "`~/x`: `~` is not allowed here"),
+        ] {
+            let text = plus(&format!(
+                "mounts:\n  - {{ source: /data, target: \"{target}\" }}\n"
+            ));
+            assert_eq!(one(&text), d(14, 30, "mounts[0].target", want), "{target}");
+        }
+        let overlap = plus(
+            "mounts:\n  - { source: /a, target: /mnt/x }\n  - { source: /b, target: /mnt/x/y }\n  - { source: /c, target: /mnt/x }\n",
+        );
+        assert_eq!(
+            all(&overlap),
+            vec![
+                d(
+                    15,
+                    27,
+                    "mounts[1].target",
+                    "mount target `/mnt/x/y` overlaps `/mnt/x` (line 14)"
+                ),
+                d(
+                    16,
+                    27,
+                    "mounts[2].target",
+                    "mount target `/mnt/x` overlaps `/mnt/x` (line 14)"
+                ),
+            ]
+        );
+        for (source, want) in [
+            (
+                "/proc/self",
+                "mount source `/proc/self` is under /proc, which is never mounted into a sandbox",
+            ),
+            (
+                "/sys",
+                "mount source `/sys` is under /sys, which is never mounted into a sandbox",
+            ),
+            (
+                "/dev/sda",
+                "mount source `/dev/sda` is under /dev, which is never mounted into a sandbox",
+            ),
+            (
+                "/run/podman",
+                "mount source `/run/podman` is under /run, which is never mounted into a sandbox",
+            ),
+            (
+                "/var/run/docker.sock",
+                "mount source `/var/run/docker.sock` is under /var/run, which is never mounted into a sandbox",
+            ),
+            (
+                "/tmp/xdg/podman",
+                "mount source `/tmp/xdg/podman` is under /tmp/xdg, which is never mounted into a sandbox",
+            ),
+            (
+                "/srv/podman/podman.sock",
+                "mount source `/srv/podman/podman.sock` looks like a container-engine socket; mounting it hands over the host, even read-only",
+            ),
+            (
+                "/home/u/.docker/desktop/docker.SOCK",
+                "mount source `/home/u/.docker/desktop/docker.SOCK` looks like a container-engine socket; mounting it hands over the host, even read-only",
+            ),
+            (
+                "/",
+                "mount source `/` would expose your whole home directory (~/.ssh included)",
+            ),
+            (
+                "~",
+                "mount source `/home/u` would expose your whole home directory (~/.ssh included)",
+            ),
+        ] {
+            let text = plus(&format!(
+                "mounts:\n  - {{ source: \"{source}\", target: /mnt/x }}\n"
+            ));
+            let c = SpecContext {
+                runtime_dir: "/tmp/xdg".into(),
+                ..ctx()
+            };
+            let e = parse(&text, &c).expect_err("must refuse");
+            assert_eq!(e.diagnostics.len(), 1, "{e}");
+            let got = &e.diagnostics[0];
+            assert_eq!(
+                (
+                    got.line,
+                    got.column,
+                    got.path.as_str(),
+                    got.message.as_str()
+                ),
+                (Some(14), Some(15), "mounts[0].source", want),
+                "{source}"
+            );
+        }
+    }
+
+    // --- §4 "Domain allowlist entries" ---
+
+    #[test]
+    fn allowlist_entries_are_checked_and_normalised() {
+        use super::super::HostPattern::{Exact, Subdomains};
+        let text = plus(
+            "egress:\n  allow:\n    - \"https://x.com\"\n    - x.com/path\n    - \"*\"\n    - \"*x.com\"\n    - \"a.*.com\"\n    - 1.2.3.4\n    - \"[::1]\"\n    - \"\"\n    - \"x.com:22\"\n    - \"127.1\"\n    - \"0x7f000001\"\n    - \"2130706433\"\n    - 0177.0.0.1\n    - \"*.com\"\n    - localhost\n    - \"a_b.com\"\n",
+        );
+        let got = all(&text);
+        let want: Vec<(usize, String, String)> = [
+            (
+                "egress.allow[0]",
+                "`https://x.com` has a scheme; write the host name only",
+            ),
+            (
+                "egress.allow[1]",
+                "`x.com/path` has a path; write the host name only",
+            ),
+            ("egress.allow[2]", "a bare `*` would allow every host"),
+            (
+                "egress.allow[3]",
+                "`*x.com`: `*` is allowed only as a leading `*.` (as in `*.example.com`)",
+            ),
+            (
+                "egress.allow[4]",
+                "`a.*.com`: `*` is allowed only as a leading `*.` (as in `*.example.com`)",
+            ),
+            (
+                "egress.allow[5]",
+                "`1.2.3.4` is an IP address; only host names are allowed",
+            ),
+            (
+                "egress.allow[6]",
+                "`[::1]` is an IP address; only host names are allowed",
+            ),
+            ("egress.allow[7]", "empty host"),
+            (
+                "egress.allow[8]",
+                "`x.com:22` has a port; write the host name only and list ports in `egress.ports`",
+            ),
+            (
+                "egress.allow[9]",
+                "`127.1` is an IP address; only host names are allowed",
+            ),
+            (
+                "egress.allow[10]",
+                "`0x7f000001` is an IP address; only host names are allowed",
+            ),
+            (
+                "egress.allow[11]",
+                "`2130706433` is an IP address; only host names are allowed",
+            ),
+            (
+                "egress.allow[12]",
+                "`0177.0.0.1` is an IP address; only host names are allowed",
+            ),
+            (
+                "egress.allow[13]",
+                "`*.com` is too broad: it covers a whole top-level domain",
+            ),
+            (
+                "egress.allow[14]",
+                "`localhost` is a single-label name; write a fully qualified host name",
+            ),
+            ("egress.allow[15]", "`a_b.com` is not a valid host name"),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (p, m))| {
+            (
+                15 + i,
+                (*p).to_owned(),
+                format!("invalid allowlist entry: {m}"),
+            )
+        })
+        .collect();
+        let got: Vec<(usize, String, String)> =
+            got.into_iter().map(|(l, _, p, m)| (l, p, m)).collect();
+        assert_eq!(got, want);
+        let s = ok(&plus(
+            "egress:\n  allow: [\"A.EXAMPLE.COM.\", \"*.Example.com\", тест.com, a.example.com, \"*.example.com\"]\n  ports: [8443, 443, 8443]\n  report_only: true\n",
+        ));
+        assert_eq!(
+            s.egress.allow,
+            vec![
+                Exact("a.example.com".into()),
+                Exact("xn--e1aybc.com".into()),
+                Subdomains("example.com".into())
+            ]
+        );
+        assert_eq!(s.egress.ports, vec![443, 8443]);
+        assert!(s.egress.report_only);
+        assert!(ok(&plus("egress:\n  allow: []\n")).egress.allow.is_empty());
+    }
+
+    // --- §4 "Env vars" ---
+
+    #[test]
+    fn env_names_follow_the_alphabet_and_the_denylist() {
+        let text = with(
+            "  command: [agent, --run]",
+            "  command: [agent]\n  env: [A-B, LD_PRELOAD, \"PATH=/x\", PATH, HOME, HTTPS_PROXY, no_proxy, CYCLIX_RUN, lower, GOOD_1, GOOD_1]",
+        );
+        let got: Vec<(usize, String, String)> = all(&text)
+            .into_iter()
+            .map(|(l, _, p, m)| (l, p, m))
+            .collect();
+        let want: Vec<(usize, String, String)> = [
+            ("agent.env[0]", "`A-B` is not a valid variable name; use [A-Z_][A-Z0-9_]* (uppercase letters, digits, `_`)"),
+            ("agent.env[1]", "`LD_PRELOAD` is not allowed: LD_* variables control the dynamic loader"),
+            ("agent.env[2]", "`PATH=/x` is not a valid variable name; use [A-Z_][A-Z0-9_]* (uppercase letters, digits, `_`)"),
+            ("agent.env[3]", "`PATH` is not allowed: the image defines it"),
+            ("agent.env[4]", "`HOME` is not allowed: the image defines it"),
+            ("agent.env[5]", "`HTTPS_PROXY` is not allowed: cyclix sets the proxy variables to the run's egress proxy"),
+            ("agent.env[6]", "`no_proxy` is not allowed: cyclix sets the proxy variables to the run's egress proxy"),
+            ("agent.env[7]", "`CYCLIX_RUN` is not allowed: CYCLIX_* variables are set by cyclix"),
+            ("agent.env[8]", "`lower` is not a valid variable name; use [A-Z_][A-Z0-9_]* (uppercase letters, digits, `_`)"),
+            ("agent.env[10]", "`GOOD_1` is listed twice (first at line 10)"),
+        ]
+        .iter()
+        .map(|(p, m)| (10, (*p).to_owned(), (*m).to_owned()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    // --- §4 "Schedules and limits" ---
+
+    #[test]
+    fn schedules_and_resource_limits_are_bounded() {
+        for (cal, want) in [
+            (
+                "*-*-* *:*:*/1",
+                "`*-*-* *:*:*/1` runs more often than every 5 minutes",
+            ),
+            (
+                "minutely",
+                "`minutely` runs every minute; the shortest interval is 5 minutes",
+            ),
+            ("*:*", "`*:*` runs more often than every 5 minutes"),
+            ("*:0/2", "`*:0/2` runs more often than every 5 minutes"),
+            ("*:00,03", "`*:00,03` runs more often than every 5 minutes"),
+            ("*:00,58", "`*:00,58` runs more often than every 5 minutes"),
+            (
+                "*-*-* 02:00..10",
+                "`*-*-* 02:00..10` runs more often than every 5 minutes",
+            ),
+            ("", "the calendar expression is empty"),
+            (
+                "every day",
+                "calendar expression `every day` is not supported",
+            ),
+            (
+                "*-*-* 25:00",
+                "calendar expression `*-*-* 25:00` is not supported",
+            ),
+        ] {
+            let text = plus(&format!("schedule:\n  on_calendar: \"{cal}\"\n"));
+            assert_eq!(one(&text), d(14, 16, "schedule.on_calendar", want), "{cal}");
+        }
+        for cal in [
+            "daily",
+            "hourly",
+            "weekly",
+            "*-*-* 02:00:00",
+            "Mon..Fri 03:00",
+            "Sat,Sun 10:30",
+            "*:0/5",
+            "*:00,30",
+            "*-*-01 04:00 UTC",
+            "2030-01-01 00:00:00",
+        ] {
+            let s = ok(&plus(&format!(
+                "schedule:\n  on_calendar: \"{cal}\"\n  randomized_delay: 10m\n"
+            )));
+            let sch = s.schedule.expect("schedule");
+            assert_eq!(
+                (
+                    sch.on_calendar.as_str(),
+                    sch.persistent,
+                    sch.randomized_delay_s
+                ),
+                (cal, true, 600)
+            );
+        }
+        let limits = with(
+            "  command: [agent, --run]",
+            "  command: [agent]\n  timeout: 5s\n  resources: {memory: \"-1\", cpus: 1e9, pids: 70000}",
+        );
+        assert_eq!(
+            all(&limits),
+            vec![
+                d(10, 12, "agent.timeout", "duration `5s` is out of range"),
+                d(
+                    11,
+                    23,
+                    "agent.resources.memory",
+                    "memory `-1` is not a size like `512M` or `2G`"
+                ),
+                d(
+                    11,
+                    35,
+                    "agent.resources.cpus",
+                    "`1e9` is not written as a plain decimal number"
+                ),
+                d(
+                    11,
+                    46,
+                    "agent.resources.pids",
+                    "pids `70000` is out of range"
+                ),
+            ]
+        );
+        let e = err(&limits);
+        assert_eq!(
+            e.diagnostics[0].hint.as_deref(),
+            Some("use a duration from 10s to 24h")
+        );
+        assert_eq!(
+            e.diagnostics[3].hint.as_deref(),
+            Some("use a process limit from 16 to 65536")
+        );
+        let s = ok(&with(
+            "  command: [agent, --run]",
+            "  command: [agent]\n  timeout: 1h30m\n  resources: {memory: 512M, cpus: 0.01, pids: 16}",
+        ));
+        assert_eq!(s.agent.timeout_s, 5400);
+        assert_eq!(s.agent.resources.memory_bytes, Some(512 << 20));
+        assert_eq!(s.agent.resources.cpu_millis, Some(10));
+        assert_eq!(s.agent.resources.pids, Some(16));
+    }
+
+    // --- images, task, tier, services, collected diagnostics ---
+
+    #[test]
+    fn images_must_be_pinned_unless_loudly_local() {
+        let digest_line = format!("  image: ghcr.io/acme/gate@sha256:{DIGEST}");
+        for (image, flag, want) in [
+            (
+                "ghcr.io/acme/gate:latest",
+                "",
+                d(
+                    11,
+                    10,
+                    "gate.image",
+                    "image `ghcr.io/acme/gate:latest` is not pinned by digest",
+                ),
+            ),
+            (
+                "localhost/gate",
+                "",
+                d(
+                    11,
+                    10,
+                    "gate.image",
+                    "image `localhost/gate` is not pinned by digest",
+                ),
+            ),
+            (
+                "ghcr.io/acme/gate",
+                "true",
+                d(
+                    12,
+                    25,
+                    "gate.unpinned_local_image",
+                    "`unpinned_local_image: true` is only allowed for `localhost/` images, not `ghcr.io/acme/gate`",
+                ),
+            ),
+            (
+                "ghcr.io/acme/gate@sha256:abc",
+                "",
+                d(
+                    11,
+                    10,
+                    "gate.image",
+                    "image digest `sha256:abc` is not `sha256:` and 64 lowercase hex digits",
+                ),
+            ),
+            (
+                "ghcr.io/Acme/gate@sha256:x",
+                "",
+                d(
+                    11,
+                    10,
+                    "gate.image",
+                    "invalid image reference `ghcr.io/Acme/gate@sha256:x`: invalid path component `Acme`",
+                ),
+            ),
+        ] {
+            let line = if flag.is_empty() {
+                format!("  image: {image}")
+            } else {
+                format!("  image: {image}\n  unpinned_local_image: {flag}")
+            };
+            assert_eq!(one(&with(&digest_line, &line)), want, "{image}");
+        }
+        let pinned_and_flagged = with(
+            &digest_line,
+            &format!("{digest_line}\n  unpinned_local_image: true"),
+        );
+        assert_eq!(
+            one(&pinned_and_flagged),
+            d(
+                12,
+                25,
+                "gate.unpinned_local_image",
+                "`unpinned_local_image: true` is set but the image is pinned by digest"
+            )
+        );
+        let s = ok(&with(
+            &digest_line,
+            "  image: localhost/gate:dev\n  unpinned_local_image: true",
+        ));
+        assert_eq!(
+            s.gate.image,
+            Image::UnpinnedLocal {
+                reference: "localhost/gate:dev".into()
+            }
+        );
+    }
+
+    #[test]
+    fn task_has_exactly_one_of_text_and_file() {
+        assert_eq!(
+            one(&with("  text: do it", "  text: do it\n  file: /t.md")),
+            d(7, 9, "task.file", "`task` has both `text` and `file`")
+        );
+        assert_eq!(
+            one(&with("task:\n  text: do it", "task: {}")),
+            d(5, 7, "task", "`task` needs `text` or `file`")
+        );
+        assert_eq!(
+            one(&with("  text: do it", "  text: \"  \"")),
+            d(6, 9, "task.text", "task text is empty")
+        );
+        assert_eq!(
+            ok(&with("  text: do it", "  file: ~/t/./a.md")).task,
+            super::super::Task::File("/home/u/t/a.md".into())
+        );
+    }
+
+    #[test]
+    fn tier_repo_and_services_are_checked() {
+        let e = err(&plus("tier: contianer\n"));
+        assert_eq!(e.diagnostics[0].message, "unknown tier `contianer`");
+        assert_eq!(
+            e.diagnostics[0].hint.as_deref(),
+            Some("did you mean `container`? tiers: direct, worktree, container")
+        );
+        assert_eq!(
+            ok(&plus("tier: worktree\n")).tier,
+            crate::tier::Tier::Worktree
+        );
+        for (base, want) in [
+            ("\"-x\"", "invalid base: `-x` starts with `-`"),
+            ("a..b", "invalid base: `a..b` contains `..`"),
+            ("\"a@{1}\"", "invalid base: `a@{1}` contains `@{`"),
+            (
+                "x.lock",
+                "invalid base: component `x.lock` of `x.lock` ends with `.lock`",
+            ),
+            ("\"x/\"", "invalid base: `x/` has an empty path component"),
+            (
+                "\"a b\"",
+                "invalid base: `a b` contains ` `, which git does not allow in a ref",
+            ),
+            (
+                "\"a~1\"",
+                "invalid base: `a~1` contains `~`, which git does not allow in a ref",
+            ),
+        ] {
+            assert_eq!(
+                one(&with("  base: main", &format!("  base: {base}"))),
+                d(4, 9, "repo.base", want),
+                "{base}"
+            );
+        }
+        assert_eq!(
+            ok(&with("  base: main", "  base: release/1.2")).repo.base,
+            "release/1.2"
+        );
+        let services = plus(&format!(
+            "services:\n  - {{ name: db, image: \"localhost/pg@sha256:{DIGEST}\", port: 5432 }}\n  - {{ name: db, image: \"localhost/pg@sha256:{DIGEST}\", port: 5432, env: [PGPASSWORD] }}\n  - {{ name: Cache, image: \"localhost/r@sha256:{DIGEST}\", port: 80 }}\n"
+        ));
+        let got: Vec<(usize, String, String)> = all(&services)
+            .into_iter()
+            .map(|(l, _, p, m)| (l, p, m))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    15,
+                    "services[1].name".to_owned(),
+                    "service `db` is defined twice (first at line 14)".to_owned()
+                ),
+                (
+                    15,
+                    "services[1].port".to_owned(),
+                    "port 5432 is already used by another service (line 14)".to_owned()
+                ),
+                (
+                    16,
+                    "services[2].name".to_owned(),
+                    "invalid service name: name `Cache` must start with a lowercase letter a-z"
+                        .to_owned()
+                ),
+                (
+                    16,
+                    "services[2].port".to_owned(),
+                    "service port `80` is out of range".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn all_problems_are_reported_in_one_pass_in_file_order() {
+        let text = include_str!("../../tests/fixtures/spec/bad-semantics.yaml");
+        let e = err(text);
+        assert!(e.diagnostics.len() >= 30, "{e}");
+        let positions: Vec<(usize, usize)> = e
+            .diagnostics
+            .iter()
+            .map(|x| (x.line.unwrap_or(0), x.column.unwrap_or(0)))
+            .collect();
+        let mut sorted = positions.clone();
+        sorted.sort_unstable();
+        assert_eq!(positions, sorted);
+        let paths: Vec<&str> = e.diagnostics.iter().map(|x| x.path.as_str()).collect();
+        for p in [
+            "tenant",
+            "repo.path",
+            "repo.base",
+            "agent.image",
+            "agent.command[0]",
+            "agent.env[0]",
+            "egress.allow[12]",
+            "egress.ports[1]",
+            "mounts[2].target",
+            "schedule.on_calendar",
+            "schedule.randomized_delay",
+        ] {
+            assert!(paths.contains(&p), "{p} missing from\n{e}");
         }
     }
 }
