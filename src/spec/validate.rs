@@ -37,13 +37,6 @@ impl<T> Located<T> {
     pub fn diag(&self, message: impl Into<String>) -> Diagnostic {
         Diagnostic::at(self.line, self.column, &self.path, message)
     }
-
-    /// A diagnostic pointing at this value's node but naming another key path (e.g. a
-    /// missing child key).
-    #[must_use]
-    pub fn diag_path(&self, path: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::at(self.line, self.column, path, message)
-    }
 }
 
 /// Where a mapping was written (for "missing key" style diagnostics).
@@ -569,7 +562,18 @@ pub fn spec(raw: &RawSpec, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Opti
 }
 
 fn repo(r: &RawRepo, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Option<Repo> {
-    let path = r.path.as_ref().and_then(|p| host_path(p, ctx, out));
+    // The project is bind-mounted read-write into the sandbox: same path rules as a mount.
+    let path = r.path.as_ref().and_then(|p| {
+        let norm = mount_path(p, Some(&ctx.home), out)?;
+        if let Some(reason) = exposes_host(&norm, ctx) {
+            out.push(
+                p.diag(format!("project path `{norm}` {reason}"))
+                    .hint("point `repo.path` at the project's git work tree"),
+            );
+            return None;
+        }
+        Some(norm)
+    });
     let base = r.base.as_ref().and_then(|b| {
         git_ref(&b.value)
             .map_err(|e| {
@@ -613,7 +617,17 @@ fn task(t: &RawTask, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Option<Tas
                 Some(Task::Text(text.value.clone()))
             }
         }
-        (None, Some(file)) => host_path(file, ctx, out).map(Task::File),
+        (None, Some(file)) => {
+            let norm = host_path(file, ctx, out)?;
+            if let Some(denied) = denied_root(&norm, ctx) {
+                out.push(
+                    file.diag(format!("task file `{norm}` is under {denied}"))
+                        .hint("keep task files in an ordinary directory, e.g. ~/tasks/"),
+                );
+                return None;
+            }
+            Some(Task::File(norm))
+        }
     }
 }
 
@@ -748,6 +762,31 @@ fn mounts(
     (out.len() == before).then_some(result)
 }
 
+/// Roots never mounted into a sandbox or read for a task: kernel and device interfaces and
+/// runtime directories holding sockets (the podman and D-Bus sockets among them).
+fn denied_root<'a>(norm: &str, ctx: &'a SpecContext) -> Option<&'a str> {
+    [
+        "/proc",
+        "/sys",
+        "/dev",
+        "/run",
+        "/var/run",
+        ctx.runtime_dir.as_str(),
+    ]
+    .into_iter()
+    .find(|denied| !denied.is_empty() && is_within(norm, denied))
+}
+
+/// Why bind-mounting `norm` would hand the sandbox part of the host, if it would: `/`, the home
+/// directory or one of its ancestors, or a [`denied_root`].
+fn exposes_host(norm: &str, ctx: &SpecContext) -> Option<String> {
+    if norm == "/" || is_within(&ctx.home, norm) {
+        return Some("would expose your whole home directory (~/.ssh included)".into());
+    }
+    denied_root(norm, ctx)
+        .map(|denied| format!("is under {denied}, which is never mounted into a sandbox"))
+}
+
 /// Source rules for a mount; reports and returns false when one is broken.
 fn mount_source_rules(
     s: &Located<String>,
@@ -758,27 +797,12 @@ fn mount_source_rules(
     ctx: &SpecContext,
     out: &mut Vec<Diagnostic>,
 ) -> bool {
-    let hint = "mount a directory with only the data the agent needs";
-    if norm == "/" || is_within(&ctx.home, norm) {
+    if let Some(reason) = exposes_host(norm, ctx) {
         out.push(
-            s.diag(format!(
-                "mount source `{norm}` would expose your whole home directory (~/.ssh included)"
-            ))
-            .hint(hint),
+            s.diag(format!("mount source `{norm}` {reason}"))
+                .hint("mount a directory with only the data the agent needs"),
         );
         return false;
-    }
-    let runtime = ctx.runtime_dir.as_str();
-    for denied in ["/proc", "/sys", "/dev", "/run", "/var/run", runtime] {
-        if !denied.is_empty() && is_within(norm, denied) {
-            out.push(
-                s.diag(format!(
-                    "mount source `{norm}` is under {denied}, which is never mounted into a sandbox"
-                ))
-                .hint(hint),
-            );
-            return false;
-        }
     }
     let file_name = norm.rsplit('/').next().unwrap_or_default();
     if file_name.to_ascii_lowercase().ends_with(".sock") {
@@ -1459,7 +1483,7 @@ fn is_weekday_spec(t: &str) -> bool {
     })
 }
 
-/// Normalises a host path (repo.path, task.file): see [`normalize_path`].
+/// Normalises a host path (`task.file`): see [`normalize_path`].
 fn host_path(p: &Located<String>, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Option<String> {
     match normalize_path(&p.value, Some(&ctx.home)) {
         Ok(n) => Some(n),

@@ -681,7 +681,7 @@ impl Node {
             Value::Int => format!("integer `{}`", self.raw),
             Value::Float => format!("float `{}`", self.raw),
             Value::Str(s) if s.chars().count() > 40 || s.contains('\n') => "a string".into(),
-            Value::Str(s) => format!("string \"{s}\""),
+            Value::Str(s) => format!("string \"{}\"", s.escape_debug()),
             Value::Seq(_) => "a sequence".into(),
             Value::Map(_) => "a mapping".into(),
         }
@@ -935,8 +935,9 @@ impl Decoder {
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         let mut fields = BTreeMap::new();
         for (k, v) in entries {
+            // Shown escaped: a quoted key may hold `\n` or other escapes.
             let name = match &k.value {
-                Value::Str(s) => s.clone(),
+                Value::Str(s) => s.escape_debug().to_string(),
                 _ => k.raw.clone(),
             };
             let key_path = child(path, &name);
@@ -2906,6 +2907,53 @@ gate:
                 reference: "localhost/gate:dev".into()
             }
         );
+    }
+
+    #[test]
+    fn project_path_and_task_file_avoid_host_internals() {
+        for (path, want) in [
+            (
+                "/",
+                "project path `/` would expose your whole home directory (~/.ssh included)",
+            ),
+            (
+                "\"~\"",
+                "project path `/home/u` would expose your whole home directory (~/.ssh included)",
+            ),
+            (
+                "/proc/1/root",
+                "project path `/proc/1/root` is under /proc, which is never mounted into a sandbox",
+            ),
+            (
+                "/run/user/1000/x",
+                "project path `/run/user/1000/x` is under /run, which is never mounted into a sandbox",
+            ),
+            ("\"/p:/q\"", "mount path `/p:/q` contains `:`"),
+        ] {
+            assert_eq!(
+                one(&with("  path: /home/u/proj", &format!("  path: {path}"))),
+                d(3, 9, "repo.path", want),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            one(&with("  text: do it", "  file: /proc/self/environ")),
+            d(
+                6,
+                9,
+                "task.file",
+                "task file `/proc/self/environ` is under /proc"
+            )
+        );
+    }
+
+    #[test]
+    fn odd_keys_are_shown_escaped() {
+        assert_eq!(
+            one(&plus("\"a\\nb\": 1\n")),
+            d(13, 1, "a\\nb", "unknown key `a\\nb`")
+        );
+        assert_eq!(one(&plus("1: x\n")), d(13, 1, "1", "unknown key `1`"));
     }
 
     #[test]
