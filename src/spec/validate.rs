@@ -1236,12 +1236,15 @@ fn decimal_int(s: &str) -> Option<i64> {
 /// Memory size `<N>[K|M|G|T]` (powers of 1024) in bytes, within [`MEMORY_RANGE`].
 fn memory(s: &str) -> Result<u64, String> {
     let bad = || format!("memory `{s}` is not a size like `512M` or `2G`");
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let Some(unit) = s.chars().last() else {
+        return Err(bad());
+    };
+    let num = &s[..s.len() - unit.len_utf8()];
     let shift = match unit {
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
         _ => return Err(bad()),
     };
     if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) {

@@ -2957,6 +2957,26 @@ gate:
     }
 
     #[test]
+    fn truncated_and_mutated_input_never_panics() {
+        let good = include_str!("../../tests/fixtures/spec/good.yaml");
+        let cuts: Vec<usize> = good.char_indices().map(|(i, _)| i).collect();
+        for &cut in cuts.iter().step_by(3) {
+            let _ = parse(&good[..cut], &ctx());
+        }
+        let inserts = [
+            "", ":", "[", "{", "&a ", "*a", "!", "é", "\"", "- ", "#", "~", "..", "\\",
+        ];
+        for &at in cuts.iter().step_by(23) {
+            for ins in inserts {
+                let mut text = good[..at].to_owned();
+                text.push_str(ins);
+                text.push_str(good[at..].get(1..).unwrap_or_default());
+                let _ = parse(&text, &ctx());
+            }
+        }
+    }
+
+    #[test]
     fn task_has_exactly_one_of_text_and_file() {
         assert_eq!(
             one(&with("  text: do it", "  text: do it\n  file: /t.md")),
