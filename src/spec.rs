@@ -114,6 +114,36 @@ pub struct SpecError {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+impl SpecError {
+    /// An error with one document-level diagnostic (no position, no key), e.g. "the file is
+    /// too large".
+    #[must_use]
+    pub fn single(file: &str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        SpecError {
+            file: file.to_string(),
+            diagnostics: vec![Diagnostic {
+                line: None,
+                column: None,
+                path: String::new(),
+                message: message.into(),
+                hint: Some(hint.into()),
+            }],
+        }
+    }
+
+    /// The diagnostics as JSON: `{"file": F, "diagnostics": [{"line", "column", "path",
+    /// "message", "hint"}]}` (`line`/`column` 1-based or null).
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": self.file,
+            "diagnostics": self.diagnostics.iter().map(|d| serde_json::json!({
+                "line": d.line, "column": d.column, "path": d.path, "message": d.message, "hint": d.hint,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
 fn render_diagnostics(file: &str, diagnostics: &[Diagnostic]) -> String {
     let mut out = String::new();
     for (i, d) in diagnostics.iter().enumerate() {
