@@ -2,5 +2,6 @@
 //! CLI tests, and the end-to-end tests on the testbed.
 
 mod architecture;
+mod cli;
 mod field_reports;
 mod golden;

@@ -1,0 +1,170 @@
+//! The real binary, as a user runs it: exit codes 0/1/2, messages naming file:line:key.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cyclix(args: &[&str]) -> Output {
+    let home = tempfile::tempdir().expect("tmp home");
+    let runtime = tempfile::tempdir().expect("tmp runtime");
+    Command::new(env!("CARGO_BIN_EXE_cyclix"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", home.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .output()
+        .expect("run cyclix")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn spec_validate_accepts_a_good_spec() {
+    let o = cyclix(&["spec", "validate", "tests/fixtures/spec/good.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("ok (tenant acme, tier container)"));
+}
+
+#[test]
+fn spec_validate_names_file_line_and_key_and_exits_1() {
+    let o = cyclix(&["spec", "validate", "tests/fixtures/spec/bad-keys.yaml"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("tests/fixtures/spec/bad-keys.yaml:14:1: egres: unknown key `egres`"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `egress`?"), "{err}");
+}
+
+#[test]
+fn spec_validate_json_lists_diagnostics() {
+    let o = cyclix(&[
+        "spec",
+        "validate",
+        "--json",
+        "tests/fixtures/spec/bad-types.yaml",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let first = &v["diagnostics"][0];
+    assert_eq!(first["line"], 1);
+    assert_eq!(first["path"], "tenant");
+}
+
+#[test]
+fn spec_validate_refuses_what_quadlet_would_mangle() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("semi.yaml");
+    std::fs::write(
+        &p,
+        "tenant: semi\nrepo: {path: /home/x/p, base: main}\ntask: {text: x}\n\
+         agent: {image: localhost/a, unpinned_local_image: true, command: [find, ., -exec, rm, '{}', ';']}\n\
+         gate: {image: localhost/a, unpinned_local_image: true, command: [true1]}\n",
+    )
+    .expect("write");
+    let o = cyclix(&["spec", "validate", p.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("agent.command[5]"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn missing_file_is_a_tool_failure_exit_2() {
+    let o = cyclix(&["spec", "validate", "/nonexistent/spec.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("/nonexistent/spec.yaml"));
+}
+
+#[test]
+fn oversized_file_is_refused_before_parsing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("big.yaml");
+    std::fs::write(&p, "# x\n".repeat(70_000)).expect("write");
+    let o = cyclix(&["spec", "validate", p.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("larger than 262144 bytes"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn tier_describe_json_has_three_tiers_from_one_table() {
+    let o = cyclix(&["tier", "describe", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let tiers: Vec<&str> = v
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|t| t["tier"].as_str().expect("tier"))
+        .collect();
+    assert_eq!(tiers, ["direct", "worktree", "container"]);
+    for (t, f) in v
+        .as_array()
+        .expect("array")
+        .iter()
+        .zip(cyclix::tier::TIERS.iter())
+    {
+        assert_eq!(t["isolates_rights"], f.isolates_rights);
+        assert_eq!(
+            t["does_not_protect_against"]
+                .as_array()
+                .expect("list")
+                .len(),
+            f.does_not_protect_against.len()
+        );
+    }
+    let human = text(&cyclix(&["tier", "describe", "container"]).stdout);
+    assert!(
+        human.contains("does not protect against:") && human.contains("kernel"),
+        "{human}"
+    );
+}
+
+#[test]
+fn render_demo_to_stdout_and_to_a_directory() {
+    let o = cyclix(&["render", "--demo", "--run-id", "demo-1", "--stdout"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for f in [
+        "quadlet/cyclix-demo-1.network",
+        "quadlet/cyclix-demo-1-agent.container",
+        "run/squid.conf",
+        "user/cyclix-run@.service",
+    ] {
+        assert!(out.contains(&format!("# ==> {f} <==")), "{f} missing");
+    }
+    assert!(
+        text(&o.stderr).contains("NOT pinned by digest"),
+        "the unpinned opt-out must be loud"
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = cyclix(&[
+        "render",
+        "--demo",
+        "--run-id",
+        "demo-1",
+        "--backend",
+        "plain",
+        "--out",
+        dir.path().to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(Path::new(&dir.path().join("units/cyclix-demo-1-agent.service")).is_file());
+}
+
+#[test]
+fn render_rejects_a_bad_run_id() {
+    let o = cyclix(&["render", "--demo", "--run-id", "Bad_ID", "--stdout"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--run-id"));
+}
