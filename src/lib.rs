@@ -3,5 +3,7 @@
 //!
 //! Pure core: [`spec`], [`tier`], [`render`]. Adapters and the orchestrator live beside them.
 
+pub mod app;
 pub mod spec;
+pub mod systemd;
 pub mod tier;

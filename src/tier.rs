@@ -188,7 +188,11 @@ mod tests {
             assert_eq!(f.tier, ALL[i]);
             assert_eq!(f.tier.facts(), f);
             assert_eq!(Tier::parse(f.tier.as_str()), Some(f.tier));
-            assert!(!f.does_not_protect_against.is_empty(), "{} states no limits", f.tier);
+            assert!(
+                !f.does_not_protect_against.is_empty(),
+                "{} states no limits",
+                f.tier
+            );
         }
         assert_eq!(Tier::parse("none"), None);
     }
@@ -196,7 +200,9 @@ mod tests {
     #[test]
     fn guarantees_grow_with_the_tier() {
         assert!(!Tier::Direct.facts().isolates_versions);
-        assert!(Tier::Worktree.facts().isolates_versions && !Tier::Worktree.facts().isolates_rights);
+        assert!(
+            Tier::Worktree.facts().isolates_versions && !Tier::Worktree.facts().isolates_rights
+        );
         let c = Tier::Container.facts();
         assert!(c.isolates_versions && c.isolates_rights && c.network_restricted);
     }
@@ -229,6 +235,9 @@ mod tests {
             }
         }
         assert_eq!(gate(Tier::Worktree, false, &down), Ok(Tier::Worktree));
-        assert_eq!(gate(Tier::Container, false, &Runtime::Usable), Ok(Tier::Container));
+        assert_eq!(
+            gate(Tier::Container, false, &Runtime::Usable),
+            Ok(Tier::Container)
+        );
     }
 }
