@@ -636,6 +636,13 @@ impl Settled {
     }
 }
 
+/// The type suffix of a unit name: `"service"` for `a.service`, `"timer"` for `b.timer`.
+/// Unit names are case-sensitive (systemd.unit(5)).
+#[must_use]
+pub fn unit_type(unit: &str) -> Option<&str> {
+    unit.rsplit_once('.').map(|(_, suffix)| suffix)
+}
+
 /// Hint printed with every bus-unavailable error.
 pub const BUS_HINT: &str = "is the user manager running? (loginctl enable-linger $USER; are \
      DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR set, and does $XDG_RUNTIME_DIR/bus exist?)";
@@ -755,6 +762,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // one row per case of the table in `settle`'s docs
     fn settle_decision_table() {
         let done = Some(JobResult::Done);
         let cases: Vec<(Op, Option<JobResult>, UnitStatus, &str)> = vec![

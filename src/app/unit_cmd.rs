@@ -189,16 +189,17 @@ pub fn execute(
             let status = manager
                 .unit_status(name)
                 .with_context(|| format!("reading the state of {name}"))?;
-            let next =
-                if name.ends_with(".timer") && status.load_state == systemd::LoadState::Loaded {
-                    Some(
-                        manager
-                            .timer_next_elapse(name)
-                            .with_context(|| format!("reading the next elapse of {name}"))?,
-                    )
-                } else {
-                    None
-                };
+            let next = if systemd::unit_type(name) == Some("timer")
+                && status.load_state == systemd::LoadState::Loaded
+            {
+                Some(
+                    manager
+                        .timer_next_elapse(name)
+                        .with_context(|| format!("reading the next elapse of {name}"))?,
+                )
+            } else {
+                None
+            };
             if *json {
                 let value = serde_json::json!({
                     "unit": name,
@@ -338,10 +339,10 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> Result<UnitArgs, clap::Error> {
-        let argv = ["cyclix", "--runtime-dir", "/run/user/1000"]
+        let full = ["cyclix", "--runtime-dir", "/run/user/1000"]
             .into_iter()
             .chain(args.iter().copied());
-        TestCli::try_parse_from(argv).map(|cli| cli.unit)
+        TestCli::try_parse_from(full).map(|cli| cli.unit)
     }
 
     fn exec(fake: &FakeUnitManager, args: &[&str]) -> (ExitCode, String) {

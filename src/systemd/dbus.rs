@@ -24,12 +24,13 @@
 //!    from the unit's state instead of hanging;
 //! 5. after the job, read the unit's state and decide with [`settle`].
 
+use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::future::Future;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
@@ -40,7 +41,7 @@ use zbus::{Connection, proxy};
 
 use super::{
     Error, ExecMainCode, JobMode, JobOutcome, JobResult, LoadState, MANAGER, NextElapse, Op,
-    UnitFileChange, UnitManager, UnitStatus, settle,
+    UnitFileChange, UnitManager, UnitStatus, settle, unit_type,
 };
 use crate::systemd::ActiveState;
 
@@ -193,8 +194,16 @@ trait Timer {
     fn next_elapse_usec_monotonic(&self) -> zbus::Result<u64>;
 }
 
-/// The process-wide half of the reload/job lock: jobs read, reloads write.
-static PROCESS_GATE: RwLock<()> = RwLock::new(());
+/// The in-process half of the reload/job lock, per lock file: how many jobs hold it and whether
+/// a reload does. (`flock` alone would also exclude threads, since each acquisition opens its own
+/// file description; the gate keeps threads from polling the file against each other.)
+static GATES: Mutex<BTreeMap<PathBuf, GateCount>> = Mutex::new(BTreeMap::new());
+
+#[derive(Debug, Default)]
+struct GateCount {
+    jobs: usize,
+    reload: bool,
+}
 
 /// Who may hold the lock together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,16 +214,59 @@ enum Access {
     Exclusive,
 }
 
+/// A held in-process gate; released on drop.
+struct Gate {
+    path: PathBuf,
+    access: Access,
+}
+
+fn gates() -> MutexGuard<'static, BTreeMap<PathBuf, GateCount>> {
+    // The counts stay consistent even if a holder panicked: they are updated in one step.
+    GATES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Gate {
+    fn try_take(path: &Path, access: Access) -> Option<Gate> {
+        let mut gates = gates();
+        let count = gates.entry(path.to_owned()).or_default();
+        let free = match access {
+            Access::Shared => !count.reload,
+            Access::Exclusive => !count.reload && count.jobs == 0,
+        };
+        if !free {
+            return None;
+        }
+        match access {
+            Access::Shared => count.jobs += 1,
+            Access::Exclusive => count.reload = true,
+        }
+        Some(Gate {
+            path: path.to_owned(),
+            access,
+        })
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let mut gates = gates();
+        if let Some(count) = gates.get_mut(&self.path) {
+            match self.access {
+                Access::Shared => count.jobs = count.jobs.saturating_sub(1),
+                Access::Exclusive => count.reload = false,
+            }
+            if count.jobs == 0 && !count.reload {
+                gates.remove(&self.path);
+            }
+        }
+    }
+}
+
 /// A held lock: the in-process gate plus the `flock` on the lock file (released when the file
 /// closes).
 struct LockGuard {
     _file: File,
     _gate: Gate,
-}
-
-enum Gate {
-    Read(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
-    Write(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
 }
 
 /// Why the lock could not be taken.
@@ -246,19 +298,7 @@ fn acquire_lock(path: &Path, access: Access, deadline: Instant) -> Result<LockGu
         Ok(())
     };
     let gate = loop {
-        let attempt = match access {
-            Access::Shared => match PROCESS_GATE.try_read() {
-                Ok(guard) => Some(Gate::Read(guard)),
-                Err(TryLockError::Poisoned(poisoned)) => Some(Gate::Read(poisoned.into_inner())),
-                Err(TryLockError::WouldBlock) => None,
-            },
-            Access::Exclusive => match PROCESS_GATE.try_write() {
-                Ok(guard) => Some(Gate::Write(guard)),
-                Err(TryLockError::Poisoned(poisoned)) => Some(Gate::Write(poisoned.into_inner())),
-                Err(TryLockError::WouldBlock) => None,
-            },
-        };
-        match attempt {
+        match Gate::try_take(path, access) {
             Some(gate) => break gate,
             None => wait(&mut pause)?,
         }
@@ -297,6 +337,7 @@ async fn within<T>(deadline: Instant, fut: impl Future<Output = T>) -> Option<T>
 }
 
 /// The context of one operation: what errors name, and its deadline.
+#[derive(Clone, Copy)]
 struct Call<'a> {
     op: Op,
     unit: &'a str,
@@ -549,7 +590,7 @@ impl ZbusUnitManager {
         if status.load_state != LoadState::Loaded {
             return Ok(status);
         }
-        if call.unit.ends_with(".service") {
+        if unit_type(call.unit) == Some("service") {
             let service = call.run(PHASE, self.service_proxy(path)).await?;
             status.result = Some(call.run(PHASE, service.result()).await?);
             let code = ExecMainCode::from_raw(call.run(PHASE, service.exec_main_code()).await?);
@@ -558,7 +599,7 @@ impl ZbusUnitManager {
                 status.exec_main_status = Some(call.run(PHASE, service.exec_main_status()).await?);
             }
             status.service_type = Some(call.run(PHASE, service.service_type()).await?);
-        } else if call.unit.ends_with(".timer") {
+        } else if unit_type(call.unit) == Some("timer") {
             let timer = call.run(PHASE, self.timer_proxy(path)).await?;
             status.result = Some(call.run(PHASE, timer.result()).await?);
         }
@@ -778,13 +819,6 @@ impl ZbusUnitManager {
     }
 }
 
-impl Clone for Call<'_> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl Copy for Call<'_> {}
-
 impl UnitManager for ZbusUnitManager {
     #[tracing::instrument(skip_all)]
     fn reload(&self) -> Result<(), Error> {
@@ -919,5 +953,743 @@ impl UnitManager for ZbusUnitManager {
                 .await?;
             Ok(LoadState::parse(&state))
         })
+    }
+}
+
+/// Tier (b) of STYLE.md: the real proxy code above against an in-process fake
+/// `org.freedesktop.systemd1` served with zbus `#[interface]` over a p2p `UnixStream::pair()`.
+#[cfg(test)]
+#[allow(clippy::unused_self)] // fake properties with constant values keep the D-Bus shape
+mod tests {
+    use std::collections::HashMap;
+    use std::fmt::Write as _;
+    use std::os::unix::net::UnixStream;
+    use std::sync::{Arc, Mutex, MutexGuard};
+
+    use zbus::object_server::SignalEmitter;
+    use zbus::zvariant::ObjectPath;
+    use zbus::{connection, interface};
+
+    use super::*;
+    use crate::systemd::Settled;
+
+    /// The unit's state after its job.
+    #[derive(Debug, Clone)]
+    struct After {
+        active: &'static str,
+        sub: &'static str,
+        result: &'static str,
+        condition_result: bool,
+        main_code: i32,
+        main_status: i32,
+    }
+
+    const RUNNING: After = After {
+        active: "active",
+        sub: "running",
+        result: "success",
+        condition_result: true,
+        main_code: 0,
+        main_status: 0,
+    };
+
+    /// How the fake answers a job for one unit.
+    #[derive(Debug, Clone)]
+    struct Script {
+        /// `JobRemoved` result; `None`: never sent.
+        result: Option<&'static str>,
+        /// Send `JobRemoved` before the method reply (the B21a race).
+        before_reply: bool,
+        /// First send `JobRemoved` for a different job path.
+        decoy_first: bool,
+        /// Without a signal: still clear the unit's `Job` after `delay` (a signal lost in a
+        /// reload, B21b).
+        vanish: bool,
+        /// Delay between the reply and the job's end.
+        delay: Duration,
+        after: After,
+        service_type: &'static str,
+    }
+
+    impl Script {
+        fn done(after: After) -> Self {
+            Script {
+                result: Some("done"),
+                before_reply: false,
+                decoy_first: false,
+                vanish: false,
+                delay: Duration::from_millis(30),
+                after,
+                service_type: "simple",
+            }
+        }
+    }
+
+    struct FakeUnit {
+        script: Script,
+        active: &'static str,
+        sub: &'static str,
+        result: &'static str,
+        condition_result: bool,
+        condition_timestamp: u64,
+        main_code: i32,
+        main_status: i32,
+        job: (u32, OwnedObjectPath),
+    }
+
+    #[derive(Default)]
+    struct World {
+        units: HashMap<String, FakeUnit>,
+        next_job: u32,
+        /// Method calls in arrival order, e.g. `StartUnit a.service` or `JobRemoved 1 done`.
+        log: Vec<String>,
+        refs: i32,
+    }
+
+    type Shared = Arc<Mutex<World>>;
+
+    fn lock(world: &Shared) -> MutexGuard<'_, World> {
+        world.lock().expect("fake world lock")
+    }
+
+    /// systemd's bus label escaping: `a.service` → `a_2eservice`.
+    fn unit_path(name: &str) -> OwnedObjectPath {
+        let mut label = String::new();
+        for byte in name.bytes() {
+            if byte.is_ascii_alphanumeric() {
+                label.push(char::from(byte));
+            } else {
+                write!(label, "_{byte:02x}").expect("writing to a String cannot fail");
+            }
+        }
+        OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{label}"))
+            .expect("valid path")
+    }
+
+    fn no_job() -> (u32, OwnedObjectPath) {
+        (0, OwnedObjectPath::try_from("/").expect("valid path"))
+    }
+
+    #[derive(Debug, zbus::DBusError)]
+    #[zbus(prefix = "org.freedesktop.systemd1")]
+    enum SystemdError {
+        #[zbus(error)]
+        ZBus(zbus::Error),
+        NoSuchUnit(String),
+        AlreadySubscribed(String),
+    }
+
+    struct FakeManager {
+        world: Shared,
+        subscribed: Mutex<bool>,
+    }
+
+    /// Applies the scripted end state and clears the job, as systemd does before `JobRemoved`.
+    fn finish(world: &Shared, unit: &str) {
+        let mut world = lock(world);
+        let unit = world.units.get_mut(unit).expect("known unit");
+        let after = unit.script.after.clone();
+        unit.active = after.active;
+        unit.sub = after.sub;
+        unit.result = after.result;
+        unit.condition_result = after.condition_result;
+        unit.condition_timestamp = 1_700_000_000_000_000;
+        unit.main_code = after.main_code;
+        unit.main_status = after.main_status;
+        unit.job = no_job();
+    }
+
+    async fn emit(emitter: &SignalEmitter<'_>, world: &Shared, id: u32, unit: &str, result: &str) {
+        let path = format!("/org/freedesktop/systemd1/job/{id}");
+        lock(world).log.push(format!("JobRemoved {id} {result}"));
+        FakeManager::job_removed(
+            emitter,
+            id,
+            ObjectPath::try_from(path.as_str()).expect("valid path"),
+            unit,
+            result,
+        )
+        .await
+        .expect("emit JobRemoved");
+    }
+
+    impl FakeManager {
+        async fn queue(
+            &self,
+            method: &str,
+            name: String,
+            mode: &str,
+            emitter: SignalEmitter<'_>,
+        ) -> Result<OwnedObjectPath, SystemdError> {
+            let (id, script) = {
+                let mut world = lock(&self.world);
+                world.log.push(format!("{method} {name} {mode}"));
+                world.next_job += 1;
+                let id = world.next_job;
+                let unit = world
+                    .units
+                    .get_mut(&name)
+                    .ok_or_else(|| SystemdError::NoSuchUnit(format!("Unit {name} not found.")))?;
+                let path = OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}"))
+                    .expect("valid path");
+                unit.job = (id, path);
+                unit.active = "activating";
+                unit.sub = "start";
+                (id, unit.script.clone())
+            };
+            if script.decoy_first {
+                emit(&emitter, &self.world, id + 1000, &name, "failed").await;
+            }
+            match script.result {
+                Some(result) if script.before_reply => {
+                    finish(&self.world, &name);
+                    emit(&emitter, &self.world, id, &name, result).await;
+                }
+                Some(result) => {
+                    let (world, emitter) = (self.world.clone(), emitter.to_owned());
+                    std::thread::spawn(move || {
+                        std::thread::sleep(script.delay);
+                        finish(&world, &name);
+                        async_io::block_on(emit(&emitter, &world, id, &name, result));
+                    });
+                }
+                None if script.vanish => {
+                    let world = self.world.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(script.delay);
+                        finish(&world, &name);
+                    });
+                }
+                None => {}
+            }
+            Ok(
+                OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}"))
+                    .expect("valid path"),
+            )
+        }
+
+        fn known(&self, name: &str) -> Result<OwnedObjectPath, SystemdError> {
+            if lock(&self.world).units.contains_key(name) {
+                Ok(unit_path(name))
+            } else {
+                Err(SystemdError::NoSuchUnit(format!("Unit {name} not loaded.")))
+            }
+        }
+    }
+
+    #[interface(name = "org.freedesktop.systemd1.Manager")]
+    impl FakeManager {
+        fn subscribe(&self) -> Result<(), SystemdError> {
+            lock(&self.world).log.push("Subscribe".to_owned());
+            let mut subscribed = self.subscribed.lock().expect("lock");
+            if *subscribed {
+                return Err(SystemdError::AlreadySubscribed(
+                    "Client is already subscribed.".to_owned(),
+                ));
+            }
+            *subscribed = true;
+            Ok(())
+        }
+
+        fn reload(&self) {
+            lock(&self.world).log.push("Reload".to_owned());
+        }
+
+        async fn start_unit(
+            &self,
+            name: String,
+            mode: &str,
+            #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+        ) -> Result<OwnedObjectPath, SystemdError> {
+            self.queue("StartUnit", name, mode, emitter).await
+        }
+
+        async fn stop_unit(
+            &self,
+            name: String,
+            mode: &str,
+            #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+        ) -> Result<OwnedObjectPath, SystemdError> {
+            self.queue("StopUnit", name, mode, emitter).await
+        }
+
+        async fn restart_unit(
+            &self,
+            name: String,
+            mode: &str,
+            #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+        ) -> Result<OwnedObjectPath, SystemdError> {
+            self.queue("RestartUnit", name, mode, emitter).await
+        }
+
+        fn get_unit(&self, name: &str) -> Result<OwnedObjectPath, SystemdError> {
+            self.known(name)
+        }
+
+        fn load_unit(&self, name: &str) -> Result<OwnedObjectPath, SystemdError> {
+            lock(&self.world).log.push(format!("LoadUnit {name}"));
+            self.known(name)
+        }
+
+        #[zbus(signal)]
+        async fn job_removed(
+            emitter: &SignalEmitter<'_>,
+            id: u32,
+            job: ObjectPath<'_>,
+            unit: &str,
+            result: &str,
+        ) -> zbus::Result<()>;
+    }
+
+    struct FakeUnitObject {
+        world: Shared,
+        name: String,
+    }
+
+    impl FakeUnitObject {
+        fn read<T>(&self, f: impl FnOnce(&FakeUnit) -> T) -> T {
+            f(lock(&self.world).units.get(&self.name).expect("known unit"))
+        }
+    }
+
+    #[interface(name = "org.freedesktop.systemd1.Unit")]
+    impl FakeUnitObject {
+        #[zbus(property)]
+        fn load_state(&self) -> String {
+            "loaded".to_owned()
+        }
+        #[zbus(property)]
+        fn active_state(&self) -> String {
+            self.read(|u| u.active.to_owned())
+        }
+        #[zbus(property)]
+        fn sub_state(&self) -> String {
+            self.read(|u| u.sub.to_owned())
+        }
+        #[zbus(property)]
+        fn need_daemon_reload(&self) -> bool {
+            false
+        }
+        #[zbus(property)]
+        fn condition_result(&self) -> bool {
+            self.read(|u| u.condition_result)
+        }
+        #[zbus(property)]
+        fn condition_timestamp(&self) -> u64 {
+            self.read(|u| u.condition_timestamp)
+        }
+        #[zbus(property)]
+        fn job(&self) -> (u32, OwnedObjectPath) {
+            self.read(|u| u.job.clone())
+        }
+        #[zbus(name = "Ref")]
+        fn hold(&self) {
+            let mut world = lock(&self.world);
+            world.refs += 1;
+            world.log.push(format!("Ref {}", self.name));
+        }
+        #[zbus(name = "Unref")]
+        fn release(&self) {
+            let mut world = lock(&self.world);
+            world.refs -= 1;
+            world.log.push(format!("Unref {}", self.name));
+        }
+    }
+
+    struct FakeServiceObject(FakeUnitObject);
+
+    #[interface(name = "org.freedesktop.systemd1.Service")]
+    impl FakeServiceObject {
+        #[zbus(property)]
+        fn result(&self) -> String {
+            self.0.read(|u| u.result.to_owned())
+        }
+        #[zbus(property)]
+        fn exec_main_code(&self) -> i32 {
+            self.0.read(|u| u.main_code)
+        }
+        #[zbus(property)]
+        fn exec_main_status(&self) -> i32 {
+            self.0.read(|u| u.main_status)
+        }
+        #[zbus(property, name = "Type")]
+        fn service_type(&self) -> String {
+            self.0.read(|u| u.script.service_type.to_owned())
+        }
+    }
+
+    struct FakeTimerObject {
+        realtime: u64,
+        monotonic: u64,
+    }
+
+    #[interface(name = "org.freedesktop.systemd1.Timer")]
+    impl FakeTimerObject {
+        #[zbus(property)]
+        fn result(&self) -> String {
+            "success".to_owned()
+        }
+        #[zbus(property, name = "NextElapseUSecRealtime")]
+        fn next_elapse_usec_realtime(&self) -> u64 {
+            self.realtime
+        }
+        #[zbus(property, name = "NextElapseUSecMonotonic")]
+        fn next_elapse_usec_monotonic(&self) -> u64 {
+            self.monotonic
+        }
+    }
+
+    /// A client manager connected to a fake systemd with `units`. Keep the returned server
+    /// connection and tempdir alive for the test.
+    struct Harness {
+        manager: ZbusUnitManager,
+        world: Shared,
+        _server: Connection,
+        _dir: tempfile::TempDir,
+    }
+
+    fn harness(units: &[(&str, Script)]) -> Harness {
+        let world: Shared = Arc::default();
+        let (server_end, client_end) = UnixStream::pair().expect("socket pair");
+        let mut server = connection::Builder::async_io_unix_stream(server_end)
+            .server(zbus::Guid::generate())
+            .expect("guid")
+            .p2p()
+            .serve_at(
+                "/org/freedesktop/systemd1",
+                FakeManager {
+                    world: world.clone(),
+                    subscribed: Mutex::new(false),
+                },
+            )
+            .expect("serve manager");
+        for (name, script) in units {
+            lock(&world).units.insert(
+                (*name).to_owned(),
+                FakeUnit {
+                    script: script.clone(),
+                    active: "inactive",
+                    sub: "dead",
+                    result: "success",
+                    condition_result: false,
+                    condition_timestamp: 0,
+                    main_code: 0,
+                    main_status: 0,
+                    job: no_job(),
+                },
+            );
+            let object = || FakeUnitObject {
+                world: world.clone(),
+                name: (*name).to_owned(),
+            };
+            server = server
+                .serve_at(unit_path(name), object())
+                .expect("serve unit")
+                .serve_at(unit_path(name), FakeServiceObject(object()))
+                .expect("serve service");
+            if unit_type(name) == Some("timer") {
+                server = server
+                    .serve_at(
+                        unit_path(name),
+                        FakeTimerObject {
+                            realtime: 1_800_000_000_000_000,
+                            monotonic: u64::MAX,
+                        },
+                    )
+                    .expect("serve timer");
+            }
+        }
+        let client = connection::Builder::async_io_unix_stream(client_end)
+            .p2p()
+            .method_timeout(Duration::from_secs(5));
+        let (server, client) = async_io::block_on(future::zip(server.build(), client.build()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut manager = ZbusUnitManager::from_connection(
+            client.expect("client connection"),
+            "p2p test socket".to_owned(),
+            dir.path().join("cyclix").join("systemd.lock"),
+        );
+        manager.poll_interval = Duration::from_millis(50);
+        Harness {
+            manager,
+            world,
+            _server: server.expect("server connection"),
+            _dir: dir,
+        }
+    }
+
+    const T: Duration = Duration::from_secs(5);
+
+    fn log(h: &Harness) -> Vec<String> {
+        lock(&h.world).log.clone()
+    }
+
+    #[test]
+    fn done_and_active_is_a_successful_start_in_race_free_order() {
+        let h = harness(&[("a.service", Script::done(RUNNING))]);
+        let outcome = h
+            .manager
+            .start("a.service", JobMode::Replace, T)
+            .expect("start");
+        assert_eq!(outcome.settled, Settled::Active);
+        assert_eq!(outcome.job_result, Some(JobResult::Done));
+        assert_eq!(outcome.status.active_state, ActiveState::Active);
+        assert_eq!(
+            log(&h),
+            [
+                "Subscribe",
+                "LoadUnit a.service",
+                "Ref a.service",
+                "StartUnit a.service replace",
+                "JobRemoved 1 done",
+                "Unref a.service",
+            ],
+            "subscribe and reference before the job is queued"
+        );
+        assert_eq!(lock(&h.world).refs, 0, "the reference is released");
+    }
+
+    #[test]
+    fn job_removed_before_the_reply_is_not_missed() {
+        let mut script = Script::done(RUNNING);
+        script.before_reply = true;
+        let h = harness(&[("a.service", script)]);
+        let outcome = h
+            .manager
+            .start("a.service", JobMode::Replace, T)
+            .expect("start");
+        assert_eq!(outcome.settled, Settled::Active);
+        assert_eq!(outcome.job_result, Some(JobResult::Done));
+    }
+
+    #[test]
+    fn done_but_inactive_with_failed_condition_is_start_skipped() {
+        let h = harness(&[(
+            "c.service",
+            Script::done(After {
+                active: "inactive",
+                sub: "dead",
+                condition_result: false,
+                ..RUNNING
+            }),
+        )]);
+        let err = h
+            .manager
+            .start("c.service", JobMode::Replace, T)
+            .expect_err("condition failed");
+        assert!(
+            matches!(err, Error::StartSkipped { ref unit } if unit == "c.service"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn oneshot_that_ran_is_exited() {
+        let mut script = Script::done(After {
+            active: "inactive",
+            sub: "dead",
+            main_code: 1,
+            ..RUNNING
+        });
+        script.service_type = "oneshot";
+        let h = harness(&[("o.service", script)]);
+        let outcome = h
+            .manager
+            .start("o.service", JobMode::Replace, T)
+            .expect("start");
+        assert_eq!(outcome.settled, Settled::Exited);
+        assert!(outcome.settled.is_oneshot_completion(&outcome.status));
+        assert_eq!(outcome.status.exec_main_status, Some(0));
+    }
+
+    #[test]
+    fn failed_job_is_job_failed_with_the_exit_status() {
+        let mut script = Script::done(After {
+            active: "failed",
+            sub: "failed",
+            result: "exit-code",
+            main_code: 1,
+            main_status: 1,
+            ..RUNNING
+        });
+        script.result = Some("failed");
+        let h = harness(&[("f.service", script)]);
+        let err = h
+            .manager
+            .start("f.service", JobMode::Replace, T)
+            .expect_err("job failed");
+        match &err {
+            Error::JobFailed {
+                unit,
+                op,
+                result,
+                state,
+            } => {
+                assert_eq!(unit, "f.service");
+                assert_eq!(*op, Op::Start);
+                assert_eq!(*result, JobResult::Failed);
+                assert!(state.contains("main process exited, status 1"), "{state}");
+            }
+            other => panic!("expected JobFailed, got {other}"),
+        }
+        assert_eq!(lock(&h.world).refs, 0, "released on failure too");
+    }
+
+    #[test]
+    fn job_removed_that_never_comes_is_a_deadline_error_in_time() {
+        let mut script = Script::done(RUNNING);
+        script.result = None;
+        let h = harness(&[("s.service", script)]);
+        let timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let err = h
+            .manager
+            .start("s.service", JobMode::Replace, timeout)
+            .expect_err("no JobRemoved");
+        let took = started.elapsed();
+        assert!(took >= timeout, "returned before the deadline: {took:?}");
+        assert!(
+            took < timeout + FALLBACK_READ_BUDGET + Duration::from_millis(300),
+            "returned too late: {took:?}"
+        );
+        match &err {
+            Error::Deadline {
+                unit,
+                op,
+                phase,
+                after_ms,
+                state,
+            } => {
+                assert_eq!(unit, "s.service");
+                assert_eq!(*op, Op::Start);
+                assert_eq!(*after_ms, 300);
+                assert_eq!(*phase, "waiting for the job to finish");
+                assert!(state.contains("activating/start"), "{state}");
+                assert!(state.contains("job still queued"), "{state}");
+            }
+            other => panic!("expected Deadline, got {other}"),
+        }
+        assert_eq!(lock(&h.world).refs, 0);
+    }
+
+    #[test]
+    fn job_removed_of_another_job_is_ignored() {
+        let mut script = Script::done(RUNNING);
+        script.decoy_first = true;
+        let h = harness(&[("a.service", script)]);
+        let outcome = h
+            .manager
+            .start("a.service", JobMode::Replace, T)
+            .expect("start");
+        assert_eq!(
+            outcome.job_result,
+            Some(JobResult::Done),
+            "not the decoy's failed"
+        );
+        assert!(log(&h).contains(&"JobRemoved 1001 failed".to_owned()));
+    }
+
+    #[test]
+    fn job_that_vanishes_without_a_signal_is_settled_from_state() {
+        let mut script = Script::done(RUNNING);
+        script.result = None;
+        script.vanish = true;
+        let h = harness(&[("a.service", script)]);
+        let outcome = h
+            .manager
+            .start("a.service", JobMode::Replace, T)
+            .expect("settled from state");
+        assert_eq!(outcome.job_result, None);
+        assert_eq!(outcome.settled, Settled::Active);
+        assert!(outcome.elapsed_ms < 2_000, "{}", outcome.elapsed_ms);
+    }
+
+    #[test]
+    fn stop_ends_stopped_and_subscribe_happens_once() {
+        let h = harness(&[
+            ("a.service", Script::done(RUNNING)),
+            (
+                "b.service",
+                Script::done(After {
+                    active: "inactive",
+                    sub: "dead",
+                    ..RUNNING
+                }),
+            ),
+        ]);
+        h.manager
+            .start("a.service", JobMode::Fail, T)
+            .expect("start");
+        let outcome = h
+            .manager
+            .stop("b.service", JobMode::Replace, T)
+            .expect("stop");
+        assert_eq!(outcome.settled, Settled::Stopped);
+        let subscribes = log(&h).iter().filter(|l| *l == "Subscribe").count();
+        assert_eq!(subscribes, 1);
+    }
+
+    #[test]
+    fn unknown_unit_is_no_such_unit() {
+        let h = harness(&[]);
+        let err = h
+            .manager
+            .start("nope.service", JobMode::Replace, T)
+            .expect_err("unknown");
+        assert!(
+            matches!(err, Error::NoSuchUnit { ref unit } if unit == "nope.service"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn reload_waits_for_a_running_job() {
+        let mut script = Script::done(RUNNING);
+        script.delay = Duration::from_millis(300);
+        let h = harness(&[("slow.service", script)]);
+        std::thread::scope(|scope| {
+            let job = scope.spawn(|| h.manager.start("slow.service", JobMode::Replace, T));
+            // Let the job take its shared lock and queue.
+            while !log(&h).contains(&"StartUnit slow.service replace".to_owned()) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            h.manager.reload().expect("reload");
+            job.join().expect("no panic").expect("start");
+        });
+        let log = log(&h);
+        let removed = log.iter().position(|l| l == "JobRemoved 1 done");
+        let reload = log.iter().position(|l| l == "Reload");
+        assert!(removed < reload, "reload ran inside the job: {log:?}");
+    }
+
+    #[test]
+    fn lock_held_elsewhere_gives_a_deadline_naming_the_lock() {
+        let h = harness(&[]);
+        let manager = ZbusUnitManager {
+            call_timeout: Duration::from_millis(200),
+            ..h.manager
+        };
+        let path = manager.lock_path().to_owned();
+        std::fs::create_dir_all(path.parent().expect("has parent")).expect("mkdir");
+        // Another open file description: as another cyclix process would hold it.
+        let other = File::create(&path).expect("lock file");
+        other.lock_shared().expect("shared lock");
+        let started = Instant::now();
+        let err = manager.reload().expect_err("lock busy");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(
+            matches!(err, Error::Deadline { phase, .. } if phase.contains("cyclix systemd lock")),
+            "{err}"
+        );
+        drop(other);
+        manager.reload().expect("free again");
+    }
+
+    #[test]
+    fn timer_next_elapse_maps_infinity_to_none() {
+        let h = harness(&[("n.timer", Script::done(RUNNING))]);
+        let next = h.manager.timer_next_elapse("n.timer").expect("timer");
+        assert_eq!(next.realtime_us, Some(1_800_000_000_000_000));
+        assert_eq!(next.monotonic_us, None);
     }
 }
