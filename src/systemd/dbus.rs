@@ -27,7 +27,7 @@
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::future::Future;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -55,6 +55,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Extra time after a job deadline for reading the unit's state before reporting
 /// [`Error::Deadline`]: 500 ms. A job wait returns no later than its timeout plus this.
 pub const FALLBACK_READ_BUDGET: Duration = Duration::from_millis(500);
+
+/// The `state` of a [`Error::Deadline`] hit before the unit's state could be read.
+const STATE_NOT_READ: &str = "unknown (not read: the deadline passed first)";
 
 /// The D-Bus error name systemd uses for unknown or unloaded units.
 const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
@@ -277,8 +280,8 @@ enum LockFailure {
     Io(std::io::Error),
 }
 
-/// Takes the process gate and the `flock` on `path` (created with its directory, mode 0700),
-/// polling until `deadline`.
+/// Takes the process gate and the `flock` on `path` (created mode 0600, its directory mode 0700),
+/// polling until `deadline` (2 ms, doubling to 50 ms between attempts).
 fn acquire_lock(path: &Path, access: Access, deadline: Instant) -> Result<LockGuard, LockFailure> {
     if let Some(dir) = path.parent() {
         DirBuilder::new()
@@ -307,6 +310,7 @@ fn acquire_lock(path: &Path, access: Access, deadline: Instant) -> Result<LockGu
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(path)
         .map_err(LockFailure::Io)?;
     loop {
@@ -387,7 +391,7 @@ impl Call<'_> {
                 },
             },
             zbus::Error::InputOutput(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                self.deadline_error("waiting for a D-Bus reply", "not read".to_owned())
+                self.deadline_error("waiting for a D-Bus reply", STATE_NOT_READ.to_owned())
             }
             zbus::Error::InputOutput(io) => Error::BusUnavailable {
                 address: self.address.to_owned(),
@@ -409,7 +413,7 @@ impl Call<'_> {
     ) -> Result<T, Error> {
         match within(self.deadline, fut).await {
             Some(result) => result.map_err(|err| self.map_err(err)),
-            None => Err(self.deadline_error(phase, "not read".to_owned())),
+            None => Err(self.deadline_error(phase, STATE_NOT_READ.to_owned())),
         }
     }
 }
@@ -527,7 +531,7 @@ impl ZbusUnitManager {
         acquire_lock(&self.lock_path, access, call.deadline).map_err(|failure| match failure {
             LockFailure::Busy => call.deadline_error(
                 "waiting for the cyclix systemd lock (another cyclix reload or job holds it)",
-                "not read".to_owned(),
+                STATE_NOT_READ.to_owned(),
             ),
             LockFailure::Io(err) => Error::Lock {
                 path: self.lock_path.display().to_string(),
@@ -552,7 +556,8 @@ impl ZbusUnitManager {
         }
         match within(call.deadline, manager.subscribe()).await {
             None => {
-                Err(call.deadline_error("subscribing to manager signals", "not read".to_owned()))
+                Err(call
+                    .deadline_error("subscribing to manager signals", STATE_NOT_READ.to_owned()))
             }
             Some(Ok(())) => {
                 self.subscribed.store(true, Ordering::Release);
@@ -1549,7 +1554,7 @@ mod tests {
         let took = started.elapsed();
         assert!(took >= timeout, "returned before the deadline: {took:?}");
         assert!(
-            took < timeout + FALLBACK_READ_BUDGET + Duration::from_millis(300),
+            took < timeout + FALLBACK_READ_BUDGET + Duration::from_secs(1),
             "returned too late: {took:?}"
         );
         match &err {
