@@ -1,6 +1,8 @@
 //! The orchestrator of the verbs: wires spec → render → output, and owns user-facing printing
 //! on stdout. Business rules live in the pure modules; this file only sequences them.
 
+pub mod unit_cmd;
+
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -22,6 +24,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Spec(SpecCommand::Validate { file, json }) => spec_validate(file, *json),
         Command::Render(args) => render_cmd(args),
+        Command::Unit(args) => {
+            let code = unit_cmd::run(args)?;
+            Ok(if code == std::process::ExitCode::SUCCESS {
+                Outcome::Ok
+            } else {
+                Outcome::Findings
+            })
+        }
         Command::Tier(TierCommand::Describe { tier, json }) => {
             let facts: Vec<&TierFacts> = match tier {
                 Some(t) => vec![t.facts()],

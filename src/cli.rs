@@ -34,6 +34,8 @@ pub enum Command {
     /// Show the isolation tiers and what each does and does not protect against.
     #[command(subcommand)]
     Tier(TierCommand),
+    /// Talk to the systemd user manager directly (plumbing): reload, start, stop, show, ...
+    Unit(crate::app::unit_cmd::UnitArgs),
 }
 
 /// `cyclix spec ...`

@@ -15,4 +15,5 @@ pub mod process;
 pub mod render;
 pub mod run;
 pub mod spec;
+pub mod systemd;
 pub mod tier;

@@ -100,8 +100,8 @@ pub fn run_status(
     deadline: Duration,
     hint: &str,
 ) -> Result<Output, ProcessError> {
-    let argv = show(program, args);
-    tracing::debug!(argv = %argv, deadline_ms = deadline.as_millis(), "running");
+    let shown = show(program, args);
+    tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running");
     let mut child = Command::new(program)
         .args(args)
         .stdin(if stdin.is_some() {
@@ -113,7 +113,7 @@ pub fn run_status(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| ProcessError::Spawn {
-            argv: argv.clone(),
+            argv: shown.clone(),
             source,
             hint: hint.to_string(),
         })?;
@@ -148,14 +148,14 @@ pub fn run_status(
                 let _ = child.wait();
                 let _ = read_all(&mut child);
                 return Err(ProcessError::Deadline {
-                    argv,
+                    argv: shown,
                     after_ms: deadline.as_millis(),
                 });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(source) => {
                 return Err(ProcessError::Spawn {
-                    argv,
+                    argv: shown,
                     source,
                     hint: hint.to_string(),
                 });

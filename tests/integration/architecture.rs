@@ -1,5 +1,5 @@
-//! The pure core may not do I/O: `spec`, `tier` and `render` never name std::fs,
-//! std::process, std::env or zbus (DESIGN.md "Code layout").
+//! The pure core may not do I/O: `spec`, `tier` and `render` never name `std::fs`,
+//! `std::process`, `std::env` or `zbus` (DESIGN.md "Code layout").
 
 use std::path::Path;
 

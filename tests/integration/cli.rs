@@ -1,4 +1,4 @@
-//! The real binary, as a user runs it: exit codes 0/1/2, messages naming file:line:key.
+//! The real binary, as a user runs it: exit codes 0/1/2, messages naming `file:line:key`.
 
 use std::path::Path;
 use std::process::{Command, Output};

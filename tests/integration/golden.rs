@@ -148,10 +148,10 @@ fn golden_cases_render_exactly() {
                             "{name}/{k} differs:\n--- expected\n{a}\n--- got\n{b}"
                         )),
                         (None, Some(_)) => {
-                            failures.push(format!("{name}/{k}: rendered but not expected"))
+                            failures.push(format!("{name}/{k}: rendered but not expected"));
                         }
                         (Some(_), None) => {
-                            failures.push(format!("{name}/{k}: expected but not rendered"))
+                            failures.push(format!("{name}/{k}: expected but not rendered"));
                         }
                         (None, None) => {}
                     }

@@ -1,0 +1,479 @@
+//! The lifecycle of one run, over the two seams (`systemd::UnitManager`, `run::seam::RunHost`).
+//!
+//! Order (DESIGN.md): prepare (base commit, worktree on the run branch, run dir, task file,
+//! secrets) → render → install → reload (+ confirm every unit is loaded, B01) → start the
+//! proxy and services → agent (runs to its end) → gate (no network) → collect (commits, proxy
+//! decisions) → teardown (stop every unit incl. the generated -network/-pod oneshots, reset
+//! failed ones, remove files, reload, remove labelled objects and secrets, remove the worktree,
+//! keep the branch) → audit (anything left is a leftover and fails the run). Teardown runs
+//! whatever phase failed; every failure names its phase.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use super::record::{Phase, RunRecord, RunResult};
+use super::seam::RunHost;
+use crate::render::{self, Backend, Dest, RunContext, plan::TASK_FILE};
+use crate::spec::Spec;
+use crate::systemd::{ActiveState, Error as UnitError, JobMode, LoadState, UnitManager};
+
+/// Deadlines of the lifecycle, in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// Starting one unit (job + state), e.g. the proxy or the pod.
+    pub start: Duration,
+    /// Stopping one unit.
+    pub stop: Duration,
+    /// Polling interval while the agent or gate runs.
+    pub poll: Duration,
+    /// Slack on top of the spec's agent/gate timeouts (systemd's `RuntimeMaxSec=` fires first).
+    pub slack: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            start: Duration::from_secs(90),
+            stop: Duration::from_secs(45),
+            poll: Duration::from_millis(100),
+            slack: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where a run's files go (resolved by the caller from the host environment).
+#[derive(Debug, Clone)]
+pub struct RunPaths {
+    /// Quadlet's runtime user directory (`$XDG_RUNTIME_DIR/containers/systemd`).
+    pub quadlet_dir: PathBuf,
+    /// The runtime user unit directory (`$XDG_RUNTIME_DIR/systemd/user`).
+    pub units_dir: PathBuf,
+    /// This run's state directory (`$XDG_RUNTIME_DIR/cyclix/runs/RUN`).
+    pub run_dir: PathBuf,
+    /// This run's worktree.
+    pub worktree: PathBuf,
+}
+
+/// Everything one run needs, resolved by the caller.
+#[derive(Debug, Clone)]
+pub struct RunInputs {
+    /// The validated spec.
+    pub spec: Spec,
+    /// The run id.
+    pub run_id: String,
+    /// Unit flavour.
+    pub backend: Backend,
+    /// Paths.
+    pub paths: RunPaths,
+    /// The task text (from `task.text` or the file `task.file`, read by the caller).
+    pub task: String,
+    /// Secret values by variable name (read from cyclix's own environment by the caller).
+    pub secrets: Vec<(String, Vec<u8>)>,
+    /// Deadlines.
+    pub deadlines: Deadlines,
+    /// Notices to carry into the record (e.g. the tier's "no isolation").
+    pub notices: Vec<String>,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+struct Recorder {
+    phases: Vec<Phase>,
+}
+
+impl Recorder {
+    fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let start_ms = now_ms();
+        let r = f();
+        let outcome = match &r {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("{e:#}"),
+        };
+        self.phases.push(Phase {
+            name: name.into(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome,
+        });
+        r.with_context(|| format!("phase {name}"))
+    }
+}
+
+/// What was created, so teardown undoes exactly that (plus a by-label sweep).
+#[derive(Debug, Default)]
+struct Created {
+    worktree: bool,
+    run_dir: bool,
+    secrets: Vec<String>,
+    files: Vec<PathBuf>,
+    units: Vec<String>,
+}
+
+/// The run branch: `cyclix/TENANT/RUN`.
+#[must_use]
+pub fn branch_name(tenant: &str, run_id: &str) -> String {
+    format!("cyclix/{tenant}/{run_id}")
+}
+
+/// Picks the third octet of the run's `10.213.N.0/24`: the first free one from `preferred`.
+///
+/// # Errors
+/// When all 254 are in use.
+pub fn pick_subnet_octet(preferred: u8, used: &[String]) -> Result<u8> {
+    let start = u16::from(preferred.clamp(1, 254));
+    for i in 0..254u16 {
+        let n = (start - 1 + i) % 254 + 1;
+        let net = format!("10.213.{n}.0/24");
+        if !used.iter().any(|u| u == &net) {
+            return u8::try_from(n).map_err(|_| anyhow!("invariant: octet fits in u8"));
+        }
+    }
+    bail!(
+        "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`)"
+    )
+}
+
+/// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
+/// with their phase). The caller writes the record.
+pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> RunRecord {
+    let spec = &inp.spec;
+    let mut rec = RunRecord {
+        version: 1,
+        tenant: spec.tenant.clone(),
+        run_id: inp.run_id.clone(),
+        tier: spec.tier.to_string(),
+        result: RunResult::Error,
+        failed_phase: None,
+        error: None,
+        phases: Vec::new(),
+        agent_exit: None,
+        gate_exit: None,
+        branch: branch_name(&spec.tenant, &inp.run_id),
+        base_commit: String::new(),
+        commits: Vec::new(),
+        egress_decisions: Vec::new(),
+        secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
+        notices: inp.notices.clone(),
+        leftovers: Vec::new(),
+        units: Vec::new(),
+    };
+    let mut r = Recorder { phases: Vec::new() };
+    let mut created = Created::default();
+    let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
+    match outcome {
+        Ok(result) => rec.result = result,
+        Err(e) => {
+            rec.result = RunResult::Error;
+            rec.failed_phase = r
+                .phases
+                .iter()
+                .rev()
+                .find(|p| p.outcome != "ok")
+                .map(|p| p.name.clone());
+            rec.error = Some(format!("{e:#}"));
+        }
+    }
+    let torn = r.phase("teardown", || teardown(inp, units, host, &created));
+    let audit = r.phase("audit", || audit(inp, units, host, &created));
+    match audit {
+        Ok(left) => rec.leftovers = left,
+        Err(e) => rec.leftovers.push(format!("audit could not run: {e:#}")),
+    }
+    if let Err(e) = torn {
+        if rec.error.is_none() {
+            rec.failed_phase = Some("teardown".into());
+            rec.error = Some(format!("{e:#}"));
+        }
+        rec.result = RunResult::Error;
+    }
+    if !rec.leftovers.is_empty() && rec.result != RunResult::Error {
+        rec.failed_phase = Some("audit".into());
+        rec.error = Some(format!(
+            "{} leftover(s) after teardown",
+            rec.leftovers.len()
+        ));
+        rec.result = RunResult::Error;
+    }
+    rec.phases = r.phases;
+    rec
+}
+
+fn bring_up_and_run(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut Created,
+    rec: &mut RunRecord,
+) -> Result<RunResult> {
+    let spec = &inp.spec;
+    let repo = PathBuf::from(&spec.repo.path);
+    let (base, common, octet) = r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
+    rec.base_commit.clone_from(&base);
+    let run_ctx = RunContext {
+        run_id: inp.run_id.clone(),
+        worktree: inp.paths.worktree.display().to_string(),
+        git_common_dir: common.display().to_string(),
+        run_dir: inp.paths.run_dir.display().to_string(),
+        subnet_octet: octet,
+        proxy_image: crate::images::PROXY_IMAGE.to_string(),
+    };
+    let rendered = r.phase("render", || {
+        Ok(render::render(spec, &run_ctx, inp.backend)?)
+    })?;
+    rec.units.clone_from(&rendered.units.all);
+    rec.notices.extend(rendered.warnings.iter().cloned());
+    r.phase("install", || {
+        for f in &rendered.files {
+            let dir = match f.dest {
+                Dest::Quadlet => &inp.paths.quadlet_dir,
+                Dest::RuntimeUnits => &inp.paths.units_dir,
+                Dest::RunDir => &inp.paths.run_dir,
+                Dest::UserConfig => continue,
+            };
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let path = dir.join(&f.name);
+            if path.exists() {
+                bail!(
+                    "{} exists already: another run with the id {} is installed",
+                    path.display(),
+                    inp.run_id
+                );
+            }
+            super::record::atomic_write(&path, f.contents.as_bytes())?;
+            created.files.push(path);
+        }
+        Ok(())
+    })?;
+    created.units.clone_from(&rendered.units.all);
+    r.phase("reload", || {
+        units.reload()?;
+        for u in &rendered.units.all {
+            let state = units.load_unit(u)?;
+            if state != LoadState::Loaded {
+                bail!(
+                    "unit {u} is {state} after the reload: the generator did not produce it \
+                     (is Quadlet's user generator installed? `cyclix check` tells)"
+                );
+            }
+        }
+        Ok(())
+    })?;
+    r.phase("start", || {
+        for u in &rendered.units.infra {
+            units.start(u, JobMode::Replace, inp.deadlines.start)?;
+        }
+        Ok(())
+    })?;
+    let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
+    let agent_exit = r.phase("agent", || {
+        run_to_end(units, &rendered.units.agent, inp.deadlines, agent_budget)
+    })?;
+    rec.agent_exit = Some(agent_exit);
+    let result = if agent_exit == 0 {
+        let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+        let gate_exit = r.phase("gate", || {
+            run_to_end(units, &rendered.units.gate, inp.deadlines, gate_budget)
+        })?;
+        rec.gate_exit = Some(gate_exit);
+        if gate_exit == 0 {
+            RunResult::Passed
+        } else {
+            RunResult::GateFailed
+        }
+    } else {
+        RunResult::AgentFailed
+    };
+    r.phase("collect", || {
+        rec.commits = host.commits(&repo, &base, &rec.branch)?;
+        if let Some(proxy) = rendered.units.infra.first() {
+            rec.egress_decisions = host
+                .unit_journal(proxy)?
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+                .filter(serde_json::Value::is_object)
+                .collect();
+        }
+        Ok(())
+    })?;
+    Ok(result)
+}
+
+/// Base commit, git common dir and subnet; run dir with the task; worktree on the run branch;
+/// the run's secrets. Records what it created for teardown.
+fn prepare(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    created: &mut Created,
+    branch: &str,
+) -> Result<(String, PathBuf, u8)> {
+    let spec = &inp.spec;
+    let repo = PathBuf::from(&spec.repo.path);
+    let base = host.rev_parse(&repo, &spec.repo.base)?;
+    let common = host.common_dir(&repo)?;
+    // The agent's container mounts these read-only over the shared git dir (B27); they
+    // must exist to be mounted.
+    for sub in ["hooks", "info"] {
+        std::fs::create_dir_all(common.join(sub))
+            .with_context(|| format!("creating {}", common.join(sub).display()))?;
+    }
+    let used = host.used_subnets()?;
+    let octet = pick_subnet_octet(crate::app::default_subnet_octet(&inp.run_id), &used)?;
+    std::fs::create_dir_all(&inp.paths.run_dir)
+        .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
+    created.run_dir = true;
+    std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
+        .context("writing the task file")?;
+    if let Some(parent) = inp.paths.worktree.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
+    created.worktree = true;
+    for (var, value) in &inp.secrets {
+        let name = render::plan::secret_name(&inp.run_id, var);
+        let labels = vec![
+            ("io.cyclix.tenant".to_string(), spec.tenant.clone()),
+            ("io.cyclix.run".to_string(), inp.run_id.clone()),
+        ];
+        host.secret_create(&name, value, &labels)?;
+        created.secrets.push(name);
+    }
+    Ok((base, common, octet))
+}
+
+/// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
+fn run_to_end(units: &dyn UnitManager, unit: &str, d: Deadlines, budget: Duration) -> Result<i32> {
+    let t0 = Instant::now();
+    match units.start(unit, JobMode::Replace, d.start) {
+        // A start that "failed" may be an agent that already ended with an error: that is an
+        // exit status read below, not a cyclix failure. Anything else is.
+        Ok(_) | Err(UnitError::JobFailed { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    loop {
+        let st = units.unit_status(unit)?;
+        match st.active_state {
+            ActiveState::Inactive | ActiveState::Failed if !st.job_pending => {
+                return Ok(match st.result.as_deref() {
+                    Some("success") => 0,
+                    Some("timeout") => bail!(
+                        "{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)"
+                    ),
+                    _ => st.exec_main_status.filter(|s| *s != 0).unwrap_or(1),
+                });
+            }
+            _ => {}
+        }
+        if t0.elapsed() > budget {
+            let _ = units.stop(unit, JobMode::Replace, d.stop);
+            bail!(
+                "{unit} did not finish within {} s; stopped it",
+                budget.as_secs()
+            );
+        }
+        std::thread::sleep(d.poll);
+    }
+}
+
+fn teardown(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    c: &Created,
+) -> Result<()> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut note = |what: &str, r: Result<()>| {
+        if let Err(e) = r {
+            errors.push(format!("{what}: {e:#}"));
+        }
+    };
+    for u in &c.units {
+        note(
+            &format!("stopping {u}"),
+            units
+                .stop(u, JobMode::Replace, inp.deadlines.stop)
+                .map(|_| ())
+                .map_err(Into::into),
+        );
+        // A failed unit stays loaded until its failure is reset; reset it so nothing remains.
+        let _ = units.reset_failed(u);
+    }
+    for f in &c.files {
+        note(&format!("removing {}", f.display()), remove_file(f));
+    }
+    if !c.files.is_empty() {
+        note("reloading", units.reload().map_err(Into::into));
+    }
+    note(
+        "removing the run's podman objects",
+        host.remove_run_objects(&inp.run_id),
+    );
+    for s in &c.secrets {
+        note(&format!("removing secret {s}"), host.secret_remove(s));
+    }
+    if c.worktree {
+        note(
+            "removing the worktree",
+            host.worktree_remove(Path::new(&inp.spec.repo.path), &inp.paths.worktree),
+        );
+    }
+    if c.run_dir && inp.paths.run_dir.exists() {
+        note(
+            "removing the run dir",
+            std::fs::remove_dir_all(&inp.paths.run_dir)
+                .with_context(|| format!("removing {}", inp.paths.run_dir.display())),
+        );
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", errors.join("; "))
+    }
+}
+
+fn remove_file(p: &Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", p.display())),
+    }
+}
+
+fn audit(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    c: &Created,
+) -> Result<Vec<String>> {
+    let mut left = host.inventory(&inp.run_id)?;
+    for u in &c.units {
+        let st = units.unit_status(u)?;
+        if st.load_state != LoadState::NotFound || !matches!(st.active_state, ActiveState::Inactive)
+        {
+            left.push(format!(
+                "unit {u} still {} ({})",
+                st.load_state,
+                st.summary()
+            ));
+        }
+    }
+    for f in &c.files {
+        if f.exists() {
+            left.push(format!("file {}", f.display()));
+        }
+    }
+    if inp.paths.worktree.exists() {
+        left.push(format!("worktree {}", inp.paths.worktree.display()));
+    }
+    if inp.paths.run_dir.exists() {
+        left.push(format!("run dir {}", inp.paths.run_dir.display()));
+    }
+    Ok(left)
+}

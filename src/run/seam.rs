@@ -1,0 +1,166 @@
+//! What the run lifecycle needs from git, podman and the journal, as one trait: the real
+//! implementation delegates to `git`, `podman` and `process`; the recording fake lets the
+//! orchestrator's unit tests inject a failure into every phase.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Result, bail};
+
+use super::record::CommitInfo;
+
+/// Git, podman and journal operations of one run.
+pub trait RunHost {
+    /// Full sha of `rev` in `repo`.
+    ///
+    /// # Errors
+    /// The ref does not exist, or git failed.
+    fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String>;
+    /// Absolute path of `repo`'s git common dir.
+    ///
+    /// # Errors
+    /// Not a git repository.
+    fn common_dir(&self, repo: &Path) -> Result<PathBuf>;
+    /// Adds a worktree at `path` on a new `branch` starting at `commit`.
+    ///
+    /// # Errors
+    /// The branch exists already, or git failed.
+    fn worktree_add(&self, repo: &Path, path: &Path, branch: &str, commit: &str) -> Result<()>;
+    /// Removes the worktree at `path` (idempotent); the branch stays.
+    ///
+    /// # Errors
+    /// git failed.
+    fn worktree_remove(&self, repo: &Path, path: &Path) -> Result<()>;
+    /// Commits on `branch` since `base`, oldest first.
+    ///
+    /// # Errors
+    /// git failed.
+    fn commits(&self, repo: &Path, base: &str, branch: &str) -> Result<Vec<CommitInfo>>;
+    /// Creates a podman secret; `value` travels on stdin only.
+    ///
+    /// # Errors
+    /// podman failed.
+    fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()>;
+    /// Removes a podman secret (idempotent).
+    ///
+    /// # Errors
+    /// podman failed.
+    fn secret_remove(&self, name: &str) -> Result<()>;
+    /// Removes every container, pod, network and volume labelled `io.cyclix.run=RUN`.
+    ///
+    /// # Errors
+    /// podman failed.
+    fn remove_run_objects(&self, run_id: &str) -> Result<()>;
+    /// Lists what is left of the run in podman: labelled containers, pods, networks, volumes,
+    /// and secrets named `cyclix-RUN-*`, each as `kind name`.
+    ///
+    /// # Errors
+    /// podman failed.
+    fn inventory(&self, run_id: &str) -> Result<Vec<String>>;
+    /// Subnets of all existing podman networks (`10.213.7.0/24`, ...).
+    ///
+    /// # Errors
+    /// podman failed.
+    fn used_subnets(&self) -> Result<Vec<String>>;
+    /// The messages the user journal holds for `unit` (oldest first).
+    ///
+    /// # Errors
+    /// journalctl failed.
+    fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
+}
+
+/// A scripted, recording [`RunHost`] for tests: every call is recorded as `op arg`; an op
+/// listed in `fail` returns an error.
+#[derive(Debug, Default)]
+pub struct FakeRunHost {
+    /// Recorded calls.
+    pub calls: Mutex<Vec<String>>,
+    /// Ops (e.g. `worktree_add`) that fail.
+    pub fail: Vec<String>,
+    /// Objects the fake podman "holds" (added by `secret_create`, removed by removals).
+    pub objects: Mutex<Vec<String>>,
+    /// Lines `unit_journal` returns.
+    pub journal: Vec<String>,
+}
+
+impl FakeRunHost {
+    fn call(&self, op: &str, arg: &str) -> Result<()> {
+        self.calls
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(format!("{op} {arg}"));
+        if self.fail.iter().any(|f| f == op) {
+            bail!("injected failure in {op}");
+        }
+        Ok(())
+    }
+
+    /// The recorded calls.
+    #[must_use]
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+impl RunHost for FakeRunHost {
+    fn rev_parse(&self, _repo: &Path, rev: &str) -> Result<String> {
+        self.call("rev_parse", rev)?;
+        Ok("0123456789abcdef0123456789abcdef01234567".into())
+    }
+    fn common_dir(&self, repo: &Path) -> Result<PathBuf> {
+        self.call("common_dir", &repo.display().to_string())?;
+        Ok(repo.join(".git"))
+    }
+    fn worktree_add(&self, _repo: &Path, path: &Path, branch: &str, _commit: &str) -> Result<()> {
+        self.call("worktree_add", branch)?;
+        std::fs::create_dir_all(path)?;
+        Ok(())
+    }
+    fn worktree_remove(&self, _repo: &Path, path: &Path) -> Result<()> {
+        self.call("worktree_remove", &path.display().to_string())?;
+        if path.exists() {
+            std::fs::remove_dir_all(path)?;
+        }
+        Ok(())
+    }
+    fn commits(&self, _repo: &Path, _base: &str, branch: &str) -> Result<Vec<CommitInfo>> {
+        self.call("commits", branch)?;
+        Ok(vec![CommitInfo {
+            sha: "f".repeat(40),
+            subject: "fix".into(),
+        }])
+    }
+    fn secret_create(&self, name: &str, _value: &[u8], _labels: &[(String, String)]) -> Result<()> {
+        self.call("secret_create", name)?;
+        if let Ok(mut o) = self.objects.lock() {
+            o.push(format!("secret {name}"));
+        }
+        Ok(())
+    }
+    fn secret_remove(&self, name: &str) -> Result<()> {
+        self.call("secret_remove", name)?;
+        if let Ok(mut o) = self.objects.lock() {
+            o.retain(|x| x != &format!("secret {name}"));
+        }
+        Ok(())
+    }
+    fn remove_run_objects(&self, run_id: &str) -> Result<()> {
+        self.call("remove_run_objects", run_id)?;
+        if let Ok(mut o) = self.objects.lock() {
+            o.retain(|x| x.starts_with("secret "));
+        }
+        Ok(())
+    }
+    fn inventory(&self, run_id: &str) -> Result<Vec<String>> {
+        self.call("inventory", run_id)?;
+        Ok(self.objects.lock().map(|o| o.clone()).unwrap_or_default())
+    }
+    fn used_subnets(&self) -> Result<Vec<String>> {
+        self.call("used_subnets", "")?;
+        Ok(vec!["10.88.0.0/16".into()])
+    }
+    fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
+        self.call("unit_journal", unit)?;
+        Ok(self.journal.clone())
+    }
+}

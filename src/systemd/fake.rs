@@ -1,0 +1,420 @@
+//! [`FakeUnitManager`]: a recording, scriptable [`UnitManager`] for tests of code that drives
+//! systemd (tier (a) of the D-Bus tests in STYLE.md; after youki's `TestSystemdClient`).
+//!
+//! Owns: an in-memory model of units (status + next timer elapse), the ordered list of calls it
+//! received, and queues of scripted errors. Does no I/O; always compiled so integration tests can
+//! use it too.
+//!
+//! Default behaviour, unless scripted otherwise: every unit exists and is `loaded`/`inactive`;
+//! `start`/`restart` make it `active`/`running`, `stop` makes it `inactive`/`dead`,
+//! `reset_failed` turns `failed` into `inactive`; timers have no next elapse; enable/disable
+//! report no changes. [`FakeUnitManager::fail_next`] makes the next matching call fail.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{
+    ActiveState, Error, JobMode, JobOutcome, JobResult, LoadState, NextElapse, Op, UnitFileChange,
+    UnitManager, UnitStatus, settle,
+};
+
+/// One call the fake received, with its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// [`UnitManager::reload`].
+    Reload,
+    /// [`UnitManager::start`]; `timeout` as given.
+    Start {
+        /// Unit name.
+        unit: String,
+        /// Job mode.
+        mode: JobMode,
+        /// Deadline given by the caller.
+        timeout: Duration,
+    },
+    /// [`UnitManager::stop`].
+    Stop {
+        /// Unit name.
+        unit: String,
+        /// Job mode.
+        mode: JobMode,
+        /// Deadline given by the caller.
+        timeout: Duration,
+    },
+    /// [`UnitManager::restart`].
+    Restart {
+        /// Unit name.
+        unit: String,
+        /// Job mode.
+        mode: JobMode,
+        /// Deadline given by the caller.
+        timeout: Duration,
+    },
+    /// [`UnitManager::reset_failed`].
+    ResetFailed(String),
+    /// [`UnitManager::unit_status`].
+    UnitStatus(String),
+    /// [`UnitManager::timer_next_elapse`].
+    TimerNextElapse(String),
+    /// [`UnitManager::enable_unit_files`].
+    EnableUnitFiles(Vec<String>),
+    /// [`UnitManager::disable_unit_files`].
+    DisableUnitFiles(Vec<String>),
+    /// [`UnitManager::load_unit`].
+    LoadUnit(String),
+}
+
+impl Call {
+    /// The operation of this call.
+    #[must_use]
+    pub fn op(&self) -> Op {
+        match self {
+            Call::Reload => Op::Reload,
+            Call::Start { .. } => Op::Start,
+            Call::Stop { .. } => Op::Stop,
+            Call::Restart { .. } => Op::Restart,
+            Call::ResetFailed(_) => Op::ResetFailed,
+            Call::UnitStatus(_) => Op::Status,
+            Call::TimerNextElapse(_) => Op::TimerNextElapse,
+            Call::EnableUnitFiles(_) => Op::Enable,
+            Call::DisableUnitFiles(_) => Op::Disable,
+            Call::LoadUnit(_) => Op::LoadUnit,
+        }
+    }
+
+    /// The unit names the call is about (empty for reload).
+    #[must_use]
+    pub fn units(&self) -> Vec<&str> {
+        match self {
+            Call::Reload => Vec::new(),
+            Call::Start { unit, .. } | Call::Stop { unit, .. } | Call::Restart { unit, .. } => {
+                vec![unit.as_str()]
+            }
+            Call::ResetFailed(unit)
+            | Call::UnitStatus(unit)
+            | Call::TimerNextElapse(unit)
+            | Call::LoadUnit(unit) => vec![unit.as_str()],
+            Call::EnableUnitFiles(units) | Call::DisableUnitFiles(units) => {
+                units.iter().map(String::as_str).collect()
+            }
+        }
+    }
+}
+
+/// A scripted error: fails the next call of `op` (for `unit`, or any unit if `None`).
+struct Scripted {
+    op: Op,
+    unit: Option<String>,
+    error: Error,
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Call>,
+    units: BTreeMap<String, UnitStatus>,
+    timers: BTreeMap<String, NextElapse>,
+    scripted: Vec<Scripted>,
+}
+
+impl State {
+    fn take_scripted(&mut self, call: &Call) -> Option<Error> {
+        let op = call.op();
+        let units = call.units();
+        let index = self.scripted.iter().position(|s| {
+            s.op == op && s.unit.as_deref().is_none_or(|unit| units.contains(&unit))
+        })?;
+        Some(self.scripted.remove(index).error)
+    }
+
+    fn status(&self, unit: &str) -> UnitStatus {
+        self.units
+            .get(unit)
+            .cloned()
+            .unwrap_or_else(loaded_inactive)
+    }
+}
+
+/// A unit that is loaded and inactive, as the fake assumes for every unit it was not told about.
+#[must_use]
+pub fn loaded_inactive() -> UnitStatus {
+    UnitStatus {
+        load_state: LoadState::Loaded,
+        ..UnitStatus::not_found()
+    }
+}
+
+/// The recording fake. `Sync`, so it can be shared by reference like the real one.
+#[derive(Default)]
+pub struct FakeUnitManager {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for FakeUnitManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeUnitManager")
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeUnitManager {
+    /// A fake in which every unit is `loaded`/`inactive`.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock leaves consistent data behind.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every call received so far, in order.
+    #[must_use]
+    pub fn calls(&self) -> Vec<Call> {
+        self.state().calls.clone()
+    }
+
+    /// Sets the status that `unit_status`/`load_unit` report for `unit` (and that jobs start
+    /// from).
+    pub fn set_status(&self, unit: &str, status: UnitStatus) {
+        self.state().units.insert(unit.to_owned(), status);
+    }
+
+    /// Makes `unit` unknown: `load_unit` reports `not-found`, jobs fail with
+    /// [`Error::NoSuchUnit`].
+    pub fn set_missing(&self, unit: &str) {
+        self.set_status(unit, UnitStatus::not_found());
+    }
+
+    /// Sets what `timer_next_elapse` reports for `unit`.
+    pub fn set_next_elapse(&self, unit: &str, next: NextElapse) {
+        self.state().timers.insert(unit.to_owned(), next);
+    }
+
+    /// Makes the next call of `op` about `unit` (any unit if `None`) fail with `error`. Queued
+    /// errors are used in the order they were added.
+    pub fn fail_next(&self, op: Op, unit: Option<&str>, error: Error) {
+        self.state().scripted.push(Scripted {
+            op,
+            unit: unit.map(str::to_owned),
+            error,
+        });
+    }
+
+    /// Makes the next start of `unit` report [`Error::StartSkipped`] (B22).
+    pub fn skip_next_start(&self, unit: &str) {
+        self.fail_next(
+            Op::Start,
+            Some(unit),
+            Error::StartSkipped {
+                unit: unit.to_owned(),
+            },
+        );
+    }
+
+    /// Records `call` and returns its scripted error, if any.
+    fn record(&self, call: Call) -> Result<MutexGuard<'_, State>, Error> {
+        let mut state = self.state();
+        let scripted = state.take_scripted(&call);
+        state.calls.push(call);
+        match scripted {
+            Some(error) => Err(error),
+            None => Ok(state),
+        }
+    }
+
+    fn job(&self, call: Call, unit: &str) -> Result<JobOutcome, Error> {
+        let op = call.op();
+        let mut state = self.record(call)?;
+        let mut status = state.status(unit);
+        if status.load_state == LoadState::NotFound {
+            return Err(Error::NoSuchUnit {
+                unit: unit.to_owned(),
+            });
+        }
+        if op == Op::Stop {
+            status.active_state = ActiveState::Inactive;
+            "dead".clone_into(&mut status.sub_state);
+        } else {
+            status.active_state = ActiveState::Active;
+            "running".clone_into(&mut status.sub_state);
+            status.result = Some("success".to_owned());
+            status.condition_failed = false;
+        }
+        state.units.insert(unit.to_owned(), status.clone());
+        let settled = settle(unit, op, Some(&JobResult::Done), &status)?;
+        Ok(JobOutcome {
+            unit: unit.to_owned(),
+            op,
+            job_result: Some(JobResult::Done),
+            settled,
+            status,
+            elapsed_ms: 0,
+        })
+    }
+}
+
+impl UnitManager for FakeUnitManager {
+    fn reload(&self) -> Result<(), Error> {
+        self.record(Call::Reload).map(drop)
+    }
+
+    fn start(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
+        let call = Call::Start {
+            unit: unit.to_owned(),
+            mode,
+            timeout,
+        };
+        self.job(call, unit)
+    }
+
+    fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
+        let call = Call::Stop {
+            unit: unit.to_owned(),
+            mode,
+            timeout,
+        };
+        self.job(call, unit)
+    }
+
+    fn restart(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
+        let call = Call::Restart {
+            unit: unit.to_owned(),
+            mode,
+            timeout,
+        };
+        self.job(call, unit)
+    }
+
+    fn reset_failed(&self, unit: &str) -> Result<(), Error> {
+        let mut state = self.record(Call::ResetFailed(unit.to_owned()))?;
+        let mut status = state.status(unit);
+        if status.active_state == ActiveState::Failed {
+            status.active_state = ActiveState::Inactive;
+            "dead".clone_into(&mut status.sub_state);
+            status.result = Some("success".to_owned());
+            state.units.insert(unit.to_owned(), status);
+        }
+        Ok(())
+    }
+
+    fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
+        let state = self.record(Call::UnitStatus(unit.to_owned()))?;
+        Ok(state.status(unit))
+    }
+
+    fn timer_next_elapse(&self, unit: &str) -> Result<NextElapse, Error> {
+        let state = self.record(Call::TimerNextElapse(unit.to_owned()))?;
+        if state.status(unit).load_state == LoadState::NotFound {
+            return Err(Error::NoSuchUnit {
+                unit: unit.to_owned(),
+            });
+        }
+        Ok(state
+            .timers
+            .get(unit)
+            .copied()
+            .unwrap_or(NextElapse::from_raw(0, 0)))
+    }
+
+    fn enable_unit_files(&self, units: &[&str]) -> Result<Vec<UnitFileChange>, Error> {
+        let names = units.iter().map(|u| (*u).to_owned()).collect();
+        self.record(Call::EnableUnitFiles(names)).map(drop)?;
+        Ok(Vec::new())
+    }
+
+    fn disable_unit_files(&self, units: &[&str]) -> Result<Vec<UnitFileChange>, Error> {
+        let names = units.iter().map(|u| (*u).to_owned()).collect();
+        self.record(Call::DisableUnitFiles(names)).map(drop)?;
+        Ok(Vec::new())
+    }
+
+    fn load_unit(&self, unit: &str) -> Result<LoadState, Error> {
+        let state = self.record(Call::LoadUnit(unit.to_owned()))?;
+        Ok(state.status(unit).load_state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn records_calls_in_order_and_models_state() {
+        let fake = FakeUnitManager::new();
+        fake.reload().expect("reload");
+        assert_eq!(
+            fake.load_unit("a.service").expect("load"),
+            LoadState::Loaded
+        );
+        let outcome = fake.start("a.service", JobMode::Fail, T).expect("start");
+        assert_eq!(outcome.status.active_state, ActiveState::Active);
+        let stopped = fake.stop("a.service", JobMode::Replace, T).expect("stop");
+        assert_eq!(stopped.settled, super::super::Settled::Stopped);
+        assert_eq!(
+            fake.calls(),
+            vec![
+                Call::Reload,
+                Call::LoadUnit("a.service".to_owned()),
+                Call::Start {
+                    unit: "a.service".to_owned(),
+                    mode: JobMode::Fail,
+                    timeout: T
+                },
+                Call::Stop {
+                    unit: "a.service".to_owned(),
+                    mode: JobMode::Replace,
+                    timeout: T
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn scripted_errors_hit_the_matching_call_once() {
+        let fake = FakeUnitManager::new();
+        fake.skip_next_start("c.service");
+        fake.start("other.service", JobMode::Replace, T)
+            .expect("another unit is unaffected");
+        let err = fake
+            .start("c.service", JobMode::Replace, T)
+            .expect_err("scripted");
+        assert!(matches!(err, Error::StartSkipped { ref unit } if unit == "c.service"));
+        fake.start("c.service", JobMode::Replace, T)
+            .expect("only the next start fails");
+        assert_eq!(fake.calls().len(), 3, "failed calls are recorded too");
+    }
+
+    #[test]
+    fn missing_units_fail_jobs_and_report_not_found() {
+        let fake = FakeUnitManager::new();
+        fake.set_missing("gone.service");
+        assert_eq!(
+            fake.load_unit("gone.service").expect("load"),
+            LoadState::NotFound
+        );
+        let err = fake
+            .start("gone.service", JobMode::Replace, T)
+            .expect_err("missing");
+        assert!(matches!(err, Error::NoSuchUnit { .. }), "{err}");
+    }
+
+    #[test]
+    fn reset_failed_clears_failed_state() {
+        let fake = FakeUnitManager::new();
+        let mut failed = loaded_inactive();
+        failed.active_state = ActiveState::Failed;
+        fake.set_status("f.service", failed);
+        fake.reset_failed("f.service").expect("reset");
+        assert_eq!(
+            fake.unit_status("f.service").expect("status").active_state,
+            ActiveState::Inactive
+        );
+    }
+}
