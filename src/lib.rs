@@ -9,6 +9,7 @@ pub mod cli;
 pub mod context;
 pub mod demo;
 pub mod exit;
+pub mod git;
 pub mod host;
 pub mod images;
 pub mod process;
