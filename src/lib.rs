@@ -12,6 +12,7 @@ pub mod exit;
 pub mod git;
 pub mod host;
 pub mod images;
+pub mod podman;
 pub mod process;
 pub mod render;
 pub mod spec;
