@@ -1,6 +1,7 @@
 //! The orchestrator of the verbs: wires spec → render → output, and owns user-facing printing
 //! on stdout. Business rules live in the pure modules; this file only sequences them.
 
+pub mod ops;
 pub mod unit_cmd;
 
 use std::fmt::Write as _;
@@ -9,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use crate::cli::{Cli, Command, RenderArgs, SpecCommand, TierCommand};
+use crate::cli::{Cli, Command, DemoCommand, ImagesCommand, RenderArgs, SpecCommand, TierCommand};
 use crate::context::{HostEnv, current_exe, path_str};
 use crate::exit::Outcome;
 use crate::render::{self, Backend, RunContext};
@@ -24,6 +25,16 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Spec(SpecCommand::Validate { file, json }) => spec_validate(file, *json),
         Command::Render(args) => render_cmd(args),
+        Command::Run { tenant, spec } => ops::run(tenant, spec.as_deref()),
+        Command::Images(ImagesCommand::Build) => ops::images_build(),
+        Command::Demo(DemoCommand::Setup) => ops::demo_setup(),
+        Command::Install => ops::install(),
+        Command::Start { tenant, wait_s } => {
+            ops::start(tenant, std::time::Duration::from_secs(*wait_s))
+        }
+        Command::Stop { tenant } => ops::stop(tenant),
+        Command::Status { tenant, json } => ops::status(tenant, *json),
+        Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {

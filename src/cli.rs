@@ -36,6 +36,65 @@ pub enum Command {
     Tier(TierCommand),
     /// Talk to the systemd user manager directly (plumbing): reload, start, stop, show, ...
     Unit(crate::app::unit_cmd::UnitArgs),
+    /// Run one task for TENANT now, in this process (what `cyclix-run@TENANT.service` executes).
+    Run {
+        /// The tenant (its spec is `~/.config/cyclix/tenants/TENANT.yaml`).
+        tenant: String,
+        /// Use this spec file instead.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+    },
+    /// Build cyclix's images (egress proxy, Python agent) with podman.
+    #[command(subcommand)]
+    Images(ImagesCommand),
+    /// The embedded demo tenant.
+    #[command(subcommand)]
+    Demo(DemoCommand),
+    /// Install the unit templates and enable the timers of scheduled tenants.
+    Install,
+    /// Start a run of TENANT under the user manager (`cyclix-run@TENANT.service`) and wait for it.
+    Start {
+        /// The tenant.
+        tenant: String,
+        /// How long to wait for the run to finish, in seconds.
+        #[arg(long, default_value_t = 3600)]
+        wait_s: u64,
+    },
+    /// Stop TENANT's running run (teardown still runs).
+    Stop {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Show TENANT's run unit, timer and last run record.
+    Status {
+        /// The tenant.
+        tenant: String,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the journal of TENANT's runs.
+    Logs {
+        /// The tenant.
+        tenant: String,
+        /// How many lines.
+        #[arg(short = 'n', long, default_value_t = 200)]
+        lines: u32,
+    },
+}
+
+/// `cyclix images ...`
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Build `localhost/cyclix-proxy:latest` and `localhost/cyclix-agent-python:latest`.
+    Build,
+}
+
+/// `cyclix demo ...`
+#[derive(Debug, Subcommand)]
+pub enum DemoCommand {
+    /// Create the demo project (a git repo whose test fails), its task and its tenant spec.
+    Setup,
 }
 
 /// `cyclix spec ...`

@@ -70,3 +70,12 @@ pub fn current_exe() -> Result<PathBuf> {
 pub fn path_str(p: &std::path::Path) -> String {
     p.to_string_lossy().into_owned()
 }
+
+/// The value of the variable `name` in cyclix's own environment (the source of the secrets a
+/// spec names in `agent.env`); `None` when unset. The value is returned as bytes and must only
+/// ever travel to podman on stdin.
+#[must_use]
+pub fn secret_value(name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    std::env::var_os(name).map(|v| v.as_bytes().to_vec())
+}

@@ -112,6 +112,8 @@ pub struct NetworkInfo {
     pub name: String,
     /// Whether it was created `--internal` (no route out).
     pub internal: bool,
+    /// Its subnets in CIDR form (`10.89.0.0/24`).
+    pub subnets: Vec<String>,
     /// Labels.
     pub labels: Labels,
 }
@@ -168,8 +170,15 @@ struct NetworkEntry {
     name: String,
     #[serde(default)]
     internal: bool,
+    #[serde(default)]
+    subnets: Option<Vec<SubnetEntry>>,
     #[serde(default, deserialize_with = "labels")]
     labels: Labels,
+}
+
+#[derive(Deserialize)]
+struct SubnetEntry {
+    subnet: String,
 }
 
 #[derive(Deserialize)]
@@ -243,6 +252,12 @@ pub fn parse_networks(json: &str) -> serde_json::Result<Vec<NetworkInfo>> {
             id: e.id,
             name: e.name,
             internal: e.internal,
+            subnets: e
+                .subnets
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s.subnet)
+                .collect(),
             labels: e.labels,
         })
         .collect())
@@ -550,6 +565,18 @@ impl Podman {
         )
     }
 
+    /// Every network (`podman network ls --format json`), e.g. to find a free subnet.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn all_networks(&self) -> Result<Vec<NetworkInfo>> {
+        self.query(
+            &["network", "ls", "--format", "json"],
+            "listing networks",
+            parse_networks,
+        )
+    }
+
     /// Volumes carrying `label` (`podman volume ls --filter label=LABEL --format json`).
     ///
     /// # Errors
@@ -692,6 +719,7 @@ mod tests {
                 id: "5315be72fe89af5158592a39a28f0321f030ff9500565e6dc7a10b54c58f9e82".into(),
                 name: "cyclix-r1-int".into(),
                 internal: true,
+                subnets: vec!["10.89.0.0/24".into()],
                 labels: run_labels(),
             }]
         );

@@ -1,6 +1,7 @@
 //! The run lifecycle (`cyclix run TENANT`): prepare → render → install → reload → start →
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
+pub mod host;
 pub mod lifecycle;
 pub mod lock;
 pub mod record;

@@ -454,14 +454,10 @@ fn audit(
 ) -> Result<Vec<String>> {
     let mut left = host.inventory(&inp.run_id)?;
     for u in &c.units {
+        // Inactive with its file gone is what systemd garbage-collects; running or failed stays.
         let st = units.unit_status(u)?;
-        if st.load_state != LoadState::NotFound || !matches!(st.active_state, ActiveState::Inactive)
-        {
-            left.push(format!(
-                "unit {u} still {} ({})",
-                st.load_state,
-                st.summary()
-            ));
+        if !matches!(st.active_state, ActiveState::Inactive) {
+            left.push(format!("unit {u} still {}", st.summary()));
         }
     }
     for f in &c.files {
@@ -476,4 +472,330 @@ fn audit(
         left.push(format!("run dir {}", inp.paths.run_dir.display()));
     }
     Ok(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::seam::FakeRunHost;
+    use crate::spec::SpecContext;
+    use crate::systemd::fake::Call;
+    use crate::systemd::{FakeUnitManager, Op};
+
+    type Script = Box<dyn Fn(&FakeUnitManager)>;
+
+    struct World {
+        _dir: tempfile::TempDir,
+        inp: RunInputs,
+    }
+
+    fn world() -> World {
+        let dir = tempfile::tempdir().expect("tmp");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).expect("repo");
+        let yaml = format!(
+            "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
+             agent: {{image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}}\n\
+             gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n",
+            repo.display()
+        );
+        let ctx = SpecContext {
+            file: "t.yaml".into(),
+            home: "/home/t".into(),
+            runtime_dir: "/run/user/1000".into(),
+        };
+        let spec = crate::spec::parse(&yaml, &ctx).expect("spec");
+        let inp = RunInputs {
+            spec,
+            run_id: "r1".into(),
+            backend: Backend::Quadlet,
+            paths: RunPaths {
+                quadlet_dir: dir.path().join("quadlet"),
+                units_dir: dir.path().join("units"),
+                run_dir: dir.path().join("run/r1"),
+                worktree: dir.path().join("wt/r1"),
+            },
+            task: "fix it".into(),
+            secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
+            deadlines: Deadlines {
+                poll: Duration::from_millis(1),
+                ..Deadlines::default()
+            },
+            notices: Vec::new(),
+        };
+        World { _dir: dir, inp }
+    }
+
+    fn nothing_left(w: &World, rec: &RunRecord, host: &FakeRunHost) {
+        assert!(rec.leftovers.is_empty(), "leftovers: {:?}", rec.leftovers);
+        assert!(!w.inp.paths.worktree.exists(), "worktree left");
+        assert!(!w.inp.paths.run_dir.exists(), "run dir left");
+        for d in [&w.inp.paths.quadlet_dir, &w.inp.paths.units_dir] {
+            let n = std::fs::read_dir(d).map_or(0, Iterator::count);
+            assert_eq!(n, 0, "files left in {}", d.display());
+        }
+        assert!(
+            host.objects.lock().expect("lock").is_empty(),
+            "podman objects left"
+        );
+    }
+
+    fn started(units: &FakeUnitManager) -> Vec<String> {
+        units
+            .calls()
+            .iter()
+            .filter_map(|c| match c {
+                Call::Start { unit, .. } => Some(unit.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_on_start("cyclix-r1-agent.service", 0);
+        units.exit_on_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            journal: vec![
+                r#"{"status":"403","host":"x"}"#.into(),
+                "squid started".into(),
+            ],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "prepare", "render", "install", "reload", "start", "agent", "gate", "collect",
+                "teardown", "audit"
+            ]
+        );
+        assert_eq!(
+            started(&units),
+            [
+                "cyclix-r1-proxy.service",
+                "cyclix-r1-agent.service",
+                "cyclix-r1-gate.service"
+            ]
+        );
+        assert_eq!((rec.agent_exit, rec.gate_exit), (Some(0), Some(0)));
+        assert_eq!(rec.branch, "cyclix/acme/r1");
+        assert_eq!(rec.commits.len(), 1);
+        assert_eq!(
+            rec.egress_decisions.len(),
+            1,
+            "only JSON lines are decisions"
+        );
+        assert_eq!(rec.secret_names, ["API_KEY"]);
+        assert!(
+            !serde_json::to_string(&rec)
+                .expect("json")
+                .contains("s3cret"),
+            "a secret value reached the record"
+        );
+        nothing_left(&w, &rec, &host);
+        // every unit of the run was stopped, including the generated -network/-pod oneshots
+        let stopped: Vec<String> = units
+            .calls()
+            .iter()
+            .filter(|c| c.op() == Op::Stop)
+            .flat_map(|c| c.units().into_iter().map(str::to_owned))
+            .collect();
+        for u in [
+            "cyclix-r1-pod.service",
+            "cyclix-r1-network.service",
+            "cyclix-r1-egress-network.service",
+        ] {
+            assert!(stopped.iter().any(|s| s == u), "{u} not stopped");
+        }
+    }
+
+    #[test]
+    fn agent_and_gate_failures_are_results_not_errors() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_on_start("cyclix-r1-agent.service", 3);
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(
+            (rec.result, rec.agent_exit, rec.gate_exit),
+            (RunResult::AgentFailed, Some(3), None)
+        );
+        assert_eq!(rec.result.exit_code(), 1);
+        assert!(
+            !started(&units).contains(&"cyclix-r1-gate.service".to_string()),
+            "gate ran after a failed agent"
+        );
+        nothing_left(&w, &rec, &host);
+
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_on_start("cyclix-r1-agent.service", 0);
+        units.exit_on_start("cyclix-r1-gate.service", 1);
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(
+            (rec.result, rec.gate_exit),
+            (RunResult::GateFailed, Some(1))
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    fn fails_in(phase: &str, rec: &RunRecord) {
+        assert_eq!(rec.result, RunResult::Error, "{rec:?}");
+        assert_eq!(rec.failed_phase.as_deref(), Some(phase), "{rec:?}");
+        assert!(
+            rec.error
+                .as_deref()
+                .is_some_and(|e| e.contains(&format!("phase {phase}"))),
+            "{:?}",
+            rec.error
+        );
+        assert_eq!(rec.result.exit_code(), 2);
+    }
+
+    #[test]
+    fn every_phase_failure_is_named_and_torn_down() {
+        for op in [
+            "rev_parse",
+            "used_subnets",
+            "worktree_add",
+            "secret_create",
+            "commits",
+        ] {
+            let w = world();
+            let units = FakeUnitManager::new();
+            units.exit_on_start("cyclix-r1-agent.service", 0);
+            units.exit_on_start("cyclix-r1-gate.service", 0);
+            let host = FakeRunHost {
+                fail: vec![op.into()],
+                ..Default::default()
+            };
+            let rec = execute(&w.inp, &units, &host);
+            fails_in(
+                if op == "commits" {
+                    "collect"
+                } else {
+                    "prepare"
+                },
+                &rec,
+            );
+            nothing_left(&w, &rec, &host);
+        }
+        let cases: Vec<(&str, Script)> = vec![
+            (
+                "reload",
+                Box::new(|u: &FakeUnitManager| {
+                    u.fail_next(
+                        Op::Reload,
+                        None,
+                        crate::systemd::Error::Dbus {
+                            op: Op::Reload,
+                            unit: "user manager".into(),
+                            message: "boom".into(),
+                        },
+                    );
+                }),
+            ),
+            (
+                "reload",
+                Box::new(|u: &FakeUnitManager| u.set_missing("cyclix-r1-pod.service")),
+            ),
+            (
+                "start",
+                Box::new(|u: &FakeUnitManager| {
+                    u.fail_next(
+                        Op::Start,
+                        Some("cyclix-r1-proxy.service"),
+                        crate::systemd::Error::StartSkipped {
+                            unit: "cyclix-r1-proxy.service".into(),
+                        },
+                    );
+                }),
+            ),
+            (
+                "agent",
+                Box::new(|u: &FakeUnitManager| {
+                    u.fail_next(
+                        Op::Start,
+                        Some("cyclix-r1-agent.service"),
+                        crate::systemd::Error::NoSuchUnit {
+                            unit: "cyclix-r1-agent.service".into(),
+                        },
+                    );
+                }),
+            ),
+        ];
+        for (phase, script) in cases {
+            let w = world();
+            let units = FakeUnitManager::new();
+            units.exit_on_start("cyclix-r1-agent.service", 0);
+            units.exit_on_start("cyclix-r1-gate.service", 0);
+            script(&units);
+            let host = FakeRunHost::default();
+            let rec = execute(&w.inp, &units, &host);
+            fails_in(phase, &rec);
+            nothing_left(&w, &rec, &host);
+        }
+    }
+
+    #[test]
+    fn an_agent_that_never_ends_is_stopped_at_its_budget() {
+        let mut w = world();
+        w.inp.spec.agent.timeout_s = 0;
+        w.inp.deadlines.slack = Duration::from_millis(30);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        fails_in("agent", &rec);
+        assert!(
+            rec.error
+                .as_deref()
+                .is_some_and(|e| e.contains("did not finish")),
+            "{:?}",
+            rec.error
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn anything_left_after_teardown_fails_the_run() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_on_start("cyclix-r1-agent.service", 0);
+        units.exit_on_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost::default();
+        host.objects
+            .lock()
+            .expect("lock")
+            .push("network cyclix-r1".into());
+        // the fake keeps non-secret objects until remove_run_objects; make removal fail
+        let host = FakeRunHost {
+            fail: vec!["remove_run_objects".into()],
+            objects: std::sync::Mutex::new(vec!["network cyclix-r1".into()]),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Error);
+        assert!(
+            rec.leftovers.iter().any(|l| l == "network cyclix-r1"),
+            "{:?}",
+            rec.leftovers
+        );
+    }
+
+    #[test]
+    fn subnet_picking_skips_used_ones() {
+        assert_eq!(pick_subnet_octet(7, &[]).expect("free"), 7);
+        assert_eq!(
+            pick_subnet_octet(254, &["10.213.254.0/24".into()]).expect("free"),
+            1
+        );
+        let all: Vec<String> = (1..=254).map(|n| format!("10.213.{n}.0/24")).collect();
+        assert!(pick_subnet_octet(1, &all).is_err());
+    }
 }

@@ -115,6 +115,7 @@ struct State {
     units: BTreeMap<String, UnitStatus>,
     timers: BTreeMap<String, NextElapse>,
     scripted: Vec<Scripted>,
+    exits: BTreeMap<String, i32>,
 }
 
 impl State {
@@ -205,6 +206,13 @@ impl FakeUnitManager {
         });
     }
 
+    /// Makes every start of `unit` run it to its end at once, exiting with `code`: `0` leaves
+    /// it `inactive` with `Result=success`, anything else `failed` with `Result=exit-code` and
+    /// `ExecMainStatus=code` (a container whose process ended).
+    pub fn exit_on_start(&self, unit: &str, code: i32) {
+        self.state().exits.insert(unit.to_owned(), code);
+    }
+
     /// Makes the next start of `unit` report [`Error::StartSkipped`] (B22).
     pub fn skip_next_start(&self, unit: &str) {
         self.fail_next(
@@ -236,9 +244,23 @@ impl FakeUnitManager {
                 unit: unit.to_owned(),
             });
         }
+        let exit = state.exits.get(unit).copied();
         if op == Op::Stop {
-            status.active_state = ActiveState::Inactive;
-            "dead".clone_into(&mut status.sub_state);
+            if status.active_state != ActiveState::Failed {
+                status.active_state = ActiveState::Inactive;
+                "dead".clone_into(&mut status.sub_state);
+            }
+        } else if let Some(code) = exit {
+            let ok = code == 0;
+            status.active_state = if ok {
+                ActiveState::Inactive
+            } else {
+                ActiveState::Failed
+            };
+            (if ok { "dead" } else { "failed" }).clone_into(&mut status.sub_state);
+            status.result = Some(if ok { "success" } else { "exit-code" }.to_owned());
+            status.exec_main_status = Some(code);
+            status.condition_failed = false;
         } else {
             status.active_state = ActiveState::Active;
             "running".clone_into(&mut status.sub_state);

@@ -1,0 +1,505 @@
+//! The lifecycle verbs: `run`, `images build`, `demo setup`, `install`, `start`, `stop`,
+//! `status`, `logs`. Each wires the adapters to the pure core and prints to stdout.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::context::{HostEnv, current_exe, path_str, secret_value};
+use crate::exit::Outcome;
+use crate::git::Git;
+use crate::images;
+use crate::podman::Podman;
+use crate::render::{self, Backend};
+use crate::run::lifecycle::{self, Deadlines, RunInputs, RunPaths};
+use crate::run::lock::{self, Acquire, Holder};
+use crate::run::{host::RealRunHost, record};
+use crate::spec::{Spec, Task};
+use crate::systemd::{JobMode, UnitManager, ZbusUnitManager};
+use crate::tier::{self, Runtime, Tier};
+
+/// `~/.config/cyclix/tenants/TENANT.yaml`.
+#[must_use]
+pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
+    env.config_home
+        .join("cyclix/tenants")
+        .join(format!("{tenant}.yaml"))
+}
+
+fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
+    let lock = env.runtime_dir()?.join("cyclix/systemd.lock");
+    ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
+}
+
+fn load_tenant(
+    env: &HostEnv,
+    tenant: &str,
+    spec: Option<&Path>,
+) -> Result<std::result::Result<Spec, String>> {
+    let path = spec.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    if !path.exists() {
+        bail!(
+            "no spec for tenant `{tenant}` at {}; write one (see README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            path.display()
+        );
+    }
+    Ok(super::load_spec(&path, env)?.map_err(|e| e.to_string()))
+}
+
+/// A new run id: `YYYYMMDDtHHMMSS-xxxx` (UTC, 4 hex digits from the clock's nanoseconds and
+/// the pid), 20 characters, valid for `spec::validate::run_id`.
+#[must_use]
+pub fn new_run_id(now: SystemTime, pid: u32) -> String {
+    let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    let tag = (d.subsec_nanos() ^ pid.rotate_left(16)) & 0xffff;
+    format!(
+        "{y:04}{m:02}{day:02}t{:02}{:02}{:02}-{tag:04x}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
+/// the tier gate decides on (never defaulted).
+fn probe_runtime() -> (Runtime, Backend) {
+    match Podman::new().version() {
+        Ok(v) => {
+            let major: u32 = v
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            (
+                Runtime::Usable,
+                if major >= 5 {
+                    Backend::Quadlet
+                } else {
+                    Backend::Plain
+                },
+            )
+        }
+        Err(e) => (Runtime::Unusable(e.to_string()), Backend::Plain),
+    }
+}
+
+/// `cyclix run TENANT`: one run, end to end. Exit status 0 gate passed, 1 gate or agent failed
+/// (or the spec/tier was refused), 2 cyclix failed.
+///
+/// # Errors
+/// Failures of cyclix before the lifecycle starts (no runtime dir, unreadable spec).
+pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let runtime_dir = env.runtime_dir()?.clone();
+    let spec = match load_tenant(&env, tenant, spec_path)? {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    if spec.tenant != tenant {
+        eprintln!(
+            "error: the spec names tenant `{}`, not `{tenant}`",
+            spec.tenant
+        );
+        return Ok(Outcome::Findings);
+    }
+    let (runtime, backend) = probe_runtime();
+    let tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+        Ok(t) => t,
+        Err(refusal) => {
+            eprintln!("error: {refusal}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    if tier != Tier::Container {
+        bail!(
+            "tier `{tier}` runs are not supported by `cyclix run` yet: only `container` runs are implemented; \
+             set `tier: container`"
+        );
+    }
+    for m in &spec.mounts {
+        crate::host::paths::reject_symlinks(Path::new(&m.source))
+            .with_context(|| format!("checking mount source {} right before the run", m.source))?;
+    }
+    let run_id = new_run_id(SystemTime::now(), std::process::id());
+    let holder = Holder {
+        run_id: run_id.clone(),
+        pid: std::process::id(),
+        started_ms: now_ms(),
+    };
+    let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
+        Acquire::Held(l) => l,
+        Acquire::Busy(h) => {
+            match h {
+                Some(h) => eprintln!(
+                    "error: tenant {tenant} is already running run {} (pid {}, started {} ms since the epoch); \
+                     wait for it or `cyclix stop {tenant}`",
+                    h.run_id, h.pid, h.started_ms
+                ),
+                None => eprintln!("error: tenant {tenant} is already running (lock held)"),
+            }
+            return Ok(Outcome::Findings);
+        }
+    };
+    let task = match &spec.task {
+        Task::Text(t) => t.clone(),
+        Task::File(f) => {
+            std::fs::read_to_string(f).with_context(|| format!("reading task.file {f}"))?
+        }
+    };
+    let secrets = secret_values(&spec, tenant)?;
+    let inputs = RunInputs {
+        paths: RunPaths {
+            quadlet_dir: runtime_dir.join("containers/systemd"),
+            units_dir: runtime_dir.join("systemd/user"),
+            run_dir: runtime_dir.join("cyclix/runs").join(&run_id),
+            worktree: env
+                .data_home
+                .join("cyclix/worktrees")
+                .join(tenant)
+                .join(&run_id),
+        },
+        spec,
+        run_id,
+        backend,
+        task,
+        secrets,
+        deadlines: Deadlines::default(),
+        notices: Vec::new(),
+    };
+    let units = unit_manager(&env)?;
+    eprintln!(
+        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
+        inputs.run_id
+    );
+    let rec = lifecycle::execute(&inputs, &units, &RealRunHost::new());
+    let path = record::write(&record::tenant_dir(&env.state_home, tenant), &rec)?;
+    print!("{}", record::summary(&rec));
+    println!("  record: {}", path.display());
+    Ok(match rec.result.exit_code() {
+        0 => Outcome::Ok,
+        1 => Outcome::Findings,
+        _ => bail!(
+            "run {} failed in phase {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?")
+        ),
+    })
+}
+
+/// The values of the variables the spec names (agent and services), from cyclix's own
+/// environment.
+fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut secrets = Vec::new();
+    for name in spec
+        .agent
+        .env
+        .iter()
+        .chain(spec.services.iter().flat_map(|s| s.env.iter()))
+    {
+        let Some(v) = secret_value(name) else {
+            bail!(
+                "agent.env names `{name}` but it is not set in cyclix's environment; set it for the user manager \
+                 (`systemctl --user set-environment {name}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)"
+            );
+        };
+        secrets.push((name.clone(), v));
+    }
+    Ok(secrets)
+}
+
+/// The files `cyclix images build` needs, embedded: (path in the build context, contents).
+const IMAGE_CONTEXT: &[(&str, &str)] = &[
+    (
+        "Containerfile.python",
+        include_str!("../../Containerfile.python"),
+    ),
+    (
+        "images/agent/cyclix-demo-agent",
+        include_str!("../../images/agent/cyclix-demo-agent"),
+    ),
+    (
+        "images/proxy/Containerfile",
+        include_str!("../../images/proxy/Containerfile"),
+    ),
+];
+
+/// Deadline for one image build.
+pub const BUILD_DEADLINE: Duration = Duration::from_secs(900);
+
+/// `cyclix images build`: builds the proxy and the Python agent image from the embedded
+/// Containerfiles (offline when the base image is local).
+///
+/// # Errors
+/// I/O or podman failures.
+pub fn images_build() -> Result<Outcome> {
+    let dir = tempfile::tempdir().context("creating a build context")?;
+    for (rel, text) in IMAGE_CONTEXT {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(
+            p.parent()
+                .context("invariant: context files have a parent")?,
+        )?;
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let exe = dir.path().join("images/agent/cyclix-demo-agent");
+    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let podman = Podman::new();
+    for (tag, file, ctx) in [
+        (
+            images::PROXY_IMAGE,
+            "images/proxy/Containerfile",
+            "images/proxy",
+        ),
+        (images::AGENT_PYTHON_IMAGE, "Containerfile.python", "."),
+    ] {
+        let id = podman.build(
+            tag,
+            &dir.path().join(file),
+            &dir.path().join(ctx),
+            BUILD_DEADLINE,
+        )?;
+        println!("built {tag} ({})", id.get(..12).unwrap_or(&id));
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix demo setup`: lays out the embedded demo tenant (project repository, task, spec).
+/// Idempotent: an existing project is kept.
+///
+/// # Errors
+/// I/O or git failures.
+pub fn demo_setup() -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let base = env.data_home.join("cyclix/demo");
+    let project = base.join("project");
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    std::fs::write(base.join("task.md"), crate::demo::TASK).context("writing the demo task")?;
+    if project.join(".git").exists() {
+        println!("demo project exists: {}", project.display());
+    } else {
+        Git::init_repo(
+            &project,
+            crate::demo::project_files(),
+            "demo project: calc with a failing test",
+        )?;
+        println!("created demo project {}", project.display());
+    }
+    let spec = tenant_spec_path(&env, "demo");
+    std::fs::create_dir_all(spec.parent().context("invariant: spec path has a parent")?)?;
+    std::fs::write(&spec, crate::demo::TENANT_YAML)
+        .with_context(|| format!("writing {}", spec.display()))?;
+    println!("wrote {}", spec.display());
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix install`: writes the unit templates (with this binary's absolute path) to
+/// `~/.config/systemd/user/`, a timer drop-in for every tenant with a schedule, reloads,
+/// enables and starts those timers, and fails if a timer has no next elapse (B25).
+///
+/// # Errors
+/// I/O or D-Bus failures.
+pub fn install() -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let unit_dir = env.config_home.join("systemd/user");
+    let bin = path_str(&current_exe()?);
+    let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut timers = Vec::new();
+    let tenants_dir = env.config_home.join("cyclix/tenants");
+    let mut specs: Vec<PathBuf> = match std::fs::read_dir(&tenants_dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    specs.sort();
+    for p in &specs {
+        match super::load_spec(p, &env)? {
+            Ok(spec) => {
+                if let Some(d) =
+                    render::units::timer_dropin(&spec).map_err(|e| anyhow::anyhow!("{e}"))?
+                {
+                    files.push(d);
+                    timers.push(format!("cyclix-run@{}.timer", spec.tenant));
+                }
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return Ok(Outcome::Findings);
+            }
+        }
+    }
+    for f in &files {
+        let path = unit_dir.join(&f.name);
+        std::fs::create_dir_all(path.parent().context("invariant: unit path has a parent")?)?;
+        record::atomic_write(&path, f.contents.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
+    let units = unit_manager(&env)?;
+    units.reload()?;
+    if timers.is_empty() {
+        println!(
+            "no tenant has a schedule; start runs with `systemctl --user start cyclix-run@TENANT`"
+        );
+        return Ok(Outcome::Ok);
+    }
+    let names: Vec<&str> = timers.iter().map(String::as_str).collect();
+    units.enable_unit_files(&names)?;
+    let mut ok = true;
+    for t in &timers {
+        units.start(t, JobMode::Replace, Duration::from_secs(30))?;
+        let next = units.timer_next_elapse(t)?;
+        if next.is_scheduled() {
+            println!(
+                "enabled {t}: next elapse {} µs since the epoch",
+                next.realtime_us.or(next.monotonic_us).unwrap_or(0)
+            );
+        } else {
+            eprintln!("error: {t} has no next elapse: it would never fire (check its OnCalendar=)");
+            ok = false;
+        }
+    }
+    Ok(if ok { Outcome::Ok } else { Outcome::Findings })
+}
+
+fn run_unit(tenant: &str) -> Result<String> {
+    crate::spec::validate::tenant_name(tenant)
+        .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))?;
+    Ok(format!("cyclix-run@{tenant}.service"))
+}
+
+/// `cyclix start TENANT`: `StartUnit cyclix-run@TENANT.service`, waiting up to `wait` for the
+/// run to finish (it is a oneshot), then prints the run's summary.
+///
+/// # Errors
+/// D-Bus failures.
+pub fn start(tenant: &str, wait: Duration) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let unit = run_unit(tenant)?;
+    let units = unit_manager(&env)?;
+    let r = units.start(&unit, JobMode::Replace, wait);
+    if let Some(rec) = record::latest(&env.state_home, tenant)? {
+        print!("{}", record::summary(&rec));
+    }
+    match r {
+        Ok(_) => Ok(Outcome::Ok),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(Outcome::Findings)
+        }
+    }
+}
+
+/// `cyclix stop TENANT`: stops a running run (its teardown runs on SIGTERM).
+///
+/// # Errors
+/// D-Bus failures.
+pub fn stop(tenant: &str) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let unit = run_unit(tenant)?;
+    let o = unit_manager(&env)?.stop(&unit, JobMode::Replace, Duration::from_secs(150))?;
+    println!("stopped {unit}: {}", o.status.summary());
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix status TENANT`: the run unit's state, the timer's next elapse and the last record.
+///
+/// # Errors
+/// D-Bus or record read failures.
+pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let unit = run_unit(tenant)?;
+    let units = unit_manager(&env)?;
+    let st = units.unit_status(&unit)?;
+    let timer = format!("cyclix-run@{tenant}.timer");
+    let next = units.timer_next_elapse(&timer).ok();
+    let last = record::latest(&env.state_home, tenant)?;
+    if json {
+        let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next, "last_run": last});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(Outcome::Ok);
+    }
+    println!("{unit}: {}", st.summary());
+    match next {
+        Some(n) if n.is_scheduled() => println!(
+            "{timer}: next elapse {} µs since the epoch",
+            n.realtime_us.unwrap_or(0)
+        ),
+        _ => println!("{timer}: not scheduled"),
+    }
+    match last {
+        Some(r) => print!("last {}", record::summary(&r)),
+        None => println!("no run recorded yet"),
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix logs TENANT`: the run unit's journal (what `cyclix run` printed, with timestamps).
+///
+/// # Errors
+/// journalctl failures.
+pub fn logs(tenant: &str, lines: u32) -> Result<Outcome> {
+    let unit = run_unit(tenant)?;
+    let n = lines.to_string();
+    let out = crate::process::run(
+        "journalctl",
+        &[
+            "--user",
+            "--unit",
+            &unit,
+            "--no-pager",
+            "--lines",
+            &n,
+            "--output",
+            "short-iso",
+        ],
+        None,
+        Duration::from_secs(30),
+        " (is journalctl installed?)",
+    )?;
+    print!("{}", out.stdout);
+    Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_valid_sortable_and_dated() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_039_172); // 2026-11-30T11:46:12Z
+        let id = new_run_id(t, 4242);
+        assert!(id.starts_with("20261130t114612-"), "{id}");
+        assert_eq!(id.len(), 20);
+        crate::spec::validate::run_id(&id).expect("valid run id");
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
+}

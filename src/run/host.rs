@@ -1,0 +1,150 @@
+//! The real [`RunHost`]: git through `git`, podman through `podman`, the journal through
+//! `journalctl --user` (the journal has no stable D-Bus API for reading entries).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+
+use super::record::CommitInfo;
+use super::seam::RunHost;
+use crate::git::Git;
+use crate::podman::Podman;
+use crate::process;
+
+/// Deadline for reading a unit's journal.
+pub const JOURNAL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Delegates to [`Git`], [`Podman`] and `journalctl`.
+#[derive(Debug, Default)]
+pub struct RealRunHost {
+    podman: Podman,
+}
+
+impl RealRunHost {
+    /// With the podman binary found on `$PATH`.
+    #[must_use]
+    pub fn new() -> Self {
+        RealRunHost {
+            podman: Podman::new(),
+        }
+    }
+}
+
+fn run_label(run_id: &str) -> String {
+    format!("io.cyclix.run={run_id}")
+}
+
+impl RunHost for RealRunHost {
+    fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String> {
+        Ok(Git::new(repo).rev_parse_commit(rev)?)
+    }
+    fn common_dir(&self, repo: &Path) -> Result<PathBuf> {
+        Ok(Git::new(repo).common_dir()?)
+    }
+    fn worktree_add(&self, repo: &Path, path: &Path, branch: &str, commit: &str) -> Result<()> {
+        Ok(Git::new(repo).worktree_add(path, branch, commit)?)
+    }
+    fn worktree_remove(&self, repo: &Path, path: &Path) -> Result<()> {
+        Ok(Git::new(repo).worktree_remove(path)?)
+    }
+    fn commits(&self, repo: &Path, base: &str, branch: &str) -> Result<Vec<CommitInfo>> {
+        Ok(Git::new(repo)
+            .commits(base, branch)?
+            .into_iter()
+            .map(|c| CommitInfo {
+                sha: c.sha,
+                subject: c.subject,
+            })
+            .collect())
+    }
+    fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()> {
+        let l: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Ok(self.podman.secret_create(name, value, &l)?)
+    }
+    fn secret_remove(&self, name: &str) -> Result<()> {
+        self.podman.secret_rm(name)?;
+        Ok(())
+    }
+    fn remove_run_objects(&self, run_id: &str) -> Result<()> {
+        let label = run_label(run_id);
+        let containers = self.podman.containers(&label)?;
+        self.podman
+            .rm_containers(&containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
+        let pods = self.podman.pods(&label)?;
+        self.podman
+            .rm_pods(&pods.into_iter().map(|p| p.id).collect::<Vec<_>>())?;
+        let nets = self.podman.networks(&label)?;
+        self.podman
+            .rm_networks(&nets.into_iter().map(|n| n.name).collect::<Vec<_>>())?;
+        let vols = self.podman.volumes(&label)?;
+        self.podman
+            .rm_volumes(&vols.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
+        Ok(())
+    }
+    fn inventory(&self, run_id: &str) -> Result<Vec<String>> {
+        let label = run_label(run_id);
+        let mut out = Vec::new();
+        out.extend(
+            self.podman
+                .containers(&label)?
+                .into_iter()
+                .map(|c| format!("container {} ({})", c.names.join(","), c.state)),
+        );
+        out.extend(
+            self.podman
+                .pods(&label)?
+                .into_iter()
+                .map(|p| format!("pod {}", p.name)),
+        );
+        out.extend(
+            self.podman
+                .networks(&label)?
+                .into_iter()
+                .map(|n| format!("network {}", n.name)),
+        );
+        out.extend(
+            self.podman
+                .volumes(&label)?
+                .into_iter()
+                .map(|v| format!("volume {}", v.name)),
+        );
+        out.extend(
+            self.podman
+                .secrets(&format!("cyclix-{run_id}-"))?
+                .into_iter()
+                .map(|s| format!("secret {s}")),
+        );
+        Ok(out)
+    }
+    fn used_subnets(&self) -> Result<Vec<String>> {
+        Ok(self
+            .podman
+            .all_networks()?
+            .into_iter()
+            .flat_map(|n| n.subnets)
+            .collect())
+    }
+    fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
+        let out = process::run(
+            "journalctl",
+            &[
+                "--user",
+                "--unit",
+                unit,
+                "--output",
+                "cat",
+                "--no-pager",
+                "--quiet",
+            ],
+            None,
+            JOURNAL_DEADLINE,
+            " (is journalctl installed? the run's proxy decisions are read from the user journal)",
+        )
+        .with_context(|| format!("reading the journal of {unit}"))?;
+        Ok(out.stdout.lines().map(str::to_string).collect())
+    }
+}
