@@ -1,10 +1,12 @@
 //! The integration test binary: golden render tests, field-report tests, architecture guard,
-//! CLI tests, and the end-to-end tests on the testbed.
+//! CLI tests, and the end-to-end tests on the testbed (`common::testbed`).
 
 // Unit file names are case-sensitive: `.POD` is not a Quadlet file.
 #![allow(clippy::case_sensitive_file_extension_comparisons)]
 
 mod architecture;
 mod cli;
+mod common;
 mod field_reports;
 mod golden;
+mod testbed_selftest;
