@@ -164,8 +164,11 @@ build_rootfs() {
   mkdir -p "$TB_DIR"
   # mmdebstrap (not debootstrap): resolves --include with apt in one pass; measured
   # 16-18 s for this set vs 43 s (and 446 MB) for debootstrap --variant=minbase.
+  # force-unsafe-io: dpkg skips its fsync()s while unpacking. Safe here: the
+  # build goes to a temp dir that only an atomic rename makes the cache, so a
+  # crash mid-build just means a rebuild (measured 25-37 s vs 35 s, noisy).
   mmdebstrap --variant=minbase --mode=root --aptopt='APT::Install-Recommends "false"' \
-    --include="$PKGS" "$TB_SUITE" "$ROOTFS.new" "$TB_MIRROR" >"$TB_DIR/mmdebstrap.log" 2>&1 \
+    --dpkgopt=force-unsafe-io --include="$PKGS" "$TB_SUITE" "$ROOTFS.new" "$TB_MIRROR" >"$TB_DIR/mmdebstrap.log" 2>&1 \
     || { tail -20 "$TB_DIR/mmdebstrap.log" >&2; die "mmdebstrap failed (full log: $TB_DIR/mmdebstrap.log)"; }
   configure_rootfs "$ROOTFS.new"
   echo "$STAMP_WANT" >"$ROOTFS.new/.testbed-stamp"
@@ -311,12 +314,14 @@ debian_tar_fresh() {
 }
 build_debian_tar() {
   mkdir -p "$IMAGES"
-  local want tmp; want=$(debian_stamp_want); tmp=$IMAGES/debian-trixie.tar.tmp.$BASHPID
+  local want tmp; want=$(debian_stamp_want); tmp=$IMAGES/debian-trixie.tar.tmp
   log "building debian trixie minbase image tarball with $(base_packages) (~30 s)"
+  rm -f "$tmp"
   # --format=tar is required: without it a "*.tar.tmp" target becomes a
   # directory (NOTES fact 12). Docs/man/locales are left out to keep it small.
+  # force-unsafe-io as for the rootfs: the tar only counts once renamed.
   mmdebstrap --variant=minbase --mode=root --aptopt='APT::Install-Recommends "false"' \
-    --include="$(base_packages)" \
+    --dpkgopt=force-unsafe-io --include="$(base_packages)" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --format=tar "$TB_SUITE" "$tmp" "$TB_MIRROR" >"$TB_DIR/mmdebstrap-image.log" 2>&1 \
@@ -325,21 +330,17 @@ build_debian_tar() {
   echo "$want" >"$IMAGES/debian-trixie.stamp"
 }
 
-# Rootfs and debian image tar are independent mmdebstrap runs: build them in
-# parallel (cold `up` 59 s sequential). The image build writes a unique temp
-# file and renames it, so even an orphaned build (after a failed rootfs
-# build) cannot corrupt the cache.
+# Rootfs first (the busybox tar takes its busybox), then the debian image tar.
+# Building the two in parallel was measured and was no faster on 2 vCPUs
+# (92 s parallel vs 85 s sequential, cold, under the same load), so it stays
+# sequential.
 build_all() {
-  local img=""
   mkdir -p "$TB_DIR"
   [ "$TB_DEBIAN_IMAGE" != 1 ] || [ -r "$BASE_PACKAGES_FILE" ] \
     || die "missing $BASE_PACKAGES_FILE (the debian base image package list)"
-  if ! debian_tar_fresh; then
-    build_debian_tar & img=$!
-  fi
   build_rootfs
   build_busybox_tar
-  if [ -n "$img" ]; then wait "$img" || die "building the debian image tar failed"; fi
+  debian_tar_fresh || build_debian_tar
 }
 
 # cgroup roots nspawn must be placed in: this VM is v1-hybrid (name=systemd v1 +
