@@ -121,9 +121,12 @@ not_running() { die "testbed not running; run '$0 up' first"; }
 in_root() { local l; l=$(leader_pid) || not_running; nsenter -t "$l" -a -- "$@"; }
 # Proper root command: a transient system service of the inner PID 1.
 # shellcheck disable=SC2046,SC2086 # TB_ENV is a space-separated K=V list by design
+# systemd-run (v254+) substitutes `${VAR}`/`$VAR` in the command from the unit's environment
+# before it runs (`${t%.timer}` came back empty): --expand-environment=no hands the command to
+# bash verbatim. (`%` is not expanded for these transient units: `50%` arrives as `50%`.)
 in_root_unit() {
   local l; l=$(leader_pid) || not_running
-  nsenter -t "$l" -a -- systemd-run --wait --pipe --quiet --collect -p WorkingDirectory=/ \
+  nsenter -t "$l" -a -- systemd-run --wait --pipe --quiet --collect --expand-environment=no -p WorkingDirectory=/ \
     ${TB_ENV:+$(printf -- '-E %s ' $TB_ENV)} -- "$@"
 }
 # Run as the test user through its systemd user manager. -M user@ needs machined
@@ -131,7 +134,7 @@ in_root_unit() {
 # shellcheck disable=SC2046,SC2086
 in_user() {
   local l; l=$(leader_pid) || not_running
-  nsenter -t "$l" -a -- systemd-run -M "$TB_USER@" --user --wait --pipe --quiet --collect \
+  nsenter -t "$l" -a -- systemd-run -M "$TB_USER@" --user --wait --pipe --quiet --collect --expand-environment=no \
     -p WorkingDirectory="${TB_WORKDIR:-/home/$TB_USER}" ${TB_ENV:+$(printf -- '-E %s ' $TB_ENV)} -- "$@"
 }
 

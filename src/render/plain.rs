@@ -71,10 +71,12 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         unit.add("After", d.clone());
     }
     unit.add("RequiresMountsFor", "%t/containers");
+    // `args` starts with `run`; the cid file (a specifier of ours, written raw) follows it.
     let run_line = format!(
-        "{} {cid} {}",
+        "{} \"run\" {cid} {}",
         exec_word(PODMAN),
         args.iter()
+            .skip(1)
             .map(|a| exec_word(a))
             .collect::<Vec<_>>()
             .join(" ")

@@ -7,6 +7,8 @@
 mod architecture;
 mod cli;
 mod common;
+mod e2e_units;
 mod field_reports;
 mod golden;
+mod podman_adapter;
 mod testbed_selftest;
