@@ -143,7 +143,7 @@ fn argv_round_trips_through_quadlet_and_plain_units_on_the_real_stack() {
             "cyclix-golden-1-gate.service"
         };
         let script = format!(
-            r##"set -euo pipefail
+            r#"set -euo pipefail
 src={src}/{rel}/expected/{backend}
 W=/home/cyx/.local/share/cyclix/worktrees/hostile/golden-1; mkdir -p $W /home/cyx/src/hostile/.git
 mkdir -p {dest}
@@ -157,7 +157,7 @@ journalctl --user -q -o cat --after-cursor "$cursor" -u cyclix-golden-1-gate.ser
 systemctl --user stop cyclix-golden-1-gate.service || true
 systemctl --user reset-failed cyclix-golden-1-gate.service 2>/dev/null || true
 rm -f {dest}/{gate}; systemctl --user daemon-reload
-"##,
+"#,
             src = tb.src(),
             rel = rel.display(),
         );
