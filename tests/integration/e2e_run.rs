@@ -1,0 +1,274 @@
+//! The main job on the real stack: `systemctl --user start cyclix-run@TENANT` runs cyclix under
+//! the user manager, which drives Quadlet units over D-Bus, real podman, real squid and real git.
+//! Each test checks the run record AND the host: no container, pod, network, volume, secret,
+//! unit, worktree or run dir of the run is left; the run branch holds the agent's commit.
+
+use std::sync::OnceLock;
+
+use crate::common::testbed::{Testbed, expect_success};
+
+/// Images built, demo laid out, templates installed: once per test process.
+fn prepared() -> &'static Testbed {
+    static READY: OnceLock<()> = OnceLock::new();
+    let tb = Testbed::get();
+    READY.get_or_init(|| {
+        let c = tb.cyclix_bin();
+        expect_success(
+            &tb.user_sh(&format!(
+                "set -e; {c} images build; {c} demo setup; {c} install"
+            )),
+            "build images, set up the demo, install the templates",
+        );
+    });
+    tb
+}
+
+/// A tenant whose repo is a clone of the demo project, with the given agent command and extra
+/// spec lines; returns the tenant name.
+fn tenant(tb: &Testbed, name: &str, agent_cmd: &str, extra: &str) -> String {
+    let script = format!(
+        r#"set -e
+rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
+git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}
+cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
+tenant: {name}
+repo: {{ path: ~/src/{name}, base: main }}
+task: {{ text: "Fix the failing test." }}
+agent:
+  image: localhost/cyclix-agent-python:latest
+  unpinned_local_image: true
+  command: {agent_cmd}
+  timeout: 2m
+gate:
+  image: localhost/cyclix-agent-python:latest
+  unpinned_local_image: true
+  command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
+  timeout: 2m
+{extra}
+SPEC
+"#
+    );
+    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
+    name.to_string()
+}
+
+fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
+    let text = expect_success(
+        &tb.user_sh(&format!(
+            "cat ~/.local/state/cyclix/runs/{tenant}/latest.json"
+        )),
+        "read the run record",
+    );
+    serde_json::from_str(&text).expect("the run record is JSON")
+}
+
+/// Everything the run could have left, listed from the host side; empty means clean.
+fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
+    let script = format!(
+        r#"l=io.cyclix.run={run_id}
+podman ps -a -q --filter label=$l; podman pod ls -q --filter label=$l
+podman network ls -q --filter label=$l; podman volume ls -q --filter label=$l
+podman secret ls --format '{{{{.Name}}}}' | grep -e "cyclix-{run_id}" || true
+systemctl --user list-units --all --no-legend 'cyclix-{run_id}*'
+ls $XDG_RUNTIME_DIR/containers/systemd/ | grep {run_id} || true
+ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} $XDG_RUNTIME_DIR/cyclix/runs/{run_id} 2>/dev/null || true
+"#
+    );
+    expect_success(&tb.user_sh(&script), "list leftovers")
+}
+
+fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
+    tb.user(&[
+        "systemctl",
+        "--user",
+        "start",
+        &format!("cyclix-run@{tenant}.service"),
+    ])
+}
+
+#[test]
+fn demo_run_passes_commits_and_leaves_nothing() {
+    let tb = prepared();
+    let out = start(tb, "demo");
+    assert!(
+        out.status.success(),
+        "systemctl --user start cyclix-run@demo failed: {out:?}"
+    );
+    let rec = record(tb, "demo");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(
+        (rec["agent_exit"].as_i64(), rec["gate_exit"].as_i64()),
+        (Some(0), Some(0))
+    );
+    let run_id = rec["run_id"].as_str().expect("run id");
+    assert_eq!(
+        rec["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{rec:#}"
+    );
+    let branch = rec["branch"].as_str().expect("branch");
+    let log = expect_success(
+        &tb.user_sh(&format!(
+            "git -C ~/.local/share/cyclix/demo/project log --format=%s main..{branch}"
+        )),
+        "read the run branch",
+    );
+    assert!(
+        log.contains("Fix calc.subtract"),
+        "the run branch lacks the agent's commit: {log}"
+    );
+    assert_eq!(
+        rec["commits"][0]["subject"]
+            .as_str()
+            .map(|s| s.contains("Fix calc.subtract")),
+        Some(true)
+    );
+    let left = leftovers(tb, run_id, "demo");
+    assert!(
+        left.trim().is_empty(),
+        "left behind by run {run_id}:\n{left}"
+    );
+    let phases: Vec<&str> = rec["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| p["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "prepare", "render", "install", "reload", "start", "agent", "gate", "collect",
+            "teardown", "audit"
+        ]
+    );
+}
+
+#[test]
+fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
+    let tb = prepared();
+    for (name, agent, result, field) in [
+        (
+            "e2e-agentfail",
+            r#"[sh, -c, "echo giving up; exit 3"]"#,
+            "agent_failed",
+            "agent_exit",
+        ),
+        ("e2e-gatefail", "[\"true\"]", "gate_failed", "gate_exit"),
+    ] {
+        let t = tenant(tb, name, agent, "");
+        let out = start(tb, &t);
+        assert!(!out.status.success(), "{t}: the run unit must fail");
+        let status = expect_success(
+            &tb.user(&[
+                "systemctl",
+                "--user",
+                "show",
+                "-P",
+                "ExecMainStatus",
+                &format!("cyclix-run@{t}.service"),
+            ]),
+            "ExecMainStatus",
+        );
+        assert_eq!(status.trim(), "1", "{t}: cyclix run must exit 1");
+        let rec = record(tb, &t);
+        assert_eq!(rec["result"], result, "{rec:#}");
+        let want = if name == "e2e-agentfail" { 3 } else { 1 };
+        assert_eq!(rec[field].as_i64(), Some(want), "{rec:#}");
+        let run_id = rec["run_id"].as_str().expect("run id");
+        let left = leftovers(tb, run_id, &t);
+        assert!(
+            left.trim().is_empty(),
+            "{t}: left behind by run {run_id}:\n{left}"
+        );
+        let _ = tb.user(&[
+            "systemctl",
+            "--user",
+            "reset-failed",
+            &format!("cyclix-run@{t}.service"),
+        ]);
+    }
+}
+
+#[test]
+fn a_second_run_of_a_busy_tenant_is_refused_with_the_holder_named() {
+    let tb = prepared();
+    let t = tenant(tb, "e2e-busy", r#"[sh, -c, "sleep 6; exit 0"]"#, "");
+    let script = format!(
+        r#"set -u
+systemctl --user start --no-block cyclix-run@{t}.service
+for i in $(seq 1 100); do
+  [ -s $XDG_RUNTIME_DIR/cyclix/locks/{t}.lock ] && break; sleep 0.1
+done
+{c} run {t}; echo "second rc=$?"
+holder=$(python3 -c 'import json,os; print(json.load(open(os.environ["XDG_RUNTIME_DIR"]+"/cyclix/locks/{t}.lock"))["run_id"])')
+echo "holder=$holder"
+for i in $(seq 1 300); do
+  s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ "$s" = activating ] || break; sleep 0.1
+done
+systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null || true
+"#,
+        c = tb.cyclix_bin()
+    );
+    let out = tb.user_sh(&script);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stdout.contains("second rc=1"),
+        "the second run was not refused:\n{stdout}\n{stderr}"
+    );
+    let holder = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("holder="))
+        .expect("holder line");
+    assert!(
+        stderr.contains(&format!("already running run {holder}")),
+        "the refusal must name the holder {holder}:\n{stderr}"
+    );
+    let rec = record(tb, &t);
+    assert_eq!(
+        rec["run_id"].as_str(),
+        Some(holder),
+        "the first run must complete and be recorded"
+    );
+    assert_eq!(
+        rec["result"], "gate_failed",
+        "sleep fixes nothing, so the gate fails: {rec:#}"
+    );
+}
+
+#[test]
+fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
+    let tb = prepared();
+    // A calendar time 20 s from now (UTC): the timer must fire it once.
+    let when = expect_success(
+        &tb.user_sh("date -u -d '+20 seconds' '+%Y-%m-%d %H:%M:%S UTC'"),
+        "date",
+    );
+    let t = tenant(
+        tb,
+        "e2e-timer",
+        "[cyclix-demo-agent]",
+        &format!(
+            "schedule:\n  on_calendar: \"{}\"\n  persistent: false",
+            when.trim()
+        ),
+    );
+    let install = expect_success(&tb.user(&[&tb.cyclix_bin(), "install"]), "cyclix install");
+    assert!(
+        install.contains(&format!("enabled cyclix-run@{t}.timer: next elapse")),
+        "{install}"
+    );
+    let script = format!(
+        r#"for i in $(seq 1 600); do
+  [ -s ~/.local/state/cyclix/runs/{t}/latest.json ] && ! systemctl --user -q is-active cyclix-run@{t}.service && exit 0
+  sleep 0.1
+done
+echo "no record after 60 s"; systemctl --user status cyclix-run@{t}.timer --no-pager; exit 1"#
+    );
+    expect_success(&tb.user_sh(&script), "wait for the timer's run");
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let _ = tb.user_sh(&format!(
+        "systemctl --user disable --now cyclix-run@{t}.timer"
+    ));
+}
