@@ -28,7 +28,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Run { tenant, spec } => ops::run(tenant, spec.as_deref()),
         Command::Images(ImagesCommand::Build) => ops::images_build(),
         Command::Demo(DemoCommand::Setup) => ops::demo_setup(),
-        Command::Install => ops::install(),
+        Command::Install { tenant } => ops::install(tenant.as_deref()),
         Command::Start { tenant, wait_s } => {
             ops::start(tenant, std::time::Duration::from_secs(*wait_s))
         }

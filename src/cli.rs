@@ -51,7 +51,11 @@ pub enum Command {
     #[command(subcommand)]
     Demo(DemoCommand),
     /// Install the unit templates and enable the timers of scheduled tenants.
-    Install,
+    Install {
+        /// Only this tenant's timer (default: every tenant in `~/.config/cyclix/tenants/`).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Start a run of TENANT under the user manager (`cyclix-run@TENANT.service`) and wait for it.
     Start {
         /// The tenant.

@@ -16,7 +16,7 @@ use crate::run::lifecycle::{self, Deadlines, RunInputs, RunPaths};
 use crate::run::lock::{self, Acquire, Holder};
 use crate::run::{host::RealRunHost, record};
 use crate::spec::{Spec, Task};
-use crate::systemd::{JobMode, UnitManager, ZbusUnitManager};
+use crate::systemd::{ActiveState, JobMode, UnitManager, ZbusUnitManager};
 use crate::tier::{self, Runtime, Tier};
 
 /// `~/.config/cyclix/tenants/TENANT.yaml`.
@@ -58,6 +58,20 @@ pub fn new_run_id(now: SystemTime, pid: u32) -> String {
     let tag = (d.subsec_nanos() ^ pid.rotate_left(16)) & 0xffff;
     format!(
         "{y:04}{m:02}{day:02}t{:02}{:02}{:02}-{tag:04x}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for a time in ms since the Unix epoch.
+#[must_use]
+pub fn utc_timestamp(ms: u128) -> String {
+    let secs = u64::try_from(ms / 1000).unwrap_or(0);
+    let (y, m, d) = civil_from_days(i64::try_from(secs / 86_400).unwrap_or(0));
+    let rem = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
@@ -158,9 +172,11 @@ pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
         Acquire::Busy(h) => {
             match h {
                 Some(h) => eprintln!(
-                    "error: tenant {tenant} is already running run {} (pid {}, started {} ms since the epoch); \
+                    "error: tenant {tenant} is already running run {} (pid {}, started {}); \
                      wait for it or `cyclix stop {tenant}`",
-                    h.run_id, h.pid, h.started_ms
+                    h.run_id,
+                    h.pid,
+                    utc_timestamp(h.started_ms)
                 ),
                 None => eprintln!("error: tenant {tenant} is already running (lock held)"),
             }
@@ -320,12 +336,13 @@ pub fn demo_setup() -> Result<Outcome> {
 }
 
 /// `cyclix install`: writes the unit templates (with this binary's absolute path) to
-/// `~/.config/systemd/user/`, a timer drop-in for every tenant with a schedule, reloads,
+/// `~/.config/systemd/user/`, a timer drop-in for every tenant with a schedule (or only for
+/// `only`), reloads,
 /// enables and starts those timers, and fails if a timer has no next elapse (B25).
 ///
 /// # Errors
 /// I/O or D-Bus failures.
-pub fn install() -> Result<Outcome> {
+pub fn install(only: Option<&str>) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let unit_dir = env.config_home.join("systemd/user");
     let bin = path_str(&current_exe()?);
@@ -340,6 +357,15 @@ pub fn install() -> Result<Outcome> {
         Err(_) => Vec::new(),
     };
     specs.sort();
+    if let Some(t) = only {
+        specs.retain(|p| p.file_stem().is_some_and(|s| s == t));
+        if specs.is_empty() {
+            bail!(
+                "no spec for tenant `{t}` at {}",
+                tenant_spec_path(&env, t).display()
+            );
+        }
+    }
     for p in &specs {
         match super::load_spec(p, &env)? {
             Ok(spec) => {
@@ -376,7 +402,21 @@ pub fn install() -> Result<Outcome> {
     for t in &timers {
         units.start(t, JobMode::Replace, Duration::from_secs(30))?;
         let next = units.timer_next_elapse(t)?;
-        if next.is_scheduled() {
+        let service = t.replace(".timer", ".service");
+        let fired = units.unit_status(&service)?;
+        if !next.is_scheduled()
+            && matches!(
+                fired.active_state,
+                ActiveState::Activating | ActiveState::Active
+            )
+        {
+            // Persistent=true catching up a missed run fires at once; the next elapse is only
+            // computed when that run ends.
+            println!(
+                "{t} fired at once (a missed run caught up, Persistent=true); {service} is {}",
+                fired.summary()
+            );
+        } else if next.is_scheduled() {
             println!(
                 "enabled {t}: next elapse {} µs since the epoch",
                 next.realtime_us.or(next.monotonic_us).unwrap_or(0)
@@ -501,5 +541,6 @@ mod tests {
         crate::spec::validate::run_id(&id).expect("valid run id");
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(utc_timestamp(1_796_039_172_123), "2026-11-30 11:46:12 UTC");
     }
 }

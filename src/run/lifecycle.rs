@@ -247,6 +247,10 @@ fn bring_up_and_run(
                 );
             }
             super::record::atomic_write(&path, f.contents.as_bytes())?;
+            // Unit files and the proxy config hold no secret; the proxy reads its config as its
+            // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .with_context(|| format!("setting the mode of {}", path.display()))?;
             created.files.push(path);
         }
         Ok(())
@@ -291,18 +295,40 @@ fn bring_up_and_run(
         RunResult::AgentFailed
     };
     r.phase("collect", || {
-        rec.commits = host.commits(&repo, &base, &rec.branch)?;
-        if let Some(proxy) = rendered.units.infra.first() {
-            rec.egress_decisions = host
-                .unit_journal(proxy)?
-                .iter()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
-                .filter(serde_json::Value::is_object)
-                .collect();
-        }
-        Ok(())
+        collect(units, host, &repo, &base, &rendered.units, rec)
     })?;
     Ok(result)
+}
+
+/// Commits on the run branch, the proxy's health and its decisions.
+fn collect(
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    repo: &Path,
+    base: &str,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<()> {
+    rec.commits = host.commits(repo, base, &rec.branch)?;
+    if let Some(proxy) = names.infra.first() {
+        // Fail closed is not enough: a proxy that died means the run did not have the
+        // egress its spec states, so the run is not trustworthy as a result.
+        let st = units.unit_status(proxy)?;
+        if st.active_state != ActiveState::Active {
+            bail!(
+                "the egress proxy {proxy} is {} while the run was on: the agent had no egress; \
+                 see `journalctl --user -u {proxy}`",
+                st.summary()
+            );
+        }
+        rec.egress_decisions = host
+            .unit_journal(proxy)?
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+            .filter(serde_json::Value::is_object)
+            .collect();
+    }
+    Ok(())
 }
 
 /// Base commit, git common dir and subnet; run dir with the task; worktree on the run branch;

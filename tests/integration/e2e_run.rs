@@ -15,7 +15,8 @@ fn prepared() -> &'static Testbed {
         let c = tb.cyclix_bin();
         expect_success(
             &tb.user_sh(&format!(
-                "set -e; {c} images build; {c} demo setup; {c} install"
+                "set -e; rm -rf ~/.config/cyclix/tenants/e2e-* ~/.config/systemd/user/cyclix-run@e2e-* \
+                 ~/.local/share/systemd/timers/stamp-cyclix-run@e2e-*; {c} images build; {c} demo setup; {c} install --tenant demo"
             )),
             "build images, set up the demo, install the templates",
         );
@@ -253,7 +254,10 @@ fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
             when.trim()
         ),
     );
-    let install = expect_success(&tb.user(&[&tb.cyclix_bin(), "install"]), "cyclix install");
+    let install = expect_success(
+        &tb.user(&[&tb.cyclix_bin(), "install", "--tenant", &t]),
+        "cyclix install",
+    );
     assert!(
         install.contains(&format!("enabled cyclix-run@{t}.timer: next elapse")),
         "{install}"
@@ -271,4 +275,141 @@ echo "no record after 60 s"; systemctl --user status cyclix-run@{t}.timer --no-p
     let _ = tb.user_sh(&format!(
         "systemctl --user disable --now cyclix-run@{t}.timer"
     ));
+}
+
+#[test]
+fn the_proxy_enforces_the_allowlist_and_its_decisions_reach_the_record() {
+    // Positive control and deny through the run's real squid: the agent has no route out, so
+    // both requests go through the proxy; the allowed host answers 200, the other gets 403.
+    let tb = prepared();
+    let agent = r#"[sh, -c, "curl -s -o /dev/null -w '%{http_code}' http://allowed.example/ > allowed.txt; curl -s -o /dev/null -w '%{http_code}' http://denied.example/ > denied.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A && git commit -qm 'egress probe'"]"#;
+    let t = tenant(
+        tb,
+        "e2e-egress",
+        agent,
+        "egress:\n  allow: [allowed.example]\n  ports: [80]",
+    );
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(
+        !out.status.success(),
+        "the gate must fail (nothing was fixed): {rec:#}"
+    );
+    assert_eq!(rec["result"], "gate_failed", "{rec:#}");
+    let branch = rec["branch"].as_str().expect("branch");
+    let files = expect_success(
+        &tb.user_sh(&format!(
+            "cd ~/src/{t} && for f in allowed denied direct; do echo \"$f=$(git show {branch}:$f.txt)\"; done"
+        )),
+        "read the agent's results",
+    );
+    assert!(
+        files.contains("allowed=200"),
+        "the allowed host must answer through the proxy:\n{files}"
+    );
+    assert!(
+        files.contains("denied=403"),
+        "a denied host must get an immediate 403:\n{files}"
+    );
+    assert!(
+        files.contains("direct=000"),
+        "a direct connection must fail (no route out):\n{files}"
+    );
+    let decisions = rec["egress_decisions"].as_array().expect("decisions");
+    let find = |host: &str| decisions.iter().find(|d| d["host"] == host).cloned();
+    let allowed = find("allowed.example").expect("a decision for allowed.example");
+    let denied = find("denied.example").expect("a decision for denied.example");
+    assert_eq!(
+        (allowed["status"].as_str(), allowed["reason"].as_str()),
+        (Some("200"), Some("allowlisted")),
+        "{allowed}"
+    );
+    assert_eq!(
+        (denied["status"].as_str(), denied["reason"].as_str()),
+        (Some("403"), Some("domain_not_allowlisted")),
+        "{denied}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    assert!(left.trim().is_empty(), "{left}");
+    let _ = tb.user(&[
+        "systemctl",
+        "--user",
+        "reset-failed",
+        &format!("cyclix-run@{t}.service"),
+    ]);
+}
+
+#[test]
+fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
+    // The value is made inside the testbed and never passes through an argv (not even this
+    // test's): only its sha256 goes into the spec, where the agent checks it.
+    let tb = prepared();
+    let t = "e2e-secret";
+    let hash = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             printf 'E2E_TOKEN=%s\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
+             printf %s \"$v\" | sha256sum | cut -c1-64"
+        )),
+        "make the secret",
+    );
+    let hash = hash.trim();
+    assert_eq!(hash.len(), 64, "{hash}");
+    let agent = format!(
+        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && exec cyclix-demo-agent\"]\n  env: [E2E_TOKEN]"
+    );
+    tenant(tb, t, &agent, "");
+    let _ = start(tb, t);
+    let rec = record(tb, t);
+    assert_eq!(
+        rec["result"], "passed",
+        "the agent did not get the secret: {rec:#}"
+    );
+    assert_eq!(rec["secret_names"], serde_json::json!(["E2E_TOKEN"]));
+    // Zero hits outside the env file the user wrote: records, journal, unit files, run dirs.
+    let hits = expect_success(
+        &tb.user_sh(
+            "v=$(sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/e2e-secret.env); [ -n \"$v\" ] || exit 9
+             printf '%s\n' \"$v\" > /tmp/needle
+             files=$(grep -rlF -f /tmp/needle ~/.local/state/cyclix $XDG_RUNTIME_DIR/containers $XDG_RUNTIME_DIR/systemd \
+               $XDG_RUNTIME_DIR/cyclix ~/.config/systemd 2>/dev/null | wc -l)
+             journal=$(journalctl --user -o cat | grep -cF -f /tmp/needle)
+             rm -f /tmp/needle; echo \"files=$files journal=$journal\"",
+        ),
+        "search for the secret",
+    );
+    assert_eq!(hits.trim(), "files=0 journal=0", "the secret value leaked");
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), t);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
+fn b24_a_timer_with_a_random_delay_keeps_its_next_elapse_across_reloads() {
+    let tb = prepared();
+    let t = tenant(
+        tb,
+        "e2e-b24",
+        "[cyclix-demo-agent]",
+        "schedule:\n  on_calendar: daily\n  persistent: false\n  randomized_delay: 6h",
+    );
+    let c = tb.cyclix_bin();
+    let script = format!(
+        r#"set -e
+{c} install --tenant {t} >/dev/null
+a=$(systemctl --user show -P NextElapseUSecRealtime cyclix-run@{t}.timer)
+{c} unit reload >/dev/null; {c} unit reload >/dev/null
+b=$(systemctl --user show -P NextElapseUSecRealtime cyclix-run@{t}.timer)
+echo "$a|$b"
+systemctl --user disable --now cyclix-run@{t}.timer >/dev/null 2>&1
+rm -rf ~/.config/cyclix/tenants/{t}.yaml ~/.config/systemd/user/cyclix-run@{t}.timer.d; systemctl --user daemon-reload
+"#
+    );
+    let out = expect_success(&tb.user_sh(&script), "next elapse across reloads");
+    let (a, b) = out.trim().split_once('|').expect("two values");
+    assert!(
+        !a.is_empty() && a != "0",
+        "the timer is not scheduled: {out}"
+    );
+    assert_eq!(a, b, "RandomizedDelaySec was re-rolled by a reload (B24)");
 }
