@@ -175,6 +175,24 @@ fn podman(f: &HostFacts) -> Check {
     };
     match &f.podman.version {
         None => Check::fail(ID, format!("{path}: not run"), INSTALL_PODMAN),
+        // podman keeps state in $XDG_RUNTIME_DIR: with someone else's there even `--version`
+        // fails (testbed: "mkdir /run/user/1000/libpod: permission denied"). That is the
+        // runtime-dir failure, reported once, there.
+        Some(Err(e))
+            if runtime_dir(f).status == Status::Fail
+                && f.runtime_dir
+                    .value
+                    .as_deref()
+                    .is_some_and(|v| e.contains(v)) =>
+        {
+            Check::skip(
+                ID,
+                format!(
+                    "{path}: not checked: `podman --version` fails because of $XDG_RUNTIME_DIR \
+                     (see runtime-dir): {e}"
+                ),
+            )
+        }
         Some(Err(e)) => Check::fail(
             ID,
             format!("{path}: `podman --version` failed: {e}"),

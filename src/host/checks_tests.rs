@@ -245,6 +245,18 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
             Status::Pass,
             "5.0.0-rc1",
         ),
+        (
+            "B09 podman blocked by a foreign runtime dir",
+            |f| {
+                f.runtime_dir.value = Some("/run/user/0".into());
+                f.podman.version = Some(Err(
+                    "Failed to obtain podman configuration: mkdir /run/user/0/libpod: permission denied".into(),
+                ));
+            },
+            "podman",
+            Status::Skip,
+            "see runtime-dir",
+        ),
         // quadlet (B01)
         (
             "B01 generator missing with podman 5",
@@ -884,4 +896,15 @@ fn statuses_serialise_lowercase() {
         serde_json::to_value(&c).expect("json"),
         serde_json::json!({"id": "x", "status": "skip", "found": "why", "fix": null})
     );
+}
+
+#[test]
+fn field_reports_b01_b07_b08_b09_b10_each_have_rows() {
+    let rows = table();
+    for b in ["B01", "B07", "B08", "B09", "B10"] {
+        assert!(
+            rows.iter().any(|(name, ..)| name.starts_with(b)),
+            "no row for field report {b}"
+        );
+    }
 }
