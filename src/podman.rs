@@ -494,6 +494,21 @@ impl Podman {
         })
     }
 
+    /// The uid map of podman's rootless user namespace (`podman unshare cat
+    /// /proc/self/uid_map`): one line means podman found no sub-uid range for the user (B10).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (e.g. newuidmap cannot set the map up).
+    pub fn unshare_uid_map(&self, deadline: Duration) -> Result<String> {
+        let out = self.run(
+            &["unshare", "cat", "/proc/self/uid_map"],
+            None,
+            deadline,
+            || "reading podman's user namespace map (podman unshare)".to_string(),
+        )?;
+        Ok(out.stdout)
+    }
+
     /// Creates network `name` with `--internal` (no route out) and `labels`
     /// (`podman network create --internal --label K=V… -- NAME`).
     ///

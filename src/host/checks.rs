@@ -232,7 +232,28 @@ fn quadlet(f: &HostFacts) -> Check {
     let wants_quadlet = at_least(podman_version(f), QUADLET_FLOOR);
     let searched = f.quadlet.searched.join(", ");
     match (&f.quadlet.generator, &f.quadlet.version) {
-        (Some(g), Some(Ok(v))) => Check::pass(ID, format!("{g} (quadlet {v})")),
+        (Some(g), Some(Ok(v))) => match &f.quadlet.dryrun {
+            None => Check::pass(ID, format!("{g} (quadlet {v})")),
+            Some(Ok(true)) => Check::pass(
+                ID,
+                format!(
+                    "{g} (quadlet {v}); a user dry run turned probe.container into probe.service"
+                ),
+            ),
+            Some(Ok(false)) => Check::fail(
+                ID,
+                format!(
+                    "{g} (quadlet {v}) ran, but a user dry run generated no probe.service from probe.container (B01)"
+                ),
+                "run `QUADLET_UNIT_DIRS=DIR quadlet -dryrun -user` on a directory with a .container \
+                 file to see why; reinstall podman if it prints nothing",
+            ),
+            Some(Err(e)) => Check::fail(
+                ID,
+                format!("{g} (quadlet {v}): the user dry run failed: {e}"),
+                "reinstall podman's Quadlet (Debian: `sudo apt install --reinstall podman`)",
+            ),
+        },
         (Some(g), Some(Err(e))) => Check::fail(
             ID,
             format!("{g} is present but `{g} -version` failed: {e}"),
@@ -462,6 +483,24 @@ fn subids(f: &HostFacts, s: &SubIds, id: &str, flag: &str) -> Check {
                 );
             }
         }
+    }
+    // B10: podman's own view. One line (`0 UID 1`) means it mapped a single id.
+    if id == "subuid"
+        && let Some(Ok(map)) = &f.uid_map
+        && map.iter().filter(|l| !l.is_empty()).count() <= 1
+    {
+        return Check::fail(
+            id,
+            format!(
+                "{} has a line for {}, but `podman unshare cat /proc/self/uid_map` maps a single \
+                 id: {}",
+                s.file,
+                f.user,
+                map.join(" | ")
+            ),
+            "`podman system migrate` (podman reads sub-ids when its user namespace is first \
+             created), then rerun `cyclix check`",
+        );
     }
     let total: u64 = mine.iter().map(|e| e.count).sum();
     let ranges = mine
@@ -922,12 +961,13 @@ fn images(f: &HostFacts, t: &TenantFacts) -> Check {
             "run `podman images` to see podman's error",
         );
     }
-    let all = t
-        .images
-        .iter()
-        .map(|i| i.reference.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut refs: Vec<&str> = Vec::new();
+    for i in &t.images {
+        if !refs.contains(&i.reference.as_str()) {
+            refs.push(&i.reference);
+        }
+    }
+    let all = refs.join(", ");
     if unpinned.is_empty() {
         Check::pass(&id, format!("present and pinned: {all}"))
     } else {

@@ -100,6 +100,7 @@ fn good() -> HostFacts {
                 .collect(),
             generator: Some("/usr/lib/systemd/user-generators/podman-user-generator".into()),
             version: Some(Ok("5.4.2".into())),
+            dryrun: Some(Ok(true)),
         },
         manager_version: Ok("257.13-1~deb13u1".into()),
         linger: Ok(true),
@@ -138,6 +139,7 @@ fn good() -> HostFacts {
             rootless: true,
             graph_driver: "overlay".into(),
         })),
+        uid_map: Some(Ok(vec!["0 1000 1".into(), "1 200000 65536".into()])),
         tenants: vec![tenant("acme", &spec_yaml("acme", "", ""))],
         outcome: Some(Ok(OutcomeFacts {
             nonce: "abc".into(),
@@ -280,6 +282,20 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
             "plain units",
         ),
         (
+            "B01 generator emits no unit",
+            |f| f.quadlet.dryrun = Some(Ok(false)),
+            "quadlet",
+            Status::Fail,
+            "no probe.service",
+        ),
+        (
+            "generator dry run fails",
+            |f| f.quadlet.dryrun = Some(Err("exit 1".into())),
+            "quadlet",
+            Status::Fail,
+            "dry run failed",
+        ),
+        (
             "generator broken",
             |f| f.quadlet.version = Some(Err("exec format error".into())),
             "quadlet",
@@ -410,6 +426,13 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
             "subgid",
             Status::Fail,
             "1000 ids",
+        ),
+        (
+            "B10 podman maps a single id",
+            |f| f.uid_map = Some(Ok(vec!["0 1000 1".into()])),
+            "subuid",
+            Status::Fail,
+            "podman system migrate",
         ),
         (
             "subuid by numeric uid",

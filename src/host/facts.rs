@@ -115,6 +115,9 @@ pub struct HostFacts {
     pub storage: StorageFacts,
     /// `podman info`; `None` with `--quick` or when podman is missing.
     pub info: Option<Fact<PodmanInfo>>,
+    /// Lines of `podman unshare cat /proc/self/uid_map` (B10); `None` with `--quick` or when
+    /// podman is missing.
+    pub uid_map: Option<Fact<Vec<String>>>,
     /// The tenants checked, with their images.
     pub tenants: Vec<TenantFacts>,
     /// The outcome test; `None` with `--quick` or when podman is missing.
@@ -152,6 +155,9 @@ pub struct QuadletFacts {
     pub generator: Option<String>,
     /// What `GENERATOR -version` said; `None` when there is no generator.
     pub version: Option<Fact<String>>,
+    /// Without `--quick`: whether `QUADLET_UNIT_DIRS=TMP GENERATOR -dryrun -user` turned a
+    /// scratch `probe.container` into `probe.service` (B01); `None` when not run.
+    pub dryrun: Option<Fact<bool>>,
 }
 
 /// One line of `/etc/subuid` or `/etc/subgid`.
@@ -312,11 +318,16 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
         let podman_thread = scope.spawn(|| podman_side(podman_path.as_deref(), input, &storage));
         let dbus_thread = scope.spawn(|| dbus_side(input, uid));
         let quadlet_thread = scope.spawn(|| {
-            generator.as_ref().map(|g| {
+            let version = generator.as_ref().map(|g| {
                 process::run(g, &["-version"], None, QUICK_DEADLINE, "")
                     .map(|o| o.stdout.trim().to_string())
                     .map_err(|e| e.to_string())
-            })
+            });
+            let dryrun = match (&generator, input.quick) {
+                (Some(g), false) => Some(quadlet_dryrun(g)),
+                _ => None,
+            };
+            (version, dryrun)
         });
 
         let runtime_dir = runtime_dir_facts(input.runtime_dir_raw.as_deref());
@@ -336,9 +347,9 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
         let slirp4netns = in_dirs("slirp4netns", &HELPER_DIRS)
             .or_else(|| which("slirp4netns", &input.search_path));
 
-        let quadlet_version = quadlet_thread
+        let (quadlet_version, quadlet_dryrun) = quadlet_thread
             .join()
-            .unwrap_or_else(|_| Some(Err("the quadlet probe thread panicked".into())));
+            .unwrap_or_else(|_| (Some(Err("the quadlet probe thread panicked".into())), None));
         let podman = podman_thread.join().unwrap_or_else(|_| PodmanSide {
             version: Some(Err("the podman probe thread panicked".into())),
             ..PodmanSide::default()
@@ -374,6 +385,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
                     .collect(),
                 generator: generator.clone(),
                 version: quadlet_version,
+                dryrun: quadlet_dryrun,
             },
             manager_version: dbus.manager_version,
             linger: dbus.linger,
@@ -390,6 +402,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
             slirp4netns,
             storage,
             info: podman.info,
+            uid_map: podman.uid_map,
             tenants: podman.tenants,
             outcome: podman.outcome,
         }
@@ -400,6 +413,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
 struct PodmanSide {
     version: Option<Fact<String>>,
     info: Option<Fact<PodmanInfo>>,
+    uid_map: Option<Fact<Vec<String>>>,
     tenants: Vec<TenantFacts>,
     outcome: Option<Fact<OutcomeFacts>>,
 }
@@ -470,20 +484,29 @@ fn podman_side(path: Option<&str>, input: &GatherInput<'_>, storage: &StorageFac
             }
         })
         .collect();
-    let (info, outcome) = match (&podman, input.quick) {
+    let (info, uid_map, outcome) = match (&podman, input.quick) {
         (Some(p), false) => std::thread::scope(|scope| {
-            let info = scope.spawn(|| p.info(SLOW_DEADLINE).map_err(|e| e.to_string()));
+            let info = scope.spawn(|| {
+                let info = p.info(SLOW_DEADLINE).map_err(|e| e.to_string());
+                let map = p
+                    .unshare_uid_map(SLOW_DEADLINE)
+                    .map(|m| m.lines().map(|l| l.trim().to_string()).collect())
+                    .map_err(|e| e.to_string());
+                (info, map)
+            });
             let outcome = outcome_test(p);
-            let info = info
-                .join()
-                .unwrap_or_else(|_| Err("the podman info thread panicked".into()));
-            (Some(info), Some(outcome))
+            let (info, map) = info.join().unwrap_or_else(|_| {
+                let e = "the podman info thread panicked".to_string();
+                (Err(e.clone()), Err(e))
+            });
+            (Some(info), Some(map), Some(outcome))
         }),
-        _ => (None, None),
+        _ => (None, None, None),
     };
     PodmanSide {
         version,
         info,
+        uid_map,
         tenants,
         outcome,
     }
@@ -663,6 +686,28 @@ fn find_generator() -> Option<String> {
         .map(|d| Path::new(d).join(QUADLET_GENERATOR))
         .find(|p| is_executable_file(p))
         .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Runs the generator in user dry-run mode over a scratch directory holding only
+/// `probe.container` (`env QUADLET_UNIT_DIRS=DIR GENERATOR -dryrun -user`): `Ok(true)` when it
+/// printed the `---probe.service---` unit (B01).
+fn quadlet_dryrun(generator: &str) -> Fact<bool> {
+    let dir = tempfile::tempdir().map_err(|e| format!("creating a scratch unit dir: {e}"))?;
+    fs::write(
+        dir.path().join("probe.container"),
+        "[Container]\nImage=localhost/cyclix-check-probe:latest\nExec=true\n",
+    )
+    .map_err(|e| format!("writing the probe unit: {e}"))?;
+    let dirs = format!("QUADLET_UNIT_DIRS={}", dir.path().display());
+    let out = process::run(
+        "env",
+        &[&dirs, generator, "-dryrun", "-user"],
+        None,
+        QUICK_DEADLINE,
+        "",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(out.stdout.contains("---probe.service---"))
 }
 
 fn runtime_dir_facts(value: Option<&str>) -> RuntimeDirFacts {

@@ -198,6 +198,43 @@ fn every_check_passes_on_the_testbed_and_the_outcome_test_runs_a_container() {
 }
 
 #[test]
+fn a_tenant_with_pinned_present_images_passes_spec_and_images() {
+    let tb = Testbed::get();
+    // Every container-tier run needs cyclix's proxy image (built, never pulled).
+    let script = format!(
+        r#"set -euo pipefail
+podman image exists localhost/cyclix-proxy:latest || {bin} images build >/dev/null
+D=$(mktemp -d); trap 'rm -rf "$D"' EXIT; mkdir -p "$D/cyclix/tenants"
+digest=$(podman image inspect --format '{{{{.Digest}}}}' docker.io/library/busybox:latest)
+cat > "$D/cyclix/tenants/pinned.yaml" <<EOF
+{}EOF
+for mode in --quick ""; do XDG_CONFIG_HOME=$D {bin} check $mode --tenant pinned --json; echo; done"#,
+        spec("pinned", "docker.io/library/busybox@$digest", "")
+            .replace("  unpinned_local_image: true\n", ""),
+        bin = tb.cyclix_bin()
+    );
+    let out = expect_success(&tb.user_sh(&script), "check a pinned tenant");
+    let reports: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("two JSON reports");
+    assert_eq!(reports.len(), 2, "{out}");
+    for r in &reports {
+        for id in ["spec:pinned", "images:pinned"] {
+            assert_eq!(check(r, id)["status"], "pass", "{r:#}");
+        }
+        assert!(
+            check(r, "images:pinned")["found"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("present and pinned: docker.io/library/busybox@sha256:"),
+            "{r:#}"
+        );
+        assert_eq!(r["ok"], true, "{r:#}");
+    }
+}
+
+#[test]
 fn b10_no_subuid_line_fails_subuid_with_the_usermod_fix() {
     let tb = Testbed::get();
     let r = as_cyx(
