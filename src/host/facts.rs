@@ -621,12 +621,20 @@ fn dbus_side(input: &GatherInput<'_>, uid: u32) -> DbusSide {
         Ok(m) => dbus_facts(&m.with_call_timeout(DBUS_DEADLINE), uid),
         Err(e) => {
             // logind and the system manager live on the system bus, reachable without the
-            // user's bus: read them anyway through a manager-less connection attempt.
-            let msg = e.to_string();
+            // user's bus: linger is the usual fix for a missing user manager (B08, B09).
+            let system = ZbusUnitManager::system(PathBuf::from("/nonexistent/cyclix.lock"))
+                .map(|m| m.with_call_timeout(DBUS_DEADLINE));
+            let (linger, network_online) = match &system {
+                Ok(m) => {
+                    let d = dbus_facts(m, uid);
+                    (d.linger, d.network_online)
+                }
+                Err(se) => (Err(se.to_string()), Err(se.to_string())),
+            };
             DbusSide {
-                manager_version: Err(msg),
-                linger: Err("not read: the user bus is unreachable".to_string()),
-                network_online: Err("not read: the user bus is unreachable".to_string()),
+                manager_version: Err(e.to_string()),
+                linger,
+                network_online,
             }
         }
     }

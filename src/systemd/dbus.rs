@@ -486,6 +486,19 @@ impl ZbusUnitManager {
         Self::connect(zbus::connection::Builder::session(), address, lock_path)
     }
 
+    /// Connects to the SYSTEM bus (`$DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// `/run/dbus/system_bus_socket`). The manager methods then talk to the system manager
+    /// (PID 1): cyclix uses such a value only for the read-only system-bus facts
+    /// ([`UnitManager::user_linger`], [`UnitManager::system_unit_active_state`]) when the user
+    /// bus is unreachable (`cyclix check`). The connect is bounded by [`DEFAULT_CALL_TIMEOUT`].
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`] if the system bus cannot be reached.
+    pub fn system(lock_path: PathBuf) -> Result<Self, Error> {
+        let address = "the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else /run/dbus/system_bus_socket)";
+        Self::connect(zbus::connection::Builder::system(), address, lock_path)
+    }
+
     /// Connects to the bus at `address` (a D-Bus address such as
     /// `unix:path=/run/user/1000/bus`). `lock_path` is the reload/job lock file.
     ///

@@ -391,6 +391,25 @@ fn b08_no_linger_with_a_scheduled_tenant_fails_linger() {
 }
 
 #[test]
+fn b09_unreachable_user_bus_fails_user_manager_and_linger_is_still_read() {
+    let tb = Testbed::get();
+    let r = as_cyx(
+        tb,
+        "",
+        "-E DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus",
+        "--quick",
+    );
+    expect_only_failure(
+        &r,
+        "user-manager",
+        "unix:path=/nonexistent/bus",
+        "loginctl enable-linger cyx",
+    );
+    // logind is on the system bus: linger is read even without the user bus.
+    assert_eq!(check(&r.1, "linger")["status"], "pass", "{:#}", r.1);
+}
+
+#[test]
 fn b09_runtime_dir_of_another_user_fails_runtime_dir() {
     let tb = Testbed::get();
     let user = TempUser::new(tb, "cyxrd", 1502);
