@@ -201,7 +201,12 @@ fn podman(f: &HostFacts) -> Check {
         Some(Ok(v)) => {
             let parsed = parse_version(v);
             if at_least(parsed, QUADLET_FLOOR) {
-                Check::pass(ID, format!("{path}: podman {v}"))
+                let how = if f.podman.version_cached {
+                    " (remembered for this exact binary)"
+                } else {
+                    ""
+                };
+                Check::pass(ID, format!("{path}: podman {v}{how}"))
             } else if at_least(parsed, PODMAN_FLOOR) {
                 Check::warn(
                     ID,
@@ -313,7 +318,7 @@ fn runtime_dir(f: &HostFacts) -> Check {
     let Some(value) = &rd.value else {
         return Check::fail(ID, "$XDG_RUNTIME_DIR is unset", fix);
     };
-    if *value != want {
+    if value.trim_end_matches('/') != want {
         let owner = rd
             .owner
             .map_or_else(String::new, |o| format!(" (owned by uid {o})"));
@@ -1028,6 +1033,13 @@ fn outcome(f: &HostFacts) -> Check {
             "an --internal network must have no route out: check netavark's firewall driver \
              (`podman info --format '{{.Host.NetworkBackendInfo}}'`) and that no \
              containers.conf option adds networks",
+        );
+    }
+    if out.contains("no probe tool") {
+        return Check::fail(
+            ID,
+            format!("{what}: the image has neither python3 nor wget to probe with"),
+            "make a busybox image available: `podman pull docker.io/library/busybox:latest`",
         );
     }
     if !out.contains("unreachable") || p.elapsed_ms > FAST_FAIL_MS {

@@ -92,6 +92,7 @@ fn good() -> HostFacts {
         podman: PodmanFacts {
             path: Some("/usr/bin/podman".into()),
             version: Some(Ok("5.4.2".into())),
+            version_cached: false,
         },
         quadlet: QuadletFacts {
             searched: crate::host::facts::USER_GENERATOR_DIRS
@@ -813,6 +814,31 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
             "outcome",
             Status::Fail,
             "podman network rm",
+        ),
+        (
+            "outcome: no probe tool in the image",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.probe = step(3, "no probe tool (python3, wget)", 40);
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "podman pull docker.io/library/busybox:latest",
+        ),
+        (
+            "runtime dir with a trailing slash",
+            |f| f.runtime_dir.value = Some("/run/user/1000/".into()),
+            "runtime-dir",
+            Status::Pass,
+            "/run/user/1000/",
+        ),
+        (
+            "podman version from the cache",
+            |f| f.podman.version_cached = true,
+            "podman",
+            Status::Pass,
+            "remembered for this exact binary",
         ),
     ]
 }

@@ -144,6 +144,8 @@ pub struct PodmanFacts {
     pub path: Option<String>,
     /// What `podman --version` said (`"5.4.2"`); `None` when podman was not found.
     pub version: Option<Fact<String>>,
+    /// `--quick` took the version from the cache for this exact binary instead of running it.
+    pub version_cached: bool,
 }
 
 /// The Quadlet user generator.
@@ -377,6 +379,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
             podman: PodmanFacts {
                 path: podman_path.clone(),
                 version: podman.version,
+                version_cached: podman.version_cached,
             },
             quadlet: QuadletFacts {
                 searched: USER_GENERATOR_DIRS
@@ -412,6 +415,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
 #[derive(Default)]
 struct PodmanSide {
     version: Option<Fact<String>>,
+    version_cached: bool,
     info: Option<Fact<PodmanInfo>>,
     uid_map: Option<Fact<Vec<String>>>,
     tenants: Vec<TenantFacts>,
@@ -427,12 +431,14 @@ fn podman_side(path: Option<&str>, input: &GatherInput<'_>, storage: &StorageFac
         .runtime_dir
         .as_ref()
         .map(|d| d.join("cyclix/podman-version.json"));
+    let mut version_cached = false;
     let version = podman.as_ref().map(|p| {
         let key = path.and_then(binary_key);
         if input.quick
             && let (Some(key), Some(cache)) = (&key, &cache)
             && let Some(v) = cached_version(cache, key)
         {
+            version_cached = true;
             return Ok(v);
         }
         let v = p.version_line(QUICK_DEADLINE).map_err(|e| e.to_string())?;
@@ -505,6 +511,7 @@ fn podman_side(path: Option<&str>, input: &GatherInput<'_>, storage: &StorageFac
     };
     PodmanSide {
         version,
+        version_cached,
         info,
         uid_map,
         tenants,
@@ -971,14 +978,16 @@ fn trim_output(out: &process::Output) -> String {
     s
 }
 
-/// The probe run in the container: Python where the image has it, else busybox `wget`.
-/// Prints `connected` only if a TCP connection to [`OUTSIDE_ADDRESS`]:80 succeeded.
+/// The probe run in the container: Python where the image has it, else `wget` (busybox).
+/// Prints `connected` only if a TCP connection to [`OUTSIDE_ADDRESS`]:80 succeeded, and
+/// `no probe tool` when the image has neither.
 fn probe_script() -> String {
     format!(
         "if command -v python3 >/dev/null 2>&1; then exec python3 -c 'import socket; \
          s=socket.socket(); s.settimeout(5); s.connect((\"{OUTSIDE_ADDRESS}\", 80)); \
-         print(\"connected\")'; else wget -T 5 -q -O /dev/null http://{OUTSIDE_ADDRESS}/ && \
-         echo connected; fi"
+         print(\"connected\")'; elif command -v wget >/dev/null 2>&1; then \
+         wget -T 5 -q -O /dev/null http://{OUTSIDE_ADDRESS}/ && echo connected; \
+         else echo 'no probe tool (python3, wget)'; exit 3; fi"
     )
 }
 

@@ -235,6 +235,35 @@ for mode in --quick ""; do XDG_CONFIG_HOME=$D {bin} check $mode --tenant pinned 
 }
 
 #[test]
+fn b09_limits_the_user_manager_cannot_enforce_are_a_warning() {
+    // The testbed delegates no controllers to user managers (testbed/README.md).
+    let tb = Testbed::get();
+    let setup = format!(
+        "cat > \"$D/config/cyclix/tenants/big.yaml\" <<'EOF'\n{}EOF",
+        spec("big", "localhost/x:latest", "tier: worktree\n").replace(
+            "  command: [run]\n",
+            "  command: [run]\n  resources: { memory: 2G, pids: 512 }\n"
+        )
+    );
+    let (code, report) = as_cyx(tb, &setup, "", "--quick");
+    assert_eq!(failed(&report), Vec::<String>::new(), "{report:#}");
+    assert_eq!(code, 0, "warnings alone exit 0");
+    let c = check(&report, "cgroup-delegation");
+    assert_eq!(c["status"], "warn", "{c:#}");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("limits that cannot be enforced: big: memory, big: pids"),
+        "{c:#}"
+    );
+    assert!(
+        c["fix"].as_str().unwrap_or_default().contains("Delegate="),
+        "{c:#}"
+    );
+}
+
+#[test]
 fn b10_no_subuid_line_fails_subuid_with_the_usermod_fix() {
     let tb = Testbed::get();
     let r = as_cyx(
