@@ -992,7 +992,10 @@ fn outcome(f: &HostFacts) -> Check {
     const ID: &str = "outcome";
     let o = match &f.outcome {
         None if f.quick => return Check::skip(ID, "--quick"),
-        None => return Check::skip(ID, "podman is not on $PATH"),
+        // Skipped only with --quick: without podman the proof is missing, which is a failure.
+        None => {
+            return Check::fail(ID, "cannot run: podman is not on $PATH", INSTALL_PODMAN);
+        }
         Some(Err(e)) => {
             return Check::fail(
                 ID,

@@ -816,6 +816,17 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
             "podman network rm",
         ),
         (
+            "outcome without podman is a failure, not a skip",
+            |f| {
+                f.podman = PodmanFacts::default();
+                f.info = None;
+                f.outcome = None;
+            },
+            "outcome",
+            Status::Fail,
+            "cannot run: podman is not on $PATH",
+        ),
+        (
             "outcome: no probe tool in the image",
             |f| {
                 if let Some(Ok(o)) = &mut f.outcome {
