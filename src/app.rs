@@ -1,6 +1,7 @@
 //! The orchestrator of the verbs: wires spec → render → output, and owns user-facing printing
 //! on stdout. Business rules live in the pure modules; this file only sequences them.
 
+pub mod check_cmd;
 pub mod ops;
 pub mod unit_cmd;
 
@@ -35,6 +36,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Stop { tenant } => ops::stop(tenant),
         Command::Status { tenant, json } => ops::status(tenant, *json),
         Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
+        Command::Check {
+            quick,
+            json,
+            tenant,
+        } => check_cmd::run(*quick, *json, tenant.as_deref()),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {

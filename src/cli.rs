@@ -77,6 +77,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Is this host able to run cyclix? Checks podman, Quadlet, the user manager, linger,
+    /// sub-ids, cgroups, networking and images, then proves it with a throwaway container.
+    /// Exit 0: no check failed; 1: a check failed; 2: cyclix failed.
+    Check {
+        /// Only the fast checks (no `podman info`, no outcome test).
+        #[arg(long)]
+        quick: bool,
+        /// JSON on stdout (schema `cyclix-check/1`, see the README).
+        #[arg(long)]
+        json: bool,
+        /// Check only this tenant (its spec and tier gate, its images).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Show the journal of TENANT's runs.
     Logs {
         /// The tenant.

@@ -57,6 +57,26 @@ impl HostEnv {
     }
 }
 
+/// The directories of `$PATH`, in order (empty entries and relative ones dropped: podman and
+/// the kernel's `execvp` would treat them as the working directory, which `check` refuses to
+/// trust).
+#[must_use]
+pub fn search_path() -> Vec<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| d.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `$XDG_RUNTIME_DIR` exactly as set (also when relative), for reporting; `None` when unset.
+#[must_use]
+pub fn runtime_dir_raw() -> Option<String> {
+    std::env::var_os("XDG_RUNTIME_DIR").map(|v| v.to_string_lossy().into_owned())
+}
+
 /// Absolute path of the running cyclix binary (written into the unit template).
 ///
 /// # Errors

@@ -111,6 +111,31 @@ pub trait UnitManager {
     /// # Errors
     /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
     fn load_unit(&self, unit: &str) -> Result<LoadState, Error>;
+
+    /// The user manager's version: its `org.freedesktop.systemd1.Manager.Version` property,
+    /// e.g. `"257.13-1~deb13u1"` (what `systemctl --user --version` prints after `systemd`).
+    /// Read-only; used by `cyclix check`.
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
+    fn manager_version(&self) -> Result<String, Error>;
+
+    /// Whether logind keeps the user manager of `uid` running without a session: the `Linger`
+    /// property of `org.freedesktop.login1.User` on the SYSTEM bus (`loginctl show-user UID -p
+    /// Linger`; field report B08). A user logind does not track (no session, no linger) has no
+    /// linger: `Ok(false)`. Read-only; used by `cyclix check`.
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`] (no system bus), [`Error::Dbus`], [`Error::Deadline`].
+    fn user_linger(&self, uid: u32) -> Result<bool, Error>;
+
+    /// The `ActiveState` of a unit of the SYSTEM manager (on the system bus), e.g.
+    /// `network-online.target` for the stall of field report B07. A unit that does not exist
+    /// reads as `inactive`. Read-only; used by `cyclix check`.
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`] (no system bus), [`Error::Dbus`], [`Error::Deadline`].
+    fn system_unit_active_state(&self, unit: &str) -> Result<ActiveState, Error>;
 }
 
 /// Declares a string-valued systemd enum with a catch-all `Other(String)` variant, so values
@@ -323,6 +348,12 @@ pub enum Op {
     Enable,
     /// `Manager.DisableUnitFiles`.
     Disable,
+    /// Reading the manager's `Version`.
+    Version,
+    /// Reading logind's `User.Linger` (system bus).
+    Linger,
+    /// Reading a system unit's state (system bus).
+    SystemStatus,
 }
 
 impl Op {
@@ -340,6 +371,9 @@ impl Op {
             Op::LoadUnit => "load",
             Op::Enable => "enable",
             Op::Disable => "disable",
+            Op::Version => "read the version of",
+            Op::Linger => "read linger of",
+            Op::SystemStatus => "read system state of",
         }
     }
 }

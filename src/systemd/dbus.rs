@@ -110,6 +110,10 @@ trait Manager {
         runtime: bool,
     ) -> zbus::Result<Vec<(String, String, String)>>;
 
+    /// The manager's version string, e.g. `"257.13-1~deb13u1"`.
+    #[zbus(property)]
+    fn version(&self) -> zbus::Result<String>;
+
     /// Sent when a job finished: (id, job path, unit name, result).
     #[zbus(signal)]
     fn job_removed(
@@ -196,6 +200,31 @@ trait Timer {
     #[zbus(property, name = "NextElapseUSecMonotonic")]
     fn next_elapse_usec_monotonic(&self) -> zbus::Result<u64>;
 }
+
+#[proxy(
+    interface = "org.freedesktop.login1.Manager",
+    default_service = "org.freedesktop.login1",
+    default_path = "/org/freedesktop/login1",
+    gen_blocking = false
+)]
+trait Login {
+    /// The object path of the user `uid`; `NoSuchUser` if logind does not track it.
+    fn get_user(&self, uid: u32) -> zbus::Result<OwnedObjectPath>;
+}
+
+#[proxy(
+    interface = "org.freedesktop.login1.User",
+    default_service = "org.freedesktop.login1",
+    gen_blocking = false
+)]
+trait LoginUser {
+    /// Whether the user's manager runs without a session (`loginctl enable-linger`).
+    #[zbus(property)]
+    fn linger(&self) -> zbus::Result<bool>;
+}
+
+/// The D-Bus error name logind uses for a user it does not track.
+const NO_SUCH_USER: &str = "org.freedesktop.login1.NoSuchUser";
 
 /// The in-process half of the reload/job lock, per lock file: how many jobs hold it and whether
 /// a reload does. (`flock` alone would also exclude threads, since each acquisition opens its own
@@ -431,6 +460,8 @@ pub struct ZbusUnitManager {
     call_timeout: Duration,
     poll_interval: Duration,
     subscribed: AtomicBool,
+    /// The system bus (logind, the system manager), connected on first use.
+    system: Mutex<Option<Connection>>,
 }
 
 impl std::fmt::Debug for ZbusUnitManager {
@@ -453,6 +484,19 @@ impl ZbusUnitManager {
     pub fn session(lock_path: PathBuf) -> Result<Self, Error> {
         let address = "the session bus ($DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus)";
         Self::connect(zbus::connection::Builder::session(), address, lock_path)
+    }
+
+    /// Connects to the SYSTEM bus (`$DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// `/run/dbus/system_bus_socket`). The manager methods then talk to the system manager
+    /// (PID 1): cyclix uses such a value only for the read-only system-bus facts
+    /// ([`UnitManager::user_linger`], [`UnitManager::system_unit_active_state`]) when the user
+    /// bus is unreachable (`cyclix check`). The connect is bounded by [`DEFAULT_CALL_TIMEOUT`].
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`] if the system bus cannot be reached.
+    pub fn system(lock_path: PathBuf) -> Result<Self, Error> {
+        let address = "the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else /run/dbus/system_bus_socket)";
+        Self::connect(zbus::connection::Builder::system(), address, lock_path)
     }
 
     /// Connects to the bus at `address` (a D-Bus address such as
@@ -500,6 +544,7 @@ impl ZbusUnitManager {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
             subscribed: AtomicBool::new(false),
+            system: Mutex::new(None),
         }
     }
 
@@ -514,6 +559,28 @@ impl ZbusUnitManager {
     #[must_use]
     pub fn lock_path(&self) -> &Path {
         &self.lock_path
+    }
+
+    /// The system bus connection (`$DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// `/run/dbus/system_bus_socket`), made on first use within `call`'s deadline and kept.
+    fn system_bus(&self, call: &Call<'_>) -> Result<Connection, Error> {
+        let mut slot = self.system.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(conn) = slot.as_ref() {
+            return Ok(conn.clone());
+        }
+        let unavailable = |message: String| Error::BusUnavailable {
+            address: "the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else /run/dbus/system_bus_socket)"
+                .to_owned(),
+            message,
+        };
+        let builder = zbus::connection::Builder::system()
+            .map_err(|err| unavailable(err.to_string()))?
+            .method_timeout(self.call_timeout);
+        let conn = async_io::block_on(within(call.deadline, builder.build()))
+            .ok_or_else(|| unavailable(format!("no answer within {} ms", call.after_ms())))?
+            .map_err(|err| unavailable(err.to_string()))?;
+        *slot = Some(conn.clone());
+        Ok(conn)
     }
 
     fn call<'a>(&'a self, op: Op, unit: &'a str, timeout: Duration) -> Call<'a> {
@@ -959,6 +1026,93 @@ impl UnitManager for ZbusUnitManager {
             Ok(LoadState::parse(&state))
         })
     }
+
+    #[tracing::instrument(skip_all)]
+    fn manager_version(&self) -> Result<String, Error> {
+        let call = self.call(Op::Version, MANAGER, self.call_timeout);
+        async_io::block_on(async {
+            let manager = self.manager(&call).await?;
+            call.run("reading the manager version", manager.version())
+                .await
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(uid = uid))]
+    fn user_linger(&self, uid: u32) -> Result<bool, Error> {
+        let unit = format!("login1 user {uid}");
+        let call = self.call(Op::Linger, &unit, self.call_timeout);
+        let conn = self.system_bus(&call)?;
+        async_io::block_on(async {
+            let login = call
+                .run(
+                    "creating the logind proxy",
+                    LoginProxy::builder(&conn)
+                        .cache_properties(CacheProperties::No)
+                        .build(),
+                )
+                .await?;
+            let path = match within(call.deadline, login.get_user(uid)).await {
+                None => {
+                    return Err(call
+                        .deadline_error("asking logind for the user", STATE_NOT_READ.to_owned()));
+                }
+                Some(Err(zbus::Error::MethodError(name, _, _)))
+                    if name.as_str() == NO_SUCH_USER =>
+                {
+                    return Ok(false);
+                }
+                Some(result) => result.map_err(|err| call.map_err(err))?,
+            };
+            let user = call
+                .run("creating the logind user proxy", async {
+                    LoginUserProxy::builder(&conn)
+                        .path(path)?
+                        .cache_properties(CacheProperties::No)
+                        .build()
+                        .await
+                })
+                .await?;
+            call.run("reading Linger", user.linger()).await
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(unit = %unit))]
+    fn system_unit_active_state(&self, unit: &str) -> Result<ActiveState, Error> {
+        let call = self.call(Op::SystemStatus, unit, self.call_timeout);
+        let conn = self.system_bus(&call)?;
+        async_io::block_on(async {
+            let manager = call
+                .run(
+                    "creating the system manager proxy",
+                    ManagerProxy::builder(&conn)
+                        .cache_properties(CacheProperties::No)
+                        .build(),
+                )
+                .await?;
+            // GetUnit, not LoadUnit: a unit nobody pulled in is not loaded, i.e. inactive.
+            let path = match call
+                .run("looking the unit up", manager.get_unit(unit))
+                .await
+            {
+                Ok(path) => path,
+                Err(Error::NoSuchUnit { .. }) => return Ok(ActiveState::Inactive),
+                Err(err) => return Err(err),
+            };
+            let proxy = call
+                .run("reading the unit state", async {
+                    UnitProxy::builder(&conn)
+                        .path(path)?
+                        .cache_properties(CacheProperties::No)
+                        .build()
+                        .await
+                })
+                .await?;
+            let state = call
+                .run("reading the unit state", proxy.active_state())
+                .await?;
+            Ok(ActiveState::parse(&state))
+        })
+    }
 }
 
 /// Tier (b) of STYLE.md: the real proxy code above against an in-process fake
@@ -1184,6 +1338,11 @@ mod tests {
 
     #[interface(name = "org.freedesktop.systemd1.Manager")]
     impl FakeManager {
+        #[zbus(property)]
+        fn version(&self) -> String {
+            "257.13-1~deb13u1".to_owned()
+        }
+
         fn subscribe(&self) -> Result<(), SystemdError> {
             lock(&self.world).log.push("Subscribe".to_owned());
             let mut subscribed = self.subscribed.lock().expect("lock");
@@ -1427,6 +1586,15 @@ mod tests {
 
     fn log(h: &Harness) -> Vec<String> {
         lock(&h.world).log.clone()
+    }
+
+    #[test]
+    fn manager_version_reads_the_version_property() {
+        let h = harness(&[]);
+        assert_eq!(
+            h.manager.manager_version().expect("version"),
+            "257.13-1~deb13u1"
+        );
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub enum Call {
     DisableUnitFiles(Vec<String>),
     /// [`UnitManager::load_unit`].
     LoadUnit(String),
+    /// [`UnitManager::manager_version`].
+    ManagerVersion,
+    /// [`UnitManager::user_linger`] with the uid.
+    UserLinger(u32),
+    /// [`UnitManager::system_unit_active_state`].
+    SystemUnitActiveState(String),
 }
 
 impl Call {
@@ -80,6 +86,9 @@ impl Call {
             Call::EnableUnitFiles(_) => Op::Enable,
             Call::DisableUnitFiles(_) => Op::Disable,
             Call::LoadUnit(_) => Op::LoadUnit,
+            Call::ManagerVersion => Op::Version,
+            Call::UserLinger(_) => Op::Linger,
+            Call::SystemUnitActiveState(_) => Op::SystemStatus,
         }
     }
 
@@ -87,14 +96,15 @@ impl Call {
     #[must_use]
     pub fn units(&self) -> Vec<&str> {
         match self {
-            Call::Reload => Vec::new(),
+            Call::Reload | Call::ManagerVersion | Call::UserLinger(_) => Vec::new(),
             Call::Start { unit, .. } | Call::Stop { unit, .. } | Call::Restart { unit, .. } => {
                 vec![unit.as_str()]
             }
             Call::ResetFailed(unit)
             | Call::UnitStatus(unit)
             | Call::TimerNextElapse(unit)
-            | Call::LoadUnit(unit) => vec![unit.as_str()],
+            | Call::LoadUnit(unit)
+            | Call::SystemUnitActiveState(unit) => vec![unit.as_str()],
             Call::EnableUnitFiles(units) | Call::DisableUnitFiles(units) => {
                 units.iter().map(String::as_str).collect()
             }
@@ -116,6 +126,8 @@ struct State {
     timers: BTreeMap<String, NextElapse>,
     scripted: Vec<Scripted>,
     exits: BTreeMap<String, i32>,
+    lingering: Vec<u32>,
+    system_units: BTreeMap<String, ActiveState>,
 }
 
 impl State {
@@ -211,6 +223,16 @@ impl FakeUnitManager {
     /// `ExecMainStatus=code` (a container whose process ended).
     pub fn exit_on_start(&self, unit: &str, code: i32) {
         self.state().exits.insert(unit.to_owned(), code);
+    }
+
+    /// Makes `user_linger(uid)` report `true` (by default no user lingers).
+    pub fn set_linger(&self, uid: u32) {
+        self.state().lingering.push(uid);
+    }
+
+    /// Sets what `system_unit_active_state(unit)` reports (by default `inactive`).
+    pub fn set_system_unit_state(&self, unit: &str, state: ActiveState) {
+        self.state().system_units.insert(unit.to_owned(), state);
     }
 
     /// Makes the next start of `unit` report [`Error::StartSkipped`] (B22).
@@ -359,6 +381,26 @@ impl UnitManager for FakeUnitManager {
         let state = self.record(Call::LoadUnit(unit.to_owned()))?;
         Ok(state.status(unit).load_state)
     }
+
+    /// Always `"257"` unless scripted to fail.
+    fn manager_version(&self) -> Result<String, Error> {
+        self.record(Call::ManagerVersion).map(drop)?;
+        Ok("257".to_owned())
+    }
+
+    fn user_linger(&self, uid: u32) -> Result<bool, Error> {
+        let state = self.record(Call::UserLinger(uid))?;
+        Ok(state.lingering.contains(&uid))
+    }
+
+    fn system_unit_active_state(&self, unit: &str) -> Result<ActiveState, Error> {
+        let state = self.record(Call::SystemUnitActiveState(unit.to_owned()))?;
+        Ok(state
+            .system_units
+            .get(unit)
+            .cloned()
+            .unwrap_or(ActiveState::Inactive))
+    }
 }
 
 #[cfg(test)]
@@ -425,6 +467,35 @@ mod tests {
             .start("gone.service", JobMode::Replace, T)
             .expect_err("missing");
         assert!(matches!(err, Error::NoSuchUnit { .. }), "{err}");
+    }
+
+    #[test]
+    fn host_fact_reads_are_scriptable() {
+        let fake = FakeUnitManager::new();
+        assert!(!fake.user_linger(1000).expect("linger"));
+        fake.set_linger(1000);
+        assert!(fake.user_linger(1000).expect("linger"));
+        assert_eq!(
+            fake.system_unit_active_state("network-online.target")
+                .expect("state"),
+            ActiveState::Inactive
+        );
+        fake.set_system_unit_state("network-online.target", ActiveState::Active);
+        assert_eq!(
+            fake.system_unit_active_state("network-online.target")
+                .expect("state"),
+            ActiveState::Active
+        );
+        fake.fail_next(
+            Op::Version,
+            None,
+            Error::BusUnavailable {
+                address: "test".to_owned(),
+                message: "down".to_owned(),
+            },
+        );
+        assert!(fake.manager_version().is_err());
+        assert_eq!(fake.manager_version().expect("version"), "257");
     }
 
     #[test]
