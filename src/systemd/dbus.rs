@@ -1713,7 +1713,9 @@ mod tests {
         let mut script = Script::done(RUNNING);
         script.result = None;
         let h = harness(&[("s.service", script)]);
-        let timeout = Duration::from_millis(300);
+        // Generous enough that the setup calls (lock, subscribe, load, ref, queue) finish in time
+        // on a loaded 2-core machine; the job itself never ends.
+        let timeout = Duration::from_secs(2);
         let started = Instant::now();
         let err = h
             .manager
@@ -1735,7 +1737,7 @@ mod tests {
             } => {
                 assert_eq!(unit, "s.service");
                 assert_eq!(*op, Op::Start);
-                assert_eq!(*after_ms, 300);
+                assert_eq!(*after_ms, 2000);
                 assert_eq!(*phase, "waiting for the job to finish");
                 assert!(state.contains("activating/start"), "{state}");
                 assert!(state.contains("job still queued"), "{state}");
