@@ -1,6 +1,7 @@
 //! The orchestrator of the verbs: wires spec → render → output, and owns user-facing printing
 //! on stdout. Business rules live in the pure modules; this file only sequences them.
 
+pub mod agent_wait;
 pub mod check_cmd;
 pub mod ops;
 pub mod unit_cmd;
@@ -26,7 +27,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Spec(SpecCommand::Validate { file, json }) => spec_validate(file, *json),
         Command::Render(args) => render_cmd(args),
-        Command::Run { tenant, spec } => ops::run(tenant, spec.as_deref()),
+        Command::Run {
+            tenant,
+            spec,
+            run_id,
+        } => ops::run(tenant, spec.as_deref(), run_id.as_deref()),
         Command::Images(ImagesCommand::Build) => ops::images_build(),
         Command::Demo(DemoCommand::Setup) => ops::demo_setup(),
         Command::Install { tenant } => ops::install(tenant.as_deref()),
@@ -41,6 +46,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             json,
             tenant,
         } => check_cmd::run(*quick, *json, tenant.as_deref()),
+        Command::AgentWait {
+            go,
+            timeout_s,
+            argv,
+        } => agent_wait::run(go, *timeout_s, argv),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {
@@ -163,7 +173,15 @@ fn spec_validate(file: &Path, json: bool) -> Result<Outcome> {
         Err(e) => return report_spec_error(&e, json),
     };
     // A spec is only valid if both backends can carry it (Quadlet refuses some argv words).
-    let run = default_run_context(&spec, "validate", &env, None, None, None);
+    let run = default_run_context(
+        &spec,
+        "validate",
+        &env,
+        None,
+        None,
+        None,
+        "/usr/local/bin/cyclix",
+    );
     for backend in [Backend::Quadlet, Backend::Plain] {
         if let Err(e) = render::render(&spec, &run, backend) {
             let err = SpecError::single(
@@ -206,6 +224,7 @@ fn default_run_context(
     worktree: Option<&str>,
     run_dir: Option<&str>,
     octet: Option<u8>,
+    cyclix_bin: &str,
 ) -> RunContext {
     let runtime = env
         .runtime_dir
@@ -228,6 +247,7 @@ fn default_run_context(
         run_dir: run_dir.map_or_else(|| format!("{runtime}/cyclix/runs/{run_id}"), str::to_string),
         subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: cyclix_bin.to_string(),
     }
 }
 
@@ -248,6 +268,10 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
         eprintln!("error: --run-id `{}`: {m}", args.run_id);
         return Ok(Outcome::Findings);
     }
+    let bin = match &args.cyclix_bin {
+        Some(b) => b.clone(),
+        None => path_str(&current_exe()?),
+    };
     let run = default_run_context(
         &spec,
         &args.run_id,
@@ -255,6 +279,7 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
         args.worktree.as_deref(),
         args.run_dir.as_deref(),
         args.subnet_octet,
+        &bin,
     );
     let mut rendered = match render::render(&spec, &run, args.backend) {
         Ok(r) => r,
@@ -262,10 +287,6 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
             eprintln!("error: cannot render the run: {e}");
             return Ok(Outcome::Findings);
         }
-    };
-    let bin = match &args.cyclix_bin {
-        Some(b) => b.clone(),
-        None => path_str(&current_exe()?),
     };
     let templates = match render::units::templates(&bin) {
         Ok(t) => t,

@@ -43,6 +43,10 @@ pub enum Command {
         /// Use this spec file instead.
         #[arg(long)]
         spec: Option<PathBuf>,
+        /// Use this run id instead of a new one (`[a-z0-9][a-z0-9-]*`, at most 48 characters;
+        /// refused if anything of that run exists).
+        #[arg(long)]
+        run_id: Option<String>,
     },
     /// Build cyclix's images (egress proxy, Python agent) with podman.
     #[command(subcommand)]
@@ -90,6 +94,19 @@ pub enum Command {
         /// Check only this tenant (its spec and tier gate, its images).
         #[arg(long)]
         tenant: Option<String>,
+    },
+    /// Inside the agent container: wait until cyclix proved the boundary, then exec the agent.
+    #[command(hide = true)]
+    AgentWait {
+        /// The file whose appearance means "go".
+        #[arg(long)]
+        go: PathBuf,
+        /// Give up (the agent never starts) after this many seconds.
+        #[arg(long)]
+        timeout_s: u64,
+        /// The agent's argv.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
     },
     /// Show the journal of TENANT's runs.
     Logs {

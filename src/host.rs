@@ -6,4 +6,5 @@
 
 pub mod checks;
 pub mod facts;
+pub mod namespaces;
 pub mod paths;

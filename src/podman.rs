@@ -241,6 +241,41 @@ pub fn parse_pods(json: &str) -> serde_json::Result<Vec<PodInfo>> {
         .collect())
 }
 
+/// Parses `podman network inspect --format json`: the names of the attached containers,
+/// sorted.
+///
+/// # Errors
+/// The JSON does not have podman 5.4's shape.
+pub fn parse_network_containers(json: &str) -> serde_json::Result<Vec<String>> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(json)?;
+    let mut names: Vec<String> = v
+        .iter()
+        .filter_map(|n| n.get("containers").and_then(serde_json::Value::as_object))
+        .flat_map(|m| {
+            m.values().filter_map(|c| {
+                c.get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string)
+            })
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Parses `podman top CONTAINER hpid comm`: a header line, then `PID COMMAND` rows.
+#[must_use]
+pub fn parse_top(out: &str) -> Vec<(u32, String)> {
+    out.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let pid = it.next()?.parse().ok()?;
+            Some((pid, it.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
 /// Parses `podman network ls --format json` (netavark's lowercase keys).
 ///
 /// # Errors
@@ -558,6 +593,58 @@ impl Podman {
                 source,
             }
         })
+    }
+
+    /// Runs `argv` inside the running container `container` (`podman exec`) and returns its
+    /// output whatever its exit status.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman cannot run or the deadline passes.
+    pub fn exec(
+        &self,
+        container: &str,
+        argv: &[&str],
+        deadline: Duration,
+    ) -> Result<process::Output> {
+        check_name("container", container)?;
+        let mut args = vec!["exec", container];
+        args.extend_from_slice(argv);
+        process::run_status(&self.bin, &args, None, deadline, HINT).map_err(|source| {
+            PodmanError::Command {
+                action: format!(
+                    "running {} in container {container}",
+                    argv.first().copied().unwrap_or("")
+                ),
+                source,
+            }
+        })
+    }
+
+    /// The host pids and command names of the processes in `container` (`podman top CONTAINER
+    /// hpid comm`), as the host sees them.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn top_hpids(&self, container: &str) -> Result<Vec<(u32, String)>> {
+        check_name("container", container)?;
+        self.query(
+            &["top", container, "hpid", "comm"],
+            &format!("listing the processes of container {container}"),
+            |out| Ok(parse_top(out)),
+        )
+    }
+
+    /// Names of the containers attached to network `name` (`podman network inspect`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn network_containers(&self, name: &str) -> Result<Vec<String>> {
+        check_name("network", name)?;
+        self.query(
+            &["network", "inspect", "--format", "json", "--", name],
+            &format!("inspecting network {name}"),
+            parse_network_containers,
+        )
     }
 
     /// Whether image `reference` is in local storage (`podman image exists`: exit 0 yes, 1 no).

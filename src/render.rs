@@ -96,6 +96,9 @@ pub struct RunContext {
     pub subnet_octet: u8,
     /// The egress proxy image reference.
     pub proxy_image: String,
+    /// Absolute host path of the cyclix binary, mounted read-only into the agent container at
+    /// `plan::CYCLIX_BIN_PATH` (it runs the probes and the `agent-wait` wrapper).
+    pub cyclix_bin: String,
 }
 
 /// Why rendering failed. Each names the spec key or context field.

@@ -1,8 +1,10 @@
 //! The run lifecycle (`cyclix run TENANT`): prepare → render → install → reload → start →
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
+pub mod boundary;
 pub mod host;
 pub mod lifecycle;
 pub mod lock;
 pub mod record;
 pub mod seam;
+pub mod tripwire;

@@ -126,7 +126,7 @@ fn probe_runtime() -> (Runtime, Backend) {
 ///
 /// # Errors
 /// Failures of cyclix before the lifecycle starts (no runtime dir, unreadable spec).
-pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
+pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
     let spec = match load_tenant(&env, tenant, spec_path)? {
@@ -161,7 +161,16 @@ pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
         crate::host::paths::reject_symlinks(Path::new(&m.source))
             .with_context(|| format!("checking mount source {} right before the run", m.source))?;
     }
-    let run_id = new_run_id(SystemTime::now(), std::process::id());
+    let run_id = match run_id {
+        Some(id) => {
+            if let Err(m) = crate::spec::validate::run_id(id) {
+                eprintln!("error: --run-id `{id}`: {m}");
+                return Ok(Outcome::Findings);
+            }
+            id.to_string()
+        }
+        None => new_run_id(SystemTime::now(), std::process::id()),
+    };
     let holder = Holder {
         run_id: run_id.clone(),
         pid: std::process::id(),
@@ -190,6 +199,13 @@ pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
         }
     };
     let secrets = secret_values(&spec, tenant)?;
+    let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
+    let watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
+    let probe_context = crate::run::boundary::probe_context(
+        &spec,
+        &watched,
+        &crate::host::namespaces::host_namespaces(),
+    );
     let inputs = RunInputs {
         paths: RunPaths {
             quadlet_dir: runtime_dir.join("containers/systemd"),
@@ -208,6 +224,10 @@ pub fn run(tenant: &str, spec_path: Option<&Path>) -> Result<Outcome> {
         secrets,
         deadlines: Deadlines::default(),
         notices: Vec::new(),
+        cyclix_bin: current_exe()?,
+        probe_context,
+        watched,
+        tripwire_dir: env.home.clone(),
     };
     let units = unit_manager(&env)?;
     eprintln!(

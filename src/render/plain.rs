@@ -304,14 +304,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         args.push(format!("--tmpfs={t}"));
     }
     for b in &c.binds {
-        let mut m = format!(
-            "--mount=type=bind,source={},destination={}",
-            b.source, b.target
-        );
-        if b.read_only {
-            m.push_str(",readonly=true");
-        }
-        args.push(m);
+        args.push(format!("--mount={}", b.mount_spec()));
     }
     for (k, val) in &c.env {
         args.push(format!("--env={k}={val}"));

@@ -16,6 +16,22 @@ pub const PROXY_CONF_FILE: &str = "squid.conf";
 pub const TASK_FILE: &str = "task.md";
 /// Where the task appears in the agent container (read-only); also in `$CYCLIX_TASK`.
 pub const TASK_PATH: &str = "/cyclix/task.md";
+/// Where the host's cyclix binary appears in the agent container (read-only): it runs the
+/// boundary probes (`cyclix probe`) and holds the agent back until they pass
+/// (`cyclix agent-wait`).
+pub const CYCLIX_BIN_PATH: &str = "/cyclix/bin/cyclix";
+/// The control directory's name in the run directory; mounted read-only at [`CTL_PATH`].
+pub const CTL_DIR: &str = "ctl";
+/// Where the control directory appears in the agent container.
+pub const CTL_PATH: &str = "/cyclix/ctl";
+/// The file cyclix creates in the control directory once every probe passed.
+pub const GO_FILE: &str = "go";
+/// The file cyclix creates in the control directory when the boundary was refused.
+pub const REFUSED_FILE: &str = "refused";
+/// The probe context's file name in the control directory.
+pub const PROBE_CONTEXT_FILE: &str = "probe.json";
+/// How long the agent container waits for the go file before it gives up, in seconds.
+pub const AGENT_WAIT_S: u64 = 300;
 /// Where the project worktree appears in the agent and gate containers.
 pub const WORKDIR: &str = "/work";
 /// Where the proxy image reads its configuration (read-only bind mount).
@@ -88,6 +104,20 @@ pub struct Bind {
     pub read_only: bool,
 }
 
+impl Bind {
+    /// The `--mount`/`Mount=` value: a bind mount, read-only when asked, always `nosuid` and
+    /// `nodev`, so a setuid file or a device node planted in the project is inert on the host
+    /// too (probe P16).
+    #[must_use]
+    pub fn mount_spec(&self) -> String {
+        let ro = if self.read_only { ",readonly=true" } else { "" };
+        format!(
+            "type=bind,source={},destination={}{ro},nosuid,nodev",
+            self.source, self.target
+        )
+    }
+}
+
 /// One container of the run with its stated hardening.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContainerPlan {
@@ -113,6 +143,9 @@ pub struct ContainerPlan {
     pub exec: Vec<String>,
     /// The spec key of `exec` for error messages.
     pub exec_key: String,
+    /// How many leading words of `exec` are cyclix's own (the agent's `agent-wait` wrapper);
+    /// error messages index the spec's argv after them.
+    pub exec_key_offset: usize,
     /// Working directory.
     pub workdir: Option<String>,
     /// Labels (`io.cyclix.tenant`, `io.cyclix.run`, `io.cyclix.role`).
@@ -252,6 +285,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     mount_path("run.worktree", &run.worktree)?;
     mount_path("run.git_common_dir", &run.git_common_dir)?;
     mount_path("run.run_dir", &run.run_dir)?;
+    mount_path("run.cyclix_bin", &run.cyclix_bin)?;
     if !(1..=254).contains(&run.subnet_octet) {
         return Err(err("run.subnet_octet", "must be 1–254"));
     }
@@ -437,6 +471,7 @@ fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPl
         secrets: Vec::new(),
         exec: Vec::new(),
         exec_key: "proxy".into(),
+        exec_key_offset: 0,
         workdir: None,
         labels: labels(spec, run, "proxy"),
         memory_bytes: None,
@@ -473,6 +508,7 @@ fn service_container(
             .collect(),
         exec: s.command.clone(),
         exec_key: format!("services[{i}].command"),
+        exec_key_offset: 0,
         workdir: None,
         labels: labels(spec, run, &format!("service-{}", s.name)),
         memory_bytes: None,
@@ -506,8 +542,9 @@ fn agent_container(
             .iter()
             .map(|v| (secret_name(r, v), v.clone()))
             .collect(),
-        exec: spec.agent.command.clone(),
+        exec: agent_exec(spec),
         exec_key: "agent.command".into(),
+        exec_key_offset: AGENT_WRAPPER_WORDS,
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "agent"),
         memory_bytes: spec.agent.resources.memory_bytes,
@@ -549,6 +586,7 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         secrets: Vec::new(),
         exec: spec.gate.command.clone(),
         exec_key: "gate.command".into(),
+        exec_key_offset: 0,
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "gate"),
         memory_bytes: None,
@@ -608,6 +646,26 @@ fn agent_env(
     agent_env
 }
 
+/// Number of words `agent_exec` puts before the spec's argv.
+const AGENT_WRAPPER_WORDS: usize = 7;
+
+/// The agent's argv behind the wrapper that holds it back until the boundary is proven:
+/// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...`.
+fn agent_exec(spec: &Spec) -> Vec<String> {
+    let mut v = vec![
+        CYCLIX_BIN_PATH.to_string(),
+        "agent-wait".into(),
+        "--go".into(),
+        format!("{CTL_PATH}/{GO_FILE}"),
+        "--timeout-s".into(),
+        AGENT_WAIT_S.to_string(),
+        "--".into(),
+    ];
+    debug_assert_eq!(v.len(), AGENT_WRAPPER_WORDS);
+    v.extend(spec.agent.command.iter().cloned());
+    v
+}
+
 fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> {
     let common = &run.git_common_dir;
     let mut agent_binds = vec![
@@ -630,6 +688,16 @@ fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> 
             read_only: true,
         });
     }
+    agent_binds.push(Bind {
+        source: run.cyclix_bin.clone(),
+        target: CYCLIX_BIN_PATH.into(),
+        read_only: true,
+    });
+    agent_binds.push(Bind {
+        source: format!("{}/{CTL_DIR}", run.run_dir),
+        target: CTL_PATH.into(),
+        read_only: true,
+    });
     agent_binds.push(Bind {
         source: format!("{}/{TASK_FILE}", run.run_dir),
         target: TASK_PATH.into(),

@@ -152,11 +152,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("Tmpfs", t.clone());
     }
     for b in &c.binds {
-        let mut m = format!("type=bind,source={},destination={}", b.source, b.target);
-        if b.read_only {
-            m.push_str(",readonly=true");
-        }
-        s.add("Mount", v(&c.exec_key, &m)?);
+        s.add("Mount", v(&c.exec_key, &b.mount_spec())?);
     }
     for (k, val) in &c.env {
         let q =
@@ -192,9 +188,11 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     if !c.exec.is_empty() {
         let mut words = Vec::with_capacity(c.exec.len());
         for (i, w) in c.exec.iter().enumerate() {
+            // Index the spec's argv, after cyclix's own wrapper words.
+            let idx = i.saturating_sub(c.exec_key_offset);
             words.push(
                 escape::quadlet_exec_word(w)
-                    .map_err(|e| esc_err(&format!("{}[{i}]", c.exec_key), &e))?,
+                    .map_err(|e| esc_err(&format!("{}[{idx}]", c.exec_key), &e))?,
             );
         }
         s.add("Exec", words.join(" "));

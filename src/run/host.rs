@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
+use super::boundary::ProcessEnv;
 use super::record::CommitInfo;
 use super::seam::RunHost;
 use crate::git::Git;
@@ -127,6 +128,50 @@ impl RunHost for RealRunHost {
             .into_iter()
             .flat_map(|n| n.subnets)
             .collect())
+    }
+    fn probe(&self, container: &str, only: &[&str], deadline: Duration) -> Result<(i32, String)> {
+        let ctx = format!(
+            "{}/{}",
+            crate::render::plan::CTL_PATH,
+            crate::render::plan::PROBE_CONTEXT_FILE
+        );
+        let joined = only.join(",");
+        let mut argv = vec![
+            crate::render::plan::CYCLIX_BIN_PATH,
+            "probe",
+            "--context",
+            ctx.as_str(),
+        ];
+        if !only.is_empty() {
+            argv.extend(["--only", joined.as_str()]);
+        }
+        let out = self.podman.exec(container, &argv, deadline)?;
+        Ok((out.status.code().unwrap_or(-1), out.stdout))
+    }
+    fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
+        let mut out = Vec::new();
+        for (pid, comm) in self.podman.top_hpids(container)? {
+            // A process that exited between the listing and the read is simply gone.
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let vars = raw
+                .split(|b| *b == 0)
+                .filter(|e| !e.is_empty())
+                .filter_map(|e| {
+                    let eq = e.iter().position(|b| *b == b'=')?;
+                    Some((
+                        String::from_utf8_lossy(&e[..eq]).into_owned(),
+                        e[eq + 1..].to_vec(),
+                    ))
+                })
+                .collect();
+            out.push(ProcessEnv { pid, comm, vars });
+        }
+        Ok(out)
+    }
+    fn network_members(&self, network: &str) -> Result<Vec<String>> {
+        Ok(self.podman.network_containers(network)?)
     }
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         let out = process::run(

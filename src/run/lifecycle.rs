@@ -13,8 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
+use super::boundary::{self, Watched};
 use super::record::{Phase, RunRecord, RunResult};
 use super::seam::RunHost;
+use super::tripwire::{self, Tripwires};
 use crate::render::{self, Backend, Dest, RunContext, plan::TASK_FILE};
 use crate::spec::Spec;
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, LoadState, UnitManager};
@@ -30,6 +32,10 @@ pub struct Deadlines {
     pub poll: Duration,
     /// Slack on top of the spec's agent/gate timeouts (systemd's `RuntimeMaxSec=` fires first).
     pub slack: Duration,
+    /// The whole pre-agent probe run (`cyclix probe` in the agent container).
+    pub probe: Duration,
+    /// Interval of the leak watch (★ probes + host-side environment scan) while the agent runs.
+    pub watch: Duration,
 }
 
 impl Default for Deadlines {
@@ -39,6 +45,8 @@ impl Default for Deadlines {
             stop: Duration::from_secs(45),
             poll: Duration::from_millis(100),
             slack: Duration::from_secs(60),
+            probe: Duration::from_secs(30),
+            watch: Duration::from_secs(5),
         }
     }
 }
@@ -75,6 +83,14 @@ pub struct RunInputs {
     pub deadlines: Deadlines,
     /// Notices to carry into the record (e.g. the tier's "no isolation").
     pub notices: Vec<String>,
+    /// Absolute path of the cyclix binary, mounted into the agent container.
+    pub cyclix_bin: PathBuf,
+    /// What the probes must find (written to the control directory as `probe.json`).
+    pub probe_context: serde_json::Value,
+    /// Host variables the sandbox must never see (by name and by value).
+    pub watched: Vec<Watched>,
+    /// Where the escape tripwires are planted (the user's home: never mounted into a sandbox).
+    pub tripwire_dir: PathBuf,
 }
 
 fn now_ms() -> u128 {
@@ -108,6 +124,7 @@ impl Recorder {
 /// What was created, so teardown undoes exactly that (plus a by-label sweep).
 #[derive(Debug, Default)]
 struct Created {
+    tripwires: Option<Tripwires>,
     worktree: bool,
     run_dir: bool,
     secrets: Vec<String>,
@@ -157,6 +174,9 @@ pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> 
         branch: branch_name(&spec.tenant, &inp.run_id),
         base_commit: String::new(),
         commits: Vec::new(),
+        probes: Vec::new(),
+        refusal: Vec::new(),
+        watch_rounds: 0,
         egress_decisions: Vec::new(),
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
         notices: inp.notices.clone(),
@@ -179,7 +199,7 @@ pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> 
             rec.error = Some(format!("{e:#}"));
         }
     }
-    let torn = r.phase("teardown", || teardown(inp, units, host, &created));
+    let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
     let audit = r.phase("audit", || audit(inp, units, host, &created));
     match audit {
         Ok(left) => rec.leftovers = left,
@@ -223,6 +243,7 @@ fn bring_up_and_run(
         run_dir: inp.paths.run_dir.display().to_string(),
         subnet_octet: octet,
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: inp.cyclix_bin.display().to_string(),
     };
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
@@ -275,28 +296,69 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
-    let agent_exit = r.phase("agent", || {
-        run_to_end(units, &rendered.units.agent, inp.deadlines, agent_budget)
+    let agent = rendered
+        .units
+        .agent
+        .trim_end_matches(".service")
+        .to_string();
+    let proven = r.phase("probe", || {
+        prove(
+            inp,
+            units,
+            host,
+            &rendered.units.agent,
+            &agent,
+            created.tripwires.as_mut(),
+            rec,
+        )
     })?;
-    rec.agent_exit = Some(agent_exit);
-    let result = if agent_exit == 0 {
-        let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
-        let gate_exit = r.phase("gate", || {
-            run_to_end(units, &rendered.units.gate, inp.deadlines, gate_budget)
+    let result = if proven {
+        let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
+        let end = r.phase("agent", || {
+            watch_to_end(
+                inp,
+                units,
+                host,
+                &rendered.units.agent,
+                &agent,
+                agent_budget,
+                rec,
+            )
         })?;
-        rec.gate_exit = Some(gate_exit);
-        if gate_exit == 0 {
-            RunResult::Passed
-        } else {
-            RunResult::GateFailed
+        match end {
+            AgentEnd::Leak => RunResult::LeakDetected,
+            AgentEnd::Exit(code) => {
+                rec.agent_exit = Some(code);
+                if code == 0 {
+                    let gate_budget =
+                        Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+                    let gate_exit = r.phase("gate", || {
+                        run_to_end(units, &rendered.units.gate, inp.deadlines, gate_budget)
+                    })?;
+                    rec.gate_exit = Some(gate_exit);
+                    if gate_exit == 0 {
+                        RunResult::Passed
+                    } else {
+                        RunResult::GateFailed
+                    }
+                } else {
+                    RunResult::AgentFailed
+                }
+            }
         }
     } else {
-        RunResult::AgentFailed
+        RunResult::ProbeRefused
     };
     r.phase("collect", || {
         collect(units, host, &repo, &base, &rendered.units, rec)
     })?;
+    if let Some(tw) = created.tripwires.as_mut() {
+        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
+        if !tripped.is_empty() {
+            rec.refusal.extend(tripped);
+            return Ok(RunResult::LeakDetected);
+        }
+    }
     Ok(result)
 }
 
@@ -356,6 +418,24 @@ fn prepare(
     created.run_dir = true;
     std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
         .context("writing the task file")?;
+    let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
+    let tw = tripwire::plant(&inp.tripwire_dir, &common, &inp.run_id)?;
+    let mut ctx = inp.probe_context.clone();
+    if let Some(obj) = ctx.as_object_mut() {
+        obj.insert(
+            "escape".into(),
+            serde_json::json!({
+                "key": tw.key, "outside": tw.outside, "hook": tw.hook.0, "sentinel_pid": tw.sentinel_pid(),
+            }),
+        );
+    }
+    created.tripwires = Some(tw);
+    std::fs::write(
+        ctl.join(render::plan::PROBE_CONTEXT_FILE),
+        serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
+    )
+    .context("writing the probe context")?;
     if let Some(parent) = inp.paths.worktree.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
@@ -374,28 +454,153 @@ fn prepare(
     Ok((base, common, octet))
 }
 
+/// Starts the agent's unit (its container holds the agent back in `agent-wait`), runs the
+/// probes inside that very container, scans its processes' environments from the host, and
+/// then lets the agent go (`ctl/go`) or refuses (`ctl/refused`). Returns whether it went.
+fn prove(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    unit: &str,
+    container: &str,
+    tripwires: Option<&mut Tripwires>,
+    rec: &mut RunRecord,
+) -> Result<bool> {
+    let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    units.start(unit, JobMode::Replace, inp.deadlines.start)?;
+    let (exit, stdout) = host.probe(container, &[], inp.deadlines.probe)?;
+    let (probes, ok, mut why) = boundary::judge(exit, &stdout);
+    rec.probes = probes;
+    if !ok && why.is_empty() {
+        why.push(format!(
+            "the probe run exited {exit} without a complete report"
+        ));
+    }
+    why.extend(boundary::leaks(
+        &host.sandbox_environ(container)?,
+        &inp.watched,
+    ));
+    let network = format!("cyclix-{}", inp.run_id);
+    why.extend(boundary::network_strangers(
+        &network,
+        &host.network_members(&network)?,
+    ));
+    if let Some(tw) = tripwires {
+        why.extend(tripwire::check(tw)?);
+    }
+    let go = ok && why.is_empty();
+    let file = ctl.join(if go {
+        render::plan::GO_FILE
+    } else {
+        render::plan::REFUSED_FILE
+    });
+    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
+    rec.refusal = why;
+    Ok(go)
+}
+
+/// How the agent's time ended.
+enum AgentEnd {
+    /// It exited with this status (0 for success).
+    Exit(i32),
+    /// The leak watch stopped it (the reasons are in `rec.refusal`).
+    Leak,
+}
+
+/// Waits for the (already started) agent to end, re-running the ★ probes and the host-side
+/// environment scan every `deadlines.watch`; stops the agent on the first finding.
+fn watch_to_end(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    unit: &str,
+    container: &str,
+    budget: Duration,
+    rec: &mut RunRecord,
+) -> Result<AgentEnd> {
+    let d = inp.deadlines;
+    let t0 = Instant::now();
+    let mut next_watch = Instant::now() + d.watch;
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(AgentEnd::Exit(code));
+        }
+        if Instant::now() >= next_watch {
+            let findings = watch_round(inp, host, container);
+            next_watch = Instant::now() + d.watch;
+            // The agent may have ended during the round: that is not a finding.
+            if let Some(code) = ended(units, unit)? {
+                return Ok(AgentEnd::Exit(code));
+            }
+            rec.watch_rounds += 1;
+            if !findings.is_empty() {
+                rec.refusal = findings;
+                units.stop(unit, JobMode::Replace, d.stop)?;
+                return Ok(AgentEnd::Leak);
+            }
+        }
+        if t0.elapsed() > budget {
+            let _ = units.stop(unit, JobMode::Replace, d.stop);
+            bail!(
+                "{unit} did not finish within {} s; stopped it",
+                budget.as_secs()
+            );
+        }
+        std::thread::sleep(d.poll);
+    }
+}
+
+/// One leak-watch round; a round that cannot run is itself a finding (fail closed).
+fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> Vec<String> {
+    let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
+        Ok((exit, out)) => {
+            let (_, ok, why) = boundary::judge(exit, &out);
+            if ok || !why.is_empty() {
+                why
+            } else {
+                vec![format!(
+                    "the watch probes exited {exit} without a complete report"
+                )]
+            }
+        }
+        Err(e) => vec![format!("the watch probes could not run: {e:#}")],
+    };
+    match host.sandbox_environ(container) {
+        Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
+        Err(e) => findings.push(format!("the sandbox environment could not be read: {e:#}")),
+    }
+    findings
+}
+
+/// `Some(exit status)` once `unit` has ended, `None` while it runs.
+fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> {
+    let st = units.unit_status(unit)?;
+    Ok(match st.active_state {
+        ActiveState::Inactive | ActiveState::Failed if !st.job_pending => {
+            Some(match st.result.as_deref() {
+                Some("success") => 0,
+                Some("timeout") => {
+                    bail!("{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)")
+                }
+                _ => st.exec_main_status.filter(|s| *s != 0).unwrap_or(1),
+            })
+        }
+        _ => None,
+    })
+}
+
 /// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
 fn run_to_end(units: &dyn UnitManager, unit: &str, d: Deadlines, budget: Duration) -> Result<i32> {
     let t0 = Instant::now();
     match units.start(unit, JobMode::Replace, d.start) {
-        // A start that "failed" may be an agent that already ended with an error: that is an
-        // exit status read below, not a cyclix failure. Anything else is.
+        // A start that "failed" may be a container that already ended with an error: that is
+        // an exit status read below, not a cyclix failure. Anything else is.
         Ok(_) | Err(UnitError::JobFailed { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     loop {
-        let st = units.unit_status(unit)?;
-        match st.active_state {
-            ActiveState::Inactive | ActiveState::Failed if !st.job_pending => {
-                return Ok(match st.result.as_deref() {
-                    Some("success") => 0,
-                    Some("timeout") => bail!(
-                        "{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)"
-                    ),
-                    _ => st.exec_main_status.filter(|s| *s != 0).unwrap_or(1),
-                });
-            }
-            _ => {}
+        if let Some(code) = ended(units, unit)? {
+            return Ok(code);
         }
         if t0.elapsed() > budget {
             let _ = units.stop(unit, JobMode::Replace, d.stop);
@@ -412,9 +617,12 @@ fn teardown(
     inp: &RunInputs,
     units: &dyn UnitManager,
     host: &dyn RunHost,
-    c: &Created,
+    c: &mut Created,
 ) -> Result<()> {
     let mut errors: Vec<String> = Vec::new();
+    if let Some(tw) = c.tripwires.as_mut() {
+        tripwire::remove(tw);
+    }
     let mut note = |what: &str, r: Result<()>| {
         if let Err(e) = r {
             errors.push(format!("{what}: {e:#}"));
@@ -548,6 +756,13 @@ mod tests {
                 ..Deadlines::default()
             },
             notices: Vec::new(),
+            cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
+            probe_context: serde_json::json!({"workdir": "/work"}),
+            tripwire_dir: dir.path().to_path_buf(),
+            watched: vec![Watched {
+                name: "CYCLIX_CANARY".into(),
+                value: b"canary-0123456789".to_vec(),
+            }],
         };
         World { _dir: dir, inp }
     }
@@ -581,8 +796,8 @@ mod tests {
     fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
         let w = world();
         let units = FakeUnitManager::new();
-        units.exit_on_start("cyclix-r1-agent.service", 0);
-        units.exit_on_start("cyclix-r1-gate.service", 0);
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
         let host = FakeRunHost {
             journal: vec![
                 r#"{"status":"403","host":"x"}"#.into(),
@@ -596,8 +811,18 @@ mod tests {
         assert_eq!(
             names,
             [
-                "prepare", "render", "install", "reload", "start", "agent", "gate", "collect",
-                "teardown", "audit"
+                "prepare",
+                "render",
+                "install",
+                "reload",
+                "start",
+                "probe",
+                "agent",
+                "gate",
+                "collect",
+                "escape-check",
+                "teardown",
+                "audit"
             ]
         );
         assert_eq!(
@@ -644,7 +869,7 @@ mod tests {
     fn agent_and_gate_failures_are_results_not_errors() {
         let w = world();
         let units = FakeUnitManager::new();
-        units.exit_on_start("cyclix-r1-agent.service", 3);
+        units.exit_after_start("cyclix-r1-agent.service", 3);
         let host = FakeRunHost::default();
         let rec = execute(&w.inp, &units, &host);
         assert_eq!(
@@ -660,8 +885,8 @@ mod tests {
 
         let w = world();
         let units = FakeUnitManager::new();
-        units.exit_on_start("cyclix-r1-agent.service", 0);
-        units.exit_on_start("cyclix-r1-gate.service", 1);
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 1);
         let host = FakeRunHost::default();
         let rec = execute(&w.inp, &units, &host);
         assert_eq!(
@@ -695,8 +920,8 @@ mod tests {
         ] {
             let w = world();
             let units = FakeUnitManager::new();
-            units.exit_on_start("cyclix-r1-agent.service", 0);
-            units.exit_on_start("cyclix-r1-gate.service", 0);
+            units.exit_after_start("cyclix-r1-agent.service", 0);
+            units.exit_after_start("cyclix-r1-gate.service", 0);
             let host = FakeRunHost {
                 fail: vec![op.into()],
                 ..Default::default()
@@ -744,7 +969,7 @@ mod tests {
                 }),
             ),
             (
-                "agent",
+                "probe",
                 Box::new(|u: &FakeUnitManager| {
                     u.fail_next(
                         Op::Start,
@@ -759,8 +984,8 @@ mod tests {
         for (phase, script) in cases {
             let w = world();
             let units = FakeUnitManager::new();
-            units.exit_on_start("cyclix-r1-agent.service", 0);
-            units.exit_on_start("cyclix-r1-gate.service", 0);
+            units.exit_after_start("cyclix-r1-agent.service", 0);
+            units.exit_after_start("cyclix-r1-gate.service", 0);
             script(&units);
             let host = FakeRunHost::default();
             let rec = execute(&w.inp, &units, &host);
@@ -792,8 +1017,8 @@ mod tests {
     fn anything_left_after_teardown_fails_the_run() {
         let w = world();
         let units = FakeUnitManager::new();
-        units.exit_on_start("cyclix-r1-agent.service", 0);
-        units.exit_on_start("cyclix-r1-gate.service", 0);
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
         let host = FakeRunHost::default();
         host.objects
             .lock()
@@ -812,6 +1037,76 @@ mod tests {
             "{:?}",
             rec.leftovers
         );
+    }
+
+    const FAILING: &str = "{\"id\":\"P19\",\"expect\":\"no podman socket\",\"got\":\"/run/podman/podman.sock\",\"verdict\":\"FAIL\"}\n{\"summary\":true,\"pass\":0,\"fail\":1}\n";
+
+    #[test]
+    fn a_failed_probe_refuses_the_agent_and_still_tears_down() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost {
+            probe_report: Some((1, FAILING.into())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::ProbeRefused, "{rec:?}");
+        assert_eq!(rec.result.exit_code(), 1);
+        assert_eq!(
+            rec.refusal,
+            ["P19: expected no podman socket, got /run/podman/podman.sock"]
+        );
+        assert!(!started(&units).contains(&"cyclix-r1-gate.service".to_string()));
+        assert_eq!(rec.agent_exit, None, "the agent never ran");
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_host_secret_in_the_sandbox_refuses_before_the_agent_starts() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        let leak = crate::run::boundary::ProcessEnv {
+            pid: 4242,
+            comm: "catatonit".into(),
+            vars: vec![("CYCLIX_CANARY".into(), b"canary-0123456789".to_vec())],
+        };
+        let host = FakeRunHost {
+            environ: vec![leak],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::ProbeRefused);
+        assert_eq!(
+            rec.refusal,
+            ["pid 4242 (catatonit): variable CYCLIX_CANARY is set"]
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn the_leak_watch_stops_a_running_agent_on_a_failing_watch_probe() {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(5);
+        let units = FakeUnitManager::new(); // the agent never ends by itself
+        let host = FakeRunHost {
+            watch_report: Some((1, FAILING.into())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
+        assert_eq!(rec.result.exit_code(), 1);
+        assert_eq!(rec.watch_rounds, 1);
+        assert!(rec.refusal[0].starts_with("P19"), "{:?}", rec.refusal);
+        let watched: Vec<String> = host
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("probe "))
+            .collect();
+        assert!(
+            watched.iter().any(|c| c.contains("P22")),
+            "the watch re-runs the starred probes: {watched:?}"
+        );
+        nothing_left(&w, &rec, &host);
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum RunResult {
     AgentFailed,
     /// The boundary probe refused the sandbox; the agent never started.
     ProbeRefused,
+    /// The leak watch saw a host secret or a failing probe while the agent ran; it was stopped.
+    LeakDetected,
     /// cyclix itself failed in `phase`.
     Error,
 }
@@ -30,9 +32,10 @@ impl RunResult {
     pub fn exit_code(self) -> u8 {
         match self {
             RunResult::Passed => crate::exit::OK,
-            RunResult::GateFailed | RunResult::AgentFailed | RunResult::ProbeRefused => {
-                crate::exit::FINDINGS
-            }
+            RunResult::GateFailed
+            | RunResult::AgentFailed
+            | RunResult::ProbeRefused
+            | RunResult::LeakDetected => crate::exit::FINDINGS,
             RunResult::Error => crate::exit::TOOL_FAILED,
         }
     }
@@ -90,6 +93,12 @@ pub struct RunRecord {
     pub base_commit: String,
     /// Commits on the run branch, oldest first.
     pub commits: Vec<CommitInfo>,
+    /// The pre-agent probe report (one JSON object per probe: id, expect, got, verdict).
+    pub probes: Vec<serde_json::Value>,
+    /// Why the boundary was refused or the run stopped: failing probes and leaks.
+    pub refusal: Vec<String>,
+    /// How many times the leak watch ran while the agent worked.
+    pub watch_rounds: u32,
     /// Proxy decisions (one JSON object per request).
     pub egress_decisions: Vec<serde_json::Value>,
     /// Names of variables handed over as secrets (values never recorded).

@@ -62,6 +62,28 @@ pub trait RunHost {
     /// # Errors
     /// podman failed.
     fn used_subnets(&self) -> Result<Vec<String>>;
+    /// Runs `cyclix probe` inside the running agent container `container` (only the probes in
+    /// `only`, or all when empty) and returns its exit status and stdout (JSON lines).
+    ///
+    /// # Errors
+    /// podman failed or the deadline passed.
+    fn probe(
+        &self,
+        container: &str,
+        only: &[&str],
+        deadline: std::time::Duration,
+    ) -> Result<(i32, String)>;
+    /// The environment of every process in `container`, read on the host from
+    /// `/proc/HPID/environ` (independent of the sandbox's cooperation).
+    ///
+    /// # Errors
+    /// podman failed; a process that ended meanwhile is skipped.
+    fn sandbox_environ(&self, container: &str) -> Result<Vec<super::boundary::ProcessEnv>>;
+    /// Names of the containers on podman network `network` (field report B16).
+    ///
+    /// # Errors
+    /// podman failed.
+    fn network_members(&self, network: &str) -> Result<Vec<String>>;
     /// The messages the user journal holds for `unit` (oldest first).
     ///
     /// # Errors
@@ -81,7 +103,19 @@ pub struct FakeRunHost {
     pub objects: Mutex<Vec<String>>,
     /// Lines `unit_journal` returns.
     pub journal: Vec<String>,
+    /// What `probe` returns: exit status and stdout. Default: one passing probe.
+    pub probe_report: Option<(i32, String)>,
+    /// What `probe` returns from its second call on (the leak watch); default as the first.
+    pub watch_report: Option<(i32, String)>,
+    /// What `sandbox_environ` returns.
+    pub environ: Vec<super::boundary::ProcessEnv>,
+    /// What `network_members` returns; `None`: the run's pod infra container and its proxy.
+    pub members: Option<Vec<String>>,
 }
+
+/// A complete, passing probe report (one probe and the summary line).
+pub const PASSING_REPORT: &str =
+    "{\"id\":\"P1\",\"verdict\":\"PASS\"}\n{\"summary\":true,\"pass\":1,\"fail\":0}\n";
 
 impl FakeRunHost {
     fn call(&self, op: &str, arg: &str) -> Result<()> {
@@ -158,6 +192,34 @@ impl RunHost for FakeRunHost {
     fn used_subnets(&self) -> Result<Vec<String>> {
         self.call("used_subnets", "")?;
         Ok(vec!["10.88.0.0/16".into()])
+    }
+    fn probe(
+        &self,
+        container: &str,
+        only: &[&str],
+        _deadline: std::time::Duration,
+    ) -> Result<(i32, String)> {
+        let first = !self.calls().iter().any(|c| c.starts_with("probe "));
+        self.call("probe", &format!("{container} {}", only.join(",")))?;
+        let report = if first {
+            self.probe_report.clone()
+        } else {
+            self.watch_report
+                .clone()
+                .or_else(|| self.probe_report.clone())
+        };
+        Ok(report.unwrap_or((0, PASSING_REPORT.to_string())))
+    }
+    fn sandbox_environ(&self, container: &str) -> Result<Vec<super::boundary::ProcessEnv>> {
+        self.call("sandbox_environ", container)?;
+        Ok(self.environ.clone())
+    }
+    fn network_members(&self, network: &str) -> Result<Vec<String>> {
+        self.call("network_members", network)?;
+        Ok(self
+            .members
+            .clone()
+            .unwrap_or_else(|| vec![format!("{network}-infra"), format!("{network}-proxy")]))
     }
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         self.call("unit_journal", unit)?;

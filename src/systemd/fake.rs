@@ -128,6 +128,7 @@ struct State {
     exits: BTreeMap<String, i32>,
     lingering: Vec<u32>,
     system_units: BTreeMap<String, ActiveState>,
+    running: Vec<String>,
 }
 
 impl State {
@@ -218,10 +219,11 @@ impl FakeUnitManager {
         });
     }
 
-    /// Makes every start of `unit` run it to its end at once, exiting with `code`: `0` leaves
+    /// Makes `unit` end by itself after each start: the start leaves it `active` (as a
+    /// container that runs), and the next `unit_status` finds it ended with `code`: `0` leaves
     /// it `inactive` with `Result=success`, anything else `failed` with `Result=exit-code` and
-    /// `ExecMainStatus=code` (a container whose process ended).
-    pub fn exit_on_start(&self, unit: &str, code: i32) {
+    /// `ExecMainStatus=code`.
+    pub fn exit_after_start(&self, unit: &str, code: i32) {
         self.state().exits.insert(unit.to_owned(), code);
     }
 
@@ -266,24 +268,16 @@ impl FakeUnitManager {
                 unit: unit.to_owned(),
             });
         }
-        let exit = state.exits.get(unit).copied();
         if op == Op::Stop {
             if status.active_state != ActiveState::Failed {
                 status.active_state = ActiveState::Inactive;
                 "dead".clone_into(&mut status.sub_state);
             }
-        } else if let Some(code) = exit {
-            let ok = code == 0;
-            status.active_state = if ok {
-                ActiveState::Inactive
-            } else {
-                ActiveState::Failed
-            };
-            (if ok { "dead" } else { "failed" }).clone_into(&mut status.sub_state);
-            status.result = Some(if ok { "success" } else { "exit-code" }.to_owned());
-            status.exec_main_status = Some(code);
-            status.condition_failed = false;
+            state.running.retain(|u| u != unit);
         } else {
+            if state.exits.contains_key(unit) {
+                state.running.push(unit.to_owned());
+            }
             status.active_state = ActiveState::Active;
             "running".clone_into(&mut status.sub_state);
             status.result = Some("success".to_owned());
@@ -347,7 +341,22 @@ impl UnitManager for FakeUnitManager {
     }
 
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
-        let state = self.record(Call::UnitStatus(unit.to_owned()))?;
+        let mut state = self.record(Call::UnitStatus(unit.to_owned()))?;
+        let code = state.exits.get(unit).copied();
+        if let (Some(code), true) = (code, state.running.iter().any(|u| u == unit)) {
+            state.running.retain(|u| u != unit);
+            let mut status = state.status(unit);
+            let ok = code == 0;
+            status.active_state = if ok {
+                ActiveState::Inactive
+            } else {
+                ActiveState::Failed
+            };
+            (if ok { "dead" } else { "failed" }).clone_into(&mut status.sub_state);
+            status.result = Some(if ok { "success" } else { "exit-code" }.to_owned());
+            status.exec_main_status = Some(code);
+            state.units.insert(unit.to_owned(), status);
+        }
         Ok(state.status(unit))
     }
 

@@ -138,8 +138,18 @@ fn demo_run_passes_commits_and_leaves_nothing() {
     assert_eq!(
         phases,
         [
-            "prepare", "render", "install", "reload", "start", "agent", "gate", "collect",
-            "teardown", "audit"
+            "prepare",
+            "render",
+            "install",
+            "reload",
+            "start",
+            "probe",
+            "agent",
+            "gate",
+            "collect",
+            "escape-check",
+            "teardown",
+            "audit"
         ]
     );
 }

@@ -48,6 +48,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         run_dir: format!("{RUNTIME_DIR}/cyclix/runs/{RUN_ID}"),
         subnet_octet: 7,
         proxy_image: cyclix::images::PROXY_IMAGE.into(),
+        cyclix_bin: CYCLIX_BIN.into(),
     }
 }
 

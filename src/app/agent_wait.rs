@@ -1,0 +1,67 @@
+//! `cyclix agent-wait --go FILE --timeout-s N -- ARGV...`: runs as the agent container's
+//! command and holds the agent back until cyclix, on the host, has proven the boundary from
+//! inside this very container (`cyclix probe` through `podman exec`) and created FILE in the
+//! read-only control directory. Then it `exec`s ARGV, so the agent is the same process the unit
+//! supervises. If cyclix refuses the boundary (it creates `refused` beside FILE) or FILE does
+//! not appear within N seconds, the agent never starts and this exits 1.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::exit::Outcome;
+use crate::render::plan::REFUSED_FILE;
+
+/// How often the control directory is looked at.
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// Waits for `go`, then replaces this process with `argv`.
+///
+/// # Errors
+/// When `argv` cannot be executed (the error names the program).
+pub fn run(go: &Path, timeout_s: u64, argv: &[String]) -> Result<Outcome> {
+    let refused = go.with_file_name(REFUSED_FILE);
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    loop {
+        if refused.exists() {
+            eprintln!("cyclix: the sandbox boundary was refused; the agent does not start");
+            return Ok(Outcome::Findings);
+        }
+        if go.exists() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "cyclix: the boundary was not proven within {timeout_s} s; the agent does not start"
+            );
+            return Ok(Outcome::Findings);
+        }
+        std::thread::sleep(POLL);
+    }
+    let err = crate::process::exec_replace(argv);
+    anyhow::bail!(
+        "starting the agent `{}`: {err}",
+        argv.first().map_or("", String::as_str)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_or_late_boundaries_never_start_the_agent() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let go = dir.path().join("go");
+        let marker = dir.path().join("agent-ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
+        assert_eq!(run(&go, 5, &argv).expect("runs"), Outcome::Findings);
+        std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
+        let t = Instant::now();
+        assert_eq!(run(&go, 0, &argv).expect("runs"), Outcome::Findings);
+        assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(!marker.exists(), "the agent ran without a proven boundary");
+    }
+}

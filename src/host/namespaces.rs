@@ -1,0 +1,34 @@
+//! The host's own namespace identities (`readlink /proc/self/ns/*`), recorded before a run so
+//! the probes can show the sandbox's namespaces differ (security-cases P5, P20).
+
+/// Namespace kinds compared by the probes.
+pub const KINDS: [&str; 7] = ["pid", "net", "mnt", "ipc", "uts", "cgroup", "user"];
+
+/// `(kind, link target)` pairs such as `("net", "net:[4026531840]")`; kinds that cannot be read
+/// are left out (the probe then has nothing to compare and fails that comparison).
+#[must_use]
+pub fn host_namespaces() -> Vec<(String, String)> {
+    KINDS
+        .iter()
+        .filter_map(|k| {
+            std::fs::read_link(format!("/proc/self/ns/{k}"))
+                .ok()
+                .map(|t| ((*k).to_string(), t.to_string_lossy().into_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process_namespaces() {
+        let ns = host_namespaces();
+        let net = ns
+            .iter()
+            .find(|(k, _)| k == "net")
+            .expect("net namespace readable");
+        assert!(net.1.starts_with("net:["), "{net:?}");
+    }
+}

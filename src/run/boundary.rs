@@ -1,0 +1,273 @@
+//! The host half of the boundary: what the pre-agent probe run must show, the leak watch's
+//! list of host secrets (by name and by value) and the pure decisions over probe reports and
+//! sandbox environments. The probes themselves run inside the agent container (`probe`).
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// Probes re-run while the agent works (security-cases §2, the ★ rows).
+pub const WATCH_PROBES: &[&str] = &[
+    "P1", "P2", "P3", "P18", "P19", "P20", "P21", "P22", "N1", "N16",
+];
+
+/// Names of host variables the sandbox must never see, besides the ones cyclix did not hand
+/// over on purpose: anything that looks like a credential or reaches a host service.
+pub const SECRET_NAME_MARKERS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "API_KEY",
+    "PRIVATE_KEY",
+    "AWS_",
+    "GITHUB_",
+    "GH_",
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "CYCLIX_CANARY",
+];
+
+/// Values shorter than this are watched by name only (a 3-byte value would match by chance).
+pub const MIN_VALUE_LEN: usize = 8;
+
+/// A host variable the sandbox must not see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    /// Its name.
+    pub name: String,
+    /// Its value (kept in memory only; the probe context carries its sha256).
+    pub value: Vec<u8>,
+}
+
+/// From cyclix's own environment: every variable whose name carries a [`SECRET_NAME_MARKERS`]
+/// entry, except those the spec hands over (`handed`).
+#[must_use]
+pub fn watch_list(env: &[(String, Vec<u8>)], handed: &[String]) -> Vec<Watched> {
+    env.iter()
+        .filter(|(n, _)| !handed.contains(n))
+        .filter(|(n, _)| {
+            let up = n.to_ascii_uppercase();
+            SECRET_NAME_MARKERS.iter().any(|m| up.contains(m))
+        })
+        .map(|(n, v)| Watched {
+            name: n.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
+/// Lowercase hex sha256 of `v`.
+#[must_use]
+pub fn sha256_hex(v: &[u8]) -> String {
+    Sha256::digest(v)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The probe context (`ctl/probe.json`): what the probes inside the agent container must find.
+/// Secret values never go in: only their sha256.
+#[must_use]
+pub fn probe_context(
+    spec: &crate::spec::Spec,
+    watched: &[Watched],
+    host_ns: &[(String, String)],
+) -> Value {
+    let git = format!("{}/.git", spec.repo.path);
+    let allowed = spec.egress.allow.iter().find_map(|h| match h {
+        crate::spec::HostPattern::Exact(h) => Some(h.clone()),
+        crate::spec::HostPattern::Subdomains(_) => None,
+    });
+    serde_json::json!({
+        "workdir": crate::render::plan::WORKDIR,
+        "readonly_paths": [format!("{git}/config"), format!("{git}/hooks"), format!("{git}/info")],
+        "allowed": allowed.map(|h| serde_json::json!({"host": h, "port": spec.egress.ports.first().copied().unwrap_or(443)})),
+        "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
+        "forbidden_env_value_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
+        "host_namespaces": host_ns.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+/// Field report B16: the run's internal network must hold exactly the agent pod's infra
+/// container and the proxy. Returns one finding per stranger (and for a missing proxy). Pure.
+#[must_use]
+pub fn network_strangers(network: &str, members: &[String]) -> Vec<String> {
+    let expected = [format!("{network}-infra"), format!("{network}-proxy")];
+    let mut out: Vec<String> = members
+        .iter()
+        .filter(|m| !expected.contains(m))
+        .map(|m| format!("B16: container {m} is on the run's internal network {network} (only the agent pod and the proxy may be)"))
+        .collect();
+    if !members.iter().any(|m| m == &expected[1]) {
+        out.push(format!(
+            "B16: the proxy {} is not on the run's internal network {network}",
+            expected[1]
+        ));
+    }
+    out
+}
+
+/// One process's environment as seen from the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessEnv {
+    /// Host pid.
+    pub pid: u32,
+    /// Command name.
+    pub comm: String,
+    /// `NAME=VALUE` entries.
+    pub vars: Vec<(String, Vec<u8>)>,
+}
+
+/// Every sighting of a watched variable, by name or by value, in the sandbox's processes:
+/// `pid P (comm): NAME` or `pid P (comm): the value of NAME in VAR`. Pure.
+#[must_use]
+pub fn leaks(procs: &[ProcessEnv], watched: &[Watched]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in procs {
+        for (name, value) in &p.vars {
+            for w in watched {
+                if name == &w.name {
+                    out.push(format!(
+                        "pid {} ({}): variable {name} is set",
+                        p.pid, p.comm
+                    ));
+                } else if w.value.len() >= MIN_VALUE_LEN && contains(value, &w.value) {
+                    out.push(format!(
+                        "pid {} ({}): the value of host variable {} is in {name}",
+                        p.pid, p.comm, w.name
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A probe run's report, parsed: the probe lines (JSON objects with `id` and `verdict`), and
+/// whether it proves the boundary (exit 0, a summary line, at least one probe, every verdict
+/// `PASS`). Lines that are not JSON objects are ignored. Pure.
+#[must_use]
+pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
+    let mut probes = Vec::new();
+    let mut summary = false;
+    for line in stdout.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
+            continue;
+        };
+        if !v.is_object() {
+            continue;
+        }
+        if v.get("summary").and_then(Value::as_bool) == Some(true) {
+            summary = true;
+        } else if v.get("id").is_some() {
+            probes.push(v);
+        }
+    }
+    let failed: Vec<String> = probes
+        .iter()
+        .filter(|p| p.get("verdict").and_then(Value::as_str) != Some("PASS"))
+        .map(|p| {
+            format!(
+                "{}: expected {}, got {}",
+                p.get("id").and_then(Value::as_str).unwrap_or("?"),
+                p.get("expect").and_then(Value::as_str).unwrap_or("?"),
+                p.get("got").and_then(Value::as_str).unwrap_or("?")
+            )
+        })
+        .collect();
+    let ok = exit == 0 && summary && !probes.is_empty() && failed.is_empty();
+    (probes, ok, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_list_takes_credentials_not_handed_over() {
+        let env = vec![
+            ("GITHUB_TOKEN".to_string(), b"ghp_x".to_vec()),
+            ("API_KEY".to_string(), b"handed".to_vec()),
+            ("PATH".to_string(), b"/usr/bin".to_vec()),
+            ("CYCLIX_CANARY".to_string(), b"canary-123456".to_vec()),
+        ];
+        let w = watch_list(&env, &["API_KEY".to_string()]);
+        let names: Vec<&str> = w.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["GITHUB_TOKEN", "CYCLIX_CANARY"]);
+    }
+
+    #[test]
+    fn leaks_are_found_by_name_and_by_value() {
+        let watched = vec![Watched {
+            name: "CYCLIX_CANARY".into(),
+            value: b"canary-123456".to_vec(),
+        }];
+        let clean = ProcessEnv {
+            pid: 7,
+            comm: "sh".into(),
+            vars: vec![("HOME".into(), b"/tmp".to_vec())],
+        };
+        assert!(leaks(&[clean.clone()], &watched).is_empty());
+        let by_name = ProcessEnv {
+            vars: vec![("CYCLIX_CANARY".into(), b"x".to_vec())],
+            ..clean.clone()
+        };
+        assert_eq!(
+            leaks(&[by_name], &watched),
+            ["pid 7 (sh): variable CYCLIX_CANARY is set"]
+        );
+        let by_value = ProcessEnv {
+            vars: vec![("X".into(), b"pre-canary-123456-post".to_vec())],
+            ..clean
+        };
+        assert_eq!(
+            leaks(&[by_value], &watched),
+            ["pid 7 (sh): the value of host variable CYCLIX_CANARY is in X"]
+        );
+    }
+
+    #[test]
+    fn a_report_proves_the_boundary_only_when_complete_and_all_pass() {
+        let pass =
+            "{\"id\":\"P1\",\"verdict\":\"PASS\"}\n{\"summary\":true,\"pass\":1,\"fail\":0}\n";
+        assert!(judge(0, pass).1);
+        assert!(!judge(1, pass).1, "a non-zero exit refuses");
+        assert!(
+            !judge(0, "{\"id\":\"P1\",\"verdict\":\"PASS\"}\n").1,
+            "no summary: cut short"
+        );
+        assert!(!judge(0, "{\"summary\":true}\n").1, "no probe ran");
+        let fail = "{\"id\":\"N2\",\"expect\":\"ENETUNREACH\",\"got\":\"TIMEOUT\",\"verdict\":\"FAIL\"}\n{\"summary\":true}\n";
+        let (probes, ok, failed) = judge(0, fail);
+        assert!(!ok);
+        assert_eq!(probes.len(), 1);
+        assert_eq!(failed, ["N2: expected ENETUNREACH, got TIMEOUT"]);
+    }
+
+    #[test]
+    fn only_the_pod_and_the_proxy_may_be_on_the_internal_network() {
+        let ok = vec!["cyclix-r1-infra".to_string(), "cyclix-r1-proxy".to_string()];
+        assert!(network_strangers("cyclix-r1", &ok).is_empty());
+        let mut bad = ok.clone();
+        bad.push("intruder".into());
+        assert_eq!(network_strangers("cyclix-r1", &bad).len(), 1);
+        assert_eq!(
+            network_strangers("cyclix-r1", &ok[..1]).len(),
+            1,
+            "a missing proxy is a finding"
+        );
+    }
+
+    #[test]
+    fn sha256_is_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
