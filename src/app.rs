@@ -35,6 +35,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Stop { tenant } => ops::stop(tenant),
         Command::Status { tenant, json } => ops::status(tenant, *json),
         Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
+        Command::Probe(args) => Ok(if crate::probe::main(args)? {
+            Outcome::Ok
+        } else {
+            Outcome::Findings
+        }),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {
