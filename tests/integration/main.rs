@@ -7,6 +7,7 @@
 mod architecture;
 mod cli;
 mod common;
+mod e2e_probe;
 mod e2e_run;
 mod e2e_units;
 mod field_reports;
