@@ -24,7 +24,7 @@ use super::sys::{self, TryCall};
 use super::verdict::{self as v, Attempt, Dns, Judged, Masked, Mount, Reply};
 
 /// Deadline of one network attempt (below the probe's 2 s).
-const NET_TIMEOUT: Duration = Duration::from_millis(1000);
+const NET_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn io_attempt<T>(r: std::io::Result<T>) -> Attempt {
     match r {
@@ -43,6 +43,7 @@ fn io_attempt<T>(r: std::io::Result<T>) -> Attempt {
     }
 }
 
+#[allow(clippy::needless_pass_by_value)] // takes the call's result as returned
 fn nix_attempt<T>(r: nix::Result<T>) -> Attempt {
     match r {
         Ok(_) => Attempt::Ok,
@@ -81,12 +82,13 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(n);
-                i += 4;
-                continue;
-            }
+        let octal = std::str::from_utf8(b.get(i + 1..i + 4).unwrap_or(&[]))
+            .ok()
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        if let (b'\\', Some(n)) = (b[i], octal) {
+            out.push(n);
+            i += 4;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -616,7 +618,7 @@ pub fn p19(_: &Context) -> Judged {
             }
         }
     }
-    o.control_found = o.found.iter().any(|f| *f == ctl);
+    o.control_found = o.found.contains(&ctl);
     o.found.retain(|f| *f != ctl);
     drop(listener);
     let _ = std::fs::remove_file(&ctl);
@@ -649,18 +651,16 @@ pub fn p20(ctx: &Context) -> Judged {
         .iter()
         .filter_map(|n| Some(((*n).to_string(), ns_inode(n)?)))
         .collect();
-    let pids = std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_string_lossy()
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                })
-                .count()
-        })
-        .unwrap_or(0);
+    let pids = std::fs::read_dir("/proc").map_or(0, |rd| {
+        rd.filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .count()
+    });
     let init_comm = std::fs::read_to_string("/proc/1/comm")
         .ok()
         .map(|s| s.trim().to_string());
@@ -889,13 +889,16 @@ pub fn n3(_: &Context) -> Judged {
     )];
     let global: Vec<String> = nix::ifaddrs::getifaddrs()
         .map(|ifs| {
-            ifs.filter_map(|i| i.address.and_then(|a| a.as_sockaddr_in6().map(|s| s.ip())))
-                .filter(|ip| {
-                    let s = ip.segments();
-                    !(ip.is_loopback() || s[0] & 0xffc0 == 0xfe80 || s[0] & 0xfe00 == 0xfc00)
-                })
-                .map(|ip| ip.to_string())
-                .collect()
+            ifs.filter_map(|i| {
+                i.address
+                    .and_then(|a| a.as_sockaddr_in6().map(nix::sys::socket::SockaddrIn6::ip))
+            })
+            .filter(|ip| {
+                let s = ip.segments();
+                !(ip.is_loopback() || s[0] & 0xffc0 == 0xfe80 || s[0] & 0xfe00 == 0xfc00)
+            })
+            .map(|ip| ip.to_string())
+            .collect()
         })
         .unwrap_or_default();
     v::n3(&items, &global)
@@ -919,41 +922,41 @@ pub fn n4(_: &Context) -> Judged {
 
 /// Sends one raw HTTP/1.1 request line (+ `Host`) to the proxy and reads the reply head.
 fn http(ctx: &Context, request_line: &str, host_header: &str) -> Reply {
-    let Some((h, p)) = ctx.proxy_addr() else {
+    let Some((host, port)) = ctx.proxy_addr() else {
         return Reply::Failed(Attempt::Missing(format!(
             "proxy address in {}",
             ctx.proxy_url
         )));
     };
-    let Ok(ip) = h.parse::<IpAddr>() else {
+    let Ok(ip) = host.parse::<IpAddr>() else {
         return Reply::Failed(Attempt::Missing(format!(
-            "proxy host {h} is not an IP address"
+            "proxy host {host} is not an IP address"
         )));
     };
-    let mut s = match TcpStream::connect_timeout(&SocketAddr::new(ip, p), NET_TIMEOUT) {
+    let mut stream = match TcpStream::connect_timeout(&SocketAddr::new(ip, port), NET_TIMEOUT) {
         Ok(s) => s,
         Err(e) => return Reply::Failed(io_attempt::<()>(Err(e))),
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(1400)));
-    let _ = s.set_write_timeout(Some(NET_TIMEOUT));
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1400)));
+    let _ = stream.set_write_timeout(Some(NET_TIMEOUT));
     let req = format!(
         "{request_line} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: cyclix-probe\r\nConnection: close\r\n\r\n"
     );
-    if let Err(e) = s.write_all(req.as_bytes()) {
+    if let Err(e) = stream.write_all(req.as_bytes()) {
         return Reply::Failed(io_attempt::<()>(Err(e)));
     }
     let mut buf = Vec::new();
     let mut chunk = [0u8; 2048];
     let head_end = loop {
-        match s.read(&mut chunk) {
+        match stream.read(&mut chunk) {
             Ok(0) => break buf.windows(4).position(|w| w == b"\r\n\r\n"),
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                     // Read a little of the body if it is already there (CONNECT has none).
                     if !request_line.starts_with("CONNECT") && buf.len() < i + 4 + 64 {
-                        let _ = s.set_read_timeout(Some(Duration::from_millis(300)));
-                        if let Ok(n) = s.read(&mut chunk) {
+                        let _ = stream.set_read_timeout(Some(Duration::from_millis(300)));
+                        if let Ok(n) = stream.read(&mut chunk) {
                             buf.extend_from_slice(&chunk[..n]);
                         }
                     }
@@ -1356,11 +1359,11 @@ pub fn n15(_: &Context) -> Judged {
     v::n15(&items)
 }
 
-/// `rtmsg` for `ip route add 192.0.2.0/24 dev lo`: family, dst_len, src_len, tos, table,
+/// `rtmsg` for `ip route add 192.0.2.0/24 dev lo`: family, `dst_len`, `src_len`, tos, table,
 /// protocol, scope, type, flags.
 fn route_msg() -> Vec<u8> {
     let mut m = vec![
-        libc::AF_INET as u8,
+        u8::try_from(libc::AF_INET).unwrap_or(2),
         24,
         0,
         0,
@@ -1388,10 +1391,10 @@ fn link_msg() -> Vec<u8> {
         .and_then(|l| {
             l.iter()
                 .find(|i| i.name().to_bytes() != b"lo")
-                .map(|i| i.index())
+                .map(nix::net::if_::Interface::index)
         })
         .unwrap_or(2);
-    let mut m = vec![libc::AF_UNSPEC as u8, 0];
+    let mut m = vec![u8::try_from(libc::AF_UNSPEC).unwrap_or(0), 0];
     m.extend_from_slice(&0u16.to_ne_bytes());
     m.extend_from_slice(&i32::try_from(idx).unwrap_or(2).to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes()); // flags: not IFF_UP
@@ -1403,6 +1406,7 @@ fn link_msg() -> Vec<u8> {
 /// the kernel's answer: `Ok` for an ACK, `Errno` for an error message.
 fn rtnetlink(msg_type: u16, payload: &[u8]) -> Attempt {
     use nix::sys::socket::{MsgFlags, NetlinkAddr, recv, sendto};
+    use std::os::fd::AsRawFd as _;
     let fd = match socket(
         AddressFamily::Netlink,
         SockType::Raw,
@@ -1420,7 +1424,6 @@ fn rtnetlink(msg_type: u16, payload: &[u8]) -> Attempt {
     m.extend_from_slice(&1u32.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
     m.extend_from_slice(payload);
-    use std::os::fd::AsRawFd as _;
     if let Err(e) = sendto(
         fd.as_raw_fd(),
         &m,

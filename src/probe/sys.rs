@@ -98,11 +98,9 @@ pub fn try_call(call: TryCall) -> Result<i64, i32> {
         }
     };
     let r = ret(r)?;
-    if call == TryCall::Userfaultfd {
-        if let Ok(fd) = i32::try_from(r) {
-            // SAFETY: `fd` was just returned to us by userfaultfd(2) and is used nowhere else.
-            unsafe { libc::close(fd) };
-        }
+    if let (TryCall::Userfaultfd, Ok(fd)) = (call, i32::try_from(r)) {
+        // SAFETY: `fd` was just returned to us by userfaultfd(2) and is used nowhere else.
+        unsafe { libc::close(fd) };
     }
     Ok(r)
 }

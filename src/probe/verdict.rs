@@ -28,6 +28,7 @@ pub enum Attempt {
 impl Attempt {
     /// From a `Result` whose error is an `errno`.
     #[must_use]
+    #[allow(clippy::needless_pass_by_value)] // takes the syscall's result as returned
     pub fn of<T>(r: Result<T, i32>) -> Attempt {
         match r {
             Ok(_) => Attempt::Ok,
@@ -1081,13 +1082,13 @@ pub fn p21(o: &CgroupObs, ctx: &Context) -> Judged {
     }
     let l = &ctx.limits;
     let mut check = |name: &str, want: Option<String>, got: &Option<String>| {
-        if let Some(w) = want {
-            if got.as_deref().map(str::trim) != Some(w.as_str()) {
-                why.push(format!(
-                    "{name}: want {w}, got {got:?} (controllers: '{}')",
-                    o.controllers.trim()
-                ));
-            }
+        if let Some(w) = want
+            && got.as_deref().map(str::trim) != Some(w.as_str())
+        {
+            why.push(format!(
+                "{name}: want {w}, got {got:?} (controllers: '{}')",
+                o.controllers.trim()
+            ));
         }
     };
     check(
@@ -1183,6 +1184,10 @@ pub fn p22(o: &EnvObs, ctx: &Context) -> Judged {
     )
 }
 
+/// A key linked to a keyring: its description and, for a keyring, how many keys it holds
+/// (`Ok(1)` for a plain key; the errno when it cannot be read).
+pub type LinkedKey = (String, Result<usize, i32>);
+
 /// A keyring as P23 saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keyring {
@@ -1190,7 +1195,7 @@ pub struct Keyring {
     pub own: String,
     /// The keys linked to it: (description, how many keys a linked keyring holds — `Ok(1)`
     /// for a plain key), or the `KEYCTL_READ` errno.
-    pub linked: Result<Vec<(String, Result<usize, i32>)>, i32>,
+    pub linked: Result<Vec<LinkedKey>, i32>,
 }
 
 /// P23: `/proc/keys` masked; the session and user keyrings hold no key (an errno such as
@@ -1544,17 +1549,17 @@ pub fn n13(reply: &Reply, allowed_marker: &str) -> Judged {
 #[must_use]
 pub fn n14(redirect: Option<&Reply>, follow_up: &Reply) -> Judged {
     let mut why = Vec::new();
-    if let Some(r) = redirect {
-        if !matches!(
+    if let Some(r) = redirect
+        && !matches!(
             r,
             Reply::Status {
                 code: 300..=399,
                 location: Some(_),
                 ..
             }
-        ) {
-            why.push(format!("the redirect endpoint answered {}", r.text()));
-        }
+        )
+    {
+        why.push(format!("the redirect endpoint answered {}", r.text()));
     }
     if !follow_up.is_deny() {
         why.push(format!(

@@ -136,7 +136,7 @@ systemctl --user reset-failed $unit 2>/dev/null; true
         Some(KNOWN_GAPS.len() as u64),
         "{summary}"
     );
-    let want_rc = if KNOWN_GAPS.is_empty() { 0 } else { 1 };
+    let want_rc = i32::from(!KNOWN_GAPS.is_empty());
     assert!(
         stdout.contains(&format!("probe-rc={want_rc}")),
         "exit code: {stdout}"
