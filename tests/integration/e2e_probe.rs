@@ -7,7 +7,7 @@
 //! `/tmp` with `podman exec -i` (the run's mounts stay exactly as rendered); for the weakened
 //! containers it is bind-mounted read-only at `/cyclix/bin/cyclix`, as cyclix will do.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use crate::common::testbed::{Testbed, expect_success};
 
@@ -27,6 +27,13 @@ fn prepared() -> &'static Testbed {
     tb
 }
 
+/// The tests of this module run one at a time: the keyring test puts a key into the testbed
+/// user's keyring, which every `podman exec` of the other tests would see (P23).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Probes whose FAIL on the current render is a known, reported gap (not a probe bug):
 /// P16 — the project bind mount `/work` lacks `nosuid,nodev` (measured `rw,relatime`); podman
 /// 5.4.2 accepts `--mount type=bind,…,nosuid,nodev` (measured), so the fix is in the renderer.
@@ -43,6 +50,7 @@ fn lines(stdout: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn every_probe_passes_inside_a_real_agent_container() {
+    let _serial = serial();
     let tb = prepared();
     let t = "e2e-probe";
     let script = format!(
@@ -194,6 +202,7 @@ const HARDENED: &str = "--cap-drop=all --security-opt=no-new-privileges --read-o
 
 #[test]
 fn weakened_containers_make_the_matching_probe_fail() {
+    let _serial = serial();
     let tb = prepared();
     // Positive controls: the same container with the full hardening passes both probes.
     assert_eq!(probe_in(tb, HARDENED, "P1")["verdict"], "PASS");
@@ -239,4 +248,59 @@ fn weakened_containers_make_the_matching_probe_fail() {
         "P14",
     );
     assert_eq!(rw["verdict"], "FAIL", "{rw}");
+}
+
+#[test]
+fn a_key_in_the_host_users_keyring_is_visible_to_podman_exec_and_p23_catches_it() {
+    let _serial = serial();
+    // Measured: a process started by `podman exec` inherits the exec'ing unit's session
+    // keyring `_ses`, which links the host user's user keyring `_uid.UID` with full user
+    // permissions; the container's own init gets crun's fresh, empty keyring instead. So a
+    // key the host user holds is readable by anything cyclix `podman exec`s into the sandbox.
+    let tb = prepared();
+    let script = format!(
+        r#"set -u
+ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)
+mkdir -p /tmp/kr; cat > /tmp/kr/ctx.json <<CTX
+{{"proxy_url":"http://10.213.1.2:3128","proxy_name":"none","subnet":"10.213.1.0/24","gateway_ip":"10.213.1.1",
+ "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
+ "host_namespaces":{{${{ns%,}}}},"host_uid":$(id -u)}}
+CTX
+name=e2e-probe-kr-$$
+podman run -d --name $name --network=none {HARDENED} \
+  --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
+  --mount=type=bind,source=/tmp/kr/ctx.json,destination=/cyclix/ctx.json,readonly=true \
+  localhost/cyclix-agent-python:latest sleep 30 >/dev/null
+echo "before: $(podman exec $name /cyclix/bin/cyclix probe --only P23 --context /cyclix/ctx.json | head -1)"
+# add_key("user", "e2e-probe", "s3cret", 6, KEY_SPEC_USER_KEYRING) — x86_64 syscall 248.
+python3 -c 'import ctypes; l=ctypes.CDLL(None); print("key", l.syscall(248, b"user", b"e2e-probe", b"s3cret", 6, ctypes.c_int(-4)))'
+echo "after: $(podman exec $name /cyclix/bin/cyclix probe --only P23 --context /cyclix/ctx.json | head -1)"
+# KEYCTL_CLEAR (7) of the user keyring: leave the testbed user's keyring as it was.
+python3 -c 'import ctypes; l=ctypes.CDLL(None); print("clear", l.syscall(250, 7, ctypes.c_int(-4)))'
+podman rm -f -t 0 $name >/dev/null
+"#,
+        c = tb.cyclix_bin()
+    );
+    let out = expect_success(&tb.user_sh(&script), "P23 before/after a host key");
+    let line = |tag: &str| -> serde_json::Value {
+        let l = out
+            .lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .unwrap_or_else(|| panic!("no `{tag}` line:\n{out}"));
+        serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))
+    };
+    let before = line("before: ");
+    let after = line("after: ");
+    assert_eq!(before["verdict"], "PASS", "{before}");
+    assert_eq!(after["verdict"], "FAIL", "{after}");
+    assert!(
+        after["got"]
+            .as_str()
+            .is_some_and(|g| g.contains("_uid.") && g.contains("Ok(1)")),
+        "{after}"
+    );
+    assert!(
+        out.contains("clear 0"),
+        "the key must be cleared again:\n{out}"
+    );
 }
