@@ -48,14 +48,13 @@ fn lines(stdout: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[test]
-fn every_probe_passes_inside_a_real_agent_container() {
-    let _serial = serial();
-    let tb = prepared();
-    let t = "e2e-probe";
-    let script = format!(
+/// The script (run as `cyx`) that starts a real run of tenant `t` whose agent sleeps, writes
+/// the probe context from host-recorded facts, streams the probe binary into the agent's
+/// `/tmp`, runs `cyclix probe` there (`probe-rc=N`), and ends the run (`podman stop`).
+fn real_run_script(cyclix: &str, t: &str) -> String {
+    format!(
         r#"set -u
-c={c}; t={t}
+c={cyclix}; t={t}
 rm -rf ~/src/$t; mkdir -p ~/src ~/.config/cyclix/tenants
 git clone -q ~/.local/share/cyclix/demo/project ~/src/$t
 cat > ~/.config/cyclix/tenants/$t.yaml <<SPEC
@@ -103,9 +102,16 @@ echo "exec-ms=$(( ($(date +%s%N) - start) / 1000000 ))"
 podman stop -t 0 $a >/dev/null
 for i in $(seq 300); do systemctl --user -q is-active $unit || break; sleep 0.1; done
 systemctl --user reset-failed $unit 2>/dev/null; true
-"#,
-        c = tb.cyclix_bin()
-    );
+"#
+    )
+}
+
+#[test]
+fn every_probe_passes_inside_a_real_agent_container() {
+    let _serial = serial();
+    let tb = prepared();
+    let t = "e2e-probe";
+    let script = real_run_script(&tb.cyclix_bin(), t);
     let out = tb.user_sh(&script);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
