@@ -194,7 +194,8 @@ pub struct Summary {
     pub wall_ms: u64,
 }
 
-type ProbeFn = fn(&Context) -> Judged;
+/// A probe: observes and judges.
+pub type ProbeFn = fn(&Context) -> Judged;
 
 /// Every probe in run order.
 pub const PROBES: &[(&str, ProbeFn)] = &[
@@ -248,29 +249,47 @@ pub enum ProbeError {
     UnknownId(String),
 }
 
-/// Runs the selected probes (all when `only` is empty), each on its own thread with a hard
-/// deadline of [`PROBE_TIMEOUT`], stopping to start new ones once [`SUITE_BUDGET`] is used up
-/// (those get a FAIL). A probe thread that overruns is abandoned (the process exits soon).
+/// Runs the selected probes (all when `only` is empty) with [`PROBE_TIMEOUT`] and
+/// [`SUITE_BUDGET`]; see [`run_with`].
 ///
 /// # Errors
 /// [`ProbeError::UnknownId`] for an id in `only` that is not a probe.
 pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeError> {
+    run_with(PROBES, ctx, only, PROBE_TIMEOUT, SUITE_BUDGET)
+}
+
+/// Runs `probes` in order (only those named in `only`, all when it is empty), each on its own
+/// thread with a hard deadline of `min(timeout, what is left of budget)`; a probe that misses
+/// it is a FAIL ([`verdict::timed_out`]) and its thread is abandoned (the process exits soon
+/// after). Once `budget` is used up, the remaining probes are not started and FAIL
+/// ([`verdict::over_budget`]). So the suite never takes much longer than `budget`.
+///
+/// # Errors
+/// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
+pub fn run_with(
+    probes: &[(&str, ProbeFn)],
+    ctx: &Context,
+    only: &[String],
+    timeout: Duration,
+    budget: Duration,
+) -> Result<Vec<ProbeResult>, ProbeError> {
     for id in only {
-        if !PROBES.iter().any(|(p, _)| p.eq_ignore_ascii_case(id)) {
+        if !probes.iter().any(|(p, _)| p.eq_ignore_ascii_case(id)) {
             return Err(ProbeError::UnknownId(id.clone()));
         }
     }
     let suite = Instant::now();
     let mut out = Vec::new();
-    for (id, f) in PROBES {
+    for (id, f) in probes {
         if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
             continue;
         }
         let start = Instant::now();
-        let judged = if suite.elapsed() >= SUITE_BUDGET {
-            verdict::over_budget(ms(SUITE_BUDGET))
+        let left = budget.saturating_sub(suite.elapsed());
+        let judged = if left.is_zero() {
+            verdict::over_budget(ms(budget))
         } else {
-            run_one(*f, ctx)
+            run_one(*f, ctx, timeout.min(left))
         };
         out.push(ProbeResult {
             id: (*id).to_string(),
@@ -292,7 +311,7 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn run_one(f: ProbeFn, ctx: &Context) -> Judged {
+fn run_one(f: ProbeFn, ctx: &Context, deadline: Duration) -> Judged {
     let (tx, rx) = mpsc::channel();
     let ctx = ctx.clone();
     let spawned = std::thread::Builder::new()
@@ -308,8 +327,8 @@ fn run_one(f: ProbeFn, ctx: &Context) -> Judged {
             detail: format!("spawning the probe thread: {e}"),
         };
     }
-    rx.recv_timeout(PROBE_TIMEOUT)
-        .unwrap_or_else(|_| verdict::timed_out(ms(PROBE_TIMEOUT)))
+    rx.recv_timeout(deadline)
+        .unwrap_or_else(|_| verdict::timed_out(ms(deadline)))
 }
 
 /// The summary of a result list.
@@ -371,4 +390,117 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
     writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
     out.flush().context("writing to stdout")?;
     Ok(sum.fail == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        serde_json::from_str(
+            r#"{"proxy_url":"http://10.213.7.2:3128","proxy_name":"cyclix-r-proxy",
+                "subnet":"10.213.7.0/24","gateway_ip":"10.213.7.1",
+                "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
+                "host_namespaces":{"user":4026531837},"host_uid":1000}"#,
+        )
+        .expect("a minimal context parses")
+    }
+
+    fn pass(_: &Context) -> Judged {
+        Judged {
+            expect: "x".into(),
+            got: "x".into(),
+            pass: true,
+            detail: String::new(),
+        }
+    }
+
+    fn hang(c: &Context) -> Judged {
+        std::thread::sleep(Duration::from_millis(400));
+        pass(c)
+    }
+
+    const FAKE: &[(&str, ProbeFn)] = &[("A", pass), ("B", hang), ("C", pass), ("D", pass)];
+
+    #[test]
+    fn context_defaults_and_unknown_keys() {
+        let c = ctx();
+        assert_eq!(c.workdir, "/work");
+        assert_eq!(c.init_comm, "podman-init");
+        assert_eq!(c.proxy_addr(), Some(("10.213.7.2".into(), 3128)));
+        assert_eq!(c.lsm, None);
+        let bad = r#"{"proxy_url":"x","bogus":1}"#;
+        assert!(serde_json::from_str::<Context>(bad).is_err());
+    }
+
+    #[test]
+    fn a_probe_over_its_deadline_fails_and_the_others_still_run() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &[],
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
+        assert_eq!(
+            v,
+            [
+                ("A", Verdict::Pass),
+                ("B", Verdict::Fail),
+                ("C", Verdict::Pass),
+                ("D", Verdict::Pass)
+            ]
+        );
+        assert!(r[1].detail.contains("dropped, not rejected"), "{:?}", r[1]);
+        assert_eq!(summary(&r, Duration::ZERO).fail, 1);
+    }
+
+    #[test]
+    fn the_suite_budget_stops_new_probes_and_they_fail() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_millis(150),
+        )
+        .expect("known ids");
+        assert_eq!(r[0].verdict, Verdict::Pass);
+        assert_eq!(r[1].verdict, Verdict::Fail, "B is cut at the budget");
+        assert!(
+            r[2..]
+                .iter()
+                .all(|r| r.verdict == Verdict::Fail && r.got == "not run"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn only_selects_and_rejects_unknown_ids() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &["c".into(), "A".into()],
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .expect("known ids");
+        assert_eq!(
+            r.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["A", "C"]
+        );
+        assert!(matches!(
+            run_with(
+                FAKE,
+                &ctx(),
+                &["P99".into()],
+                Duration::from_secs(1),
+                Duration::from_secs(1)
+            ),
+            Err(ProbeError::UnknownId(_))
+        ));
+        assert_eq!(PROBES.len(), 40, "P1–P24 and N1–N16");
+    }
 }
