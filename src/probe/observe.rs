@@ -538,6 +538,8 @@ pub fn p16(ctx: &Context) -> Judged {
             own_euid: own,
             host_uid_of_owner: owner.and_then(host_uid_of),
             mount: v::mount_at(&mounts, &ctx.workdir).cloned(),
+            git_mount: (!ctx.git_dir.is_empty())
+                .then(|| v::mount_at(&mounts, ctx.git_dir.trim_end_matches('/')).cloned()),
         },
         ctx,
     )

@@ -771,11 +771,14 @@ pub struct ProjectObs {
     pub host_uid_of_owner: Option<u32>,
     /// The project's mount.
     pub mount: Option<Mount>,
+    /// The git common dir's mount (writable too: commits land there), when one is expected.
+    pub git_mount: Option<Option<Mount>>,
 }
 
 /// P16: the project is writable, files belong to the agent uid that maps to the invoking host
-/// user, and the mount carries `nosuid,nodev` (§2 P16; a setuid file planted in the worktree
-/// would otherwise be runnable by other host users as the invoking user).
+/// user, and the project mount and the writable git common dir mount carry `nosuid,nodev`
+/// (§2 P16; a setuid file planted there would otherwise be runnable by other host users as the
+/// invoking user, and by later sandboxes that mount the same tree).
 #[must_use]
 pub fn p16(o: &ProjectObs, ctx: &Context) -> Judged {
     let mut why = Vec::new();
@@ -800,9 +803,18 @@ pub fn p16(o: &ProjectObs, ctx: &Context) -> Judged {
         )),
         None => why.push(format!("{} is not a mount point", ctx.workdir)),
     }
+    match &o.git_mount {
+        Some(Some(m)) if !(m.has("nosuid") && m.has("nodev")) => why.push(format!(
+            "{} is mounted without nosuid,nodev ({})",
+            m.point,
+            m.opts.join(",")
+        )),
+        Some(None) => why.push(format!("{} is not a mount point", ctx.git_dir)),
+        _ => {}
+    }
     judged(
         format!(
-            "create/rename/delete ok; owner maps to host uid {}; nosuid,nodev",
+            "create/rename/delete ok; owner maps to host uid {}; project and git dir nosuid,nodev",
             ctx.host_uid
         ),
         format!(

@@ -393,7 +393,7 @@ fn p10_to_p12_devices_masks_knobs() {
 }
 
 #[test]
-fn p13_to_p16_filesystems() {
+fn p13_to_p15_filesystems() {
     let ro = vec![
         mount("/", "/", "ro,relatime"),
         mount("/sys", "/", "ro,nosuid"),
@@ -434,7 +434,10 @@ fn p13_to_p16_filesystems() {
     let mut bad = good;
     bad[1] = s("/var/tmp", Attempt::Ok, "rw");
     assert!(!p15(&bad).pass);
+}
 
+#[test]
+fn p16_project_mount_owner_and_flags() {
     let c = ctx();
     let o = ProjectObs {
         cycle: Attempt::Ok,
@@ -442,6 +445,11 @@ fn p13_to_p16_filesystems() {
         own_euid: 0,
         host_uid_of_owner: Some(1000),
         mount: Some(mount("/work", "/home/u/wt", "rw,nosuid,nodev,relatime")),
+        git_mount: Some(Some(mount(
+            "/home/u/p/.git",
+            "/home/u/p/.git",
+            "rw,nosuid,nodev",
+        ))),
     };
     assert!(p16(&o, &c).pass);
     let measured = ProjectObs {
@@ -450,6 +458,29 @@ fn p13_to_p16_filesystems() {
     };
     let j = p16(&measured, &c);
     assert!(!j.pass && j.detail.contains("nosuid"), "{j:?}");
+    let git_rw = ProjectObs {
+        git_mount: Some(Some(mount(
+            "/home/u/p/.git",
+            "/home/u/p/.git",
+            "rw,relatime",
+        ))),
+        ..o.clone()
+    };
+    let j = p16(&git_rw, &c);
+    assert!(!j.pass && j.detail.contains(".git"), "{j:?}");
+    let no_git_mount = ProjectObs {
+        git_mount: Some(None),
+        ..o.clone()
+    };
+    assert!(
+        !p16(&no_git_mount, &c).pass,
+        "an expected git dir that is not mounted"
+    );
+    let no_git = ProjectObs {
+        git_mount: None,
+        ..o.clone()
+    };
+    assert!(p16(&no_git, &c).pass, "no git dir in the context");
     assert!(
         !p16(
             &ProjectObs {
