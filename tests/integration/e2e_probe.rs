@@ -101,7 +101,9 @@ echo "exec-ms=$(( ($(date +%s%N) - start) / 1000000 ))"
 # End the run: the agent stops, the gate runs, cyclix tears everything down.
 podman stop -t 0 $a >/dev/null
 for i in $(seq 300); do systemctl --user -q is-active $unit || break; sleep 0.1; done
-systemctl --user reset-failed $unit 2>/dev/null; true
+systemctl --user reset-failed $unit 2>/dev/null
+python3 -c 'import json,os,sys; r=json.load(open(os.path.expanduser("~/.local/state/cyclix/runs/"+sys.argv[1]+"/latest.json"))); print("record", r["run_id"], "leftovers=%d" % len(r["leftovers"]))' $t
+true
 "#
     )
 }
@@ -110,7 +112,7 @@ systemctl --user reset-failed $unit 2>/dev/null; true
 fn every_probe_passes_inside_a_real_agent_container() {
     let _serial = serial();
     let tb = prepared();
-    let t = "e2e-probe";
+    let t = "probe-e2e"; // not `e2e-*`: e2e_run's setup removes those specs
     let script = real_run_script(&tb.cyclix_bin(), t);
     let out = tb.user_sh(&script);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -154,6 +156,13 @@ fn every_probe_passes_inside_a_real_agent_container() {
     assert!(
         stdout.contains(&format!("probe-rc={want_rc}")),
         "exit code: {stdout}"
+    );
+    // Probing changed nothing the lifecycle cares about: the run still tears down cleanly.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("record ") && l.ends_with("leftovers=0")),
+        "the run must end with no leftovers:\n{stdout}\n{stderr}"
     );
     let wall = summary["wall_ms"].as_u64().expect("wall_ms");
     assert!(wall < 15_000, "the suite budget is 15 s: {wall} ms");
