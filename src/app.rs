@@ -51,6 +51,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             timeout_s,
             argv,
         } => agent_wait::run(go, *timeout_s, argv),
+        Command::Probe(args) => Ok(if crate::probe::main(args)? {
+            Outcome::Ok
+        } else {
+            Outcome::Findings
+        }),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {

@@ -1,4 +1,8 @@
 //! Command-line types (clap derive). Pure data: no I/O, no environment reads beyond clap's own.
+//!
+//! Hidden verb: `cyclix probe [--only ID,...] --context FILE` runs the boundary probe suite
+//! inside an agent container (`cyclix::probe`); it is not in `--help` because only cyclix
+//! itself runs it, through `podman exec`.
 
 use std::path::PathBuf;
 
@@ -108,6 +112,10 @@ pub enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Run the boundary probe suite INSIDE an agent container (hidden: cyclix runs it with
+    /// `podman exec` before the agent starts; see `cyclix::probe`).
+    #[command(hide = true)]
+    Probe(ProbeArgs),
     /// Show the journal of TENANT's runs.
     Logs {
         /// The tenant.
@@ -116,6 +124,21 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 200)]
         lines: u32,
     },
+}
+
+/// `cyclix probe ...` (hidden; see `cyclix::probe`): one JSON line per probe, then a summary
+/// line; exit 0 when every probe passed, 1 otherwise.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Only these probes (`P1,N8,...`); repeatable.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// The host-written context (JSON, `cyclix::probe::Context`).
+    #[arg(long)]
+    pub context: Option<PathBuf>,
+    /// Internal: run one probe child (`userns`) in a fresh process.
+    #[arg(long, hide = true)]
+    pub child: Option<String>,
 }
 
 /// `cyclix images ...`

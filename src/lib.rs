@@ -13,6 +13,7 @@ pub mod git;
 pub mod host;
 pub mod images;
 pub mod podman;
+pub mod probe;
 pub mod process;
 pub mod render;
 pub mod run;

@@ -607,9 +607,9 @@ impl Podman {
         deadline: Duration,
     ) -> Result<process::Output> {
         check_name("container", container)?;
-        let mut args = vec!["exec", container];
-        args.extend_from_slice(argv);
-        process::run_status(&self.bin, &args, None, deadline, HINT).map_err(|source| {
+        let mut cmd = vec!["exec", container];
+        cmd.extend_from_slice(argv);
+        process::run_status(&self.bin, &cmd, None, deadline, HINT).map_err(|source| {
             PodmanError::Command {
                 action: format!(
                     "running {} in container {container}",

@@ -200,6 +200,32 @@ pub fn run(
     }
 }
 
+/// Replaces the current process with `argv` (`execvp`): used inside the agent container to
+/// hand over to the agent once the boundary is proven. Returns only on failure.
+#[must_use]
+pub fn exec_replace(argv: &[String]) -> std::io::Error {
+    use std::os::unix::process::CommandExt as _;
+    let Some((program, rest)) = argv.split_first() else {
+        return std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv");
+    };
+    tracing::debug!(argv = %argv.join(" "), "exec");
+    Command::new(program).args(rest).exec()
+}
+
+/// Starts `sleep SECS` as a host process the sandbox must not be able to signal (the escape
+/// sentinel); the caller kills and reaps it.
+///
+/// # Errors
+/// The OS cannot start `sleep`.
+pub fn spawn_sentinel(secs: u64) -> std::io::Result<std::process::Child> {
+    Command::new("sleep")
+        .arg(secs.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,30 +283,4 @@ mod tests {
         .expect_err("spawn");
         assert!(e.to_string().contains("is podman installed?"), "{e}");
     }
-}
-
-/// Replaces the current process with `argv` (`execvp`): used inside the agent container to
-/// hand over to the agent once the boundary is proven. Returns only on failure.
-#[must_use]
-pub fn exec_replace(argv: &[String]) -> std::io::Error {
-    use std::os::unix::process::CommandExt as _;
-    let Some((program, args)) = argv.split_first() else {
-        return std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv");
-    };
-    tracing::debug!(argv = %argv.join(" "), "exec");
-    Command::new(program).args(args).exec()
-}
-
-/// Starts `sleep SECS` as a host process the sandbox must not be able to signal (the escape
-/// sentinel); the caller kills and reaps it.
-///
-/// # Errors
-/// The OS cannot start `sleep`.
-pub fn spawn_sentinel(secs: u64) -> std::io::Result<std::process::Child> {
-    Command::new("sleep")
-        .arg(secs.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
 }

@@ -198,15 +198,55 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
             std::fs::read_to_string(f).with_context(|| format!("reading task.file {f}"))?
         }
     };
+    let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
+    let units = unit_manager(&env)?;
+    eprintln!(
+        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
+        inputs.run_id
+    );
+    let rec = lifecycle::execute(&inputs, &units, &RealRunHost::new());
+    let path = record::write(&record::tenant_dir(&env.state_home, tenant), &rec)?;
+    print!("{}", record::summary(&rec));
+    println!("  record: {}", path.display());
+    Ok(match rec.result.exit_code() {
+        0 => Outcome::Ok,
+        1 => Outcome::Findings,
+        _ => bail!(
+            "run {} failed in phase {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?")
+        ),
+    })
+}
+
+/// Everything the lifecycle needs for one run, resolved from the host: paths, secret values,
+/// the leak watch's list, the probe context.
+fn run_inputs(
+    env: &HostEnv,
+    runtime_dir: &Path,
+    spec: Spec,
+    run_id: String,
+    backend: Backend,
+    task: String,
+) -> Result<RunInputs> {
+    let tenant = spec.tenant.clone();
+    let tenant = tenant.as_str();
     let secrets = secret_values(&spec, tenant)?;
     let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
     let watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
-    let probe_context = crate::run::boundary::probe_context(
-        &spec,
-        &watched,
-        &crate::host::namespaces::host_namespaces(),
-    );
-    let inputs = RunInputs {
+    let host = crate::run::boundary::HostFacts {
+        namespaces: crate::host::namespaces::host_namespaces(),
+        uid: crate::host::namespaces::host_uid(),
+        lsm: crate::host::namespaces::host_lsm(),
+        sockets: vec![
+            path_str(&runtime_dir.join("bus")),
+            path_str(&runtime_dir.join("podman/podman.sock")),
+            "/run/podman/podman.sock".to_string(),
+            "/var/run/docker.sock".to_string(),
+        ],
+    };
+    let probe_context = crate::run::boundary::probe_context(&spec, &watched, &host);
+    Ok(RunInputs {
         paths: RunPaths {
             quadlet_dir: runtime_dir.join("containers/systemd"),
             units_dir: runtime_dir.join("systemd/user"),
@@ -228,24 +268,7 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
         probe_context,
         watched,
         tripwire_dir: env.home.clone(),
-    };
-    let units = unit_manager(&env)?;
-    eprintln!(
-        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
-        inputs.run_id
-    );
-    let rec = lifecycle::execute(&inputs, &units, &RealRunHost::new());
-    let path = record::write(&record::tenant_dir(&env.state_home, tenant), &rec)?;
-    print!("{}", record::summary(&rec));
-    println!("  record: {}", path.display());
-    Ok(match rec.result.exit_code() {
-        0 => Outcome::Ok,
-        1 => Outcome::Findings,
-        _ => bail!(
-            "run {} failed in phase {}",
-            rec.run_id,
-            rec.failed_phase.as_deref().unwrap_or("?")
-        ),
+        probe_sockets: host.sockets.clone(),
     })
 }
 

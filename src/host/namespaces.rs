@@ -18,6 +18,28 @@ pub fn host_namespaces() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The host's LSM as the probe context names it: `apparmor` when `AppArmor` is enabled,
+/// `selinux` when `SELinux` is mounted, else `None` (read from sysfs).
+#[must_use]
+pub fn host_lsm() -> Option<String> {
+    let apparmor = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|v| v.trim() == "Y");
+    if apparmor {
+        Some("apparmor".into())
+    } else if std::path::Path::new("/sys/fs/selinux/enforce").exists() {
+        Some("selinux".into())
+    } else {
+        None
+    }
+}
+
+/// The invoking user's uid (owner of `/proc/self`).
+#[must_use]
+pub fn host_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

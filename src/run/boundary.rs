@@ -60,33 +60,105 @@ pub fn watch_list(env: &[(String, Vec<u8>)], handed: &[String]) -> Vec<Watched> 
 /// Lowercase hex sha256 of `v`.
 #[must_use]
 pub fn sha256_hex(v: &[u8]) -> String {
+    use std::fmt::Write as _;
     Sha256::digest(v)
         .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
-/// The probe context (`ctl/probe.json`): what the probes inside the agent container must find.
-/// Secret values never go in: only their sha256.
+/// Host facts the probe context needs (gathered by the caller: I/O).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// `(kind, readlink of /proc/self/ns/KIND)` of the invoking user.
+    pub namespaces: Vec<(String, String)>,
+    /// The invoking user's uid.
+    pub uid: u32,
+    /// The host's LSM (`apparmor`, `selinux`) or `None`.
+    pub lsm: Option<String>,
+    /// Host sockets the sandbox must not reach (user bus, podman socket).
+    pub sockets: Vec<String>,
+}
+
+/// The run-independent part of the probe context (`ctl/probe.json`): what the probes inside
+/// the agent container must find. The per-run fields (proxy, subnet, git dir, escape targets)
+/// are filled by [`complete_context`]. Secret values never go in: only their sha256.
+///
+/// # Panics
+/// Never: the JSON built here has the probe context's schema (a unit test round-trips it).
 #[must_use]
 pub fn probe_context(
     spec: &crate::spec::Spec,
     watched: &[Watched],
-    host_ns: &[(String, String)],
-) -> Value {
-    let git = format!("{}/.git", spec.repo.path);
+    host: &HostFacts,
+) -> crate::probe::Context {
+    use crate::spec::HostPattern;
     let allowed = spec.egress.allow.iter().find_map(|h| match h {
-        crate::spec::HostPattern::Exact(h) => Some(h.clone()),
-        crate::spec::HostPattern::Subdomains(_) => None,
+        HostPattern::Exact(h) => Some(h.clone()),
+        HostPattern::Subdomains(_) => None,
     });
-    serde_json::json!({
-        "workdir": crate::render::plan::WORKDIR,
-        "readonly_paths": [format!("{git}/config"), format!("{git}/hooks"), format!("{git}/info")],
-        "allowed": allowed.map(|h| serde_json::json!({"host": h, "port": spec.egress.ports.first().copied().unwrap_or(443)})),
+    let denied = ["denied.example", "cyclix-denied.invalid"]
+        .into_iter()
+        .find(|d| {
+            !spec
+                .egress
+                .allow
+                .iter()
+                .any(|h| matches!(h, HostPattern::Exact(x) if x == d))
+        })
+        .unwrap_or("cyclix-denied.invalid");
+    let mut expected_binds = vec![
+        crate::render::plan::TASK_PATH.to_string(),
+        crate::render::plan::CYCLIX_BIN_PATH.to_string(),
+        crate::render::plan::CTL_PATH.to_string(),
+    ];
+    expected_binds.extend(spec.mounts.iter().map(|m| m.target.clone()));
+    let ctx = serde_json::json!({
+        "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+        "allowed_host": allowed.clone().unwrap_or_default(),
+        "allowed_port": if allowed.is_some() { spec.egress.ports.first().copied().unwrap_or(443) } else { 0 },
+        "denied_host": denied,
+        "host_namespaces": host.namespaces.iter().filter_map(|(k, v)| ns_inode(v).map(|n| (k.clone(), Value::from(n)))).collect::<serde_json::Map<_, _>>(),
+        "host_uid": host.uid,
         "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
-        "forbidden_env_value_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
-        "host_namespaces": host_ns.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
-    })
+        "forbidden_env_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
+        "allowed_env_names": spec.agent.env.clone(),
+        "workdir": crate::render::plan::WORKDIR,
+        "expected_binds": expected_binds,
+        "lsm": host.lsm,
+        "limits": {
+            "memory_bytes": spec.agent.resources.memory_bytes,
+            "pids": spec.agent.resources.pids.map(u64::from),
+            "cpu_millis": spec.agent.resources.cpu_millis.map(u64::from),
+        },
+    });
+    serde_json::from_value(ctx).expect("invariant: the probe context built here matches its schema")
+}
+
+/// The per-run fields of the probe context.
+pub fn complete_context(
+    ctx: &mut crate::probe::Context,
+    run_id: &str,
+    octet: u8,
+    git_dir: &std::path::Path,
+    escape: crate::probe::Escape,
+) {
+    ctx.proxy_url = format!(
+        "http://10.213.{octet}.2:{}",
+        crate::render::plan::PROXY_PORT
+    );
+    ctx.proxy_name = format!("cyclix-{run_id}-proxy");
+    ctx.subnet = format!("10.213.{octet}.0/24");
+    ctx.gateway_ip = format!("10.213.{octet}.1");
+    ctx.git_dir = git_dir.display().to_string();
+    ctx.escape = Some(escape);
+}
+
+/// The inode of a namespace link target such as `net:[4026531840]`.
+fn ns_inode(link: &str) -> Option<u64> {
+    link.split_once(":[")?.1.strip_suffix(']')?.parse().ok()
 }
 
 /// Field report B16: the run's internal network must hold exactly the agent pod's infra
@@ -212,7 +284,7 @@ mod tests {
             comm: "sh".into(),
             vars: vec![("HOME".into(), b"/tmp".to_vec())],
         };
-        assert!(leaks(&[clean.clone()], &watched).is_empty());
+        assert!(leaks(std::slice::from_ref(&clean), &watched).is_empty());
         let by_name = ProcessEnv {
             vars: vec![("CYCLIX_CANARY".into(), b"x".to_vec())],
             ..clean.clone()
@@ -261,6 +333,58 @@ mod tests {
             1,
             "a missing proxy is a finding"
         );
+    }
+
+    #[test]
+    fn the_probe_context_matches_the_probe_schema() {
+        let yaml = "tenant: a\nrepo: {path: /home/u/p, base: main}\ntask: {text: x}\n\
+                    agent: {image: localhost/a, unpinned_local_image: true, command: [a], env: [API_KEY]}\n\
+                    gate: {image: localhost/a, unpinned_local_image: true, command: [b]}\n\
+                    egress: {allow: [allowed.example], ports: [80]}\n";
+        let ctx = crate::spec::SpecContext {
+            file: "t".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1".into(),
+        };
+        let spec = crate::spec::parse(yaml, &ctx).expect("spec");
+        let host = HostFacts {
+            namespaces: vec![("net".into(), "net:[4026531840]".into())],
+            uid: 1000,
+            lsm: None,
+            sockets: vec![],
+        };
+        let watched = vec![Watched {
+            name: "CYCLIX_CANARY".into(),
+            value: b"canary-0123456789".to_vec(),
+        }];
+        let mut c = probe_context(&spec, &watched, &host);
+        assert_eq!(
+            (
+                c.allowed_host.as_str(),
+                c.allowed_port,
+                c.denied_host.as_str()
+            ),
+            ("allowed.example", 80, "denied.example")
+        );
+        assert_eq!(c.host_namespaces.get("net"), Some(&4_026_531_840));
+        assert_eq!(c.forbidden_env_sha256, [sha256_hex(b"canary-0123456789")]);
+        assert!(
+            !serde_json::to_string(&c)
+                .expect("json")
+                .contains("canary-0123456789"),
+            "a value went in clear"
+        );
+        let esc = crate::probe::Escape {
+            key: "/k".into(),
+            outside: "/o".into(),
+            sentinel_pid: 4242,
+            sockets: vec![],
+        };
+        complete_context(&mut c, "r1", 7, std::path::Path::new("/home/u/p/.git"), esc);
+        assert_eq!(c.proxy_url, "http://10.213.7.2:3128");
+        let back: crate::probe::Context =
+            serde_json::from_str(&serde_json::to_string(&c).expect("json")).expect("round trip");
+        assert_eq!(back, c);
     }
 
     #[test]

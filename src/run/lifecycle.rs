@@ -86,11 +86,13 @@ pub struct RunInputs {
     /// Absolute path of the cyclix binary, mounted into the agent container.
     pub cyclix_bin: PathBuf,
     /// What the probes must find (written to the control directory as `probe.json`).
-    pub probe_context: serde_json::Value,
+    pub probe_context: crate::probe::Context,
     /// Host variables the sandbox must never see (by name and by value).
     pub watched: Vec<Watched>,
     /// Where the escape tripwires are planted (the user's home: never mounted into a sandbox).
     pub tripwire_dir: PathBuf,
+    /// Host sockets the escape probe tries to reach (user bus, podman socket).
+    pub probe_sockets: Vec<String>,
 }
 
 fn now_ms() -> u128 {
@@ -296,17 +298,39 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    let agent = rendered
-        .units
-        .agent
-        .trim_end_matches(".service")
-        .to_string();
+    let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
+    r.phase("collect", || {
+        collect(units, host, &repo, &base, &rendered.units, rec)
+    })?;
+    if let Some(tw) = created.tripwires.as_mut() {
+        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
+        if !tripped.is_empty() {
+            rec.refusal.extend(tripped);
+            return Ok(RunResult::LeakDetected);
+        }
+    }
+    Ok(result)
+}
+
+/// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
+/// (if it succeeded) the gate.
+fn agent_and_gate(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut Created,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<RunResult> {
+    let spec = &inp.spec;
+    let agent = names.agent.trim_end_matches(".service").to_string();
     let proven = r.phase("probe", || {
         prove(
             inp,
             units,
             host,
-            &rendered.units.agent,
+            &names.agent,
             &agent,
             created.tripwires.as_mut(),
             rec,
@@ -315,15 +339,7 @@ fn bring_up_and_run(
     let result = if proven {
         let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
         let end = r.phase("agent", || {
-            watch_to_end(
-                inp,
-                units,
-                host,
-                &rendered.units.agent,
-                &agent,
-                agent_budget,
-                rec,
-            )
+            watch_to_end(inp, units, host, &names.agent, &agent, agent_budget, rec)
         })?;
         match end {
             AgentEnd::Leak => RunResult::LeakDetected,
@@ -333,7 +349,7 @@ fn bring_up_and_run(
                     let gate_budget =
                         Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
                     let gate_exit = r.phase("gate", || {
-                        run_to_end(units, &rendered.units.gate, inp.deadlines, gate_budget)
+                        run_to_end(units, &names.gate, inp.deadlines, gate_budget)
                     })?;
                     rec.gate_exit = Some(gate_exit);
                     if gate_exit == 0 {
@@ -349,16 +365,6 @@ fn bring_up_and_run(
     } else {
         RunResult::ProbeRefused
     };
-    r.phase("collect", || {
-        collect(units, host, &repo, &base, &rendered.units, rec)
-    })?;
-    if let Some(tw) = created.tripwires.as_mut() {
-        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
-        if !tripped.is_empty() {
-            rec.refusal.extend(tripped);
-            return Ok(RunResult::LeakDetected);
-        }
-    }
     Ok(result)
 }
 
@@ -422,14 +428,13 @@ fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     let tw = tripwire::plant(&inp.tripwire_dir, &common, &inp.run_id)?;
     let mut ctx = inp.probe_context.clone();
-    if let Some(obj) = ctx.as_object_mut() {
-        obj.insert(
-            "escape".into(),
-            serde_json::json!({
-                "key": tw.key, "outside": tw.outside, "hook": tw.hook.0, "sentinel_pid": tw.sentinel_pid(),
-            }),
-        );
-    }
+    let escape = crate::probe::Escape {
+        key: tw.key.display().to_string(),
+        outside: tw.outside.display().to_string(),
+        sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
+        sockets: inp.probe_sockets.clone(),
+    };
+    boundary::complete_context(&mut ctx, &inp.run_id, octet, &common, escape);
     created.tripwires = Some(tw);
     std::fs::write(
         ctl.join(render::plan::PROBE_CONTEXT_FILE),
@@ -757,7 +762,12 @@ mod tests {
             },
             notices: Vec::new(),
             cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
-            probe_context: serde_json::json!({"workdir": "/work"}),
+            probe_context: serde_json::from_value(serde_json::json!({
+                "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+                "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
+            }))
+            .expect("context"),
+            probe_sockets: Vec::new(),
             tripwire_dir: dir.path().to_path_buf(),
             watched: vec![Watched {
                 name: "CYCLIX_CANARY".into(),

@@ -89,6 +89,7 @@ fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
 
 #[test]
 fn demo_run_passes_commits_and_leaves_nothing() {
+    let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let out = start(tb, "demo");
     assert!(
@@ -97,6 +98,8 @@ fn demo_run_passes_commits_and_leaves_nothing() {
     );
     let rec = record(tb, "demo");
     assert_eq!(rec["result"], "passed", "{rec:#}");
+    // The demo's allowlist is empty: the probes run in deny-all mode and all pass.
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
     assert_eq!(
         (rec["agent_exit"].as_i64(), rec["gate_exit"].as_i64()),
         (Some(0), Some(0))
@@ -156,6 +159,7 @@ fn demo_run_passes_commits_and_leaves_nothing() {
 
 #[test]
 fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
+    let _shared = crate::common::testbed::shared();
     let tb = prepared();
     for (name, agent, result, field) in [
         (
@@ -202,6 +206,7 @@ fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
 
 #[test]
 fn a_second_run_of_a_busy_tenant_is_refused_with_the_holder_named() {
+    let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(tb, "e2e-busy", r#"[sh, -c, "sleep 6; exit 0"]"#, "");
     let script = format!(
@@ -249,6 +254,7 @@ systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null || true
 
 #[test]
 fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
+    let _shared = crate::common::testbed::shared();
     let tb = prepared();
     // A calendar time 20 s from now (UTC): the timer must fire it once.
     let when = expect_success(
@@ -289,6 +295,7 @@ echo "no record after 60 s"; systemctl --user status cyclix-run@{t}.timer --no-p
 
 #[test]
 fn the_proxy_enforces_the_allowlist_and_its_decisions_reach_the_record() {
+    let _shared = crate::common::testbed::shared();
     // Positive control and deny through the run's real squid: the agent has no route out, so
     // both requests go through the proxy; the allowed host answers 200, the other gets 403.
     let tb = prepared();
@@ -351,6 +358,7 @@ fn the_proxy_enforces_the_allowlist_and_its_decisions_reach_the_record() {
 
 #[test]
 fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
+    let _shared = crate::common::testbed::shared();
     // The value is made inside the testbed and never passes through an argv (not even this
     // test's): only its sha256 goes into the spec, where the agent checks it.
     let tb = prepared();
@@ -396,6 +404,7 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
 
 #[test]
 fn b24_a_timer_with_a_random_delay_keeps_its_next_elapse_across_reloads() {
+    let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(
         tb,

@@ -3,12 +3,15 @@
 
 // Unit file names are case-sensitive: `.POD` is not a Quadlet file.
 #![allow(clippy::case_sensitive_file_extension_comparisons)]
+// Test scripts are built up with format!: readability over an allocation.
+#![allow(clippy::format_push_string)]
 
 mod architecture;
 mod cli;
 mod common;
 mod e2e_boundary;
 mod e2e_check;
+mod e2e_probe;
 mod e2e_run;
 mod e2e_units;
 mod field_reports;

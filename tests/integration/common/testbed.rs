@@ -154,3 +154,22 @@ pub fn expect_success(out: &Output, what: &str) -> String {
     );
     stdout
 }
+
+/// Tests that change state every run can see (e.g. a key in the testbed user's keyring, which
+/// every `podman exec` inherits: probe P23) hold this exclusively; tests that run cyclix hold it
+/// shared, so they never overlap such a change.
+static STATE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A shared hold on the testbed's user-visible state (see [`exclusive`]).
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    STATE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The exclusive hold: no test that runs cyclix runs meanwhile.
+pub fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    STATE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,531 @@
+//! The in-sandbox probe suite (security-cases §0, §2; issue 5 "the boundary"):
+//! `cyclix probe [--only ID,...] [--context FILE]`, a hidden subcommand of the cyclix binary
+//! that runs INSIDE the agent container before the agent starts. cyclix bind-mounts its own
+//! binary read-only (e.g. at `/cyclix/bin/cyclix`) and runs it with `podman exec`; the host
+//! writes the [`Context`] (JSON) with the facts the probes compare against.
+//!
+//! Output on stdout: one JSON line per probe,
+//! `{"id":"P1","expect":"…","got":"…","verdict":"PASS"|"FAIL","detail":"…"}`, then
+//! `{"summary":true,"pass":N,"fail":M,"wall_ms":T}`. Exit 0 when every probe passed, 1 otherwise.
+//!
+//! Rules (§0): each probe checks the effect, not the flag; PASS needs the exact errno or
+//! status; a timeout is a FAIL ("dropped, not rejected"); a missing tool is a FAIL; every deny
+//! check has a positive control. Each probe runs on its own thread with a hard deadline of
+//! [`PROBE_TIMEOUT`]; the suite stops starting probes after [`SUITE_BUDGET`].
+//!
+//! Layout: [`observe`] does the effectful observations, [`verdict`] is the pure judgement
+//! (table-driven tests), [`sys`] holds the only `unsafe` syscalls.
+
+pub mod observe;
+pub mod sys;
+pub mod verdict;
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use verdict::Judged;
+
+/// Hard deadline of one probe (§2: 2 s).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Budget of the whole suite (§2: 15 s).
+pub const SUITE_BUDGET: Duration = Duration::from_secs(15);
+
+/// The facts the host knows and the probes compare against (`--context FILE`, JSON written by
+/// cyclix on the host before `podman exec`). Unknown keys are an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    /// The agent's proxy URL, exactly as in `$HTTP_PROXY` (`http://10.213.N.2:3128`).
+    pub proxy_url: String,
+    /// A DNS name the run's resolver must answer with the proxy's address (positive control of
+    /// N7): the proxy container's name, `cyclix-RUN-proxy`.
+    pub proxy_name: String,
+    /// The run's internal subnet (`10.213.N.0/24`); the agent's only interface must be in it.
+    pub subnet: String,
+    /// The internal network's gateway (the bridge address, `10.213.N.1`), probed by N6.
+    pub gateway_ip: String,
+    /// An allowlisted host for the positive controls (`allowed.example`). Empty for a run whose
+    /// allowlist is empty (deny-all): the positive control is then that the proxy answers a
+    /// request at once with its own 403 (`X-Squid-Error`), which proves it is there and
+    /// decides; nothing may be allowed.
+    #[serde(default)]
+    pub allowed_host: String,
+    /// An allowlisted port of that host (`80`); unused when `allowed_host` is empty.
+    #[serde(default)]
+    pub allowed_port: u16,
+    /// A text the allowed host's `/` page contains (N13), e.g. `hello-from-allowed.example`;
+    /// empty: any 200 counts.
+    #[serde(default)]
+    pub allowed_marker: String,
+    /// A host that is not on the allowlist (`denied.example`).
+    pub denied_host: String,
+    /// A URL on an allowed host that answers with a redirect to the denied host (N14); `None`:
+    /// only the follow-up request is checked.
+    #[serde(default)]
+    pub redirect_url: Option<String>,
+    /// Allowlisted names that resolve to private addresses (N11 rebinding checks).
+    #[serde(default)]
+    pub rebind_hosts: Vec<String>,
+    /// The host's namespace inodes as `readlink /proc/self/ns/NAME` of the invoking user shows
+    /// them (`"user": 4026531837`), for P5 and P20.
+    pub host_namespaces: BTreeMap<String, u64>,
+    /// The invoking host user's uid; the agent's uid must map to it (P5, P16).
+    pub host_uid: u32,
+    /// Variable names that must not appear in any environment (P22), e.g. a canary cyclix set
+    /// in its own environment.
+    #[serde(default)]
+    pub forbidden_env_names: Vec<String>,
+    /// sha256 (lowercase hex) of values that must not appear in any environment (P22).
+    #[serde(default)]
+    pub forbidden_env_sha256: Vec<String>,
+    /// Secret-looking names that are allowed (the spec's `agent.env` names).
+    #[serde(default)]
+    pub allowed_env_names: Vec<String>,
+    /// The project directory inside (`/work`).
+    #[serde(default = "default_workdir")]
+    pub workdir: String,
+    /// The repository's git common dir, mounted at its host path; its `config`, `hooks` and
+    /// `info` must be read-only (P17). Empty: no git dir is mounted.
+    #[serde(default)]
+    pub git_dir: String,
+    /// Further expected mount points (P18): the task file, the probe binary, `mounts:` targets.
+    #[serde(default)]
+    pub expected_binds: Vec<String>,
+    /// The host's LSM (`apparmor`, `selinux`), `None` when the host has none (P4).
+    #[serde(default)]
+    pub lsm: Option<String>,
+    /// The spec's resource limits (P21).
+    #[serde(default)]
+    pub limits: Limits,
+    /// The expected `/proc/1/comm`: `podman-init` with `--init` (podman binds catatonit at
+    /// `/run/podman-init`; measured on podman 5.4.2).
+    #[serde(default = "default_init")]
+    pub init_comm: String,
+    /// The most processes the sandbox may show before the agent starts (P20).
+    #[serde(default = "default_max_pids")]
+    pub max_pids: usize,
+    /// The only entries `NO_PROXY` may have (N16).
+    #[serde(default = "default_no_proxy")]
+    pub no_proxy_allowed: Vec<String>,
+    /// The host tripwires E1 tries to reach (issue 5, escape attempts); the host checks their
+    /// effect afterwards (`run::tripwire`). `None`: E1 fails (nothing to attempt).
+    #[serde(default)]
+    pub escape: Option<Escape>,
+}
+
+/// Host paths and a host pid the sandbox must not reach (E1). Planted by cyclix per run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Escape {
+    /// A fake private key in the host user's home (not mounted): reading it must fail.
+    pub key: String,
+    /// A host path outside the workdir: creating it must fail.
+    pub outside: String,
+    /// The host pid of a sentinel process: signalling it must fail (`ESRCH`: another pid
+    /// namespace; `EPERM` also acceptable).
+    pub sentinel_pid: i32,
+    /// Host sockets that must not be reachable (user bus, podman socket): connecting must fail.
+    pub sockets: Vec<String>,
+}
+
+/// The spec's `agent.resources` as the kernel should enforce them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// `memory.max` in bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// `pids.max`.
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// CPU in thousandths of a CPU (`cpu.max` = `millis*100 100000`).
+    #[serde(default)]
+    pub cpu_millis: Option<u32>,
+}
+
+fn default_workdir() -> String {
+    crate::render::plan::WORKDIR.to_string()
+}
+fn default_init() -> String {
+    "podman-init".into()
+}
+fn default_max_pids() -> usize {
+    30
+}
+fn default_no_proxy() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+}
+
+impl Context {
+    /// The proxy's IP address from [`Context::proxy_url`].
+    #[must_use]
+    pub fn proxy_ip(&self) -> Option<String> {
+        self.proxy_addr().map(|(h, _)| h)
+    }
+
+    /// The proxy's (host, port) from [`Context::proxy_url`] (`http://HOST:PORT`).
+    #[must_use]
+    pub fn proxy_addr(&self) -> Option<(String, u16)> {
+        let rest = self
+            .proxy_url
+            .strip_prefix("http://")?
+            .trim_end_matches('/');
+        let (h, p) = rest.rsplit_once(':')?;
+        Some((h.to_string(), p.parse().ok()?))
+    }
+}
+
+/// PASS or FAIL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// The expected errno/status was seen.
+    Pass,
+    /// Anything else.
+    Fail,
+}
+
+/// One probe's JSON line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// `P1` … `P24`, `N1` … `N16`.
+    pub id: String,
+    /// What the probe expected.
+    pub expect: String,
+    /// What it saw.
+    pub got: String,
+    /// PASS/FAIL.
+    pub verdict: Verdict,
+    /// Why (policy decisions included).
+    pub detail: String,
+    /// Wall time of the probe in ms.
+    pub ms: u64,
+}
+
+/// The final JSON line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always `true` (tells the line apart from the probe lines).
+    pub summary: bool,
+    /// PASS count.
+    pub pass: usize,
+    /// FAIL count.
+    pub fail: usize,
+    /// Wall time of the suite in ms.
+    pub wall_ms: u64,
+}
+
+/// A probe: observes and judges.
+pub type ProbeFn = fn(&Context) -> Judged;
+
+/// Every probe in run order.
+pub const PROBES: &[(&str, ProbeFn)] = &[
+    ("P1", observe::p1),
+    ("P2", observe::p2),
+    ("P3", observe::p3),
+    ("P4", observe::p4),
+    ("P5", observe::p5),
+    ("P6", observe::p6),
+    ("P7", observe::p7),
+    ("P8", observe::p8),
+    ("P9", observe::p9),
+    ("P10", observe::p10),
+    ("P11", observe::p11),
+    ("P12", observe::p12),
+    ("P13", observe::p13),
+    ("P14", observe::p14),
+    ("P15", observe::p15),
+    ("P16", observe::p16),
+    ("P17", observe::p17),
+    ("P18", observe::p18),
+    ("P19", observe::p19),
+    ("P20", observe::p20),
+    ("P21", observe::p21),
+    ("P22", observe::p22),
+    ("P23", observe::p23),
+    ("P24", observe::p24),
+    ("N1", observe::n1),
+    ("N2", observe::n2),
+    ("N3", observe::n3),
+    ("N4", observe::n4),
+    ("N5", observe::n5),
+    ("N6", observe::n6),
+    ("N7", observe::n7),
+    ("N8", observe::n8),
+    ("N9", observe::n9),
+    ("N10", observe::n10),
+    ("N11", observe::n11),
+    ("N12", observe::n12),
+    ("N13", observe::n13),
+    ("N14", observe::n14),
+    ("N15", observe::n15),
+    ("N16", observe::n16),
+    ("E1", observe::e1),
+];
+
+/// Errors before any probe runs.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// `--only` named an unknown probe.
+    #[error("unknown probe id `{0}` in --only; use P1–P24 or N1–N16")]
+    UnknownId(String),
+}
+
+/// Runs the selected probes (all when `only` is empty) with [`PROBE_TIMEOUT`] and
+/// [`SUITE_BUDGET`]; see [`run_with`].
+///
+/// # Errors
+/// [`ProbeError::UnknownId`] for an id in `only` that is not a probe.
+pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeError> {
+    run_with(PROBES, ctx, only, PROBE_TIMEOUT, SUITE_BUDGET)
+}
+
+/// Runs `probes` in order (only those named in `only`, all when it is empty), each on its own
+/// thread with a hard deadline of `min(timeout, what is left of budget)`; a probe that misses
+/// it is a FAIL ([`verdict::timed_out`]) and its thread is abandoned (the process exits soon
+/// after). Once `budget` is used up, the remaining probes are not started and FAIL
+/// ([`verdict::over_budget`]). So the suite never takes much longer than `budget`.
+///
+/// # Errors
+/// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
+pub fn run_with(
+    probes: &[(&str, ProbeFn)],
+    ctx: &Context,
+    only: &[String],
+    timeout: Duration,
+    budget: Duration,
+) -> Result<Vec<ProbeResult>, ProbeError> {
+    for id in only {
+        if !probes.iter().any(|(p, _)| p.eq_ignore_ascii_case(id)) {
+            return Err(ProbeError::UnknownId(id.clone()));
+        }
+    }
+    let suite = Instant::now();
+    let mut out = Vec::new();
+    for (id, f) in probes {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+            continue;
+        }
+        let start = Instant::now();
+        let left = budget.saturating_sub(suite.elapsed());
+        let judged = if left.is_zero() {
+            verdict::over_budget(ms(budget))
+        } else {
+            run_one(*f, ctx, timeout.min(left))
+        };
+        out.push(ProbeResult {
+            id: (*id).to_string(),
+            expect: judged.expect,
+            got: judged.got,
+            verdict: if judged.pass {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            detail: judged.detail,
+            ms: ms(start.elapsed()),
+        });
+    }
+    Ok(out)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn run_one(f: ProbeFn, ctx: &Context, deadline: Duration) -> Judged {
+    let (tx, rx) = mpsc::channel();
+    let ctx = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("probe".into())
+        .spawn(move || {
+            let _ = tx.send(f(&ctx));
+        });
+    if let Err(e) = spawned {
+        return Judged {
+            expect: "the probe runs".into(),
+            got: "not started".into(),
+            pass: false,
+            detail: format!("spawning the probe thread: {e}"),
+        };
+    }
+    rx.recv_timeout(deadline)
+        .unwrap_or_else(|_| verdict::timed_out(ms(deadline)))
+}
+
+/// The summary of a result list.
+#[must_use]
+pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
+    let pass = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Pass)
+        .count();
+    Summary {
+        summary: true,
+        pass,
+        fail: results.len() - pass,
+        wall_ms: ms(wall),
+    }
+}
+
+/// Entry point of `cyclix probe`: reads the context, runs the suite, prints the JSON lines.
+/// Returns `Ok(true)` when every probe passed.
+///
+/// # Errors
+/// An unreadable or invalid context file, an unknown `--only` id, stdout failures.
+pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    if let Some(child) = &args.child {
+        return observe::child_main(child);
+    }
+    let ctx: Context = match &args.context {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the probe context {}", path.display()))?;
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "parsing the probe context {} (see cyclix::probe::Context)",
+                    path.display()
+                )
+            })?
+        }
+        None => anyhow::bail!(
+            "cyclix probe needs --context FILE (the host-written facts); see cyclix::probe::Context"
+        ),
+    };
+    let only: Vec<String> = args
+        .only
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let start = Instant::now();
+    let results = run(&ctx, &only)?;
+    let sum = summary(&results, start.elapsed());
+    let mut out = std::io::stdout().lock();
+    for r in &results {
+        writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;
+    }
+    writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
+    out.flush().context("writing to stdout")?;
+    Ok(sum.fail == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        serde_json::from_str(
+            r#"{"proxy_url":"http://10.213.7.2:3128","proxy_name":"cyclix-r-proxy",
+                "subnet":"10.213.7.0/24","gateway_ip":"10.213.7.1",
+                "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
+                "host_namespaces":{"user":4026531837},"host_uid":1000}"#,
+        )
+        .expect("a minimal context parses")
+    }
+
+    fn pass(_: &Context) -> Judged {
+        Judged {
+            expect: "x".into(),
+            got: "x".into(),
+            pass: true,
+            detail: String::new(),
+        }
+    }
+
+    fn hang(c: &Context) -> Judged {
+        std::thread::sleep(Duration::from_millis(400));
+        pass(c)
+    }
+
+    const FAKE: &[(&str, ProbeFn)] = &[("A", pass), ("B", hang), ("C", pass), ("D", pass)];
+
+    #[test]
+    fn context_defaults_and_unknown_keys() {
+        let c = ctx();
+        assert_eq!(c.workdir, "/work");
+        assert_eq!(c.init_comm, "podman-init");
+        assert_eq!(c.proxy_addr(), Some(("10.213.7.2".into(), 3128)));
+        assert_eq!(c.lsm, None);
+        let bad = r#"{"proxy_url":"x","bogus":1}"#;
+        assert!(serde_json::from_str::<Context>(bad).is_err());
+    }
+
+    #[test]
+    fn a_probe_over_its_deadline_fails_and_the_others_still_run() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &[],
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
+        assert_eq!(
+            v,
+            [
+                ("A", Verdict::Pass),
+                ("B", Verdict::Fail),
+                ("C", Verdict::Pass),
+                ("D", Verdict::Pass)
+            ]
+        );
+        assert!(r[1].detail.contains("dropped, not rejected"), "{:?}", r[1]);
+        assert_eq!(summary(&r, Duration::ZERO).fail, 1);
+    }
+
+    #[test]
+    fn the_suite_budget_stops_new_probes_and_they_fail() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_millis(150),
+        )
+        .expect("known ids");
+        assert_eq!(r[0].verdict, Verdict::Pass);
+        assert_eq!(r[1].verdict, Verdict::Fail, "B is cut at the budget");
+        assert!(
+            r[2..]
+                .iter()
+                .all(|r| r.verdict == Verdict::Fail && r.got == "not run"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn only_selects_and_rejects_unknown_ids() {
+        let r = run_with(
+            FAKE,
+            &ctx(),
+            &["c".into(), "A".into()],
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .expect("known ids");
+        assert_eq!(
+            r.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["A", "C"]
+        );
+        assert!(matches!(
+            run_with(
+                FAKE,
+                &ctx(),
+                &["P99".into()],
+                Duration::from_secs(1),
+                Duration::from_secs(1)
+            ),
+            Err(ProbeError::UnknownId(_))
+        ));
+        assert_eq!(PROBES.len(), 41, "P1–P24, N1–N16 and E1");
+    }
+}
