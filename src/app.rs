@@ -164,9 +164,9 @@ fn report_spec_error(e: &SpecError, json: bool) -> Result<Outcome> {
             serde_json::to_string_pretty(&e.to_json())?
         ))?;
     }
-    eprint!("{e}");
+    crate::stderr!("{e}");
     if !e.to_string().ends_with('\n') {
-        eprintln!();
+        crate::stderrln!();
     }
     Ok(Outcome::Findings)
 }
@@ -270,7 +270,7 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
         Err(e) => return report_spec_error(&e, false),
     };
     if let Err(m) = spec::validate::run_id(&args.run_id) {
-        eprintln!("error: --run-id `{}`: {m}", args.run_id);
+        crate::stderrln!("error: --run-id `{}`: {m}", args.run_id);
         return Ok(Outcome::Findings);
     }
     let bin = match &args.cyclix_bin {
@@ -289,14 +289,14 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
     let mut rendered = match render::render(&spec, &run, args.backend) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot render the run: {e}");
+            crate::stderrln!("error: cannot render the run: {e}");
             return Ok(Outcome::Findings);
         }
     };
     let templates = match render::units::templates(&bin) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stderrln!("error: {e}");
             return Ok(Outcome::Findings);
         }
     };
@@ -305,7 +305,7 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
         Ok(Some(d)) => rendered.files.push(d),
         Ok(None) => {}
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stderrln!("error: {e}");
             return Ok(Outcome::Findings);
         }
     }
@@ -326,7 +326,7 @@ fn render_cmd(args: &RenderArgs) -> Result<Outcome> {
         print_out(&s)?;
     } else if let Some(out) = &args.out {
         write_tree(out, &rendered.files)?;
-        eprintln!(
+        crate::stderrln!(
             "wrote {} files below {}",
             rendered.files.len(),
             out.display()

@@ -4,6 +4,25 @@
 //! Pure core: [`spec`], [`tier`], [`render`]. Adapters ([`context`], [`host`]) and the
 //! orchestrator ([`app`]) live beside them; [`exit`] is the one place for exit codes.
 
+/// `eprintln!` that never panics: a closed stderr (`cyclix ... 2>&1 | head`) is not an error
+/// worth dying for (`eprintln!` panics on `EPIPE`).
+#[macro_export]
+macro_rules! stderrln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `eprint!` that never panics (see [`stderrln!`]).
+#[macro_export]
+macro_rules! stderr {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub mod app;
 pub mod cli;
 pub mod context;

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     match app::run(&cli) {
         Ok(outcome) => outcome.into(),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            cyclix::stderrln!("error: {err:#}");
             exit::for_error(&err)
         }
     }

@@ -25,14 +25,14 @@ pub fn run(go: &Path, timeout_s: u64, argv: &[String]) -> Result<Outcome> {
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
         if refused.exists() {
-            eprintln!("cyclix: the sandbox boundary was refused; the agent does not start");
+            crate::stderrln!("cyclix: the sandbox boundary was refused; the agent does not start");
             return Ok(Outcome::Findings);
         }
         if go.exists() {
             break;
         }
         if Instant::now() >= deadline {
-            eprintln!(
+            crate::stderrln!(
                 "cyclix: the boundary was not proven within {timeout_s} s; the agent does not start"
             );
             return Ok(Outcome::Findings);

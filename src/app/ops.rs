@@ -132,12 +132,12 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     let spec = match load_tenant(&env, tenant, spec_path)? {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{e}");
+            crate::stderrln!("{e}");
             return Ok(Outcome::Findings);
         }
     };
     if spec.tenant != tenant {
-        eprintln!(
+        crate::stderrln!(
             "error: the spec names tenant `{}`, not `{tenant}`",
             spec.tenant
         );
@@ -147,7 +147,7 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     let tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
         Ok(t) => t,
         Err(refusal) => {
-            eprintln!("error: {refusal}");
+            crate::stderrln!("error: {refusal}");
             return Ok(Outcome::Findings);
         }
     };
@@ -164,7 +164,7 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     let run_id = match run_id {
         Some(id) => {
             if let Err(m) = crate::spec::validate::run_id(id) {
-                eprintln!("error: --run-id `{id}`: {m}");
+                crate::stderrln!("error: --run-id `{id}`: {m}");
                 return Ok(Outcome::Findings);
             }
             id.to_string()
@@ -179,15 +179,16 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
         Acquire::Held(l) => l,
         Acquire::Busy(h) => {
-            match h {
-                Some(h) => eprintln!(
+            if let Some(h) = h {
+                crate::stderrln!(
                     "error: tenant {tenant} is already running run {} (pid {}, started {}); \
                      wait for it or `cyclix stop {tenant}`",
                     h.run_id,
                     h.pid,
                     utc_timestamp(h.started_ms)
-                ),
-                None => eprintln!("error: tenant {tenant} is already running (lock held)"),
+                );
+            } else {
+                crate::stderrln!("error: tenant {tenant} is already running (lock held)");
             }
             return Ok(Outcome::Findings);
         }
@@ -200,7 +201,7 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     };
     let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
     let units = unit_manager(&env)?;
-    eprintln!(
+    crate::stderrln!(
         "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
         inputs.run_id
     );
@@ -217,6 +218,18 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
             rec.failed_phase.as_deref().unwrap_or("?")
         ),
     })
+}
+
+/// A flag SIGTERM and SIGINT set (`cyclix stop`, `systemctl --user stop`, Ctrl-C), so a run
+/// stops at its next check and still tears down; the default action (dying on the spot and
+/// leaving the run behind) is replaced.
+fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("installing the SIGTERM/SIGINT handler")?;
+    }
+    Ok(flag)
 }
 
 /// Everything the lifecycle needs for one run, resolved from the host: paths, secret values,
@@ -269,6 +282,7 @@ fn run_inputs(
         watched,
         tripwire_dir: env.home.clone(),
         probe_sockets: host.sockets.clone(),
+        interrupted: interrupt_flag()?,
     })
 }
 
@@ -420,7 +434,7 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
                 }
             }
             Err(e) => {
-                eprintln!("{e}");
+                crate::stderrln!("{e}");
                 return Ok(Outcome::Findings);
             }
         }
@@ -465,7 +479,9 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
                 next.realtime_us.or(next.monotonic_us).unwrap_or(0)
             );
         } else {
-            eprintln!("error: {t} has no next elapse: it would never fire (check its OnCalendar=)");
+            crate::stderrln!(
+                "error: {t} has no next elapse: it would never fire (check its OnCalendar=)"
+            );
             ok = false;
         }
     }
@@ -475,9 +491,16 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
 fn run_unit(tenant: &str) -> Result<String> {
     crate::spec::validate::tenant_name(tenant)
         .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))?;
+    let env = HostEnv::from_env()?;
+    let spec = tenant_spec_path(&env, tenant);
+    if !spec.exists() {
+        bail!(
+            "no tenant `{tenant}`: {} does not exist; write its spec (README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            spec.display()
+        );
+    }
     Ok(format!("cyclix-run@{tenant}.service"))
 }
-
 /// `cyclix start TENANT`: `StartUnit cyclix-run@TENANT.service`, waiting up to `wait` for the
 /// run to finish (it is a oneshot), then prints the run's summary.
 ///
@@ -494,7 +517,7 @@ pub fn start(tenant: &str, wait: Duration) -> Result<Outcome> {
     match r {
         Ok(_) => Ok(Outcome::Ok),
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stderrln!("error: {e}");
             Ok(Outcome::Findings)
         }
     }

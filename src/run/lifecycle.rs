@@ -9,6 +9,8 @@
 //! whatever phase failed; every failure names its phase.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -93,6 +95,9 @@ pub struct RunInputs {
     pub tripwire_dir: PathBuf,
     /// Host sockets the escape probe tries to reach (user bus, podman socket).
     pub probe_sockets: Vec<String>,
+    /// Set by SIGTERM/SIGINT (`cyclix stop`, `systemctl --user stop`, Ctrl-C): the run stops
+    /// at the next check, and teardown and the audit still run.
+    pub interrupted: Arc<AtomicBool>,
 }
 
 fn now_ms() -> u128 {
@@ -103,12 +108,24 @@ fn now_ms() -> u128 {
 
 struct Recorder {
     phases: Vec<Phase>,
+    interrupted: Option<Arc<AtomicBool>>,
 }
 
 impl Recorder {
     fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let start_ms = now_ms();
-        let r = f();
+        let interrupted = !matches!(name, "teardown" | "audit")
+            && self
+                .interrupted
+                .as_ref()
+                .is_some_and(|i| i.load(Ordering::SeqCst));
+        let r = if interrupted {
+            Err(anyhow!(
+                "interrupted (SIGTERM or SIGINT) before this phase; tearing down"
+            ))
+        } else {
+            f()
+        };
         let outcome = match &r {
             Ok(_) => "ok".to_string(),
             Err(e) => format!("{e:#}"),
@@ -185,7 +202,10 @@ pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> 
         leftovers: Vec::new(),
         units: Vec::new(),
     };
-    let mut r = Recorder { phases: Vec::new() };
+    let mut r = Recorder {
+        phases: Vec::new(),
+        interrupted: Some(inp.interrupted.clone()),
+    };
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     match outcome {
@@ -349,7 +369,13 @@ fn agent_and_gate(
                     let gate_budget =
                         Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
                     let gate_exit = r.phase("gate", || {
-                        run_to_end(units, &names.gate, inp.deadlines, gate_budget)
+                        run_to_end(
+                            units,
+                            &names.gate,
+                            inp.deadlines,
+                            gate_budget,
+                            &inp.interrupted,
+                        )
                     })?;
                     rec.gate_exit = Some(gate_exit);
                     if gate_exit == 0 {
@@ -524,6 +550,7 @@ fn watch_to_end(
     rec: &mut RunRecord,
 ) -> Result<AgentEnd> {
     let d = inp.deadlines;
+    let interrupted = &inp.interrupted;
     let t0 = Instant::now();
     let mut next_watch = Instant::now() + d.watch;
     loop {
@@ -550,6 +577,10 @@ fn watch_to_end(
                 "{unit} did not finish within {} s; stopped it",
                 budget.as_secs()
             );
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            let _ = units.stop(unit, JobMode::Replace, d.stop);
+            bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
         }
         std::thread::sleep(d.poll);
     }
@@ -595,7 +626,13 @@ fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> {
 }
 
 /// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
-fn run_to_end(units: &dyn UnitManager, unit: &str, d: Deadlines, budget: Duration) -> Result<i32> {
+fn run_to_end(
+    units: &dyn UnitManager,
+    unit: &str,
+    d: Deadlines,
+    budget: Duration,
+    interrupted: &AtomicBool,
+) -> Result<i32> {
     let t0 = Instant::now();
     match units.start(unit, JobMode::Replace, d.start) {
         // A start that "failed" may be a container that already ended with an error: that is
@@ -613,6 +650,10 @@ fn run_to_end(units: &dyn UnitManager, unit: &str, d: Deadlines, budget: Duratio
                 "{unit} did not finish within {} s; stopped it",
                 budget.as_secs()
             );
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            let _ = units.stop(unit, JobMode::Replace, d.stop);
+            bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
         }
         std::thread::sleep(d.poll);
     }
@@ -762,6 +803,7 @@ mod tests {
             },
             notices: Vec::new(),
             cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
+            interrupted: Arc::new(AtomicBool::new(false)),
             probe_context: serde_json::from_value(serde_json::json!({
                 "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
                 "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
@@ -1115,6 +1157,30 @@ mod tests {
         assert!(
             watched.iter().any(|c| c.contains("P22")),
             "the watch re-runs the starred probes: {watched:?}"
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn an_interrupted_run_stops_the_agent_and_still_tears_down() {
+        let w = world();
+        let units = FakeUnitManager::new(); // the agent would run until its budget
+        let host = FakeRunHost::default();
+        let flag = w.inp.interrupted.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::SeqCst);
+        });
+        let rec = execute(&w.inp, &units, &host);
+        t.join().expect("join");
+        assert_eq!(rec.result, RunResult::Error);
+        assert_eq!(rec.failed_phase.as_deref(), Some("agent"), "{rec:?}");
+        assert!(
+            rec.error
+                .as_deref()
+                .is_some_and(|e| e.contains("interrupted")),
+            "{:?}",
+            rec.error
         );
         nothing_left(&w, &rec, &host);
     }

@@ -777,11 +777,38 @@ fn denied_root<'a>(norm: &str, ctx: &'a SpecContext) -> Option<&'a str> {
     .find(|denied| !denied.is_empty() && is_within(norm, denied))
 }
 
+/// Directories in the home directory that hold credentials or state no sandbox may see, even
+/// read-only: keys, tokens, the tenants' env files (`~/.config`), podman's storage (with its
+/// secrets), cyclix's worktrees and records.
+const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".config",
+    ".local/share/containers",
+    ".local/share/cyclix/worktrees",
+    ".local/state/cyclix",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".password-store",
+];
+
 /// Why bind-mounting `norm` would hand the sandbox part of the host, if it would: `/`, the home
 /// directory or one of its ancestors, or a [`denied_root`].
 fn exposes_host(norm: &str, ctx: &SpecContext) -> Option<String> {
     if norm == "/" || is_within(&ctx.home, norm) {
         return Some("would expose your whole home directory (~/.ssh included)".into());
+    }
+    if let Some(dir) = HOME_SECRETS
+        .iter()
+        .find(|d| is_within(norm, &format!("{}/{d}", ctx.home)))
+    {
+        return Some(format!(
+            "is under ~/{dir}, which holds credentials or cyclix's own state (other tenants' secrets, records, podman storage)"
+        ));
     }
     denied_root(norm, ctx)
         .map(|denied| format!("is under {denied}, which is never mounted into a sandbox"))
@@ -801,6 +828,17 @@ fn mount_source_rules(
         out.push(
             s.diag(format!("mount source `{norm}` {reason}"))
                 .hint("mount a directory with only the data the agent needs"),
+        );
+        return false;
+    }
+    if let Some(repo) = repo
+        && is_within(norm, &format!("{}/.git", repo.path))
+    {
+        out.push(
+            s.diag(format!(
+                "mount source `{norm}` is inside the project's git directory, whose config, hooks and info the sandbox must only see read-only (field report B27)"
+            ))
+            .hint("remove this mount: the agent already works on a checkout of the project at /work"),
         );
         return false;
     }

@@ -2423,6 +2423,30 @@ gate:
         ok(&plus(
             "mounts:\n  - { source: /home/u/proj, target: /mnt/p, read_only: false }\n",
         ));
+        // Found by a newcomer trying to break it: the project's .git (its hooks run on the
+        // host), podman's storage (other tenants' secrets), the tenants' env files, keys.
+        for (source, want) in [
+            ("/home/u/proj/.git", "inside the project's git directory"),
+            (
+                "/home/u/proj/.git/hooks",
+                "inside the project's git directory",
+            ),
+            (
+                "/home/u/.local/share/containers",
+                "is under ~/.local/share/containers",
+            ),
+            ("/home/u/.config/cyclix/tenants", "is under ~/.config"),
+            ("/home/u/.ssh", "is under ~/.ssh"),
+            (
+                "/home/u/.local/state/cyclix/runs",
+                "is under ~/.local/state/cyclix",
+            ),
+        ] {
+            let got = one(&plus(&format!(
+                "mounts:\n  - {{ source: {source}, target: /mnt/a }}\n"
+            )));
+            assert!(got.3.contains(want), "{source}: {got:?}");
+        }
     }
 
     // --- §4 "podman -v option injection" ---
@@ -2554,8 +2578,8 @@ gate:
                 "mount source `/srv/podman/podman.sock` looks like a container-engine socket; mounting it hands over the host, even read-only",
             ),
             (
-                "/home/u/.docker/desktop/docker.SOCK",
-                "mount source `/home/u/.docker/desktop/docker.SOCK` looks like a container-engine socket; mounting it hands over the host, even read-only",
+                "/home/u/vm/desktop/docker.SOCK",
+                "mount source `/home/u/vm/desktop/docker.SOCK` looks like a container-engine socket; mounting it hands over the host, even read-only",
             ),
             (
                 "/",

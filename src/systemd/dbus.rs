@@ -838,15 +838,22 @@ impl ZbusUnitManager {
         path: OwnedObjectPath,
     ) -> Result<JobOutcome, Error> {
         let mode = mode.as_str();
-        let job = call
-            .run("queueing the job", async {
+        let job = {
+            // cyclix's reloads are serialised against QUEUEING a job, not against waiting for
+            // it: holding the lock through a long wait deadlocked `cyclix start` against the
+            // run it started (the run reloads). A reload while a job runs is safe: systemd
+            // replays JobRemoved after a reload (systemd#8803) and `wait_for_job` also polls
+            // `Unit.Job` every second (B21).
+            let _lock = self.lock(call, Access::Shared)?;
+            call.run("queueing the job", async {
                 match call.op {
                     Op::Start => manager.start_unit(call.unit, mode).await,
                     Op::Stop => manager.stop_unit(call.unit, mode).await,
                     _ => manager.restart_unit(call.unit, mode).await,
                 }
             })
-            .await?;
+            .await?
+        };
         tracing::debug!(%job, "job queued");
         let job_result = self.wait_for_job(call, manager, removed, &job).await?;
         // The state read gets at least the fallback budget, even if the job took all the time.
@@ -875,7 +882,6 @@ impl ZbusUnitManager {
         timeout: Duration,
     ) -> Result<JobOutcome, Error> {
         let call = self.call(op, unit, timeout);
-        let _lock = self.lock(&call, Access::Shared)?;
         async_io::block_on(self.job(&call, mode))
     }
 
@@ -1818,13 +1824,14 @@ mod tests {
     }
 
     #[test]
-    fn reload_waits_for_a_running_job() {
+    fn reload_does_not_wait_for_a_running_job() {
+        // A long job (a `cyclix start` waiting for its run) must not block the reloads of
+        // that run or of any other: the lock covers queueing only.
         let mut script = Script::done(RUNNING);
         script.delay = Duration::from_millis(300);
         let h = harness(&[("slow.service", script)]);
         std::thread::scope(|scope| {
             let job = scope.spawn(|| h.manager.start("slow.service", JobMode::Replace, T));
-            // Let the job take its shared lock and queue.
             while !log(&h).contains(&"StartUnit slow.service replace".to_owned()) {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -1834,7 +1841,7 @@ mod tests {
         let log = log(&h);
         let removed = log.iter().position(|l| l == "JobRemoved 1 done");
         let reload = log.iter().position(|l| l == "Reload");
-        assert!(removed < reload, "reload ran inside the job: {log:?}");
+        assert!(reload < removed, "the reload waited for the job: {log:?}");
     }
 
     #[test]

@@ -432,3 +432,52 @@ rm -rf ~/.config/cyclix/tenants/{t}.yaml ~/.config/systemd/user/cyclix-run@{t}.t
     );
     assert_eq!(a, b, "RandomizedDelaySec was re-rolled by a reload (B24)");
 }
+
+#[test]
+fn cyclix_stop_interrupts_a_run_and_still_tears_it_down() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-stop", r#"[sh, -c, "sleep 120"]"#, "");
+    let script = format!(
+        "set -u
+systemctl --user start --no-block cyclix-run@{t}.service
+for i in $(seq 1 300); do
+  podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | grep -q . && break
+  sleep 0.1
+done
+{c} stop {t}
+",
+        c = tb.cyclix_bin()
+    );
+    let out = tb.user_sh(&script);
+    assert!(out.status.success(), "cyclix stop failed: {out:?}");
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "error", "{rec:#}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("interrupted")),
+        "{rec:#}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    assert!(left.trim().is_empty(), "a stopped run left:\n{left}");
+    let _ = tb.user(&[
+        "systemctl",
+        "--user",
+        "reset-failed",
+        &format!("cyclix-run@{t}.service"),
+    ]);
+}
+
+#[test]
+fn cyclix_start_waits_for_the_run_and_prints_its_summary() {
+    // `cyclix start` holds a D-Bus job wait while its own run reloads the manager: that must
+    // not deadlock (the reload lock covers queueing a job only).
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-start", "[cyclix-demo-agent]", "");
+    let out = tb.user(&[&tb.cyclix_bin(), "start", &t, "--wait-s", "120"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cyclix start failed: {out:?}");
+    assert!(stdout.contains(": Passed"), "no passing summary: {stdout}");
+}
