@@ -571,19 +571,33 @@ fn watch_to_end(
                 return Ok(AgentEnd::Leak);
             }
         }
-        if t0.elapsed() > budget {
-            let _ = units.stop(unit, JobMode::Replace, d.stop);
-            bail!(
-                "{unit} did not finish within {} s; stopped it",
-                budget.as_secs()
-            );
-        }
-        if interrupted.load(Ordering::SeqCst) {
-            let _ = units.stop(unit, JobMode::Replace, d.stop);
-            bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
-        }
+        keep_waiting(units, unit, d, t0.elapsed() > budget, budget, interrupted)?;
         std::thread::sleep(d.poll);
     }
+}
+
+/// The two reasons to stop waiting for a running `unit`: its budget is spent, or cyclix was
+/// asked to stop. Either way the unit is stopped and the error says why.
+fn keep_waiting(
+    units: &dyn UnitManager,
+    unit: &str,
+    d: Deadlines,
+    overdue: bool,
+    budget: Duration,
+    interrupted: &AtomicBool,
+) -> Result<()> {
+    if overdue {
+        let _ = units.stop(unit, JobMode::Replace, d.stop);
+        bail!(
+            "{unit} did not finish within {} s; stopped it",
+            budget.as_secs()
+        );
+    }
+    if interrupted.load(Ordering::SeqCst) {
+        let _ = units.stop(unit, JobMode::Replace, d.stop);
+        bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
+    }
+    Ok(())
 }
 
 /// One leak-watch round; a round that cannot run is itself a finding (fail closed).
@@ -644,17 +658,7 @@ fn run_to_end(
         if let Some(code) = ended(units, unit)? {
             return Ok(code);
         }
-        if t0.elapsed() > budget {
-            let _ = units.stop(unit, JobMode::Replace, d.stop);
-            bail!(
-                "{unit} did not finish within {} s; stopped it",
-                budget.as_secs()
-            );
-        }
-        if interrupted.load(Ordering::SeqCst) {
-            let _ = units.stop(unit, JobMode::Replace, d.stop);
-            bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
-        }
+        keep_waiting(units, unit, d, t0.elapsed() > budget, budget, interrupted)?;
         std::thread::sleep(d.poll);
     }
 }
