@@ -328,6 +328,9 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         args.push(format!("--cpus={}.{:03}", cpu / 1000, cpu % 1000));
     }
     args.push(format!("--stop-timeout={STOP_TIMEOUT_S}"));
+    if let Some(sig) = c.stop_signal {
+        args.push(format!("--stop-signal={sig}"));
+    }
     args.push(c.image.clone());
     args.extend(c.exec.iter().cloned());
     (deps, args)

@@ -160,6 +160,8 @@ pub struct ContainerPlan {
     pub runtime_max_s: Option<u64>,
     /// `TimeoutStartSec=` in seconds.
     pub start_timeout_s: u64,
+    /// The stop signal, when not podman's default `SIGTERM` (`StopSignal=`, `--stop-signal`).
+    pub stop_signal: Option<&'static str>,
 }
 
 /// A unit that runs a command directly on the host (tiers `direct` and `worktree`).
@@ -479,6 +481,9 @@ fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPl
         pids: None,
         runtime_max_s: None,
         start_timeout_s: START_TIMEOUT_LOCAL_S,
+        // The proxy keeps no state (no cache; its log goes to the journal as it is written):
+        // SIGKILL stops it at once instead of squid's graceful shutdown (2–3 s, proxy-facts.md).
+        stop_signal: Some("SIGKILL"),
     }
 }
 
@@ -516,6 +521,7 @@ fn service_container(
         pids: None,
         runtime_max_s: None,
         start_timeout_s: start_timeout(&s.image),
+        stop_signal: None,
     }
 }
 
@@ -552,6 +558,7 @@ fn agent_container(
         pids: spec.agent.resources.pids,
         runtime_max_s: Some(spec.agent.timeout_s),
         start_timeout_s: start_timeout(&spec.agent.image),
+        stop_signal: None,
     }
 }
 
@@ -594,6 +601,7 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         pids: None,
         runtime_max_s: Some(spec.gate.timeout_s),
         start_timeout_s: start_timeout(&spec.gate.image),
+        stop_signal: None,
     }
 }
 

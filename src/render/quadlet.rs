@@ -185,6 +185,9 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("PodmanArgs", podman_args.join(" "));
     }
     s.add("StopTimeout", STOP_TIMEOUT_S.to_string());
+    if let Some(sig) = c.stop_signal {
+        s.add("StopSignal", sig);
+    }
     if !c.exec.is_empty() {
         let mut words = Vec::with_capacity(c.exec.len());
         for (i, w) in c.exec.iter().enumerate() {

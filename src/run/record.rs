@@ -184,6 +184,20 @@ pub fn summary(r: &RunRecord) -> String {
         );
     }
     let ex = |c: Option<i32>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
+    let passed = r
+        .probes
+        .iter()
+        .filter(|p| p.get("verdict").and_then(|v| v.as_str()) == Some("PASS"))
+        .count();
+    let _ = writeln!(
+        s,
+        "  probes: {passed}/{} PASS; leak watch ran {} times",
+        r.probes.len(),
+        r.watch_rounds
+    );
+    for why in &r.refusal {
+        let _ = writeln!(s, "  REFUSED: {why}");
+    }
     let _ = writeln!(
         s,
         "  agent exit {}, gate exit {}",
