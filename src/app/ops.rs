@@ -17,7 +17,7 @@ use crate::run::lock::{self, Acquire, Holder};
 use crate::run::{host::RealRunHost, record};
 use crate::spec::{Spec, Task};
 use crate::systemd::{ActiveState, JobMode, UnitManager, ZbusUnitManager};
-use crate::tier::{self, Runtime, Tier};
+use crate::tier::{self, Runtime};
 
 /// `~/.config/cyclix/tenants/TENANT.yaml`.
 #[must_use]
@@ -129,7 +129,7 @@ fn probe_runtime() -> (Runtime, Backend) {
 pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
-    let spec = match load_tenant(&env, tenant, spec_path)? {
+    let mut spec = match load_tenant(&env, tenant, spec_path)? {
         Ok(s) => s,
         Err(e) => {
             crate::stderrln!("{e}");
@@ -144,19 +144,15 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
         return Ok(Outcome::Findings);
     }
     let (runtime, backend) = probe_runtime();
-    let tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
         Ok(t) => t,
         Err(refusal) => {
             crate::stderrln!("error: {refusal}");
             return Ok(Outcome::Findings);
         }
-    };
-    if tier != Tier::Container {
-        bail!(
-            "tier `{tier}` runs are not supported by `cyclix run` yet: only `container` runs are implemented; \
-             set `tier: container`"
-        );
-    }
+    }; // From here on the run has the tier the gate granted: the configured one, raised by the
+    // legacy flag, never lowered.
+
     for m in &spec.mounts {
         crate::host::paths::reject_symlinks(Path::new(&m.source))
             .with_context(|| format!("checking mount source {} right before the run", m.source))?;

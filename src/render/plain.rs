@@ -120,6 +120,9 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
             escape::quoted_value(&format!("{k}={val}")).map_err(|e| esc_err(&h.exec_key, &e))?,
         );
     }
+    if let Some(f) = &h.env_file {
+        s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
+    }
     s.add("ExecStart", exec_line(&h.exec));
     s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
     s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());

@@ -179,9 +179,15 @@ pub struct HostServicePlan {
     pub exec_key: String,
     /// `Environment=` entries.
     pub env: Vec<(String, String)>,
+    /// `EnvironmentFile=-PATH`: the spec's env values, written by cyclix (mode 0600) in the run
+    /// directory, so no value is in the unit file.
+    pub env_file: Option<String>,
     /// `RuntimeMaxSec=` in seconds.
     pub runtime_max_s: u64,
 }
+
+/// The host tiers' env file in the run directory (`agent.env`, mode 0600).
+pub const HOST_ENV_FILE: &str = "agent.env";
 
 /// Everything both backends need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -304,8 +310,13 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         ("CYCLIX_RUN".to_string(), r.clone()),
     ];
 
-    if spec.tier != Tier::Container {
-        return Ok(host_plan(spec, run, warnings, subnet, proxy_ip, &task_env));
+    // The tier the units provide is the configured one raised by the legacy worktree flag
+    // (`tier::floor`), exactly as `cyclix run` grants it.
+    let tier = crate::tier::floor(spec.tier, spec.legacy_worktree_isolation);
+    if tier != Tier::Container {
+        return Ok(host_plan(
+            spec, tier, run, warnings, subnet, proxy_ip, &task_env,
+        ));
     }
 
     let networks = vec![
@@ -373,6 +384,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
 
 fn host_plan(
     spec: &Spec,
+    tier: Tier,
     run: &RunContext,
     mut warnings: Vec<String>,
     subnet: String,
@@ -382,12 +394,8 @@ fn host_plan(
     let r = &run.run_id;
     let agent_stem = format!("cyclix-{r}-agent");
     let gate_stem = format!("cyclix-{r}-gate");
-    warnings.push(format!(
-        "tier `{}`: {}",
-        spec.tier,
-        spec.tier.facts().summary
-    ));
-    let workdir = match spec.tier {
+    warnings.push(format!("tier `{}`: {}", tier, tier.facts().summary));
+    let workdir = match tier {
         Tier::Direct => spec.repo.path.clone(),
         _ => run.worktree.clone(),
     };
@@ -400,24 +408,26 @@ fn host_plan(
             stem: agent_stem.clone(),
             description: format!(
                 "cyclix run {r} (tenant {}): agent, NO isolation (tier {})",
-                spec.tenant, spec.tier
+                spec.tenant, tier
             ),
             workdir: workdir.clone(),
             exec: spec.agent.command.clone(),
             exec_key: "agent.command".into(),
             env: env.clone(),
+            env_file: Some(format!("{}/{HOST_ENV_FILE}", run.run_dir)),
             runtime_max_s: spec.agent.timeout_s,
         },
         HostServicePlan {
             stem: gate_stem.clone(),
             description: format!(
                 "cyclix run {r} (tenant {}): gate, NO isolation (tier {})",
-                spec.tenant, spec.tier
+                spec.tenant, tier
             ),
             workdir,
             exec: spec.gate.command.clone(),
             exec_key: "gate.command".into(),
             env,
+            env_file: None,
             runtime_max_s: spec.gate.timeout_s,
         },
     ];
@@ -433,7 +443,7 @@ fn host_plan(
     RunPlan {
         tenant: spec.tenant.clone(),
         run_id: r.clone(),
-        tier: spec.tier,
+        tier,
         subnet,
         proxy_ip,
         networks: Vec::new(),

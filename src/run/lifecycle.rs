@@ -8,6 +8,7 @@
 //! keep the branch) → audit (anything left is a leftover and fails the run). Teardown runs
 //! whatever phase failed; every failure names its phase.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,7 @@ use super::tripwire::{self, Tripwires};
 use crate::render::{self, Backend, Dest, RunContext, plan::TASK_FILE};
 use crate::spec::Spec;
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, LoadState, UnitManager};
+use crate::tier::Tier;
 
 /// Deadlines of the lifecycle, in one place.
 #[derive(Debug, Clone, Copy)]
@@ -320,7 +322,13 @@ fn bring_up_and_run(
     })?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
-        collect(units, host, &repo, &base, &rendered.units, rec)
+        // `direct` works in the user's own checkout: its commits are on HEAD there.
+        let tip = if spec.tier == Tier::Direct {
+            "HEAD".to_string()
+        } else {
+            rec.branch.clone()
+        };
+        collect(units, host, &repo, &base, &rendered.units, rec, &tip)
     })?;
     if let Some(tw) = created.tripwires.as_mut() {
         let tripped = r.phase("escape-check", || tripwire::check(tw))?;
@@ -345,53 +353,61 @@ fn agent_and_gate(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let agent = names.agent.trim_end_matches(".service").to_string();
-    let proven = r.phase("probe", || {
-        prove(
-            inp,
+    let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
+    let end = if spec.tier == Tier::Container {
+        let proven = r.phase("probe", || {
+            prove(
+                inp,
+                units,
+                host,
+                &names.agent,
+                &agent,
+                created.tripwires.as_mut(),
+                rec,
+            )
+        })?;
+        if !proven {
+            return Ok(RunResult::ProbeRefused);
+        }
+        r.phase("agent", || {
+            watch_to_end(inp, units, host, &names.agent, &agent, agent_budget, rec)
+        })?
+    } else {
+        // The host tiers run the agent as a plain user unit: nothing to probe or watch.
+        AgentEnd::Exit(r.phase("agent", || {
+            run_to_end(
+                units,
+                &names.agent,
+                inp.deadlines,
+                agent_budget,
+                &inp.interrupted,
+            )
+        })?)
+    };
+    let code = match end {
+        AgentEnd::Leak => return Ok(RunResult::LeakDetected),
+        AgentEnd::Exit(code) => code,
+    };
+    rec.agent_exit = Some(code);
+    if code != 0 {
+        return Ok(RunResult::AgentFailed);
+    }
+    let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+    let gate_exit = r.phase("gate", || {
+        run_to_end(
             units,
-            host,
-            &names.agent,
-            &agent,
-            created.tripwires.as_mut(),
-            rec,
+            &names.gate,
+            inp.deadlines,
+            gate_budget,
+            &inp.interrupted,
         )
     })?;
-    let result = if proven {
-        let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
-        let end = r.phase("agent", || {
-            watch_to_end(inp, units, host, &names.agent, &agent, agent_budget, rec)
-        })?;
-        match end {
-            AgentEnd::Leak => RunResult::LeakDetected,
-            AgentEnd::Exit(code) => {
-                rec.agent_exit = Some(code);
-                if code == 0 {
-                    let gate_budget =
-                        Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
-                    let gate_exit = r.phase("gate", || {
-                        run_to_end(
-                            units,
-                            &names.gate,
-                            inp.deadlines,
-                            gate_budget,
-                            &inp.interrupted,
-                        )
-                    })?;
-                    rec.gate_exit = Some(gate_exit);
-                    if gate_exit == 0 {
-                        RunResult::Passed
-                    } else {
-                        RunResult::GateFailed
-                    }
-                } else {
-                    RunResult::AgentFailed
-                }
-            }
-        }
+    rec.gate_exit = Some(gate_exit);
+    Ok(if gate_exit == 0 {
+        RunResult::Passed
     } else {
-        RunResult::ProbeRefused
-    };
-    Ok(result)
+        RunResult::GateFailed
+    })
 }
 
 /// Commits on the run branch, the proxy's health and its decisions.
@@ -402,8 +418,9 @@ fn collect(
     base: &str,
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
+    tip: &str,
 ) -> Result<()> {
-    rec.commits = host.commits(repo, base, &rec.branch)?;
+    rec.commits = host.commits(repo, base, tip)?;
     if let Some(proxy) = names.infra.first() {
         // Fail closed is not enough: a proxy that died means the run did not have the
         // egress its spec states, so the run is not trustworthy as a result.
@@ -452,27 +469,51 @@ fn prepare(
         .context("writing the task file")?;
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
-    let tw = tripwire::plant(&inp.tripwire_dir, &common, &inp.run_id)?;
-    let mut ctx = inp.probe_context.clone();
-    let escape = crate::probe::Escape {
-        key: tw.key.display().to_string(),
-        outside: tw.outside.display().to_string(),
-        sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
-        sockets: inp.probe_sockets.clone(),
-    };
-    boundary::complete_context(&mut ctx, &inp.run_id, octet, &common, escape);
-    created.tripwires = Some(tw);
-    std::fs::write(
-        ctl.join(render::plan::PROBE_CONTEXT_FILE),
-        serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
-    )
-    .context("writing the probe context")?;
+    // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
+    if spec.tier == Tier::Container {
+        let tw = tripwire::plant(&inp.tripwire_dir, &common, &inp.run_id)?;
+        let mut ctx = inp.probe_context.clone();
+        let escape = crate::probe::Escape {
+            key: tw.key.display().to_string(),
+            outside: tw.outside.display().to_string(),
+            sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
+            sockets: inp.probe_sockets.clone(),
+        };
+        boundary::complete_context(&mut ctx, &inp.run_id, octet, &common, escape);
+        created.tripwires = Some(tw);
+        std::fs::write(
+            ctl.join(render::plan::PROBE_CONTEXT_FILE),
+            serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
+        )
+        .context("writing the probe context")?;
+    }
     if let Some(parent) = inp.paths.worktree.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
     created.worktree = true;
+    if spec.tier != Tier::Container {
+        // No container: the values go to the host unit through an env file (mode 0600) in
+        // the run directory, removed with it; the unit file only names the file.
+        let path = inp.paths.run_dir.join(render::plan::HOST_ENV_FILE);
+        let mut text = Vec::new();
+        for (var, value) in &inp.secrets {
+            text.extend_from_slice(var.as_bytes());
+            text.push(b'=');
+            text.extend_from_slice(&systemd_env_quote(value));
+            text.push(b'\n');
+        }
+        let mut f = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        std::io::Write::write_all(&mut f, &text)
+            .with_context(|| format!("writing {}", path.display()))?;
+        return Ok((base, common, octet));
+    }
     for (var, value) in &inp.secrets {
         let name = render::plan::secret_name(&inp.run_id, var);
         let labels = vec![
@@ -483,6 +524,24 @@ fn prepare(
         created.secrets.push(name);
     }
     Ok((base, common, octet))
+}
+
+/// A value for a systemd `EnvironmentFile=` line: double-quoted, with `\\`, `"`, `$` and
+/// newlines escaped (systemd.exec(5), `EnvironmentFile=`).
+fn systemd_env_quote(v: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'"'];
+    for &b in v {
+        match b {
+            b'\\' | b'"' | b'$' | b'`' => {
+                out.push(b'\\');
+                out.push(b);
+            }
+            b'\n' => out.extend_from_slice(b"\\n"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+    out
 }
 
 /// Starts the agent's unit (its container holds the agent back in `agent-wait`), runs the
@@ -695,10 +754,12 @@ fn teardown(
     if !c.files.is_empty() {
         note("reloading", units.reload().map_err(Into::into));
     }
-    note(
-        "removing the run's podman objects",
-        host.remove_run_objects(&inp.run_id),
-    );
+    if inp.spec.tier == Tier::Container {
+        note(
+            "removing the run's podman objects",
+            host.remove_run_objects(&inp.run_id),
+        );
+    }
     for s in &c.secrets {
         note(&format!("removing secret {s}"), host.secret_remove(s));
     }
@@ -736,7 +797,11 @@ fn audit(
     host: &dyn RunHost,
     c: &Created,
 ) -> Result<Vec<String>> {
-    let mut left = host.inventory(&inp.run_id)?;
+    let mut left = if inp.spec.tier == Tier::Container {
+        host.inventory(&inp.run_id)?
+    } else {
+        Vec::new()
+    };
     for u in &c.units {
         // Inactive with its file gone is what systemd garbage-collects; running or failed stays.
         let st = units.unit_status(u)?;
@@ -1185,6 +1250,49 @@ mod tests {
                 .is_some_and(|e| e.contains("interrupted")),
             "{:?}",
             rec.error
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_worktree_tier_run_uses_host_units_and_no_container_machinery() {
+        let mut w = world();
+        w.inp.spec.tier = Tier::Worktree;
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert!(
+            rec.notices.iter().any(|n| n.contains("tier `worktree`")),
+            "{:?}",
+            rec.notices
+        );
+        assert!(rec.probes.is_empty());
+        let calls = host.calls();
+        for podman_op in [
+            "secret_create",
+            "probe",
+            "remove_run_objects",
+            "inventory",
+            "sandbox_environ",
+        ] {
+            assert!(
+                !calls.iter().any(|c| c.starts_with(podman_op)),
+                "{podman_op} called: {calls:?}"
+            );
+        }
+        assert_eq!(
+            started(&units),
+            ["cyclix-r1-agent.service", "cyclix-r1-gate.service"]
+        );
+        assert!(
+            w.inp
+                .paths
+                .quadlet_dir
+                .read_dir()
+                .map_or(true, |mut d| d.next().is_none())
         );
         nothing_left(&w, &rec, &host);
     }

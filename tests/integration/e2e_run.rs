@@ -481,3 +481,63 @@ fn cyclix_start_waits_for_the_run_and_prints_its_summary() {
     assert!(out.status.success(), "cyclix start failed: {out:?}");
     assert!(stdout.contains(": Passed"), "no passing summary: {stdout}");
 }
+
+/// A host-side agent for the host tiers (the testbed has python3 and git, not the image's
+/// scripted agent): fixes `subtract` and commits.
+const HOST_AGENT: &str = r#"[python3, -c, 'import subprocess; p="calc/__init__.py"; s=open(p).read(); i=s.index("def subtract"); j=s.index("return a + b", i); open(p, "w").write(s[:j] + "return a - b" + s[j + 12:]); subprocess.run(["git", "-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-qam", "Fix subtract on the host"], check=True)']"#;
+
+#[test]
+fn host_tiers_run_only_when_set_and_their_records_say_no_isolation() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    for (tier, name, says) in [
+        ("worktree", "e2e-wt", "version isolation only"),
+        ("direct", "e2e-direct", "no isolation"),
+    ] {
+        let gate = "\n  command: [python3, -c, 'import calc, sys; sys.exit(0 if calc.subtract(3, 1) == 2 else 1)']";
+        let t = tenant(tb, name, HOST_AGENT, &format!("tier: {tier}"));
+        // The gate must check the result on the host too: replace the pytest gate.
+        expect_success(
+            &tb.user_sh(&format!(
+                "python3 - <<'PY'\nimport os\np=os.path.expanduser('~/.config/cyclix/tenants/{t}.yaml')\ns=open(p).read()\ns=s.replace('\\n  command: [python3, -m, pytest, -q, -p, \"no:cacheprovider\"]', {gate:?})\nopen(p,'w').write(s)\nPY"
+            )),
+            "swap the gate",
+        );
+        let out = start(tb, &t);
+        let rec = record(tb, &t);
+        assert!(out.status.success(), "{tier}: {rec:#}");
+        assert_eq!(rec["result"], "passed", "{tier}: {rec:#}");
+        assert_eq!(rec["tier"], tier);
+        assert!(
+            rec["notices"].to_string().contains(says),
+            "{tier}: the record must say `{says}`: {rec:#}"
+        );
+        assert!(
+            rec["probes"].as_array().is_some_and(Vec::is_empty),
+            "{tier}: nothing to probe"
+        );
+        assert_eq!(
+            rec["commits"][0]["subject"], "Fix subtract on the host",
+            "{tier}: {rec:#}"
+        );
+        let head = expect_success(
+            &tb.user_sh(&format!("git -C ~/src/{t} log -1 --format=%s")),
+            "HEAD",
+        );
+        if tier == "direct" {
+            assert_eq!(
+                head.trim(),
+                "Fix subtract on the host",
+                "direct works in the user's checkout"
+            );
+        } else {
+            assert_ne!(
+                head.trim(),
+                "Fix subtract on the host",
+                "worktree keeps the user's checkout untouched"
+            );
+        }
+        let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+        assert!(left.trim().is_empty(), "{tier}: {left}");
+    }
+}

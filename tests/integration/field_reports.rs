@@ -266,3 +266,182 @@ fn b26_timers_are_concrete_and_pull_nothing_in() {
         }
     }
 }
+
+// --- The boundary (issue 5): B15–B19, B27, B29, B30. The real-stack halves are the probes of
+// every e2e run (`e2e_boundary`, `e2e_run`): N1/N2 (B17), N7 (B15), N16 (B18), N9–N12 (B19),
+// P17 + the weakened `.git/hooks` run (B27), P22 + the forwarded-canary run (B29), P19 + the
+// mounted-user-bus run (B30), and the extra-container run (B16).
+
+fn agent_files(files: &BTreeMap<String, String>) -> Vec<(&String, &String)> {
+    files
+        .iter()
+        .filter(|(k, _)| {
+            k.ends_with("-agent.container")
+                || (k.starts_with("plain/") && k.ends_with("-agent.service"))
+        })
+        .collect()
+}
+
+#[test]
+fn b15_the_agent_reaches_the_proxy_by_a_fixed_address_not_by_name() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in agent_files(files) {
+            if text.contains("agent-wait") {
+                assert!(
+                    text.contains("HTTP_PROXY=http://10.213.7.2:3128"),
+                    "{case}/{name}: proxy by IP"
+                );
+            }
+        }
+        for (name, text) in files
+            .iter()
+            .filter(|(k, _)| k.ends_with("-proxy.container"))
+        {
+            assert!(
+                text.contains("Network=cyclix-golden-1.network:ip=10.213.7.2"),
+                "{case}/{name}: fixed proxy IP"
+            );
+        }
+    }
+}
+
+#[test]
+fn b16_only_the_pod_and_the_proxy_join_the_internal_network() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in quadlet_files(files) {
+            let joins = keys(text, "Network")
+                .iter()
+                .any(|v| v.starts_with("cyclix-golden-1.network"));
+            if joins {
+                assert!(
+                    name.ends_with("-proxy.container") || name.ends_with(".pod"),
+                    "{case}/{name} joins the internal network"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn b17_no_route_out_and_dns_fails_fast() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in files
+            .iter()
+            .filter(|(k, _)| k.ends_with("golden-1.network"))
+        {
+            assert_eq!(keys(text, "Internal"), vec!["true"], "{case}/{name}");
+        }
+        for (name, text) in files.iter().filter(|(k, _)| k.ends_with(".pod")) {
+            assert_eq!(
+                keys(text, "DNSOption"),
+                vec!["timeout:1", "attempts:1"],
+                "{case}/{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn b18_both_spellings_of_the_proxy_variables_and_no_proxy_only_loopback() {
+    let mut seen = 0;
+    for (case, files) in &all_rendered() {
+        for (name, text) in agent_files(files)
+            .into_iter()
+            .filter(|(_, t)| t.contains("agent-wait"))
+        {
+            seen += 1;
+            for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                assert!(
+                    text.contains(&format!("{var}=http://10.213.7.2:3128")),
+                    "{case}/{name}: {var}"
+                );
+            }
+            for var in ["NO_PROXY", "no_proxy"] {
+                assert!(
+                    text.contains(&format!("{var}=localhost,127.0.0.1,::1")),
+                    "{case}/{name}: {var}"
+                );
+            }
+        }
+    }
+    assert!(seen > 0);
+}
+
+#[test]
+fn b19_wildcards_never_match_the_apex_and_ports_bind_plain_and_connect() {
+    let (_, files) = all_rendered()
+        .into_iter()
+        .find(|(c, _)| c == "full")
+        .expect("full case");
+    let conf = files.get("quadlet/run/squid.conf").expect("squid.conf");
+    assert!(
+        conf.contains("acl allowed_ports port 443 80")
+            || conf.contains("acl allowed_ports port 80 443"),
+        "{conf}"
+    );
+    assert!(conf.contains("pythonhosted.org"), "{conf}");
+    assert!(
+        conf.lines().any(|l| l.contains("apex")),
+        "the apex of a *. entry must be denied explicitly:\n{conf}"
+    );
+}
+
+#[test]
+fn b27_the_shared_git_config_hooks_and_info_are_read_only_in_the_agent() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in agent_files(files)
+            .into_iter()
+            .filter(|(_, t)| t.contains("agent-wait"))
+        {
+            for sub in ["config", "hooks", "info"] {
+                let ro = text.lines().any(|l| {
+                    l.contains(&format!("/.git/{sub},destination=")) && l.contains("readonly=true")
+                });
+                assert!(ro, "{case}/{name}: .git/{sub} must be mounted read-only");
+            }
+        }
+    }
+}
+
+#[test]
+fn b29_secrets_reach_the_agent_only_as_podman_secrets_never_as_values() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in files {
+            assert!(
+                !text.contains("Environment=\"ANTHROPIC_API_KEY=")
+                    && !text.contains("--env=OPENAI_API_KEY="),
+                "{case}/{name}"
+            );
+        }
+    }
+    let (_, files) = all_rendered()
+        .into_iter()
+        .find(|(c, _)| c == "report-only")
+        .expect("case");
+    let agent = files
+        .get("quadlet/quadlet/cyclix-golden-1-agent.container")
+        .expect("agent");
+    assert!(
+        agent.contains("Secret=cyclix-golden-1-OPENAI_API_KEY,type=env,target=OPENAI_API_KEY"),
+        "{agent}"
+    );
+}
+
+#[test]
+fn b30_no_socket_or_runtime_dir_is_mounted() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in files {
+            for l in text
+                .lines()
+                .filter(|l| l.starts_with("Mount=") || l.contains("--mount="))
+            {
+                assert!(
+                    !l.contains(".sock")
+                        && !l.contains("source=/run/user/1000/bus")
+                        && !l.contains("source=/var/run"),
+                    "{case}/{name}: {l}"
+                );
+            }
+        }
+    }
+}
