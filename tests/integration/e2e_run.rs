@@ -375,10 +375,38 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
     let hash = hash.trim();
     assert_eq!(hash.len(), 64, "{hash}");
     let agent = format!(
-        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && exec cyclix-demo-agent\"]\n  env: [E2E_TOKEN]"
+        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && sleep 3 && exec cyclix-demo-agent\"]\n  env: [E2E_TOKEN]"
     );
     tenant(tb, t, &agent, "");
-    let _ = start(tb, t);
+    // While the run is on, no process's argv may carry the value (`ps`): scan /proc/*/cmdline
+    // of every process (the agent sleeps 3 s, so the scan sees the whole sandbox).
+    let argv_scan = expect_success(
+        &tb.user_sh(&format!(
+            "v=$(sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env); printf '%s\\n' \"$v\" > /tmp/needle-argv
+             systemctl --user start --no-block cyclix-run@{t}.service; rounds=0; hits=0
+             for i in $(seq 1 300); do
+               n=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -cF -f /tmp/needle-argv)
+               hits=$((hits + n)); rounds=$((rounds + 1))
+               systemctl --user -q is-active cyclix-run@{t}.service || s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service)
+               [ \"$s\" = activating ] || [ $i -lt 5 ] || break; s=activating; sleep 0.05
+             done
+             rm -f /tmp/needle-argv; echo \"rounds=$rounds hits=$hits\""
+        )),
+        "scan argv while the run is on",
+    );
+    assert!(
+        argv_scan.contains("hits=0"),
+        "the secret value was in a process's argv: {argv_scan}"
+    );
+    let rounds: u32 = argv_scan
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rounds="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        rounds >= 10,
+        "the argv scan must have run during the run: {argv_scan}"
+    );
     let rec = record(tb, t);
     assert_eq!(
         rec["result"], "passed",
@@ -540,4 +568,32 @@ fn host_tiers_run_only_when_set_and_their_records_say_no_isolation() {
         let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
         assert!(left.trim().is_empty(), "{tier}: {left}");
     }
+}
+
+#[test]
+fn a_container_tier_without_a_usable_runtime_is_refused_never_downgraded() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    // podman is not on this PATH: the tier gate must refuse `container`, not run the agent in
+    // a weaker tier. Nothing of a run may be created.
+    let out = tb.user_sh(&format!(
+        "mkdir -p /tmp/nopodman; ln -sf /usr/bin/git /tmp/nopodman/git; before=$(git -C ~/.local/share/cyclix/demo/project branch --list 'cyclix/*' | wc -l)
+         env PATH=/tmp/nopodman {c} run demo; echo \"rc=$?\"
+         echo \"branches=$(( $(git -C ~/.local/share/cyclix/demo/project branch --list 'cyclix/*' | wc -l) - before ))\"",
+        c = tb.cyclix_bin()
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("rc=1"),
+        "the refusal exits 1: {stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("tier `container` is configured but no usable container runtime"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("branches=0"),
+        "a refused run created a branch: {stdout}"
+    );
 }
