@@ -153,9 +153,9 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     }; // From here on the run has the tier the gate granted: the configured one, raised by the
     // legacy flag, never lowered.
 
-    for m in &spec.mounts {
-        crate::host::paths::reject_symlinks(Path::new(&m.source))
-            .with_context(|| format!("checking mount source {} right before the run", m.source))?;
+    if let Some(problem) = preflight(&spec) {
+        crate::stderrln!("error: {problem}");
+        return Ok(Outcome::Findings);
     }
     let run_id = match run_id {
         Some(id) => {
@@ -191,9 +191,13 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
     };
     let task = match &spec.task {
         Task::Text(t) => t.clone(),
-        Task::File(f) => {
-            std::fs::read_to_string(f).with_context(|| format!("reading task.file {f}"))?
-        }
+        Task::File(f) => match read_task_file(f) {
+            Ok(t) => t,
+            Err(problem) => {
+                crate::stderrln!("error: task.file: {problem}");
+                return Ok(Outcome::Findings);
+            }
+        },
     };
     let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
     let units = unit_manager(&env)?;
@@ -280,6 +284,52 @@ fn run_inputs(
         probe_sockets: host.sockets.clone(),
         interrupted: interrupt_flag()?,
     })
+}
+
+/// The largest task file cyclix reads, in bytes (1 MiB): a prompt, not a data set.
+pub const MAX_TASK_BYTES: u64 = 1024 * 1024;
+
+/// Reads `task.file`: a regular file (not a FIFO or device, which would hang), at most
+/// [`MAX_TASK_BYTES`], UTF-8. The error names the problem and the fix.
+fn read_task_file(path: &str) -> std::result::Result<String, String> {
+    use std::io::Read as _;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("`{path}`: {e}; fix the path in the spec"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "`{path}` is not a regular file; point `task.file` at a text file"
+        ));
+    }
+    if meta.len() > MAX_TASK_BYTES {
+        return Err(format!(
+            "`{path}` is {} bytes, more than {MAX_TASK_BYTES}; a task is a prompt",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TASK_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("`{path}`: {e}; save it as UTF-8 text"))?;
+    Ok(text)
+}
+
+/// User-fixable problems found right before a run, so they are findings (exit 1) that name
+/// the spec key, not cyclix failures: a mount source that is (now) a symlink, a repository
+/// that is not one, a base ref that does not exist.
+fn preflight(spec: &Spec) -> Option<String> {
+    for (i, m) in spec.mounts.iter().enumerate() {
+        if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
+            return Some(format!(
+                "mounts[{i}].source (checked right before the run): {e}"
+            ));
+        }
+    }
+    if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
+        return Some(format!(
+            "repo: {e:#}\n  fix: `repo.path` must be a git work tree and `repo.base` a branch, tag or commit in it"
+        ));
+    }
+    None
 }
 
 /// The values of the variables the spec names (agent and services), from cyclix's own

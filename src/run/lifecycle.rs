@@ -196,6 +196,8 @@ pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> 
         base_commit: String::new(),
         commits: Vec::new(),
         probes: Vec::new(),
+        agent_log: Vec::new(),
+        gate_log: Vec::new(),
         refusal: Vec::new(),
         watch_rounds: 0,
         egress_decisions: Vec::new(),
@@ -328,7 +330,13 @@ fn bring_up_and_run(
         } else {
             rec.branch.clone()
         };
-        collect(units, host, &repo, &base, &rendered.units, rec, &tip)
+        collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        rec.agent_log = log_tail(&host.unit_journal(&rendered.units.agent)?, &secrets);
+        if rec.gate_exit.is_some() {
+            rec.gate_log = log_tail(&host.unit_journal(&rendered.units.gate)?, &secrets);
+        }
+        Ok(())
     })?;
     if let Some(tw) = created.tripwires.as_mut() {
         let tripped = r.phase("escape-check", || tripwire::check(tw))?;
@@ -524,6 +532,28 @@ fn prepare(
         created.secrets.push(name);
     }
     Ok((base, common, octet))
+}
+
+/// How many lines of the agent's and the gate's output the record keeps.
+pub const LOG_TAIL_LINES: usize = 40;
+
+/// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
+/// event lines and conmon's warnings left out, every secret value replaced by `***`.
+fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
+    let mut lines: Vec<String> = journal
+        .iter()
+        .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
+        .map(|l| {
+            let mut l = l.clone();
+            for s in secrets.iter().filter(|s| s.len() >= 4) {
+                l = l.replace(&*String::from_utf8_lossy(s), "***");
+            }
+            l
+        })
+        .collect();
+    let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
+    lines.drain(..skip);
+    lines
 }
 
 /// A value for a systemd `EnvironmentFile=` line: double-quoted, with `\\`, `"`, `$` and
@@ -1295,6 +1325,27 @@ mod tests {
                 .map_or(true, |mut d| d.next().is_none())
         );
         nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn log_tails_drop_podman_noise_and_redact_secrets() {
+        let journal = vec![
+            "2026-11-30 12:33:25.88 +0000 UTC m=+0.04 container exec 945e".to_string(),
+            "conmon 945e <nwarn>: Failed to add inotify watch".to_string(),
+            "FAILED tests/test_calc.py::test_subtract - assert 4 == 2".to_string(),
+            "token is s3cret-value".to_string(),
+        ];
+        let tail = log_tail(&journal, &[b"s3cret-value".as_slice()]);
+        assert_eq!(
+            tail,
+            [
+                "FAILED tests/test_calc.py::test_subtract - assert 4 == 2",
+                "token is ***"
+            ]
+        );
+        let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
+        assert_eq!(log_tail(&long, &[]).last().map(String::as_str), Some("99"));
     }
 
     #[test]

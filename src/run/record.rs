@@ -99,6 +99,11 @@ pub struct RunRecord {
     pub refusal: Vec<String>,
     /// How many times the leak watch ran while the agent worked.
     pub watch_rounds: u32,
+    /// The last lines the agent printed (its unit's journal, podman's own event lines left
+    /// out, secret values replaced by `***`).
+    pub agent_log: Vec<String>,
+    /// The last lines the gate printed (as `agent_log`).
+    pub gate_log: Vec<String>,
     /// Proxy decisions (one JSON object per request).
     pub egress_decisions: Vec<serde_json::Value>,
     /// Names of variables handed over as secrets (values never recorded).
@@ -204,6 +209,17 @@ pub fn summary(r: &RunRecord) -> String {
         ex(r.agent_exit),
         ex(r.gate_exit)
     );
+    let shown = match r.result {
+        RunResult::AgentFailed => Some(("agent", &r.agent_log)),
+        RunResult::GateFailed => Some(("gate", &r.gate_log)),
+        _ => None,
+    };
+    if let Some((who, log)) = shown {
+        let _ = writeln!(s, "  last lines of the {who}:");
+        for l in log.iter().rev().take(10).rev() {
+            let _ = writeln!(s, "    | {l}");
+        }
+    }
     let _ = writeln!(
         s,
         "  branch {} (+{} commits on {})",

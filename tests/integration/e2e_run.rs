@@ -188,6 +188,16 @@ fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
         let rec = record(tb, &t);
         assert_eq!(rec["result"], result, "{rec:#}");
         let want = if name == "e2e-agentfail" { 3 } else { 1 };
+        // What the agent or the gate printed is in the record, for the user to see why.
+        let (log, says) = if name == "e2e-agentfail" {
+            ("agent_log", "giving up")
+        } else {
+            ("gate_log", "1 failed")
+        };
+        assert!(
+            rec[log].to_string().contains(says),
+            "{t}: {log} lacks `{says}`: {rec:#}"
+        );
         assert_eq!(rec[field].as_i64(), Some(want), "{rec:#}");
         let run_id = rec["run_id"].as_str().expect("run id");
         let left = leftovers(tb, run_id, &t);
@@ -595,5 +605,37 @@ fn a_container_tier_without_a_usable_runtime_is_refused_never_downgraded() {
     assert!(
         stdout.contains("branches=0"),
         "a refused run created a branch: {stdout}"
+    );
+}
+
+#[test]
+fn user_mistakes_found_right_before_a_run_are_findings_that_name_the_key() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = tenant(tb, "e2e-mistake", "[cyclix-demo-agent]", "");
+    // The repository is not one any more, then the task file points at a FIFO.
+    let out = tb.user_sh(&format!(
+        "rm -rf ~/src/{t}/.git; {c} run {t}; echo \"rc=$?\"
+         git -C ~/src/{t} init -q -b main && git -C ~/src/{t} -c user.name=t -c user.email=t@t commit -q --allow-empty -m init
+         mkfifo -m 600 /tmp/{t}-fifo 2>/dev/null
+         sed -i 's|^task: .*|task: {{ file: /tmp/{t}-fifo }}|' ~/.config/cyclix/tenants/{t}.yaml
+         timeout 20 {c} run {t}; echo \"rc=$?\"; rm -f /tmp/{t}-fifo"
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rcs: Vec<&str> = stdout.lines().filter(|l| l.starts_with("rc=")).collect();
+    assert_eq!(
+        rcs,
+        ["rc=1", "rc=1"],
+        "findings exit 1:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("error: repo:") && stderr.contains("`repo.path` must be a git work tree"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: task.file:") && stderr.contains("is not a regular file"),
+        "{stderr}"
     );
 }
