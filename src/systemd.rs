@@ -681,6 +681,16 @@ pub fn unit_type(unit: &str) -> Option<&str> {
 pub const BUS_HINT: &str = "is the user manager running? (loginctl enable-linger $USER; are \
      DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR set, and does $XDG_RUNTIME_DIR/bus exist?)";
 
+/// How to look at what a deadline was waiting for: the unit's status, or for manager-wide
+/// operations (the unit `user manager`) the manager's jobs.
+fn inspect_hint(unit: &str) -> String {
+    if unit.ends_with(".service") || unit.ends_with(".timer") || unit.contains('.') {
+        format!("systemctl --user status {unit}")
+    } else {
+        "systemctl --user list-jobs".to_string()
+    }
+}
+
 /// Errors of the systemd seam. Each message names the operation and the unit and gives a fix.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -729,7 +739,8 @@ pub enum Error {
     /// A wait ran past its deadline; the job (if any) is left running.
     #[error(
         "{op} {unit}: no result after {after_ms} ms while {phase}; unit is {state}; \
-         raise the timeout or inspect it (systemctl --user status {unit})"
+         raise the timeout or inspect it ({})",
+        inspect_hint(unit)
     )]
     Deadline {
         /// The unit name (`user manager` for reload).

@@ -64,6 +64,36 @@ pub fn new_run_id(now: SystemTime, pid: u32) -> String {
     )
 }
 
+/// A loud notice when the tenant's env file (its secret values) is readable by others: the
+/// README asks for mode 0600.
+fn env_file_notice(env: &HostEnv, tenant: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env
+        .config_home
+        .join("cyclix/tenants")
+        .join(format!("{tenant}.env"));
+    let mode = std::fs::metadata(&path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        let n = format!(
+            "{} holds secret values but has mode {mode:04o}: others on this host can read them; `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+        crate::stderrln!("warning: {n}");
+        n
+    })
+}
+
+/// A timer's next elapse for people: the calendar time in UTC, or "on the manager's monotonic
+/// clock in N s" for monotonic triggers.
+fn elapse_text(n: crate::systemd::NextElapse) -> String {
+    match (n.realtime_us, n.monotonic_us) {
+        (Some(us), _) => utc_timestamp(u128::from(us / 1000)),
+        (None, Some(us)) => format!("at {} s on the manager's monotonic clock", us / 1_000_000),
+        (None, None) => "never".to_string(),
+    }
+}
+
 /// `YYYY-MM-DD HH:MM:SS UTC` for a time in ms since the Unix epoch.
 #[must_use]
 pub fn utc_timestamp(ms: u128) -> String {
@@ -276,7 +306,7 @@ fn run_inputs(
         task,
         secrets,
         deadlines: Deadlines::default(),
-        notices: Vec::new(),
+        notices: env_file_notice(env, tenant).into_iter().collect(),
         cyclix_bin: current_exe()?,
         probe_context,
         watched,
@@ -432,9 +462,14 @@ pub fn demo_setup() -> Result<Outcome> {
     }
     let spec = tenant_spec_path(&env, "demo");
     std::fs::create_dir_all(spec.parent().context("invariant: spec path has a parent")?)?;
-    std::fs::write(&spec, crate::demo::TENANT_YAML)
-        .with_context(|| format!("writing {}", spec.display()))?;
-    println!("wrote {}", spec.display());
+    if spec.exists() {
+        // Never overwrite a spec the user may have edited.
+        println!("demo spec exists (kept): {}", spec.display());
+    } else {
+        std::fs::write(&spec, crate::demo::TENANT_YAML)
+            .with_context(|| format!("writing {}", spec.display()))?;
+        println!("wrote {}", spec.display());
+    }
     Ok(Outcome::Ok)
 }
 
@@ -469,6 +504,9 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
             );
         }
     }
+    // One bad spec must not keep the other tenants' timers from being installed: report it,
+    // go on, and exit 1 at the end.
+    let mut ok = true;
     for p in &specs {
         match super::load_spec(p, &env)? {
             Ok(spec) => {
@@ -480,8 +518,8 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
                 }
             }
             Err(e) => {
-                crate::stderrln!("{e}");
-                return Ok(Outcome::Findings);
+                crate::stderrln!("{e}\n  (its timer is not installed; the other tenants are)");
+                ok = false;
             }
         }
     }
@@ -497,11 +535,10 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
         println!(
             "no tenant has a schedule; start runs with `systemctl --user start cyclix-run@TENANT`"
         );
-        return Ok(Outcome::Ok);
+        return Ok(if ok { Outcome::Ok } else { Outcome::Findings });
     }
     let names: Vec<&str> = timers.iter().map(String::as_str).collect();
     units.enable_unit_files(&names)?;
-    let mut ok = true;
     for t in &timers {
         units.start(t, JobMode::Replace, Duration::from_secs(30))?;
         let next = units.timer_next_elapse(t)?;
@@ -520,14 +557,14 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
                 fired.summary()
             );
         } else if next.is_scheduled() {
-            println!(
-                "enabled {t}: next elapse {} µs since the epoch",
-                next.realtime_us.or(next.monotonic_us).unwrap_or(0)
-            );
+            println!("enabled {t}: next elapse {}", elapse_text(next));
         } else {
             crate::stderrln!(
-                "error: {t} has no next elapse: it would never fire (check its OnCalendar=)"
+                "error: {t} has no next elapse: it would never fire (check its OnCalendar=); disabled it again"
             );
+            // Never leave an enabled timer that cannot fire looking healthy (B25).
+            let _ = units.stop(t, JobMode::Replace, Duration::from_secs(30));
+            let _ = units.disable_unit_files(&[t.as_str()]);
             ok = false;
         }
     }
@@ -592,7 +629,11 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
     let st = units.unit_status(&unit)?;
     let timer = format!("cyclix-run@{tenant}.timer");
     let next = units.timer_next_elapse(&timer).ok();
-    let last = record::latest(&env.state_home, tenant)?;
+    // A damaged record must not hide the unit's state.
+    let last = record::latest(&env.state_home, tenant).unwrap_or_else(|e| {
+        crate::stderrln!("warning: the last run record cannot be read: {e:#}");
+        None
+    });
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next, "last_run": last});
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -600,10 +641,7 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
     }
     println!("{unit}: {}", st.summary());
     match next {
-        Some(n) if n.is_scheduled() => println!(
-            "{timer}: next elapse {} µs since the epoch",
-            n.realtime_us.unwrap_or(0)
-        ),
+        Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
         _ => println!("{timer}: not scheduled"),
     }
     match last {
