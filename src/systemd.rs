@@ -684,7 +684,7 @@ pub const BUS_HINT: &str = "is the user manager running? (loginctl enable-linger
 /// How to look at what a deadline was waiting for: the unit's status, or for manager-wide
 /// operations (the unit `user manager`) the manager's jobs.
 fn inspect_hint(unit: &str) -> String {
-    if unit.ends_with(".service") || unit.ends_with(".timer") || unit.contains('.') {
+    if unit.contains('.') {
         format!("systemctl --user status {unit}")
     } else {
         "systemctl --user list-jobs".to_string()
