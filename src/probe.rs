@@ -110,6 +110,10 @@ pub struct Context {
     /// The only entries `NO_PROXY` may have (N16).
     #[serde(default = "default_no_proxy")]
     pub no_proxy_allowed: Vec<String>,
+    /// The run's egress is report-only (`egress.report_only`): N9, N10, N12 and N13 then
+    /// require an answer from the proxy instead of a deny.
+    #[serde(default)]
+    pub report_only: bool,
     /// The host tripwires E1 tries to reach (issue 5, escape attempts); the host checks their
     /// effect afterwards (`run::tripwire`). `None`: E1 fails (nothing to attempt).
     #[serde(default)]

@@ -1044,6 +1044,27 @@ fn control(ctx: &Context) -> Reply {
 }
 
 fn denies(ctx: &Context, reqs: &[(String, Reply)]) -> Judged {
+    if ctx.report_only {
+        // Report-only (stated loudly in the run's record): name, port and IP-literal checks are
+        // logged as `would_deny` instead of enforced; every request must still be ANSWERED by
+        // the proxy at once (a status line, never a drop). The private-range and client checks
+        // stay enforced: N5 and N11 keep the strict verdict.
+        return v::report_only_answers(reqs);
+    }
+    if deny_all(ctx) {
+        v::proxy_denies_all(reqs, &control(ctx))
+    } else {
+        v::proxy_denies(reqs, &control(ctx))
+    }
+}
+
+/// The strict verdict even in report-only runs (private and metadata targets stay denied).
+fn strict_denies(ctx: &Context, reqs: &[(String, Reply)]) -> Judged {
+    if ctx.report_only {
+        // Names are not checked before resolution in report-only: an unresolvable metadata
+        // name gets the proxy's own 503. Either way the proxy must not forward it.
+        return v::proxy_not_forwarded(reqs);
+    }
     if deny_all(ctx) {
         v::proxy_denies_all(reqs, &control(ctx))
     } else {
@@ -1062,7 +1083,7 @@ pub fn n5(ctx: &Context) -> Judged {
     .iter()
     .map(|t| (format!("CONNECT {t}"), connect(ctx, t)))
     .collect();
-    denies(ctx, &items)
+    strict_denies(ctx, &items)
 }
 
 /// N6.
@@ -1269,7 +1290,7 @@ pub fn n11(ctx: &Context) -> Judged {
             get(ctx, &format!("http://{r}/")),
         ));
     }
-    denies(ctx, &items)
+    strict_denies(ctx, &items)
 }
 
 /// N12: name-matching edge cases against an exact allowlist entry: subdomains, look-alike
@@ -1359,7 +1380,11 @@ pub fn n14(ctx: &Context) -> Judged {
         }) => l.clone(),
         _ => format!("http://{}/", ctx.denied_host),
     };
-    v::n14(redirect.as_ref(), &get(ctx, &target))
+    let follow_up = get(ctx, &target);
+    if ctx.report_only {
+        return v::report_only_answers(&[(format!("GET {target}"), follow_up)]);
+    }
+    v::n14(redirect.as_ref(), &follow_up)
 }
 
 /// N15: raw sockets, a route and a link change over rtnetlink, ICMP.

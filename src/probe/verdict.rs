@@ -1730,3 +1730,64 @@ pub fn e1(items: &[(String, Attempt)]) -> Judged {
         ],
     )
 }
+
+/// The report-only form of the proxy deny probes (N9, N10, N12, N13): the spec switched
+/// enforcement of names, ports and IP literals off (the record says so), so any status line
+/// from the proxy passes; a request the proxy did not answer (refused, dropped, timed out)
+/// fails, because tools then hang instead of failing fast.
+#[must_use]
+pub fn report_only_answers(items: &[(String, Reply)]) -> Judged {
+    let unanswered: Vec<&str> = items
+        .iter()
+        .filter(|(_, r)| !matches!(r, Reply::Status { .. }))
+        .map(|(l, _)| l.as_str())
+        .collect();
+    judged(
+        "report-only run: every request answered by the proxy (would-be denials are logged, not enforced)",
+        list_replies(items),
+        !items.is_empty() && unanswered.is_empty(),
+        if unanswered.is_empty() {
+            String::new()
+        } else {
+            format!("not answered: {}", unanswered.join(", "))
+        },
+    )
+}
+
+fn list_replies(items: &[(String, Reply)]) -> String {
+    items
+        .iter()
+        .map(|(l, r)| format!("{l}={}", r.text()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// N5/N11 in a report-only run: every request answered by the proxy itself (a squid error
+/// page, `X-Squid-Error`: 403 after resolution to a private address, or 503 for a name that
+/// does not resolve), never forwarded to the target.
+#[must_use]
+pub fn proxy_not_forwarded(items: &[(String, Reply)]) -> Judged {
+    let bad: Vec<&str> = items
+        .iter()
+        .filter(|(_, r)| {
+            !matches!(
+                r,
+                Reply::Status {
+                    error_header: Some(_),
+                    ..
+                }
+            )
+        })
+        .map(|(l, _)| l.as_str())
+        .collect();
+    judged(
+        "report-only run: each request answered by the proxy itself (X-Squid-Error), not forwarded",
+        list_replies(items),
+        !items.is_empty() && bad.is_empty(),
+        if bad.is_empty() {
+            String::new()
+        } else {
+            format!("forwarded or unanswered: {}", bad.join(", "))
+        },
+    )
+}

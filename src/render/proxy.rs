@@ -464,6 +464,18 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
     });
     out.push_str("\n# Container-friendly operation (read-only root, no daemons).\n");
     let _ = writeln!(out, "http_port {}", plan.listen_port);
+    // Unresolvable names and unreachable servers fail fast instead of squid's 30 s/1 min
+    // defaults. A report-only run forwards what an enforcing run would deny, so there the
+    // budget is 1 s: a tool still gets an answer (503/504 from the proxy) at once.
+    let (dns_s, connect_s) = if plan.egress.report_only {
+        (1, 1)
+    } else {
+        (5, 10)
+    };
+    let _ = writeln!(
+        out,
+        "dns_timeout {dns_s} seconds\nconnect_timeout {connect_s} seconds"
+    );
     out.push_str(
         "visible_hostname cyclix-egress\n\
          cache deny all\n\
@@ -471,8 +483,6 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
          pinger_enable off\n\
          shutdown_lifetime 1 seconds\n\
          cache_log stdio:/dev/stderr\n\
-         # Unresolvable names fail after 5 s instead of the default 30 s.\n\
-         dns_timeout 5 seconds\n\
          \n\
          # Header hygiene: no Via (container id + version), no X-Forwarded-For (agent IP),\n\
          # no version string in error pages. (`via off` makes squid -k parse warn\n\

@@ -128,6 +128,7 @@ pub fn probe_context(
         "workdir": crate::render::plan::WORKDIR,
         "expected_binds": expected_binds,
         "lsm": host.lsm,
+        "report_only": spec.egress.report_only,
         "limits": {
             "memory_bytes": spec.agent.resources.memory_bytes,
             "pids": spec.agent.resources.pids.map(u64::from),

@@ -37,6 +37,7 @@ fn ctx() -> Context {
         init_comm: "podman-init".into(),
         max_pids: 30,
         no_proxy_allowed: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        report_only: false,
         escape: None,
     }
 }
@@ -938,4 +939,53 @@ fn n15_n16_raw_sockets_and_proxy_env() {
     assert!(!n16(&suffix, &c).pass);
     env.remove("https_proxy");
     assert!(!n16(&env, &c).pass);
+}
+
+#[test]
+fn report_only_requires_an_answer_not_a_deny() {
+    let ok = Reply::Status {
+        code: 200,
+        error_header: None,
+        location: None,
+        body: String::new(),
+    };
+    let denied = Reply::Status {
+        code: 403,
+        error_header: Some("ERR_ACCESS_DENIED 0".into()),
+        location: None,
+        body: String::new(),
+    };
+    assert!(
+        report_only_answers(&[
+            ("GET http://d/".into(), ok),
+            ("CONNECT d:22".into(), denied)
+        ])
+        .pass
+    );
+    assert!(
+        !report_only_answers(&[("GET http://d/".into(), Reply::Failed(Attempt::Timeout))]).pass,
+        "a drop fails"
+    );
+    assert!(!report_only_answers(&[]).pass, "nothing attempted fails");
+}
+
+#[test]
+fn report_only_keeps_private_targets_unforwarded() {
+    let squid503 = Reply::Status {
+        code: 503,
+        error_header: Some("ERR_DNS_FAIL 0".into()),
+        location: None,
+        body: String::new(),
+    };
+    let origin200 = Reply::Status {
+        code: 200,
+        error_header: None,
+        location: None,
+        body: String::new(),
+    };
+    assert!(proxy_not_forwarded(&[("CONNECT metadata:80".into(), squid503)]).pass);
+    assert!(
+        !proxy_not_forwarded(&[("CONNECT 169.254.169.254:80".into(), origin200)]).pass,
+        "forwarded"
+    );
 }
