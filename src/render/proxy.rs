@@ -467,14 +467,14 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
     // Unresolvable names and unreachable servers fail fast instead of squid's 30 s/1 min
     // defaults. A report-only run forwards what an enforcing run would deny, so there the
     // budget is 1 s: a tool still gets an answer (503/504 from the proxy) at once.
-    let (dns_s, connect_s) = if plan.egress.report_only {
-        (1, 1)
+    let (dns_s, connect_s, tries) = if plan.egress.report_only {
+        (1, 1, 1)
     } else {
-        (5, 10)
+        (5, 10, 5)
     };
     let _ = writeln!(
         out,
-        "dns_timeout {dns_s} seconds\nconnect_timeout {connect_s} seconds"
+        "dns_timeout {dns_s} seconds\ndns_retransmit_interval {dns_s} seconds\nconnect_timeout {connect_s} seconds\nforward_max_tries {tries}"
     );
     out.push_str(
         "visible_hostname cyclix-egress\n\

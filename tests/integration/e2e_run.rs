@@ -639,3 +639,42 @@ fn user_mistakes_found_right_before_a_run_are_findings_that_name_the_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_report_only_run_logs_would_be_denials_says_so_and_keeps_private_ranges_denied() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let agent = r#"[sh, -c, "curl -s -o /dev/null http://denied.example/; curl -s -o /dev/null http://10.78.0.1:8080/; exec cyclix-demo-agent"]"#;
+    let t = tenant(
+        tb,
+        "e2e-report",
+        agent,
+        "egress:\n  allow: [allowed.example]\n  ports: [80]\n  report_only: true",
+    );
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{rec:#}");
+    assert_eq!(
+        rec["result"], "passed",
+        "the probes accept a report-only run: {rec:#}"
+    );
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
+    assert!(
+        rec["notices"].to_string().contains("report_only"),
+        "the record says so: {rec:#}"
+    );
+    let decisions = rec["egress_decisions"].as_array().expect("decisions");
+    assert!(
+        decisions.iter().any(|d| d["host"] == "denied.example"
+            && d["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("would_deny:"))),
+        "a would-be denial is logged: {decisions:#?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d["host"] == "10.78.0.1" && d["status"] == "403"),
+        "private ranges stay denied in report-only: {decisions:#?}"
+    );
+}
