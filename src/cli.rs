@@ -51,6 +51,10 @@ pub enum Command {
         /// refused if anything of that run exists).
         #[arg(long)]
         run_id: Option<String>,
+        /// Unit flavour [default: Quadlet where podman ≥ 5 and its generator are installed,
+        /// else plain units].
+        #[arg(long, value_enum)]
+        backend: Option<Backend>,
     },
     /// Build cyclix's images (egress proxy, Python agent) with podman.
     #[command(subcommand)]

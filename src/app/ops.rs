@@ -128,6 +128,14 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
+/// Whether Podman's Quadlet user generator is in a directory the user manager scans.
+fn quadlet_generator_installed() -> bool {
+    use crate::host::facts::{QUADLET_GENERATOR, USER_GENERATOR_DIRS};
+    USER_GENERATOR_DIRS
+        .iter()
+        .any(|d| Path::new(d).join(QUADLET_GENERATOR).exists())
+}
+
 /// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
 /// the tier gate decides on (never defaulted).
 fn probe_runtime() -> (Runtime, Backend) {
@@ -140,7 +148,9 @@ fn probe_runtime() -> (Runtime, Backend) {
                 .unwrap_or(0);
             (
                 Runtime::Usable,
-                if major >= 5 {
+                // Quadlet only where its user generator is installed too (B01): podman 5
+                // without it gets the plain units, which carry the same topology.
+                if major >= 5 && quadlet_generator_installed() {
                     Backend::Quadlet
                 } else {
                     Backend::Plain
@@ -156,7 +166,12 @@ fn probe_runtime() -> (Runtime, Backend) {
 ///
 /// # Errors
 /// Failures of cyclix before the lifecycle starts (no runtime dir, unreadable spec).
-pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Result<Outcome> {
+pub fn run(
+    tenant: &str,
+    spec_path: Option<&Path>,
+    run_id: Option<&str>,
+    force_backend: Option<Backend>,
+) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
     let mut spec = match load_tenant(&env, tenant, spec_path)? {
@@ -173,7 +188,8 @@ pub fn run(tenant: &str, spec_path: Option<&Path>, run_id: Option<&str>) -> Resu
         );
         return Ok(Outcome::Findings);
     }
-    let (runtime, backend) = probe_runtime();
+    let (runtime, detected) = probe_runtime();
+    let backend = force_backend.unwrap_or(detected);
     spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
         Ok(t) => t,
         Err(refusal) => {

@@ -678,3 +678,28 @@ fn a_report_only_run_logs_would_be_denials_says_so_and_keeps_private_ranges_deni
         "private ranges stay denied in report-only: {decisions:#?}"
     );
 }
+
+#[test]
+fn the_plain_backend_runs_the_same_topology_end_to_end() {
+    // What a host without Quadlet (podman < 5) gets: plain .service units with the podman
+    // commands; forced here on podman 5 to run the same lifecycle, probes included.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-plain", "[cyclix-demo-agent]", "");
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", "plain"]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(Plain units)"),
+        "{out:?}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    assert!(left.trim().is_empty(), "{left}");
+    let units = expect_success(
+        &tb.user_sh("ls $XDG_RUNTIME_DIR/systemd/user/ | grep -c cyclix- || true"),
+        "units",
+    );
+    assert_eq!(units.trim(), "0", "plain unit files left");
+}
