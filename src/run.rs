@@ -2,6 +2,7 @@
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
 pub mod boundary;
+pub mod converge;
 pub mod host;
 pub mod lifecycle;
 pub mod lock;

@@ -14,7 +14,7 @@ use crate::podman::Podman;
 use crate::render::{self, Backend};
 use crate::run::lifecycle::{self, Deadlines, RunInputs, RunPaths};
 use crate::run::lock::{self, Acquire, Holder};
-use crate::run::{host::RealRunHost, record};
+use crate::run::{converge, host::RealRunHost, record};
 use crate::spec::{Spec, Task};
 use crate::systemd::{ActiveState, JobMode, UnitManager, ZbusUnitManager};
 use crate::tier::{self, Runtime};
@@ -246,24 +246,7 @@ pub fn run(
         },
     };
     let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
-    let units = unit_manager(&env)?;
-    crate::stderrln!(
-        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
-        inputs.run_id
-    );
-    let rec = lifecycle::execute(&inputs, &units, &RealRunHost::new());
-    let path = record::write(&record::tenant_dir(&env.state_home, tenant), &rec)?;
-    print!("{}", record::summary(&rec));
-    println!("  record: {}", path.display());
-    Ok(match rec.result.exit_code() {
-        0 => Outcome::Ok,
-        1 => Outcome::Findings,
-        _ => bail!(
-            "run {} failed in phase {}",
-            rec.run_id,
-            rec.failed_phase.as_deref().unwrap_or("?")
-        ),
-    })
+    converge_and_execute(&env, tenant, inputs, backend)
 }
 
 /// A flag SIGTERM and SIGINT set (`cyclix stop`, `systemctl --user stop`, Ctrl-C), so a run
@@ -329,6 +312,70 @@ fn run_inputs(
         tripwire_dir: env.home.clone(),
         probe_sockets: host.sockets.clone(),
         interrupted: interrupt_flag()?,
+    })
+}
+
+/// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),
+/// leaves this run's marker, executes it, writes its record and prints the summary.
+fn converge_and_execute(
+    env: &HostEnv,
+    tenant: &str,
+    inputs: RunInputs,
+    backend: Backend,
+) -> Result<Outcome> {
+    let units = unit_manager(env)?;
+    let host = RealRunHost::new();
+    let records = record::tenant_dir(&env.state_home, tenant);
+    // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
+    let mut converged = Vec::new();
+    for dead in converge::orphans(&records) {
+        crate::stderrln!(
+            "cyclix: run {} of tenant {tenant} was left mid-way; finishing its teardown",
+            dead.run_id
+        );
+        let rec = converge::converge(&dead, &units, &host, &inputs.run_id);
+        record::write_only(&records, &rec)?;
+        converge::remove(&records, &dead.run_id);
+        converged.push(format!(
+            "converged run {} left by a cyclix that died: {} leftover(s)",
+            dead.run_id,
+            rec.leftovers.len()
+        ));
+    }
+    let mut inputs = inputs;
+    inputs.notices.extend(converged);
+    converge::write(
+        &records,
+        &converge::Marker {
+            tenant: tenant.to_string(),
+            run_id: inputs.run_id.clone(),
+            pid: std::process::id(),
+            started_ms: now_ms(),
+            repo: PathBuf::from(&inputs.spec.repo.path),
+            worktree: inputs.paths.worktree.clone(),
+            run_dir: inputs.paths.run_dir.clone(),
+            quadlet_dir: inputs.paths.quadlet_dir.clone(),
+            units_dir: inputs.paths.units_dir.clone(),
+            extra_files: crate::run::tripwire::paths(&inputs.tripwire_dir, &inputs.run_id),
+        },
+    )?;
+    crate::stderrln!(
+        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
+        inputs.run_id
+    );
+    let rec = lifecycle::execute(&inputs, &units, &host);
+    let path = record::write(&records, &rec)?;
+    converge::remove(&records, &rec.run_id);
+    print!("{}", record::summary(&rec));
+    println!("  record: {}", path.display());
+    Ok(match rec.result.exit_code() {
+        0 => Outcome::Ok,
+        1 => Outcome::Findings,
+        _ => bail!(
+            "run {} failed in phase {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?")
+        ),
     })
 }
 

@@ -122,6 +122,21 @@ pub fn tenant_dir(state_home: &Path, tenant: &str) -> PathBuf {
     state_home.join("cyclix/runs").join(tenant)
 }
 
+/// Writes `record` atomically to `dir/RUN.json` only (not `latest.json`): for a converged,
+/// older run.
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn write_only(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}.json", record.run_id));
+    atomic_write(
+        &path,
+        &serde_json::to_vec_pretty(record).context("serialising the run record")?,
+    )?;
+    Ok(path)
+}
+
 /// Writes `record` atomically to `dir/RUN.json` and points `dir/latest.json` at it.
 ///
 /// # Errors

@@ -33,13 +33,23 @@ impl Tripwires {
     }
 }
 
+/// The files [`plant`] creates for run `run_id` in `dir` (for a successor's cleanup).
+#[must_use]
+pub fn paths(dir: &Path, run_id: &str) -> Vec<PathBuf> {
+    vec![
+        dir.join(format!(".cyclix-canary-key-{run_id}")),
+        dir.join(format!(".cyclix-escape-{run_id}")),
+    ]
+}
+
 /// Plants the tripwires of run `run_id`: the key and the outside path in `dir` (the user's
 /// home, never mounted into the sandbox), the hook path of `git_dir`.
 ///
 /// # Errors
 /// I/O failures, naming the path.
 pub fn plant(dir: &Path, git_dir: &Path, run_id: &str) -> Result<Tripwires> {
-    let key = dir.join(format!(".cyclix-canary-key-{run_id}"));
+    let [key, outside] = <[PathBuf; 2]>::try_from(paths(dir, run_id))
+        .map_err(|_| anyhow::anyhow!("invariant: two tripwire paths"))?;
     std::fs::write(
         &key,
         format!("-----BEGIN OPENSSH PRIVATE KEY-----\ncyclix canary for run {run_id}: not a key\n-----END OPENSSH PRIVATE KEY-----\n"),
@@ -56,7 +66,6 @@ pub fn plant(dir: &Path, git_dir: &Path, run_id: &str) -> Result<Tripwires> {
             .set_modified(mtime),
     )
     .with_context(|| format!("setting the times of {}", key.display()))?;
-    let outside = dir.join(format!(".cyclix-escape-{run_id}"));
     let hook = git_dir.join("hooks/pre-commit");
     let existed = hook.exists();
     let sentinel =

@@ -703,3 +703,63 @@ fn the_plain_backend_runs_the_same_topology_end_to_end() {
     );
     assert_eq!(units.trim(), "0", "plain unit files left");
 }
+
+#[test]
+fn after_cyclix_is_killed_mid_run_the_next_run_converges_to_zero_leftovers() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-kill", r#"[sh, -c, "sleep 60"]"#, "");
+    let script = format!(
+        "systemctl --user start --no-block cyclix-run@{t}.service
+         for i in $(seq 1 300); do
+           podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | grep -q . && break
+           sleep 0.1
+         done
+         systemctl --user kill --signal=SIGKILL --kill-whom=main cyclix-run@{t}.service
+         for i in $(seq 1 100); do systemctl --user -q is-active cyclix-run@{t}.service || break; sleep 0.1; done
+         systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
+         basename $(ls ~/.local/state/cyclix/runs/{t}/*.running) .running"
+    );
+    let dead = expect_success(&tb.user_sh(&script), "kill cyclix mid-run");
+    let dead = dead.trim().to_string();
+    assert!(!dead.is_empty(), "a killed run must leave its marker");
+    let before = leftovers(tb, &dead, &t);
+    assert!(
+        !before.trim().is_empty(),
+        "the kill must really leave something to converge"
+    );
+    // The next run of the tenant finishes the dead run's teardown first.
+    expect_success(
+        &tb.user_sh(&format!("sed -i 's|command: \\[sh, -c, \"sleep 60\"\\]|command: [cyclix-demo-agent]|' ~/.config/cyclix/tenants/{t}.yaml")),
+        "switch the agent",
+    );
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{rec:#}");
+    assert!(
+        rec["notices"]
+            .to_string()
+            .contains(&format!("converged run {dead}")),
+        "{rec:#}"
+    );
+    let old = expect_success(
+        &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/{dead}.json")),
+        "old record",
+    );
+    let old: serde_json::Value = serde_json::from_str(&old).expect("json");
+    assert_eq!(old["failed_phase"], "interrupted", "{old:#}");
+    assert_eq!(
+        old["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{old:#}"
+    );
+    let after = leftovers(tb, &dead, &t);
+    assert!(after.trim().is_empty(), "the dead run still left:\n{after}");
+    let marker = expect_success(
+        &tb.user_sh(&format!(
+            "ls ~/.local/state/cyclix/runs/{t}/ | grep -c running || true"
+        )),
+        "markers",
+    );
+    assert_eq!(marker.trim(), "0");
+}

@@ -1,0 +1,276 @@
+//! Convergence after a cyclix that died mid-run (SIGKILL, OOM, power loss of the session): each
+//! run leaves a marker (`RUN.running` beside its record) naming everything it may create; the
+//! next run of the tenant, holding the tenant lock (so the marker's owner is gone), finishes
+//! that run's teardown, audits it and records what it found (security-cases §3 "SIGKILL of
+//! toolkit mid-teardown").
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use super::record::{RunRecord, RunResult};
+use super::seam::RunHost;
+use crate::systemd::{JobMode, UnitManager};
+
+/// What a run may have created, written before it creates anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// Tenant.
+    pub tenant: String,
+    /// Run id.
+    pub run_id: String,
+    /// The process that ran it.
+    pub pid: u32,
+    /// Start, in ms since the Unix epoch.
+    pub started_ms: u128,
+    /// The repository (for the worktree).
+    pub repo: PathBuf,
+    /// The run's worktree.
+    pub worktree: PathBuf,
+    /// The run's state directory.
+    pub run_dir: PathBuf,
+    /// Quadlet's runtime directory.
+    pub quadlet_dir: PathBuf,
+    /// The runtime unit directory.
+    pub units_dir: PathBuf,
+    /// Files the run planted outside those (tripwires).
+    pub extra_files: Vec<PathBuf>,
+}
+
+/// `DIR/RUN.running`.
+#[must_use]
+pub fn marker_path(tenant_dir: &Path, run_id: &str) -> PathBuf {
+    tenant_dir.join(format!("{run_id}.running"))
+}
+
+/// Writes the marker (atomically).
+///
+/// # Errors
+/// I/O failures.
+pub fn write(tenant_dir: &Path, m: &Marker) -> Result<()> {
+    std::fs::create_dir_all(tenant_dir)
+        .with_context(|| format!("creating {}", tenant_dir.display()))?;
+    super::record::atomic_write(
+        &marker_path(tenant_dir, &m.run_id),
+        &serde_json::to_vec_pretty(m)?,
+    )
+}
+
+/// Removes the marker once the run's own record is written.
+pub fn remove(tenant_dir: &Path, run_id: &str) {
+    let _ = std::fs::remove_file(marker_path(tenant_dir, run_id));
+}
+
+/// The markers of runs whose process is gone (call while holding the tenant lock).
+#[must_use]
+pub fn orphans(tenant_dir: &Path) -> Vec<Marker> {
+    let Ok(rd) = std::fs::read_dir(tenant_dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<Marker> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "running"))
+        .filter_map(|p| {
+            std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+        })
+        .collect();
+    v.sort_by(|a: &Marker, b: &Marker| a.run_id.cmp(&b.run_id));
+    v
+}
+
+/// The unit a Quadlet or plain unit file of the run becomes (`X.container` → `X.service`,
+/// `X.pod` → `X-pod.service`, `X.network` → `X-network.service`, `X.service` itself).
+#[must_use]
+pub fn unit_of(file: &str) -> Option<String> {
+    let (stem, ext) = file.rsplit_once('.')?;
+    Some(match ext {
+        "container" => format!("{stem}.service"),
+        "pod" => format!("{stem}-pod.service"),
+        "network" => format!("{stem}-network.service"),
+        "volume" => format!("{stem}-volume.service"),
+        "service" => file.to_string(),
+        _ => return None,
+    })
+}
+
+/// Finishes the teardown of the dead run `m` and audits it; returns its record (result
+/// `error`, phase `interrupted`, what was left after convergence).
+pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &str) -> RunRecord {
+    let prefix = format!("cyclix-{}", m.run_id);
+    let mut files = Vec::new();
+    for dir in [&m.quadlet_dir, &m.units_dir] {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            files.extend(rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+            }));
+        }
+    }
+    // Stop units before their files go: the generated ones disappear with the files.
+    for f in &files {
+        if let Some(u) = f.file_name().and_then(|n| unit_of(&n.to_string_lossy())) {
+            let _ = units.stop(&u, JobMode::Replace, Duration::from_secs(45));
+            let _ = units.reset_failed(&u);
+        }
+    }
+    for f in &files {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = units.reload();
+    let _ = host.remove_run_objects(&m.run_id);
+    if let Ok(inv) = host.inventory(&m.run_id) {
+        for s in inv.iter().filter_map(|l| l.strip_prefix("secret ")) {
+            let _ = host.secret_remove(s);
+        }
+    }
+    let _ = host.worktree_remove(&m.repo, &m.worktree);
+    let _ = std::fs::remove_dir_all(&m.run_dir);
+    for f in &m.extra_files {
+        let _ = std::fs::remove_file(f);
+    }
+    let mut left = host
+        .inventory(&m.run_id)
+        .unwrap_or_else(|e| vec![format!("inventory failed: {e:#}")]);
+    left.extend(
+        files
+            .iter()
+            .filter(|f| f.exists())
+            .map(|f| format!("file {}", f.display())),
+    );
+    for p in [&m.worktree, &m.run_dir] {
+        if p.exists() {
+            left.push(format!(
+                "{} {}",
+                if p == &m.worktree {
+                    "worktree"
+                } else {
+                    "run dir"
+                },
+                p.display()
+            ));
+        }
+    }
+    RunRecord::interrupted(
+        &m.tenant,
+        &m.run_id,
+        format!(
+            "cyclix (pid {}) ended during the run without tearing it down; run {by} finished the teardown ({} unit files, the labelled podman objects, secrets, worktree, run dir)",
+            m.pid,
+            files.len()
+        ),
+        left,
+    )
+}
+
+impl RunRecord {
+    /// The record of a run whose cyclix died and that a later run converged.
+    #[must_use]
+    pub fn interrupted(tenant: &str, run_id: &str, error: String, leftovers: Vec<String>) -> Self {
+        RunRecord {
+            version: 1,
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            tier: String::new(),
+            result: RunResult::Error,
+            failed_phase: Some("interrupted".into()),
+            error: Some(error),
+            phases: Vec::new(),
+            agent_exit: None,
+            gate_exit: None,
+            branch: super::lifecycle::branch_name(tenant, run_id),
+            base_commit: String::new(),
+            commits: Vec::new(),
+            probes: Vec::new(),
+            agent_log: Vec::new(),
+            gate_log: Vec::new(),
+            refusal: Vec::new(),
+            watch_rounds: 0,
+            egress_decisions: Vec::new(),
+            secret_names: Vec::new(),
+            notices: Vec::new(),
+            leftovers,
+            units: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::seam::FakeRunHost;
+    use crate::systemd::FakeUnitManager;
+    use crate::systemd::fake::Call;
+
+    #[test]
+    fn unit_names_follow_quadlet() {
+        assert_eq!(
+            unit_of("cyclix-r1-agent.container").as_deref(),
+            Some("cyclix-r1-agent.service")
+        );
+        assert_eq!(
+            unit_of("cyclix-r1.pod").as_deref(),
+            Some("cyclix-r1-pod.service")
+        );
+        assert_eq!(
+            unit_of("cyclix-r1-egress.network").as_deref(),
+            Some("cyclix-r1-egress-network.service")
+        );
+        assert_eq!(
+            unit_of("cyclix-r1-gate.service").as_deref(),
+            Some("cyclix-r1-gate.service")
+        );
+        assert_eq!(unit_of("squid.conf"), None);
+    }
+
+    #[test]
+    fn a_dead_runs_marker_is_found_and_its_run_torn_down() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let q = dir.path().join("quadlet");
+        std::fs::create_dir_all(&q).expect("q");
+        std::fs::write(q.join("cyclix-r9-agent.container"), "").expect("unit");
+        std::fs::write(q.join("cyclix-other-agent.container"), "").expect("someone else's");
+        let key = dir.path().join(".cyclix-canary-key-r9");
+        std::fs::write(&key, "k").expect("key");
+        let m = Marker {
+            tenant: "acme".into(),
+            run_id: "r9".into(),
+            pid: 1,
+            started_ms: 0,
+            repo: dir.path().join("repo"),
+            worktree: dir.path().join("wt"),
+            run_dir: dir.path().join("run"),
+            quadlet_dir: q.clone(),
+            units_dir: dir.path().join("units"),
+            extra_files: vec![key.clone()],
+        };
+        let records = dir.path().join("records");
+        write(&records, &m).expect("marker");
+        let found = orphans(&records);
+        assert_eq!(found, vec![m.clone()]);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost::default();
+        let rec = converge(&m, &units, &host, "r10");
+        assert!(!q.join("cyclix-r9-agent.container").exists());
+        assert!(
+            q.join("cyclix-other-agent.container").exists(),
+            "another run's file was touched"
+        );
+        assert!(!key.exists());
+        assert!(
+            units
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::Stop { unit, .. } if unit == "cyclix-r9-agent.service"))
+        );
+        assert!(host.calls().iter().any(|c| c == "remove_run_objects r9"));
+        assert_eq!(rec.failed_phase.as_deref(), Some("interrupted"));
+        assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
+        remove(&records, "r9");
+        assert!(orphans(&records).is_empty());
+    }
+}
