@@ -205,6 +205,8 @@ pub fn execute(inp: &RunInputs, units: &dyn UnitManager, host: &dyn RunHost) -> 
         notices: inp.notices.clone(),
         leftovers: Vec::new(),
         units: Vec::new(),
+        agent_ready_ms: None,
+        go_ms: None,
     };
     let mut r = Recorder {
         phases: Vec::new(),
@@ -588,6 +590,7 @@ fn prove(
 ) -> Result<bool> {
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
     units.start(unit, JobMode::Replace, inp.deadlines.start)?;
+    rec.agent_ready_ms = Some(now_ms());
     let (exit, stdout) = host.probe(container, &[], inp.deadlines.probe)?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
     rec.probes = probes;
@@ -615,6 +618,7 @@ fn prove(
         render::plan::REFUSED_FILE
     });
     std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
+    rec.go_ms = Some(now_ms());
     rec.refusal = why;
     Ok(go)
 }
