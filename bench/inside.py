@@ -213,9 +213,12 @@ def density(cyclix, n):
     stop.set()
     th.join()
     recs = [record(name, rid) for name, rid in ids.items()]
-    left = sh("podman ps -aq --filter label=io.cyclix.run; podman pod ls -q --filter "
-              "label=io.cyclix.run; podman network ls -q --filter label=io.cyclix.run; "
-              "podman volume ls -q --filter label=io.cyclix.run").stdout.split()
+    left = []
+    for rid in ids.values():
+        l = f"label=io.cyclix.run={rid}"
+        left += sh(f"podman ps -aq --filter {l}; podman pod ls -q --filter {l}; "
+                   f"podman network ls -q --filter {l}; podman volume ls -q --filter {l}"
+                   ).stdout.split()
     left += [x for r in recs for x in r["leftovers"]]
     results = [r["result"] for r in recs]
     return {
