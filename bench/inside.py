@@ -297,7 +297,7 @@ def main():
                              "Type=oneshot\nExecStart=/bin/true\n")
     sh("systemctl --user daemon-reload")
     m = 3 if a.short else 20
-    d, dp, s, job = [], [], [], []
+    d, dp, s = [], [], []
     for _ in range(m):
         t = time.perf_counter()
         r = sh([cyclix, "unit", "start", unit])
@@ -307,10 +307,6 @@ def main():
             raise SystemExit(f"bench: `cyclix unit start` printed no job time: {r.stdout}")
         d.append(float(got.group(1)))
         s.append(timed(["systemctl", "--user", "start", unit]))
-        # systemd's own time for the job: the unit left `inactive` .. entered it again.
-        ts = sh(["systemctl", "--user", "show", "-P", "InactiveExitTimestampMonotonic", "-P",
-                 "InactiveEnterTimestampMonotonic", unit]).stdout.split()
-        job.append((int(ts[1]) - int(ts[0])) / 1e3)
     out["pairs"].append(pair(
         "D-Bus start vs systemctl (ms)", "ratio <= 0.5", d, s,
         note="cyclix: StartUnit -> job done -> unit state read, in-process (the `job done, N "
@@ -319,7 +315,6 @@ def main():
     out["pairs"].append(pair(
         "cyclix unit start process (ms)", "-", dp, s,
         note="both as whole processes: `cyclix unit start U` vs `systemctl --user start U`"))
-    out["systemd_job_ms"] = stats(job)
     (udir / unit).unlink()
     sh("systemctl --user daemon-reload")
 
@@ -354,9 +349,6 @@ def main():
         f"{dn['collisions']} collisions, {len(dn['leftovers'])} leftovers, {dn['wall_ms']} ms; "
         f"proxy+infra RSS/run MiB median {rss['median'] if rss else '-'} max "
         f"{rss['max'] if rss else '-'} (target <= 40)")
-    sj = out["systemd_job_ms"]
-    log(f"systemd's own job time       {sj['min']:>8} {sj['median']:>8} {sj['max']:>8}"
-        "   (inactive-exit .. inactive-enter of the oneshot; a floor for both sides)")
     log("phases (median ms): " + ", ".join(f"{k} {v}" for k, v in
                                           out["phases_median_ms"].items()))
     print(json.dumps(out, indent=1))

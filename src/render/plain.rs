@@ -197,7 +197,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         "--pod-id-file=%t/%N.pod-id".into(),
         "--exit-policy=stop".into(),
         "--replace".into(),
-        format!("--network={}", internal.name),
+        format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
         format!("--infra-name={pod}-infra"),

@@ -202,6 +202,11 @@ pub struct RunPlan {
     pub subnet: String,
     /// The proxy's address on it (`10.213.N.2`).
     pub proxy_ip: String,
+    /// The pod's address on it (`10.213.N.3`): fixed, because the proxy and the agent start
+    /// as parallel jobs and the pod would otherwise take whichever address is free first,
+    /// possibly the proxy's (`IPAM error: requested ip address ... is already allocated`,
+    /// seen on podman 5.4 with bench/run).
+    pub pod_ip: String,
     /// Networks (internal first, egress second) — empty for non-container tiers.
     pub networks: Vec<NetworkPlan>,
     /// The pod's stem (`cyclix-R`) — `None` for non-container tiers.
@@ -301,6 +306,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     let base = format!("cyclix-{r}");
     let subnet = format!("10.213.{}.0/24", run.subnet_octet);
     let proxy_ip = format!("10.213.{}.2", run.subnet_octet);
+    let pod_ip = format!("10.213.{}.3", run.subnet_octet);
     let warnings = warnings(spec);
     let agent_stem = format!("{base}-agent");
     let gate_stem = format!("{base}-gate");
@@ -368,6 +374,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         tier: Tier::Container,
         subnet,
         proxy_ip,
+        pod_ip,
         networks,
         pod: Some(base.clone()),
         containers,
@@ -392,6 +399,7 @@ fn host_plan(
     task_env: &[(String, String)],
 ) -> RunPlan {
     let r = &run.run_id;
+    let pod_ip = format!("10.213.{}.3", run.subnet_octet);
     let agent_stem = format!("cyclix-{r}-agent");
     let gate_stem = format!("cyclix-{r}-gate");
     warnings.push(format!("tier `{}`: {}", tier, tier.facts().summary));
@@ -446,6 +454,7 @@ fn host_plan(
         tier,
         subnet,
         proxy_ip,
+        pod_ip,
         networks: Vec::new(),
         pod: None,
         containers: Vec::new(),

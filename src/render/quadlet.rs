@@ -79,7 +79,10 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
             .add("Description", format!("cyclix run {} pod", plan.run_id));
         let mut s = u.section("Pod");
         s.add("PodName", pod.clone());
-        s.add("Network", format!("{}.network", internal.stem));
+        s.add(
+            "Network",
+            format!("{}.network:ip={}", internal.stem, plan.pod_ip),
+        );
         // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
         s.add("DNSOption", "timeout:1");
         s.add("DNSOption", "attempts:1");
