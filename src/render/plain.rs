@@ -148,6 +148,9 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     if let Some(s) = &n.subnet {
         args.push(format!("--subnet={s}"));
     }
+    if let Some(r) = &n.ip_range {
+        args.push(format!("--ip-range={r}"));
+    }
     args.extend(label_args(
         plan,
         if n.internal {

@@ -71,6 +71,11 @@ pub struct NetworkPlan {
     pub internal: bool,
     /// Fixed subnet, if any (`Subnet=`).
     pub subnet: Option<String>,
+    /// The range podman hands out dynamic addresses from (`IPRange=`, `--ip-range`): the
+    /// upper half of the internal subnet, so nothing that joins it without a fixed address
+    /// can take the proxy's `.2` or the pod's `.3` (the proxy and the agent start as parallel
+    /// jobs; seen as `IPAM error: requested ip address ... is already allocated`).
+    pub ip_range: Option<String>,
 }
 
 /// A network attachment of a container.
@@ -331,12 +336,14 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             name: base.clone(),
             internal: true,
             subnet: Some(subnet.clone()),
+            ip_range: Some(format!("10.213.{}.128/25", run.subnet_octet)),
         },
         NetworkPlan {
             stem: format!("{base}-egress"),
             name: format!("{base}-egress"),
             internal: false,
             subnet: None,
+            ip_range: None,
         },
     ];
     let agent_env = agent_env(spec, &proxy_ip, task_env);

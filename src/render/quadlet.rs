@@ -56,6 +56,9 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
         if let Some(sub) = &n.subnet {
             s.add("Subnet", sub.clone());
         }
+        if let Some(range) = &n.ip_range {
+            s.add("IPRange", range.clone());
+        }
         for (k, val) in labels(
             plan,
             if n.internal {
