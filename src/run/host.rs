@@ -53,21 +53,21 @@ impl RealRunHost {
     fn listing(&self, run_id: &str, secrets: bool) -> Result<Listing> {
         let label = run_label(run_id);
         let prefix = format!("cyclix-{run_id}-");
-        let p = &self.podman;
-        std::thread::scope(|s| {
-            let c = s.spawn(|| p.containers(&label));
-            let po = s.spawn(|| p.pods(&label));
-            let n = s.spawn(|| p.networks(&label));
-            let v = s.spawn(|| p.volumes(&label));
-            let se = secrets.then(|| s.spawn(|| p.secrets(&prefix)));
-            let join = |what: &str| anyhow::anyhow!("listing the run's {what} panicked");
+        let pm = &self.podman;
+        std::thread::scope(|scope| {
+            let containers = scope.spawn(|| pm.containers(&label));
+            let pods = scope.spawn(|| pm.pods(&label));
+            let networks = scope.spawn(|| pm.networks(&label));
+            let volumes = scope.spawn(|| pm.volumes(&label));
+            let names = secrets.then(|| scope.spawn(|| pm.secrets(&prefix)));
+            let panicked = |what: &str| anyhow::anyhow!("listing the run's {what} panicked");
             Ok(Listing {
-                containers: c.join().map_err(|_| join("containers"))??,
-                pods: po.join().map_err(|_| join("pods"))??,
-                networks: n.join().map_err(|_| join("networks"))??,
-                volumes: v.join().map_err(|_| join("volumes"))??,
-                secrets: match se {
-                    Some(h) => h.join().map_err(|_| join("secrets"))??,
+                containers: containers.join().map_err(|_| panicked("containers"))??,
+                pods: pods.join().map_err(|_| panicked("pods"))??,
+                networks: networks.join().map_err(|_| panicked("networks"))??,
+                volumes: volumes.join().map_err(|_| panicked("volumes"))??,
+                secrets: match names {
+                    Some(h) => h.join().map_err(|_| panicked("secrets"))??,
                     None => Vec::new(),
                 },
             })

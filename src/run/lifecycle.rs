@@ -318,33 +318,7 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    // The agent unit starts as a job of its own next to the proxy's (systemd runs independent
-    // jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes pass): about
-    // 200 ms of bring-up on the testbed (bench/run, issue 7).
-    let container = spec.tier == Tier::Container;
-    r.phase("start", || {
-        std::thread::scope(|s| {
-            let agent = container.then(|| {
-                s.spawn(|| {
-                    units.start(&rendered.units.agent, JobMode::Replace, inp.deadlines.start)
-                })
-            });
-            let mut infra = Ok(());
-            for u in &rendered.units.infra {
-                if let Err(e) = units.start(u, JobMode::Replace, inp.deadlines.start) {
-                    infra = Err(e);
-                    break;
-                }
-            }
-            if let Some(h) = agent {
-                h.join()
-                    .map_err(|_| anyhow!("starting {} panicked", rendered.units.agent))??;
-                rec.agent_ready_ms = Some(now_ms());
-            }
-            infra?;
-            Ok(())
-        })
-    })?;
+    r.phase("start", || start_units(inp, units, &rendered.units, rec))?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
         // `direct` works in the user's own checkout: its commits are on HEAD there.
@@ -369,6 +343,38 @@ fn bring_up_and_run(
         }
     }
     Ok(result)
+}
+
+/// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
+/// unit. The agent unit starts as a job of its own next to the proxy's (systemd runs
+/// independent jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes
+/// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
+/// `rec.agent_ready_ms`.
+fn start_units(
+    inp: &RunInputs,
+    units: &(dyn UnitManager + Sync),
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<()> {
+    let container = inp.spec.tier == Tier::Container;
+    std::thread::scope(|s| {
+        let agent = container
+            .then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.deadlines.start)));
+        let mut infra = Ok(());
+        for u in &names.infra {
+            if let Err(e) = units.start(u, JobMode::Replace, inp.deadlines.start) {
+                infra = Err(e);
+                break;
+            }
+        }
+        if let Some(h) = agent {
+            h.join()
+                .map_err(|_| anyhow!("starting {} panicked", names.agent))??;
+            rec.agent_ready_ms = Some(now_ms());
+        }
+        infra?;
+        Ok(())
+    })
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then

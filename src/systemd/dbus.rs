@@ -650,7 +650,7 @@ impl ZbusUnitManager {
         let unit = call.run(PHASE, self.unit_proxy(path.clone())).await?;
         // The properties are read concurrently: each Get is a round trip to the manager, and
         // ten in a row were most of a job's wall time (bench/run, issue 7).
-        let ((load, active), ((sub, reload), ((cond, cond_ts), job))) = future::zip(
+        let ((load, active), ((sub, reload), ((cond, cond_ts), job))) = Box::pin(future::zip(
             future::zip(
                 call.run(PHASE, unit.load_state()),
                 call.run(PHASE, unit.active_state()),
@@ -668,7 +668,7 @@ impl ZbusUnitManager {
                     call.run(PHASE, unit.job()),
                 ),
             ),
-        )
+        ))
         .await;
         let mut status = UnitStatus {
             active_state: ActiveState::parse(&active?),
@@ -684,7 +684,7 @@ impl ZbusUnitManager {
         }
         if unit_type(call.unit) == Some("service") {
             let service = call.run(PHASE, self.service_proxy(path)).await?;
-            let ((result, code), (main_status, service_type)) = future::zip(
+            let ((result, code), (main_status, service_type)) = Box::pin(future::zip(
                 future::zip(
                     call.run(PHASE, service.result()),
                     call.run(PHASE, service.exec_main_code()),
@@ -693,7 +693,7 @@ impl ZbusUnitManager {
                     call.run(PHASE, service.exec_main_status()),
                     call.run(PHASE, service.service_type()),
                 ),
-            )
+            ))
             .await;
             status.result = Some(result?);
             let code = ExecMainCode::from_raw(code?);
