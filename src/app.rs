@@ -2,6 +2,7 @@
 //! on stdout. Business rules live in the pure modules; this file only sequences them.
 
 pub mod agent_wait;
+pub mod bench_cmd;
 pub mod check_cmd;
 pub mod ops;
 pub mod unit_cmd;
@@ -52,6 +53,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             timeout_s,
             argv,
         } => agent_wait::run(go, *timeout_s, argv),
+        Command::BenchRender { tenants } => bench_cmd::run(*tenants),
         Command::Probe(args) => Ok(if crate::probe::main(args)? {
             Outcome::Ok
         } else {

@@ -103,6 +103,14 @@ pub enum Command {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Render N distinct tenants' unit sets in this process and print the wall time as JSON
+    /// (hidden: `bench/run` uses it).
+    #[command(hide = true)]
+    BenchRender {
+        /// How many tenants.
+        #[arg(long, default_value_t = 1000)]
+        tenants: usize,
+    },
     /// Inside the agent container: wait until cyclix proved the boundary, then exec the agent.
     #[command(hide = true)]
     AgentWait {

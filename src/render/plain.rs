@@ -148,6 +148,9 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     if let Some(s) = &n.subnet {
         args.push(format!("--subnet={s}"));
     }
+    if let Some(r) = &n.ip_range {
+        args.push(format!("--ip-range={r}"));
+    }
     args.extend(label_args(
         plan,
         if n.internal {
@@ -197,7 +200,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         "--pod-id-file=%t/%N.pod-id".into(),
         "--exit-policy=stop".into(),
         "--replace".into(),
-        format!("--network={}", internal.name),
+        format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
         format!("--infra-name={pod}-infra"),

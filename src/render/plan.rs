@@ -71,6 +71,11 @@ pub struct NetworkPlan {
     pub internal: bool,
     /// Fixed subnet, if any (`Subnet=`).
     pub subnet: Option<String>,
+    /// The range podman hands out dynamic addresses from (`IPRange=`, `--ip-range`): the
+    /// upper half of the internal subnet, so nothing that joins it without a fixed address
+    /// can take the proxy's `.2` or the pod's `.3` (the proxy and the agent start as parallel
+    /// jobs; seen as `IPAM error: requested ip address ... is already allocated`).
+    pub ip_range: Option<String>,
 }
 
 /// A network attachment of a container.
@@ -202,6 +207,11 @@ pub struct RunPlan {
     pub subnet: String,
     /// The proxy's address on it (`10.213.N.2`).
     pub proxy_ip: String,
+    /// The pod's address on it (`10.213.N.3`): fixed, because the proxy and the agent start
+    /// as parallel jobs and the pod would otherwise take whichever address is free first,
+    /// possibly the proxy's (`IPAM error: requested ip address ... is already allocated`,
+    /// seen on podman 5.4 with bench/run).
+    pub pod_ip: String,
     /// Networks (internal first, egress second) — empty for non-container tiers.
     pub networks: Vec<NetworkPlan>,
     /// The pod's stem (`cyclix-R`) — `None` for non-container tiers.
@@ -301,6 +311,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     let base = format!("cyclix-{r}");
     let subnet = format!("10.213.{}.0/24", run.subnet_octet);
     let proxy_ip = format!("10.213.{}.2", run.subnet_octet);
+    let pod_ip = format!("10.213.{}.3", run.subnet_octet);
     let warnings = warnings(spec);
     let agent_stem = format!("{base}-agent");
     let gate_stem = format!("{base}-gate");
@@ -325,12 +336,14 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             name: base.clone(),
             internal: true,
             subnet: Some(subnet.clone()),
+            ip_range: Some(format!("10.213.{}.128/25", run.subnet_octet)),
         },
         NetworkPlan {
             stem: format!("{base}-egress"),
             name: format!("{base}-egress"),
             internal: false,
             subnet: None,
+            ip_range: None,
         },
     ];
     let agent_env = agent_env(spec, &proxy_ip, task_env);
@@ -368,6 +381,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         tier: Tier::Container,
         subnet,
         proxy_ip,
+        pod_ip,
         networks,
         pod: Some(base.clone()),
         containers,
@@ -392,6 +406,7 @@ fn host_plan(
     task_env: &[(String, String)],
 ) -> RunPlan {
     let r = &run.run_id;
+    let pod_ip = format!("10.213.{}.3", run.subnet_octet);
     let agent_stem = format!("cyclix-{r}-agent");
     let gate_stem = format!("cyclix-{r}-gate");
     warnings.push(format!("tier `{}`: {}", tier, tier.facts().summary));
@@ -446,6 +461,7 @@ fn host_plan(
         tier,
         subnet,
         proxy_ip,
+        pod_ip,
         networks: Vec::new(),
         pod: None,
         containers: Vec::new(),

@@ -56,6 +56,9 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
         if let Some(sub) = &n.subnet {
             s.add("Subnet", sub.clone());
         }
+        if let Some(range) = &n.ip_range {
+            s.add("IPRange", range.clone());
+        }
         for (k, val) in labels(
             plan,
             if n.internal {
@@ -79,7 +82,10 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
             .add("Description", format!("cyclix run {} pod", plan.run_id));
         let mut s = u.section("Pod");
         s.add("PodName", pod.clone());
-        s.add("Network", format!("{}.network", internal.stem));
+        s.add(
+            "Network",
+            format!("{}.network:ip={}", internal.stem, plan.pod_ip),
+        );
         // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
         s.add("DNSOption", "timeout:1");
         s.add("DNSOption", "attempts:1");

@@ -36,6 +36,45 @@ fn run_label(run_id: &str) -> String {
     format!("io.cyclix.run={run_id}")
 }
 
+/// Everything of one run that podman lists.
+struct Listing {
+    containers: Vec<crate::podman::ContainerInfo>,
+    pods: Vec<crate::podman::PodInfo>,
+    networks: Vec<crate::podman::NetworkInfo>,
+    volumes: Vec<crate::podman::VolumeInfo>,
+    secrets: Vec<String>,
+}
+
+impl RealRunHost {
+    /// Lists the run's labelled containers, pods, networks, volumes (and, with `secrets`, its
+    /// `cyclix-RUN-` secrets) with one podman process per kind, all at once: each podman call
+    /// costs 40-60 ms on the testbed, mostly its own start-up, so five in a row were most of
+    /// the audit (bench/run, issue 7).
+    fn listing(&self, run_id: &str, secrets: bool) -> Result<Listing> {
+        let label = run_label(run_id);
+        let prefix = format!("cyclix-{run_id}-");
+        let pm = &self.podman;
+        std::thread::scope(|scope| {
+            let containers = scope.spawn(|| pm.containers(&label));
+            let pods = scope.spawn(|| pm.pods(&label));
+            let networks = scope.spawn(|| pm.networks(&label));
+            let volumes = scope.spawn(|| pm.volumes(&label));
+            let names = secrets.then(|| scope.spawn(|| pm.secrets(&prefix)));
+            let panicked = |what: &str| anyhow::anyhow!("listing the run's {what} panicked");
+            Ok(Listing {
+                containers: containers.join().map_err(|_| panicked("containers"))??,
+                pods: pods.join().map_err(|_| panicked("pods"))??,
+                networks: networks.join().map_err(|_| panicked("networks"))??,
+                volumes: volumes.join().map_err(|_| panicked("volumes"))??,
+                secrets: match names {
+                    Some(h) => h.join().map_err(|_| panicked("secrets"))??,
+                    None => Vec::new(),
+                },
+            })
+        })
+    }
+}
+
 impl RunHost for RealRunHost {
     fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String> {
         Ok(Git::new(repo).rev_parse_commit(rev)?)
@@ -71,54 +110,34 @@ impl RunHost for RealRunHost {
         Ok(())
     }
     fn remove_run_objects(&self, run_id: &str) -> Result<()> {
-        let label = run_label(run_id);
-        let containers = self.podman.containers(&label)?;
+        let l = self.listing(run_id, false)?;
+        // Removal keeps the dependency order: containers, pods, networks, volumes.
         self.podman
-            .rm_containers(&containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
-        let pods = self.podman.pods(&label)?;
+            .rm_containers(&l.containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
         self.podman
-            .rm_pods(&pods.into_iter().map(|p| p.id).collect::<Vec<_>>())?;
-        let nets = self.podman.networks(&label)?;
+            .rm_pods(&l.pods.into_iter().map(|p| p.id).collect::<Vec<_>>())?;
         self.podman
-            .rm_networks(&nets.into_iter().map(|n| n.name).collect::<Vec<_>>())?;
-        let vols = self.podman.volumes(&label)?;
+            .rm_networks(&l.networks.into_iter().map(|n| n.name).collect::<Vec<_>>())?;
         self.podman
-            .rm_volumes(&vols.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
+            .rm_volumes(&l.volumes.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
         Ok(())
     }
     fn inventory(&self, run_id: &str) -> Result<Vec<String>> {
-        let label = run_label(run_id);
+        let l = self.listing(run_id, true)?;
         let mut out = Vec::new();
         out.extend(
-            self.podman
-                .containers(&label)?
+            l.containers
                 .into_iter()
                 .map(|c| format!("container {} ({})", c.names.join(","), c.state)),
         );
+        out.extend(l.pods.into_iter().map(|p| format!("pod {}", p.name)));
         out.extend(
-            self.podman
-                .pods(&label)?
-                .into_iter()
-                .map(|p| format!("pod {}", p.name)),
-        );
-        out.extend(
-            self.podman
-                .networks(&label)?
+            l.networks
                 .into_iter()
                 .map(|n| format!("network {}", n.name)),
         );
-        out.extend(
-            self.podman
-                .volumes(&label)?
-                .into_iter()
-                .map(|v| format!("volume {}", v.name)),
-        );
-        out.extend(
-            self.podman
-                .secrets(&format!("cyclix-{run_id}-"))?
-                .into_iter()
-                .map(|s| format!("secret {s}")),
-        );
+        out.extend(l.volumes.into_iter().map(|v| format!("volume {}", v.name)));
+        out.extend(l.secrets.into_iter().map(|s| format!("secret {s}")));
         Ok(out)
     }
     fn used_subnets(&self) -> Result<Vec<String>> {

@@ -114,6 +114,15 @@ pub struct RunRecord {
     pub leftovers: Vec<String>,
     /// Unit names the run used.
     pub units: Vec<String>,
+    /// When the agent unit's start job finished (the container is up, `cyclix agent-wait`
+    /// holds the agent back), in ms since the Unix epoch; `None` for host tiers or when the
+    /// run ended before. The probe run starts here (`bench/run` uses it).
+    #[serde(default)]
+    pub agent_ready_ms: Option<u128>,
+    /// When the go (or refused) file was written, i.e. the probe run ended, in ms since the
+    /// Unix epoch; `None` if the run never got there.
+    #[serde(default)]
+    pub go_ms: Option<u128>,
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.

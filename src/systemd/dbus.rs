@@ -648,29 +648,60 @@ impl ZbusUnitManager {
     ) -> Result<UnitStatus, Error> {
         const PHASE: &str = "reading unit properties";
         let unit = call.run(PHASE, self.unit_proxy(path.clone())).await?;
-        let load_state = LoadState::parse(&call.run(PHASE, unit.load_state()).await?);
+        // The properties are read concurrently: each Get is a round trip to the manager, and
+        // ten in a row were most of a job's wall time (bench/run, issue 7).
+        let ((load, active), ((sub, reload), ((cond, cond_ts), job))) = Box::pin(future::zip(
+            future::zip(
+                call.run(PHASE, unit.load_state()),
+                call.run(PHASE, unit.active_state()),
+            ),
+            future::zip(
+                future::zip(
+                    call.run(PHASE, unit.sub_state()),
+                    call.run(PHASE, unit.need_daemon_reload()),
+                ),
+                future::zip(
+                    future::zip(
+                        call.run(PHASE, unit.condition_result()),
+                        call.run(PHASE, unit.condition_timestamp()),
+                    ),
+                    call.run(PHASE, unit.job()),
+                ),
+            ),
+        ))
+        .await;
         let mut status = UnitStatus {
-            active_state: ActiveState::parse(&call.run(PHASE, unit.active_state()).await?),
-            sub_state: call.run(PHASE, unit.sub_state()).await?,
-            need_daemon_reload: call.run(PHASE, unit.need_daemon_reload()).await?,
-            condition_failed: !call.run(PHASE, unit.condition_result()).await?
-                && call.run(PHASE, unit.condition_timestamp()).await? != 0,
-            job_pending: call.run(PHASE, unit.job()).await?.0 != 0,
+            active_state: ActiveState::parse(&active?),
+            sub_state: sub?,
+            need_daemon_reload: reload?,
+            condition_failed: !cond? && cond_ts? != 0,
+            job_pending: job?.0 != 0,
             ..UnitStatus::not_found()
         };
-        status.load_state = load_state;
+        status.load_state = LoadState::parse(&load?);
         if status.load_state != LoadState::Loaded {
             return Ok(status);
         }
         if unit_type(call.unit) == Some("service") {
             let service = call.run(PHASE, self.service_proxy(path)).await?;
-            status.result = Some(call.run(PHASE, service.result()).await?);
-            let code = ExecMainCode::from_raw(call.run(PHASE, service.exec_main_code()).await?);
+            let ((result, code), (main_status, service_type)) = Box::pin(future::zip(
+                future::zip(
+                    call.run(PHASE, service.result()),
+                    call.run(PHASE, service.exec_main_code()),
+                ),
+                future::zip(
+                    call.run(PHASE, service.exec_main_status()),
+                    call.run(PHASE, service.service_type()),
+                ),
+            ))
+            .await;
+            status.result = Some(result?);
+            let code = ExecMainCode::from_raw(code?);
             status.exec_main_code = code;
             if code.is_some() {
-                status.exec_main_status = Some(call.run(PHASE, service.exec_main_status()).await?);
+                status.exec_main_status = Some(main_status?);
             }
-            status.service_type = Some(call.run(PHASE, service.service_type()).await?);
+            status.service_type = Some(service_type?);
         } else if unit_type(call.unit) == Some("timer") {
             let timer = call.run(PHASE, self.timer_proxy(path)).await?;
             status.result = Some(call.run(PHASE, timer.result()).await?);

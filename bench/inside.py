@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""cyclix's cost next to the bare commands it wraps (issue 7). Runs as the user cyclix runs as,
+on a host (or testbed) with a systemd user manager and rootless Podman 5; `bench/run` calls it
+inside the testbed. Prints the table on stderr and one JSON object (schema cyclix-bench/1) on
+stdout. It measures; it never judges: noise cannot fail it, only a measurement that did not run.
+
+  inside.py [--short] [--cyclix PATH]
+
+Each pair runs interleaved N times (cyclix side, then bare side); min/median/max per side and
+the ratio of the medians. What each side includes is in README "Performance".
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HOME = Path.home()
+RUNTIME = Path(os.environ.get("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}"))
+STATE = HOME / ".local/state/cyclix/runs"
+AGENT_IMAGE = "localhost/cyclix-agent-python:latest"
+PROXY_IMAGE = "localhost/cyclix-proxy:latest"
+# The agent's first instruction prints the wall clock in ms; both sides use the same one.
+T0_CMD = "echo T0=$(date +%s%3N)"
+
+
+def now_ms():
+    return time.time_ns() / 1e6
+
+
+def sh(cmd, check=True, **kw):
+    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise SystemExit(f"bench: `{cmd}` failed ({r.returncode}): {r.stderr.strip()[-800:]}")
+    return r
+
+
+def stats(xs):
+    return {"n": len(xs), "min": round(min(xs), 1), "median": round(statistics.median(xs), 1),
+            "max": round(max(xs), 1), "samples": [round(x, 1) for x in xs]}
+
+
+def pair(name, target, cyclix, bare, unit="ms", note=""):
+    c, b = stats(cyclix), stats(bare)
+    return {"name": name, "unit": unit, "target": target, "note": note, "cyclix": c, "bare": b,
+            "ratio": round(c["median"] / b["median"], 2) if b["median"] else None}
+
+
+def tenant(cyclix, name, agent_cmd):
+    repo = HOME / "src" / name
+    sh(f"rm -rf {repo} && mkdir -p ~/src ~/.config/cyclix/tenants && "
+       f"git clone -q ~/.local/share/cyclix/demo/project {repo}")
+    (HOME / f".config/cyclix/tenants/{name}.yaml").write_text(f"""tenant: {name}
+repo: {{ path: ~/src/{name}, base: main }}
+task: {{ text: "benchmark" }}
+agent:
+  image: {AGENT_IMAGE}
+  unpinned_local_image: true
+  command: {json.dumps(["sh", "-c", agent_cmd])}
+  timeout: 2m
+gate:
+  image: {AGENT_IMAGE}
+  unpinned_local_image: true
+  command: ["true"]
+  timeout: 2m
+""")
+
+
+def record(name, run_id):
+    p = STATE / name / f"{run_id}.json"
+    if not p.exists():
+        p = STATE / name / "latest.json"
+    rec = json.loads(p.read_text())
+    if rec.get("run_id") != run_id:
+        raise SystemExit(f"bench: no record of run {run_id} for {name}")
+    return rec
+
+
+def phase(rec, name):
+    for p in rec["phases"]:
+        if p["name"] == name:
+            return p
+    raise SystemExit(f"bench: run {rec['run_id']} has no phase {name}: {rec.get('error')}")
+
+
+def t0_of(lines):
+    for line in lines:
+        m = re.search(r"T0=(\d{13})", line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+seq = [0]
+
+
+def run_id():
+    seq[0] += 1
+    return time.strftime("%Y%m%dt%H%M%S", time.gmtime()) + f"-b{seq[0]:03x}"
+
+
+def cyclix_run(cyclix, name):
+    rid = run_id()
+    r = sh([cyclix, "run", name, "--run-id", rid], check=False)
+    rec = record(name, rid)
+    if rec["result"] != "passed":
+        raise SystemExit(f"bench: run {rid} of {name}: {rec['result']}: {rec.get('error')} "
+                         f"{rec.get('refusal')} {r.stderr[-500:]}")
+    t0 = t0_of(rec["agent_log"])
+    if t0 is None or rec.get("agent_ready_ms") is None or rec.get("go_ms") is None:
+        raise SystemExit(f"bench: run {rid}: no T0 / agent_ready_ms / go_ms in the record")
+    render = phase(rec, "render")["start_ms"]
+    out = {
+        # render+install+reload+start(infra)+agent unit start, then go -> first instruction
+        "bringup": (rec["agent_ready_ms"] - render) + (t0 - rec["go_ms"]),
+        "probe_wall": rec["go_ms"] - rec["agent_ready_ms"],
+        "teardown": sum(phase(rec, p)["end_ms"] - phase(rec, p)["start_ms"]
+                        for p in ("teardown", "audit")),
+        "probes": {p["id"]: p.get("ms", 0) for p in rec["probes"]},
+        "phases": {p["name"]: p["end_ms"] - p["start_ms"] for p in rec["phases"]},
+        "leftovers": rec["leftovers"],
+    }
+    return out
+
+
+def bare_once(conf_dir, i):
+    """The same topology by hand: networks, pod, proxy, agent, one command after the other,
+    with the flags of the rendered Quadlet files; then removal of the same objects."""
+    n = f"bare{i}"
+    lbl = f"--label=io.cyclix.run={n}"
+    hard = ["--cap-drop=all", "--security-opt=no-new-privileges", "--read-only", "--init"]
+    t = now_ms()
+    sh(["podman", "network", "create", "--internal", "--subnet", "10.213.250.0/24", lbl, n])
+    sh(["podman", "network", "create", lbl, f"{n}-egress"])
+    sh(["podman", "pod", "create", "--name", n, "--network", n, "--dns-option=timeout:1",
+        "--dns-option=attempts:1", lbl])
+    sh(["podman", "run", "-d", "--name", f"{n}-proxy", "--pull=never",
+        "--network", f"{n}:ip=10.213.250.2", "--network", f"{n}-egress", *hard,
+        f"--mount=type=bind,source={conf_dir}/squid.conf,destination=/etc/cyclix/squid.conf,"
+        "readonly=true", lbl, "--stop-signal=SIGKILL", PROXY_IMAGE])
+    sh(["podman", "run", "-d", "--name", f"{n}-agent", "--pull=never", "--pod", n, *hard,
+        "--tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g", lbl, AGENT_IMAGE, "sh", "-c", T0_CMD])
+    sh(["podman", "wait", f"{n}-agent"])
+    t0 = t0_of(sh(["podman", "logs", f"{n}-agent"]).stdout.splitlines())
+    if t0 is None:
+        raise SystemExit("bench: the bare agent printed no T0")
+    bringup = t0 - t
+    t = now_ms()
+    sh(["podman", "rm", "-f", "-t0", f"{n}-agent", f"{n}-proxy"])
+    sh(["podman", "pod", "rm", "-f", n])
+    sh(["podman", "network", "rm", n, f"{n}-egress"])
+    teardown = now_ms() - t
+    return bringup, teardown
+
+
+def timed(argv):
+    t = time.perf_counter()
+    r = subprocess.run(argv, capture_output=True, text=True)
+    ms = (time.perf_counter() - t) * 1e3
+    if r.returncode != 0:
+        raise SystemExit(f"bench: `{' '.join(argv)}` failed: {r.stderr.strip()[-500:]}")
+    return ms
+
+
+def rss_kib(container):
+    r = sh(["podman", "top", container, "hpid"], check=False)
+    total = 0
+    for pid in r.stdout.split()[1:]:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            pass
+    return total
+
+
+def density(cyclix, n):
+    names = [f"bdens{i}" for i in range(n)]
+    for name in names:
+        tenant(cyclix, name, T0_CMD + "; sleep 4")
+    ids = {name: run_id() for name in names}
+    peak = {}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            for name, rid in ids.items():
+                pod = f"cyclix-{rid}"
+                infra = sh(["podman", "pod", "inspect", pod, "--format",
+                            "{{.InfraContainerID}}"], check=False).stdout.strip()
+                proxy = rss_kib(f"{pod}-proxy")
+                inf = rss_kib(infra) if infra else 0
+                if proxy and inf:
+                    peak[rid] = max(peak.get(rid, 0), proxy + inf)
+            time.sleep(0.3)
+
+    th = threading.Thread(target=sample)
+    th.start()
+    t = time.perf_counter()
+    procs = {name: subprocess.Popen([cyclix, "run", name, "--run-id", rid],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for name, rid in ids.items()}
+    for p in procs.values():
+        p.wait()
+    wall = (time.perf_counter() - t) * 1e3
+    stop.set()
+    th.join()
+    recs = [record(name, rid) for name, rid in ids.items()]
+    left = []
+    for rid in ids.values():
+        l = f"label=io.cyclix.run={rid}"
+        left += sh(f"podman ps -aq --filter {l}; podman pod ls -q --filter {l}; "
+                   f"podman network ls -q --filter {l}; podman volume ls -q --filter {l}"
+                   ).stdout.split()
+    left += [x for r in recs for x in r["leftovers"]]
+    results = [r["result"] for r in recs]
+    return {
+        "runs": n,
+        "wall_ms": round(wall),
+        "passed": results.count("passed"),
+        "results": results,
+        "collisions": len([r for r in recs if r["result"] != "passed"
+                           and "subnet" in str(r.get("error", ""))]) + (n - len(set(ids.values()))),
+        "leftovers": left,
+        "rss_mib_per_run": stats([v / 1024 for v in peak.values()]) if peak else None,
+        "rss_sampled_runs": len(peak),
+    }
+
+
+def fmt_row(p):
+    c, b = p["cyclix"], p["bare"]
+    return (f"{p['name']:<28} {c['min']:>8} {c['median']:>8} {c['max']:>8} | "
+            f"{b['min']:>8} {b['median']:>8} {b['max']:>8} | {p['ratio']!s:>6}  {p['target']}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--short", action="store_true")
+    ap.add_argument("--cyclix", default="/src/target/debug/cyclix")
+    a = ap.parse_args()
+    cyclix = a.cyclix
+    n = 1 if a.short else 7
+    out = {"schema": "cyclix-bench/1", "mode": "short" if a.short else "full", "n": n,
+           "host": os.uname().nodename, "pairs": [], "probes": {}, "render": {},
+           "density": None}
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+
+    # Setup: images, demo, the bench tenant, a squid.conf for the bare side.
+    sh(f"{cyclix} images build >/dev/null && {cyclix} demo setup >/dev/null")
+    tenant(cyclix, "bench", T0_CMD)
+    conf = RUNTIME / "cyclix-bench"
+    sh(f"rm -rf {conf}; {cyclix} render --demo --run-id benchconf --out {conf}")
+    (conf / "squid.conf").write_text((conf / "run/squid.conf").read_text())
+    # One untimed warm-up per side (page cache, image layers, podman's first-run state).
+    cyclix_run(cyclix, "bench")
+    bare_once(conf, 0)
+
+    # 1-3: interleaved runs.
+    cy, ba = [], []
+    for i in range(n):
+        log(f"bench: run pair {i + 1}/{n}")
+        cy.append(cyclix_run(cyclix, "bench"))
+        ba.append(bare_once(conf, i + 1))
+    out["pairs"].append(pair(
+        "bring-up (ms)", "ratio <= 1.0", [c["bringup"] for c in cy], [b[0] for b in ba],
+        note="cyclix: render start -> agent unit started, plus go -> agent's first instruction "
+             "(probe run excluded); bare: network create x2, pod create, run -d proxy, run -d "
+             "agent -> agent's first instruction"))
+    out["pairs"].append(pair(
+        "teardown+audit (ms)", "ratio <= 1.5", [c["teardown"] for c in cy], [b[1] for b in ba],
+        note="cyclix: teardown + audit phases; bare: rm -f -t0 containers, pod rm, network rm"))
+    probe_wall = [c["probe_wall"] for c in cy]
+    per_probe = {}
+    for c in cy:
+        for k, v in c["probes"].items():
+            per_probe.setdefault(k, []).append(v)
+    slow = sorted(per_probe.items(), key=lambda kv: -statistics.median(kv[1]))[:3]
+    out["probes"] = {"wall_ms": stats(probe_wall), "target": "<= 2000 ms",
+                     "count": len(per_probe),
+                     "slowest": [{"id": k, "median_ms": statistics.median(v)} for k, v in slow],
+                     "probe_phase_ms": stats([c["phases"]["probe"] for c in cy])}
+    out["phases_median_ms"] = {k: statistics.median([c["phases"][k] for c in cy])
+                               for k in cy[0]["phases"]}
+
+    # 4: D-Bus vs shell, on a oneshot no-op user unit.
+    unit = "cyclix-bench-noop.service"
+    udir = HOME / ".config/systemd/user"
+    udir.mkdir(parents=True, exist_ok=True)
+    (udir / unit).write_text("[Unit]\nDescription=cyclix bench no-op\n[Service]\n"
+                             "Type=oneshot\nExecStart=/bin/true\n")
+    sh("systemctl --user daemon-reload")
+    m = 3 if a.short else 20
+    d, dp, s = [], [], []
+    for _ in range(m):
+        t = time.perf_counter()
+        r = sh([cyclix, "unit", "start", unit])
+        dp.append((time.perf_counter() - t) * 1e3)
+        got = re.search(r"job done, (\d+) ms", r.stdout)
+        if not got:
+            raise SystemExit(f"bench: `cyclix unit start` printed no job time: {r.stdout}")
+        d.append(float(got.group(1)))
+        s.append(timed(["systemctl", "--user", "start", unit]))
+    out["pairs"].append(pair(
+        "D-Bus start vs systemctl (ms)", "ratio <= 0.5", d, s,
+        note="cyclix: StartUnit -> job done -> unit state read, in-process (the `job done, N "
+             "ms` of `cyclix unit start`, connection set-up excluded); systemctl: the whole "
+             "`systemctl --user start U` process; U a oneshot /bin/true"))
+    out["pairs"].append(pair(
+        "cyclix unit start process (ms)", "-", dp, s,
+        note="both as whole processes: `cyclix unit start U` vs `systemctl --user start U`"))
+    (udir / unit).unlink()
+    sh("systemctl --user daemon-reload")
+
+    # 5: render.
+    tenants = 100 if a.short else 1000
+    r = json.loads(sh([cyclix, "bench-render", "--tenants", str(tenants)]).stdout)
+    rp = [timed([cyclix, "render", "--demo", "--run-id", f"r{i}", "--out",
+                 str(RUNTIME / f"cyclix-bench-r{i}")]) for i in range(m)]
+    sh(f"rm -rf {RUNTIME}/cyclix-bench-r*")
+    out["render"] = {"in_process": r, "target": "1000 tenants <= 100 ms",
+                     "process_ms": stats(rp), "podlet": "not measured: podlet is not installed"}
+
+    # 6: density.
+    out["density"] = density(cyclix, 2 if a.short else 8)
+
+    # Table.
+    log("")
+    log(f"{'pair (' + out['mode'] + f', n={n})':<28} {'min':>8} {'median':>8} {'max':>8} | "
+        f"{'bare min':>8} {'median':>8} {'max':>8} | {'ratio':>6}  target")
+    for p in out["pairs"]:
+        log(fmt_row(p))
+    pw = out["probes"]["wall_ms"]
+    log(f"probe run (ms)               {pw['min']:>8} {pw['median']:>8} {pw['max']:>8}"
+        f"   target <= 2000; slowest: "
+        + ", ".join(f"{x['id']} {x['median_ms']}" for x in out["probes"]["slowest"]))
+    log(f"render in-process            {r['tenants']} tenants: {r['render_ms']:.1f} ms "
+        f"(parse {r['parse_ms']:.1f} ms); `cyclix render` process median "
+        f"{out['render']['process_ms']['median']} ms")
+    dn = out["density"]
+    rss = dn["rss_mib_per_run"]
+    log(f"density                      {dn['runs']} runs at once: {dn['passed']} passed, "
+        f"{dn['collisions']} collisions, {len(dn['leftovers'])} leftovers, {dn['wall_ms']} ms; "
+        f"proxy+infra RSS/run MiB median {rss['median'] if rss else '-'} max "
+        f"{rss['max'] if rss else '-'} (target <= 40)")
+    log("phases (median ms): " + ", ".join(f"{k} {v}" for k, v in
+                                          out["phases_median_ms"].items()))
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
