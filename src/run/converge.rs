@@ -190,6 +190,8 @@ impl RunRecord {
             gate_log: Vec::new(),
             refusal: Vec::new(),
             watch_rounds: 0,
+            agent_ready_ms: None,
+            go_ms: None,
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),
