@@ -4,6 +4,7 @@
 pub mod agent_wait;
 pub mod bench_cmd;
 pub mod check_cmd;
+pub mod leftovers_cmd;
 pub mod ops;
 pub mod unit_cmd;
 
@@ -59,6 +60,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         } else {
             Outcome::Findings
         }),
+        Command::Leftovers { json } => leftovers_cmd::run(*json),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {

@@ -128,6 +128,13 @@ pub enum Command {
     /// `podman exec` before the agent starts; see `cyclix::probe`).
     #[command(hide = true)]
     Probe(ProbeArgs),
+    /// List what cyclix left on this host (containers, pods, networks, volumes, secrets, unit
+    /// files, worktrees, run dirs), each tied to its run; never deletes anything.
+    Leftovers {
+        /// JSON (schema `cyclix-leftovers/1`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the journal of TENANT's runs.
     Logs {
         /// The tenant.

@@ -763,3 +763,42 @@ fn after_cyclix_is_killed_mid_run_the_next_run_converges_to_zero_leftovers() {
     );
     assert_eq!(marker.trim(), "0");
 }
+
+#[test]
+fn leftovers_lists_what_no_run_owns_and_deletes_nothing() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "podman network create --label io.cyclix.run=orphan-e2e-1 --label io.cyclix.tenant=nobody cyclix-orphan-e2e-1 >/dev/null
+             {c} leftovers --json; echo \"rc=$?\"
+             podman network exists cyclix-orphan-e2e-1 && echo still-there
+             podman network rm -f cyclix-orphan-e2e-1 >/dev/null"
+        )),
+        "cyclix leftovers",
+    );
+    let (json, rest) = out.rsplit_once("rc=").expect("rc line");
+    assert!(rest.starts_with('1'), "an untied leftover exits 1: {out}");
+    assert!(
+        rest.contains("still-there"),
+        "leftovers must never delete: {out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+    assert_eq!(v["schema"], "cyclix-leftovers/1");
+    let hit = v["leftovers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|l| l["name"] == "cyclix-orphan-e2e-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("the orphan network is not listed: {v:#}"));
+    assert_eq!(
+        (
+            hit["kind"].as_str(),
+            hit["status"].as_str(),
+            hit["run"].as_str()
+        ),
+        (Some("network"), Some("untied"), Some("orphan-e2e-1"))
+    );
+}
