@@ -802,3 +802,89 @@ fn leftovers_lists_what_no_run_owns_and_deletes_nothing() {
         (Some("network"), Some("untied"), Some("orphan-e2e-1"))
     );
 }
+
+/// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
+/// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
+fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
+    let script = format!(
+        "systemctl --user start --no-block cyclix-run@{t}.service
+         a=
+         for i in $(seq 1 300); do
+           a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
+           [ -n \"$a\" ] && break; sleep 0.1
+         done
+         run=${{a#cyclix-}}; run=${{run%-agent}}
+         sleep 1
+         {inject}
+         for i in $(seq 1 600); do
+           s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ \"$s\" = activating ] || break; sleep 0.1
+         done
+         systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null; echo \"$run\""
+    );
+    expect_success(&tb.user_sh(&script), "inject a fault mid-run")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn daemon_reloads_mid_run_leave_the_run_and_its_units_unchanged() {
+    // security-cases §3: a reload while a run is active must not change its units (per-run
+    // unit names, nothing rewritten) and the run finishes normally.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(
+        tb,
+        "e2e-reload",
+        r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#,
+        "",
+    );
+    let run = inject_mid_run(
+        tb,
+        &t,
+        "h1=$(cat $XDG_RUNTIME_DIR/containers/systemd/cyclix-$run-agent.container | sha256sum)
+         systemctl --user daemon-reload; systemctl --user daemon-reload
+         h2=$(cat $XDG_RUNTIME_DIR/containers/systemd/cyclix-$run-agent.container | sha256sum)
+         [ \"$h1\" = \"$h2\" ] || { echo the run unit changed on reload >&2; exit 7; }",
+    );
+    let rec = record(tb, &t);
+    assert_eq!(rec["run_id"].as_str(), Some(run.as_str()));
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
+fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
+    // security-cases §3: the agent keeps no route out (it only ever had the proxy), and the run
+    // does not pass as if nothing happened: it fails naming the dead proxy; teardown completes.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let agent = r#"[sh, -c, "sleep 3; curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > proxy.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A; git commit -qm probe"]"#;
+    let t = tenant(
+        tb,
+        "e2e-proxykill",
+        agent,
+        "egress:\n  allow: [allowed.example]\n  ports: [80]",
+    );
+    let run = inject_mid_run(tb, &t, "podman kill cyclix-$run-proxy >/dev/null");
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "error", "{rec:#}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("egress proxy") && e.contains("-proxy.service")),
+        "{rec:#}"
+    );
+    let branch = rec["branch"].as_str().expect("branch");
+    let got = expect_success(
+        &tb.user_sh(&format!("cd ~/src/{t} && echo \"proxy=$(git show {branch}:proxy.txt) direct=$(git show {branch}:direct.txt)\"")),
+        "what the agent saw",
+    );
+    assert!(got.contains("direct=000"), "no route out, ever: {got}");
+    assert!(
+        !got.contains("proxy=200"),
+        "the dead proxy cannot have served: {got}"
+    );
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
