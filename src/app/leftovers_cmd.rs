@@ -4,7 +4,7 @@
 //! Exit 0 when nothing is left outside running runs, 1 otherwise.
 //!
 //! JSON schema `cyclix-leftovers/1`: `{"schema", "leftovers": [{"kind", "name", "run",
-//! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file,
+//! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation,
 //! worktree, run-dir, tripwire, marker; `status` one of `running`, `dead-run`, `untied`.
 
 use std::collections::BTreeMap;
@@ -199,6 +199,17 @@ fn files(
                 Some(run),
             ));
         }
+    }
+    let subnets = runtime.join("cyclix/subnets");
+    for n in names_in(&subnets) {
+        let run = std::fs::read_to_string(subnets.join(&n))
+            .ok()
+            .map(|r| r.trim().to_string());
+        found.push((
+            "subnet-reservation",
+            subnets.join(&n).display().to_string(),
+            run,
+        ));
     }
     for run in names_in(&runtime.join("cyclix/runs")) {
         found.push((

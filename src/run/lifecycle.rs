@@ -146,6 +146,7 @@ impl Recorder {
 #[derive(Debug, Default)]
 struct Created {
     tripwires: Option<Tripwires>,
+    subnet_reservation: Option<PathBuf>,
     worktree: bool,
     run_dir: bool,
     secrets: Vec<String>,
@@ -159,21 +160,51 @@ pub fn branch_name(tenant: &str, run_id: &str) -> String {
     format!("cyclix/{tenant}/{run_id}")
 }
 
-/// Picks the third octet of the run's `10.213.N.0/24`: the first free one from `preferred`.
+/// Reserves the run's `10.213.N.0/24` among concurrent runs: podman only learns of the network
+/// when its unit starts, so two runs that list the networks at the same time could pick the
+/// same subnet (seen in parallel e2e runs: "subnet … is already used"). A reservation is a file
+/// `RUNS_ROOT/../subnets/N` created exclusively and holding the run id; one whose run dir is
+/// gone (a run that died, converged since) is stale and reclaimed. Returns the octet and the
+/// file, which teardown removes.
 ///
 /// # Errors
-/// When all 254 are in use.
-pub fn pick_subnet_octet(preferred: u8, used: &[String]) -> Result<u8> {
-    let start = u16::from(preferred.clamp(1, 254));
+/// When no subnet is free, or on I/O failures.
+pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result<(u8, PathBuf)> {
+    let dir = runs_root.parent().unwrap_or(runs_root).join("subnets");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let start = u16::from(crate::app::default_subnet_octet(run_id));
     for i in 0..254u16 {
-        let n = (start - 1 + i) % 254 + 1;
-        let net = format!("10.213.{n}.0/24");
-        if !used.iter().any(|u| u == &net) {
-            return u8::try_from(n).map_err(|_| anyhow!("invariant: octet fits in u8"));
+        let n = u8::try_from((start - 1 + i) % 254 + 1)
+            .map_err(|_| anyhow!("invariant: octet fits in u8"))?;
+        if used.iter().any(|u| u == &format!("10.213.{n}.0/24")) {
+            continue;
+        }
+        let file = dir.join(n.to_string());
+        for attempt in 0..2 {
+            match std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&file)
+            {
+                Ok(mut f) => {
+                    std::io::Write::write_all(&mut f, run_id.as_bytes())
+                        .with_context(|| format!("writing {}", file.display()))?;
+                    return Ok((n, file));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt == 0 => {
+                    let owner = std::fs::read_to_string(&file).unwrap_or_default();
+                    if owner.is_empty() || runs_root.join(owner.trim()).exists() {
+                        break; // held by a live run
+                    }
+                    let _ = std::fs::remove_file(&file); // stale: its run is gone
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+                Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
+            }
         }
     }
     bail!(
-        "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`)"
+        "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`, `cyclix leftovers`)"
     )
 }
 
@@ -489,11 +520,17 @@ fn prepare(
         std::fs::create_dir_all(common.join(sub))
             .with_context(|| format!("creating {}", common.join(sub).display()))?;
     }
-    let used = host.used_subnets()?;
-    let octet = pick_subnet_octet(crate::app::default_subnet_octet(&inp.run_id), &used)?;
     std::fs::create_dir_all(&inp.paths.run_dir)
         .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
     created.run_dir = true;
+    let used = host.used_subnets()?;
+    let runs_root = inp
+        .paths
+        .run_dir
+        .parent()
+        .context("invariant: the run dir has a parent")?;
+    let (octet, reservation) = reserve_subnet(runs_root, &inp.run_id, &used)?;
+    created.subnet_reservation = Some(reservation);
     std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
         .context("writing the task file")?;
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
@@ -781,6 +818,9 @@ fn teardown(
     let mut errors: Vec<String> = Vec::new();
     if let Some(tw) = c.tripwires.as_mut() {
         tripwire::remove(tw);
+    }
+    if let Some(r) = &c.subnet_reservation {
+        let _ = std::fs::remove_file(r);
     }
     let mut note = |what: &str, r: Result<()>| {
         if let Err(e) = r {
@@ -1374,13 +1414,22 @@ mod tests {
     }
 
     #[test]
-    fn subnet_picking_skips_used_ones() {
-        assert_eq!(pick_subnet_octet(7, &[]).expect("free"), 7);
-        assert_eq!(
-            pick_subnet_octet(254, &["10.213.254.0/24".into()]).expect("free"),
-            1
-        );
-        let all: Vec<String> = (1..=254).map(|n| format!("10.213.{n}.0/24")).collect();
-        assert!(pick_subnet_octet(1, &all).is_err());
+    fn concurrent_runs_never_reserve_the_same_subnet_and_stale_reservations_are_reclaimed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let runs = dir.path().join("runs");
+        for id in ["a1", "a2", "a3"] {
+            std::fs::create_dir_all(runs.join(id)).expect("run dir");
+        }
+        // Same preferred octet for all: the run id decides it, so force a collision with one id.
+        let (n1, f1) = reserve_subnet(&runs, "a1", &[]).expect("first");
+        std::fs::create_dir_all(runs.join("a1-twin")).expect("dir");
+        let (n2, _) = reserve_subnet(&runs, "a1", &[]).expect("second with the same preference");
+        assert_ne!(n1, n2, "two live runs got one subnet");
+        // A reservation whose run dir is gone is stale and reclaimed.
+        std::fs::write(&f1, "gone-run").expect("stale owner");
+        let (n3, _) = reserve_subnet(&runs, "a1", &[]).expect("reclaim");
+        assert_eq!(n3, n1);
+        let used: Vec<String> = (1..=254).map(|n| format!("10.213.{n}.0/24")).collect();
+        assert!(reserve_subnet(&runs, "a2", &used).is_err());
     }
 }

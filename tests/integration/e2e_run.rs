@@ -476,19 +476,7 @@ fn cyclix_stop_interrupts_a_run_and_still_tears_it_down() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(tb, "e2e-stop", r#"[sh, -c, "sleep 120"]"#, "");
-    let script = format!(
-        "set -u
-systemctl --user start --no-block cyclix-run@{t}.service
-for i in $(seq 1 300); do
-  podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | grep -q . && break
-  sleep 0.1
-done
-{c} stop {t}
-",
-        c = tb.cyclix_bin()
-    );
-    let out = tb.user_sh(&script);
-    assert!(out.status.success(), "cyclix stop failed: {out:?}");
+    inject_mid_run(tb, &t, &format!("{} stop {t} || exit 9", tb.cyclix_bin()));
     let rec = record(tb, &t);
     assert_eq!(rec["result"], "error", "{rec:#}");
     assert!(
@@ -709,19 +697,16 @@ fn after_cyclix_is_killed_mid_run_the_next_run_converges_to_zero_leftovers() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(tb, "e2e-kill", r#"[sh, -c, "sleep 60"]"#, "");
-    let script = format!(
-        "systemctl --user start --no-block cyclix-run@{t}.service
-         for i in $(seq 1 300); do
-           podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | grep -q . && break
-           sleep 0.1
-         done
-         systemctl --user kill --signal=SIGKILL --kill-whom=main cyclix-run@{t}.service
-         for i in $(seq 1 100); do systemctl --user -q is-active cyclix-run@{t}.service || break; sleep 0.1; done
-         systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
-         basename $(ls ~/.local/state/cyclix/runs/{t}/*.running) .running"
+    let dead = inject_mid_run(
+        tb,
+        &t,
+        &format!("systemctl --user kill --signal=SIGKILL --kill-whom=main cyclix-run@{t}.service"),
     );
-    let dead = expect_success(&tb.user_sh(&script), "kill cyclix mid-run");
-    let dead = dead.trim().to_string();
+    let marker = expect_success(
+        &tb.user_sh(&format!("ls ~/.local/state/cyclix/runs/{t}/{dead}.running")),
+        "the killed run's marker",
+    );
+    assert!(!marker.trim().is_empty());
     assert!(!dead.is_empty(), "a killed run must leave its marker");
     let before = leftovers(tb, &dead, &t);
     assert!(
