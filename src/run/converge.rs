@@ -133,6 +133,20 @@ pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &st
     for f in &m.extra_files {
         let _ = std::fs::remove_file(f);
     }
+    // Its subnet reservation (`lifecycle::reserve_subnet`): the file that names this run.
+    if let Some(subnets) = m
+        .run_dir
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("subnets"))
+        && let Ok(rd) = std::fs::read_dir(&subnets)
+    {
+        for f in rd.filter_map(Result::ok).map(|e| e.path()) {
+            if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
+                let _ = std::fs::remove_file(&f);
+            }
+        }
+    }
     let mut left = host
         .inventory(&m.run_id)
         .unwrap_or_else(|e| vec![format!("inventory failed: {e:#}")]);

@@ -157,6 +157,7 @@ journalctl --user -q -o cat --after-cursor "$cursor" -u cyclix-golden-1-gate.ser
 systemctl --user stop cyclix-golden-1-gate.service || true
 systemctl --user reset-failed cyclix-golden-1-gate.service 2>/dev/null || true
 rm -f {dest}/{gate}; systemctl --user daemon-reload
+rm -rf /home/cyx/.local/share/cyclix/worktrees/hostile /home/cyx/src/hostile
 "#,
             src = tb.src(),
             rel = rel.display(),
