@@ -151,8 +151,19 @@ fn check_branch(name: &str) -> Result<()> {
     }
 }
 
-/// Runs `git -C dir SAFE_CONFIG args…`; `Ok(output)` whatever the exit status.
-fn git_status(
+/// Either of [`process::run_status`] (any exit status is `Ok`) or [`process::run`]
+/// (a non-zero exit is an error).
+type Runner = fn(
+    &str,
+    &[&str],
+    Option<&[u8]>,
+    Duration,
+    &str,
+) -> std::result::Result<process::Output, process::ProcessError>;
+
+/// Runs `git -C dir SAFE_CONFIG args…` through `runner`, naming `action` in the error.
+fn git_via(
+    runner: Runner,
     dir: &Path,
     args: &[&str],
     deadline: Duration,
@@ -160,10 +171,20 @@ fn git_status(
 ) -> Result<process::Output> {
     let dir_s = dir.to_string_lossy();
     let full = [&["-C", &*dir_s], &SAFE_CONFIG[..], args].concat();
-    process::run_status("git", &full, None, deadline, HINT).map_err(|source| GitError::Command {
+    runner("git", &full, None, deadline, HINT).map_err(|source| GitError::Command {
         action: action(),
         source,
     })
+}
+
+/// Runs `git -C dir SAFE_CONFIG args…`; `Ok(output)` whatever the exit status.
+fn git_status(
+    dir: &Path,
+    args: &[&str],
+    deadline: Duration,
+    action: impl Fn() -> String,
+) -> Result<process::Output> {
+    git_via(process::run_status, dir, args, deadline, action)
 }
 
 /// Runs `git -C dir SAFE_CONFIG args…`; a non-zero exit is an error.
@@ -173,12 +194,7 @@ fn git(
     deadline: Duration,
     action: impl Fn() -> String,
 ) -> Result<process::Output> {
-    let dir_s = dir.to_string_lossy();
-    let full = [&["-C", &*dir_s], &SAFE_CONFIG[..], args].concat();
-    process::run("git", &full, None, deadline, HINT).map_err(|source| GitError::Command {
-        action: action(),
-        source,
-    })
+    git_via(process::run, dir, args, deadline, action)
 }
 
 /// Parses `git worktree list --porcelain -z`: records of NUL-terminated `key value` lines,
