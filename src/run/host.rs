@@ -223,7 +223,12 @@ impl RunHost for RealRunHost {
     }
     fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
         let needle = format!("cyclix-{run_id}");
-        let procs = procs::processes_naming(Path::new("/proc"), &needle, std::process::id());
+        let sentinel = super::tripwire::sentinel_name(run_id);
+        let procs: Vec<procs::Proc> =
+            procs::processes_naming(Path::new("/proc"), &needle, std::process::id())
+                .into_iter()
+                .filter(|p| procs::is_workload(p, &sentinel))
+                .collect();
         let own =
             std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
         let cgroups = procs::user_manager_cgroup(&own)

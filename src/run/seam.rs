@@ -106,9 +106,11 @@ pub trait RunHost {
     /// git failed (not a worktree).
     fn in_progress(&self, worktree: &Path) -> Result<Option<String>>;
     /// What of run `run_id` is left in the host's process table and cgroup tree (field report
-    /// B11): processes whose command line names the run's objects (`cyclix-RUN…`: conmon,
-    /// the sentinel, anything started with the run's names) and cgroups named after them under
-    /// the user manager, each as `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`.
+    /// B11): podman's helpers (conmon, pasta, rootlessport, slirp4netns) and the escape
+    /// sentinel whose command line names the run (`cyclix-RUN…`), and cgroups named after the
+    /// run's units under the user manager (whatever runs in them), each as
+    /// `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`. A user's own
+    /// `journalctl -u cyclix-RUN-agent` is not the run's.
     ///
     /// # Errors
     /// `/proc` or the cgroup tree cannot be read.
