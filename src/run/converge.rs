@@ -133,17 +133,20 @@ pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &st
     for f in &m.extra_files {
         let _ = std::fs::remove_file(f);
     }
-    // Its subnet reservation (`lifecycle::reserve_subnet`): the file that names this run.
-    if let Some(subnets) = m
-        .run_dir
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("subnets"))
-        && let Ok(rd) = std::fs::read_dir(&subnets)
-    {
-        for f in rd.filter_map(Result::ok).map(|e| e.path()) {
-            if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
-                let _ = std::fs::remove_file(&f);
+    // Its subnet and port reservations (`lifecycle::reserve_subnet`, `reserve_ports`): the
+    // files that name this run.
+    for kind in [super::lifecycle::SUBNETS_DIR, super::lifecycle::PORTS_DIR] {
+        if let Some(dir) = m
+            .run_dir
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join(kind))
+            && let Ok(rd) = std::fs::read_dir(&dir)
+        {
+            for f in rd.filter_map(Result::ok).map(|e| e.path()) {
+                if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
+                    let _ = std::fs::remove_file(&f);
+                }
             }
         }
     }
@@ -206,6 +209,7 @@ impl RunRecord {
             watch_rounds: 0,
             agent_ready_ms: None,
             go_ms: None,
+            services: Vec::new(),
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),

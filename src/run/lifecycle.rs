@@ -147,6 +147,7 @@ impl Recorder {
 struct Created {
     tripwires: Option<Tripwires>,
     subnet_reservation: Option<PathBuf>,
+    port_reservations: Vec<PathBuf>,
     worktree: bool,
     run_dir: bool,
     secrets: Vec<String>,
@@ -170,8 +171,7 @@ pub fn branch_name(tenant: &str, run_id: &str) -> String {
 /// # Errors
 /// When no subnet is free, or on I/O failures.
 pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result<(u8, PathBuf)> {
-    let dir = runs_root.parent().unwrap_or(runs_root).join("subnets");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = reservations_dir(runs_root, SUBNETS_DIR);
     let start = u16::from(crate::app::default_subnet_octet(run_id));
     for i in 0..254u16 {
         let n = u8::try_from((start - 1 + i) % 254 + 1)
@@ -179,33 +179,129 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
         if used.iter().any(|u| u == &format!("10.213.{n}.0/24")) {
             continue;
         }
-        let file = dir.join(n.to_string());
-        for attempt in 0..2 {
-            match std::fs::File::options()
-                .write(true)
-                .create_new(true)
-                .open(&file)
-            {
-                Ok(mut f) => {
-                    std::io::Write::write_all(&mut f, run_id.as_bytes())
-                        .with_context(|| format!("writing {}", file.display()))?;
-                    return Ok((n, file));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt == 0 => {
-                    let owner = std::fs::read_to_string(&file).unwrap_or_default();
-                    if owner.is_empty() || runs_root.join(owner.trim()).exists() {
-                        break; // held by a live run
-                    }
-                    let _ = std::fs::remove_file(&file); // stale: its run is gone
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
-                Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
-            }
+        if let Claim::Ours(file) = claim(runs_root, &dir, &n.to_string(), run_id)? {
+            return Ok((n, file));
         }
     }
     bail!(
         "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`, `cyclix leftovers`)"
     )
+}
+
+/// The directory (beside `runs/`) holding the subnet reservations, one file per octet.
+pub const SUBNETS_DIR: &str = "subnets";
+/// The directory (beside `runs/`) holding the service port reservations, one file per port.
+pub const PORTS_DIR: &str = "ports";
+
+fn reservations_dir(runs_root: &Path, kind: &str) -> PathBuf {
+    runs_root.parent().unwrap_or(runs_root).join(kind)
+}
+
+/// What claiming one reservation file gave.
+enum Claim {
+    /// Created, holding our run id.
+    Ours(PathBuf),
+    /// Held by this live run.
+    Held(String),
+}
+
+/// Claims `DIR/NAME` for `run_id`: created exclusively and holding the run id; a file whose
+/// run dir (`runs_root/OWNER`) is gone is stale (its run died and was converged) and is
+/// reclaimed once.
+fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str) -> Result<Claim> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join(name);
+    for attempt in 0..2 {
+        match std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+        {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, run_id.as_bytes())
+                    .with_context(|| format!("writing {}", file.display()))?;
+                return Ok(Claim::Ours(file));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(&file).unwrap_or_default();
+                let owner = owner.trim().to_string();
+                if attempt == 1 || owner.is_empty() || runs_root.join(&owner).exists() {
+                    return Ok(Claim::Held(owner)); // held by a live run
+                }
+                let _ = std::fs::remove_file(&file); // stale: its run is gone
+            }
+            Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
+        }
+    }
+    Ok(Claim::Held(String::new()))
+}
+
+/// Reserves the port of each of `spec`'s services among concurrent runs, so no two runs on
+/// this host ever share one (issue 6: "two runs at once never share a port"): a fixed `port`
+/// is reserved as written (held by another live run: an error naming it and the fix); the
+/// others are picked from [`crate::render::plan::PICKED_PORTS`], starting at a point derived
+/// from the run id. Reservations are files `RUNS_ROOT/../ports/PORT` holding the run id, as
+/// for subnets ([`reserve_subnet`]); every file created is pushed to `files` (teardown removes
+/// them) even when a later one fails.
+///
+/// # Errors
+/// A fixed port held by another run, no free port left, or I/O failures.
+pub fn reserve_ports(
+    runs_root: &Path,
+    run_id: &str,
+    services: &[crate::spec::Service],
+    files: &mut Vec<PathBuf>,
+) -> Result<Vec<u16>> {
+    let dir = reservations_dir(runs_root, PORTS_DIR);
+    let (lo, hi) = crate::render::plan::PICKED_PORTS;
+    let span = u32::from(hi - lo) + 1;
+    let fixed: Vec<u16> = services.iter().filter_map(|s| s.port).collect();
+    let mut ports = Vec::new();
+    // Fixed ports first, so a picked one never takes a port the spec names.
+    let mut by_index: Vec<Option<u16>> = vec![None; services.len()];
+    for (i, s) in services.iter().enumerate() {
+        let Some(p) = s.port else { continue };
+        match claim(runs_root, &dir, &p.to_string(), run_id)? {
+            Claim::Ours(f) => files.push(f),
+            Claim::Held(owner) => bail!(
+                "services[{i}] ({}): port {p} is held by run {owner}, which is running now; \
+                 remove `port` from the service so cyclix picks a free one per run, or wait for that run",
+                s.name
+            ),
+        }
+        by_index[i] = Some(p);
+    }
+    let start = u32::from(crate::app::default_subnet_octet(run_id)) * 37 % span;
+    let mut k = 0u32;
+    for (i, s) in services.iter().enumerate() {
+        if s.port.is_some() {
+            continue;
+        }
+        loop {
+            if k >= span {
+                bail!(
+                    "services[{i}] ({}): all ports {lo}-{hi} are reserved by running runs; \
+                     see `cyclix leftovers` for reservations of runs that are gone",
+                    s.name
+                );
+            }
+            let p = u16::try_from(u32::from(lo) + (start + k) % span)
+                .map_err(|_| anyhow!("invariant: port fits in u16"))?;
+            k += 1;
+            if fixed.contains(&p) {
+                continue;
+            }
+            if let Claim::Ours(f) = claim(runs_root, &dir, &p.to_string(), run_id)? {
+                files.push(f);
+                by_index[i] = Some(p);
+                break;
+            }
+        }
+    }
+    for p in by_index {
+        ports.push(p.context("invariant: every service got a port")?);
+    }
+    Ok(ports)
 }
 
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
@@ -238,6 +334,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         units: Vec::new(),
         agent_ready_ms: None,
         go_ms: None,
+        services: Vec::new(),
     };
     let mut r = Recorder {
         phases: Vec::new(),
@@ -293,7 +390,8 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (base, common, octet) = r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
+    let (base, common, octet, service_ports) =
+        r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
     rec.base_commit.clone_from(&base);
     let run_ctx = RunContext {
         run_id: inp.run_id.clone(),
@@ -303,11 +401,13 @@ fn bring_up_and_run(
         subnet_octet: octet,
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: inp.cyclix_bin.display().to_string(),
+        service_ports,
     };
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
     rec.units.clone_from(&rendered.units.all);
+    rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
     r.phase("install", || {
         for f in &rendered.files {
@@ -349,7 +449,9 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    r.phase("start", || start_units(inp, units, &rendered.units, rec))?;
+    r.phase("start", || {
+        start_units(inp, units, host, &rendered.units, rec)
+    })?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
         // `direct` works in the user's own checkout: its commits are on HEAD there.
@@ -384,6 +486,7 @@ fn bring_up_and_run(
 fn start_units(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
 ) -> Result<()> {
@@ -391,10 +494,21 @@ fn start_units(
     std::thread::scope(|s| {
         let agent = container
             .then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.deadlines.start)));
-        let mut infra = Ok(());
+        let mut infra: Result<()> = Ok(());
         for u in &names.infra {
-            if let Err(e) = units.start(u, JobMode::Replace, inp.deadlines.start) {
-                infra = Err(e);
+            let service = names.services.iter().find(|s| &s.unit == u);
+            // A service's start job lasts until its health check passed: wait as long as its
+            // unit's own TimeoutStartSec= (plus slack), so systemd's verdict comes first.
+            let deadline = service.map_or(inp.deadlines.start, |s| {
+                inp.deadlines
+                    .start
+                    .max(Duration::from_secs(s.start_timeout_s + 15))
+            });
+            if let Err(e) = units.start(u, JobMode::Replace, deadline) {
+                infra = Err(match service {
+                    Some(svc) => service_failed(inp, svc, host, e.into()),
+                    None => e.into(),
+                });
                 break;
             }
         }
@@ -406,6 +520,68 @@ fn start_units(
         infra?;
         Ok(())
     })
+}
+
+/// The error of a service whose start job failed: the service, what it was waiting for, the
+/// last lines it printed, and the fix.
+fn service_failed(
+    inp: &RunInputs,
+    svc: &render::plan::ServicePlan,
+    host: &dyn RunHost,
+    cause: anyhow::Error,
+) -> anyhow::Error {
+    let health = inp
+        .spec
+        .services
+        .iter()
+        .find(|s| s.name == svc.name)
+        .and_then(|s| s.health.as_ref());
+    let mut msg = match health {
+        Some(h) => format!(
+            "service `{}` ({}) never became healthy: its health check `{}` did not pass \
+             (every {} s, timeout {} s, {} retries, start period {} s: at most {} s)",
+            svc.name,
+            svc.unit,
+            svc.health.as_deref().unwrap_or_default().join(" "),
+            h.interval_s,
+            h.timeout_s,
+            h.retries,
+            h.start_period_s,
+            h.budget_s()
+        ),
+        None => format!("service `{}` ({}) did not start", svc.name, svc.unit),
+    };
+    msg.push_str(&format!(" [{cause:#}]"));
+    if let Ok(journal) = host.unit_journal(&svc.unit) {
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        let tail = log_tail(&journal, &secrets);
+        let tail: Vec<&String> = tail.iter().rev().take(5).rev().collect();
+        if !tail.is_empty() {
+            msg.push_str("; it printed: ");
+            msg.push_str(
+                &tail
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+        }
+    }
+    msg.push_str(&format!(
+        "; fix: see `journalctl --user -u {}`; check `{}.image` and `{}.command`{}",
+        svc.unit,
+        svc.key,
+        svc.key,
+        if health.is_some() {
+            format!(
+                ", that `{k}.health.command` passes once the service is up (it runs inside the service container, with PGPORT/CYCLIX_PORT set), or raise `{k}.health.retries`",
+                k = svc.key
+            )
+        } else {
+            String::new()
+        }
+    ));
+    anyhow!(msg)
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
@@ -509,7 +685,7 @@ fn prepare(
     host: &dyn RunHost,
     created: &mut Created,
     branch: &str,
-) -> Result<(String, PathBuf, u8)> {
+) -> Result<(String, PathBuf, u8, Vec<u16>)> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
     let base = host.rev_parse(&repo, &spec.repo.base)?;
@@ -531,6 +707,17 @@ fn prepare(
         .context("invariant: the run dir has a parent")?;
     let (octet, reservation) = reserve_subnet(runs_root, &inp.run_id, &used)?;
     created.subnet_reservation = Some(reservation);
+    let ports = if spec.tier == Tier::Container {
+        reserve_ports(
+            runs_root,
+            &inp.run_id,
+            &spec.services,
+            &mut created.port_reservations,
+        )?
+    } else {
+        // The host tiers run no services (their agent runs on the host, not in a pod).
+        Vec::new()
+    };
     std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
         .context("writing the task file")?;
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
@@ -578,7 +765,7 @@ fn prepare(
             .with_context(|| format!("creating {}", path.display()))?;
         std::io::Write::write_all(&mut f, &text)
             .with_context(|| format!("writing {}", path.display()))?;
-        return Ok((base, common, octet));
+        return Ok((base, common, octet, ports));
     }
     for (var, value) in &inp.secrets {
         let name = render::plan::secret_name(&inp.run_id, var);
@@ -589,7 +776,7 @@ fn prepare(
         host.secret_create(&name, value, &labels)?;
         created.secrets.push(name);
     }
-    Ok((base, common, octet))
+    Ok((base, common, octet, ports))
 }
 
 /// How many lines of the agent's and the gate's output the record keeps.
@@ -820,6 +1007,9 @@ fn teardown(
         tripwire::remove(tw);
     }
     if let Some(r) = &c.subnet_reservation {
+        let _ = std::fs::remove_file(r);
+    }
+    for r in &c.port_reservations {
         let _ = std::fs::remove_file(r);
     }
     let mut note = |what: &str, r: Result<()>| {

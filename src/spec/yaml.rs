@@ -25,8 +25,8 @@ use serde_saphyr::{Error as YamlError, Spanned};
 
 use super::Diagnostic;
 use super::validate::{
-    Located, Pos, RawAgent, RawEgress, RawGate, RawImage, RawMount, RawRepo, RawResources,
-    RawSchedule, RawService, RawSpec, RawTask, nearest,
+    Located, Pos, RawAgent, RawEgress, RawGate, RawHealth, RawImage, RawMount, RawRepo,
+    RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
 };
 
 /// Most anchors (`&a`) and, separately, most aliases (`*a`) a spec may use (security-cases §4:
@@ -888,7 +888,10 @@ const SERVICE_KEYS: &[&str] = &[
     "command",
     "env",
     "port",
+    "data",
+    "health",
 ];
+const HEALTH_KEYS: &[&str] = &["command", "interval", "timeout", "retries", "start_period"];
 const SCHEDULE_KEYS: &[&str] = &["on_calendar", "persistent", "randomized_delay"];
 
 /// `parent.key`, or `key` at the top.
@@ -1350,8 +1353,23 @@ impl Decoder {
             command: self.string_list(&f, "command", false),
             env: self.string_list(&f, "env", false),
             port: self
-                .get(&f, "port", true)
+                .get(&f, "port", false)
                 .and_then(|p| self.number(p, &child(path, "port"), false)),
+            data: self.string_field(&f, "data", false, StrKind::Line),
+            health: self.get(&f, "health", false).and_then(|n| {
+                let hp = child(path, "health");
+                let h = self.mapping(n, &hp, HEALTH_KEYS)?;
+                Some(RawHealth {
+                    at: Self::pos(n, &hp),
+                    command: self.string_list(&h, "command", true),
+                    interval: self.string_field(&h, "interval", false, StrKind::Duration),
+                    timeout: self.string_field(&h, "timeout", false, StrKind::Duration),
+                    retries: self
+                        .get(&h, "retries", false)
+                        .and_then(|r| self.number(r, &child(&hp, "retries"), false)),
+                    start_period: self.string_field(&h, "start_period", false, StrKind::Duration),
+                })
+            }),
         })
     }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// Images built, demo laid out, templates installed: once per test process.
-fn prepared() -> &'static Testbed {
+pub(crate) fn prepared() -> &'static Testbed {
     static READY: OnceLock<()> = OnceLock::new();
     let tb = Testbed::get();
     READY.get_or_init(|| {
@@ -53,7 +53,7 @@ SPEC
     name.to_string()
 }
 
-fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
+pub(crate) fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
     let text = expect_success(
         &tb.user_sh(&format!(
             "cat ~/.local/state/cyclix/runs/{tenant}/latest.json"
@@ -64,7 +64,7 @@ fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
 }
 
 /// Everything the run could have left, listed from the host side; empty means clean.
-fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
+pub(crate) fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
     let script = format!(
         r#"l=io.cyclix.run={run_id}
 podman ps -a -q --filter label=$l; podman pod ls -q --filter label=$l
@@ -78,7 +78,7 @@ ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} $XDG_RUNTIME_DIR/cyclix/
     expect_success(&tb.user_sh(&script), "list leftovers")
 }
 
-fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
+pub(crate) fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
     tb.user(&[
         "systemctl",
         "--user",
