@@ -473,7 +473,7 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
 /// Deadline for one image build.
 pub const BUILD_DEADLINE: Duration = Duration::from_secs(900);
 
-/// `cyclix images build`: builds the proxy, the Python agent and the PostgreSQL service image
+/// `cyclix images build`: builds the proxy, the Python agent and the `PostgreSQL` service image
 /// from the embedded Containerfiles (offline when the base image is local).
 ///
 /// # Errors

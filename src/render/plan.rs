@@ -358,6 +358,20 @@ pub fn secret_name(run_id: &str, var: &str) -> String {
     format!("cyclix-{run_id}-{var}")
 }
 
+fn check_service_ports(spec: &Spec, run: &RunContext) -> Result<(), RenderError> {
+    if run.service_ports.len() == spec.services.len() {
+        return Ok(());
+    }
+    Err(err(
+        "run.service_ports",
+        format!(
+            "{} port(s) for {} service(s)",
+            run.service_ports.len(),
+            spec.services.len()
+        ),
+    ))
+}
+
 fn check_run_id(id: &str) -> Result<(), RenderError> {
     crate::spec::validate::run_id(id).map_err(|m| err("run.run_id", m))
 }
@@ -399,16 +413,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         ));
     }
 
-    if run.service_ports.len() != spec.services.len() {
-        return Err(err(
-            "run.service_ports",
-            format!(
-                "{} port(s) for {} service(s)",
-                run.service_ports.len(),
-                spec.services.len()
-            ),
-        ));
-    }
+    check_service_ports(spec, run)?;
     let networks = vec![
         NetworkPlan {
             stem: base.clone(),
@@ -429,18 +434,8 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     let agent_env = agent_env(&proxy_ip, task_env, &services);
     let agent_binds = agent_binds(spec, run)?;
     let mut containers = vec![proxy_container(spec, run, &proxy_ip)];
-    let mut volumes = Vec::new();
-    for (i, s) in spec.services.iter().enumerate() {
-        let mut c = service_container(spec, run, i, s, &services[i]);
-        if let (Some(target), Some(stem)) = (&s.data, &services[i].volume) {
-            c.volumes.push(VolumeMount {
-                volume: volumes.len(),
-                target: target.clone(),
-            });
-            volumes.push(VolumePlan { stem: stem.clone() });
-        }
-        containers.push(c);
-    }
+    let (service_containers, volumes) = service_containers(spec, run, &services);
+    containers.extend(service_containers);
     containers.push(agent_container(spec, run, agent_binds, agent_env));
     containers.push(gate_container(spec, run));
 
@@ -489,7 +484,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
 }
 
 /// The run's database name: `cyclix_<tenant>_<run>` with `-` as `_`, at most 63 bytes (the
-/// PostgreSQL identifier limit, `NAMEDATALEN - 1`). When it would be longer, the tenant part
+/// `PostgreSQL` identifier limit, `NAMEDATALEN - 1`). When it would be longer, the tenant part
 /// is shortened, never the run id, so the name stays unique per run on the host (run ids are).
 /// A valid unquoted SQL identifier: lowercase letters, digits and `_`, starting with a letter.
 #[must_use]
@@ -519,6 +514,28 @@ pub fn preview_ports(spec: &Spec) -> Vec<u16> {
             })
         })
         .collect()
+}
+
+/// The services' containers and the per-run volumes they mount.
+fn service_containers(
+    spec: &Spec,
+    run: &RunContext,
+    services: &[ServicePlan],
+) -> (Vec<ContainerPlan>, Vec<VolumePlan>) {
+    let mut containers = Vec::new();
+    let mut volumes = Vec::new();
+    for (i, (s, p)) in spec.services.iter().zip(services).enumerate() {
+        let mut c = service_container(spec, run, i, s, p);
+        if let (Some(target), Some(stem)) = (&s.data, &p.volume) {
+            c.volumes.push(VolumeMount {
+                volume: volumes.len(),
+                target: target.clone(),
+            });
+            volumes.push(VolumePlan { stem: stem.clone() });
+        }
+        containers.push(c);
+    }
+    (containers, volumes)
 }
 
 fn service_plans(spec: &Spec, run: &RunContext) -> Vec<ServicePlan> {
@@ -764,7 +781,7 @@ fn service_container(
 }
 
 /// What a service is told about its run (documented in the README, "Services"): cyclix's own
-/// names, and the PostgreSQL conventional ones so a stock PostgreSQL image and its tools
+/// names, and the `PostgreSQL` conventional ones so a stock `PostgreSQL` image and its tools
 /// (`postgres`, `pg_isready`, `psql`) use the run's port, database and data directory.
 fn service_env(s: &crate::spec::Service, p: &ServicePlan) -> Vec<(String, String)> {
     let mut env = vec![
@@ -992,4 +1009,169 @@ fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> 
     }
 
     Ok(agent_binds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SpecContext;
+
+    fn spec(services: &str) -> Spec {
+        let yaml = format!(
+            "tenant: shop\nrepo: {{path: /home/u/shop, base: main}}\ntask: {{text: x}}\n\
+             agent: {{image: localhost/a, unpinned_local_image: true, command: [agent]}}\n\
+             gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n{services}"
+        );
+        let ctx = SpecContext {
+            file: "t.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        };
+        crate::spec::parse(&yaml, &ctx).expect("spec")
+    }
+
+    fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
+        RunContext {
+            run_id: "20261130t140126-a979".into(),
+            worktree: "/w".into(),
+            git_common_dir: "/home/u/shop/.git".into(),
+            run_dir: "/run/user/1000/cyclix/runs/r".into(),
+            subnet_octet: 9,
+            proxy_image: "localhost/p".into(),
+            cyclix_bin: "/usr/bin/cyclix".into(),
+            service_ports: if ports.is_empty() {
+                preview_ports(spec)
+            } else {
+                ports
+            },
+        }
+    }
+
+    #[test]
+    fn database_names_are_per_run_identifiers_of_at_most_63_bytes() {
+        assert_eq!(
+            database_name("e2e-svc-pg", "20261130t140126-a979"),
+            "cyclix_e2e_svc_pg_20261130t140126_a979"
+        );
+        let long_tenant = "a".repeat(31);
+        let long_run = format!("r{}", "0".repeat(47));
+        let n = database_name(&long_tenant, &long_run);
+        assert_eq!(n.len(), 63, "{n}");
+        assert!(n.ends_with(&long_run), "the run id is never cut: {n}");
+        // Two runs of one tenant never share a name, also when the tenant part is cut.
+        assert_ne!(database_name(&long_tenant, &format!("{long_run}1")[1..]), n);
+        // A tenant part cut right after a `-` leaves no `__`.
+        let n = database_name("ab-cdefgh", &format!("r{}", "0".repeat(44)));
+        assert!(!n.contains("__"), "{n}");
+        for n in [n, database_name("x", "1")] {
+            assert!(n.len() <= 63);
+            assert!(n.starts_with(|c: char| c.is_ascii_lowercase()));
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn preview_ports_keep_fixed_ones_and_never_hand_out_a_fixed_one_twice() {
+        let s = spec(
+            "services:\n  - {name: a, image: localhost/x, unpinned_local_image: true}\n  - {name: b, image: localhost/x, unpinned_local_image: true, port: 20001}\n  - {name: c, image: localhost/x, unpinned_local_image: true}\n",
+        );
+        assert_eq!(preview_ports(&s), [20_000, 20_001, 20_002]);
+    }
+
+    #[test]
+    fn a_service_gets_its_volume_health_env_and_a_place_in_the_context_file() {
+        let s = spec(
+            "services:\n  - {name: my-db, image: localhost/pg, unpinned_local_image: true, data: /var/lib/pg, health: {command: [pg_isready], retries: 2, interval: 1s, timeout: 1s}}\n",
+        );
+        let p = plan(&s, &run(&s, vec![23_456])).expect("plan");
+        let db = "cyclix_shop_20261130t140126_a979";
+        let stem = "cyclix-20261130t140126-a979-svc-my-db";
+        assert_eq!(
+            p.volumes,
+            [VolumePlan {
+                stem: format!("{stem}-data")
+            }]
+        );
+        let svc = p
+            .containers
+            .iter()
+            .find(|c| c.stem == stem)
+            .expect("service");
+        assert_eq!(
+            svc.volumes,
+            [VolumeMount {
+                volume: 0,
+                target: "/var/lib/pg".into()
+            }]
+        );
+        assert_eq!(svc.start_timeout_s, START_TIMEOUT_LOCAL_S + 4);
+        let env = |c: &ContainerPlan, k: &str| {
+            c.env
+                .iter()
+                .find(|(n, _)| n == k)
+                .map_or_else(|| panic!("{k} not set"), |(_, v)| v.clone())
+        };
+        for (k, v) in [
+            ("CYCLIX_PORT", "23456"),
+            ("PGPORT", "23456"),
+            ("CYCLIX_DATABASE", db),
+            ("PGDATABASE", db),
+            ("POSTGRES_DB", db),
+            ("PGDATA", "/var/lib/pg"),
+            ("CYCLIX_DATA", "/var/lib/pg"),
+        ] {
+            assert_eq!(env(svc, k), v, "{k}");
+        }
+        let agent = p
+            .containers
+            .iter()
+            .find(|c| c.stem.ends_with("-agent"))
+            .expect("agent");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB"), "127.0.0.1:23456");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB_PORT"), "23456");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB_DATABASE"), db);
+        assert_eq!(env(agent, "CYCLIX_CONTEXT"), CONTEXT_PATH);
+        assert!(
+            agent
+                .binds
+                .iter()
+                .any(|b| b.target == CONTEXT_PATH && b.read_only)
+        );
+        // The volume's unit is stopped with the run, after the pod and before the networks.
+        let all = &p.units.all;
+        let pos = |u: &str| {
+            all.iter()
+                .position(|x| x == u)
+                .unwrap_or_else(|| panic!("{u}"))
+        };
+        let vol = format!("{stem}-data-volume.service");
+        assert!(pos("cyclix-20261130t140126-a979-pod.service") < pos(&vol));
+        assert!(pos(&vol) < pos("cyclix-20261130t140126-a979-network.service"));
+        let ctx: serde_json::Value = serde_json::from_str(&context_json(&p)).expect("json");
+        assert_eq!(
+            ctx["services"][0],
+            serde_json::json!({"name": "my-db", "host": "127.0.0.1", "port": 23456,
+                "address": "127.0.0.1:23456", "database": db, "env": "CYCLIX_SERVICE_MY_DB"})
+        );
+        assert_eq!(ctx["task"], TASK_PATH);
+        // The ports must match the services.
+        let e = plan(&s, &run(&s, vec![1, 2])).expect_err("two ports for one service");
+        assert_eq!(e.key, "run.service_ports");
+    }
+
+    #[test]
+    fn host_tiers_get_a_context_file_with_host_paths_and_no_services() {
+        let mut s = spec("tier: worktree\n");
+        s.tier = Tier::Worktree;
+        let p = plan(&s, &run(&s, Vec::new())).expect("plan");
+        let ctx: serde_json::Value = serde_json::from_str(&context_json(&p)).expect("json");
+        assert_eq!(ctx["task"], "/run/user/1000/cyclix/runs/r/task.md");
+        assert_eq!(ctx["workdir"], "/w");
+        assert_eq!(ctx["services"], serde_json::json!([]));
+        assert_eq!(ctx["proxy"], serde_json::Value::Null);
+    }
 }

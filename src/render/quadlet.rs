@@ -137,6 +137,47 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     Ok(files)
 }
 
+/// The container's per-run volumes (`Volume=X.volume:PATH:nosuid,nodev`) and its health check
+/// (`HealthCmd=` … `Notify=healthy`).
+fn volumes_and_health(
+    plan: &RunPlan,
+    c: &ContainerPlan,
+    s: &mut super::ini::Section<'_>,
+) -> Result<(), RenderError> {
+    for m in &c.volumes {
+        let vol = &plan.volumes[m.volume];
+        s.add(
+            "Volume",
+            v(
+                &c.exec_key,
+                &format!(
+                    "{}.volume:{}:{}",
+                    vol.stem,
+                    m.target,
+                    super::plan::VolumeMount::OPTIONS
+                ),
+            )?,
+        );
+    }
+    if let Some(h) = &c.health {
+        let key = c.exec_key.replace(".command", ".health.command");
+        s.add("HealthCmd", v(&key, &health_cmd_json(&h.command))?);
+        s.add("HealthInterval", format!("{}s", h.interval_s));
+        s.add("HealthTimeout", format!("{}s", h.timeout_s));
+        s.add("HealthRetries", h.retries.to_string());
+        if h.start_period_s > 0 {
+            s.add("HealthStartPeriod", format!("{}s", h.start_period_s));
+        }
+        // Unhealthy after `retries` failures: the container is killed, so the start job
+        // fails at once instead of waiting out TimeoutStartSec=.
+        s.add("HealthOnFailure", "kill");
+        // The unit's start job completes only once the check passed (sd_notify READY=1 from
+        // podman when the container turns healthy).
+        s.add("Notify", "healthy");
+    }
+    Ok(())
+}
+
 /// A health check's argv as podman's `--health-cmd` exec form: a JSON array (a plain string
 /// would run through `/bin/sh -c`).
 #[must_use]
@@ -191,37 +232,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     for b in &c.binds {
         s.add("Mount", v(&c.exec_key, &b.mount_spec())?);
     }
-    for m in &c.volumes {
-        let vol = &plan.volumes[m.volume];
-        s.add(
-            "Volume",
-            v(
-                &c.exec_key,
-                &format!(
-                    "{}.volume:{}:{}",
-                    vol.stem,
-                    m.target,
-                    super::plan::VolumeMount::OPTIONS
-                ),
-            )?,
-        );
-    }
-    if let Some(h) = &c.health {
-        let key = c.exec_key.replace(".command", ".health.command");
-        s.add("HealthCmd", v(&key, &health_cmd_json(&h.command))?);
-        s.add("HealthInterval", format!("{}s", h.interval_s));
-        s.add("HealthTimeout", format!("{}s", h.timeout_s));
-        s.add("HealthRetries", h.retries.to_string());
-        if h.start_period_s > 0 {
-            s.add("HealthStartPeriod", format!("{}s", h.start_period_s));
-        }
-        // Unhealthy after `retries` failures: the container is killed, so the start job
-        // fails at once instead of waiting out TimeoutStartSec=.
-        s.add("HealthOnFailure", "kill");
-        // The unit's start job completes only once the check passed (sd_notify READY=1 from
-        // podman when the container turns healthy).
-        s.add("Notify", "healthy");
-    }
+    volumes_and_health(plan, c, &mut s)?;
     for (k, val) in &c.env {
         let q =
             escape::quoted_value(&format!("{k}={val}")).map_err(|e| esc_err(&c.exec_key, &e))?;

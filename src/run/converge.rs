@@ -268,6 +268,20 @@ mod tests {
             units_dir: dir.path().join("units"),
             extra_files: vec![key.clone()],
         };
+        // Its reservations (`reserve_subnet`, `reserve_ports`) beside `runs/`; another run's stay.
+        let root = dir.path().join("root");
+        let m = Marker {
+            run_dir: root.join("runs/r9"),
+            ..m
+        };
+        for (kind, n, owner) in [
+            ("subnets", "9", "r9"),
+            ("ports", "20001", "r9"),
+            ("ports", "20002", "r7"),
+        ] {
+            std::fs::create_dir_all(root.join(kind)).expect("dir");
+            std::fs::write(root.join(kind).join(n), owner).expect("reservation");
+        }
         let records = dir.path().join("records");
         write(&records, &m).expect("marker");
         let found = orphans(&records);
@@ -288,6 +302,11 @@ mod tests {
                 .any(|c| matches!(c, Call::Stop { unit, .. } if unit == "cyclix-r9-agent.service"))
         );
         assert!(host.calls().iter().any(|c| c == "remove_run_objects r9"));
+        assert!(!root.join("subnets/9").exists() && !root.join("ports/20001").exists());
+        assert!(
+            root.join("ports/20002").exists(),
+            "another run's port was released"
+        );
         assert_eq!(rec.failed_phase.as_deref(), Some("interrupted"));
         assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
         remove(&records, "r9");

@@ -506,7 +506,7 @@ fn start_units(
             });
             if let Err(e) = units.start(u, JobMode::Replace, deadline) {
                 infra = Err(match service {
-                    Some(svc) => service_failed(inp, svc, host, e.into()),
+                    Some(svc) => service_failed(inp, svc, host, &e.into()),
                     None => e.into(),
                 });
                 break;
@@ -528,8 +528,9 @@ fn service_failed(
     inp: &RunInputs,
     svc: &render::plan::ServicePlan,
     host: &dyn RunHost,
-    cause: anyhow::Error,
+    cause: &anyhow::Error,
 ) -> anyhow::Error {
+    use std::fmt::Write as _;
     let health = inp
         .spec
         .services
@@ -551,7 +552,7 @@ fn service_failed(
         ),
         None => format!("service `{}` ({}) did not start", svc.name, svc.unit),
     };
-    msg.push_str(&format!(" [{cause:#}]"));
+    let _ = write!(msg, " [{cause:#}]");
     if let Ok(journal) = host.unit_journal(&svc.unit) {
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
         let tail = log_tail(&journal, &secrets);
@@ -567,7 +568,8 @@ fn service_failed(
             );
         }
     }
-    msg.push_str(&format!(
+    let _ = write!(
+        msg,
         "; fix: see `journalctl --user -u {}`; check `{}.image` and `{}.command`{}",
         svc.unit,
         svc.key,
@@ -580,7 +582,7 @@ fn service_failed(
         } else {
             String::new()
         }
-    ));
+    );
     anyhow!(msg)
 }
 
@@ -1601,6 +1603,148 @@ mod tests {
         let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
         assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
         assert_eq!(log_tail(&long, &[]).last().map(String::as_str), Some("99"));
+    }
+
+    #[test]
+    fn a_service_that_never_gets_healthy_fails_the_start_naming_it_and_tears_everything_down() {
+        let mut w = world();
+        let spec = crate::spec::parse(
+            &format!(
+                "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: x}}\n\
+                 agent: {{image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}}\n\
+                 gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n\
+                 services: [{{name: db, image: localhost/pg, unpinned_local_image: true, data: /data, \
+                 health: {{command: [pg_isready, -q], retries: 3}}}}]\n",
+                w.inp.spec.repo.path
+            ),
+            &SpecContext {
+                file: "t.yaml".into(),
+                home: "/home/t".into(),
+                runtime_dir: "/run/user/1000".into(),
+            },
+        )
+        .expect("spec");
+        w.inp.spec = spec;
+        let units = FakeUnitManager::new();
+        units.fail_next(
+            Op::Start,
+            Some("cyclix-r1-svc-db.service"),
+            crate::systemd::Error::JobFailed {
+                unit: "cyclix-r1-svc-db.service".into(),
+                op: Op::Start,
+                result: crate::systemd::JobResult::Failed,
+                state: "failed/failed".into(),
+            },
+        );
+        let host = FakeRunHost {
+            journal: vec!["FATAL: could not open port".into(), "s3cret".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        fails_in("start", &rec);
+        let e = rec.error.as_deref().unwrap_or_default();
+        for want in [
+            "service `db` (cyclix-r1-svc-db.service) never became healthy",
+            "`pg_isready -q`",
+            "3 retries",
+            "it printed: FATAL: could not open port | ***",
+            "`services[0].health.retries`",
+        ] {
+            assert!(e.contains(want), "`{want}` not in: {e}");
+        }
+        assert!(!e.contains("s3cret"), "a secret reached the error: {e}");
+        assert_eq!(rec.services.len(), 1);
+        assert_eq!(
+            rec.services[0].volume.as_deref(),
+            Some("cyclix-r1-svc-db-data")
+        );
+        assert!(
+            (crate::render::plan::PICKED_PORTS.0..=crate::render::plan::PICKED_PORTS.1)
+                .contains(&rec.services[0].port)
+        );
+        assert!(
+            rec.units
+                .iter()
+                .any(|u| u == "cyclix-r1-svc-db-data-volume.service"),
+            "{:?}",
+            rec.units
+        );
+        nothing_left(&w, &rec, &host);
+        let ports = w
+            .inp
+            .paths
+            .run_dir
+            .parent()
+            .expect("runs")
+            .parent()
+            .expect("root")
+            .join(PORTS_DIR);
+        assert_eq!(
+            std::fs::read_dir(&ports).map_or(0, Iterator::count),
+            0,
+            "a port reservation is left"
+        );
+        // The service's start job got at least the unit's own start budget.
+        let waited = units.calls().iter().find_map(|c| match c {
+            Call::Start { unit, timeout, .. } if unit == "cyclix-r1-svc-db.service" => {
+                Some(*timeout)
+            }
+            _ => None,
+        });
+        assert!(
+            waited.is_some_and(
+                |t| t >= Duration::from_secs(crate::render::plan::START_TIMEOUT_LOCAL_S + 18)
+            ),
+            "{waited:?}"
+        );
+    }
+
+    #[test]
+    fn concurrent_runs_never_reserve_the_same_port_and_a_held_fixed_port_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let runs = dir.path().join("runs");
+        let svc = |port: Option<u16>| crate::spec::Service {
+            name: "db".into(),
+            image: crate::spec::Image::UnpinnedLocal {
+                reference: "localhost/pg".into(),
+            },
+            command: Vec::new(),
+            env: Vec::new(),
+            port,
+            data: None,
+            health: None,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let mut files = Vec::new();
+        for i in 0..50 {
+            let id = format!("r{i}");
+            std::fs::create_dir_all(runs.join(&id)).expect("run dir");
+            // Same run id seed for all: every run prefers the same first port.
+            let got =
+                reserve_ports(&runs, &id, &[svc(None), svc(None)], &mut files).expect("reserve");
+            for p in got {
+                assert!(seen.insert(p), "port {p} handed out twice");
+            }
+        }
+        assert_eq!(files.len(), 100);
+        // A fixed port held by a live run is refused, naming the holder and the fix.
+        let mut f1 = Vec::new();
+        std::fs::create_dir_all(runs.join("a")).expect("a");
+        std::fs::create_dir_all(runs.join("b")).expect("b");
+        reserve_ports(&runs, "a", &[svc(Some(5432))], &mut f1).expect("first");
+        let mut f2 = Vec::new();
+        let e = reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect_err("held");
+        assert_eq!(
+            e.to_string(),
+            "services[0] (db): port 5432 is held by run a, which is running now; remove `port` from the service so cyclix picks a free one per run, or wait for that run"
+        );
+        assert!(f2.is_empty());
+        // Once its run is gone (converged), the reservation is stale and reclaimed.
+        std::fs::remove_dir_all(runs.join("a")).expect("rm");
+        assert_eq!(
+            reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect("reclaimed"),
+            [5432]
+        );
     }
 
     #[test]

@@ -951,37 +951,7 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
         });
         let port = match s.port.as_ref() {
             None => Some(None),
-            Some(p) => {
-                let (lo, hi) = SERVICE_PORT_RANGE;
-                match decimal_int(&p.value)
-                    .and_then(|n| u16::try_from(n).ok())
-                    .filter(|n| (lo..=hi).contains(n))
-                {
-                    None => {
-                        out.push(
-                            p.diag(format!("service port `{}` is out of range", p.value))
-                                .hint(format!(
-                                    "use a port from {lo} to {hi}, or remove `port` and cyclix picks a free one per run"
-                                )),
-                        );
-                        None
-                    }
-                    Some(n) => {
-                        if let Some(line) = ports.get(&n) {
-                            out.push(
-                                p.diag(format!(
-                                    "port {n} is already used by another service (line {line})"
-                                ))
-                                .hint("give every service its own port, or remove `port` and cyclix picks one"),
-                            );
-                            None
-                        } else {
-                            ports.insert(n, p.line);
-                            Some(Some(n))
-                        }
-                    }
-                }
-            }
+            Some(p) => fixed_port(p, &mut ports, out).map(Some),
         };
         let data = match s.data.as_ref() {
             None => Some(None),
@@ -1015,10 +985,42 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
     (out.len() == before).then_some(result)
 }
 
+/// `services[i].port`: in range and not another service's.
+fn fixed_port(
+    p: &Located<String>,
+    ports: &mut BTreeMap<u16, usize>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<u16> {
+    let (lo, hi) = SERVICE_PORT_RANGE;
+    let Some(n) = decimal_int(&p.value)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| (lo..=hi).contains(n))
+    else {
+        out.push(
+            p.diag(format!("service port `{}` is out of range", p.value))
+                .hint(format!(
+                    "use a port from {lo} to {hi}, or remove `port` and cyclix picks a free one per run"
+                )),
+        );
+        return None;
+    };
+    if let Some(line) = ports.get(&n) {
+        out.push(
+            p.diag(format!(
+                "port {n} is already used by another service (line {line})"
+            ))
+            .hint("give every service its own port, or remove `port` and cyclix picks one"),
+        );
+        return None;
+    }
+    ports.insert(n, p.line);
+    Some(n)
+}
+
 /// `services[i].data`: an absolute, normalised container path for the per-run data volume;
 /// not `/`, and not under the kernel's or cyclix's own paths.
 fn data_path(d: &Located<String>, out: &mut Vec<Diagnostic>) -> Option<String> {
-    if d.value.starts_with('~') {
+    if !d.value.starts_with('/') {
         out.push(
             d.diag(format!("data path `{}` is not absolute", d.value))
                 .hint("write the path inside the service container, e.g. /var/lib/postgresql/data"),

@@ -1,4 +1,4 @@
-//! Per-run services on the real stack (issue 6, item 2): a PostgreSQL service in the agent's
+//! Per-run services on the real stack (issue 6, item 2): a `PostgreSQL` service in the agent's
 //! pod with its own database on a per-run volume, on a port cyclix picked and reserved, started
 //! only once its health check passed (Quadlet `Notify=healthy`); its address in the agent's
 //! context file. Each test checks the record AND the host: no volume, unit, reservation or
@@ -65,7 +65,7 @@ SPEC
     name.to_string()
 }
 
-/// The PostgreSQL service with its data volume and a `pg_isready` health check.
+/// The `PostgreSQL` service with its data volume and a `pg_isready` health check.
 const POSTGRES: &str = "  - name: db
     image: localhost/cyclix-postgres:latest
     unpinned_local_image: true
@@ -307,6 +307,47 @@ fn a_service_that_never_gets_healthy_fails_the_run_in_start_naming_it() {
         rec["agent_exit"],
         serde_json::Value::Null,
         "the agent never ran"
+    );
+    assert_clean(tb, &rec, &t);
+}
+
+#[test]
+fn the_plain_backend_waits_for_the_health_check_and_cleans_up_the_same_way() {
+    // Podman < 5 has no `--sdnotify=healthy`: the plain units' ExecStartPost= runs the check
+    // (forced here on podman 5 to run the same lifecycle).
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-svc-plain", POSTGRES, 0);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", "plain"]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let (port, database, _) = service(&rec);
+    assert_eq!(
+        rec["commits"][0]["subject"].as_str(),
+        Some(format!("db evidence: {database} at 127.0.0.1:{port} sum=42").as_str()),
+        "{rec:#}"
+    );
+    assert_clean(tb, &rec, &t);
+
+    let t = tenant(
+        tb,
+        "e2e-svc-plainsick",
+        "  - name: db
+    image: localhost/cyclix-postgres:latest
+    unpinned_local_image: true
+    data: /var/lib/postgresql/data
+    health: { command: [\"false\"], interval: 1s, retries: 2 }",
+        0,
+    );
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", "plain"]);
+    let rec = record(tb, &t);
+    assert_eq!(out.status.code(), Some(2), "{out:?}\n{rec:#}");
+    assert_eq!(rec["failed_phase"], "start", "{rec:#}");
+    let error = rec["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("service `db`") && error.contains("health check `false`"),
+        "{error}"
     );
     assert_clean(tb, &rec, &t);
 }
