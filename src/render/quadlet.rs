@@ -161,7 +161,13 @@ fn volumes_and_health(
     }
     if let Some(h) = &c.health {
         let key = c.exec_key.replace(".command", ".health.command");
-        s.add("HealthCmd", v(&key, &health_cmd_json(&h.command))?);
+        // Quadlet copies the value into ExecStart= quoted but with `%` and `$` untouched (podman
+        // 5.4.2, measured): `%` is escaped by `v`, `$` here, so systemd hands podman the argv
+        // exactly (e2e_services runs a check with `${VAR}`, `%` and quotes).
+        s.add(
+            "HealthCmd",
+            v(&key, &health_cmd_json(&h.command))?.replace('$', "$$"),
+        );
         s.add("HealthInterval", format!("{}s", h.interval_s));
         s.add("HealthTimeout", format!("{}s", h.timeout_s));
         s.add("HealthRetries", h.retries.to_string());

@@ -543,7 +543,7 @@ fn service_failed(
              (every {} s, timeout {} s, {} retries, start period {} s: at most {} s)",
             svc.name,
             svc.unit,
-            svc.health.as_deref().unwrap_or_default().join(" "),
+            shell_words(svc.health.as_deref().unwrap_or_default()),
             h.interval_s,
             h.timeout_s,
             h.retries,
@@ -584,6 +584,24 @@ fn service_failed(
         }
     );
     anyhow!(msg)
+}
+
+/// An argv for people, as a shell would take it: plain words as they are, others in single
+/// quotes.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+-,".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
@@ -785,11 +803,14 @@ fn prepare(
 pub const LOG_TAIL_LINES: usize = 40;
 
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
-/// event lines and conmon's warnings left out, every secret value replaced by `***`.
+/// event lines, container ids and conmon's warnings left out, every secret value replaced by
+/// `***`.
 fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
     let mut lines: Vec<String> = journal
         .iter()
         .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
+        // `podman run -d` prints the new container's id (plain units, Quadlet's too).
+        .filter(|l| !(l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit())))
         .map(|l| {
             let mut l = l.clone();
             for s in secrets.iter().filter(|s| s.len() >= 4) {
@@ -1585,10 +1606,22 @@ mod tests {
     }
 
     #[test]
+    fn health_commands_are_shown_as_a_shell_would_take_them() {
+        let argv: Vec<String> = ["sh", "-c", "pg_isready -p \"$P\" && echo it's", "", "-q"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            shell_words(&argv),
+            r#"sh -c 'pg_isready -p "$P" && echo it'\''s' '' -q"#
+        );
+    }
+
+    #[test]
     fn log_tails_drop_podman_noise_and_redact_secrets() {
         let journal = vec![
             "2026-11-30 12:33:25.88 +0000 UTC m=+0.04 container exec 945e".to_string(),
             "conmon 945e <nwarn>: Failed to add inotify watch".to_string(),
+            "463a3bd9920cf424661b39c2432ae8251fd3af09d9083d8bbc3804dffdc957f9".to_string(),
             "FAILED tests/test_calc.py::test_subtract - assert 4 == 2".to_string(),
             "token is s3cret-value".to_string(),
         ];

@@ -70,7 +70,11 @@ const POSTGRES: &str = "  - name: db
     image: localhost/cyclix-postgres:latest
     unpinned_local_image: true
     data: /var/lib/postgresql/data
-    health: { command: [pg_isready, -q, -h, 127.0.0.1], interval: 1s, retries: 60 }";
+    health:
+      # `$`, `%` and quotes must reach podman as written (systemd would expand `${PGPORT}`).
+      command: [sh, -c, \"test -n \\\"${PGPORT}\\\" && pg_isready -q -h 127.0.0.1 -p \\\"${PGPORT}\\\" && echo '100% \\\"ready\\\"'\"]
+      interval: 1s
+      retries: 60";
 
 /// What `cyclix leftovers --json` ties to `run_id` (nothing, after a clean teardown).
 fn leftovers_of(tb: &Testbed, run_id: &str) -> Vec<serde_json::Value> {
