@@ -790,7 +790,7 @@ fn leftovers_lists_what_no_run_owns_and_deletes_nothing() {
 
 /// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
 /// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
-fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
+pub(crate) fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
     let script = format!(
         "systemctl --user start --no-block cyclix-run@{t}.service
          a=

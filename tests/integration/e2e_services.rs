@@ -5,7 +5,7 @@
 //! anything else of the run is left.
 
 use crate::common::testbed::{Testbed, expect_success};
-use crate::e2e_run::{leftovers, prepared, record, start};
+use crate::e2e_run::{inject_mid_run, leftovers, prepared, record, start};
 
 /// What the agent does: read the service's address and database from the context file
 /// (`$CYCLIX_CONTEXT`), create a table there with `psql`, read it back, and commit the evidence.
@@ -353,5 +353,59 @@ fn the_plain_backend_waits_for_the_health_check_and_cleans_up_the_same_way() {
         error.contains("service `db`") && error.contains("health check `false`"),
         "{error}"
     );
+    assert_clean(tb, &rec, &t);
+}
+
+#[test]
+fn a_run_killed_with_its_service_up_is_converged_volume_and_port_included() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(tb, "e2e-svc-kill", POSTGRES, 60);
+    // SIGKILL cyclix once the service is healthy and the agent holds the run open.
+    let dead = inject_mid_run(
+        tb,
+        &t,
+        &format!(
+            "for i in $(seq 1 150); do podman healthcheck run cyclix-$run-svc-db >/dev/null 2>&1 && break; sleep 0.2; done
+             systemctl --user kill --signal=SIGKILL --kill-whom=main cyclix-run@{t}.service"
+        ),
+    );
+    assert!(!dead.is_empty(), "no run id");
+    let volume = format!("cyclix-{dead}-svc-db-data");
+    let before = leftovers_of(tb, &dead);
+    let kinds: Vec<&str> = before.iter().filter_map(|l| l["kind"].as_str()).collect();
+    for kind in ["volume", "port-reservation", "subnet-reservation"] {
+        assert!(
+            kinds.contains(&kind),
+            "no {kind} left to converge: {before:#?}"
+        );
+    }
+    assert!(
+        before
+            .iter()
+            .filter(|l| l["kind"] == "volume")
+            .all(|l| l["name"] == volume.as_str() && l["status"] == "dead-run"),
+        "{before:#?}"
+    );
+    // The next run of the tenant finishes the dead run's teardown first.
+    expect_success(
+        &tb.user_sh(&format!(
+            "cd ~/src/{t} && sed -i 's/^HOLD=60$/HOLD=0/' agent.sh && git -c user.name=t -c user.email=t@t commit -qam 'no hold'"
+        )),
+        "stop holding",
+    );
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert!(
+        rec["notices"]
+            .to_string()
+            .contains(&format!("converged run {dead}")),
+        "{rec:#}"
+    );
+    let after = leftovers_of(tb, &dead);
+    assert!(after.is_empty(), "the dead run still left: {after:#?}");
+    let left = leftovers(tb, &dead, &t);
+    assert!(left.trim().is_empty(), "the dead run still left:\n{left}");
     assert_clean(tb, &rec, &t);
 }
