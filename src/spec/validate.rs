@@ -932,23 +932,7 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
         });
         let image = image(&s.image, out);
         let command = argv(s.command.as_ref(), false, out);
-        let env = env_list(s.env.as_ref(), out).filter(|env| {
-            let mut ok = true;
-            let written = s.env.as_ref().map_or(&[][..], |l| l.value.as_slice());
-            for at in written.iter().filter(|_| !env.is_empty()) {
-                if SERVICE_RESERVED_ENV.contains(&at.value.as_str()) {
-                    out.push(
-                        at.diag(format!("`{}` is set by cyclix for every service", at.value))
-                            .hint(format!(
-                                "remove it: cyclix sets {} to the run's own values",
-                                SERVICE_RESERVED_ENV.join(", ")
-                            )),
-                    );
-                    ok = false;
-                }
-            }
-            ok
-        });
+        let env = env_list(s.env.as_ref(), out).filter(|_| not_reserved(s.env.as_ref(), out));
         let port = match s.port.as_ref() {
             None => Some(None),
             Some(p) => fixed_port(p, &mut ports, out).map(Some),
@@ -983,6 +967,25 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
         }
     }
     (out.len() == before).then_some(result)
+}
+
+/// Whether a service's `env` leaves alone the variables cyclix sets
+/// ([`SERVICE_RESERVED_ENV`]); reports each one it names.
+fn not_reserved(list: Option<&Located<Vec<Located<String>>>>, out: &mut Vec<Diagnostic>) -> bool {
+    let mut ok = true;
+    for at in list.map_or(&[][..], |l| l.value.as_slice()) {
+        if SERVICE_RESERVED_ENV.contains(&at.value.as_str()) {
+            out.push(
+                at.diag(format!("`{}` is set by cyclix for every service", at.value))
+                    .hint(format!(
+                        "remove it: cyclix sets {} to the run's own values",
+                        SERVICE_RESERVED_ENV.join(", ")
+                    )),
+            );
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// `services[i].port`: in range and not another service's.

@@ -1485,6 +1485,19 @@ gate:
             2,
             "pypi.org listed twice must be deduped"
         );
+        let db = &s.services[0];
+        assert_eq!(
+            (
+                db.port,
+                db.data.as_deref(),
+                db.health.as_ref().map(crate::spec::Health::budget_s)
+            ),
+            (
+                Some(5432),
+                Some("/var/lib/postgresql/data"),
+                Some(5 + 10 * (2 + 3))
+            )
+        );
         ok(include_str!("../../tests/fixtures/spec/minimal.yaml"));
         for bad in [
             include_str!("../../tests/fixtures/spec/bad-types.yaml"),
