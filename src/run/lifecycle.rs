@@ -914,11 +914,24 @@ fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let findings = watch_round(inp, host, container);
+            let (findings, blind) = watch_round(inp, host, container);
             next_watch = Instant::now() + d.watch;
             // The agent may have ended during the round: that is not a finding.
             if let Some(code) = ended(units, unit)? {
                 return Ok(AgentEnd::Exit(code));
+            }
+            // A round that saw nothing at all (neither the probes nor the scan reached the
+            // container) is most likely the agent's exit racing the round: conmon removes the
+            // container before the unit leaves `active`/`deactivating`. Give the unit
+            // WATCH_END_GRACE to end; if it does not, the findings stand (fail closed).
+            if blind {
+                let until = Instant::now() + WATCH_END_GRACE.min(d.stop);
+                while Instant::now() < until {
+                    if let Some(code) = ended(units, unit)? {
+                        return Ok(AgentEnd::Exit(code));
+                    }
+                    std::thread::sleep(d.poll);
+                }
             }
             rec.watch_rounds += 1;
             if !findings.is_empty() {
@@ -956,26 +969,42 @@ fn keep_waiting(
     Ok(())
 }
 
-/// One leak-watch round; a round that cannot run is itself a finding (fail closed).
-fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> Vec<String> {
+/// How long a blind watch round waits for the agent's unit to end before its findings stand.
+const WATCH_END_GRACE: Duration = Duration::from_secs(10);
+
+/// One leak-watch round; a round that cannot run is itself a finding (fail closed). Also says
+/// whether the round was blind: neither the probes nor the environment scan saw the sandbox
+/// (both could not run), so every finding is about that, none about a leak.
+fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> (Vec<String>, bool) {
+    let mut probes_blind = false;
     let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
         Ok((exit, out)) => {
             let (_, ok, why) = boundary::judge(exit, &out);
             if ok || !why.is_empty() {
                 why
             } else {
+                probes_blind = true;
                 vec![format!(
                     "the watch probes exited {exit} without a complete report"
                 )]
             }
         }
-        Err(e) => vec![format!("the watch probes could not run: {e:#}")],
+        Err(e) => {
+            probes_blind = true;
+            vec![format!("the watch probes could not run: {e:#}")]
+        }
     };
-    match host.sandbox_environ(container) {
-        Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
-        Err(e) => findings.push(format!("the sandbox environment could not be read: {e:#}")),
-    }
-    findings
+    let env_blind = match host.sandbox_environ(container) {
+        Ok(procs) => {
+            findings.extend(boundary::leaks(&procs, &inp.watched));
+            false
+        }
+        Err(e) => {
+            findings.push(format!("the sandbox environment could not be read: {e:#}"));
+            true
+        }
+    };
+    (findings, probes_blind && env_blind)
 }
 
 /// `Some(exit status)` once `unit` has ended, `None` while it runs.
@@ -1536,6 +1565,132 @@ mod tests {
             "the watch re-runs the starred probes: {watched:?}"
         );
         nothing_left(&w, &rec, &host);
+    }
+
+    /// A host whose sandbox is gone from the first watch round on: the agent ended and its
+    /// unit is stopping (`deactivating`), then inactive a moment later.
+    struct EndingHost<'a> {
+        inner: FakeRunHost,
+        units: &'a FakeUnitManager,
+        ending: bool,
+    }
+
+    impl RunHost for EndingHost<'_> {
+        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
+            self.inner.rev_parse(r, v)
+        }
+        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
+            self.inner.common_dir(r)
+        }
+        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
+            self.inner.worktree_add(r, p, b, c)
+        }
+        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
+            self.inner.worktree_remove(r, p)
+        }
+        fn commits(
+            &self,
+            r: &Path,
+            b: &str,
+            t: &str,
+        ) -> Result<Vec<super::super::record::CommitInfo>> {
+            self.inner.commits(r, b, t)
+        }
+        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
+            self.inner.secret_create(n, v, l)
+        }
+        fn secret_remove(&self, n: &str) -> Result<()> {
+            self.inner.secret_remove(n)
+        }
+        fn remove_run_objects(&self, r: &str) -> Result<()> {
+            self.inner.remove_run_objects(r)
+        }
+        fn inventory(&self, r: &str) -> Result<Vec<String>> {
+            self.inner.inventory(r)
+        }
+        fn used_subnets(&self) -> Result<Vec<String>> {
+            self.inner.used_subnets()
+        }
+        fn probe(&self, c: &str, only: &[&str], d: Duration) -> Result<(i32, String)> {
+            // The probe phase runs them all; the watch only the starred ones.
+            if only.is_empty() {
+                return self.inner.probe(c, only, d);
+            }
+            bail!("no such container {c}")
+        }
+        fn sandbox_environ(&self, c: &str) -> Result<Vec<super::super::boundary::ProcessEnv>> {
+            // The first scan is the probe phase's, while the container runs.
+            if !self
+                .inner
+                .calls()
+                .iter()
+                .any(|x| x.starts_with("sandbox_environ"))
+            {
+                return self.inner.sandbox_environ(c);
+            }
+            if self.ending {
+                let mut st = crate::systemd::fake::loaded_inactive();
+                st.active_state = ActiveState::Deactivating;
+                self.units.set_status(&format!("{c}.service"), st);
+            }
+            bail!("no such container {c}")
+        }
+        fn network_members(&self, n: &str) -> Result<Vec<String>> {
+            self.inner.network_members(n)
+        }
+        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
+            self.inner.unit_journal(u)
+        }
+    }
+
+    #[test]
+    fn an_agent_ending_during_a_watch_round_is_its_exit_not_a_leak() {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(5);
+        let units = FakeUnitManager::new(); // the agent runs until the round
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = EndingHost {
+            inner: FakeRunHost::default(),
+            units: &units,
+            ending: true,
+        };
+        let rec = std::thread::scope(|s| {
+            s.spawn(|| {
+                // The unit finishes stopping a moment after the round.
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_secs(5) {
+                    let st = units
+                        .unit_status("cyclix-r1-agent.service")
+                        .expect("status");
+                    if st.active_state == ActiveState::Deactivating {
+                        std::thread::sleep(Duration::from_millis(50));
+                        let mut done = crate::systemd::fake::loaded_inactive();
+                        done.result = Some("success".into());
+                        units.set_status("cyclix-r1-agent.service", done);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            execute(&w.inp, &units, &host)
+        });
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert_eq!(rec.agent_exit, Some(0));
+        assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
+
+        // The same blind round while the unit stays active is a finding after the grace.
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(5);
+        w.inp.deadlines.stop = Duration::from_millis(100);
+        let units = FakeUnitManager::new();
+        let host = EndingHost {
+            inner: FakeRunHost::default(),
+            units: &units,
+            ending: false,
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
+        assert_eq!(rec.refusal.len(), 2, "{:?}", rec.refusal);
     }
 
     #[test]
