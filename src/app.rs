@@ -258,6 +258,7 @@ fn default_run_context(
         subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: cyclix_bin.to_string(),
+        service_ports: crate::render::plan::preview_ports(spec),
     }
 }
 

@@ -477,13 +477,21 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
         "images/proxy/Containerfile",
         include_str!("../../images/proxy/Containerfile"),
     ),
+    (
+        "images/postgres/Containerfile",
+        include_str!("../../images/postgres/Containerfile"),
+    ),
+    (
+        "images/postgres/cyclix-postgres-entrypoint",
+        include_str!("../../images/postgres/cyclix-postgres-entrypoint"),
+    ),
 ];
 
 /// Deadline for one image build.
 pub const BUILD_DEADLINE: Duration = Duration::from_secs(900);
 
-/// `cyclix images build`: builds the proxy and the Python agent image from the embedded
-/// Containerfiles (offline when the base image is local).
+/// `cyclix images build`: builds the proxy, the Python agent and the `PostgreSQL` service image
+/// from the embedded Containerfiles (offline when the base image is local).
 ///
 /// # Errors
 /// I/O or podman failures.
@@ -507,6 +515,11 @@ pub fn images_build() -> Result<Outcome> {
             "images/proxy",
         ),
         (images::AGENT_PYTHON_IMAGE, "Containerfile.python", "."),
+        (
+            images::POSTGRES_IMAGE,
+            "images/postgres/Containerfile",
+            "images/postgres",
+        ),
     ] {
         let id = podman.build(
             tag,

@@ -169,6 +169,7 @@ impl Recorder {
 struct Created {
     tripwires: Option<Tripwires>,
     subnet_reservation: Option<PathBuf>,
+    port_reservations: Vec<PathBuf>,
     worktree: bool,
     run_dir: bool,
     secrets: Vec<String>,
@@ -200,8 +201,7 @@ pub fn branch_name(tenant: &str, run_id: &str) -> String {
 /// # Errors
 /// When no subnet is free, or on I/O failures.
 pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result<(u8, PathBuf)> {
-    let dir = runs_root.parent().unwrap_or(runs_root).join("subnets");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = reservations_dir(runs_root, SUBNETS_DIR);
     let start = u16::from(crate::app::default_subnet_octet(run_id));
     for i in 0..254u16 {
         let n = u8::try_from((start - 1 + i) % 254 + 1)
@@ -209,33 +209,129 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
         if used.iter().any(|u| u == &format!("10.213.{n}.0/24")) {
             continue;
         }
-        let file = dir.join(n.to_string());
-        for attempt in 0..2 {
-            match std::fs::File::options()
-                .write(true)
-                .create_new(true)
-                .open(&file)
-            {
-                Ok(mut f) => {
-                    std::io::Write::write_all(&mut f, run_id.as_bytes())
-                        .with_context(|| format!("writing {}", file.display()))?;
-                    return Ok((n, file));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt == 0 => {
-                    let owner = std::fs::read_to_string(&file).unwrap_or_default();
-                    if owner.is_empty() || runs_root.join(owner.trim()).exists() {
-                        break; // held by a live run
-                    }
-                    let _ = std::fs::remove_file(&file); // stale: its run is gone
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
-                Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
-            }
+        if let Claim::Ours(file) = claim(runs_root, &dir, &n.to_string(), run_id)? {
+            return Ok((n, file));
         }
     }
     bail!(
         "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`, `cyclix leftovers`)"
     )
+}
+
+/// The directory (beside `runs/`) holding the subnet reservations, one file per octet.
+pub const SUBNETS_DIR: &str = "subnets";
+/// The directory (beside `runs/`) holding the service port reservations, one file per port.
+pub const PORTS_DIR: &str = "ports";
+
+fn reservations_dir(runs_root: &Path, kind: &str) -> PathBuf {
+    runs_root.parent().unwrap_or(runs_root).join(kind)
+}
+
+/// What claiming one reservation file gave.
+enum Claim {
+    /// Created, holding our run id.
+    Ours(PathBuf),
+    /// Held by this live run.
+    Held(String),
+}
+
+/// Claims `DIR/NAME` for `run_id`: created exclusively and holding the run id; a file whose
+/// run dir (`runs_root/OWNER`) is gone is stale (its run died and was converged) and is
+/// reclaimed once.
+fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str) -> Result<Claim> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join(name);
+    for attempt in 0..2 {
+        match std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+        {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, run_id.as_bytes())
+                    .with_context(|| format!("writing {}", file.display()))?;
+                return Ok(Claim::Ours(file));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(&file).unwrap_or_default();
+                let owner = owner.trim().to_string();
+                if attempt == 1 || owner.is_empty() || runs_root.join(&owner).exists() {
+                    return Ok(Claim::Held(owner)); // held by a live run
+                }
+                let _ = std::fs::remove_file(&file); // stale: its run is gone
+            }
+            Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
+        }
+    }
+    Ok(Claim::Held(String::new()))
+}
+
+/// Reserves the port of each of `spec`'s services among concurrent runs, so no two runs on
+/// this host ever share one (issue 6: "two runs at once never share a port"): a fixed `port`
+/// is reserved as written (held by another live run: an error naming it and the fix); the
+/// others are picked from [`crate::render::plan::PICKED_PORTS`], starting at a point derived
+/// from the run id. Reservations are files `RUNS_ROOT/../ports/PORT` holding the run id, as
+/// for subnets ([`reserve_subnet`]); every file created is pushed to `files` (teardown removes
+/// them) even when a later one fails.
+///
+/// # Errors
+/// A fixed port held by another run, no free port left, or I/O failures.
+pub fn reserve_ports(
+    runs_root: &Path,
+    run_id: &str,
+    services: &[crate::spec::Service],
+    files: &mut Vec<PathBuf>,
+) -> Result<Vec<u16>> {
+    let dir = reservations_dir(runs_root, PORTS_DIR);
+    let (lo, hi) = crate::render::plan::PICKED_PORTS;
+    let span = u32::from(hi - lo) + 1;
+    let fixed: Vec<u16> = services.iter().filter_map(|s| s.port).collect();
+    let mut ports = Vec::new();
+    // Fixed ports first, so a picked one never takes a port the spec names.
+    let mut by_index: Vec<Option<u16>> = vec![None; services.len()];
+    for (i, s) in services.iter().enumerate() {
+        let Some(p) = s.port else { continue };
+        match claim(runs_root, &dir, &p.to_string(), run_id)? {
+            Claim::Ours(f) => files.push(f),
+            Claim::Held(owner) => bail!(
+                "services[{i}] ({}): port {p} is held by run {owner}, which is running now; \
+                 remove `port` from the service so cyclix picks a free one per run, or wait for that run",
+                s.name
+            ),
+        }
+        by_index[i] = Some(p);
+    }
+    let start = u32::from(crate::app::default_subnet_octet(run_id)) * 37 % span;
+    let mut k = 0u32;
+    for (i, s) in services.iter().enumerate() {
+        if s.port.is_some() {
+            continue;
+        }
+        loop {
+            if k >= span {
+                bail!(
+                    "services[{i}] ({}): all ports {lo}-{hi} are reserved by running runs; \
+                     see `cyclix leftovers` for reservations of runs that are gone",
+                    s.name
+                );
+            }
+            let p = u16::try_from(u32::from(lo) + (start + k) % span)
+                .map_err(|_| anyhow!("invariant: port fits in u16"))?;
+            k += 1;
+            if fixed.contains(&p) {
+                continue;
+            }
+            if let Claim::Ours(f) = claim(runs_root, &dir, &p.to_string(), run_id)? {
+                files.push(f);
+                by_index[i] = Some(p);
+                break;
+            }
+        }
+    }
+    for p in by_index {
+        ports.push(p.context("invariant: every service got a port")?);
+    }
+    Ok(ports)
 }
 
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
@@ -269,6 +365,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         agent_ready_ms: None,
         go_ms: None,
         died_in: None,
+        services: Vec::new(),
     };
     let mut r = Recorder {
         phases: Vec::new(),
@@ -331,7 +428,8 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (base, common, octet) = r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
+    let (base, common, octet, service_ports) =
+        r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
     rec.base_commit.clone_from(&base);
     let run_ctx = RunContext {
         run_id: inp.run_id.clone(),
@@ -341,11 +439,13 @@ fn bring_up_and_run(
         subnet_octet: octet,
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: inp.cyclix_bin.display().to_string(),
+        service_ports,
     };
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
     rec.units.clone_from(&rendered.units.all);
+    rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
     r.phase("install", || {
         for f in &rendered.files {
@@ -387,7 +487,9 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    r.phase("start", || start_units(inp, units, &rendered.units, rec))?;
+    r.phase("start", || {
+        start_units(inp, units, host, &rendered.units, rec)
+    })?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
         // `direct` works in the user's own checkout: its commits are on HEAD there.
@@ -422,6 +524,7 @@ fn bring_up_and_run(
 fn start_units(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
 ) -> Result<()> {
@@ -429,10 +532,21 @@ fn start_units(
     std::thread::scope(|s| {
         let agent = container
             .then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.deadlines.start)));
-        let mut infra = Ok(());
+        let mut infra: Result<()> = Ok(());
         for u in &names.infra {
-            if let Err(e) = units.start(u, JobMode::Replace, inp.deadlines.start) {
-                infra = Err(e);
+            let service = names.services.iter().find(|s| &s.unit == u);
+            // A service's start job lasts until its health check passed: wait as long as its
+            // unit's own TimeoutStartSec= (plus slack), so systemd's verdict comes first.
+            let deadline = service.map_or(inp.deadlines.start, |s| {
+                inp.deadlines
+                    .start
+                    .max(Duration::from_secs(s.start_timeout_s + 15))
+            });
+            if let Err(e) = units.start(u, JobMode::Replace, deadline) {
+                infra = Err(match service {
+                    Some(svc) => service_failed(inp, svc, host, &e.into()),
+                    None => e.into(),
+                });
                 break;
             }
         }
@@ -444,6 +558,88 @@ fn start_units(
         infra?;
         Ok(())
     })
+}
+
+/// The error of a service whose start job failed: the service, what it was waiting for, the
+/// last lines it printed, and the fix.
+fn service_failed(
+    inp: &RunInputs,
+    svc: &render::plan::ServicePlan,
+    host: &dyn RunHost,
+    cause: &anyhow::Error,
+) -> anyhow::Error {
+    use std::fmt::Write as _;
+    let health = inp
+        .spec
+        .services
+        .iter()
+        .find(|s| s.name == svc.name)
+        .and_then(|s| s.health.as_ref());
+    let mut msg = match health {
+        Some(h) => format!(
+            "service `{}` ({}) never became healthy: its health check `{}` did not pass \
+             (every {} s, timeout {} s, {} retries, start period {} s: at most {} s)",
+            svc.name,
+            svc.unit,
+            shell_words(svc.health.as_deref().unwrap_or_default()),
+            h.interval_s,
+            h.timeout_s,
+            h.retries,
+            h.start_period_s,
+            h.budget_s()
+        ),
+        None => format!("service `{}` ({}) did not start", svc.name, svc.unit),
+    };
+    let _ = write!(msg, " [{cause:#}]");
+    if let Ok(journal) = host.unit_journal(&svc.unit) {
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        let tail = log_tail(&journal, &secrets);
+        let tail: Vec<&String> = tail.iter().rev().take(5).rev().collect();
+        if !tail.is_empty() {
+            msg.push_str("; it printed: ");
+            msg.push_str(
+                &tail
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+        }
+    }
+    let _ = write!(
+        msg,
+        "; fix: see `journalctl --user -u {}`; check `{}.image` and `{}.command`{}",
+        svc.unit,
+        svc.key,
+        svc.key,
+        if health.is_some() {
+            format!(
+                ", that `{k}.health.command` passes once the service is up (it runs inside the service container, with PGPORT/CYCLIX_PORT set), or raise `{k}.health.retries`",
+                k = svc.key
+            )
+        } else {
+            String::new()
+        }
+    );
+    anyhow!(msg)
+}
+
+/// An argv for people, as a shell would take it: plain words as they are, others in single
+/// quotes.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+-,".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
@@ -547,7 +743,7 @@ fn prepare(
     host: &dyn RunHost,
     created: &mut Created,
     branch: &str,
-) -> Result<(String, PathBuf, u8)> {
+) -> Result<(String, PathBuf, u8, Vec<u16>)> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
     let base = host.rev_parse(&repo, &spec.repo.base)?;
@@ -569,6 +765,17 @@ fn prepare(
         .context("invariant: the run dir has a parent")?;
     let (octet, reservation) = reserve_subnet(runs_root, &inp.run_id, &used)?;
     created.subnet_reservation = Some(reservation);
+    let ports = if spec.tier == Tier::Container {
+        reserve_ports(
+            runs_root,
+            &inp.run_id,
+            &spec.services,
+            &mut created.port_reservations,
+        )?
+    } else {
+        // The host tiers run no services (their agent runs on the host, not in a pod).
+        Vec::new()
+    };
     std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
         .context("writing the task file")?;
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
@@ -618,7 +825,7 @@ fn prepare(
             .with_context(|| format!("creating {}", path.display()))?;
         std::io::Write::write_all(&mut f, &text)
             .with_context(|| format!("writing {}", path.display()))?;
-        return Ok((base, common, octet));
+        return Ok((base, common, octet, ports));
     }
     for (var, value) in &inp.secrets {
         let name = render::plan::secret_name(&inp.run_id, var);
@@ -629,18 +836,21 @@ fn prepare(
         host.secret_create(&name, value, &labels)?;
         created.secrets.push(name);
     }
-    Ok((base, common, octet))
+    Ok((base, common, octet, ports))
 }
 
 /// How many lines of the agent's and the gate's output the record keeps.
 pub const LOG_TAIL_LINES: usize = 40;
 
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
-/// event lines and conmon's warnings left out, every secret value replaced by `***`.
+/// event lines, container ids and conmon's warnings left out, every secret value replaced by
+/// `***`.
 fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
     let mut lines: Vec<String> = journal
         .iter()
         .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
+        // `podman run -d` prints the new container's id (plain units, Quadlet's too).
+        .filter(|l| !(l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit())))
         .map(|l| {
             let mut l = l.clone();
             for s in secrets.iter().filter(|s| s.len() >= 4) {
@@ -744,11 +954,24 @@ fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let findings = watch_round(inp, host, container);
+            let (findings, blind) = watch_round(inp, host, container);
             next_watch = Instant::now() + d.watch;
             // The agent may have ended during the round: that is not a finding.
             if let Some(code) = ended(units, unit)? {
                 return Ok(AgentEnd::Exit(code));
+            }
+            // A round that saw nothing at all (neither the probes nor the scan reached the
+            // container) is most likely the agent's exit racing the round: conmon removes the
+            // container before the unit leaves `active`/`deactivating`. Give the unit
+            // WATCH_END_GRACE to end; if it does not, the findings stand (fail closed).
+            if blind {
+                let until = Instant::now() + WATCH_END_GRACE.min(d.stop);
+                while Instant::now() < until {
+                    if let Some(code) = ended(units, unit)? {
+                        return Ok(AgentEnd::Exit(code));
+                    }
+                    std::thread::sleep(d.poll);
+                }
             }
             rec.watch_rounds += 1;
             if !findings.is_empty() {
@@ -786,26 +1009,42 @@ fn keep_waiting(
     Ok(())
 }
 
-/// One leak-watch round; a round that cannot run is itself a finding (fail closed).
-fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> Vec<String> {
+/// How long a blind watch round waits for the agent's unit to end before its findings stand.
+const WATCH_END_GRACE: Duration = Duration::from_secs(10);
+
+/// One leak-watch round; a round that cannot run is itself a finding (fail closed). Also says
+/// whether the round was blind: neither the probes nor the environment scan saw the sandbox
+/// (both could not run), so every finding is about that, none about a leak.
+fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> (Vec<String>, bool) {
+    let mut probes_blind = false;
     let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
         Ok((exit, out)) => {
             let (_, ok, why) = boundary::judge(exit, &out);
             if ok || !why.is_empty() {
                 why
             } else {
+                probes_blind = true;
                 vec![format!(
                     "the watch probes exited {exit} without a complete report"
                 )]
             }
         }
-        Err(e) => vec![format!("the watch probes could not run: {e:#}")],
+        Err(e) => {
+            probes_blind = true;
+            vec![format!("the watch probes could not run: {e:#}")]
+        }
     };
-    match host.sandbox_environ(container) {
-        Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
-        Err(e) => findings.push(format!("the sandbox environment could not be read: {e:#}")),
-    }
-    findings
+    let env_blind = match host.sandbox_environ(container) {
+        Ok(procs) => {
+            findings.extend(boundary::leaks(&procs, &inp.watched));
+            false
+        }
+        Err(e) => {
+            findings.push(format!("the sandbox environment could not be read: {e:#}"));
+            true
+        }
+    };
+    (findings, probes_blind && env_blind)
 }
 
 /// `Some(exit status)` once `unit` has ended, `None` while it runs.
@@ -872,6 +1111,9 @@ fn teardown(
         tripwire::remove(tw);
     }
     if let Some(r) = &c.subnet_reservation {
+        let _ = std::fs::remove_file(r);
+    }
+    for r in &c.port_reservations {
         let _ = std::fs::remove_file(r);
     }
     let mut note = |what: &str, r: Result<()>| {
@@ -1589,6 +1831,147 @@ mod tests {
         nothing_left(&w, &rec, &host);
     }
 
+    /// A host whose sandbox is gone from the first watch round on: the agent ended and its
+    /// unit is stopping (`deactivating`), then inactive a moment later.
+    struct EndingHost<'a> {
+        inner: FakeRunHost,
+        units: &'a FakeUnitManager,
+        ending: bool,
+    }
+
+    impl RunHost for EndingHost<'_> {
+        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
+            self.inner.rev_parse(r, v)
+        }
+        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
+            self.inner.common_dir(r)
+        }
+        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
+            self.inner.worktree_add(r, p, b, c)
+        }
+        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
+            self.inner.worktree_remove(r, p)
+        }
+        fn commits(
+            &self,
+            r: &Path,
+            b: &str,
+            t: &str,
+        ) -> Result<Vec<super::super::record::CommitInfo>> {
+            self.inner.commits(r, b, t)
+        }
+        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
+            self.inner.secret_create(n, v, l)
+        }
+        fn secret_remove(&self, n: &str) -> Result<()> {
+            self.inner.secret_remove(n)
+        }
+        fn remove_run_objects(&self, r: &str) -> Result<()> {
+            self.inner.remove_run_objects(r)
+        }
+        fn inventory(&self, r: &str) -> Result<Vec<String>> {
+            self.inner.inventory(r)
+        }
+        fn used_subnets(&self) -> Result<Vec<String>> {
+            self.inner.used_subnets()
+        }
+        fn probe(&self, c: &str, only: &[&str], d: Duration) -> Result<(i32, String)> {
+            // The probe phase runs them all; the watch only the starred ones.
+            if only.is_empty() {
+                return self.inner.probe(c, only, d);
+            }
+            bail!("no such container {c}")
+        }
+        fn sandbox_environ(&self, c: &str) -> Result<Vec<super::super::boundary::ProcessEnv>> {
+            // The first scan is the probe phase's, while the container runs.
+            if !self
+                .inner
+                .calls()
+                .iter()
+                .any(|x| x.starts_with("sandbox_environ"))
+            {
+                return self.inner.sandbox_environ(c);
+            }
+            if self.ending {
+                let mut st = crate::systemd::fake::loaded_inactive();
+                st.active_state = ActiveState::Deactivating;
+                self.units.set_status(&format!("{c}.service"), st);
+            }
+            bail!("no such container {c}")
+        }
+        fn network_members(&self, n: &str) -> Result<Vec<String>> {
+            self.inner.network_members(n)
+        }
+        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
+            self.inner.unit_journal(u)
+        }
+        fn refs(&self, r: &Path) -> Result<Vec<(String, String)>> {
+            self.inner.refs(r)
+        }
+        fn delete_ref_at(&self, r: &Path, n: &str, s: &str) -> Result<bool> {
+            self.inner.delete_ref_at(r, n, s)
+        }
+        fn in_progress(&self, w: &Path) -> Result<Option<String>> {
+            self.inner.in_progress(w)
+        }
+        fn run_processes(&self, r: &str) -> Result<Vec<String>> {
+            self.inner.run_processes(r)
+        }
+        fn kill_sentinel(&self, r: &str) -> Result<usize> {
+            self.inner.kill_sentinel(r)
+        }
+    }
+
+    #[test]
+    fn an_agent_ending_during_a_watch_round_is_its_exit_not_a_leak() {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(5);
+        let units = FakeUnitManager::new(); // the agent runs until the round
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = EndingHost {
+            inner: FakeRunHost::default(),
+            units: &units,
+            ending: true,
+        };
+        let rec = std::thread::scope(|s| {
+            s.spawn(|| {
+                // The unit finishes stopping a moment after the round.
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_secs(5) {
+                    let st = units
+                        .unit_status("cyclix-r1-agent.service")
+                        .expect("status");
+                    if st.active_state == ActiveState::Deactivating {
+                        std::thread::sleep(Duration::from_millis(50));
+                        let mut done = crate::systemd::fake::loaded_inactive();
+                        done.result = Some("success".into());
+                        units.set_status("cyclix-r1-agent.service", done);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            execute(&w.inp, &units, &host)
+        });
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert_eq!(rec.agent_exit, Some(0));
+        assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
+
+        // The same blind round while the unit stays active is a finding after the grace.
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(5);
+        w.inp.deadlines.stop = Duration::from_millis(100);
+        let units = FakeUnitManager::new();
+        let host = EndingHost {
+            inner: FakeRunHost::default(),
+            units: &units,
+            ending: false,
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
+        assert_eq!(rec.refusal.len(), 2, "{:?}", rec.refusal);
+    }
+
     #[test]
     fn an_interrupted_run_stops_the_agent_and_still_tears_down() {
         let w = world();
@@ -1657,10 +2040,22 @@ mod tests {
     }
 
     #[test]
+    fn health_commands_are_shown_as_a_shell_would_take_them() {
+        let argv: Vec<String> = ["sh", "-c", "pg_isready -p \"$P\" && echo it's", "", "-q"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            shell_words(&argv),
+            r#"sh -c 'pg_isready -p "$P" && echo it'\''s' '' -q"#
+        );
+    }
+
+    #[test]
     fn log_tails_drop_podman_noise_and_redact_secrets() {
         let journal = vec![
             "2026-11-30 12:33:25.88 +0000 UTC m=+0.04 container exec 945e".to_string(),
             "conmon 945e <nwarn>: Failed to add inotify watch".to_string(),
+            "463a3bd9920cf424661b39c2432ae8251fd3af09d9083d8bbc3804dffdc957f9".to_string(),
             "FAILED tests/test_calc.py::test_subtract - assert 4 == 2".to_string(),
             "token is s3cret-value".to_string(),
         ];
@@ -1675,6 +2070,148 @@ mod tests {
         let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
         assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
         assert_eq!(log_tail(&long, &[]).last().map(String::as_str), Some("99"));
+    }
+
+    #[test]
+    fn a_service_that_never_gets_healthy_fails_the_start_naming_it_and_tears_everything_down() {
+        let mut w = world();
+        let spec = crate::spec::parse(
+            &format!(
+                "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: x}}\n\
+                 agent: {{image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}}\n\
+                 gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n\
+                 services: [{{name: db, image: localhost/pg, unpinned_local_image: true, data: /data, \
+                 health: {{command: [pg_isready, -q], retries: 3}}}}]\n",
+                w.inp.spec.repo.path
+            ),
+            &SpecContext {
+                file: "t.yaml".into(),
+                home: "/home/t".into(),
+                runtime_dir: "/run/user/1000".into(),
+            },
+        )
+        .expect("spec");
+        w.inp.spec = spec;
+        let units = FakeUnitManager::new();
+        units.fail_next(
+            Op::Start,
+            Some("cyclix-r1-svc-db.service"),
+            crate::systemd::Error::JobFailed {
+                unit: "cyclix-r1-svc-db.service".into(),
+                op: Op::Start,
+                result: crate::systemd::JobResult::Failed,
+                state: "failed/failed".into(),
+            },
+        );
+        let host = FakeRunHost {
+            journal: vec!["FATAL: could not open port".into(), "s3cret".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        fails_in("start", &rec);
+        let e = rec.error.as_deref().unwrap_or_default();
+        for want in [
+            "service `db` (cyclix-r1-svc-db.service) never became healthy",
+            "`pg_isready -q`",
+            "3 retries",
+            "it printed: FATAL: could not open port | ***",
+            "`services[0].health.retries`",
+        ] {
+            assert!(e.contains(want), "`{want}` not in: {e}");
+        }
+        assert!(!e.contains("s3cret"), "a secret reached the error: {e}");
+        assert_eq!(rec.services.len(), 1);
+        assert_eq!(
+            rec.services[0].volume.as_deref(),
+            Some("cyclix-r1-svc-db-data")
+        );
+        assert!(
+            (crate::render::plan::PICKED_PORTS.0..=crate::render::plan::PICKED_PORTS.1)
+                .contains(&rec.services[0].port)
+        );
+        assert!(
+            rec.units
+                .iter()
+                .any(|u| u == "cyclix-r1-svc-db-data-volume.service"),
+            "{:?}",
+            rec.units
+        );
+        nothing_left(&w, &rec, &host);
+        let ports = w
+            .inp
+            .paths
+            .run_dir
+            .parent()
+            .expect("runs")
+            .parent()
+            .expect("root")
+            .join(PORTS_DIR);
+        assert_eq!(
+            std::fs::read_dir(&ports).map_or(0, Iterator::count),
+            0,
+            "a port reservation is left"
+        );
+        // The service's start job got at least the unit's own start budget.
+        let waited = units.calls().iter().find_map(|c| match c {
+            Call::Start { unit, timeout, .. } if unit == "cyclix-r1-svc-db.service" => {
+                Some(*timeout)
+            }
+            _ => None,
+        });
+        assert!(
+            waited.is_some_and(
+                |t| t >= Duration::from_secs(crate::render::plan::START_TIMEOUT_LOCAL_S + 18)
+            ),
+            "{waited:?}"
+        );
+    }
+
+    #[test]
+    fn concurrent_runs_never_reserve_the_same_port_and_a_held_fixed_port_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let runs = dir.path().join("runs");
+        let svc = |port: Option<u16>| crate::spec::Service {
+            name: "db".into(),
+            image: crate::spec::Image::UnpinnedLocal {
+                reference: "localhost/pg".into(),
+            },
+            command: Vec::new(),
+            env: Vec::new(),
+            port,
+            data: None,
+            health: None,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let mut files = Vec::new();
+        for i in 0..50 {
+            let id = format!("r{i}");
+            std::fs::create_dir_all(runs.join(&id)).expect("run dir");
+            // Same run id seed for all: every run prefers the same first port.
+            let got =
+                reserve_ports(&runs, &id, &[svc(None), svc(None)], &mut files).expect("reserve");
+            for p in got {
+                assert!(seen.insert(p), "port {p} handed out twice");
+            }
+        }
+        assert_eq!(files.len(), 100);
+        // A fixed port held by a live run is refused, naming the holder and the fix.
+        let mut f1 = Vec::new();
+        std::fs::create_dir_all(runs.join("a")).expect("a");
+        std::fs::create_dir_all(runs.join("b")).expect("b");
+        reserve_ports(&runs, "a", &[svc(Some(5432))], &mut f1).expect("first");
+        let mut f2 = Vec::new();
+        let e = reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect_err("held");
+        assert_eq!(
+            e.to_string(),
+            "services[0] (db): port 5432 is held by run a, which is running now; remove `port` from the service so cyclix picks a free one per run, or wait for that run"
+        );
+        assert!(f2.is_empty());
+        // Once its run is gone (converged), the reservation is stale and reclaimed.
+        std::fs::remove_dir_all(runs.join("a")).expect("rm");
+        assert_eq!(
+            reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect("reclaimed"),
+            [5432]
+        );
     }
 
     #[test]

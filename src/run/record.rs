@@ -127,6 +127,39 @@ pub struct RunRecord {
     /// or `teardown/STEP`, it was in (from its `RUN.phase` note); `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub died_in: Option<String>,
+    /// The run's services as the agent saw them (address, database, data volume).
+    #[serde(default)]
+    pub services: Vec<ServiceRecord>,
+}
+
+/// One service of a run, as written into the agent's context file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    /// The spec's name.
+    pub name: String,
+    /// Its unit.
+    pub unit: String,
+    /// `HOST:PORT` in the pod.
+    pub address: String,
+    /// The port (reserved for this run among concurrent runs).
+    pub port: u16,
+    /// The run's database name.
+    pub database: String,
+    /// The per-run data volume, if any.
+    pub volume: Option<String>,
+}
+
+impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
+    fn from(s: &crate::render::plan::ServicePlan) -> Self {
+        ServiceRecord {
+            name: s.name.clone(),
+            unit: s.unit.clone(),
+            address: format!("{}:{}", s.host, s.port),
+            port: s.port,
+            database: s.database.clone(),
+            volume: s.volume.clone(),
+        }
+    }
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
@@ -230,6 +263,18 @@ pub fn summary(r: &RunRecord) -> String {
     );
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
+    }
+    for svc in &r.services {
+        let _ = writeln!(
+            s,
+            "  service {} at {} (database {}{})",
+            svc.name,
+            svc.address,
+            svc.database,
+            svc.volume
+                .as_ref()
+                .map_or_else(String::new, |v| format!(", volume {v}"))
+        );
     }
     let _ = writeln!(
         s,
