@@ -8,4 +8,5 @@ pub mod lifecycle;
 pub mod lock;
 pub mod record;
 pub mod seam;
+pub mod storage_lock;
 pub mod tripwire;

@@ -171,6 +171,7 @@ pub fn run(
     spec_path: Option<&Path>,
     run_id: Option<&str>,
     force_backend: Option<Backend>,
+    storage_lock_wait: Duration,
 ) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
@@ -245,7 +246,8 @@ pub fn run(
             }
         },
     };
-    let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
+    let mut inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
+    inputs.deadlines.storage_lock = storage_lock_wait;
     converge_and_execute(&env, tenant, inputs, backend)
 }
 
@@ -324,7 +326,12 @@ fn converge_and_execute(
     backend: Backend,
 ) -> Result<Outcome> {
     let units = unit_manager(env)?;
-    let host = RealRunHost::new();
+    let host = RealRunHost::new().with_graphroot(crate::run::storage_lock::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    ));
     let records = record::tenant_dir(&env.state_home, tenant);
     // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
     let mut converged = Vec::new();

@@ -20,6 +20,8 @@ pub const JOURNAL_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct RealRunHost {
     podman: Podman,
+    /// Podman's graph root (where its storage locks are); `None`: never look.
+    graphroot: Option<PathBuf>,
 }
 
 impl RealRunHost {
@@ -28,7 +30,16 @@ impl RealRunHost {
     pub fn new() -> Self {
         RealRunHost {
             podman: Podman::new(),
+            graphroot: None,
         }
+    }
+
+    /// Looks for holders of the storage locks below `graphroot` (see
+    /// [`super::storage_lock::graphroot`]).
+    #[must_use]
+    pub fn with_graphroot(mut self, graphroot: PathBuf) -> Self {
+        self.graphroot = Some(graphroot);
+        self
     }
 }
 
@@ -210,5 +221,11 @@ impl RunHost for RealRunHost {
         )
         .with_context(|| format!("reading the journal of {unit}"))?;
         Ok(out.stdout.lines().map(str::to_string).collect())
+    }
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+        match &self.graphroot {
+            Some(g) => super::storage_lock::holders(g),
+            None => Ok(Vec::new()),
+        }
     }
 }

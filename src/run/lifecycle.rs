@@ -40,6 +40,9 @@ pub struct Deadlines {
     pub probe: Duration,
     /// Interval of the leak watch (★ probes + host-side environment scan) while the agent runs.
     pub watch: Duration,
+    /// How long a run waits for podman's storage lock to be free before it creates anything
+    /// (security-cases §3; `cyclix run --storage-lock-wait`).
+    pub storage_lock: Duration,
 }
 
 impl Default for Deadlines {
@@ -51,6 +54,7 @@ impl Default for Deadlines {
             slack: Duration::from_secs(60),
             probe: Duration::from_secs(30),
             watch: Duration::from_secs(5),
+            storage_lock: super::storage_lock::DEFAULT_WAIT,
         }
     }
 }
@@ -152,6 +156,11 @@ struct Created {
     secrets: Vec<String>,
     files: Vec<PathBuf>,
     units: Vec<String>,
+    /// cyclix asked podman (directly or through a unit) to create something of this run; until
+    /// then there is nothing of it in podman to remove or to audit.
+    podman: bool,
+    /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
+    notices: Vec<String>,
 }
 
 /// The run branch: `cyclix/TENANT/RUN`.
@@ -245,6 +254,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     };
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
+    rec.notices.append(&mut created.notices);
     match outcome {
         Ok(result) => rec.result = result,
         Err(e) => {
@@ -255,7 +265,12 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
                 .rev()
                 .find(|p| p.outcome != "ok")
                 .map(|p| p.name.clone());
-            rec.error = Some(format!("{e:#}"));
+            let note = if e.downcast_ref::<super::storage_lock::WaitError>().is_some() {
+                String::new() // it names the holder itself
+            } else {
+                storage_lock_note(inp, host)
+            };
+            rec.error = Some(format!("{e:#}{note}"));
         }
     }
     let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
@@ -349,6 +364,7 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
+    created.podman = true;
     r.phase("start", || start_units(inp, units, &rendered.units, rec))?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
@@ -374,6 +390,44 @@ fn bring_up_and_run(
         }
     }
     Ok(result)
+}
+
+/// Waits (at most `deadlines.storage_lock`) until no other process holds podman's storage
+/// locks; a holder that stays is named in the error (security-cases §3). A wait longer than a
+/// second is noted in the record.
+fn wait_for_storage_lock(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    notices: &mut Vec<String>,
+) -> Result<()> {
+    let waited = super::storage_lock::wait_free(
+        || host.storage_lock_holders(),
+        inp.deadlines.storage_lock,
+        Duration::from_millis(100).min(inp.deadlines.storage_lock),
+        || inp.interrupted.load(Ordering::SeqCst),
+    )?;
+    if waited >= Duration::from_secs(1) {
+        notices.push(format!(
+            "waited {} ms for podman's storage lock before the run could start",
+            waited.as_millis()
+        ));
+    }
+    Ok(())
+}
+
+/// `; podman's storage lock: …` when a phase failed while someone holds podman's storage lock
+/// (a podman call or a unit start that ran into its deadline is then explained), else empty.
+fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
+    if inp.spec.tier != Tier::Container {
+        return String::new();
+    }
+    match host.storage_lock_holders() {
+        Ok(h) if !h.is_empty() => format!(
+            " (podman's storage lock is held: {}; podman calls wait for it)",
+            super::storage_lock::describe(&h)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
@@ -512,6 +566,10 @@ fn prepare(
 ) -> Result<(String, PathBuf, u8)> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
+    if spec.tier == Tier::Container {
+        // Before anything exists: a stuck holder fails the run here, with nothing to undo.
+        wait_for_storage_lock(inp, host, &mut created.notices)?;
+    }
     let base = host.rev_parse(&repo, &spec.repo.base)?;
     let common = host.common_dir(&repo)?;
     // The agent's container mounts these read-only over the shared git dir (B27); they
@@ -580,6 +638,7 @@ fn prepare(
             .with_context(|| format!("writing {}", path.display()))?;
         return Ok((base, common, octet));
     }
+    created.podman = true;
     for (var, value) in &inp.secrets {
         let name = render::plan::secret_name(&inp.run_id, var);
         let labels = vec![
@@ -844,7 +903,7 @@ fn teardown(
     if !c.files.is_empty() {
         note("reloading", units.reload().map_err(Into::into));
     }
-    if inp.spec.tier == Tier::Container {
+    if inp.spec.tier == Tier::Container && c.podman {
         note(
             "removing the run's podman objects",
             host.remove_run_objects(&inp.run_id),
@@ -887,7 +946,7 @@ fn audit(
     host: &dyn RunHost,
     c: &Created,
 ) -> Result<Vec<String>> {
-    let mut left = if inp.spec.tier == Tier::Container {
+    let mut left = if inp.spec.tier == Tier::Container && c.podman {
         host.inventory(&inp.run_id)?
     } else {
         Vec::new()
@@ -1411,6 +1470,177 @@ mod tests {
         let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
         assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
         assert_eq!(log_tail(&long, &[]).last().map(String::as_str), Some("99"));
+    }
+
+    #[test]
+    fn a_stuck_storage_lock_fails_the_run_naming_the_holder_with_nothing_created() {
+        let mut w = world();
+        w.inp.deadlines.storage_lock = Duration::from_millis(200);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost {
+            lock_held_looks: usize::MAX,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let rec = execute(&w.inp, &units, &host);
+        assert!(t0.elapsed() < Duration::from_secs(5), "the wait is bounded");
+        fails_in("prepare", &rec);
+        let err = rec.error.as_deref().unwrap_or_default();
+        for want in [
+            "storage.lock",
+            "pid 4711",
+            "`podman build .`",
+            "for more than 0 s",
+        ] {
+            assert!(err.contains(want), "`{want}` missing: {err}");
+        }
+        // Nothing was asked of git, podman or systemd: no worktree, no secret, no unit, and
+        // no podman sweep or inventory that would hang on the same lock.
+        let calls = host.calls();
+        for op in [
+            "rev_parse",
+            "worktree_add",
+            "secret_create",
+            "used_subnets",
+            "remove_run_objects",
+            "inventory",
+        ] {
+            assert!(
+                !calls.iter().any(|c| c.starts_with(op)),
+                "{op} called: {calls:?}"
+            );
+        }
+        assert!(started(&units).is_empty());
+        assert!(
+            rec.probes.is_empty() && rec.agent_exit.is_none(),
+            "the agent never ran"
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_storage_lock_held_briefly_is_waited_out_and_noted() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            lock_held_looks: 12, // about 1.2 s at one look per 100 ms
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert!(
+            rec.notices
+                .iter()
+                .any(|n| n.contains("for podman's storage lock")),
+            "{:?}",
+            rec.notices
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        // Free at the start, then held (a podman call timed out behind it).
+        let host = FakeRunHost {
+            lock_held_looks: 0,
+            fail: vec!["secret_create".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        fails_in("prepare", &rec);
+        assert!(
+            !rec.error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("storage lock is held")
+        );
+        let w = world();
+        let host = FakeRunHost {
+            lock_held_looks: 0,
+            fail: vec!["secret_create".into()],
+            ..Default::default()
+        };
+        // Held from the second look on: the first (the wait) passes, the explanation sees it.
+        let held_later = HeldAfterFirstLook(host);
+        let rec = execute(&w.inp, &units, &held_later);
+        let err = rec.error.as_deref().unwrap_or_default();
+        assert!(
+            err.contains("storage lock is held") && err.contains("pid 4711"),
+            "{err}"
+        );
+    }
+
+    /// A [`FakeRunHost`] whose storage lock is free at the first look and held afterwards.
+    struct HeldAfterFirstLook(FakeRunHost);
+
+    impl RunHost for HeldAfterFirstLook {
+        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
+            self.0.rev_parse(r, v)
+        }
+        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
+            self.0.common_dir(r)
+        }
+        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
+            self.0.worktree_add(r, p, b, c)
+        }
+        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
+            self.0.worktree_remove(r, p)
+        }
+        fn commits(
+            &self,
+            r: &Path,
+            b: &str,
+            t: &str,
+        ) -> Result<Vec<super::super::record::CommitInfo>> {
+            self.0.commits(r, b, t)
+        }
+        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
+            self.0.secret_create(n, v, l)
+        }
+        fn secret_remove(&self, n: &str) -> Result<()> {
+            self.0.secret_remove(n)
+        }
+        fn remove_run_objects(&self, r: &str) -> Result<()> {
+            self.0.remove_run_objects(r)
+        }
+        fn inventory(&self, r: &str) -> Result<Vec<String>> {
+            self.0.inventory(r)
+        }
+        fn used_subnets(&self) -> Result<Vec<String>> {
+            self.0.used_subnets()
+        }
+        fn probe(&self, c: &str, o: &[&str], d: Duration) -> Result<(i32, String)> {
+            self.0.probe(c, o, d)
+        }
+        fn sandbox_environ(&self, c: &str) -> Result<Vec<crate::run::boundary::ProcessEnv>> {
+            self.0.sandbox_environ(c)
+        }
+        fn network_members(&self, n: &str) -> Result<Vec<String>> {
+            self.0.network_members(n)
+        }
+        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
+            self.0.unit_journal(u)
+        }
+        fn storage_lock_holders(&self) -> Result<Vec<crate::run::storage_lock::Holder>> {
+            let first = !self
+                .0
+                .calls()
+                .iter()
+                .any(|c| c.starts_with("storage_lock_holders"));
+            let _ = self.0.storage_lock_holders();
+            if first {
+                return Ok(Vec::new());
+            }
+            let held = FakeRunHost {
+                lock_held_looks: usize::MAX,
+                ..Default::default()
+            };
+            held.storage_lock_holders()
+        }
     }
 
     #[test]

@@ -89,6 +89,12 @@ pub trait RunHost {
     /// # Errors
     /// journalctl failed.
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
+    /// Who holds podman's storage locks right now (`/proc/locks` matched against the lock
+    /// files below the graph root; see [`super::storage_lock`]); empty when they are free.
+    ///
+    /// # Errors
+    /// `/proc/locks` cannot be read.
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>>;
 }
 
 /// A scripted, recording [`RunHost`] for tests: every call is recorded as `op arg`; an op
@@ -111,6 +117,9 @@ pub struct FakeRunHost {
     pub environ: Vec<super::boundary::ProcessEnv>,
     /// What `network_members` returns; `None`: the run's pod infra container and its proxy.
     pub members: Option<Vec<String>>,
+    /// How many looks at podman's storage lock find it held (by pid 4711, `podman build .`)
+    /// before it is free; `usize::MAX`: held for ever.
+    pub lock_held_looks: usize,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -224,5 +233,24 @@ impl RunHost for FakeRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         self.call("unit_journal", unit)?;
         Ok(self.journal.clone())
+    }
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+        let looked = self
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("storage_lock_holders"))
+            .count();
+        self.call("storage_lock_holders", "")?;
+        Ok(if looked < self.lock_held_looks {
+            vec![super::storage_lock::Holder {
+                lock: "/home/t/.local/share/containers/storage/storage.lock".into(),
+                kind: "POSIX".into(),
+                mode: "WRITE".into(),
+                pid: Some(4711),
+                command: Some("podman build .".into()),
+            }]
+        } else {
+            Vec::new()
+        })
     }
 }

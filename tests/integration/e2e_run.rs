@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// Images built, demo laid out, templates installed: once per test process.
-fn prepared() -> &'static Testbed {
+pub(crate) fn prepared() -> &'static Testbed {
     static READY: OnceLock<()> = OnceLock::new();
     let tb = Testbed::get();
     READY.get_or_init(|| {
@@ -26,7 +26,7 @@ fn prepared() -> &'static Testbed {
 
 /// A tenant whose repo is a clone of the demo project, with the given agent command and extra
 /// spec lines; returns the tenant name.
-fn tenant(tb: &Testbed, name: &str, agent_cmd: &str, extra: &str) -> String {
+pub(crate) fn tenant(tb: &Testbed, name: &str, agent_cmd: &str, extra: &str) -> String {
     let script = format!(
         r#"set -e
 rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
@@ -53,7 +53,7 @@ SPEC
     name.to_string()
 }
 
-fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
+pub(crate) fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
     let text = expect_success(
         &tb.user_sh(&format!(
             "cat ~/.local/state/cyclix/runs/{tenant}/latest.json"
@@ -64,7 +64,7 @@ fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
 }
 
 /// Everything the run could have left, listed from the host side; empty means clean.
-fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
+pub(crate) fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
     let script = format!(
         r#"l=io.cyclix.run={run_id}
 podman ps -a -q --filter label=$l; podman pod ls -q --filter label=$l
@@ -78,7 +78,7 @@ ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} $XDG_RUNTIME_DIR/cyclix/
     expect_success(&tb.user_sh(&script), "list leftovers")
 }
 
-fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
+pub(crate) fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
     tb.user(&[
         "systemctl",
         "--user",
@@ -790,7 +790,7 @@ fn leftovers_lists_what_no_run_owns_and_deletes_nothing() {
 
 /// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
 /// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
-fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
+pub(crate) fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
     let script = format!(
         "systemctl --user start --no-block cyclix-run@{t}.service
          a=

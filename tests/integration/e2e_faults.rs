@@ -1,0 +1,109 @@
+//! Fault injection on the real stack (security-cases §3, issue 6 item 4): podman's storage
+//! lock held by another process, the project's file system full, the timer firing while a run
+//! is active, and memory limits on a host that cannot enforce them. Each test asserts the
+//! guarantee on the host (what exists, what is unchanged, what the record says), not only the
+//! exit code.
+
+use crate::common::testbed::expect_success;
+use crate::e2e_run::{leftovers, prepared, record, tenant};
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no `{key}` line in:\n{out}"))
+}
+
+#[test]
+fn a_held_podman_storage_lock_fails_the_run_in_bounded_time_naming_the_holder_and_creates_nothing()
+{
+    // Holding storage.lock blocks every podman command on the testbed: no other test may run.
+    let _only = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = tenant(tb, "e2e-lock", "[cyclix-demo-agent]", "");
+    // The holder takes the same kind of lock podman takes (a POSIX write lock, fcntl F_SETLKW)
+    // on podman's global storage lock and keeps it; it is not a process cyclix started.
+    let script = format!(
+        r#"set -u
+S=~/.local/share/containers/storage/storage.lock
+rm -f /tmp/lock-ready
+printf '%s\n' 'import fcntl, sys, time' 'f = open(sys.argv[1], "r+")' 'fcntl.lockf(f, fcntl.LOCK_EX)' 'open("/tmp/lock-ready", "w").close()' 'time.sleep(300)' > /tmp/hold-podman-storage-lock.py
+python3 /tmp/hold-podman-storage-lock.py "$S" &
+h=$!
+for i in $(seq 1 100); do [ -e /tmp/lock-ready ] && break; sleep 0.1; done
+timeout 2 podman ps >/dev/null 2>&1; echo "podman-ps-under-lock=$?"
+s=$(date +%s%N)
+timeout 60 {c} run {t} --storage-lock-wait 3s; echo "rc=$?"
+echo "elapsed_ms=$(( ($(date +%s%N) - s) / 1000000 ))"
+kill -0 $h 2>/dev/null && echo "holder-alive=yes"
+echo "holder=$h"
+kill $h; wait $h 2>/dev/null
+run=$(python3 -c 'import json,os; print(json.load(open(os.path.expanduser("~/.local/state/cyclix/runs/{t}/latest.json")))["run_id"])')
+echo "run=$run"
+echo "branches=$(git -C ~/src/{t} branch --list "cyclix/{t}/$run" | wc -l)"
+{c} run {t} --storage-lock-wait 3s >/dev/null 2>&1; echo "rc-after=$?"
+"#
+    );
+    let out = tb.user_sh(&script);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = format!("{stdout}\n{stderr}");
+    assert_eq!(
+        line(&stdout, "podman-ps-under-lock="),
+        "124",
+        "the injected lock must really block podman:\n{all}"
+    );
+    assert_eq!(line(&stdout, "rc="), "2", "cyclix failed, exit 2:\n{all}");
+    let elapsed: u64 = line(&stdout, "elapsed_ms=").parse().expect("ms");
+    assert!(
+        (3000..20_000).contains(&elapsed),
+        "the wait is bounded by --storage-lock-wait 3s (plus start-up), took {elapsed} ms:\n{all}"
+    );
+    assert_eq!(
+        line(&stdout, "holder-alive="),
+        "yes",
+        "cyclix must never kill a process it did not start"
+    );
+    let holder = line(&stdout, "holder=");
+    let run = line(&stdout, "run=").to_string();
+    // The record and the error name the lock, the holder's pid and its command line.
+    let rec_text = expect_success(
+        &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/{run}.json")),
+        "the failed run's record",
+    );
+    let rec: serde_json::Value = serde_json::from_str(&rec_text).expect("json");
+    assert_eq!(rec["result"], "error", "{rec:#}");
+    assert_eq!(rec["failed_phase"], "prepare", "{rec:#}");
+    let err = rec["error"].as_str().unwrap_or_default();
+    for want in [
+        "/home/cyx/.local/share/containers/storage/storage.lock",
+        &format!("pid {holder}"),
+        "hold-podman-storage-lock",
+        "for more than 3 s",
+    ] {
+        assert!(err.contains(want), "`{want}` missing from the error: {err}");
+    }
+    assert!(
+        stdout.contains(&format!("pid {holder}")),
+        "the summary shows it too:\n{stdout}"
+    );
+    // Never started the agent; nothing half-created (checked once the lock is free again).
+    assert!(
+        rec["probes"].as_array().is_some_and(Vec::is_empty),
+        "{rec:#}"
+    );
+    assert!(rec["agent_exit"].is_null(), "{rec:#}");
+    assert_eq!(
+        rec["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{rec:#}"
+    );
+    assert_eq!(line(&stdout, "branches="), "0", "no run branch was created");
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "left behind by run {run}:\n{left}");
+    // The next run works once the holder is gone.
+    assert_eq!(line(&stdout, "rc-after="), "0", "{all}");
+    let next = record(tb, &t);
+    assert_ne!(next["run_id"].as_str(), Some(run.as_str()));
+    assert_eq!(next["result"], "passed", "{next:#}");
+}
