@@ -5,6 +5,7 @@ pub mod boundary;
 pub mod converge;
 pub mod host;
 pub mod lifecycle;
+pub mod limits;
 pub mod lock;
 pub mod record;
 pub mod seam;

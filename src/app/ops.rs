@@ -204,6 +204,10 @@ pub fn run(
         crate::stderrln!("error: {problem}");
         return Ok(Outcome::Findings);
     }
+    if let Some(problem) = unenforceable_limits(&spec) {
+        crate::stderrln!("error: {problem}");
+        return Ok(Outcome::Findings);
+    }
     let run_id = match run_id {
         Some(id) => {
             if let Err(m) = crate::spec::validate::run_id(id) {
@@ -430,6 +434,17 @@ fn preflight(spec: &Spec) -> Option<String> {
         ));
     }
     None
+}
+
+/// Why the spec's `agent.resources` cannot be enforced here (a controller not delegated to the
+/// user manager), or `None`. Such a run is refused before anything exists (`run::limits`).
+fn unenforceable_limits(spec: &Spec) -> Option<String> {
+    let r = &spec.agent.resources;
+    if crate::run::limits::needed(r).is_empty() {
+        return None;
+    }
+    let cg = crate::host::facts::cgroup_facts(crate::host::namespaces::host_uid());
+    crate::run::limits::refusal(r, cg.delegated.as_deref().map_err(String::as_str), &cg.file)
 }
 
 /// The values of the variables the spec names (agent and services), from cyclix's own

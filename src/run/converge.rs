@@ -206,6 +206,7 @@ impl RunRecord {
             watch_rounds: 0,
             agent_ready_ms: None,
             go_ms: None,
+            causes: Vec::new(),
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),

@@ -247,6 +247,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         units: Vec::new(),
         agent_ready_ms: None,
         go_ms: None,
+        causes: Vec::new(),
     };
     let mut r = Recorder {
         phases: Vec::new(),
@@ -504,6 +505,8 @@ fn agent_and_gate(
     };
     rec.agent_exit = Some(code);
     if code != 0 {
+        rec.causes
+            .extend(agent_oom(units, &names.agent, &spec.agent.resources));
         return Ok(RunResult::AgentFailed);
     }
     let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
@@ -522,6 +525,12 @@ fn agent_and_gate(
     } else {
         RunResult::GateFailed
     })
+}
+
+/// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
+fn agent_oom(units: &dyn UnitManager, unit: &str, r: &crate::spec::Resources) -> Option<String> {
+    let st = units.unit_status(unit).ok()?;
+    super::limits::oom_cause(st.result.as_deref(), r)
 }
 
 /// Commits on the run branch, the proxy's health and its decisions.
@@ -975,6 +984,7 @@ fn audit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::record;
     use crate::run::seam::FakeRunHost;
     use crate::spec::SpecContext;
     use crate::systemd::fake::Call;
@@ -1470,6 +1480,35 @@ mod tests {
         let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
         assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
         assert_eq!(log_tail(&long, &[]).last().map(String::as_str), Some("99"));
+    }
+
+    #[test]
+    fn an_agent_killed_for_memory_is_an_agent_failure_whose_record_says_oom() {
+        let mut w = world();
+        w.inp.spec.agent.resources.memory_bytes = Some(64 << 20);
+        let units = FakeUnitManager::new();
+        units.end_after_start("cyclix-r1-agent.service", 137, "oom-kill");
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(
+            (rec.result, rec.agent_exit),
+            (RunResult::AgentFailed, Some(137)),
+            "{rec:?}"
+        );
+        assert_eq!(
+            rec.causes,
+            ["agent killed for memory (oom): agent.resources.memory = 64 MiB"]
+        );
+        assert!(record::summary(&rec).contains("CAUSE: agent killed for memory (oom)"));
+        assert!(!started(&units).contains(&"cyclix-r1-gate.service".to_string()));
+        nothing_left(&w, &rec, &host);
+        // An agent that merely exits 137 (its own kill -9) is not called an OOM kill.
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 137);
+        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        assert_eq!(rec.result, RunResult::AgentFailed);
+        assert!(rec.causes.is_empty(), "{:?}", rec.causes);
     }
 
     #[test]

@@ -123,6 +123,12 @@ pub struct RunRecord {
     /// Unix epoch; `None` if the run never got there.
     #[serde(default)]
     pub go_ms: Option<u128>,
+    /// What the host says caused a failure, found by cyclix after it: the agent killed for
+    /// memory (`agent killed for memory (oom): …`, the agent unit's `Result=oom-kill`), the
+    /// project's file system full (`project filesystem full (avail 0 B …)`, statvfs of the
+    /// worktree and the git dir).
+    #[serde(default)]
+    pub causes: Vec<String>,
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
@@ -226,6 +232,9 @@ pub fn summary(r: &RunRecord) -> String {
     );
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
+    }
+    for c in &r.causes {
+        let _ = writeln!(s, "  CAUSE: {c}");
     }
     let _ = writeln!(
         s,

@@ -126,6 +126,7 @@ struct State {
     timers: BTreeMap<String, NextElapse>,
     scripted: Vec<Scripted>,
     exits: BTreeMap<String, i32>,
+    exit_results: BTreeMap<String, String>,
     lingering: Vec<u32>,
     system_units: BTreeMap<String, ActiveState>,
     running: Vec<String>,
@@ -225,6 +226,16 @@ impl FakeUnitManager {
     /// `ExecMainStatus=code`.
     pub fn exit_after_start(&self, unit: &str, code: i32) {
         self.state().exits.insert(unit.to_owned(), code);
+    }
+
+    /// As [`FakeUnitManager::exit_after_start`] with a non-zero `code`, but the unit's
+    /// `Result=` is `result` (e.g. `oom-kill`: the kernel's OOM killer acted in its cgroup).
+    pub fn end_after_start(&self, unit: &str, code: i32, result: &str) {
+        let mut state = self.state();
+        state.exits.insert(unit.to_owned(), code);
+        state
+            .exit_results
+            .insert(unit.to_owned(), result.to_owned());
     }
 
     /// Makes `user_linger(uid)` report `true` (by default no user lingers).
@@ -353,7 +364,13 @@ impl UnitManager for FakeUnitManager {
                 ActiveState::Failed
             };
             (if ok { "dead" } else { "failed" }).clone_into(&mut status.sub_state);
-            status.result = Some(if ok { "success" } else { "exit-code" }.to_owned());
+            status.result = Some(
+                state
+                    .exit_results
+                    .get(unit)
+                    .cloned()
+                    .unwrap_or_else(|| if ok { "success" } else { "exit-code" }.to_owned()),
+            );
             status.exec_main_status = Some(code);
             state.units.insert(unit.to_owned(), status);
         }

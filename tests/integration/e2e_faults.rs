@@ -107,3 +107,85 @@ echo "branches=$(git -C ~/src/{t} branch --list "cyclix/{t}/$run" | wc -l)"
     assert_ne!(next["run_id"].as_str(), Some(run.as_str()));
     assert_eq!(next["result"], "passed", "{next:#}");
 }
+
+#[test]
+fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists() {
+    // The testbed delegates no cgroup controller to the user manager (testbed README, fact 5):
+    // podman's crun cannot set memory.max there. Before, such a run failed in its start phase
+    // (agent unit status 127, the cause only in the journal) after creating its networks, pod
+    // and proxy. Now it is refused up front, and `cyclix check` fails the same way.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = tenant(
+        tb,
+        "e2e-oom",
+        r#"[python3, -c, "b = bytearray(1 << 30)"]
+  resources: { memory: 64M }"#,
+        "",
+    );
+    let out = tb.user_sh(&format!(
+        "before=$(podman ps -a -q | wc -l)/$(podman network ls -q | wc -l)/$(podman pod ls -q | wc -l)
+         {c} run {t}; echo \"rc=$?\"
+         echo \"objects=$before -> $(podman ps -a -q | wc -l)/$(podman network ls -q | wc -l)/$(podman pod ls -q | wc -l)\"
+         echo \"branches=$(git -C ~/src/{t} branch --list 'cyclix/*' | wc -l)\"
+         ls ~/.local/state/cyclix/runs/{t} 2>/dev/null | wc -l | sed 's/^/records=/'
+         systemctl --user start cyclix-run@{t}.service 2>/dev/null; echo \"unit-status=$(systemctl --user show -P ExecMainStatus cyclix-run@{t}.service)\"
+         systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
+         {c} check --quick --tenant {t} --json > /tmp/{t}-check.json; echo \"check-rc=$?\""
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = format!("{stdout}\n{stderr}");
+    assert_eq!(
+        line(&stdout, "rc="),
+        "1",
+        "a refusal is a finding, exit 1:\n{all}"
+    );
+    for want in [
+        "agent.resources.memory needs the `memory` controller",
+        "user@1000.service/cgroup.controllers: none",
+        "refused instead of running without it",
+        "Delegate=cpu cpuset io memory pids",
+    ] {
+        assert!(stderr.contains(want), "`{want}` missing:\n{all}");
+    }
+    let objects = line(&stdout, "objects=");
+    let (before, after) = objects.split_once(" -> ").expect("before -> after");
+    assert_eq!(before, after, "a refused run created podman objects");
+    assert_eq!(
+        line(&stdout, "branches="),
+        "0",
+        "a refused run created a branch"
+    );
+    assert_eq!(
+        line(&stdout, "records="),
+        "0",
+        "nothing ran, so nothing is recorded"
+    );
+    assert_eq!(
+        line(&stdout, "unit-status="),
+        "1",
+        "the unit refuses the same way"
+    );
+    assert_eq!(line(&stdout, "check-rc="), "1", "{all}");
+    let report = expect_success(
+        &tb.user_sh(&format!("cat /tmp/{t}-check.json")),
+        "check report",
+    );
+    let report: serde_json::Value = serde_json::from_str(&report).expect("json");
+    let delegation = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == "cgroup-delegation")
+        .cloned()
+        .expect("cgroup-delegation check");
+    assert_eq!(delegation["status"], "fail", "{delegation:#}");
+    assert!(
+        delegation["found"]
+            .as_str()
+            .is_some_and(|f| f.contains(&format!("{t}: memory"))),
+        "{delegation:#}"
+    );
+}
