@@ -9,5 +9,6 @@ pub mod limits;
 pub mod lock;
 pub mod record;
 pub mod seam;
+pub mod space;
 pub mod storage_lock;
 pub mod tripwire;

@@ -222,6 +222,18 @@ impl RunHost for RealRunHost {
         .with_context(|| format!("reading the journal of {unit}"))?;
         Ok(out.stdout.lines().map(str::to_string).collect())
     }
+    // statvfs's field types differ between targets (u64 here, u32 on some 32-bit ones).
+    #[allow(clippy::useless_conversion)]
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace> {
+        let s = nix::sys::statvfs::statvfs(path)
+            .with_context(|| format!("statvfs {}", path.display()))?;
+        let frsize = u64::from(s.fragment_size());
+        Ok(super::space::FsSpace {
+            avail: u64::from(s.blocks_available()).saturating_mul(frsize),
+            total: u64::from(s.blocks()).saturating_mul(frsize),
+            fsid: u64::from(s.filesystem_id()),
+        })
+    }
     fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
         match &self.graphroot {
             Some(g) => super::storage_lock::holders(g),

@@ -274,6 +274,10 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
             rec.error = Some(format!("{e:#}{note}"));
         }
     }
+    if rec.result != RunResult::Passed {
+        // Before teardown frees the space: a full project file system is named as the cause.
+        rec.causes.extend(project_space_causes(inp, host, &created));
+    }
     let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
     let audit = r.phase("audit", || audit(inp, units, host, &created));
     match audit {
@@ -525,6 +529,25 @@ fn agent_and_gate(
     } else {
         RunResult::GateFailed
     })
+}
+
+/// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
+/// of them is (nearly) full; nothing when they have room or cannot be looked at.
+fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, created: &Created) -> Vec<String> {
+    let repo = PathBuf::from(&inp.spec.repo.path);
+    let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
+    let mut looked = Vec::new();
+    if created.worktree {
+        looked.push(("the run's worktree", inp.paths.worktree.clone()));
+    } else if let Some(parent) = inp.paths.worktree.parent() {
+        looked.push(("the worktrees directory", parent.to_path_buf()));
+    }
+    looked.push(("the repository's git dir", git));
+    let spaces: Vec<(&str, &Path, super::space::FsSpace)> = looked
+        .iter()
+        .filter_map(|(what, p)| Some((*what, p.as_path(), host.fs_space(p).ok()?)))
+        .collect();
+    super::space::full_causes(&spaces)
 }
 
 /// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
@@ -1512,6 +1535,77 @@ mod tests {
     }
 
     #[test]
+    fn a_full_project_file_system_is_named_as_the_cause_and_teardown_still_completes() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 1);
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+        assert_eq!(
+            rec.causes.len(),
+            1,
+            "one file system, one cause: {:?}",
+            rec.causes
+        );
+        let cause = &rec.causes[0];
+        assert!(
+            cause.starts_with("project filesystem full (avail 0 B of 8 MiB) at ")
+                && cause.contains(&w.inp.paths.worktree.display().to_string())
+                && cause.contains("also holds the repository's git dir"),
+            "{cause}"
+        );
+        // Looked at before teardown removed the worktree (the space it frees would hide it).
+        let calls = host.calls();
+        let looked = calls
+            .iter()
+            .position(|c| c.starts_with("fs_space"))
+            .expect("looked");
+        let removed = calls
+            .iter()
+            .position(|c| c.starts_with("worktree_remove"))
+            .expect("removed");
+        assert!(looked < removed, "{calls:?}");
+        nothing_left(&w, &rec, &host);
+        // A prepare that failed (git could not write the worktree) names the directory.
+        let w = world();
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            fail: vec!["worktree_add".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &FakeUnitManager::new(), &host);
+        fails_in("prepare", &rec);
+        assert!(
+            rec.causes
+                .iter()
+                .any(|c| c.contains("(the worktrees directory)")),
+            "{:?}",
+            rec.causes
+        );
+        // A run that passed is not looked at; one with room gets no cause.
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed);
+        assert!(!host.calls().iter().any(|c| c.starts_with("fs_space")));
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 1);
+        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        assert!(rec.causes.is_empty(), "{:?}", rec.causes);
+    }
+
+    #[test]
     fn a_stuck_storage_lock_fails_the_run_naming_the_holder_with_nothing_created() {
         let mut w = world();
         w.inp.deadlines.storage_lock = Duration::from_millis(200);
@@ -1663,6 +1757,9 @@ mod tests {
         }
         fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
             self.0.unit_journal(u)
+        }
+        fn fs_space(&self, p: &Path) -> Result<crate::run::space::FsSpace> {
+            self.0.fs_space(p)
         }
         fn storage_lock_holders(&self) -> Result<Vec<crate::run::storage_lock::Holder>> {
             let first = !self

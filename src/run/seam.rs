@@ -95,6 +95,11 @@ pub trait RunHost {
     /// # Errors
     /// `/proc/locks` cannot be read.
     fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>>;
+    /// Free space of the file system holding `path` (`statvfs`).
+    ///
+    /// # Errors
+    /// `statvfs` failed (e.g. the path does not exist).
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace>;
 }
 
 /// A scripted, recording [`RunHost`] for tests: every call is recorded as `op arg`; an op
@@ -120,6 +125,8 @@ pub struct FakeRunHost {
     /// How many looks at podman's storage lock find it held (by pid 4711, `podman build .`)
     /// before it is free; `usize::MAX`: held for ever.
     pub lock_held_looks: usize,
+    /// What `fs_space` reports as available bytes for every path; `None`: 1 GiB.
+    pub fs_avail: Option<u64>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -233,6 +240,14 @@ impl RunHost for FakeRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         self.call("unit_journal", unit)?;
         Ok(self.journal.clone())
+    }
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace> {
+        self.call("fs_space", &path.display().to_string())?;
+        Ok(super::space::FsSpace {
+            avail: self.fs_avail.unwrap_or(1 << 30),
+            total: 8 << 20,
+            fsid: 1,
+        })
     }
     fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
         let looked = self

@@ -189,3 +189,86 @@ fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists
         "{delegation:#}"
     );
 }
+
+#[test]
+fn a_full_project_file_system_is_reported_as_enospc_with_files_intact_and_teardown_complete() {
+    // The tenant's repository and its worktrees live on one small tmpfs (the worktrees
+    // directory is a bind mount of a directory on it); the agent fills it.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let agent = r#"[sh, -c, "dd if=/dev/zero of=filler bs=64k 2>&1 | grep -m1 -o 'No space left on device'; head -c 65536 /dev/urandom > more.bin || echo WRITE-FAILED; git add -A; git -c user.name=a -c user.email=a@a commit -qm fill 2>&1 | tail -1; exit 3"]"#;
+    let t = tenant(tb, "e2e-enospc", agent, "");
+    let fs = "/home/cyx/enospc-fs";
+    let wts = format!("/home/cyx/.local/share/cyclix/worktrees/{t}");
+    expect_success(
+        &tb.root_sh(&format!(
+            "set -e; umount -q {wts} 2>/dev/null || true; umount -q {fs} 2>/dev/null || true
+             mkdir -p {fs} {wts}; chown cyx:cyx {wts}
+             mount -t tmpfs -o size=8m,uid=1000,gid=1000,mode=0755 tmpfs {fs}
+             install -d -o cyx -g cyx {fs}/worktrees; mount --bind {fs}/worktrees {wts}"
+        )),
+        "mount a small tmpfs for the project",
+    );
+    let sums = "cd ~/enospc-fs/repo && { find . -path ./.git -prune -o -type f -print | sort | xargs sha256sum; sha256sum .git/config .git/HEAD; git rev-parse main; }";
+    let out = tb.user_sh(&format!(
+        "set -u
+         git clone -q ~/.local/share/cyclix/demo/project ~/enospc-fs/repo
+         sed -i 's|^repo: .*|repo: {{ path: ~/enospc-fs/repo, base: main }}|' ~/.config/cyclix/tenants/{t}.yaml
+         before=$({sums} | sha256sum)
+         {c} run {t}; echo \"rc=$?\"
+         after=$({sums} | sha256sum)
+         [ \"$before\" = \"$after\" ] && echo files=identical || {{ echo files=changed; {sums}; }}
+         git -C ~/enospc-fs/repo fsck --no-dangling >/dev/null 2>&1; echo \"fsck=$?\"
+         echo \"avail-after=$(df --output=avail -B1 ~/enospc-fs | tail -1 | tr -d ' ')\"
+         ls -A {wts} | wc -l | sed 's/^/worktrees-left=/'"
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = format!("{stdout}\n{stderr}");
+    let rec = record(tb, &t);
+    let _ = tb.root_sh(&format!("umount -q {wts}; umount -q {fs}; rmdir {fs}"));
+    assert_eq!(
+        line(&stdout, "rc="),
+        "1",
+        "the agent failed: a finding:\n{all}"
+    );
+    assert_eq!(rec["result"], "agent_failed", "{rec:#}");
+    // The agent saw ENOSPC; nothing pretended to succeed.
+    let log = rec["agent_log"].to_string();
+    assert!(log.contains("No space left on device"), "{rec:#}");
+    assert!(
+        log.contains("WRITE-FAILED"),
+        "a write must fail, not be cut short silently: {rec:#}"
+    );
+    assert!(
+        rec["commits"].as_array().is_some_and(Vec::is_empty),
+        "{rec:#}"
+    );
+    // cyclix names the cause from statvfs of the worktree's file system.
+    let causes = rec["causes"].to_string();
+    assert!(
+        causes.contains("project filesystem full (avail 0 B of 8 MiB) at /home/cyx/.local/share/cyclix/worktrees/e2e-enospc/")
+            && causes.contains("also holds the repository's git dir /home/cyx/enospc-fs/repo/.git"),
+        "{rec:#}"
+    );
+    assert!(stdout.contains("CAUSE: project filesystem full"), "{all}");
+    // The user's files are byte-identical, the repository is sound, and teardown freed the
+    // space and left nothing.
+    assert_eq!(line(&stdout, "files="), "identical", "{all}");
+    assert_eq!(line(&stdout, "fsck="), "0", "{all}");
+    let avail: u64 = line(&stdout, "avail-after=").parse().expect("bytes");
+    assert!(
+        avail > 4 << 20,
+        "teardown removed the worktree and its filler: {avail} B free"
+    );
+    assert_eq!(line(&stdout, "worktrees-left="), "0", "{all}");
+    assert_eq!(
+        rec["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{rec:#}"
+    );
+    let run = rec["run_id"].as_str().expect("run id");
+    let left = leftovers(tb, run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
