@@ -6,6 +6,7 @@ pub mod bench_cmd;
 pub mod check_cmd;
 pub mod leftovers_cmd;
 pub mod ops;
+pub mod tick_cmd;
 pub mod unit_cmd;
 
 use std::fmt::Write as _;
@@ -49,6 +50,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             ops::start(tenant, std::time::Duration::from_secs(*wait_s))
         }
         Command::Stop { tenant } => ops::stop(tenant),
+        Command::Tick { tenant } => tick_cmd::run(tenant),
         Command::Status { tenant, json } => ops::status(tenant, *json),
         Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
         Command::Check {

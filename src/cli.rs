@@ -81,6 +81,12 @@ pub enum Command {
         #[arg(long, default_value_t = 3600)]
         wait_s: u64,
     },
+    /// What `cyclix-run@TENANT.timer` runs when it fires: start the run, or, while one is
+    /// active, record the skipped trigger (`skips.jsonl`, shown by `cyclix status`).
+    Tick {
+        /// The tenant.
+        tenant: String,
+    },
     /// Stop TENANT's running run (teardown still runs).
     Stop {
         /// The tenant.

@@ -11,4 +11,5 @@ pub mod record;
 pub mod seam;
 pub mod space;
 pub mod storage_lock;
+pub mod tick;
 pub mod tripwire;

@@ -27,7 +27,7 @@ pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
         .join(format!("{tenant}.yaml"))
 }
 
-fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
+pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
     let lock = env.runtime_dir()?.join("cyclix/systemd.lock");
     ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
 }
@@ -122,7 +122,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-fn now_ms() -> u128 {
+pub(crate) fn now_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis())
@@ -656,7 +656,7 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
     Ok(if ok { Outcome::Ok } else { Outcome::Findings })
 }
 
-fn run_unit(tenant: &str) -> Result<String> {
+pub(crate) fn run_unit(tenant: &str) -> Result<String> {
     crate::spec::validate::tenant_name(tenant)
         .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))?;
     let env = HostEnv::from_env()?;
@@ -719,8 +719,15 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
         crate::stderrln!("warning: the last run record cannot be read: {e:#}");
         None
     });
+    let (skips, unreadable) = crate::run::tick::read(&record::tenant_dir(&env.state_home, tenant))
+        .unwrap_or_else(|e| {
+            crate::stderrln!("warning: the skipped triggers cannot be read: {e:#}");
+            (Vec::new(), 0)
+        });
     if json {
-        let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next, "last_run": last});
+        let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
+            "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
+            "last_run": last});
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
@@ -728,6 +735,13 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
     match next {
         Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
         _ => println!("{timer}: not scheduled"),
+    }
+    if let Some(s) = skips.last() {
+        println!(
+            "{timer}: {} trigger(s) skipped while a run was active; last: {}",
+            skips.len(),
+            super::tick_cmd::skip_line(s)
+        );
     }
     match last {
         Some(r) => print!("last {}", record::summary(&r)),

@@ -326,6 +326,25 @@ pub fn holders(graphroot: &Path) -> anyhow::Result<Vec<Holder>> {
     Ok(found)
 }
 
+/// The processes (or open files) holding any lock on `path` right now, from `/proc/locks`;
+/// empty when the file does not exist. Taking no lock, it cannot disturb the holder.
+///
+/// # Errors
+/// `/proc/locks` cannot be read.
+pub fn file_lock_holders(path: &Path) -> anyhow::Result<Vec<LockEntry>> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(m) = std::fs::metadata(path) else {
+        return Ok(Vec::new());
+    };
+    let id = FileId::from_stat(m.dev(), m.ino());
+    let text = std::fs::read_to_string("/proc/locks")
+        .map_err(|e| anyhow::anyhow!("reading /proc/locks: {e}"))?;
+    Ok(parse_proc_locks(&text)
+        .into_iter()
+        .filter(|e| e.file == id && !e.waiting)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -321,6 +321,21 @@ impl UnitManager for FakeUnitManager {
         self.job(call, unit)
     }
 
+    /// Recorded as [`Call::Start`] with a zero `timeout`; the unit becomes active as for
+    /// [`UnitManager::start`].
+    fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error> {
+        let call = Call::Start {
+            unit: unit.to_owned(),
+            mode,
+            timeout: Duration::ZERO,
+        };
+        self.job(call, unit)?;
+        Ok(format!(
+            "/org/freedesktop/systemd1/job/{}",
+            self.calls().len()
+        ))
+    }
+
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
         let call = Call::Stop {
             unit: unit.to_owned(),

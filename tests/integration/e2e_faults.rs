@@ -272,3 +272,94 @@ fn a_full_project_file_system_is_reported_as_enospc_with_files_intact_and_teardo
     let left = leftovers(tb, run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+#[test]
+fn a_timer_firing_while_its_run_is_active_records_each_skip_and_starts_no_second_run() {
+    // The real timer, firing every 2 s (a test drop-in; specs allow at most every 5 minutes):
+    // the first trigger starts the run (its agent sleeps 10 s), the next ones find it active.
+    // systemd alone would drop them silently; each must be one skip record and one journal
+    // line naming the active run, and no second run or container may appear.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = tenant(
+        tb,
+        "e2e-tick",
+        r#"[sh, -c, "sleep 10 && exec cyclix-demo-agent"]"#,
+        "",
+    );
+    let script = format!(
+        r#"set -u
+R=~/.local/state/cyclix/runs/{t}; D=~/.config/systemd/user/cyclix-run@{t}.timer.d
+rm -rf "$R" "$D"; mkdir -p "$D"
+printf '[Timer]\nOnCalendar=*:*:0/2\nAccuracySec=100ms\n' > "$D/test-every-2s.conf"
+systemctl --user daemon-reload
+since=$(date '+%Y-%m-%d %H:%M:%S')
+systemctl --user start cyclix-run@{t}.timer
+max=0
+for i in $(seq 1 300); do
+  n=$(podman ps -a -q --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent | wc -l)
+  [ "$n" -gt "$max" ] && max=$n
+  [ -f "$R/skips.jsonl" ] && [ "$(wc -l < "$R/skips.jsonl")" -ge 2 ] && break
+  sleep 0.1
+done
+systemctl --user stop cyclix-run@{t}.timer
+for i in $(seq 1 600); do
+  n=$(podman ps -a -q --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent | wc -l)
+  [ "$n" -gt "$max" ] && max=$n
+  s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ "$s" = activating ] || break; sleep 0.1
+done
+echo "max-agents=$max"
+echo "records=$(ls "$R" | grep -c '^2.*\.json$')"
+echo "skips=$(wc -l < "$R/skips.jsonl")"
+j=$(journalctl --user -u cyclix-tick@{t}.service --since "$since" -o cat --no-pager)
+echo "journal-started=$(printf '%s\n' "$j" | grep -c '^started cyclix-run@{t}.service')"
+echo "journal-skipped=$(printf '%s\n' "$j" | grep -c 'cyclix: skipped: run ')"
+printf '%s\n' "$j" | grep -m1 'cyclix: skipped: run ' | sed 's/^/journal-line=/'
+{c} status {t} | grep 'skipped while' | sed 's/^/status=/'
+rm -rf "$D"; systemctl --user daemon-reload
+cat "$R/skips.jsonl"
+"#
+    );
+    let out = tb.user_sh(&script);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = format!("{stdout}\n{stderr}");
+    let rec = record(tb, &t);
+    let run = rec["run_id"].as_str().expect("run id").to_string();
+    assert_eq!(
+        rec["result"], "passed",
+        "the first run is untouched: {rec:#}\n{all}"
+    );
+    assert_eq!(line(&stdout, "records="), "1", "exactly one run: {all}");
+    assert_eq!(
+        line(&stdout, "max-agents="),
+        "1",
+        "never a second agent container: {all}"
+    );
+    assert_eq!(line(&stdout, "journal-started="), "1", "{all}");
+    let skips: usize = line(&stdout, "skips=").trim().parse().expect("count");
+    assert!(skips >= 2, "{all}");
+    assert_eq!(
+        line(&stdout, "journal-skipped=").parse::<usize>().ok(),
+        Some(skips),
+        "one skip record per missed trigger, each logged:\n{all}"
+    );
+    assert!(
+        line(&stdout, "journal-line=").contains(&format!("skipped: run {run} active since ")),
+        "{all}"
+    );
+    assert!(
+        line(&stdout, "status=").contains(&format!(
+            "{skips} trigger(s) skipped while a run was active; last: skipped: run {run}"
+        )),
+        "{all}"
+    );
+    for l in stdout.lines().filter(|l| l.starts_with('{')) {
+        let s: serde_json::Value = serde_json::from_str(l).expect("skip line is JSON");
+        assert_eq!(s["active_run"].as_str(), Some(run.as_str()), "{s}");
+        assert_eq!(s["trigger"], format!("cyclix-run@{t}.timer"), "{s}");
+    }
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
