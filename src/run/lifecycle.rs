@@ -795,12 +795,20 @@ fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let findings = watch_round(inp, host, container);
+            let (mut findings, incomplete) = watch_round(inp, host, container);
             next_watch = Instant::now() + d.watch;
-            // The agent may have ended during the round: that is not a finding.
-            if let Some(code) = ended(units, unit)? {
+            // The agent may have ended during the round: that is not a finding. A round that
+            // only failed to run (the container was exiting: `podman exec` 137, `top` on a
+            // stopped container) gets a moment for the unit to show its end.
+            let grace = if findings.is_empty() && !incomplete.is_empty() {
+                WATCH_EXIT_GRACE
+            } else {
+                Duration::ZERO
+            };
+            if let Some(code) = ended_within(units, unit, grace, d.poll)? {
                 return Ok(AgentEnd::Exit(code));
             }
+            findings.extend(incomplete);
             rec.watch_rounds += 1;
             if !findings.is_empty() {
                 rec.refusal = findings;
@@ -837,26 +845,53 @@ fn keep_waiting(
     Ok(())
 }
 
-/// One leak-watch round; a round that cannot run is itself a finding (fail closed).
-fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> Vec<String> {
+/// How long a watch round that could not run waits for the agent unit to show that it ended
+/// (its container exiting during the round) before the round counts as a finding.
+const WATCH_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// One leak-watch round: (findings, reasons the round could not complete). A round that
+/// cannot run is itself a finding (fail closed) unless the agent turns out to have ended.
+fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> (Vec<String>, Vec<String>) {
+    let mut incomplete = Vec::new();
     let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
         Ok((exit, out)) => {
             let (_, ok, why) = boundary::judge(exit, &out);
-            if ok || !why.is_empty() {
-                why
-            } else {
-                vec![format!(
+            if !ok && why.is_empty() {
+                incomplete.push(format!(
                     "the watch probes exited {exit} without a complete report"
-                )]
+                ));
             }
+            why
         }
-        Err(e) => vec![format!("the watch probes could not run: {e:#}")],
+        Err(e) => {
+            incomplete.push(format!("the watch probes could not run: {e:#}"));
+            Vec::new()
+        }
     };
     match host.sandbox_environ(container) {
         Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
-        Err(e) => findings.push(format!("the sandbox environment could not be read: {e:#}")),
+        Err(e) => incomplete.push(format!("the sandbox environment could not be read: {e:#}")),
     }
-    findings
+    (findings, incomplete)
+}
+
+/// [`ended`], looking again every `poll` for up to `grace`.
+fn ended_within(
+    units: &dyn UnitManager,
+    unit: &str,
+    grace: Duration,
+    poll: Duration,
+) -> Result<Option<i32>> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(Some(code));
+        }
+        if t0.elapsed() >= grace {
+            return Ok(None);
+        }
+        std::thread::sleep(poll);
+    }
 }
 
 /// `Some(exit status)` once `unit` has ended, `None` while it runs.
@@ -1532,6 +1567,41 @@ mod tests {
         let rec = execute(&w.inp, &units, &FakeRunHost::default());
         assert_eq!(rec.result, RunResult::AgentFailed);
         assert!(rec.causes.is_empty(), "{:?}", rec.causes);
+    }
+
+    #[test]
+    fn a_watch_round_that_races_the_agents_exit_is_not_a_leak() {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(1);
+        let units = FakeUnitManager::new();
+        // Running at the round and right after it; ended at the next look (the unit was
+        // still deactivating while its container was already gone).
+        units.exit_after_polls("cyclix-r1-agent.service", 0, 4);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            watch_report: Some((137, String::new())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
+        nothing_left(&w, &rec, &host);
+        // A round that cannot run while the agent keeps running is still a finding.
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(1);
+        w.inp.deadlines.poll = Duration::from_millis(100);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost {
+            watch_report: Some((137, String::new())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
+        assert!(
+            rec.refusal[0].contains("exited 137 without a complete report"),
+            "{:?}",
+            rec.refusal
+        );
     }
 
     #[test]

@@ -127,6 +127,7 @@ struct State {
     scripted: Vec<Scripted>,
     exits: BTreeMap<String, i32>,
     exit_results: BTreeMap<String, String>,
+    exit_polls: BTreeMap<String, usize>,
     lingering: Vec<u32>,
     system_units: BTreeMap<String, ActiveState>,
     running: Vec<String>,
@@ -226,6 +227,14 @@ impl FakeUnitManager {
     /// `ExecMainStatus=code`.
     pub fn exit_after_start(&self, unit: &str, code: i32) {
         self.state().exits.insert(unit.to_owned(), code);
+    }
+
+    /// As [`FakeUnitManager::exit_after_start`], but the unit is still running for the first
+    /// `polls - 1` `unit_status` calls after its start and has ended at the `polls`-th.
+    pub fn exit_after_polls(&self, unit: &str, code: i32, polls: usize) {
+        let mut state = self.state();
+        state.exits.insert(unit.to_owned(), code);
+        state.exit_polls.insert(unit.to_owned(), polls);
     }
 
     /// As [`FakeUnitManager::exit_after_start`] with a non-zero `code`, but the unit's
@@ -369,7 +378,14 @@ impl UnitManager for FakeUnitManager {
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
         let mut state = self.record(Call::UnitStatus(unit.to_owned()))?;
         let code = state.exits.get(unit).copied();
-        if let (Some(code), true) = (code, state.running.iter().any(|u| u == unit)) {
+        let running = state.running.iter().any(|u| u == unit);
+        if running && let Some(left) = state.exit_polls.get_mut(unit) {
+            *left = left.saturating_sub(1);
+            if *left > 0 {
+                return Ok(state.status(unit));
+            }
+        }
+        if let (Some(code), true) = (code, running) {
             state.running.retain(|u| u != unit);
             let mut status = state.status(unit);
             let ok = code == 0;

@@ -276,7 +276,7 @@ fn a_full_project_file_system_is_reported_as_enospc_with_files_intact_and_teardo
 #[test]
 fn a_timer_firing_while_its_run_is_active_records_each_skip_and_starts_no_second_run() {
     // The real timer, firing every 2 s (a test drop-in; specs allow at most every 5 minutes):
-    // the first trigger starts the run (its agent sleeps 10 s), the next ones find it active.
+    // the first trigger starts the run (its agent sleeps 7 s), the next ones find it active.
     // systemd alone would drop them silently; each must be one skip record and one journal
     // line naming the active run, and no second run or container may appear.
     let _shared = crate::common::testbed::shared();
@@ -285,7 +285,9 @@ fn a_timer_firing_while_its_run_is_active_records_each_skip_and_starts_no_second
     let t = tenant(
         tb,
         "e2e-tick",
-        r#"[sh, -c, "sleep 10 && exec cyclix-demo-agent"]"#,
+        // 7 s: the leak watch's rounds (every 5 s) stay clear of the agent's end (a round
+        // that races the container's exit is reported as a leak: see the report of issue 6).
+        r#"[sh, -c, "sleep 7 && exec cyclix-demo-agent"]"#,
         "",
     );
     let script = format!(
@@ -312,7 +314,7 @@ done
 echo "max-agents=$max"
 echo "records=$(ls "$R" | grep -c '^2.*\.json$')"
 echo "skips=$(wc -l < "$R/skips.jsonl")"
-j=$(journalctl --user -u cyclix-tick@{t}.service --since "$since" -o cat --no-pager)
+j=$(journalctl --user -t cyclix-tick@{t} --since "$since" -o cat --no-pager)
 echo "journal-started=$(printf '%s\n' "$j" | grep -c '^started cyclix-run@{t}.service')"
 echo "journal-skipped=$(printf '%s\n' "$j" | grep -c 'cyclix: skipped: run ')"
 printf '%s\n' "$j" | grep -m1 'cyclix: skipped: run ' | sed 's/^/journal-line=/'
