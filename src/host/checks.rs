@@ -594,15 +594,9 @@ fn asked_controllers(f: &HostFacts) -> Vec<(&str, &'static str)> {
     let mut v = Vec::new();
     for t in &f.tenants {
         if let Ok(s) = &t.spec {
-            let r = &s.agent.resources;
-            if r.cpu_millis.is_some() {
-                v.push((t.name.as_str(), "cpu"));
-            }
-            if r.memory_bytes.is_some() {
-                v.push((t.name.as_str(), "memory"));
-            }
-            if r.pids.is_some() {
-                v.push((t.name.as_str(), "pids"));
+            // The same list `cyclix run` refuses on (run::limits).
+            for n in crate::run::limits::needed(&s.agent.resources) {
+                v.push((t.name.as_str(), n.controller));
             }
         }
     }

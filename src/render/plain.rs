@@ -361,3 +361,16 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     args.extend(c.exec.iter().cloned());
     (deps, args)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_quota;
+
+    #[test]
+    fn cpu_limits_become_cpu_quota_percentages() {
+        assert_eq!(cpu_quota(1500), "150%");
+        assert_eq!(cpu_quota(250), "25%");
+        assert_eq!(cpu_quota(15), "1.5%");
+        assert_eq!(cpu_quota(10), "1%");
+    }
+}

@@ -29,20 +29,20 @@ pub struct Need {
     pub controller: &'static str,
 }
 
-/// The limits `r` asks for, in the order memory, cpus, pids.
+/// The limits `r` asks for, in the order cpus, memory, pids.
 #[must_use]
 pub fn needed(r: &Resources) -> Vec<Need> {
     let mut v = Vec::new();
-    if r.memory_bytes.is_some() {
-        v.push(Need {
-            key: "agent.resources.memory",
-            controller: "memory",
-        });
-    }
     if r.cpu_millis.is_some() {
         v.push(Need {
             key: "agent.resources.cpus",
             controller: "cpu",
+        });
+    }
+    if r.memory_bytes.is_some() {
+        v.push(Need {
+            key: "agent.resources.memory",
+            controller: "memory",
         });
     }
     if r.pids.is_some() {
