@@ -6,7 +6,10 @@
 //! decisions) → teardown (stop every unit incl. the generated -network/-pod oneshots, reset
 //! failed ones, remove files, reload, remove labelled objects and secrets, remove the worktree,
 //! keep the branch) → audit (anything left is a leftover and fails the run). Teardown runs
-//! whatever phase failed; every failure names its phase.
+//! whatever phase failed; every failure names its phase. Faults (security-cases §3): prepare
+//! first waits, bounded, for podman's storage lock (`storage_lock`); a run that did not pass
+//! gets its project file systems' space looked at before teardown (`space`) and an OOM-killed
+//! agent named (`limits`), both in the record's `causes`.
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
