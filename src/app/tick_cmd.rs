@@ -7,9 +7,8 @@ use anyhow::Result;
 use super::ops::{now_ms, run_unit, unit_manager, utc_timestamp};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
-use crate::run::tick::{self, Decision, Skip};
-use crate::run::{lock, record, storage_lock};
-use crate::systemd::{JobMode, UnitManager};
+use crate::run::tick::{self, Skip, Ticked};
+use crate::run::{lock, record};
 
 /// The log line of a skip: `skipped: run R active since T (…)`.
 #[must_use]
@@ -35,17 +34,11 @@ pub fn run(tenant: &str) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let unit = run_unit(tenant)?;
     let units = unit_manager(&env)?;
-    let status = units.unit_status(&unit)?;
     let lock_path = lock::path(env.runtime_dir()?, tenant);
-    let held = !storage_lock::file_lock_holders(&lock_path)?.is_empty();
-    let holder = lock::peek(&lock_path);
-    match tick::decide(tenant, now_ms(), &status, held, holder.as_ref()) {
-        Decision::Start => {
-            let job = units.start_no_block(&unit, JobMode::Replace)?;
-            println!("started {unit} (job {job})");
-        }
-        Decision::Skip(s) => {
-            let path = tick::append(&record::tenant_dir(&env.state_home, tenant), &s)?;
+    let records = record::tenant_dir(&env.state_home, tenant);
+    match tick::tick(&units, tenant, &lock_path, &records, now_ms())? {
+        Ticked::Started(job) => println!("started {unit} (job {job})"),
+        Ticked::Skipped(s, path) => {
             crate::stderrln!("cyclix: {} (recorded in {})", skip_line(&s), path.display());
         }
     }

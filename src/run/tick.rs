@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use super::lock::Holder;
-use crate::systemd::{ActiveState, UnitStatus};
+use crate::systemd::{ActiveState, JobMode, UnitManager, UnitStatus};
 
 /// The skips file in a tenant's records directory.
 pub const SKIPS_FILE: &str = "skips.jsonl";
@@ -79,6 +79,43 @@ pub fn decide(
         active_pid: holder.map(|h| h.pid),
         unit_state: format!("{}/{}", unit.active_state, unit.sub_state),
     })
+}
+
+/// What a tick did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ticked {
+    /// The run unit's start job was queued (its object path).
+    Started(String),
+    /// A run was active: the skip was appended to this file.
+    Skipped(Skip, PathBuf),
+}
+
+/// One trigger of `tenant`'s timer: reads the run unit's status and who holds the tenant lock
+/// at `lock_path` (from `/proc/locks`, without taking it), then queues the run unit's start
+/// without waiting, or appends the skip to `records/skips.jsonl`.
+///
+/// # Errors
+/// D-Bus failures, an unreadable `/proc/locks`, a skip that cannot be written.
+pub fn tick(
+    units: &dyn UnitManager,
+    tenant: &str,
+    lock_path: &Path,
+    records: &Path,
+    now_ms: u128,
+) -> Result<Ticked> {
+    let unit = format!("cyclix-run@{tenant}.service");
+    let status = units.unit_status(&unit)?;
+    let held = !super::storage_lock::file_lock_holders(lock_path)?.is_empty();
+    let holder = super::lock::peek(lock_path);
+    Ok(
+        match decide(tenant, now_ms, &status, held, holder.as_ref()) {
+            Decision::Start => Ticked::Started(units.start_no_block(&unit, JobMode::Replace)?),
+            Decision::Skip(s) => {
+                let path = append(records, &s)?;
+                Ticked::Skipped(s, path)
+            }
+        },
+    )
 }
 
 /// Appends `skip` to `dir/skips.jsonl` (created if missing) in one write, and syncs it.
@@ -190,6 +227,66 @@ mod tests {
         assert!(
             matches!(decide("acme", 1, &running, false, Some(&holder())), Decision::Skip(s) if s.active_run.is_none())
         );
+    }
+
+    #[test]
+    fn a_tick_starts_an_idle_tenant_without_waiting_and_records_a_busy_one() {
+        use crate::systemd::FakeUnitManager;
+        use crate::systemd::fake::Call;
+        let dir = tempfile::tempdir().expect("tmp");
+        let lock_path = super::super::lock::path(dir.path(), "acme");
+        let records = dir.path().join("records");
+        let units = FakeUnitManager::new();
+        let t = tick(&units, "acme", &lock_path, &records, 1).expect("tick");
+        assert!(matches!(t, Ticked::Started(_)), "{t:?}");
+        assert!(
+            units
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::Start { unit, timeout, .. }
+                if unit == "cyclix-run@acme.service" && timeout.is_zero())),
+            "queued without waiting: {:?}",
+            units.calls()
+        );
+        // The run is on now (its unit active, its cyclix holding the tenant lock): the next
+        // trigger is recorded, with the run named, and starts nothing.
+        let held = match super::super::lock::try_acquire(&lock_path, &holder()).expect("lock") {
+            super::super::lock::Acquire::Held(l) => l,
+            super::super::lock::Acquire::Busy(_) => panic!("free"),
+        };
+        let starts = |u: &FakeUnitManager| {
+            u.calls()
+                .iter()
+                .filter(|c| matches!(c, Call::Start { .. }))
+                .count()
+        };
+        let before = starts(&units);
+        let t = tick(&units, "acme", &lock_path, &records, 2).expect("tick");
+        let Ticked::Skipped(s, path) = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!(s.active_run.as_deref(), Some("20261130t020000-abcd"));
+        assert_eq!(s.unit_state, "active/running");
+        assert_eq!(path, records.join(SKIPS_FILE));
+        assert_eq!(starts(&units), before, "a busy tenant gets no second start");
+        // The lock alone (a `cyclix run` outside the unit) also counts.
+        units
+            .stop(
+                "cyclix-run@acme.service",
+                JobMode::Replace,
+                std::time::Duration::from_secs(1),
+            )
+            .expect("stop");
+        assert!(matches!(
+            tick(&units, "acme", &lock_path, &records, 3).expect("tick"),
+            Ticked::Skipped(..)
+        ));
+        drop(held);
+        assert!(matches!(
+            tick(&units, "acme", &lock_path, &records, 4).expect("tick"),
+            Ticked::Started(_)
+        ));
+        assert_eq!(read(&records).expect("read").0.len(), 2);
     }
 
     #[test]
