@@ -6,6 +6,7 @@ pub mod bench_cmd;
 pub mod check_cmd;
 pub mod leftovers_cmd;
 pub mod ops;
+pub mod tick_cmd;
 pub mod unit_cmd;
 
 use std::fmt::Write as _;
@@ -34,7 +35,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             spec,
             run_id,
             backend,
-        } => ops::run(tenant, spec.as_deref(), run_id.as_deref(), *backend),
+            storage_lock_wait,
+        } => ops::run(
+            tenant,
+            spec.as_deref(),
+            run_id.as_deref(),
+            *backend,
+            *storage_lock_wait,
+        ),
         Command::Images(ImagesCommand::Build) => ops::images_build(),
         Command::Demo(DemoCommand::Setup) => ops::demo_setup(),
         Command::Install { tenant } => ops::install(tenant.as_deref()),
@@ -42,6 +50,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             ops::start(tenant, std::time::Duration::from_secs(*wait_s))
         }
         Command::Stop { tenant } => ops::stop(tenant),
+        Command::Tick { tenant } => tick_cmd::run(tenant),
         Command::Status { tenant, json } => ops::status(tenant, *json),
         Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
         Command::Check {

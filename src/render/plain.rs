@@ -191,9 +191,29 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
         s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
     }
     s.add("ExecStart", exec_line(&h.exec));
+    // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
+    // refuses a limit whose controller is not delegated (run::limits), so none is dropped.
+    if let Some(m) = h.memory_bytes {
+        s.add("MemoryMax", m.to_string());
+    }
+    if let Some(c) = h.cpu_millis {
+        s.add("CPUQuota", cpu_quota(c));
+    }
+    if let Some(p) = h.pids {
+        s.add("TasksMax", p.to_string());
+    }
     s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
     s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
     Ok(file(format!("{}.service", h.stem), &u))
+}
+
+/// `CPUQuota=` for thousandths of a CPU: `1500` → `150%`, `15` → `1.5%`.
+fn cpu_quota(millis: u32) -> String {
+    if millis.is_multiple_of(10) {
+        format!("{}%", millis / 10)
+    } else {
+        format!("{}.{}%", millis / 10, millis % 10)
+    }
 }
 
 fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
@@ -427,4 +447,17 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     args.push(c.image.clone());
     args.extend(c.exec.iter().cloned());
     (deps, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_quota;
+
+    #[test]
+    fn cpu_limits_become_cpu_quota_percentages() {
+        assert_eq!(cpu_quota(1500), "150%");
+        assert_eq!(cpu_quota(250), "25%");
+        assert_eq!(cpu_quota(15), "1.5%");
+        assert_eq!(cpu_quota(10), "1%");
+    }
 }

@@ -255,6 +255,12 @@ pub struct HostServicePlan {
     pub env_file: Option<String>,
     /// `RuntimeMaxSec=` in seconds.
     pub runtime_max_s: u64,
+    /// `MemoryMax=` in bytes (the agent's `agent.resources.memory`).
+    pub memory_bytes: Option<u64>,
+    /// `CPUQuota=` in thousandths of a CPU (`agent.resources.cpus`).
+    pub cpu_millis: Option<u32>,
+    /// `TasksMax=` (`agent.resources.pids`).
+    pub pids: Option<u32>,
 }
 
 /// The host tiers' env file in the run directory (`agent.env`, mode 0600).
@@ -653,6 +659,9 @@ fn host_plan(
             env: env.clone(),
             env_file: Some(format!("{}/{HOST_ENV_FILE}", run.run_dir)),
             runtime_max_s: spec.agent.timeout_s,
+            memory_bytes: spec.agent.resources.memory_bytes,
+            cpu_millis: spec.agent.resources.cpu_millis,
+            pids: spec.agent.resources.pids,
         },
         HostServicePlan {
             stem: gate_stem.clone(),
@@ -666,6 +675,9 @@ fn host_plan(
             env,
             env_file: None,
             runtime_max_s: spec.gate.timeout_s,
+            memory_bytes: None,
+            cpu_millis: None,
+            pids: None,
         },
     ];
     let units = UnitNames {

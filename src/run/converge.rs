@@ -266,6 +266,7 @@ impl RunRecord {
             agent_ready_ms: None,
             go_ms: None,
             services: Vec::new(),
+            causes: Vec::new(),
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),

@@ -6,7 +6,10 @@
 //! decisions) → teardown (stop every unit incl. the generated -network/-pod oneshots, reset
 //! failed ones, remove files, reload, remove labelled objects and secrets, remove the worktree,
 //! keep the branch) → audit (anything left is a leftover and fails the run). Teardown runs
-//! whatever phase failed; every failure names its phase.
+//! whatever phase failed; every failure names its phase. Faults (security-cases §3): prepare
+//! first waits, bounded, for podman's storage lock (`storage_lock`); a run that did not pass
+//! gets its project file systems' space looked at before teardown (`space`) and an OOM-killed
+//! agent named (`limits`), both in the record's `causes`.
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
@@ -43,6 +46,9 @@ pub struct Deadlines {
     /// How long the audit waits for the run's processes (conmon, B11) to be gone after
     /// teardown before it counts them as leftovers.
     pub settle: Duration,
+    /// How long a run waits for podman's storage lock to be free before it creates anything
+    /// (security-cases §3; `cyclix run --storage-lock-wait`).
+    pub storage_lock: Duration,
 }
 
 impl Default for Deadlines {
@@ -55,6 +61,7 @@ impl Default for Deadlines {
             probe: Duration::from_secs(30),
             watch: Duration::from_secs(5),
             settle: Duration::from_secs(3),
+            storage_lock: super::storage_lock::DEFAULT_WAIT,
         }
     }
 }
@@ -179,10 +186,13 @@ struct Created {
     refs_before: Option<Vec<(String, String)>>,
     /// The run branch's full ref and the commit it was created at, once created.
     branch: Option<(String, String)>,
-    /// Set by teardown: the run branch had no commits and was deleted.
-    branch_deleted: bool,
     /// Set by teardown: a git operation was half done in the worktree when it was removed.
     in_progress: Option<String>,
+    /// cyclix asked podman (directly or through a unit) to create something of this run; until
+    /// then there is nothing of it in podman to remove or to audit.
+    podman: bool,
+    /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
+    notices: Vec<String>,
 }
 
 /// The run branch: `cyclix/TENANT/RUN`.
@@ -366,6 +376,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         go_ms: None,
         died_in: None,
         services: Vec::new(),
+        causes: Vec::new(),
     };
     let mut r = Recorder {
         phases: Vec::new(),
@@ -374,6 +385,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     };
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
+    rec.notices.append(&mut created.notices);
     match outcome {
         Ok(result) => rec.result = result,
         Err(e) => {
@@ -384,16 +396,20 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
                 .rev()
                 .find(|p| p.outcome != "ok")
                 .map(|p| p.name.clone());
-            rec.error = Some(format!("{e:#}"));
+            let note = if e.downcast_ref::<super::storage_lock::WaitError>().is_some() {
+                String::new() // it names the holder itself
+            } else {
+                storage_lock_note(inp, host)
+            };
+            rec.error = Some(format!("{e:#}{note}"));
         }
     }
-    let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
-    if created.branch_deleted {
-        rec.notices.push(format!(
-            "run branch {} deleted at teardown: it had no commits",
-            rec.branch
-        ));
+    if rec.result != RunResult::Passed {
+        // Before teardown frees the space: a full project file system is named as the cause.
+        rec.causes.extend(project_space_causes(inp, host, &created));
     }
+    let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
+    rec.notices.append(&mut created.notices);
     let audit = r.phase("audit", || audit(inp, units, host, &created));
     match audit {
         Ok(left) => rec.leftovers = left,
@@ -487,6 +503,7 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
+    created.podman = true;
     r.phase("start", || {
         start_units(inp, units, host, &rendered.units, rec)
     })?;
@@ -514,6 +531,44 @@ fn bring_up_and_run(
         }
     }
     Ok(result)
+}
+
+/// Waits (at most `deadlines.storage_lock`) until no other process holds podman's storage
+/// locks; a holder that stays is named in the error (security-cases §3). A wait longer than a
+/// second is noted in the record.
+fn wait_for_storage_lock(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    notices: &mut Vec<String>,
+) -> Result<()> {
+    let waited = super::storage_lock::wait_free(
+        || host.storage_lock_holders(),
+        inp.deadlines.storage_lock,
+        Duration::from_millis(100).min(inp.deadlines.storage_lock),
+        || inp.interrupted.load(Ordering::SeqCst),
+    )?;
+    if waited >= Duration::from_secs(1) {
+        notices.push(format!(
+            "waited {} ms for podman's storage lock before the run could start",
+            waited.as_millis()
+        ));
+    }
+    Ok(())
+}
+
+/// `; podman's storage lock: …` when a phase failed while someone holds podman's storage lock
+/// (a podman call or a unit start that ran into its deadline is then explained), else empty.
+fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
+    if inp.spec.tier != Tier::Container {
+        return String::new();
+    }
+    match host.storage_lock_holders() {
+        Ok(h) if !h.is_empty() => format!(
+            " (podman's storage lock is held: {}; podman calls wait for it)",
+            super::storage_lock::describe(&h)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
@@ -684,6 +739,8 @@ fn agent_and_gate(
     };
     rec.agent_exit = Some(code);
     if code != 0 {
+        rec.causes
+            .extend(agent_oom(units, &names.agent, &spec.agent.resources));
         return Ok(RunResult::AgentFailed);
     }
     let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
@@ -702,6 +759,31 @@ fn agent_and_gate(
     } else {
         RunResult::GateFailed
     })
+}
+
+/// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
+/// of them is (nearly) full; nothing when they have room or cannot be looked at.
+fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, created: &Created) -> Vec<String> {
+    let repo = PathBuf::from(&inp.spec.repo.path);
+    let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
+    let mut looked = Vec::new();
+    if created.worktree {
+        looked.push(("the run's worktree", inp.paths.worktree.clone()));
+    } else if let Some(parent) = inp.paths.worktree.parent() {
+        looked.push(("the worktrees directory", parent.to_path_buf()));
+    }
+    looked.push(("the repository's git dir", git));
+    let spaces: Vec<(&str, &Path, super::space::FsSpace)> = looked
+        .iter()
+        .filter_map(|(what, p)| Some((*what, p.as_path(), host.fs_space(p).ok()?)))
+        .collect();
+    super::space::full_causes(&spaces)
+}
+
+/// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
+fn agent_oom(units: &dyn UnitManager, unit: &str, r: &crate::spec::Resources) -> Option<String> {
+    let st = units.unit_status(unit).ok()?;
+    super::limits::oom_cause(st.result.as_deref(), r)
 }
 
 /// Commits on the run branch, the proxy's health and its decisions.
@@ -746,6 +828,10 @@ fn prepare(
 ) -> Result<(String, PathBuf, u8, Vec<u16>)> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
+    if spec.tier == Tier::Container {
+        // Before anything exists: a stuck holder fails the run here, with nothing to undo.
+        wait_for_storage_lock(inp, host, &mut created.notices)?;
+    }
     let base = host.rev_parse(&repo, &spec.repo.base)?;
     let common = host.common_dir(&repo)?;
     // The agent's container mounts these read-only over the shared git dir (B27); they
@@ -827,6 +913,7 @@ fn prepare(
             .with_context(|| format!("writing {}", path.display()))?;
         return Ok((base, common, octet, ports));
     }
+    created.podman = true;
     for (var, value) in &inp.secrets {
         let name = render::plan::secret_name(&inp.run_id, var);
         let labels = vec![
@@ -954,25 +1041,20 @@ fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let (findings, blind) = watch_round(inp, host, container);
+            let (mut findings, incomplete) = watch_round(inp, host, container);
             next_watch = Instant::now() + d.watch;
-            // The agent may have ended during the round: that is not a finding.
-            if let Some(code) = ended(units, unit)? {
+            // The agent may have ended during the round: that is not a finding. A round that
+            // only failed to run (the container was exiting: `podman exec` 137, `top` on a
+            // stopped container) gets a moment for the unit to show its end.
+            let grace = if findings.is_empty() && !incomplete.is_empty() {
+                WATCH_EXIT_GRACE
+            } else {
+                Duration::ZERO
+            };
+            if let Some(code) = ended_within(units, unit, grace, d.poll)? {
                 return Ok(AgentEnd::Exit(code));
             }
-            // A round that saw nothing at all (neither the probes nor the scan reached the
-            // container) is most likely the agent's exit racing the round: conmon removes the
-            // container before the unit leaves `active`/`deactivating`. Give the unit
-            // WATCH_END_GRACE to end; if it does not, the findings stand (fail closed).
-            if blind {
-                let until = Instant::now() + WATCH_END_GRACE.min(d.stop);
-                while Instant::now() < until {
-                    if let Some(code) = ended(units, unit)? {
-                        return Ok(AgentEnd::Exit(code));
-                    }
-                    std::thread::sleep(d.poll);
-                }
-            }
+            findings.extend(incomplete);
             rec.watch_rounds += 1;
             if !findings.is_empty() {
                 rec.refusal = findings;
@@ -1009,42 +1091,53 @@ fn keep_waiting(
     Ok(())
 }
 
-/// How long a blind watch round waits for the agent's unit to end before its findings stand.
-const WATCH_END_GRACE: Duration = Duration::from_secs(10);
+/// How long a watch round that could not run waits for the agent unit to show that it ended
+/// (its container exiting during the round) before the round counts as a finding.
+const WATCH_EXIT_GRACE: Duration = Duration::from_secs(5);
 
-/// One leak-watch round; a round that cannot run is itself a finding (fail closed). Also says
-/// whether the round was blind: neither the probes nor the environment scan saw the sandbox
-/// (both could not run), so every finding is about that, none about a leak.
-fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> (Vec<String>, bool) {
-    let mut probes_blind = false;
+/// One leak-watch round: (findings, reasons the round could not complete). A round that
+/// cannot run is itself a finding (fail closed) unless the agent turns out to have ended.
+fn watch_round(inp: &RunInputs, host: &dyn RunHost, container: &str) -> (Vec<String>, Vec<String>) {
+    let mut incomplete = Vec::new();
     let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
         Ok((exit, out)) => {
             let (_, ok, why) = boundary::judge(exit, &out);
-            if ok || !why.is_empty() {
-                why
-            } else {
-                probes_blind = true;
-                vec![format!(
+            if !ok && why.is_empty() {
+                incomplete.push(format!(
                     "the watch probes exited {exit} without a complete report"
-                )]
+                ));
             }
+            why
         }
         Err(e) => {
-            probes_blind = true;
-            vec![format!("the watch probes could not run: {e:#}")]
+            incomplete.push(format!("the watch probes could not run: {e:#}"));
+            Vec::new()
         }
     };
-    let env_blind = match host.sandbox_environ(container) {
-        Ok(procs) => {
-            findings.extend(boundary::leaks(&procs, &inp.watched));
-            false
+    match host.sandbox_environ(container) {
+        Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
+        Err(e) => incomplete.push(format!("the sandbox environment could not be read: {e:#}")),
+    }
+    (findings, incomplete)
+}
+
+/// [`ended`], looking again every `poll` for up to `grace`.
+fn ended_within(
+    units: &dyn UnitManager,
+    unit: &str,
+    grace: Duration,
+    poll: Duration,
+) -> Result<Option<i32>> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(Some(code));
         }
-        Err(e) => {
-            findings.push(format!("the sandbox environment could not be read: {e:#}"));
-            true
+        if t0.elapsed() >= grace {
+            return Ok(None);
         }
-    };
-    (findings, probes_blind && env_blind)
+        std::thread::sleep(poll);
+    }
 }
 
 /// `Some(exit status)` once `unit` has ended, `None` while it runs.
@@ -1142,7 +1235,7 @@ fn teardown(
         note("reloading", units.reload().map_err(Into::into));
     }
     step("podman");
-    if inp.spec.tier == Tier::Container {
+    if inp.spec.tier == Tier::Container && c.podman {
         note(
             "removing the run's podman objects",
             host.remove_run_objects(&inp.run_id),
@@ -1169,7 +1262,11 @@ fn teardown(
     if let Some((branch, base)) = &c.branch {
         // Compare-and-delete: a branch with the agent's commits has moved and is kept.
         match host.delete_ref_at(repo, branch, base) {
-            Ok(deleted) => c.branch_deleted = deleted,
+            Ok(true) => c.notices.push(format!(
+                "run branch {} deleted at teardown: it had no commits",
+                branch.trim_start_matches("refs/heads/")
+            )),
+            Ok(false) => {}
             Err(e) => note("deleting the run branch (no commits)", Err(e)),
         }
     }
@@ -1202,7 +1299,7 @@ fn audit(
     host: &dyn RunHost,
     c: &Created,
 ) -> Result<Vec<String>> {
-    let mut left = if inp.spec.tier == Tier::Container {
+    let mut left = if inp.spec.tier == Tier::Container && c.podman {
         host.inventory(&inp.run_id)?
     } else {
         Vec::new()
@@ -1314,6 +1411,7 @@ pub fn ref_changes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::record;
     use crate::run::seam::FakeRunHost;
     use crate::spec::SpecContext;
     use crate::systemd::fake::Call;
@@ -1905,6 +2003,12 @@ mod tests {
         fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
             self.inner.unit_journal(u)
         }
+        fn storage_lock_holders(&self) -> Result<Vec<super::super::storage_lock::Holder>> {
+            self.inner.storage_lock_holders()
+        }
+        fn fs_space(&self, p: &Path) -> Result<super::super::space::FsSpace> {
+            self.inner.fs_space(p)
+        }
         fn refs(&self, r: &Path) -> Result<Vec<(String, String)>> {
             self.inner.refs(r)
         }
@@ -2212,6 +2316,330 @@ mod tests {
             reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect("reclaimed"),
             [5432]
         );
+    }
+
+    #[test]
+    fn an_agent_killed_for_memory_is_an_agent_failure_whose_record_says_oom() {
+        let mut w = world();
+        w.inp.spec.agent.resources.memory_bytes = Some(64 << 20);
+        let units = FakeUnitManager::new();
+        units.end_after_start("cyclix-r1-agent.service", 137, "oom-kill");
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(
+            (rec.result, rec.agent_exit),
+            (RunResult::AgentFailed, Some(137)),
+            "{rec:?}"
+        );
+        assert_eq!(
+            rec.causes,
+            ["agent killed for memory (oom): agent.resources.memory = 64 MiB"]
+        );
+        assert!(record::summary(&rec).contains("CAUSE: agent killed for memory (oom)"));
+        assert!(!started(&units).contains(&"cyclix-r1-gate.service".to_string()));
+        nothing_left(&w, &rec, &host);
+        // An agent that merely exits 137 (its own kill -9) is not called an OOM kill.
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 137);
+        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        assert_eq!(rec.result, RunResult::AgentFailed);
+        assert!(rec.causes.is_empty(), "{:?}", rec.causes);
+    }
+
+    #[test]
+    fn a_watch_round_that_races_the_agents_exit_is_not_a_leak() {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(1);
+        let units = FakeUnitManager::new();
+        // Running at the round and right after it; ended at the next look (the unit was
+        // still deactivating while its container was already gone).
+        units.exit_after_polls("cyclix-r1-agent.service", 0, 4);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            watch_report: Some((137, String::new())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
+        nothing_left(&w, &rec, &host);
+        // A round that cannot run while the agent keeps running is still a finding.
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::from_millis(1);
+        w.inp.deadlines.poll = Duration::from_millis(100);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost {
+            watch_report: Some((137, String::new())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
+        assert!(
+            rec.refusal[0].contains("exited 137 without a complete report"),
+            "{:?}",
+            rec.refusal
+        );
+    }
+
+    #[test]
+    fn a_full_project_file_system_is_named_as_the_cause_and_teardown_still_completes() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 1);
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+        assert_eq!(
+            rec.causes.len(),
+            1,
+            "one file system, one cause: {:?}",
+            rec.causes
+        );
+        let cause = &rec.causes[0];
+        assert!(
+            cause.starts_with("project filesystem full (avail 0 B of 8 MiB) at ")
+                && cause.contains(&w.inp.paths.worktree.display().to_string())
+                && cause.contains("also holds the repository's git dir"),
+            "{cause}"
+        );
+        // Looked at before teardown removed the worktree (the space it frees would hide it).
+        let calls = host.calls();
+        let looked = calls
+            .iter()
+            .position(|c| c.starts_with("fs_space"))
+            .expect("looked");
+        let removed = calls
+            .iter()
+            .position(|c| c.starts_with("worktree_remove"))
+            .expect("removed");
+        assert!(looked < removed, "{calls:?}");
+        nothing_left(&w, &rec, &host);
+        // A prepare that failed (git could not write the worktree) names the directory.
+        let w = world();
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            fail: vec!["worktree_add".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &FakeUnitManager::new(), &host);
+        fails_in("prepare", &rec);
+        assert!(
+            rec.causes
+                .iter()
+                .any(|c| c.contains("(the worktrees directory)")),
+            "{:?}",
+            rec.causes
+        );
+        // A run that passed is not looked at; one with room gets no cause.
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            fs_avail: Some(0),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed);
+        assert!(!host.calls().iter().any(|c| c.starts_with("fs_space")));
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 1);
+        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        assert!(rec.causes.is_empty(), "{:?}", rec.causes);
+    }
+
+    #[test]
+    fn a_stuck_storage_lock_fails_the_run_naming_the_holder_with_nothing_created() {
+        let mut w = world();
+        w.inp.deadlines.storage_lock = Duration::from_millis(200);
+        let units = FakeUnitManager::new();
+        let host = FakeRunHost {
+            lock_held_looks: usize::MAX,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let rec = execute(&w.inp, &units, &host);
+        assert!(t0.elapsed() < Duration::from_secs(5), "the wait is bounded");
+        fails_in("prepare", &rec);
+        let err = rec.error.as_deref().unwrap_or_default();
+        for want in [
+            "storage.lock",
+            "pid 4711",
+            "`podman build .`",
+            "for more than 0 s",
+        ] {
+            assert!(err.contains(want), "`{want}` missing: {err}");
+        }
+        // Nothing was asked of git, podman or systemd: no worktree, no secret, no unit, and
+        // no podman sweep or inventory that would hang on the same lock.
+        let calls = host.calls();
+        for op in [
+            "rev_parse",
+            "worktree_add",
+            "secret_create",
+            "used_subnets",
+            "remove_run_objects",
+            "inventory",
+        ] {
+            assert!(
+                !calls.iter().any(|c| c.starts_with(op)),
+                "{op} called: {calls:?}"
+            );
+        }
+        assert!(started(&units).is_empty());
+        assert!(
+            rec.probes.is_empty() && rec.agent_exit.is_none(),
+            "the agent never ran"
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_storage_lock_held_briefly_is_waited_out_and_noted() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            lock_held_looks: 12, // about 1.2 s at one look per 100 ms
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert!(
+            rec.notices
+                .iter()
+                .any(|n| n.contains("for podman's storage lock")),
+            "{:?}",
+            rec.notices
+        );
+        nothing_left(&w, &rec, &host);
+    }
+
+    #[test]
+    fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        // Free at the start, then held (a podman call timed out behind it).
+        let host = FakeRunHost {
+            lock_held_looks: 0,
+            fail: vec!["secret_create".into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        fails_in("prepare", &rec);
+        assert!(
+            !rec.error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("storage lock is held")
+        );
+        let w = world();
+        let host = FakeRunHost {
+            lock_held_looks: 0,
+            fail: vec!["secret_create".into()],
+            ..Default::default()
+        };
+        // Held from the second look on: the first (the wait) passes, the explanation sees it.
+        let held_later = HeldAfterFirstLook(host);
+        let rec = execute(&w.inp, &units, &held_later);
+        let err = rec.error.as_deref().unwrap_or_default();
+        assert!(
+            err.contains("storage lock is held") && err.contains("pid 4711"),
+            "{err}"
+        );
+    }
+
+    /// A [`FakeRunHost`] whose storage lock is free at the first look and held afterwards.
+    struct HeldAfterFirstLook(FakeRunHost);
+
+    impl RunHost for HeldAfterFirstLook {
+        fn refs(&self, r: &Path) -> Result<Vec<(String, String)>> {
+            self.0.refs(r)
+        }
+        fn delete_ref_at(&self, r: &Path, n: &str, s: &str) -> Result<bool> {
+            self.0.delete_ref_at(r, n, s)
+        }
+        fn in_progress(&self, w: &Path) -> Result<Option<String>> {
+            self.0.in_progress(w)
+        }
+        fn run_processes(&self, r: &str) -> Result<Vec<String>> {
+            self.0.run_processes(r)
+        }
+        fn kill_sentinel(&self, r: &str) -> Result<usize> {
+            self.0.kill_sentinel(r)
+        }
+        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
+            self.0.rev_parse(r, v)
+        }
+        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
+            self.0.common_dir(r)
+        }
+        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
+            self.0.worktree_add(r, p, b, c)
+        }
+        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
+            self.0.worktree_remove(r, p)
+        }
+        fn commits(
+            &self,
+            r: &Path,
+            b: &str,
+            t: &str,
+        ) -> Result<Vec<super::super::record::CommitInfo>> {
+            self.0.commits(r, b, t)
+        }
+        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
+            self.0.secret_create(n, v, l)
+        }
+        fn secret_remove(&self, n: &str) -> Result<()> {
+            self.0.secret_remove(n)
+        }
+        fn remove_run_objects(&self, r: &str) -> Result<()> {
+            self.0.remove_run_objects(r)
+        }
+        fn inventory(&self, r: &str) -> Result<Vec<String>> {
+            self.0.inventory(r)
+        }
+        fn used_subnets(&self) -> Result<Vec<String>> {
+            self.0.used_subnets()
+        }
+        fn probe(&self, c: &str, o: &[&str], d: Duration) -> Result<(i32, String)> {
+            self.0.probe(c, o, d)
+        }
+        fn sandbox_environ(&self, c: &str) -> Result<Vec<crate::run::boundary::ProcessEnv>> {
+            self.0.sandbox_environ(c)
+        }
+        fn network_members(&self, n: &str) -> Result<Vec<String>> {
+            self.0.network_members(n)
+        }
+        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
+            self.0.unit_journal(u)
+        }
+        fn fs_space(&self, p: &Path) -> Result<crate::run::space::FsSpace> {
+            self.0.fs_space(p)
+        }
+        fn storage_lock_holders(&self) -> Result<Vec<crate::run::storage_lock::Holder>> {
+            let first = !self
+                .0
+                .calls()
+                .iter()
+                .any(|c| c.starts_with("storage_lock_holders"));
+            let _ = self.0.storage_lock_holders();
+            if first {
+                return Ok(Vec::new());
+            }
+            let held = FakeRunHost {
+                lock_held_looks: usize::MAX,
+                ..Default::default()
+            };
+            held.storage_lock_holders()
+        }
     }
 
     #[test]

@@ -130,6 +130,12 @@ pub struct RunRecord {
     /// The run's services as the agent saw them (address, database, data volume).
     #[serde(default)]
     pub services: Vec<ServiceRecord>,
+    /// What the host says caused a failure, found by cyclix after it: the agent killed for
+    /// memory (`agent killed for memory (oom): …`, the agent unit's `Result=oom-kill`), the
+    /// project's file system full (`project filesystem full (avail 0 B …)`, statvfs of the
+    /// worktree and the git dir).
+    #[serde(default)]
+    pub causes: Vec<String>,
 }
 
 /// One service of a run, as written into the agent's context file.
@@ -264,17 +270,9 @@ pub fn summary(r: &RunRecord) -> String {
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
     }
-    for svc in &r.services {
-        let _ = writeln!(
-            s,
-            "  service {} at {} (database {}{})",
-            svc.name,
-            svc.address,
-            svc.database,
-            svc.volume
-                .as_ref()
-                .map_or_else(String::new, |v| format!(", volume {v}"))
-        );
+    s.push_str(&service_lines(&r.services));
+    for c in &r.causes {
+        let _ = writeln!(s, "  CAUSE: {c}");
     }
     let _ = writeln!(
         s,
@@ -334,6 +332,25 @@ pub fn summary(r: &RunRecord) -> String {
         .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
         .collect();
     let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+/// One summary line per service: address, database, volume.
+fn service_lines(services: &[ServiceRecord]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for svc in services {
+        let _ = writeln!(
+            s,
+            "  service {} at {} (database {}{})",
+            svc.name,
+            svc.address,
+            svc.database,
+            svc.volume
+                .as_ref()
+                .map_or_else(String::new, |v| format!(", volume {v}"))
+        );
+    }
     s
 }
 

@@ -947,6 +947,20 @@ impl UnitManager for ZbusUnitManager {
         self.run_job(Op::Start, unit, mode, timeout)
     }
 
+    #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode))]
+    fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error> {
+        let call = self.call(Op::Start, unit, self.call_timeout);
+        let _lock = self.lock(&call, Access::Shared)?;
+        async_io::block_on(async {
+            let manager = self.manager(&call).await?;
+            let job = call
+                .run("queueing the job", manager.start_unit(unit, mode.as_str()))
+                .await?;
+            tracing::debug!(%job, "job queued, not waited for");
+            Ok(job.to_string())
+        })
+    }
+
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
         self.run_job(Op::Stop, unit, mode, timeout)
