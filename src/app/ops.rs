@@ -229,10 +229,12 @@ pub fn run(
             if let Some(h) = h {
                 crate::stderrln!(
                     "error: tenant {tenant} is already running run {} (pid {}, started {}); \
-                     wait for it or `cyclix stop {tenant}`",
+                     wait for it, or stop it: `cyclix stop {tenant}` when it runs as \
+                     cyclix-run@{tenant}.service, else `kill -TERM {}` (it still tears down)",
                     h.run_id,
                     h.pid,
-                    utc_timestamp(h.started_ms)
+                    utc_timestamp(h.started_ms),
+                    h.pid
                 );
             } else {
                 crate::stderrln!("error: tenant {tenant} is already running (lock held)");

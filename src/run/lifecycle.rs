@@ -410,6 +410,9 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     }
     let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
     rec.notices.append(&mut created.notices);
+    if created.branch.is_none() {
+        rec.branch.clear(); // never made: the record must not name a branch that never was
+    }
     let audit = r.phase("audit", || audit(inp, units, host, &created));
     match audit {
         Ok(left) => rec.leftovers = left,
@@ -1371,8 +1374,13 @@ pub fn ref_changes(
     own: &str,
     heads_move: bool,
 ) -> Vec<String> {
-    const FIX: &str = "not the run's branch: the run wrote to the repository's refs; if you \
-                       changed it yourself meanwhile, ignore this";
+    let fix = |r: &str| {
+        format!(
+            "not the run's branch: the run wrote to the repository's refs; check it (`git log \
+             {r}`), then keep, restore or delete it (`git update-ref -d {r}`); if you changed it \
+             yourself meanwhile, ignore this"
+        )
+    };
     let skip = |r: &str| {
         r == own
             || r.starts_with("refs/remotes/")
@@ -1386,13 +1394,15 @@ pub fn ref_changes(
     for (r, sha) in after.iter().filter(|(r, _)| !skip(r)) {
         match find(before, r) {
             None => out.push(format!(
-                "ref {r} created during the run at {}: {FIX}",
-                short(sha)
+                "ref {r} created during the run at {}: {}",
+                short(sha),
+                fix(r)
             )),
             Some(old) if &old != sha => out.push(format!(
-                "ref {r} moved during the run from {} to {}: {FIX}",
+                "ref {r} moved during the run from {} to {}: {}",
                 short(&old),
-                short(sha)
+                short(sha),
+                fix(r)
             )),
             Some(_) => {}
         }
@@ -1400,8 +1410,9 @@ pub fn ref_changes(
     for (r, sha) in before.iter().filter(|(r, _)| !skip(r)) {
         if find(after, r).is_none() {
             out.push(format!(
-                "ref {r} deleted during the run (was {}): {FIX}",
-                short(sha)
+                "ref {r} deleted during the run (was {}): {}",
+                short(sha),
+                fix(r)
             ));
         }
     }

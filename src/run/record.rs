@@ -87,7 +87,8 @@ pub struct RunRecord {
     pub agent_exit: Option<i32>,
     /// The gate's exit status, if it ran.
     pub gate_exit: Option<i32>,
-    /// The run branch (kept as the result).
+    /// The run branch (kept as the result when it has commits; deleted at teardown, with a
+    /// notice, when it has none); empty when the run ended before it made the branch.
     pub branch: String,
     /// The commit the run started from.
     pub base_commit: String,
@@ -249,10 +250,11 @@ pub fn summary(r: &RunRecord) -> String {
         r.run_id, r.tenant, r.tier, r.result
     );
     if let Some(p) = &r.failed_phase {
+        let err = r.error.as_deref().unwrap_or("-");
         let _ = writeln!(
             s,
             "  failed in phase {p}: {}",
-            r.error.as_deref().unwrap_or("-")
+            err.strip_prefix(&format!("phase {p}: ")).unwrap_or(err)
         );
     }
     let ex = |c: Option<i32>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
@@ -291,13 +293,18 @@ pub fn summary(r: &RunRecord) -> String {
             let _ = writeln!(s, "    | {l}");
         }
     }
-    let _ = writeln!(
-        s,
-        "  branch {} (+{} commits on {})",
-        r.branch,
-        r.commits.len(),
-        short(&r.base_commit)
-    );
+    if r.branch.is_empty() {
+        let _ = writeln!(s, "  branch: none (the run ended before it made one)");
+    } else {
+        let _ = writeln!(
+            s,
+            "  branch {} (+{} commit{} on {})",
+            r.branch,
+            r.commits.len(),
+            if r.commits.len() == 1 { "" } else { "s" },
+            short(&r.base_commit)
+        );
+    }
     for c in &r.commits {
         let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
     }
