@@ -102,6 +102,22 @@ pub fn run(json: bool) -> Result<Outcome> {
             }
         }
     }
+    // Every podman listing waits behind a held storage lock (security-cases §3): name the
+    // holder at once instead of timing out 30 s later without it.
+    let graphroot = crate::run::storage_lock::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    );
+    let holders = crate::run::storage_lock::holders(&graphroot)?;
+    if !holders.is_empty() {
+        anyhow::bail!(
+            "podman's storage lock is held, so podman cannot list anything now: {}; wait for \
+             that process to finish (cyclix never signals it), then run `cyclix leftovers` again",
+            crate::run::storage_lock::describe(&holders)
+        );
+    }
     let mut found = podman_objects()?;
     found.extend(files(&env, &runtime, &runs_dir, &markers));
     found.extend(processes());

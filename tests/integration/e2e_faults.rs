@@ -35,6 +35,9 @@ timeout 2 podman ps >/dev/null 2>&1; echo "podman-ps-under-lock=$?"
 s=$(date +%s%N)
 timeout 60 {c} run {t} --storage-lock-wait 3s; echo "rc=$?"
 echo "elapsed_ms=$(( ($(date +%s%N) - s) / 1000000 ))"
+s=$(date +%s%N)
+timeout 60 {c} leftovers 2>&1; echo "leftovers-rc=$?"
+echo "leftovers-ms=$(( ($(date +%s%N) - s) / 1000000 ))"
 kill -0 $h 2>/dev/null && echo "holder-alive=yes"
 echo "holder=$h"
 kill $h; wait $h 2>/dev/null
@@ -67,6 +70,17 @@ echo "branches=$(git -C ~/src/{t} branch --list "cyclix/{t}/$run" | wc -l)"
     );
     let holder = line(&stdout, "holder=");
     let run = line(&stdout, "run=").to_string();
+    // `cyclix leftovers` names the holder at once instead of waiting out podman's deadline.
+    assert_eq!(line(&stdout, "leftovers-rc="), "2", "{all}");
+    let ms: u64 = line(&stdout, "leftovers-ms=").parse().expect("ms");
+    assert!(
+        ms < 10_000,
+        "cyclix leftovers took {ms} ms under the lock:\n{all}"
+    );
+    assert!(
+        stdout.contains("storage lock is held") && stdout.contains(&format!("pid {holder}")),
+        "{all}"
+    );
     // The record and the error name the lock, the holder's pid and its command line.
     let rec_text = expect_success(
         &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/{run}.json")),
