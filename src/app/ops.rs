@@ -39,10 +39,11 @@ fn load_tenant(
 ) -> Result<std::result::Result<Spec, String>> {
     let path = spec.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     if !path.exists() {
-        bail!(
-            "no spec for tenant `{tenant}` at {}; write one (see README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+        // A user's mistake, not cyclix failing: a finding (exit 1).
+        return Ok(Err(format!(
+            "error: no spec for tenant `{tenant}` at {}; write one (see README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
             path.display()
-        );
+        )));
     }
     Ok(super::load_spec(&path, env)?.map_err(|e| e.to_string()))
 }

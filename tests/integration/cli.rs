@@ -168,3 +168,16 @@ fn render_rejects_a_bad_run_id() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("--run-id"));
 }
+
+#[test]
+fn a_run_of_a_tenant_without_a_spec_is_a_finding_naming_the_path_and_the_fix() {
+    let o = cyclix(&["run", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("no spec for tenant `nosuch` at ")
+            && err.contains(".config/cyclix/tenants/nosuch.yaml")
+            && err.contains("cyclix demo setup"),
+        "{err}"
+    );
+}
