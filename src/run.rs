@@ -9,3 +9,4 @@ pub mod lock;
 pub mod record;
 pub mod seam;
 pub mod tripwire;
+pub mod twin;

@@ -108,13 +108,22 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-struct Recorder {
-    phases: Vec<Phase>,
+/// Records each phase's timing and outcome; a phase that fails adds `phase NAME` to the error.
+pub(crate) struct Recorder {
+    pub(crate) phases: Vec<Phase>,
     interrupted: Option<Arc<AtomicBool>>,
 }
 
 impl Recorder {
-    fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set.
+    pub(crate) fn new(interrupted: Option<Arc<AtomicBool>>) -> Self {
+        Recorder {
+            phases: Vec::new(),
+            interrupted,
+        }
+    }
+
+    pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
             && self
@@ -144,14 +153,14 @@ impl Recorder {
 
 /// What was created, so teardown undoes exactly that (plus a by-label sweep).
 #[derive(Debug, Default)]
-struct Created {
-    tripwires: Option<Tripwires>,
-    subnet_reservation: Option<PathBuf>,
-    worktree: bool,
-    run_dir: bool,
-    secrets: Vec<String>,
-    files: Vec<PathBuf>,
-    units: Vec<String>,
+pub(crate) struct Created {
+    pub(crate) tripwires: Option<Tripwires>,
+    pub(crate) subnet_reservation: Option<PathBuf>,
+    pub(crate) worktree: bool,
+    pub(crate) run_dir: bool,
+    pub(crate) secrets: Vec<String>,
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) units: Vec<String>,
 }
 
 /// The run branch: `cyclix/TENANT/RUN`.
@@ -211,38 +220,8 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
 /// with their phase). The caller writes the record.
 pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn RunHost) -> RunRecord {
-    let spec = &inp.spec;
-    let mut rec = RunRecord {
-        version: 1,
-        tenant: spec.tenant.clone(),
-        run_id: inp.run_id.clone(),
-        tier: spec.tier.to_string(),
-        result: RunResult::Error,
-        failed_phase: None,
-        error: None,
-        phases: Vec::new(),
-        agent_exit: None,
-        gate_exit: None,
-        branch: branch_name(&spec.tenant, &inp.run_id),
-        base_commit: String::new(),
-        commits: Vec::new(),
-        probes: Vec::new(),
-        agent_log: Vec::new(),
-        gate_log: Vec::new(),
-        refusal: Vec::new(),
-        watch_rounds: 0,
-        egress_decisions: Vec::new(),
-        secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
-        notices: inp.notices.clone(),
-        leftovers: Vec::new(),
-        units: Vec::new(),
-        agent_ready_ms: None,
-        go_ms: None,
-    };
-    let mut r = Recorder {
-        phases: Vec::new(),
-        interrupted: Some(inp.interrupted.clone()),
-    };
+    let mut rec = new_record(inp);
+    let mut r = Recorder::new(Some(inp.interrupted.clone()));
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     match outcome {
@@ -283,6 +262,38 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     rec
 }
 
+/// The run's record before its first phase (result `error` until a phase decides otherwise).
+pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
+    let spec = &inp.spec;
+    RunRecord {
+        version: 1,
+        tenant: spec.tenant.clone(),
+        run_id: inp.run_id.clone(),
+        tier: spec.tier.to_string(),
+        result: RunResult::Error,
+        failed_phase: None,
+        error: None,
+        phases: Vec::new(),
+        agent_exit: None,
+        gate_exit: None,
+        branch: branch_name(&spec.tenant, &inp.run_id),
+        base_commit: String::new(),
+        commits: Vec::new(),
+        probes: Vec::new(),
+        agent_log: Vec::new(),
+        gate_log: Vec::new(),
+        refusal: Vec::new(),
+        watch_rounds: 0,
+        egress_decisions: Vec::new(),
+        secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
+        notices: inp.notices.clone(),
+        leftovers: Vec::new(),
+        units: Vec::new(),
+        agent_ready_ms: None,
+        go_ms: None,
+    }
+}
+
 fn bring_up_and_run(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
@@ -295,60 +306,15 @@ fn bring_up_and_run(
     let repo = PathBuf::from(&spec.repo.path);
     let (base, common, octet) = r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
     rec.base_commit.clone_from(&base);
-    let run_ctx = RunContext {
-        run_id: inp.run_id.clone(),
-        worktree: inp.paths.worktree.display().to_string(),
-        git_common_dir: common.display().to_string(),
-        run_dir: inp.paths.run_dir.display().to_string(),
-        subnet_octet: octet,
-        proxy_image: crate::images::PROXY_IMAGE.to_string(),
-        cyclix_bin: inp.cyclix_bin.display().to_string(),
-    };
+    let run_ctx = run_context(inp, &common, octet);
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
     rec.units.clone_from(&rendered.units.all);
     rec.notices.extend(rendered.warnings.iter().cloned());
-    r.phase("install", || {
-        for f in &rendered.files {
-            let dir = match f.dest {
-                Dest::Quadlet => &inp.paths.quadlet_dir,
-                Dest::RuntimeUnits => &inp.paths.units_dir,
-                Dest::RunDir => &inp.paths.run_dir,
-                Dest::UserConfig => continue,
-            };
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let path = dir.join(&f.name);
-            if path.exists() {
-                bail!(
-                    "{} exists already: another run with the id {} is installed",
-                    path.display(),
-                    inp.run_id
-                );
-            }
-            super::record::atomic_write(&path, f.contents.as_bytes())?;
-            // Unit files and the proxy config hold no secret; the proxy reads its config as its
-            // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-                .with_context(|| format!("setting the mode of {}", path.display()))?;
-            created.files.push(path);
-        }
-        Ok(())
-    })?;
+    r.phase("install", || install(inp, &rendered, created))?;
     created.units.clone_from(&rendered.units.all);
-    r.phase("reload", || {
-        units.reload()?;
-        for u in &rendered.units.all {
-            let state = units.load_unit(u)?;
-            if state != LoadState::Loaded {
-                bail!(
-                    "unit {u} is {state} after the reload: the generator did not produce it \
-                     (is Quadlet's user generator installed? `cyclix check` tells)"
-                );
-            }
-        }
-        Ok(())
-    })?;
+    r.phase("reload", || reload_and_confirm(units, &rendered.units))?;
     r.phase("start", || start_units(inp, units, &rendered.units, rec))?;
     let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
     r.phase("collect", || {
@@ -376,12 +342,76 @@ fn bring_up_and_run(
     Ok(result)
 }
 
+/// The run's host facts for the renderer.
+pub(crate) fn run_context(inp: &RunInputs, common: &Path, octet: u8) -> RunContext {
+    RunContext {
+        run_id: inp.run_id.clone(),
+        worktree: inp.paths.worktree.display().to_string(),
+        git_common_dir: common.display().to_string(),
+        run_dir: inp.paths.run_dir.display().to_string(),
+        subnet_octet: octet,
+        proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: inp.cyclix_bin.display().to_string(),
+    }
+}
+
+/// The install phase: writes the rendered files (never over an existing one), recording each
+/// for teardown.
+pub(crate) fn install(
+    inp: &RunInputs,
+    rendered: &render::Rendered,
+    created: &mut Created,
+) -> Result<()> {
+    for f in &rendered.files {
+        let dir = match f.dest {
+            Dest::Quadlet => &inp.paths.quadlet_dir,
+            Dest::RuntimeUnits => &inp.paths.units_dir,
+            Dest::RunDir => &inp.paths.run_dir,
+            Dest::UserConfig => continue,
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(&f.name);
+        if path.exists() {
+            bail!(
+                "{} exists already: another run with the id {} is installed",
+                path.display(),
+                inp.run_id
+            );
+        }
+        super::record::atomic_write(&path, f.contents.as_bytes())?;
+        // Unit files and the proxy config hold no secret; the proxy reads its config as its
+        // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .with_context(|| format!("setting the mode of {}", path.display()))?;
+        created.files.push(path);
+    }
+    Ok(())
+}
+
+/// The reload phase: Reload, then confirm every unit of the run is loaded (B01).
+pub(crate) fn reload_and_confirm(
+    units: &dyn UnitManager,
+    names: &render::plan::UnitNames,
+) -> Result<()> {
+    units.reload()?;
+    for u in &names.all {
+        let state = units.load_unit(u)?;
+        if state != LoadState::Loaded {
+            bail!(
+                "unit {u} is {state} after the reload: the generator did not produce it \
+                 (is Quadlet's user generator installed? `cyclix check` tells)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
 /// unit. The agent unit starts as a job of its own next to the proxy's (systemd runs
 /// independent jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes
 /// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
 /// `rec.agent_ready_ms`.
-fn start_units(
+pub(crate) fn start_units(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
     names: &render::plan::UnitNames,
@@ -504,7 +534,7 @@ fn collect(
 
 /// Base commit, git common dir and subnet; run dir with the task; worktree on the run branch;
 /// the run's secrets. Records what it created for teardown.
-fn prepare(
+pub(crate) fn prepare(
     inp: &RunInputs,
     host: &dyn RunHost,
     created: &mut Created,
@@ -597,7 +627,7 @@ pub const LOG_TAIL_LINES: usize = 40;
 
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
 /// event lines and conmon's warnings left out, every secret value replaced by `***`.
-fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
+pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
     let mut lines: Vec<String> = journal
         .iter()
         .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
@@ -643,6 +673,28 @@ fn prove(
     rec: &mut RunRecord,
 ) -> Result<bool> {
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    let go = boundary_proven(inp, host, container, tripwires, rec)?;
+    let file = ctl.join(if go {
+        render::plan::GO_FILE
+    } else {
+        render::plan::REFUSED_FILE
+    });
+    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
+    rec.go_ms = Some(now_ms());
+    Ok(go)
+}
+
+/// The boundary check of [`prove`] without its verdict file: runs the probes inside the
+/// agent's (held back) container, scans its processes' environments from the host, lists
+/// strangers on the run's network and checks the tripwires. Sets `rec.probes` and
+/// `rec.refusal`; returns whether everything passed.
+pub(crate) fn boundary_proven(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    container: &str,
+    tripwires: Option<&mut Tripwires>,
+    rec: &mut RunRecord,
+) -> Result<bool> {
     // The agent unit was started in the start phase, next to the proxy.
     let (exit, stdout) = host.probe(container, &[], inp.deadlines.probe)?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
@@ -665,13 +717,6 @@ fn prove(
         why.extend(tripwire::check(tw)?);
     }
     let go = ok && why.is_empty();
-    let file = ctl.join(if go {
-        render::plan::GO_FILE
-    } else {
-        render::plan::REFUSED_FILE
-    });
-    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
-    rec.go_ms = Some(now_ms());
     rec.refusal = why;
     Ok(go)
 }
@@ -786,7 +831,7 @@ fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> {
 }
 
 /// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
-fn run_to_end(
+pub(crate) fn run_to_end(
     units: &dyn UnitManager,
     unit: &str,
     d: Deadlines,
@@ -809,7 +854,7 @@ fn run_to_end(
     }
 }
 
-fn teardown(
+pub(crate) fn teardown(
     inp: &RunInputs,
     units: &dyn UnitManager,
     host: &dyn RunHost,
@@ -881,7 +926,7 @@ fn remove_file(p: &Path) -> Result<()> {
     }
 }
 
-fn audit(
+pub(crate) fn audit(
     inp: &RunInputs,
     units: &dyn UnitManager,
     host: &dyn RunHost,
