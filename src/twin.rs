@@ -617,7 +617,8 @@ pub fn quick_gate(
 /// The digest the comparison falls back to without a results file: SHA-256 (hex) of the
 /// suite's output lines after normalising what differs between runs without a difference in
 /// results: podman's own event lines and conmon's warnings are dropped, empty lines too; every
-/// run id in `run_ids` becomes `RUN`; durations (`0.03s`, `12ms`, `1.5 s`) become `Ns`/`Nms`;
+/// run id in `run_ids` becomes `RUN`, and lines about the run's own units and containers
+/// (`cyclix-RUN-…`, written by systemd and podman) are dropped; durations (`0.03s`, `12ms`, `1.5 s`) become `Ns`/`Nms`;
 /// hex addresses (`0x7f3a…`) become `0xADDR`.
 #[must_use]
 pub fn output_digest(lines: &[String], run_ids: &[&str]) -> String {
@@ -646,8 +647,13 @@ pub fn normalise(lines: &[String], run_ids: &[&str]) -> Vec<String> {
             for id in &ids {
                 l = l.replace(id, "RUN");
             }
-            l.split(' ').map(word).collect::<Vec<_>>().join(" ")
+            hex_addresses(&l.split(' ').map(word).collect::<Vec<_>>().join(" "))
         })
+        // The container id `podman run -d` prints.
+        .filter(|l| !(l.len() == 64 && l.chars().all(|c| c.is_ascii_hexdigit())))
+        // systemd's and podman's lines about the run's own units and containers
+        // (`cyclix-RUN-gate.service: Consumed 1.2s CPU time`) are not the suite's output.
+        .filter(|l| !l.contains("cyclix-RUN"))
         .collect()
 }
 
@@ -670,15 +676,31 @@ fn word(w: &str) -> String {
         "Nms".to_string()
     } else if core.strip_suffix('s').is_some_and(is_num) {
         "Ns".to_string()
-    } else if core.len() > 2
-        && core.starts_with("0x")
-        && core[2..].chars().all(|c| c.is_ascii_hexdigit())
-    {
-        "0xADDR".to_string()
     } else {
         core.to_string()
     };
     format!("{lead}{replaced}{tail}")
+}
+
+/// Every `0x` followed by hex digits (an address in a repr) becomes `0xADDR`.
+fn hex_addresses(l: &str) -> String {
+    let mut out = String::with_capacity(l.len());
+    let mut rest = l;
+    while let Some(i) = rest.find("0x") {
+        let after = &rest[i + 2..];
+        let n = after
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(after.len());
+        out.push_str(&rest[..i]);
+        if n == 0 {
+            out.push_str("0x");
+        } else {
+            out.push_str("0xADDR");
+        }
+        rest = &after[n..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The whole report (`--json`: schema [`SCHEMA`]).
@@ -767,11 +789,26 @@ impl Report {
             _ => "-".to_string(),
         };
         let _ = writeln!(s, "compared: {contract}");
-        let w = 26;
+        // Each column as wide as its longest cell (run ids and network names are long).
+        let widths: Vec<usize> = self
+            .sides
+            .iter()
+            .map(|x| {
+                [
+                    x.run_id.len(),
+                    x.networks.join(",").len(),
+                    x.pod.as_ref().map_or(0, String::len),
+                    12,
+                ]
+                .into_iter()
+                .max()
+                .unwrap_or(12)
+            })
+            .collect();
         let mut line = |k: &str, f: &dyn Fn(&Side) -> String| {
             let _ = write!(s, "{k:<22}");
-            for side in &self.sides {
-                let _ = write!(s, " {:<w$}", f(side));
+            for (side, w) in self.sides.iter().zip(&widths) {
+                let _ = write!(s, "  {:<w$}", f(side));
             }
             s.truncate(s.trim_end().len());
             s.push('\n');
@@ -842,13 +879,12 @@ impl Report {
                 .max(4);
             let _ = writeln!(
                 s,
-                "\n  {:<tw$}  {:<8} {:<8} {:<9}",
-                "test", "env A", "env B", "reference"
+                "\n  {:<tw$}  {:<8} {:<8} reference",
+                "test", "env A", "env B"
             );
             for r in &self.verdict.rows {
                 let c = |i: usize| r.outcomes[i].map_or("missing", TestOutcome::as_str);
-                let _ = writeln!(
-                    s,
+                let row = format!(
                     "{} {:<tw$}  {:<8} {:<8} {:<9}{}",
                     if r.differs { "*" } else { " " },
                     r.test,
@@ -857,6 +893,7 @@ impl Report {
                     c(2),
                     if r.differs { "  <- differs" } else { "" }
                 );
+                let _ = writeln!(s, "{}", row.trim_end());
             }
         }
         let _ = writeln!(
@@ -1209,6 +1246,8 @@ mod tests {
             "".into(),
             "1 failed, 1 passed in 1.20s".into(),
             "<object at 0x55d0a1>".into(),
+            "f269f241b9f1daea58f01baa25cbbdc643213087aca8fc101e1ed94d35cf79df".into(),
+            "cyclix-t1-b-gate.service: Consumed 1.2s CPU time.".into(),
         ];
         assert_eq!(
             output_digest(&a, &["t1-a"]),
@@ -1220,6 +1259,11 @@ mod tests {
         let c = vec!["2 passed in 0.03s".to_string()];
         assert_ne!(output_digest(&a, &["t1-a"]), output_digest(&c, &[]));
         assert_eq!(normalise(&c, &[]), ["2 passed in Ns"]);
+        let d = vec!["E + where 11 = <function subtract at 0x7f5edc872d40>(7, 4) 0x".to_string()];
+        assert_eq!(
+            normalise(&d, &[]),
+            ["E + where 11 = <function subtract at 0xADDR>(7, 4) 0x"]
+        );
     }
 
     #[test]
