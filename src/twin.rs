@@ -682,6 +682,26 @@ fn word(w: &str) -> String {
     format!("{lead}{replaced}{tail}")
 }
 
+/// Why the quick suite could not start at all, if so, from its exit status and output: `podman
+/// run` exits 125 (podman failed), 126 (the command cannot be invoked) or 127 (not found);
+/// under `--init` (cyclix's containers run catatonit as PID 1, Quadlet `RunInit=true`) a
+/// command that cannot be executed makes catatonit print `failed to exec pid1` and exit 1.
+#[must_use]
+pub fn cannot_start(exit: i32, output: &[String]) -> Option<&'static str> {
+    let catatonit = output
+        .iter()
+        .any(|l| l.contains("(catatonit:") && l.contains("failed to exec pid1"));
+    match exit {
+        125 => Some("podman failed to run the container"),
+        126 => Some("the command cannot be invoked"),
+        127 => Some("the command was not found"),
+        _ if catatonit => {
+            Some("the command could not be executed (catatonit: failed to exec pid1)")
+        }
+        _ => None,
+    }
+}
+
 /// Every `0x` followed by hex digits (an address in a repr) becomes `0xADDR`.
 fn hex_addresses(l: &str) -> String {
     let mut out = String::with_capacity(l.len());
@@ -1226,6 +1246,21 @@ mod tests {
             g.env
                 .contains(&(RESULTS_ENV.into(), "/cyclix/results/junit.xml".into()))
         );
+    }
+
+    #[test]
+    fn a_suite_that_cannot_start_is_told_from_one_that_fails() {
+        let none: Vec<String> = Vec::new();
+        assert_eq!(cannot_start(127, &none), Some("the command was not found"));
+        assert!(cannot_start(125, &none).is_some() && cannot_start(126, &none).is_some());
+        let init =
+            vec!["ERROR (catatonit:2): failed to exec pid1: No such file or directory".to_string()];
+        assert!(cannot_start(1, &init).is_some_and(|w| w.contains("catatonit")));
+        assert_eq!(
+            cannot_start(1, &["1 failed, 2 passed in 0.02s".to_string()]),
+            None
+        );
+        assert_eq!(cannot_start(0, &none), None);
     }
 
     #[test]

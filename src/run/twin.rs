@@ -29,11 +29,6 @@ use crate::twin::{self, Results, Side, SuiteRun};
 /// The largest results file read, in bytes (16 MiB).
 pub const MAX_RESULTS_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Exit statuses with which `podman run` (and a Quadlet/plain gate unit through it) says the
-/// command could not start: 125 podman itself failed, 126 the command cannot be invoked, 127
-/// the command was not found. The quick suite "cannot start" rather than "failed".
-pub const CANNOT_START: [i32; 3] = [125, 126, 127];
-
 /// What the twin needs beyond a run's [`RunHost`]: temporary branches and a foreground
 /// container for the reference.
 pub trait TwinHost: RunHost {
@@ -361,20 +356,22 @@ fn quick_suite(
 }
 
 /// The suite's exit status and results: the JUnit file if the suite wrote one, else the
-/// normalised output digest. An exit status of [`CANNOT_START`] is an error naming the
-/// argv's key.
+/// normalised output digest. A suite that could not start ([`twin::cannot_start`]) is an
+/// error naming the argv's key.
 fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRun> {
-    if CANNOT_START.contains(&exit) {
+    if let Some(why) = twin::cannot_start(exit, output) {
+        // The suite's own last words, not systemd's lines about the unit.
         let tail = lifecycle::log_tail(output, &[]);
-        let last: Vec<&String> = tail.iter().rev().take(3).rev().collect();
+        let last: Vec<&String> = tail
+            .iter()
+            .filter(|l| !l.contains(&inp.run_id))
+            .rev()
+            .take(3)
+            .rev()
+            .collect();
         bail!(
-            "the quick suite could not start (exit {exit}: {}); check `gate.quick` (or \
-             `gate.command`) and the gate image; last output: {last:?}",
-            match exit {
-                125 => "podman failed to run the container",
-                126 => "the command cannot be invoked",
-                _ => "the command was not found",
-            }
+            "the quick suite could not start (exit {exit}: {why}); check `gate.quick` (or \
+             `gate.command`) and the gate image; last output: {last:?}"
         );
     }
     let file = inp
@@ -482,7 +479,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     })();
     match run {
         Ok(s) => side.suite = Some(s),
-        Err(e) => side.error = Some(format!("reference: {e:#}")),
+        Err(e) => side.error = Some(format!("{e:#}")),
     }
     side.down_ms = Some(now_ms());
     let mut errors = Vec::new();
@@ -503,7 +500,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
     }
     if !errors.is_empty() && side.error.is_none() {
-        side.error = Some(format!("reference teardown: {}", errors.join("; ")));
+        side.error = Some(format!("teardown: {}", errors.join("; ")));
     }
     match host.inventory(&inp.run_id) {
         Ok(left) => side.leftovers.extend(left),

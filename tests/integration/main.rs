@@ -14,6 +14,7 @@ mod e2e_boundary;
 mod e2e_check;
 mod e2e_probe;
 mod e2e_run;
+mod e2e_twin;
 mod e2e_units;
 mod field_reports;
 mod golden;
