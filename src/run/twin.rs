@@ -362,13 +362,8 @@ fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRu
     if let Some(why) = twin::cannot_start(exit, output) {
         // The suite's own last words, not systemd's lines about the unit.
         let tail = lifecycle::log_tail(output, &[]);
-        let last: Vec<&String> = tail
-            .iter()
-            .filter(|l| !l.contains(&inp.run_id))
-            .rev()
-            .take(3)
-            .rev()
-            .collect();
+        let own: Vec<&String> = tail.iter().filter(|l| !l.contains(&inp.run_id)).collect();
+        let last = &own[own.len().saturating_sub(3)..];
         bail!(
             "the quick suite could not start (exit {exit}: {why}); check `gate.quick` (or \
              `gate.command`) and the gate image; last output: {last:?}"
