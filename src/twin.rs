@@ -7,12 +7,12 @@
 //! - `probe`: a boundary probe failed in an environment;
 //! - `results`: per-test results differ between the environments or from the reference (a
 //!   test skipped in one and passed in another is a difference; a test missing on one side
-//!   too), or, without JUnit results, the exit status or the normalised output digest differ;
+//!   too), or, without `JUnit` results, the exit status or the normalised output digest differ;
 //! - `counts`: the passed/failed/skipped/error counts differ;
 //! - `shared`: the two rendered plans share a name or address ([`shared_names`]);
 //! - `leftover`: anything was left after teardown.
 //!
-//! Per-test results ([`junit`]): the quick suite may write JUnit XML to `$CYCLIX_RESULTS`.
+//! Per-test results ([`junit`]): the quick suite may write `JUnit` XML to `$CYCLIX_RESULTS`.
 //! Without a results file the comparison falls back to the exit status plus a digest of the
 //! suite's normalised output ([`output_digest`]), and the report says so.
 
@@ -77,7 +77,7 @@ pub struct TestCase {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "contract")]
 pub enum Results {
-    /// Per-test results from the JUnit XML file at `$CYCLIX_RESULTS`.
+    /// Per-test results from the `JUnit` XML file at `$CYCLIX_RESULTS`.
     Junit {
         /// The test cases, in report order.
         tests: Vec<TestCase>,
@@ -243,9 +243,9 @@ pub struct Verdict {
     pub passed: bool,
     /// Every failure, in class order.
     pub failures: Vec<Failure>,
-    /// The per-test table (empty without JUnit results on any side).
+    /// The per-test table (empty without `JUnit` results on any side).
     pub rows: Vec<Row>,
-    /// Outcome counts of A, B and the reference, where they have JUnit results.
+    /// Outcome counts of A, B and the reference, where they have `JUnit` results.
     pub counts: [Option<Counts>; 3],
 }
 
@@ -385,10 +385,10 @@ fn compare_results(
             ),
         );
     }
-    if let [Some(a), Some(b), Some(r)] = counts {
-        if a != b || a != r {
-            fail(FailureClass::Counts, format!("A {a}; B {b}; reference {r}"));
-        }
+    if let [Some(a), Some(b), Some(r)] = counts
+        && (a != b || a != r)
+    {
+        fail(FailureClass::Counts, format!("A {a}; B {b}; reference {r}"));
     }
 }
 
@@ -569,14 +569,14 @@ pub fn shared_names(a: &Value, b: &Value, by_design: &[String]) -> (usize, Vec<S
     }
     let mut out: Vec<Shared> = Vec::new();
     for (p, v) in &ia {
-        if let Some(bp) = ib.get(v.as_str()) {
-            if !out.iter().any(|s| &s.value == v) {
-                out.push(Shared {
-                    value: v.clone(),
-                    a: p.clone(),
-                    b: (*bp).to_string(),
-                });
-            }
+        if let Some(bp) = ib.get(v.as_str())
+            && !out.iter().any(|s| &s.value == v)
+        {
+            out.push(Shared {
+                value: v.clone(),
+                a: p.clone(),
+                b: (*bp).to_string(),
+            });
         }
     }
     (ia.len(), out)
@@ -809,6 +809,57 @@ impl Report {
             _ => "-".to_string(),
         };
         let _ = writeln!(s, "compared: {contract}");
+        self.sides_text(&mut s);
+        if let Some(o) = self.overlap_ms {
+            let _ = writeln!(s, "both environments were up at the same time for {o} ms");
+        }
+        if !self.verdict.rows.is_empty() {
+            let tw = self
+                .verdict
+                .rows
+                .iter()
+                .map(|r| r.test.chars().count())
+                .max()
+                .unwrap_or(4)
+                .max(4);
+            let _ = writeln!(
+                s,
+                "\n  {:<tw$}  {:<8} {:<8} reference",
+                "test", "env A", "env B"
+            );
+            for r in &self.verdict.rows {
+                let c = |i: usize| r.outcomes[i].map_or("missing", TestOutcome::as_str);
+                let row = format!(
+                    "{} {:<tw$}  {:<8} {:<8} {:<9}{}",
+                    if r.differs { "*" } else { " " },
+                    r.test,
+                    c(0),
+                    c(1),
+                    c(2),
+                    if r.differs { "  <- differs" } else { "" }
+                );
+                let _ = writeln!(s, "{}", row.trim_end());
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nshared names: {} ({} identity values of env A compared with env B)",
+            if self.shared.is_empty() {
+                "none".to_string()
+            } else {
+                self.shared.len().to_string()
+            },
+            self.names_compared
+        );
+        for f in &self.verdict.failures {
+            let _ = writeln!(s, "  [{}] {}", f.class.as_str(), f.detail);
+        }
+        let _ = writeln!(s, "{}", self.verdict_line());
+        s
+    }
+
+    /// The sides, one column each.
+    fn sides_text(&self, s: &mut String) {
         // Each column as wide as its longest cell (run ids and network names are long).
         let widths: Vec<usize> = self
             .sides
@@ -885,52 +936,6 @@ impl Report {
                 format!("{}", x.leftovers.len())
             }
         });
-        if let Some(o) = self.overlap_ms {
-            let _ = writeln!(s, "both environments were up at the same time for {o} ms");
-        }
-        if !self.verdict.rows.is_empty() {
-            let tw = self
-                .verdict
-                .rows
-                .iter()
-                .map(|r| r.test.chars().count())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            let _ = writeln!(
-                s,
-                "\n  {:<tw$}  {:<8} {:<8} reference",
-                "test", "env A", "env B"
-            );
-            for r in &self.verdict.rows {
-                let c = |i: usize| r.outcomes[i].map_or("missing", TestOutcome::as_str);
-                let row = format!(
-                    "{} {:<tw$}  {:<8} {:<8} {:<9}{}",
-                    if r.differs { "*" } else { " " },
-                    r.test,
-                    c(0),
-                    c(1),
-                    c(2),
-                    if r.differs { "  <- differs" } else { "" }
-                );
-                let _ = writeln!(s, "{}", row.trim_end());
-            }
-        }
-        let _ = writeln!(
-            s,
-            "\nshared names: {} ({} identity values of env A compared with env B)",
-            if self.shared.is_empty() {
-                "none".to_string()
-            } else {
-                self.shared.len().to_string()
-            },
-            self.names_compared
-        );
-        for f in &self.verdict.failures {
-            let _ = writeln!(s, "  [{}] {}", f.class.as_str(), f.detail);
-        }
-        let _ = writeln!(s, "{}", self.verdict_line());
-        s
     }
 
     /// `verdict: PASS …` or `verdict: FAIL …`.
@@ -972,6 +977,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::unnecessary_wraps)] // reads as a side's `suite`
     fn junit(exit: i32, tests: Vec<TestCase>) -> Option<SuiteRun> {
         Some(SuiteRun {
             exit,
@@ -1137,7 +1143,7 @@ mod tests {
         let v = judge(&other, &[]);
         assert_eq!(classes(&v), [FailureClass::Results]);
         assert!(v.failures[0].detail.contains("normalised output differs"));
-        // One side with JUnit and the others without is a difference too.
+        // One side with `JUnit` and the others without is a difference too.
         let mut mixed = demo();
         mixed[0].suite = d(1, "aa");
         assert_eq!(classes(&judge(&mixed, &[])), [FailureClass::Results]);
@@ -1278,7 +1284,7 @@ mod tests {
                 .to_string(),
             "conmon 945e <nwarn>: Failed to add inotify watch".into(),
             "FAILED tests/test_calc.py::test_subtract - assert 4 == 2 (run t1-b)".into(),
-            "".into(),
+            String::new(),
             "1 failed, 1 passed in 1.20s".into(),
             "<object at 0x55d0a1>".into(),
             "f269f241b9f1daea58f01baa25cbbdc643213087aca8fc101e1ed94d35cf79df".into(),

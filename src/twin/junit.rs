@@ -1,6 +1,6 @@
-//! JUnit XML → per-test results, the contract of `cyclix twin`'s quick suite: the suite may write
-//! a JUnit XML report to the path in `$CYCLIX_RESULTS` (pytest `--junitxml`, cargo-nextest's
-//! JUnit output, jest-junit, Maven Surefire, Go's gotestsum all write this format).
+//! `JUnit` XML → per-test results, the contract of `cyclix twin`'s quick suite: the suite may write
+//! a `JUnit` XML report to the path in `$CYCLIX_RESULTS` (pytest `--junitxml`, cargo-nextest's
+//! `JUnit` output, jest-junit, Maven Surefire, Go's gotestsum all write this format).
 //!
 //! What is read: every `<testcase>` under a `<testsuites>` or `<testsuite>` root, named
 //! `CLASSNAME::NAME` (just `NAME` without a class name); its outcome is `error` with an
@@ -17,7 +17,7 @@ use super::{TestCase, TestOutcome};
 /// The most test cases read from one report; more is refused rather than held in memory.
 pub const MAX_CASES: usize = 200_000;
 
-/// Parses a JUnit XML report.
+/// Parses a `JUnit` XML report.
 ///
 /// # Errors
 /// A message naming the byte offset when the XML is malformed, the root element is not
@@ -53,8 +53,7 @@ pub fn parse(xml: &str) -> Result<Vec<TestCase>, String> {
         if !root_seen {
             if !matches!(tag, "testsuites" | "testsuite") {
                 return Err(format!(
-                    "the root element is <{}>, not <testsuites> or <testsuite>: not a JUnit XML report",
-                    tag
+                    "the root element is <{tag}>, not <testsuites> or <testsuite>: not a JUnit XML report"
                 ));
             }
             root_seen = true;

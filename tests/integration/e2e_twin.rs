@@ -64,7 +64,7 @@ SPEC
     name.to_string()
 }
 
-/// The quick suite that writes JUnit XML to `$CYCLIX_RESULTS`.
+/// The quick suite that writes `JUnit` XML to `$CYCLIX_RESULTS`.
 const JUNIT_QUICK: &str =
     r#"[sh, -c, 'exec python3 -m pytest -q -p no:cacheprovider --junitxml="$CYCLIX_RESULTS"']"#;
 
@@ -291,10 +291,7 @@ fn a_quick_suite_that_cannot_start_is_a_build_error_and_leaves_nothing() {
     assert_eq!(builds.len(), 3, "{failures:#?}");
     for (who, d) in ["env A", "env B", "reference"].iter().zip(&builds) {
         assert!(d.starts_with(who), "{d}");
-        assert!(
-            d.contains("the quick suite could not start (exit "),
-            "{d}"
-        );
+        assert!(d.contains("the quick suite could not start (exit "), "{d}");
         assert!(d.contains("gate.quick"), "{d}");
     }
     assert!(builds[0].contains("phase quick"), "{}", builds[0]);
