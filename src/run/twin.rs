@@ -5,8 +5,9 @@
 //! its `Network=none` gate container; the reference runs it once in the same hardened gate
 //! container (`podman run`, `Network=none`) over a third clean worktree at that commit. Then
 //! both environments and the reference are torn down and audited with the lifecycle's
-//! teardown and audit, plus the environments' temporary branches. The verdict is
-//! [`crate::twin::judge`]'s.
+//! teardown and audit; the temporary branches `cyclix/TENANT/RUN` go last, once every side is
+//! down (`git branch -D` rewrites `.git/config`, which would drop a running environment's
+//! read-only bind of it). The verdict is [`crate::twin::judge`]'s.
 //!
 //! Timeline: A and B each run in a thread; a barrier holds each after its probes (so both are
 //! up before either runs its suite) and again after its suite (so neither is torn down while
@@ -171,6 +172,13 @@ pub fn execute(
         };
         (join(ha, "A"), join(hb, "B"), reference)
     });
+    let mut sides = [a.0, b.0, reference];
+    remove_branches(
+        host,
+        Path::new(&t.a.spec.repo.path),
+        &t.a.spec.tenant,
+        &mut sides,
+    );
     let by_design = [t.a.spec.repo.path.clone() + "/.git"];
     let names = match (&a.1, &b.1) {
         (Some(pa), Some(pb)) => match (serde_json::to_value(pa), serde_json::to_value(pb)) {
@@ -183,7 +191,7 @@ pub fn execute(
         t.a.spec.tenant.clone(),
         t.a.spec.repo.base.clone(),
         t.quick.clone(),
-        [a.0, b.0, reference],
+        sides,
         names,
     )
 }
@@ -272,10 +280,9 @@ fn environment(
     }
     barrier.wait(); // both suites are done: now either may go down
     side.down_ms = Some(now_ms());
+    // The temporary branch goes later, once every side is down (see `remove_branches`).
     let torn = r.phase("teardown", || {
-        let t = lifecycle::teardown(inp, units, host, &mut created);
-        let b = host.branch_delete(Path::new(&inp.spec.repo.path), &rec.branch);
-        t.and(b)
+        lifecycle::teardown(inp, units, host, &mut created)
     });
     if let Err(e) = torn {
         side.error.get_or_insert_with(|| format!("{e:#}"));
@@ -283,13 +290,6 @@ fn environment(
     match r.phase("audit", || lifecycle::audit(inp, units, host, &created)) {
         Ok(left) => side.leftovers = left,
         Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
-    }
-    match host.branch_exists(Path::new(&inp.spec.repo.path), &rec.branch) {
-        Ok(true) => side.leftovers.push(format!("branch {}", rec.branch)),
-        Ok(false) => {}
-        Err(e) => side
-            .leftovers
-            .push(format!("branch {} could not be checked: {e:#}", rec.branch)),
     }
     (side, plan)
 }
@@ -484,9 +484,6 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if made_worktree && let Err(e) = host.worktree_remove(&repo, &inp.paths.worktree) {
         errors.push(format!("removing its worktree: {e:#}"));
     }
-    if let Err(e) = host.branch_delete(&repo, &branch) {
-        errors.push(format!("deleting branch {branch}: {e:#}"));
-    }
     if inp.paths.run_dir.exists()
         && let Err(e) = std::fs::remove_dir_all(&inp.paths.run_dir)
     {
@@ -504,14 +501,28 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
             side.leftovers.push(format!("path {}", p.display()));
         }
     }
-    match host.branch_exists(&repo, &branch) {
-        Ok(true) => side.leftovers.push(format!("branch {branch}")),
-        Ok(false) => {}
-        Err(e) => side
-            .leftovers
-            .push(format!("branch {branch} could not be checked: {e:#}")),
-    }
     side
+}
+
+/// Deletes each side's temporary branch `cyclix/TENANT/RUN` and audits that it is gone. Only
+/// once every side is down: `git branch -D` rewrites `.git/config` (a new inode), and Linux
+/// drops a bind mount whose file is replaced from another mount namespace, so a running
+/// environment would lose its read-only `.git/config` (probe P17 saw it writable).
+fn remove_branches(host: &dyn TwinHost, repo: &Path, tenant: &str, sides: &mut [Side]) {
+    for side in sides.iter_mut().filter(|s| !s.run_id.is_empty()) {
+        let branch = lifecycle::branch_name(tenant, &side.run_id);
+        if let Err(e) = host.branch_delete(repo, &branch) {
+            side.error
+                .get_or_insert_with(|| format!("phase teardown: deleting branch {branch}: {e:#}"));
+        }
+        match host.branch_exists(repo, &branch) {
+            Ok(true) => side.leftovers.push(format!("branch {branch}")),
+            Ok(false) => {}
+            Err(e) => side
+                .leftovers
+                .push(format!("branch {branch} could not be checked: {e:#}")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -617,6 +628,12 @@ mod tests {
         for b in ["cyclix/acme/t1-a", "cyclix/acme/t1-b", "cyclix/acme/t1-ref"] {
             assert!(calls.contains(&format!("branch_delete {b}")), "{calls:?}");
         }
+        // Branches go only when every side is down (`git branch -D` rewrites .git/config).
+        let first_delete = calls.iter().position(|c| c.starts_with("branch_delete"));
+        let last_teardown = calls
+            .iter()
+            .rposition(|c| c.starts_with("worktree_remove") || c.starts_with("remove_run_objects"));
+        assert!(first_delete > last_teardown, "{calls:?}");
         let reference = calls
             .iter()
             .find(|c| c.starts_with("run_container "))
