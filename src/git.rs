@@ -254,6 +254,15 @@ pub fn parse_branches(out: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// Parses `for-each-ref --format=%(refname) %(objectname)` lines into `(refname, sha)`.
+#[must_use]
+pub fn parse_refs(out: &str) -> Vec<(String, String)> {
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(r, s)| (r.to_string(), s.trim().to_string()))
+        .collect()
+}
+
 fn same_path(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     a == b || canon(a) == canon(b)
@@ -508,6 +517,42 @@ impl Git {
         Ok(parse_branches(&out.stdout, prefix))
     }
 
+    /// Every ref of the repository with the object it points at, as `(refname, sha)` in
+    /// git's order (`git for-each-ref --format=%(refname) %(objectname)`): branches, tags,
+    /// remote-tracking refs, notes, stash. `HEAD` and per-worktree refs are not listed.
+    ///
+    /// # Errors
+    /// [`GitError::Command`].
+    pub fn refs(&self) -> Result<Vec<(String, String)>> {
+        let out = git(
+            &self.repo,
+            &["for-each-ref", "--format=%(refname) %(objectname)"],
+            GIT_QUERY_DEADLINE,
+            || format!("listing the refs of {}", self.repo.display()),
+        )?;
+        Ok(parse_refs(&out.stdout))
+    }
+
+    /// Deletes `refname` only if it still points at `sha` (`git update-ref -d REF SHA`: git
+    /// compares and deletes under the ref's lock, so a ref that moved meanwhile is kept).
+    /// Returns whether it was deleted; a ref that is absent or points elsewhere is kept
+    /// (`Ok(false)`).
+    ///
+    /// # Errors
+    /// [`GitError::Command`] when git fails for another reason.
+    pub fn delete_ref_at(&self, refname: &str, sha: &str) -> Result<bool> {
+        if !self.refs()?.iter().any(|(r, s)| r == refname && s == sha) {
+            return Ok(false);
+        }
+        let out = git_status(
+            &self.repo,
+            &["update-ref", "-d", refname, sha],
+            GIT_QUERY_DEADLINE,
+            || format!("deleting {refname} in {}", self.repo.display()),
+        )?;
+        Ok(out.status.success())
+    }
+
     /// The absolute path of the repository's common git dir, shared by all worktrees
     /// (`git rev-parse --path-format=absolute --git-common-dir`, git ≥ 2.31).
     ///
@@ -718,6 +763,46 @@ mod tests {
         assert!(
             msg.contains("listing worktrees") && msg.contains("not a git repository"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn refs_are_listed_and_deleted_only_where_they_still_point() {
+        let (tmp, g) = demo();
+        let base = g.rev_parse_commit("main").expect("main");
+        let wt = tmp.path().join("wt-r");
+        g.worktree_add(&wt, "cyclix/acme/r", &base).expect("add");
+        let refs = g.refs().expect("refs");
+        assert!(
+            refs.contains(&("refs/heads/main".to_string(), base.clone())),
+            "{refs:?}"
+        );
+        assert!(refs.contains(&("refs/heads/cyclix/acme/r".to_string(), base.clone())));
+        commit_in(&wt, "a.txt", "moved");
+        // Moved since: kept.
+        assert!(
+            !g.delete_ref_at("refs/heads/cyclix/acme/r", &base)
+                .expect("kept")
+        );
+        assert!(g.branch_exists("cyclix/acme/r").expect("exists"));
+        g.worktree_remove(&wt).expect("remove");
+        let tip = g.rev_parse_commit("cyclix/acme/r").expect("tip");
+        assert!(
+            g.delete_ref_at("refs/heads/cyclix/acme/r", &tip)
+                .expect("deleted")
+        );
+        assert!(!g.branch_exists("cyclix/acme/r").expect("gone"));
+        // Absent: nothing to do.
+        assert!(
+            !g.delete_ref_at("refs/heads/cyclix/acme/r", &tip)
+                .expect("absent")
+        );
+        assert_eq!(
+            parse_refs("refs/heads/a 1111\nrefs/tags/v1 2222\n"),
+            vec![
+                ("refs/heads/a".to_string(), "1111".to_string()),
+                ("refs/tags/v1".to_string(), "2222".to_string())
+            ]
         );
     }
 

@@ -28,6 +28,7 @@ pub mod cli;
 pub mod context;
 pub mod demo;
 pub mod exit;
+pub mod failpoint;
 pub mod git;
 pub mod host;
 pub mod images;

@@ -23,6 +23,10 @@ fn main() -> ExitCode {
         .with_target(false)
         .without_time()
         .init();
+    if let Err(e) = cyclix::failpoint::arm_from_env() {
+        cyclix::stderrln!("error: {e}");
+        return ExitCode::from(exit::TOOL_FAILED);
+    }
     match app::run(&cli) {
         Ok(outcome) => outcome.into(),
         Err(err) => {

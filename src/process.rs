@@ -213,12 +213,15 @@ pub fn exec_replace(argv: &[String]) -> std::io::Error {
 }
 
 /// Starts `sleep SECS` as a host process the sandbox must not be able to signal (the escape
-/// sentinel); the caller kills and reaps it.
+/// sentinel), named `name` in its `argv[0]` (so a sentinel whose cyclix died is found by the
+/// run's id in `/proc/PID/cmdline`); the caller kills and reaps it.
 ///
 /// # Errors
 /// The OS cannot start `sleep`.
-pub fn spawn_sentinel(secs: u64) -> std::io::Result<std::process::Child> {
+pub fn spawn_sentinel(secs: u64, name: &str) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt as _;
     Command::new("sleep")
+        .arg0(name)
         .arg(secs.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -6,6 +6,7 @@ pub mod converge;
 pub mod host;
 pub mod lifecycle;
 pub mod lock;
+pub mod procs;
 pub mod record;
 pub mod seam;
 pub mod tripwire;

@@ -5,7 +5,7 @@
 //!
 //! JSON schema `cyclix-leftovers/1`: `{"schema", "leftovers": [{"kind", "name", "run",
 //! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation,
-//! worktree, run-dir, tripwire, marker; `status` one of `running`, `dead-run`, `untied`.
+//! worktree, run-dir, tripwire, marker, process (conmon or the escape sentinel, B11); `status` one of `running`, `dead-run`, `untied`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -46,7 +46,14 @@ pub fn run_of_unit_file(file: &str) -> Option<String> {
         stem.truncate(i);
     }
     for suffix in [
-        "-network", "-pod", "-volume", "-egress", "-agent", "-gate", "-proxy",
+        "-network",
+        "-pod",
+        "-volume",
+        "-egress",
+        "-agent",
+        "-gate",
+        "-proxy",
+        "-sentinel",
     ] {
         if let Some(s) = stem.strip_suffix(suffix) {
             stem = s.to_string();
@@ -97,6 +104,7 @@ pub fn run(json: bool) -> Result<Outcome> {
     }
     let mut found = podman_objects()?;
     found.extend(files(&env, &runtime, &runs_dir, &markers));
+    found.extend(processes());
     let list: Vec<Leftover> = found
         .into_iter()
         .map(|(kind, name, run)| {
@@ -168,6 +176,28 @@ fn podman_objects() -> Result<Found> {
         found.push(("secret", s, run));
     }
     Ok(found)
+}
+
+/// Processes named after a run (field report B11): conmon (`-n cyclix-RUN-agent`) and the
+/// escape sentinel (`argv[0]` `cyclix-RUN-sentinel`), tied to the run their name carries.
+fn processes() -> Found {
+    crate::run::procs::processes_naming(Path::new("/proc"), "cyclix-", std::process::id())
+        .into_iter()
+        .filter(|p| p.comm == "conmon" || p.argv0.ends_with("-sentinel"))
+        .filter_map(|p| {
+            let token = p
+                .cmdline
+                .split(' ')
+                .find(|t| t.starts_with("cyclix-"))?
+                .to_string();
+            let run = run_of_unit_file(&format!("{token}.x"));
+            Some((
+                "process",
+                format!("{} ({}): {}", p.pid, p.comm, p.cmdline),
+                run,
+            ))
+        })
+        .collect()
 }
 
 /// Per-run files: unit files, worktrees, run dirs, tripwires, markers.
@@ -271,6 +301,10 @@ mod tests {
             assert_eq!(run_of_unit_file(f).as_deref(), Some(run), "{f}");
         }
         assert_eq!(run_of_unit_file("other.container"), None);
+        assert_eq!(
+            run_of_unit_file("cyclix-20261130t124702-4efb-sentinel.x").as_deref(),
+            Some("20261130t124702-4efb")
+        );
     }
 
     #[test]
@@ -286,6 +320,7 @@ mod tests {
             quadlet_dir: "/q".into(),
             units_dir: "/u".into(),
             extra_files: vec![],
+            base: String::new(),
         };
         let markers = BTreeMap::from([("r1".to_string(), m(42))]);
         assert_eq!(status_of(Some("r1"), &markers, &|_| true).0, "running");

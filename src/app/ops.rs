@@ -312,6 +312,7 @@ pub(crate) fn run_inputs(
         tripwire_dir: env.home.clone(),
         probe_sockets: host.sockets.clone(),
         interrupted: interrupt_flag()?,
+        progress: None,
     })
 }
 
@@ -333,17 +334,29 @@ fn converge_and_execute(
             "cyclix: run {} of tenant {tenant} was left mid-way; finishing its teardown",
             dead.run_id
         );
-        let rec = converge::converge(&dead, &units, &host, &inputs.run_id);
-        record::write_only(&records, &rec)?;
+        let died_in = converge::last_phase(&records, &dead.run_id);
+        let rec = converge::converge(&dead, &units, &host, &inputs.run_id, died_in);
+        // A cyclix that died after writing its own record (between the record and the
+        // marker's removal) had finished: its record stays the truth.
+        let finished = records.join(format!("{}.json", dead.run_id)).exists();
+        if !finished {
+            record::write_only(&records, &rec)?;
+        }
         converge::remove(&records, &dead.run_id);
         converged.push(format!(
-            "converged run {} left by a cyclix that died: {} leftover(s)",
+            "converged run {} left by a cyclix that died{}: {} leftover(s)",
             dead.run_id,
+            if finished {
+                " after writing its record"
+            } else {
+                ""
+            },
             rec.leftovers.len()
         ));
     }
     let mut inputs = inputs;
     inputs.notices.extend(converged);
+    inputs.progress = Some(converge::phase_path(&records, &inputs.run_id));
     converge::write(
         &records,
         &converge::Marker {
@@ -357,6 +370,9 @@ fn converge_and_execute(
             quadlet_dir: inputs.paths.quadlet_dir.clone(),
             units_dir: inputs.paths.units_dir.clone(),
             extra_files: crate::run::tripwire::paths(&inputs.tripwire_dir, &inputs.run_id),
+            base: Git::new(&inputs.spec.repo.path)
+                .rev_parse_commit(&inputs.spec.repo.base)
+                .unwrap_or_default(),
         },
     )?;
     crate::stderrln!(
@@ -365,6 +381,7 @@ fn converge_and_execute(
     );
     let rec = lifecycle::execute(&inputs, &units, &host);
     let path = record::write(&records, &rec)?;
+    crate::failpoint::kill_point("record.written");
     converge::remove(&records, &rec.run_id);
     print!("{}", record::summary(&rec));
     println!("  record: {}", path.display());

@@ -37,6 +37,10 @@ pub struct Marker {
     pub units_dir: PathBuf,
     /// Files the run planted outside those (tripwires).
     pub extra_files: Vec<PathBuf>,
+    /// The commit the run branch starts at (resolved before the run); convergence deletes
+    /// the run branch only while it still points here (no commits). Empty: unknown, kept.
+    #[serde(default)]
+    pub base: String,
 }
 
 /// `DIR/RUN.running`.
@@ -58,9 +62,26 @@ pub fn write(tenant_dir: &Path, m: &Marker) -> Result<()> {
     )
 }
 
-/// Removes the marker once the run's own record is written.
+/// `DIR/RUN.phase`: the phase (or `teardown/STEP`) the run was last in
+/// (`lifecycle::RunInputs::progress`).
+#[must_use]
+pub fn phase_path(tenant_dir: &Path, run_id: &str) -> PathBuf {
+    tenant_dir.join(format!("{run_id}.phase"))
+}
+
+/// Removes the marker (and the phase note) once the run's own record is written.
 pub fn remove(tenant_dir: &Path, run_id: &str) {
+    let _ = std::fs::remove_file(phase_path(tenant_dir, run_id));
     let _ = std::fs::remove_file(marker_path(tenant_dir, run_id));
+}
+
+/// The phase the dead run `m` was in, from its phase note (`None` if it never noted one).
+#[must_use]
+pub fn last_phase(tenant_dir: &Path, run_id: &str) -> Option<String> {
+    std::fs::read_to_string(phase_path(tenant_dir, run_id))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// The markers of runs whose process is gone (call while holding the tenant lock).
@@ -98,9 +119,33 @@ pub fn unit_of(file: &str) -> Option<String> {
     })
 }
 
+/// Releases the dead run's subnet reservation (`lifecycle::reserve_subnet`): the file in
+/// `$XDG_RUNTIME_DIR/cyclix/subnets/` that names this run.
+fn release_subnet(m: &Marker) {
+    if let Some(subnets) = m
+        .run_dir
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("subnets"))
+        && let Ok(rd) = std::fs::read_dir(&subnets)
+    {
+        for f in rd.filter_map(Result::ok).map(|e| e.path()) {
+            if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
+                let _ = std::fs::remove_file(&f);
+            }
+        }
+    }
+}
+
 /// Finishes the teardown of the dead run `m` and audits it; returns its record (result
 /// `error`, phase `interrupted`, what was left after convergence).
-pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &str) -> RunRecord {
+pub fn converge(
+    m: &Marker,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    by: &str,
+    died_in: Option<String>,
+) -> RunRecord {
     let prefix = format!("cyclix-{}", m.run_id);
     let mut files = Vec::new();
     for dir in [&m.quadlet_dir, &m.units_dir] {
@@ -128,25 +173,26 @@ pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &st
             let _ = host.secret_remove(s);
         }
     }
+    let _ = host.kill_sentinel(&m.run_id);
     let _ = host.worktree_remove(&m.repo, &m.worktree);
+    let mut branch_note = String::new();
+    if !m.base.is_empty() {
+        let branch = format!(
+            "refs/heads/{}",
+            super::lifecycle::branch_name(&m.tenant, &m.run_id)
+        );
+        if host
+            .delete_ref_at(&m.repo, &branch, &m.base)
+            .unwrap_or(false)
+        {
+            branch_note = ", its branch (no commits)".into();
+        }
+    }
     let _ = std::fs::remove_dir_all(&m.run_dir);
     for f in &m.extra_files {
         let _ = std::fs::remove_file(f);
     }
-    // Its subnet reservation (`lifecycle::reserve_subnet`): the file that names this run.
-    if let Some(subnets) = m
-        .run_dir
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("subnets"))
-        && let Ok(rd) = std::fs::read_dir(&subnets)
-    {
-        for f in rd.filter_map(Result::ok).map(|e| e.path()) {
-            if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
-                let _ = std::fs::remove_file(&f);
-            }
-        }
-    }
+    release_subnet(m);
     let mut left = host
         .inventory(&m.run_id)
         .unwrap_or_else(|e| vec![format!("inventory failed: {e:#}")]);
@@ -155,6 +201,10 @@ pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &st
             .iter()
             .filter(|f| f.exists())
             .map(|f| format!("file {}", f.display())),
+    );
+    left.extend(
+        host.run_processes(&m.run_id)
+            .unwrap_or_else(|e| vec![format!("process listing failed: {e:#}")]),
     );
     for p in [&m.worktree, &m.run_dir] {
         if p.exists() {
@@ -169,16 +219,23 @@ pub fn converge(m: &Marker, units: &dyn UnitManager, host: &dyn RunHost, by: &st
             ));
         }
     }
-    RunRecord::interrupted(
+    let mut rec = RunRecord::interrupted(
         &m.tenant,
         &m.run_id,
         format!(
-            "cyclix (pid {}) ended during the run without tearing it down; run {by} finished the teardown ({} unit files, the labelled podman objects, secrets, worktree, run dir)",
+            "cyclix (pid {}) ended during {} without tearing the run down; run {by} finished \
+             the teardown ({} unit files, the labelled podman objects, secrets, worktree{branch_note}, \
+             run dir)",
             m.pid,
+            died_in
+                .as_deref()
+                .map_or_else(|| "the run".to_string(), |p| format!("phase {p}")),
             files.len()
         ),
         left,
-    )
+    );
+    rec.died_in = died_in;
+    rec
 }
 
 impl RunRecord {
@@ -211,6 +268,7 @@ impl RunRecord {
             notices: Vec::new(),
             leftovers,
             units: Vec::new(),
+            died_in: None,
         }
     }
 }
@@ -263,6 +321,7 @@ mod tests {
             quadlet_dir: q.clone(),
             units_dir: dir.path().join("units"),
             extra_files: vec![key.clone()],
+            base: String::new(),
         };
         let records = dir.path().join("records");
         write(&records, &m).expect("marker");
@@ -270,7 +329,7 @@ mod tests {
         assert_eq!(found, vec![m.clone()]);
         let units = FakeUnitManager::new();
         let host = FakeRunHost::default();
-        let rec = converge(&m, &units, &host, "r10");
+        let rec = converge(&m, &units, &host, "r10", Some("teardown/podman".into()));
         assert!(!q.join("cyclix-r9-agent.container").exists());
         assert!(
             q.join("cyclix-other-agent.container").exists(),
@@ -285,6 +344,15 @@ mod tests {
         );
         assert!(host.calls().iter().any(|c| c == "remove_run_objects r9"));
         assert_eq!(rec.failed_phase.as_deref(), Some("interrupted"));
+        assert_eq!(rec.died_in.as_deref(), Some("teardown/podman"));
+        assert!(
+            rec.error
+                .as_deref()
+                .is_some_and(|e| e.contains("during phase teardown/podman")),
+            "{:?}",
+            rec.error
+        );
+        assert!(host.calls().iter().any(|c| c == "kill_sentinel r9"));
         assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
         remove(&records, "r9");
         assert!(orphans(&records).is_empty());

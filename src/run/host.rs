@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use super::boundary::ProcessEnv;
+use super::procs;
 use super::record::CommitInfo;
 use super::seam::RunHost;
 use crate::git::Git;
@@ -210,5 +211,43 @@ impl RunHost for RealRunHost {
         )
         .with_context(|| format!("reading the journal of {unit}"))?;
         Ok(out.stdout.lines().map(str::to_string).collect())
+    }
+    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>> {
+        Ok(Git::new(repo).refs()?)
+    }
+    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool> {
+        Ok(Git::new(repo).delete_ref_at(refname, sha)?)
+    }
+    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
+        Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
+    }
+    fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
+        let needle = format!("cyclix-{run_id}");
+        let procs = procs::processes_naming(Path::new("/proc"), &needle, std::process::id());
+        let own =
+            std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
+        let cgroups = procs::user_manager_cgroup(&own)
+            .map(|rel| {
+                procs::cgroups_naming(
+                    &Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/')),
+                    &needle,
+                )
+            })
+            .unwrap_or_default();
+        Ok(procs::findings(&procs, &cgroups))
+    }
+    fn kill_sentinel(&self, run_id: &str) -> Result<usize> {
+        let name = super::tripwire::sentinel_name(run_id);
+        let mut n = 0;
+        for p in procs::processes_naming(Path::new("/proc"), &name, std::process::id()) {
+            // Only cyclix's own `sleep`, started with exactly this argv[0].
+            if p.argv0 == name && p.comm == "sleep" {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(p.pid).unwrap_or(i32::MAX));
+                if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
     }
 }

@@ -40,6 +40,9 @@ pub struct Deadlines {
     pub probe: Duration,
     /// Interval of the leak watch (★ probes + host-side environment scan) while the agent runs.
     pub watch: Duration,
+    /// How long the audit waits for the run's processes (conmon, B11) to be gone after
+    /// teardown before it counts them as leftovers.
+    pub settle: Duration,
 }
 
 impl Default for Deadlines {
@@ -51,6 +54,7 @@ impl Default for Deadlines {
             slack: Duration::from_secs(60),
             probe: Duration::from_secs(30),
             watch: Duration::from_secs(5),
+            settle: Duration::from_secs(3),
         }
     }
 }
@@ -100,6 +104,10 @@ pub struct RunInputs {
     /// Set by SIGTERM/SIGINT (`cyclix stop`, `systemctl --user stop`, Ctrl-C): the run stops
     /// at the next check, and teardown and the audit still run.
     pub interrupted: Arc<AtomicBool>,
+    /// Where the run notes the phase (and teardown step) it is in, one line, replaced at each
+    /// (`RUN.phase` beside the run's marker): convergence reads it to say where a cyclix that
+    /// died was. `None`: not noted.
+    pub progress: Option<PathBuf>,
 }
 
 fn now_ms() -> u128 {
@@ -112,18 +120,34 @@ fn now_ms() -> u128 {
 pub(crate) struct Recorder {
     pub(crate) phases: Vec<Phase>,
     interrupted: Option<Arc<AtomicBool>>,
+    progress: Option<PathBuf>,
+}
+
+/// Notes `what` (a phase, `teardown/STEP`) in the progress file, then passes the fail point
+/// of that name (`crate::failpoint`). Best effort: the note is for convergence's record only.
+fn reached(progress: Option<&Path>, point: &str, what: &str) {
+    if let Some(p) = progress {
+        let tmp = p.with_extension("phase.tmp");
+        if std::fs::write(&tmp, what).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+    crate::failpoint::kill_point(point);
 }
 
 impl Recorder {
-    /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set.
-    pub(crate) fn new(interrupted: Option<Arc<AtomicBool>>) -> Self {
+    /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set;
+    /// each phase is noted in `progress` (for convergence) when given.
+    pub(crate) fn new(interrupted: Option<Arc<AtomicBool>>, progress: Option<PathBuf>) -> Self {
         Recorder {
             phases: Vec::new(),
             interrupted,
+            progress,
         }
     }
 
     pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
             && self
@@ -161,6 +185,14 @@ pub(crate) struct Created {
     pub(crate) secrets: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) units: Vec<String>,
+    /// The repository's refs before the run (for the audit's ref check).
+    pub(crate) refs_before: Option<Vec<(String, String)>>,
+    /// The run branch's full ref and the commit it was created at, once created.
+    pub(crate) branch: Option<(String, String)>,
+    /// Set by teardown: the run branch had no commits and was deleted.
+    pub(crate) branch_deleted: bool,
+    /// Set by teardown: a git operation was half done in the worktree when it was removed.
+    pub(crate) in_progress: Option<String>,
 }
 
 /// The run branch: `cyclix/TENANT/RUN`.
@@ -221,7 +253,7 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
 /// with their phase). The caller writes the record.
 pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn RunHost) -> RunRecord {
     let mut rec = new_record(inp);
-    let mut r = Recorder::new(Some(inp.interrupted.clone()));
+    let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     match outcome {
@@ -238,6 +270,12 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         }
     }
     let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
+    if created.branch_deleted {
+        rec.notices.push(format!(
+            "run branch {} deleted at teardown: it had no commits",
+            rec.branch
+        ));
+    }
     let audit = r.phase("audit", || audit(inp, units, host, &created));
     match audit {
         Ok(left) => rec.leftovers = left,
@@ -291,6 +329,7 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         units: Vec::new(),
         agent_ready_ms: None,
         go_ms: None,
+        died_in: None,
     }
 }
 
@@ -587,8 +626,10 @@ pub(crate) fn prepare(
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
+    created.refs_before = Some(host.refs(&repo)?);
     host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
     created.worktree = true;
+    created.branch = Some((format!("refs/heads/{branch}"), base.clone()));
     if spec.tier != Tier::Container {
         // No container: the values go to the host unit through an env file (mode 0600) in
         // the run directory, removed with it; the unit file only names the file.
@@ -854,6 +895,11 @@ pub(crate) fn run_to_end(
     }
 }
 
+/// Teardown, step by step (each a point `teardown.STEP` of [`crate::failpoint::TEARDOWN_STEPS`],
+/// noted in the progress file): stop units, remove files, reload, remove the labelled podman
+/// objects, the secrets, the worktree (after noting a half-done git operation in it), the run
+/// branch if it has no commits (a temporary ref), the run dir. Every step runs whatever
+/// failed before it; the errors are joined.
 pub(crate) fn teardown(
     inp: &RunInputs,
     units: &dyn UnitManager,
@@ -861,6 +907,13 @@ pub(crate) fn teardown(
     c: &mut Created,
 ) -> Result<()> {
     let mut errors: Vec<String> = Vec::new();
+    let step = |name: &str| {
+        reached(
+            inp.progress.as_deref(),
+            &format!("teardown.{name}"),
+            &format!("teardown/{name}"),
+        );
+    };
     if let Some(tw) = c.tripwires.as_mut() {
         tripwire::remove(tw);
     }
@@ -872,6 +925,7 @@ pub(crate) fn teardown(
             errors.push(format!("{what}: {e:#}"));
         }
     };
+    step("stop-units");
     for u in &c.units {
         note(
             &format!("stopping {u}"),
@@ -883,27 +937,47 @@ pub(crate) fn teardown(
         // A failed unit stays loaded until its failure is reset; reset it so nothing remains.
         let _ = units.reset_failed(u);
     }
+    step("files");
     for f in &c.files {
         note(&format!("removing {}", f.display()), remove_file(f));
     }
+    step("reload");
     if !c.files.is_empty() {
         note("reloading", units.reload().map_err(Into::into));
     }
+    step("podman");
     if inp.spec.tier == Tier::Container {
         note(
             "removing the run's podman objects",
             host.remove_run_objects(&inp.run_id),
         );
     }
+    step("secrets");
     for s in &c.secrets {
         note(&format!("removing secret {s}"), host.secret_remove(s));
     }
+    step("worktree");
+    let repo = Path::new(&inp.spec.repo.path);
     if c.worktree {
+        if inp.paths.worktree.exists() {
+            // Removing the worktree also drops its git dir, where a half-done merge or rebase
+            // lives: note it first, the audit reports it.
+            c.in_progress = host.in_progress(&inp.paths.worktree).ok().flatten();
+        }
         note(
             "removing the worktree",
-            host.worktree_remove(Path::new(&inp.spec.repo.path), &inp.paths.worktree),
+            host.worktree_remove(repo, &inp.paths.worktree),
         );
     }
+    step("branch");
+    if let Some((branch, base)) = &c.branch {
+        // Compare-and-delete: a branch with the agent's commits has moved and is kept.
+        match host.delete_ref_at(repo, branch, base) {
+            Ok(deleted) => c.branch_deleted = deleted,
+            Err(e) => note("deleting the run branch (no commits)", Err(e)),
+        }
+    }
+    step("run-dir");
     if c.run_dir && inp.paths.run_dir.exists() {
         note(
             "removing the run dir",
@@ -955,7 +1029,90 @@ pub(crate) fn audit(
     if inp.paths.run_dir.exists() {
         left.push(format!("run dir {}", inp.paths.run_dir.display()));
     }
+    let repo = Path::new(&inp.spec.repo.path);
+    if let Some(op) = &c.in_progress {
+        left.push(format!(
+            "{op} was in progress in the run's worktree when it was removed: the run's commits \
+             are not a finished result"
+        ));
+    }
+    if inp.spec.tier == Tier::Direct
+        && let Some(op) = host.in_progress(repo)?
+    {
+        left.push(format!(
+            "{op} in progress in {} (the direct tier's checkout); finish or abort it there",
+            repo.display()
+        ));
+    }
+    if let Some(before) = &c.refs_before {
+        let own = c.branch.as_ref().map_or("", |(b, _)| b.as_str());
+        left.extend(ref_changes(
+            before,
+            &host.refs(repo)?,
+            own,
+            inp.spec.tier == Tier::Direct,
+        ));
+    }
+    // conmon exits right after its container; give it `settle` before counting it (B11).
+    let t0 = Instant::now();
+    loop {
+        let procs = host.run_processes(&inp.run_id)?;
+        if procs.is_empty() || t0.elapsed() >= inp.deadlines.settle {
+            left.extend(procs);
+            break;
+        }
+        std::thread::sleep(inp.deadlines.poll);
+    }
     Ok(left)
+}
+
+/// What changed in the repository's refs during a run outside its own branch `own`: refs
+/// created, deleted or moved (the agent's container can write the shared git dir's refs).
+/// Not counted: remote-tracking refs (`refs/remotes/`, moved by fetches), cyclix's run
+/// branches (`refs/heads/cyclix/`, written by concurrent runs of the same repository) and, for
+/// the direct tier (`heads_move`), branches (its commits land on the checked-out branch).
+#[must_use]
+pub fn ref_changes(
+    before: &[(String, String)],
+    after: &[(String, String)],
+    own: &str,
+    heads_move: bool,
+) -> Vec<String> {
+    const FIX: &str = "not the run's branch: the run wrote to the repository's refs; if you \
+                       changed it yourself meanwhile, ignore this";
+    let skip = |r: &str| {
+        r == own
+            || r.starts_with("refs/remotes/")
+            || r.starts_with("refs/heads/cyclix/")
+            || (heads_move && r.starts_with("refs/heads/"))
+    };
+    let short = |s: &str| s.get(..12).unwrap_or(s).to_string();
+    let find =
+        |v: &[(String, String)], r: &str| v.iter().find(|(n, _)| n == r).map(|(_, s)| s.clone());
+    let mut out = Vec::new();
+    for (r, sha) in after.iter().filter(|(r, _)| !skip(r)) {
+        match find(before, r) {
+            None => out.push(format!(
+                "ref {r} created during the run at {}: {FIX}",
+                short(sha)
+            )),
+            Some(old) if &old != sha => out.push(format!(
+                "ref {r} moved during the run from {} to {}: {FIX}",
+                short(&old),
+                short(sha)
+            )),
+            Some(_) => {}
+        }
+    }
+    for (r, sha) in before.iter().filter(|(r, _)| !skip(r)) {
+        if find(after, r).is_none() {
+            out.push(format!(
+                "ref {r} deleted during the run (was {}): {FIX}",
+                short(sha)
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1008,6 +1165,7 @@ mod tests {
             notices: Vec::new(),
             cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
             interrupted: Arc::new(AtomicBool::new(false)),
+            progress: None,
             probe_context: serde_json::from_value(serde_json::json!({
                 "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
                 "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
@@ -1297,6 +1455,113 @@ mod tests {
             rec.leftovers.iter().any(|l| l == "network cyclix-r1"),
             "{:?}",
             rec.leftovers
+        );
+    }
+
+    #[test]
+    fn refs_the_run_writes_outside_its_branch_processes_and_half_done_merges_are_leftovers() {
+        let base = "0123456789abcdef0123456789abcdef01234567".to_string();
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let mut inp = w.inp.clone();
+        inp.deadlines.settle = Duration::from_millis(50);
+        let host = FakeRunHost {
+            refs: std::sync::Mutex::new(vec![
+                ("refs/heads/main".into(), base.clone()),
+                ("refs/tags/v1".into(), base.clone()),
+                ("refs/remotes/origin/main".into(), base.clone()),
+            ]),
+            refs_later: vec![
+                ("refs/heads/stray".into(), "a".repeat(40)),
+                ("refs/remotes/origin/feature".into(), "b".repeat(40)),
+                ("refs/heads/cyclix/other/r7".into(), "c".repeat(40)),
+            ],
+            in_progress: Some("a merge (MERGE_HEAD)".into()),
+            processes: vec!["process 77 (conmon): /usr/bin/conmon -n cyclix-r1-agent".into()],
+            ..Default::default()
+        };
+        let rec = execute(&inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Error);
+        assert_eq!(rec.failed_phase.as_deref(), Some("audit"));
+        let left = rec.leftovers.join("\n");
+        assert!(
+            left.contains("ref refs/heads/stray created during the run"),
+            "{left}"
+        );
+        assert!(
+            !left.contains("origin/feature") && !left.contains("cyclix/other"),
+            "{left}"
+        );
+        assert!(
+            left.contains("a merge (MERGE_HEAD) was in progress"),
+            "{left}"
+        );
+        assert!(left.contains("process 77 (conmon)"), "{left}");
+        // The fake's commits() reports one commit: the branch is the result, never deleted.
+        assert!(
+            !rec.notices
+                .iter()
+                .any(|n| n.contains("deleted at teardown"))
+        );
+    }
+
+    #[test]
+    fn a_run_branch_without_commits_is_deleted_only_while_it_points_at_the_base() {
+        let base = "0123456789abcdef0123456789abcdef01234567".to_string();
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 3);
+        let host = FakeRunHost {
+            refs: std::sync::Mutex::new(vec![("refs/heads/main".into(), base.clone())]),
+            ..Default::default()
+        };
+        // The fake worktree_add does not create the branch; the real git does, at the base.
+        host.refs
+            .lock()
+            .expect("lock")
+            .push(("refs/heads/cyclix/acme/r1".into(), base.clone()));
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+        assert!(
+            host.calls()
+                .contains(&format!("delete_ref_at refs/heads/cyclix/acme/r1 {base}")),
+            "{:?}",
+            host.calls()
+        );
+        assert!(
+            rec.notices
+                .iter()
+                .any(|n| n.contains("deleted at teardown")),
+            "{:?}",
+            rec.notices
+        );
+        assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
+        // A direct-tier style change of an existing branch is a leftover on other tiers.
+        assert_eq!(
+            ref_changes(
+                &[("refs/heads/main".into(), base.clone())],
+                &[("refs/heads/main".into(), "e".repeat(40))],
+                "refs/heads/cyclix/acme/r1",
+                false
+            )
+            .len(),
+            1
+        );
+        assert!(
+            ref_changes(
+                &[("refs/heads/main".into(), base.clone())],
+                &[("refs/heads/main".into(), "e".repeat(40))],
+                "refs/heads/cyclix/acme/r1",
+                true
+            )
+            .is_empty()
+        );
+        let gone = ref_changes(&[("refs/tags/v1".into(), base)], &[], "x", true);
+        assert!(
+            gone[0].starts_with("ref refs/tags/v1 deleted during the run"),
+            "{gone:?}"
         );
     }
 

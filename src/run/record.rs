@@ -123,6 +123,10 @@ pub struct RunRecord {
     /// Unix epoch; `None` if the run never got there.
     #[serde(default)]
     pub go_ms: Option<u128>,
+    /// For a run whose cyclix died (SIGKILL, crash) and that a later run converged: the phase,
+    /// or `teardown/STEP`, it was in (from its `RUN.phase` note); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub died_in: Option<String>,
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.

@@ -89,6 +89,37 @@ pub trait RunHost {
     /// # Errors
     /// journalctl failed.
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
+    /// Every ref of `repo` as `(refname, sha)` (`git for-each-ref`).
+    ///
+    /// # Errors
+    /// git failed.
+    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>>;
+    /// Deletes `refname` in `repo` only if it still points at `sha`; whether it did.
+    ///
+    /// # Errors
+    /// git failed.
+    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool>;
+    /// The git operation half done in `worktree` (`"a merge (MERGE_HEAD)"`, a rebase, a
+    /// cherry-pick, a revert), if any.
+    ///
+    /// # Errors
+    /// git failed (not a worktree).
+    fn in_progress(&self, worktree: &Path) -> Result<Option<String>>;
+    /// What of run `run_id` is left in the host's process table and cgroup tree (field report
+    /// B11): processes whose command line names the run's objects (`cyclix-RUN…`: conmon,
+    /// the sentinel, anything started with the run's names) and cgroups named after them under
+    /// the user manager, each as `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`.
+    ///
+    /// # Errors
+    /// `/proc` or the cgroup tree cannot be read.
+    fn run_processes(&self, run_id: &str) -> Result<Vec<String>>;
+    /// Kills run `run_id`'s escape sentinel (a `sleep` cyclix started, `argv[0]`
+    /// `cyclix-RUN-sentinel`) left by a cyclix that died; never touches other processes.
+    /// Returns how many it killed.
+    ///
+    /// # Errors
+    /// `/proc` cannot be read.
+    fn kill_sentinel(&self, run_id: &str) -> Result<usize>;
 }
 
 /// A scripted, recording [`RunHost`] for tests: every call is recorded as `op arg`; an op
@@ -111,6 +142,14 @@ pub struct FakeRunHost {
     pub environ: Vec<super::boundary::ProcessEnv>,
     /// What `network_members` returns; `None`: the run's pod infra container and its proxy.
     pub members: Option<Vec<String>>,
+    /// The refs the fake repository holds; `delete_ref_at` removes from it.
+    pub refs: Mutex<Vec<(String, String)>>,
+    /// Refs that appear after the first `refs` call (as if the agent had created them).
+    pub refs_later: Vec<(String, String)>,
+    /// What `in_progress` returns.
+    pub in_progress: Option<String>,
+    /// What `run_processes` returns.
+    pub processes: Vec<String>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -224,5 +263,37 @@ impl RunHost for FakeRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         self.call("unit_journal", unit)?;
         Ok(self.journal.clone())
+    }
+    fn refs(&self, _repo: &Path) -> Result<Vec<(String, String)>> {
+        let first = !self.calls().iter().any(|c| c.starts_with("refs "));
+        self.call("refs", "")?;
+        let mut r = self.refs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        if !first {
+            for x in &self.refs_later {
+                if !r.contains(x) {
+                    r.push(x.clone());
+                }
+            }
+        }
+        Ok(r.clone())
+    }
+    fn delete_ref_at(&self, _repo: &Path, refname: &str, sha: &str) -> Result<bool> {
+        self.call("delete_ref_at", &format!("{refname} {sha}"))?;
+        let mut r = self.refs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let before = r.len();
+        r.retain(|(n, s)| !(n == refname && s == sha));
+        Ok(r.len() != before)
+    }
+    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
+        self.call("in_progress", &worktree.display().to_string())?;
+        Ok(self.in_progress.clone())
+    }
+    fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
+        self.call("run_processes", run_id)?;
+        Ok(self.processes.clone())
+    }
+    fn kill_sentinel(&self, run_id: &str) -> Result<usize> {
+        self.call("kill_sentinel", run_id)?;
+        Ok(0)
     }
 }

@@ -42,6 +42,12 @@ pub fn paths(dir: &Path, run_id: &str) -> Vec<PathBuf> {
     ]
 }
 
+/// The sentinel's `argv[0]`: `cyclix-RUN-sentinel` (found by the run id if its cyclix died).
+#[must_use]
+pub fn sentinel_name(run_id: &str) -> String {
+    format!("cyclix-{run_id}-sentinel")
+}
+
 /// Plants the tripwires of run `run_id`: the key and the outside path in `dir` (the user's
 /// home, never mounted into the sandbox), the hook path of `git_dir`.
 ///
@@ -68,8 +74,8 @@ pub fn plant(dir: &Path, git_dir: &Path, run_id: &str) -> Result<Tripwires> {
     .with_context(|| format!("setting the times of {}", key.display()))?;
     let hook = git_dir.join("hooks/pre-commit");
     let existed = hook.exists();
-    let sentinel =
-        crate::process::spawn_sentinel(24 * 3600).context("starting the sentinel process")?;
+    let sentinel = crate::process::spawn_sentinel(24 * 3600, &sentinel_name(run_id))
+        .context("starting the sentinel process")?;
     Ok(Tripwires {
         key,
         key_atime: accessed(&f)?,

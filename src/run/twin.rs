@@ -236,7 +236,7 @@ fn environment(
         ..Side::default()
     };
     let mut rec = lifecycle::new_record(inp);
-    let mut r = Recorder::new(Some(inp.interrupted.clone()));
+    let mut r = Recorder::new(Some(inp.interrupted.clone()), None);
     let mut created = Created::default();
     let mut plan = None;
     let up = bring_up(
@@ -577,6 +577,7 @@ mod tests {
             probe_sockets: Vec::new(),
             tripwire_dir: dir.to_path_buf(),
             watched: Vec::new(),
+            progress: None,
         }
     }
 

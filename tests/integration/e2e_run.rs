@@ -3,89 +3,8 @@
 //! Each test checks the run record AND the host: no container, pod, network, volume, secret,
 //! unit, worktree or run dir of the run is left; the run branch holds the agent's commit.
 
-use std::sync::OnceLock;
-
-use crate::common::testbed::{Testbed, expect_success};
-
-/// Images built, demo laid out, templates installed: once per test process.
-fn prepared() -> &'static Testbed {
-    static READY: OnceLock<()> = OnceLock::new();
-    let tb = Testbed::get();
-    READY.get_or_init(|| {
-        let c = tb.cyclix_bin();
-        expect_success(
-            &tb.user_sh(&format!(
-                "set -e; rm -rf ~/.config/cyclix/tenants/e2e-* ~/.config/systemd/user/cyclix-run@e2e-* \
-                 ~/.local/share/systemd/timers/stamp-cyclix-run@e2e-*; {c} images build; {c} demo setup; {c} install --tenant demo"
-            )),
-            "build images, set up the demo, install the templates",
-        );
-    });
-    tb
-}
-
-/// A tenant whose repo is a clone of the demo project, with the given agent command and extra
-/// spec lines; returns the tenant name.
-fn tenant(tb: &Testbed, name: &str, agent_cmd: &str, extra: &str) -> String {
-    let script = format!(
-        r#"set -e
-rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
-git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}
-cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
-tenant: {name}
-repo: {{ path: ~/src/{name}, base: main }}
-task: {{ text: "Fix the failing test." }}
-agent:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: {agent_cmd}
-  timeout: 2m
-gate:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
-  timeout: 2m
-{extra}
-SPEC
-"#
-    );
-    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
-    name.to_string()
-}
-
-fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
-    let text = expect_success(
-        &tb.user_sh(&format!(
-            "cat ~/.local/state/cyclix/runs/{tenant}/latest.json"
-        )),
-        "read the run record",
-    );
-    serde_json::from_str(&text).expect("the run record is JSON")
-}
-
-/// Everything the run could have left, listed from the host side; empty means clean.
-fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
-    let script = format!(
-        r#"l=io.cyclix.run={run_id}
-podman ps -a -q --filter label=$l; podman pod ls -q --filter label=$l
-podman network ls -q --filter label=$l; podman volume ls -q --filter label=$l
-podman secret ls --format '{{{{.Name}}}}' | grep -e "cyclix-{run_id}" || true
-systemctl --user list-units --all --no-legend 'cyclix-{run_id}*'
-ls $XDG_RUNTIME_DIR/containers/systemd/ | grep {run_id} || true
-ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} $XDG_RUNTIME_DIR/cyclix/runs/{run_id} 2>/dev/null || true
-"#
-    );
-    expect_success(&tb.user_sh(&script), "list leftovers")
-}
-
-fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
-    tb.user(&[
-        "systemctl",
-        "--user",
-        "start",
-        &format!("cyclix-run@{tenant}.service"),
-    ])
-}
+use crate::common::run::{inject_mid_run, leftovers, prepared, record, start, tenant};
+use crate::common::testbed::expect_success;
 
 #[test]
 fn demo_run_passes_commits_and_leaves_nothing() {
@@ -786,29 +705,6 @@ fn leftovers_lists_what_no_run_owns_and_deletes_nothing() {
         ),
         (Some("network"), Some("untied"), Some("orphan-e2e-1"))
     );
-}
-
-/// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
-/// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
-fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
-    let script = format!(
-        "systemctl --user start --no-block cyclix-run@{t}.service
-         a=
-         for i in $(seq 1 300); do
-           a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
-           [ -n \"$a\" ] && break; sleep 0.1
-         done
-         run=${{a#cyclix-}}; run=${{run%-agent}}
-         sleep 1
-         {inject}
-         for i in $(seq 1 600); do
-           s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ \"$s\" = activating ] || break; sleep 0.1
-         done
-         systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null; echo \"$run\""
-    );
-    expect_success(&tb.user_sh(&script), "inject a fault mid-run")
-        .trim()
-        .to_string()
 }
 
 #[test]

@@ -1,0 +1,231 @@
+//! What a run can leave in the host's process table and cgroup tree (field report B11:
+//! conmon, pasta or rootlessport left behind after the unit stops; the run's cgroup).
+//!
+//! Everything a run starts is named after it: its units and containers are `cyclix-RUN-…`
+//! (conmon carries the container name in its argv, `-n cyclix-RUN-agent`), and the escape
+//! sentinel's `argv[0]` is `cyclix-RUN-sentinel`. So a leftover process is one whose
+//! `/proc/PID/cmdline` contains `cyclix-RUN`, and a leftover cgroup is a directory named
+//! after one of the run's units under the user manager's cgroup (`user@UID.service`). The
+//! readers take the `/proc` and cgroup roots as arguments so the unit tests use a temp dir.
+
+use std::path::{Path, PathBuf};
+
+/// How deep below `user@UID.service` cgroups are searched (`app.slice/UNIT/…`: Quadlet's
+/// units sit at depth 2, podman's `libpod-payload` sub-cgroups below them).
+const CGROUP_DEPTH: usize = 4;
+
+/// The longest command line a finding quotes, in bytes.
+const CMDLINE_MAX: usize = 160;
+
+/// One process: pid, `comm`, NUL-separated argv turned into a space-joined line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    /// Host pid.
+    pub pid: u32,
+    /// `/proc/PID/comm`.
+    pub comm: String,
+    /// The argv, joined by spaces.
+    pub cmdline: String,
+    /// `argv[0]`.
+    pub argv0: String,
+}
+
+/// Every process under `proc_root` (normally `/proc`) whose command line contains `needle`,
+/// except `self_pid`. Processes that end while being read are skipped.
+#[must_use]
+pub fn processes_naming(proc_root: &Path, needle: &str, self_pid: u32) -> Vec<Proc> {
+    let Ok(rd) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Proc> = rd
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != self_pid)
+        .filter_map(|pid| {
+            let dir = proc_root.join(pid.to_string());
+            let raw = std::fs::read(dir.join("cmdline")).ok()?;
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let cmdline = args.join(" ");
+            if !cmdline.contains(needle) {
+                return None;
+            }
+            let comm = std::fs::read_to_string(dir.join("comm"))
+                .map(|c| c.trim_end().to_string())
+                .unwrap_or_default();
+            Some(Proc {
+                pid,
+                comm,
+                argv0: args.first().cloned().unwrap_or_default(),
+                cmdline,
+            })
+        })
+        .collect();
+    out.sort_by_key(|p| p.pid);
+    out
+}
+
+/// The user manager's cgroup (`/user.slice/user-1000.slice/user@1000.service`) from the
+/// text of `/proc/self/cgroup` (cgroup v2 line `0::PATH`), if this process runs below one.
+#[must_use]
+pub fn user_manager_cgroup(proc_self_cgroup: &str) -> Option<String> {
+    let path = proc_self_cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?;
+    let mut acc = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        acc.push('/');
+        acc.push_str(part);
+        if part.starts_with("user@") && part.ends_with(".service") {
+            return Some(acc);
+        }
+    }
+    None
+}
+
+/// Cgroup directories below `root` (at most [`CGROUP_DEPTH`] levels) whose name contains
+/// `needle`, with the number of processes in each (`cgroup.procs` lines; 0 when unreadable).
+#[must_use]
+pub fn cgroups_naming(root: &Path, needle: &str) -> Vec<(PathBuf, usize)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            if e.file_name().to_string_lossy().contains(needle) {
+                let n = std::fs::read_to_string(p.join("cgroup.procs"))
+                    .map_or(0, |t| t.lines().count());
+                out.push((p, n));
+            } else if depth + 1 < CGROUP_DEPTH {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The findings for run `run_id`: leftover processes and cgroups, as the audit words them.
+#[must_use]
+pub fn findings(procs: &[Proc], cgroups: &[(PathBuf, usize)]) -> Vec<String> {
+    let mut out: Vec<String> = procs
+        .iter()
+        .map(|p| {
+            let mut line = p.cmdline.clone();
+            if line.len() > CMDLINE_MAX {
+                let mut cut = CMDLINE_MAX;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                line.truncate(cut);
+                line.push('…');
+            }
+            format!("process {} ({}): {line}", p.pid, p.comm)
+        })
+        .collect();
+    out.extend(
+        cgroups
+            .iter()
+            .map(|(p, n)| format!("cgroup {} ({n} processes)", p.display())),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_proc(root: &Path, pid: u32, comm: &str, argv: &[&str]) {
+        let d = root.join(pid.to_string());
+        std::fs::create_dir_all(&d).expect("dir");
+        std::fs::write(d.join("comm"), format!("{comm}\n")).expect("comm");
+        let mut raw = argv.join("\0").into_bytes();
+        raw.push(0);
+        std::fs::write(d.join("cmdline"), raw).expect("cmdline");
+    }
+
+    #[test]
+    fn processes_naming_the_run_are_found_and_others_and_self_are_not() {
+        let t = tempfile::tempdir().expect("tmp");
+        fake_proc(
+            t.path(),
+            10,
+            "conmon",
+            &["/usr/bin/conmon", "-n", "cyclix-r1-agent"],
+        );
+        fake_proc(
+            t.path(),
+            11,
+            "conmon",
+            &["/usr/bin/conmon", "-n", "cyclix-r2-agent"],
+        );
+        fake_proc(t.path(), 12, "sleep", &["cyclix-r1-sentinel", "86400"]);
+        fake_proc(
+            t.path(),
+            13,
+            "cyclix",
+            &["cyclix", "leftovers", "cyclix-r1"],
+        );
+        std::fs::create_dir_all(t.path().join("self")).expect("self");
+        let found = processes_naming(t.path(), "cyclix-r1", 13);
+        let pids: Vec<u32> = found.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [10, 12]);
+        assert_eq!(found[1].argv0, "cyclix-r1-sentinel");
+        let f = findings(&found, &[]);
+        assert_eq!(
+            f[0],
+            "process 10 (conmon): /usr/bin/conmon -n cyclix-r1-agent"
+        );
+    }
+
+    #[test]
+    fn the_user_manager_cgroup_is_read_from_proc_self_cgroup() {
+        assert_eq!(
+            user_manager_cgroup(
+                "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-cyclix\\x2drun.slice/cyclix-run@demo.service\n"
+            )
+            .as_deref(),
+            Some("/user.slice/user-1000.slice/user@1000.service")
+        );
+        assert_eq!(user_manager_cgroup("0::/system.slice/foo.service\n"), None);
+        assert_eq!(user_manager_cgroup("1:name=systemd:/x\n"), None);
+    }
+
+    #[test]
+    fn cgroups_named_after_the_run_are_found_with_their_process_count() {
+        let t = tempfile::tempdir().expect("tmp");
+        let unit = t.path().join("app.slice/cyclix-r1-agent.service");
+        std::fs::create_dir_all(unit.join("libpod-payload-x")).expect("dirs");
+        std::fs::write(unit.join("cgroup.procs"), "5\n6\n").expect("procs");
+        std::fs::create_dir_all(t.path().join("app.slice/cyclix-r2-agent.service")).expect("other");
+        let deep = t.path().join("a/b/c/d/cyclix-r1-deep.service");
+        std::fs::create_dir_all(&deep).expect("deep");
+        let found = cgroups_naming(t.path(), "cyclix-r1");
+        assert_eq!(found, vec![(unit.clone(), 2)]);
+        assert_eq!(
+            findings(&[], &found),
+            vec![format!("cgroup {} (2 processes)", unit.display())]
+        );
+    }
+
+    #[test]
+    fn long_command_lines_are_cut_on_a_char_boundary() {
+        let p = Proc {
+            pid: 1,
+            comm: "x".into(),
+            cmdline: "é".repeat(200),
+            argv0: String::new(),
+        };
+        let f = findings(&[p], &[]);
+        assert!(f[0].ends_with('…') && f[0].len() < 200, "{}", f[0]);
+    }
+}
