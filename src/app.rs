@@ -6,6 +6,7 @@ pub mod bench_cmd;
 pub mod check_cmd;
 pub mod leftovers_cmd;
 pub mod ops;
+pub mod tick_cmd;
 pub mod twin_cmd;
 pub mod unit_cmd;
 
@@ -35,7 +36,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             spec,
             run_id,
             backend,
-        } => ops::run(tenant, spec.as_deref(), run_id.as_deref(), *backend),
+            storage_lock_wait,
+        } => ops::run(
+            tenant,
+            spec.as_deref(),
+            run_id.as_deref(),
+            *backend,
+            *storage_lock_wait,
+        ),
         Command::Images(ImagesCommand::Build) => ops::images_build(),
         Command::Demo(DemoCommand::Setup) => ops::demo_setup(),
         Command::Install { tenant } => ops::install(tenant.as_deref()),
@@ -43,6 +51,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             ops::start(tenant, std::time::Duration::from_secs(*wait_s))
         }
         Command::Stop { tenant } => ops::stop(tenant),
+        Command::Tick { tenant } => tick_cmd::run(tenant),
         Command::Status { tenant, json } => ops::status(tenant, *json),
         Command::Logs { tenant, lines } => ops::logs(tenant, *lines),
         Command::Check {
@@ -265,6 +274,7 @@ fn default_run_context(
         subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: cyclix_bin.to_string(),
+        service_ports: crate::render::plan::preview_ports(spec),
     }
 }
 

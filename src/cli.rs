@@ -55,6 +55,11 @@ pub enum Command {
         /// else plain units].
         #[arg(long, value_enum)]
         backend: Option<Backend>,
+        /// How long to wait for podman's storage lock before the run creates anything, e.g.
+        /// `60s`, `2m` (at most 1h). A holder that stays that long is named (pid, command
+        /// line) and the run fails with nothing created.
+        #[arg(long, env = "CYCLIX_STORAGE_LOCK_WAIT", default_value = "60s", value_parser = lock_wait)]
+        storage_lock_wait: std::time::Duration,
     },
     /// Build cyclix's images (egress proxy, Python agent) with podman.
     #[command(subcommand)]
@@ -75,6 +80,12 @@ pub enum Command {
         /// How long to wait for the run to finish, in seconds.
         #[arg(long, default_value_t = 3600)]
         wait_s: u64,
+    },
+    /// What `cyclix-run@TENANT.timer` runs when it fires: start the run, or, while one is
+    /// active, record the skipped trigger (`skips.jsonl`, shown by `cyclix status`).
+    Tick {
+        /// The tenant.
+        tenant: String,
     },
     /// Stop TENANT's running run (teardown still runs).
     Stop {
@@ -264,10 +275,43 @@ impl clap::ValueEnum for Tier {
     }
 }
 
+/// `--storage-lock-wait`: a duration as in the spec (`90s`, `2m`, `1h`), at most one hour.
+fn lock_wait(s: &str) -> Result<std::time::Duration, String> {
+    let secs = crate::spec::validate::duration_s(s)?;
+    if secs > 3600 {
+        return Err(format!("`{s}` is longer than 1h"));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn the_storage_lock_wait_is_a_strict_duration_with_a_60s_default() {
+        let wait = |extra: &[&str]| {
+            let mut argv = vec!["cyclix", "run", "acme"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Run {
+                    storage_lock_wait, ..
+                }) => Ok(storage_lock_wait.as_secs()),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        assert_eq!(wait(&["--storage-lock-wait", "2m"]), Ok(120));
+        assert_eq!(wait(&["--storage-lock-wait", "3s"]), Ok(3));
+        for bad in ["60", "1h1s", "-1s", "5 s", "2h"] {
+            assert!(wait(&["--storage-lock-wait", bad]).is_err(), "{bad}");
+        }
+        // The default (when CYCLIX_STORAGE_LOCK_WAIT is not set in the test's environment).
+        if std::env::var_os("CYCLIX_STORAGE_LOCK_WAIT").is_none() {
+            assert_eq!(wait(&[]), Ok(60));
+        }
+    }
 
     #[test]
     fn cli_is_well_formed() {

@@ -4,3 +4,6 @@
 pub const PROXY_IMAGE: &str = "localhost/cyclix-proxy:latest";
 /// The Python agent image built from `Containerfile.python`.
 pub const AGENT_PYTHON_IMAGE: &str = "localhost/cyclix-agent-python:latest";
+/// The `PostgreSQL` service image built from `images/postgres/Containerfile`: a tenant's
+/// `services:` entry with `data: /var/lib/postgresql/data` and a `pg_isready` health check.
+pub const POSTGRES_IMAGE: &str = "localhost/cyclix-postgres:latest";

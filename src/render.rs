@@ -99,6 +99,10 @@ pub struct RunContext {
     /// Absolute host path of the cyclix binary, mounted read-only into the agent container at
     /// `plan::CYCLIX_BIN_PATH` (it runs the probes and the `agent-wait` wrapper).
     pub cyclix_bin: String,
+    /// The port of each spec service, in spec order: the spec's fixed `port`, or the one the
+    /// caller picked and reserved for this run (`run::lifecycle::reserve_port`);
+    /// [`plan::preview_ports`] gives the ports `cyclix render` shows.
+    pub service_ports: Vec<u16>,
 }
 
 /// Why rendering failed. Each names the spec key or context field.
@@ -115,7 +119,8 @@ pub struct RenderError {
 ///
 /// # Errors
 /// [`RenderError`] when a context path is unusable in a mount (not absolute, or holding `:`,
-/// `,`, `=` or a control character), the subnet octet is out of range, or an argv word cannot
+/// `,`, `=` or a control character), the subnet octet is out of range, the service ports do
+/// not match the spec's services, or an argv word cannot
 /// be carried by the backend (Quadlet: an empty word or a lone `;`).
 pub fn render(spec: &Spec, run: &RunContext, backend: Backend) -> Result<Rendered, RenderError> {
     render_plan(spec, &plan::plan(spec, run)?, backend)
@@ -143,6 +148,11 @@ pub fn render_plan(
             agent_subnet: &plan.subnet,
             listen_port: plan::PROXY_PORT,
         }),
+    });
+    files.push(RenderedFile {
+        dest: Dest::RunDir,
+        name: plan::CONTEXT_FILE.to_string(),
+        contents: plan::context_json(plan),
     });
     files.sort_by(|a, b| (a.dest, &a.name).cmp(&(b.dest, &b.name)));
     Ok(Rendered {

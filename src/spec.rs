@@ -375,7 +375,11 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// A service container in the agent's pod.
+/// A service container in the agent's pod (e.g. a database for the project's tests).
+///
+/// Per run, cyclix gives it a port (the spec's `port`, or a free one it picks and reserves so
+/// no two concurrent runs share it), a database name (`render::plan::database_name`), a data
+/// volume (when `data` is set) and waits for its health check before the agent is let go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Service {
     /// Service name, same alphabet as tenant names; part of the container name.
@@ -384,11 +388,44 @@ pub struct Service {
     pub image: Image,
     /// The argv, or empty for the image's default command.
     pub command: Vec<String>,
-    /// Env names handed over as secrets, as for the agent.
+    /// Env names handed over as secrets, as for the agent. Never one of
+    /// `validate::SERVICE_RESERVED_ENV` (cyclix sets those).
     pub env: Vec<String>,
-    /// The TCP port the service listens on inside the pod (1024–65535); the agent finds it at
-    /// `127.0.0.1:PORT`, announced as `CYCLIX_SERVICE_<NAME>=127.0.0.1:PORT`.
-    pub port: u16,
+    /// The TCP port the service listens on inside the pod (1024–65535), when the spec fixes
+    /// it; `None`: cyclix picks a free one per run. The agent finds it at `127.0.0.1:PORT`,
+    /// announced as `CYCLIX_SERVICE_<NAME>=127.0.0.1:PORT` and in the context file.
+    pub port: Option<u16>,
+    /// Absolute path in the service container where a per-run podman volume is mounted
+    /// (Quadlet `Volume=`), e.g. `/var/lib/postgresql/data`; removed at teardown.
+    pub data: Option<String>,
+    /// The readiness check: the service's unit is started only once it passes
+    /// (Quadlet `HealthCmd=` + `Notify=healthy`).
+    pub health: Option<Health>,
+}
+
+/// A service's health check (podman `--health-*`). It runs inside the service container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    /// The argv of the check (`HealthCmd=`, exec form); exit 0 means healthy.
+    pub command: Vec<String>,
+    /// Seconds between checks (`HealthInterval=`), 1–300, default 1.
+    pub interval_s: u64,
+    /// Seconds one check may take (`HealthTimeout=`), 1–300, default 5.
+    pub timeout_s: u64,
+    /// Failed checks in a row after which the service is unhealthy and the run fails
+    /// (`HealthRetries=`), 1–1000, default 30.
+    pub retries: u32,
+    /// Seconds after start during which failures do not count (`HealthStartPeriod=`), 0–600.
+    pub start_period_s: u64,
+}
+
+impl Health {
+    /// The longest a service may take to become healthy, in seconds: the start period plus
+    /// `retries` checks of at most `interval + timeout` each.
+    #[must_use]
+    pub fn budget_s(&self) -> u64 {
+        self.start_period_s + u64::from(self.retries) * (self.interval_s + self.timeout_s)
+    }
 }
 
 /// The tenant's schedule, rendered as a drop-in for `cyclix-run@TENANT.timer`.

@@ -53,6 +53,16 @@ pub trait UnitManager {
     /// [`Error::Lock`].
     fn start(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error>;
 
+    /// Queues a start job for `unit` (`Manager.StartUnit`) and returns as soon as systemd has
+    /// queued it, with the job's object path (`systemctl --user start --no-block`): for a
+    /// oneshot whose start job lasts as long as its work (a run), when the caller must not
+    /// wait for it.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchUnit`], [`Error::Deadline`], [`Error::BusUnavailable`], [`Error::Dbus`],
+    /// [`Error::Lock`].
+    fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error>;
+
     /// Stops `unit` (`Manager.StopUnit`) and waits for the job; success means the unit is
     /// `inactive` or `failed` afterwards.
     ///

@@ -430,7 +430,8 @@ fn rows(tests: &[Option<&Vec<TestCase>>; 3]) -> Vec<Row> {
 /// number in a rendered plan is an identity (a name, address, port, path or database name) and
 /// must differ between the two environments: a field added to the plan later is compared
 /// unless it is listed here (fail closed). `F#name` is the name of a `(name, value)` pair in
-/// `F`, `F[NAME]` its value, `F[*]` any value of `F`.
+/// `F`, `F[NAME]` its value, `F[*]` any value of `F`, `P.F` the field `F` of an object under
+/// the key `P` (`services.name`, not `networks.name`).
 pub const SHAREABLE: &[(&str, &str)] = &[
     ("tenant", "both environments belong to the tenant"),
     ("tier", "both have the tier the gate granted"),
@@ -465,24 +466,43 @@ pub const SHAREABLE: &[(&str, &str)] = &[
     ("env[CYCLIX_RESULTS]", "a path inside the container"),
     ("labels[io.cyclix.tenant]", "the tenant"),
     ("labels[io.cyclix.role]", "the container's role"),
+    ("env[CYCLIX_SERVICE]", "the spec's service name"),
+    ("env[CYCLIX_CONTEXT]", "a path inside the container"),
+    ("services.name", "the spec's service name"),
+    ("services.key", "the spec key of the service"),
+    ("services.env_var", "a variable name"),
+    ("services.health", "the spec's health-check argv"),
 ];
 
-fn shareable(field: &str) -> bool {
-    SHAREABLE.iter().any(|(f, _)| {
-        f.strip_suffix("[*]").map_or(*f == field, |prefix| {
-            field.starts_with(prefix) && field[prefix.len()..].starts_with('[')
+fn shareable(field: &str, scoped: &str) -> bool {
+    SHAREABLE.iter().any(|(f, _)| *f == scoped)
+        || SHAREABLE.iter().any(|(f, _)| {
+            f.strip_suffix("[*]").map_or(*f == field, |prefix| {
+                field.starts_with(prefix) && field[prefix.len()..].starts_with('[')
+            })
         })
-    })
 }
 
-/// One scalar of a plan: where, which field, what.
+/// One scalar of a plan: where, which field (and `PARENT.FIELD`), what.
 struct Leaf {
     path: String,
     field: String,
+    scoped: String,
     value: String,
 }
 
 fn leaves(v: &Value, path: &str, field: &str, out: &mut Vec<Leaf>) {
+    walk(v, path, field, "", out);
+}
+
+/// `parent` is the key of the object that holds `field`.
+fn walk(v: &Value, path: &str, field: &str, parent: &str, out: &mut Vec<Leaf>) {
+    let leaf = |value: String| Leaf {
+        path: path.to_string(),
+        field: field.to_string(),
+        scoped: format!("{parent}.{field}"),
+        value,
+    };
     match v {
         Value::Object(m) => {
             for (k, x) in m {
@@ -495,7 +515,7 @@ fn leaves(v: &Value, path: &str, field: &str, out: &mut Vec<Leaf>) {
                 } else {
                     format!("{path}.{k}")
                 };
-                leaves(x, &p, k, out);
+                walk(x, &p, k, field, out);
             }
         }
         Value::Array(items) => {
@@ -511,40 +531,37 @@ fn leaves(v: &Value, path: &str, field: &str, out: &mut Vec<Leaf>) {
                         out.push(Leaf {
                             path: format!("{path}[{i}]#name"),
                             field: format!("{field}#name"),
+                            scoped: format!("{parent}.{field}#name"),
                             value: name.to_string(),
                         });
-                        leaves(
+                        walk(
                             &p[1],
                             &format!("{path}[{name}]"),
                             &format!("{field}[{name}]"),
+                            parent,
                             out,
                         );
                     }
-                    None => leaves(x, &format!("{path}[{i}]"), field, out),
+                    None => walk(x, &format!("{path}[{i}]"), field, parent, out),
                 }
             }
         }
-        Value::String(s) => out.push(Leaf {
-            path: path.to_string(),
-            field: field.to_string(),
-            value: s.clone(),
-        }),
-        Value::Number(n) => out.push(Leaf {
-            path: path.to_string(),
-            field: field.to_string(),
-            value: n.to_string(),
-        }),
+        Value::String(s) => out.push(leaf(s.clone())),
+        Value::Number(n) => out.push(leaf(n.to_string())),
         Value::Bool(_) | Value::Null => {}
     }
 }
 
-/// The identity values of a plan (see [`SHAREABLE`]) as `(path, value)`, minus the values
-/// shared by design (`by_design`: a value equal to one of them, or below it as a path).
+/// The identity values of a plan (see [`SHAREABLE`]) as `(path, value)`, minus bare loopback
+/// addresses and the values shared by design (`by_design`: a value equal to one of them, or below it as a path).
 fn identities(plan: &Value, by_design: &[String]) -> Vec<(String, String)> {
     let mut all = Vec::new();
     leaves(plan, "", "", &mut all);
     all.into_iter()
-        .filter(|l| !shareable(&l.field))
+        .filter(|l| !shareable(&l.field, &l.scoped))
+        // A bare loopback address is private to each pod's network namespace (with a port it
+        // is still compared: the port is the identity).
+        .filter(|l| !matches!(l.value.as_str(), "127.0.0.1" | "::1" | "localhost"))
         .filter(|l| {
             !by_design
                 .iter()
@@ -1164,11 +1181,16 @@ mod tests {
     }
 
     fn plan(run: &str, octet: u8) -> RunPlan {
+        plan_with_port(run, octet, 20000 + u16::from(octet))
+    }
+
+    /// A run of a spec with a service whose port cyclix picks (`service_port`).
+    fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         let yaml = "tenant: acme\nrepo: {path: /srv/acme, base: main}\ntask: {text: t}\n\
                     agent: {image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}\n\
                     gate: {image: localhost/a, unpinned_local_image: true, command: [check]}\n\
                     mounts: [{source: /srv/data, target: /mnt/data}]\n\
-                    services: [{name: db, image: localhost/pg, unpinned_local_image: true, port: 5432}]\n";
+                    services: [{name: db, image: localhost/pg, unpinned_local_image: true}]\n";
         let ctx = crate::spec::SpecContext {
             file: "t.yaml".into(),
             home: "/home/t".into(),
@@ -1183,6 +1205,7 @@ mod tests {
             subnet_octet: octet,
             proxy_image: "localhost/cyclix-proxy:latest".into(),
             cyclix_bin: "/usr/bin/cyclix".into(),
+            service_ports: vec![service_port],
         };
         crate::render::plan::plan(&spec, &run).expect("plan")
     }
@@ -1196,15 +1219,17 @@ mod tests {
         let by_design = vec!["/srv/acme/.git".to_string()];
         let (a, b) = (plan("t1-a", 7), plan("t1-b", 9));
         let (n, shared) = shared_names(&json(&a), &json(&b), &by_design);
-        // The service's port is the same in both pods (each its own network namespace), and
-        // it reaches the agent as CYCLIX_SERVICE_DB=127.0.0.1:5432: an identity value the
-        // comparison sees. Everything else of the two runs is distinct.
+        // Two runs as cyclix renders them share nothing: networks, subnets, addresses, pod,
+        // containers, units, secrets, the service's port, database name and data.
         assert!(n > 30, "only {n} identity values");
-        assert_eq!(
-            shared.iter().map(|s| s.value.as_str()).collect::<Vec<_>>(),
-            ["127.0.0.1:5432"],
-            "{shared:?}"
+        assert!(shared.is_empty(), "{shared:?}");
+        // The same service port in both (e.g. a port the spec fixes) is caught with its field.
+        let (_, s) = shared_names(
+            &json(&a),
+            &json(&plan_with_port("t1-b", 9, 20007)),
+            &by_design,
         );
+        assert!(s.iter().any(|x| x.value.contains("20007")), "{s:?}");
         // Without by-design values the rw git common dir is shared too.
         let (_, s) = shared_names(&json(&a), &json(&b), &[]);
         assert!(s.iter().any(|x| x.value == "/srv/acme/.git"), "{s:?}");

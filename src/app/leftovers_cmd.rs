@@ -4,7 +4,7 @@
 //! Exit 0 when nothing is left outside running runs, 1 otherwise.
 //!
 //! JSON schema `cyclix-leftovers/1`: `{"schema", "leftovers": [{"kind", "name", "run",
-//! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation,
+//! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation, port-reservation,
 //! worktree, run-dir, tripwire, marker, process (conmon or the escape sentinel, B11); `status` one of `running`, `dead-run`, `untied`.
 
 use std::collections::BTreeMap;
@@ -230,16 +230,17 @@ fn files(
             ));
         }
     }
-    let subnets = runtime.join("cyclix/subnets");
-    for n in names_in(&subnets) {
-        let run = std::fs::read_to_string(subnets.join(&n))
-            .ok()
-            .map(|r| r.trim().to_string());
-        found.push((
-            "subnet-reservation",
-            subnets.join(&n).display().to_string(),
-            run,
-        ));
+    for (kind, dir) in [
+        ("subnet-reservation", crate::run::lifecycle::SUBNETS_DIR),
+        ("port-reservation", crate::run::lifecycle::PORTS_DIR),
+    ] {
+        let dir = runtime.join("cyclix").join(dir);
+        for n in names_in(&dir) {
+            let run = std::fs::read_to_string(dir.join(&n))
+                .ok()
+                .map(|r| r.trim().to_string());
+            found.push((kind, dir.join(&n).display().to_string(), run));
+        }
     }
     for run in names_in(&runtime.join("cyclix/runs")) {
         found.push((

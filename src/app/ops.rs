@@ -171,6 +171,7 @@ pub fn run(
     spec_path: Option<&Path>,
     run_id: Option<&str>,
     force_backend: Option<Backend>,
+    storage_lock_wait: Duration,
 ) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
@@ -200,6 +201,10 @@ pub fn run(
     // legacy flag, never lowered.
 
     if let Some(problem) = preflight(&spec) {
+        crate::stderrln!("error: {problem}");
+        return Ok(Outcome::Findings);
+    }
+    if let Some(problem) = unenforceable_limits(&spec) {
         crate::stderrln!("error: {problem}");
         return Ok(Outcome::Findings);
     }
@@ -245,7 +250,8 @@ pub fn run(
             }
         },
     };
-    let inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
+    let mut inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
+    inputs.deadlines.storage_lock = storage_lock_wait;
     converge_and_execute(&env, tenant, inputs, backend)
 }
 
@@ -325,7 +331,12 @@ fn converge_and_execute(
     backend: Backend,
 ) -> Result<Outcome> {
     let units = unit_manager(env)?;
-    let host = RealRunHost::new();
+    let host = RealRunHost::new().with_graphroot(crate::run::storage_lock::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    ));
     let records = record::tenant_dir(&env.state_home, tenant);
     // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
     let mut converged = Vec::new();
@@ -442,6 +453,17 @@ pub(crate) fn preflight(spec: &Spec) -> Option<String> {
     None
 }
 
+/// Why the spec's `agent.resources` cannot be enforced here (a controller not delegated to the
+/// user manager), or `None`. Such a run is refused before anything exists (`run::limits`).
+fn unenforceable_limits(spec: &Spec) -> Option<String> {
+    let r = &spec.agent.resources;
+    if crate::run::limits::needed(r).is_empty() {
+        return None;
+    }
+    let cg = crate::host::facts::cgroup_facts(crate::host::namespaces::host_uid());
+    crate::run::limits::refusal(r, cg.delegated.as_deref().map_err(String::as_str), &cg.file)
+}
+
 /// The values of the variables the spec names (agent and services), from cyclix's own
 /// environment.
 fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
@@ -477,13 +499,21 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
         "images/proxy/Containerfile",
         include_str!("../../images/proxy/Containerfile"),
     ),
+    (
+        "images/postgres/Containerfile",
+        include_str!("../../images/postgres/Containerfile"),
+    ),
+    (
+        "images/postgres/cyclix-postgres-entrypoint",
+        include_str!("../../images/postgres/cyclix-postgres-entrypoint"),
+    ),
 ];
 
 /// Deadline for one image build.
 pub const BUILD_DEADLINE: Duration = Duration::from_secs(900);
 
-/// `cyclix images build`: builds the proxy and the Python agent image from the embedded
-/// Containerfiles (offline when the base image is local).
+/// `cyclix images build`: builds the proxy, the Python agent and the `PostgreSQL` service image
+/// from the embedded Containerfiles (offline when the base image is local).
 ///
 /// # Errors
 /// I/O or podman failures.
@@ -507,6 +537,11 @@ pub fn images_build() -> Result<Outcome> {
             "images/proxy",
         ),
         (images::AGENT_PYTHON_IMAGE, "Containerfile.python", "."),
+        (
+            images::POSTGRES_IMAGE,
+            "images/postgres/Containerfile",
+            "images/postgres",
+        ),
     ] {
         let id = podman.build(
             tag,
@@ -651,7 +686,7 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
     Ok(if ok { Outcome::Ok } else { Outcome::Findings })
 }
 
-fn run_unit(tenant: &str) -> Result<String> {
+pub(crate) fn run_unit(tenant: &str) -> Result<String> {
     crate::spec::validate::tenant_name(tenant)
         .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))?;
     let env = HostEnv::from_env()?;
@@ -714,8 +749,15 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
         crate::stderrln!("warning: the last run record cannot be read: {e:#}");
         None
     });
+    let (skips, unreadable) = crate::run::tick::read(&record::tenant_dir(&env.state_home, tenant))
+        .unwrap_or_else(|e| {
+            crate::stderrln!("warning: the skipped triggers cannot be read: {e:#}");
+            (Vec::new(), 0)
+        });
     if json {
-        let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next, "last_run": last});
+        let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
+            "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
+            "last_run": last});
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
@@ -723,6 +765,13 @@ pub fn status(tenant: &str, json: bool) -> Result<Outcome> {
     match next {
         Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
         _ => println!("{timer}: not scheduled"),
+    }
+    if let Some(s) = skips.last() {
+        println!(
+            "{timer}: {} trigger(s) skipped while a run was active; last: {}",
+            skips.len(),
+            super::tick_cmd::skip_line(s)
+        );
     }
     match last {
         Some(r) => print!("last {}", record::summary(&r)),

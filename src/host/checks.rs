@@ -594,25 +594,16 @@ fn asked_controllers(f: &HostFacts) -> Vec<(&str, &'static str)> {
     let mut v = Vec::new();
     for t in &f.tenants {
         if let Ok(s) = &t.spec {
-            let r = &s.agent.resources;
-            if r.cpu_millis.is_some() {
-                v.push((t.name.as_str(), "cpu"));
-            }
-            if r.memory_bytes.is_some() {
-                v.push((t.name.as_str(), "memory"));
-            }
-            if r.pids.is_some() {
-                v.push((t.name.as_str(), "pids"));
+            // The same list `cyclix run` refuses on (run::limits).
+            for n in crate::run::limits::needed(&s.agent.resources) {
+                v.push((t.name.as_str(), n.controller));
             }
         }
     }
     v
 }
 
-const DELEGATE_FIX: &str = "delegate the controllers to user managers: `sudo mkdir -p \
-     /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu cpuset io memory \
-     pids\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo systemctl \
-     daemon-reload`, then log out and in (B09)";
+const DELEGATE_FIX: &str = crate::run::limits::DELEGATE_FIX;
 
 fn cgroup_delegation(f: &HostFacts) -> Check {
     const ID: &str = "cgroup-delegation";
@@ -646,10 +637,12 @@ fn cgroup_delegation(f: &HostFacts) -> Check {
         .map(|(t, c)| format!("{t}: {c}"))
         .collect();
     if !unenforced.is_empty() {
-        return Check::warn(
+        // `cyclix run` refuses these tenants (run::limits): a limit is never silently dropped.
+        return Check::fail(
             ID,
             format!(
-                "delegated to the user manager: {shown}; limits that cannot be enforced: {}",
+                "delegated to the user manager: {shown}; limits that cannot be enforced: {} \
+                 (`cyclix run` refuses these tenants)",
                 unenforced.join(", ")
             ),
             DELEGATE_FIX,

@@ -547,7 +547,7 @@ fn table() -> Vec<(&'static str, Mutation, &'static str, Status, &'static str)> 
                 )];
             },
             "cgroup-delegation",
-            Status::Warn,
+            Status::Fail,
             "big: memory, big: pids",
         ),
         (

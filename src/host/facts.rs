@@ -806,7 +806,10 @@ fn read_caps(file: &str, path: &[PathBuf]) -> Fact<String> {
         .to_string())
 }
 
-fn cgroup_facts(uid: u32) -> CgroupFacts {
+/// The cgroup facts of `uid`'s user manager (also read by `cyclix run` before a run with
+/// resource limits).
+#[must_use]
+pub fn cgroup_facts(uid: u32) -> CgroupFacts {
     let fs_type = fs::read_to_string("/proc/self/mounts").ok().and_then(|m| {
         m.lines().find_map(|l| {
             let mut f = l.split_whitespace();

@@ -8,6 +8,7 @@ use super::escape::{self, exec_line, exec_word};
 use super::ini::UnitFile;
 use super::plan::{
     ContainerPlan, HostServicePlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
+    VolumeMount, VolumePlan,
 };
 use super::quadlet::{HEADER, esc_err, v};
 use super::{Dest, RenderError, RenderedFile};
@@ -54,10 +55,73 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     if let (Some(pod), Some(internal)) = (&plan.pod, plan.networks.first()) {
         files.push(pod_unit(plan, pod, internal));
     }
+    for vol in &plan.volumes {
+        files.push(volume_unit(plan, vol)?);
+    }
     for c in &plan.containers {
         files.push(container(plan, c)?);
     }
     Ok(files)
+}
+
+/// A oneshot that creates the labelled volume and removes it when stopped (what the network
+/// units do for networks).
+fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderError> {
+    let podman_s = PODMAN.to_string();
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit")
+        .add(
+            "Description",
+            v(
+                "run",
+                &format!("cyclix run {} volume {}", plan.run_id, vol.stem),
+            )?,
+        )
+        .add("RequiresMountsFor", "%t/containers");
+    let mut args = vec!["volume".to_string(), "create".into(), "--ignore".into()];
+    args.extend(label_args(plan, "volume"));
+    args.push(vol.stem.clone());
+    u.section("Service")
+        .add("Type", "oneshot")
+        .add("RemainAfterExit", "yes")
+        .add("ExecStart", cmd(&podman_s, &args))
+        .add(
+            "ExecStop",
+            cmd(
+                &podman_s,
+                &[
+                    "volume".into(),
+                    "rm".into(),
+                    "--force".into(),
+                    vol.stem.clone(),
+                ],
+            ),
+        )
+        .add(
+            "TimeoutStartSec",
+            super::plan::START_TIMEOUT_LOCAL_S.to_string(),
+        )
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
+        .add("SyslogIdentifier", "%N");
+    Ok(file(format!("{}-volume.service", vol.stem), &u))
+}
+
+/// The readiness wait of a container with a health check: podman < 5 has no
+/// `--sdnotify=healthy`, so the unit's `ExecStartPost=` runs the check (`podman healthcheck
+/// run`) after the start period, every interval, at most `retries` times; the start job
+/// completes only once it passed, and fails (stopping the container) when it never does.
+fn health_wait(name: &str, h: &crate::spec::Health) -> String {
+    const SCRIPT: &str = "sleep \"$4\"; i=0; until /usr/bin/podman healthcheck run \"$1\" >/dev/null; do i=$((i+1)); if [ \"$i\" -ge \"$2\" ]; then echo \"cyclix: the health check of $1 failed $2 times\" >&2; exit 1; fi; sleep \"$3\"; done";
+    let args = [
+        "-c".to_string(),
+        SCRIPT.to_string(),
+        "health-wait".into(),
+        name.to_string(),
+        h.retries.to_string(),
+        h.interval_s.to_string(),
+        h.start_period_s.to_string(),
+    ];
+    cmd("/bin/sh", &args)
 }
 
 fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderError> {
@@ -94,6 +158,9 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         .add("SyslogIdentifier", "%N")
         .add("TimeoutStartSec", c.start_timeout_s.to_string())
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+    if let Some(h) = &c.health {
+        s.add("ExecStartPost", health_wait(&c.stem, h));
+    }
     if let Some(max) = c.runtime_max_s {
         s.add("RuntimeMaxSec", max.to_string());
     }
@@ -124,9 +191,29 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
         s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
     }
     s.add("ExecStart", exec_line(&h.exec));
+    // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
+    // refuses a limit whose controller is not delegated (run::limits), so none is dropped.
+    if let Some(m) = h.memory_bytes {
+        s.add("MemoryMax", m.to_string());
+    }
+    if let Some(c) = h.cpu_millis {
+        s.add("CPUQuota", cpu_quota(c));
+    }
+    if let Some(p) = h.pids {
+        s.add("TasksMax", p.to_string());
+    }
     s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
     s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
     Ok(file(format!("{}.service", h.stem), &u))
+}
+
+/// `CPUQuota=` for thousandths of a CPU: `1500` → `150%`, `15` → `1.5%`.
+fn cpu_quota(millis: u32) -> String {
+    if millis.is_multiple_of(10) {
+        format!("{}%", millis / 10)
+    } else {
+        format!("{}.{}%", millis / 10, millis % 10)
+    }
 }
 
 fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
@@ -334,6 +421,26 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     for b in &c.binds {
         args.push(format!("--mount={}", b.mount_spec()));
     }
+    for m in &c.volumes {
+        let vol = &plan.volumes[m.volume];
+        deps.push(format!("{}-volume.service", vol.stem));
+        args.push(format!(
+            "--volume={}:{}:{}",
+            vol.stem,
+            m.target,
+            VolumeMount::OPTIONS
+        ));
+    }
+    if let Some(h) = &c.health {
+        args.push(format!(
+            "--health-cmd={}",
+            super::quadlet::health_cmd_json(&h.command)
+        ));
+        // The unit's ExecStartPost= drives the checks (`health_wait`): no timer of podman's.
+        args.push("--health-interval=disable".into());
+        args.push(format!("--health-timeout={}s", h.timeout_s));
+        args.push(format!("--health-retries={}", h.retries));
+    }
     for (k, val) in &c.env {
         args.push(format!("--env={k}={val}"));
     }
@@ -362,4 +469,17 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     args.push(c.image.clone());
     args.extend(c.exec.iter().cloned());
     (deps, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_quota;
+
+    #[test]
+    fn cpu_limits_become_cpu_quota_percentages() {
+        assert_eq!(cpu_quota(1500), "150%");
+        assert_eq!(cpu_quota(250), "25%");
+        assert_eq!(cpu_quota(15), "1.5%");
+        assert_eq!(cpu_quota(10), "1%");
+    }
 }

@@ -14,6 +14,17 @@ pub const PROXY_PORT: u16 = 3128;
 pub const PROXY_CONF_FILE: &str = "squid.conf";
 /// The task's file name in the run directory.
 pub const TASK_FILE: &str = "task.md";
+/// The agent's context file's name in the run directory (JSON, see [`context_json`]).
+pub const CONTEXT_FILE: &str = "context.json";
+/// Where the context file appears in the agent container (read-only); also in
+/// `$CYCLIX_CONTEXT`.
+pub const CONTEXT_PATH: &str = "/cyclix/context.json";
+/// The address services listen on inside the pod (the pod's loopback, shared by its
+/// containers): the agent reaches a service at `127.0.0.1:PORT`.
+pub const SERVICE_HOST: &str = "127.0.0.1";
+/// The ports cyclix picks from for a service without a fixed `port` (inclusive), below the
+/// kernel's ephemeral range (32768–60999) so no outgoing connection in the pod can hold one.
+pub const PICKED_PORTS: (u16, u16) = (20_000, 29_999);
 /// Where the task appears in the agent container (read-only); also in `$CYCLIX_TASK`.
 pub const TASK_PATH: &str = "/cyclix/task.md";
 /// Where the host's cyclix binary appears in the agent container (read-only): it runs the
@@ -56,8 +67,59 @@ pub struct UnitNames {
     /// The gate's unit.
     pub gate: String,
     /// Every unit of the run, in stop order (agent and gate first, networks last), including
-    /// the generated `-network`/`-pod` oneshots that must be stopped too (testbed NOTES).
+    /// the generated `-network`/`-pod`/`-volume` oneshots that must be stopped too (testbed
+    /// NOTES).
     pub all: Vec<String>,
+    /// The run's services, in spec order (empty for non-container tiers).
+    pub services: Vec<ServicePlan>,
+}
+
+/// One service of the run as the orchestrator, the record and the agent see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServicePlan {
+    /// The spec's name (`db`).
+    pub name: String,
+    /// Its spec key (`services[0]`), for error messages.
+    pub key: String,
+    /// Its unit (`cyclix-R-svc-db.service`).
+    pub unit: String,
+    /// Where the agent reaches it: `127.0.0.1`.
+    pub host: String,
+    /// The port it listens on in the pod.
+    pub port: u16,
+    /// The run's database name for it ([`database_name`]).
+    pub database: String,
+    /// The podman volume holding its data, when the spec gives `data`.
+    pub volume: Option<String>,
+    /// The health check's argv, when the spec gives one.
+    pub health: Option<Vec<String>>,
+    /// The unit's start budget in seconds (`TimeoutStartSec=`): the image's start budget plus
+    /// the health check's ([`crate::spec::Health::budget_s`]).
+    pub start_timeout_s: u64,
+    /// The agent's environment variable holding `HOST:PORT` (`CYCLIX_SERVICE_DB`).
+    pub env_var: String,
+}
+
+/// A per-run podman volume (a service's `data`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VolumePlan {
+    /// Quadlet file stem (`cyclix-R-svc-db-data` → `.volume`, unit
+    /// `cyclix-R-svc-db-data-volume.service`); also the podman volume name (`VolumeName=`).
+    pub stem: String,
+}
+
+/// A volume mounted into a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VolumeMount {
+    /// Index into [`RunPlan::volumes`].
+    pub volume: usize,
+    /// Container path.
+    pub target: String,
+}
+
+impl VolumeMount {
+    /// The options every per-run volume is mounted with: no setuid files, no device nodes.
+    pub const OPTIONS: &'static str = "nosuid,nodev";
 }
 
 /// A podman network of the run.
@@ -167,6 +229,10 @@ pub struct ContainerPlan {
     pub start_timeout_s: u64,
     /// The stop signal, when not podman's default `SIGTERM` (`StopSignal=`, `--stop-signal`).
     pub stop_signal: Option<&'static str>,
+    /// Per-run volumes mounted read-write (a service's `data`).
+    pub volumes: Vec<VolumeMount>,
+    /// The readiness check: the unit's start job completes only once it passes.
+    pub health: Option<crate::spec::Health>,
 }
 
 /// A unit that runs a command directly on the host (tiers `direct` and `worktree`).
@@ -189,6 +255,12 @@ pub struct HostServicePlan {
     pub env_file: Option<String>,
     /// `RuntimeMaxSec=` in seconds.
     pub runtime_max_s: u64,
+    /// `MemoryMax=` in bytes (the agent's `agent.resources.memory`).
+    pub memory_bytes: Option<u64>,
+    /// `CPUQuota=` in thousandths of a CPU (`agent.resources.cpus`).
+    pub cpu_millis: Option<u32>,
+    /// `TasksMax=` (`agent.resources.pids`).
+    pub pids: Option<u32>,
 }
 
 /// The host tiers' env file in the run directory (`agent.env`, mode 0600).
@@ -218,6 +290,8 @@ pub struct RunPlan {
     pub pod: Option<String>,
     /// Containers in start order: proxy, services, agent, gate.
     pub containers: Vec<ContainerPlan>,
+    /// Per-run volumes (services' `data`).
+    pub volumes: Vec<VolumePlan>,
     /// Host units for non-container tiers: agent, gate.
     pub host_services: Vec<HostServicePlan>,
     /// Loud notices.
@@ -290,6 +364,20 @@ pub fn secret_name(run_id: &str, var: &str) -> String {
     format!("cyclix-{run_id}-{var}")
 }
 
+fn check_service_ports(spec: &Spec, run: &RunContext) -> Result<(), RenderError> {
+    if run.service_ports.len() == spec.services.len() {
+        return Ok(());
+    }
+    Err(err(
+        "run.service_ports",
+        format!(
+            "{} port(s) for {} service(s)",
+            run.service_ports.len(),
+            spec.services.len()
+        ),
+    ))
+}
+
 fn check_run_id(id: &str) -> Result<(), RenderError> {
     crate::spec::validate::run_id(id).map_err(|m| err("run.run_id", m))
 }
@@ -307,6 +395,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     if !(1..=254).contains(&run.subnet_octet) {
         return Err(err("run.subnet_octet", "must be 1–254"));
     }
+
     let r = &run.run_id;
     let base = format!("cyclix-{r}");
     let subnet = format!("10.213.{}.0/24", run.subnet_octet);
@@ -330,6 +419,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         ));
     }
 
+    check_service_ports(spec, run)?;
     let networks = vec![
         NetworkPlan {
             stem: base.clone(),
@@ -346,12 +436,12 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             ip_range: None,
         },
     ];
-    let agent_env = agent_env(spec, &proxy_ip, task_env);
+    let services = service_plans(spec, run);
+    let agent_env = agent_env(&proxy_ip, task_env, &services);
     let agent_binds = agent_binds(spec, run)?;
     let mut containers = vec![proxy_container(spec, run, &proxy_ip)];
-    for (i, s) in spec.services.iter().enumerate() {
-        containers.push(service_container(spec, run, i, s));
-    }
+    let (service_containers, volumes) = service_containers(spec, run, &services);
+    containers.extend(service_containers);
     containers.push(agent_container(spec, run, agent_binds, agent_env));
     containers.push(gate_container(spec, run));
 
@@ -370,6 +460,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     );
     all.push(svc(&format!("{base}-proxy")));
     all.push(format!("{base}-pod.service"));
+    all.extend(volumes.iter().map(|v| format!("{}-volume.service", v.stem)));
     all.extend(
         networks
             .iter()
@@ -385,6 +476,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         networks,
         pod: Some(base.clone()),
         containers,
+        volumes,
         host_services: Vec::new(),
         warnings,
         units: UnitNames {
@@ -392,8 +484,140 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             agent: svc(&agent_stem),
             gate: svc(&gate_stem),
             all,
+            services,
         },
     })
+}
+
+/// The run's database name: `cyclix_<tenant>_<run>` with `-` as `_`, at most 63 bytes (the
+/// `PostgreSQL` identifier limit, `NAMEDATALEN - 1`). When it would be longer, the tenant part
+/// is shortened, never the run id, so the name stays unique per run on the host (run ids are).
+/// A valid unquoted SQL identifier: lowercase letters, digits and `_`, starting with a letter.
+#[must_use]
+pub fn database_name(tenant: &str, run_id: &str) -> String {
+    const MAX: usize = 63;
+    let run = run_id.replace('-', "_");
+    let room = MAX.saturating_sub("cyclix__".len() + run.len());
+    let tenant: String = tenant.replace('-', "_").chars().take(room).collect();
+    format!("cyclix_{}_{run}", tenant.trim_end_matches('_'))
+}
+
+/// The ports `cyclix render` shows for `spec`'s services (nothing is reserved): each
+/// service's fixed `port`, else the next free one from [`PICKED_PORTS`] in spec order.
+#[must_use]
+pub fn preview_ports(spec: &Spec) -> Vec<u16> {
+    let fixed: Vec<u16> = spec.services.iter().filter_map(|s| s.port).collect();
+    let mut next = PICKED_PORTS.0;
+    spec.services
+        .iter()
+        .map(|s| {
+            s.port.unwrap_or_else(|| {
+                while fixed.contains(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
+}
+
+/// The services' containers and the per-run volumes they mount.
+fn service_containers(
+    spec: &Spec,
+    run: &RunContext,
+    services: &[ServicePlan],
+) -> (Vec<ContainerPlan>, Vec<VolumePlan>) {
+    let mut containers = Vec::new();
+    let mut volumes = Vec::new();
+    for (i, (s, p)) in spec.services.iter().zip(services).enumerate() {
+        let mut c = service_container(spec, run, i, s, p);
+        if let (Some(target), Some(stem)) = (&s.data, &p.volume) {
+            c.volumes.push(VolumeMount {
+                volume: volumes.len(),
+                target: target.clone(),
+            });
+            volumes.push(VolumePlan { stem: stem.clone() });
+        }
+        containers.push(c);
+    }
+    (containers, volumes)
+}
+
+fn service_plans(spec: &Spec, run: &RunContext) -> Vec<ServicePlan> {
+    let database = database_name(&spec.tenant, &run.run_id);
+    spec.services
+        .iter()
+        .zip(&run.service_ports)
+        .enumerate()
+        .map(|(i, (s, port))| {
+            let stem = format!("cyclix-{}-svc-{}", run.run_id, s.name);
+            ServicePlan {
+                name: s.name.clone(),
+                key: format!("services[{i}]"),
+                unit: format!("{stem}.service"),
+                host: SERVICE_HOST.into(),
+                port: *port,
+                database: database.clone(),
+                volume: s.data.as_ref().map(|_| format!("{stem}-data")),
+                health: s.health.as_ref().map(|h| h.command.clone()),
+                start_timeout_s: start_timeout(&s.image)
+                    + s.health.as_ref().map_or(0, crate::spec::Health::budget_s),
+                env_var: format!(
+                    "CYCLIX_SERVICE_{}",
+                    s.name.to_ascii_uppercase().replace('-', "_")
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The agent's context file (`/cyclix/context.json`, `$CYCLIX_CONTEXT`): what the run gives
+/// the agent, as JSON (schema `cyclix-context/1`):
+///
+/// ```text
+/// {"schema": "cyclix-context/1", "tenant": T, "run": R, "task": PATH, "workdir": PATH,
+///  "proxy": URL or null, "services": [{"name", "host", "port", "address": "HOST:PORT",
+///  "database", "env"}]}
+/// ```
+///
+/// Fields only ever get added.
+#[must_use]
+pub fn context_json(plan: &RunPlan) -> String {
+    let container = plan.tier == Tier::Container;
+    let services: Vec<serde_json::Value> = plan
+        .units
+        .services
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "host": s.host,
+                "port": s.port,
+                "address": format!("{}:{}", s.host, s.port),
+                "database": s.database,
+                "env": s.env_var,
+            })
+        })
+        .collect();
+    // The host tiers' agent runs on the host: the paths are the host's.
+    let host = plan.host_services.first();
+    let task = host
+        .and_then(|h| h.env.iter().find(|(k, _)| k == "CYCLIX_TASK"))
+        .map_or(TASK_PATH, |(_, v)| v.as_str());
+    let workdir = host.map_or(WORKDIR, |h| h.workdir.as_str());
+    let v = serde_json::json!({
+        "schema": "cyclix-context/1",
+        "tenant": plan.tenant,
+        "run": plan.run_id,
+        "task": task,
+        "workdir": workdir,
+        "proxy": container.then(|| format!("http://{}:{PROXY_PORT}", plan.proxy_ip)),
+        "services": services,
+    });
+    let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 fn host_plan(
@@ -418,6 +642,10 @@ fn host_plan(
     if let Some(e) = env.first_mut() {
         e.1 = format!("{}/{TASK_FILE}", run.run_dir);
     }
+    env.push((
+        "CYCLIX_CONTEXT".into(),
+        format!("{}/{CONTEXT_FILE}", run.run_dir),
+    ));
     let host_services = vec![
         HostServicePlan {
             stem: agent_stem.clone(),
@@ -431,6 +659,9 @@ fn host_plan(
             env: env.clone(),
             env_file: Some(format!("{}/{HOST_ENV_FILE}", run.run_dir)),
             runtime_max_s: spec.agent.timeout_s,
+            memory_bytes: spec.agent.resources.memory_bytes,
+            cpu_millis: spec.agent.resources.cpu_millis,
+            pids: spec.agent.resources.pids,
         },
         HostServicePlan {
             stem: gate_stem.clone(),
@@ -444,6 +675,9 @@ fn host_plan(
             env,
             env_file: None,
             runtime_max_s: spec.gate.timeout_s,
+            memory_bytes: None,
+            cpu_millis: None,
+            pids: None,
         },
     ];
     let units = UnitNames {
@@ -454,6 +688,7 @@ fn host_plan(
             format!("{agent_stem}.service"),
             format!("{gate_stem}.service"),
         ],
+        services: Vec::new(),
     };
     RunPlan {
         tenant: spec.tenant.clone(),
@@ -465,6 +700,7 @@ fn host_plan(
         networks: Vec::new(),
         pod: None,
         containers: Vec::new(),
+        volumes: Vec::new(),
         host_services,
         warnings,
         units,
@@ -510,6 +746,8 @@ fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPl
         // The proxy keeps no state (no cache; its log goes to the journal as it is written):
         // SIGKILL stops it at once instead of squid's graceful shutdown (2–3 s, proxy-facts.md).
         stop_signal: Some("SIGKILL"),
+        volumes: Vec::new(),
+        health: None,
     }
 }
 
@@ -518,6 +756,7 @@ fn service_container(
     run: &RunContext,
     i: usize,
     s: &crate::spec::Service,
+    p: &ServicePlan,
 ) -> ContainerPlan {
     let (r, base) = (&run.run_id, format!("cyclix-{}", run.run_id));
     ContainerPlan {
@@ -531,7 +770,7 @@ fn service_container(
         net: Net::Pod,
         binds: Vec::new(),
         tmpfs: vec![tmpfs_tmp()],
-        env: vec![("HOME".into(), "/tmp".into())],
+        env: service_env(s, p),
         secrets: s
             .env
             .iter()
@@ -546,9 +785,37 @@ fn service_container(
         cpu_millis: None,
         pids: None,
         runtime_max_s: None,
-        start_timeout_s: start_timeout(&s.image),
+        start_timeout_s: p.start_timeout_s,
         stop_signal: None,
+        volumes: Vec::new(),
+        health: s.health.clone(),
     }
+}
+
+/// What a service is told about its run (documented in the README, "Services"): cyclix's own
+/// names, and the `PostgreSQL` conventional ones so a stock `PostgreSQL` image and its tools
+/// (`postgres`, `pg_isready`, `psql`) use the run's port, database and data directory.
+fn service_env(s: &crate::spec::Service, p: &ServicePlan) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("HOME".to_string(), "/tmp".to_string()),
+        ("CYCLIX_SERVICE".into(), s.name.clone()),
+        ("CYCLIX_HOST".into(), p.host.clone()),
+        ("CYCLIX_PORT".into(), p.port.to_string()),
+        ("CYCLIX_DATABASE".into(), p.database.clone()),
+    ];
+    if let Some(d) = &s.data {
+        env.push(("CYCLIX_DATA".into(), d.clone()));
+    }
+    env.extend([
+        ("PGHOST".to_string(), p.host.clone()),
+        ("PGPORT".into(), p.port.to_string()),
+        ("PGDATABASE".into(), p.database.clone()),
+        ("POSTGRES_DB".into(), p.database.clone()),
+    ]);
+    if let Some(d) = &s.data {
+        env.push(("PGDATA".into(), d.clone()));
+    }
+    env
 }
 
 fn agent_container(
@@ -585,6 +852,8 @@ fn agent_container(
         runtime_max_s: Some(spec.agent.timeout_s),
         start_timeout_s: start_timeout(&spec.agent.image),
         stop_signal: None,
+        volumes: Vec::new(),
+        health: None,
     }
 }
 
@@ -628,6 +897,8 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         runtime_max_s: Some(spec.gate.timeout_s),
         start_timeout_s: start_timeout(&spec.gate.image),
         stop_signal: None,
+        volumes: Vec::new(),
+        health: None,
     }
 }
 
@@ -653,9 +924,9 @@ fn warnings(spec: &Spec) -> Vec<String> {
 }
 
 fn agent_env(
-    spec: &Spec,
     proxy_ip: &str,
     task_env: Vec<(String, String)>,
+    services: &[ServicePlan],
 ) -> Vec<(String, String)> {
     let proxy_url = format!("http://{proxy_ip}:{PROXY_PORT}");
     let mut agent_env: Vec<(String, String)> = Vec::new();
@@ -667,14 +938,11 @@ fn agent_env(
     }
     agent_env.push(("HOME".into(), "/tmp".into()));
     agent_env.extend(task_env);
-    for s in &spec.services {
-        agent_env.push((
-            format!(
-                "CYCLIX_SERVICE_{}",
-                s.name.to_ascii_uppercase().replace('-', "_")
-            ),
-            format!("127.0.0.1:{}", s.port),
-        ));
+    agent_env.push(("CYCLIX_CONTEXT".into(), CONTEXT_PATH.into()));
+    for s in services {
+        agent_env.push((s.env_var.clone(), format!("{}:{}", s.host, s.port)));
+        agent_env.push((format!("{}_PORT", s.env_var), s.port.to_string()));
+        agent_env.push((format!("{}_DATABASE", s.env_var), s.database.clone()));
     }
 
     agent_env
@@ -737,6 +1005,11 @@ fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> 
         target: TASK_PATH.into(),
         read_only: true,
     });
+    agent_binds.push(Bind {
+        source: format!("{}/{CONTEXT_FILE}", run.run_dir),
+        target: CONTEXT_PATH.into(),
+        read_only: true,
+    });
     for (i, m) in spec.mounts.iter().enumerate() {
         mount_path(&format!("mounts[{i}].source"), &m.source)?;
         mount_path(&format!("mounts[{i}].target"), &m.target)?;
@@ -748,4 +1021,169 @@ fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> 
     }
 
     Ok(agent_binds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SpecContext;
+
+    fn spec(services: &str) -> Spec {
+        let yaml = format!(
+            "tenant: shop\nrepo: {{path: /home/u/shop, base: main}}\ntask: {{text: x}}\n\
+             agent: {{image: localhost/a, unpinned_local_image: true, command: [agent]}}\n\
+             gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n{services}"
+        );
+        let ctx = SpecContext {
+            file: "t.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        };
+        crate::spec::parse(&yaml, &ctx).expect("spec")
+    }
+
+    fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
+        RunContext {
+            run_id: "20261130t140126-a979".into(),
+            worktree: "/w".into(),
+            git_common_dir: "/home/u/shop/.git".into(),
+            run_dir: "/run/user/1000/cyclix/runs/r".into(),
+            subnet_octet: 9,
+            proxy_image: "localhost/p".into(),
+            cyclix_bin: "/usr/bin/cyclix".into(),
+            service_ports: if ports.is_empty() {
+                preview_ports(spec)
+            } else {
+                ports
+            },
+        }
+    }
+
+    #[test]
+    fn database_names_are_per_run_identifiers_of_at_most_63_bytes() {
+        assert_eq!(
+            database_name("e2e-svc-pg", "20261130t140126-a979"),
+            "cyclix_e2e_svc_pg_20261130t140126_a979"
+        );
+        let long_tenant = "a".repeat(31);
+        let long_run = format!("r{}", "0".repeat(47));
+        let n = database_name(&long_tenant, &long_run);
+        assert_eq!(n.len(), 63, "{n}");
+        assert!(n.ends_with(&long_run), "the run id is never cut: {n}");
+        // Two runs of one tenant never share a name, also when the tenant part is cut.
+        assert_ne!(database_name(&long_tenant, &format!("{long_run}1")[1..]), n);
+        // A tenant part cut right after a `-` leaves no `__`.
+        let n = database_name("ab-cdefgh", &format!("r{}", "0".repeat(44)));
+        assert!(!n.contains("__"), "{n}");
+        for n in [n, database_name("x", "1")] {
+            assert!(n.len() <= 63);
+            assert!(n.starts_with(|c: char| c.is_ascii_lowercase()));
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn preview_ports_keep_fixed_ones_and_never_hand_out_a_fixed_one_twice() {
+        let s = spec(
+            "services:\n  - {name: a, image: localhost/x, unpinned_local_image: true}\n  - {name: b, image: localhost/x, unpinned_local_image: true, port: 20001}\n  - {name: c, image: localhost/x, unpinned_local_image: true}\n",
+        );
+        assert_eq!(preview_ports(&s), [20_000, 20_001, 20_002]);
+    }
+
+    #[test]
+    fn a_service_gets_its_volume_health_env_and_a_place_in_the_context_file() {
+        let s = spec(
+            "services:\n  - {name: my-db, image: localhost/pg, unpinned_local_image: true, data: /var/lib/pg, health: {command: [pg_isready], retries: 2, interval: 1s, timeout: 1s}}\n",
+        );
+        let p = plan(&s, &run(&s, vec![23_456])).expect("plan");
+        let db = "cyclix_shop_20261130t140126_a979";
+        let stem = "cyclix-20261130t140126-a979-svc-my-db";
+        assert_eq!(
+            p.volumes,
+            [VolumePlan {
+                stem: format!("{stem}-data")
+            }]
+        );
+        let svc = p
+            .containers
+            .iter()
+            .find(|c| c.stem == stem)
+            .expect("service");
+        assert_eq!(
+            svc.volumes,
+            [VolumeMount {
+                volume: 0,
+                target: "/var/lib/pg".into()
+            }]
+        );
+        assert_eq!(svc.start_timeout_s, START_TIMEOUT_LOCAL_S + 4);
+        let env = |c: &ContainerPlan, k: &str| {
+            c.env
+                .iter()
+                .find(|(n, _)| n == k)
+                .map_or_else(|| panic!("{k} not set"), |(_, v)| v.clone())
+        };
+        for (k, v) in [
+            ("CYCLIX_PORT", "23456"),
+            ("PGPORT", "23456"),
+            ("CYCLIX_DATABASE", db),
+            ("PGDATABASE", db),
+            ("POSTGRES_DB", db),
+            ("PGDATA", "/var/lib/pg"),
+            ("CYCLIX_DATA", "/var/lib/pg"),
+        ] {
+            assert_eq!(env(svc, k), v, "{k}");
+        }
+        let agent = p
+            .containers
+            .iter()
+            .find(|c| c.stem.ends_with("-agent"))
+            .expect("agent");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB"), "127.0.0.1:23456");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB_PORT"), "23456");
+        assert_eq!(env(agent, "CYCLIX_SERVICE_MY_DB_DATABASE"), db);
+        assert_eq!(env(agent, "CYCLIX_CONTEXT"), CONTEXT_PATH);
+        assert!(
+            agent
+                .binds
+                .iter()
+                .any(|b| b.target == CONTEXT_PATH && b.read_only)
+        );
+        // The volume's unit is stopped with the run, after the pod and before the networks.
+        let all = &p.units.all;
+        let pos = |u: &str| {
+            all.iter()
+                .position(|x| x == u)
+                .unwrap_or_else(|| panic!("{u}"))
+        };
+        let vol = format!("{stem}-data-volume.service");
+        assert!(pos("cyclix-20261130t140126-a979-pod.service") < pos(&vol));
+        assert!(pos(&vol) < pos("cyclix-20261130t140126-a979-network.service"));
+        let ctx: serde_json::Value = serde_json::from_str(&context_json(&p)).expect("json");
+        assert_eq!(
+            ctx["services"][0],
+            serde_json::json!({"name": "my-db", "host": "127.0.0.1", "port": 23456,
+                "address": "127.0.0.1:23456", "database": db, "env": "CYCLIX_SERVICE_MY_DB"})
+        );
+        assert_eq!(ctx["task"], TASK_PATH);
+        // The ports must match the services.
+        let e = plan(&s, &run(&s, vec![1, 2])).expect_err("two ports for one service");
+        assert_eq!(e.key, "run.service_ports");
+    }
+
+    #[test]
+    fn host_tiers_get_a_context_file_with_host_paths_and_no_services() {
+        let mut s = spec("tier: worktree\n");
+        s.tier = Tier::Worktree;
+        let p = plan(&s, &run(&s, Vec::new())).expect("plan");
+        let ctx: serde_json::Value = serde_json::from_str(&context_json(&p)).expect("json");
+        assert_eq!(ctx["task"], "/run/user/1000/cyclix/runs/r/task.md");
+        assert_eq!(ctx["workdir"], "/w");
+        assert_eq!(ctx["services"], serde_json::json!([]));
+        assert_eq!(ctx["proxy"], serde_json::Value::Null);
+    }
 }

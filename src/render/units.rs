@@ -11,8 +11,10 @@ use crate::spec::Spec;
 pub const RUN_SERVICE_TEMPLATE: &str = include_str!("../../units/cyclix-run@.service");
 /// `units/cyclix-run@.timer` as shipped.
 pub const RUN_TIMER_TEMPLATE: &str = include_str!("../../units/cyclix-run@.timer");
+/// `units/cyclix-tick@.service` as shipped (what the timer triggers); `@CYCLIX@` as above.
+pub const TICK_SERVICE_TEMPLATE: &str = include_str!("../../units/cyclix-tick@.service");
 
-/// The two templates for `~/.config/systemd/user/`, with `cyclix_bin` (absolute path) as the
+/// The three templates for `~/.config/systemd/user/`, with `cyclix_bin` (absolute path) as the
 /// `ExecStart=` binary.
 ///
 /// # Errors
@@ -34,6 +36,11 @@ pub fn templates(cyclix_bin: &str) -> Result<Vec<RenderedFile>, RenderError> {
             dest: Dest::UserConfig,
             name: "cyclix-run@.timer".into(),
             contents: RUN_TIMER_TEMPLATE.into(),
+        },
+        RenderedFile {
+            dest: Dest::UserConfig,
+            name: "cyclix-tick@.service".into(),
+            contents: TICK_SERVICE_TEMPLATE.replace("@CYCLIX@", &exec_word(cyclix_bin)),
         },
     ])
 }

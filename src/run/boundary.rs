@@ -111,6 +111,7 @@ pub fn probe_context(
         .unwrap_or("cyclix-denied.invalid");
     let mut expected_binds = vec![
         crate::render::plan::TASK_PATH.to_string(),
+        crate::render::plan::CONTEXT_PATH.to_string(),
         crate::render::plan::CYCLIX_BIN_PATH.to_string(),
         crate::render::plan::CTL_PATH.to_string(),
     ];

@@ -119,19 +119,21 @@ pub fn unit_of(file: &str) -> Option<String> {
     })
 }
 
-/// Releases the dead run's subnet reservation (`lifecycle::reserve_subnet`): the file in
-/// `$XDG_RUNTIME_DIR/cyclix/subnets/` that names this run.
-fn release_subnet(m: &Marker) {
-    if let Some(subnets) = m
-        .run_dir
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("subnets"))
-        && let Ok(rd) = std::fs::read_dir(&subnets)
-    {
-        for f in rd.filter_map(Result::ok).map(|e| e.path()) {
-            if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
-                let _ = std::fs::remove_file(&f);
+/// Releases the dead run's subnet and port reservations (`lifecycle::reserve_subnet`,
+/// `reserve_ports`): the files in `$XDG_RUNTIME_DIR/cyclix/{subnets,ports}/` that name it.
+fn release_reservations(m: &Marker) {
+    for kind in [super::lifecycle::SUBNETS_DIR, super::lifecycle::PORTS_DIR] {
+        if let Some(dir) = m
+            .run_dir
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join(kind))
+            && let Ok(rd) = std::fs::read_dir(&dir)
+        {
+            for f in rd.filter_map(Result::ok).map(|e| e.path()) {
+                if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == m.run_id) {
+                    let _ = std::fs::remove_file(&f);
+                }
             }
         }
     }
@@ -192,7 +194,7 @@ pub fn converge(
     for f in &m.extra_files {
         let _ = std::fs::remove_file(f);
     }
-    release_subnet(m);
+    release_reservations(m);
     let mut left = host
         .inventory(&m.run_id)
         .unwrap_or_else(|e| vec![format!("inventory failed: {e:#}")]);
@@ -263,6 +265,8 @@ impl RunRecord {
             watch_rounds: 0,
             agent_ready_ms: None,
             go_ms: None,
+            services: Vec::new(),
+            causes: Vec::new(),
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),
@@ -323,6 +327,20 @@ mod tests {
             extra_files: vec![key.clone()],
             base: String::new(),
         };
+        // Its reservations (`reserve_subnet`, `reserve_ports`) beside `runs/`; another run's stay.
+        let root = dir.path().join("root");
+        let m = Marker {
+            run_dir: root.join("runs/r9"),
+            ..m
+        };
+        for (kind, n, owner) in [
+            ("subnets", "9", "r9"),
+            ("ports", "20001", "r9"),
+            ("ports", "20002", "r7"),
+        ] {
+            std::fs::create_dir_all(root.join(kind)).expect("dir");
+            std::fs::write(root.join(kind).join(n), owner).expect("reservation");
+        }
         let records = dir.path().join("records");
         write(&records, &m).expect("marker");
         let found = orphans(&records);
@@ -343,6 +361,11 @@ mod tests {
                 .any(|c| matches!(c, Call::Stop { unit, .. } if unit == "cyclix-r9-agent.service"))
         );
         assert!(host.calls().iter().any(|c| c == "remove_run_objects r9"));
+        assert!(!root.join("subnets/9").exists() && !root.join("ports/20001").exists());
+        assert!(
+            root.join("ports/20002").exists(),
+            "another run's port was released"
+        );
         assert_eq!(rec.failed_phase.as_deref(), Some("interrupted"));
         assert_eq!(rec.died_in.as_deref(), Some("teardown/podman"));
         assert!(

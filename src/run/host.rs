@@ -21,6 +21,8 @@ pub const JOURNAL_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct RealRunHost {
     podman: Podman,
+    /// Podman's graph root (where its storage locks are); `None`: never look.
+    graphroot: Option<PathBuf>,
 }
 
 impl RealRunHost {
@@ -29,7 +31,16 @@ impl RealRunHost {
     pub fn new() -> Self {
         RealRunHost {
             podman: Podman::new(),
+            graphroot: None,
         }
+    }
+
+    /// Looks for holders of the storage locks below `graphroot` (see
+    /// [`super::storage_lock::graphroot`]).
+    #[must_use]
+    pub fn with_graphroot(mut self, graphroot: PathBuf) -> Self {
+        self.graphroot = Some(graphroot);
+        self
     }
 }
 
@@ -223,7 +234,12 @@ impl RunHost for RealRunHost {
     }
     fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
         let needle = format!("cyclix-{run_id}");
-        let procs = procs::processes_naming(Path::new("/proc"), &needle, std::process::id());
+        let sentinel = super::tripwire::sentinel_name(run_id);
+        let procs: Vec<procs::Proc> =
+            procs::processes_naming(Path::new("/proc"), &needle, std::process::id())
+                .into_iter()
+                .filter(|p| procs::is_workload(p, &sentinel))
+                .collect();
         let own =
             std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
         let cgroups = procs::user_manager_cgroup(&own)
@@ -249,5 +265,23 @@ impl RunHost for RealRunHost {
             }
         }
         Ok(n)
+    }
+    // statvfs's field types differ between targets (u64 here, u32 on some 32-bit ones).
+    #[allow(clippy::useless_conversion)]
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace> {
+        let s = nix::sys::statvfs::statvfs(path)
+            .with_context(|| format!("statvfs {}", path.display()))?;
+        let frsize = u64::from(s.fragment_size());
+        Ok(super::space::FsSpace {
+            avail: u64::from(s.blocks_available()).saturating_mul(frsize),
+            total: u64::from(s.blocks()).saturating_mul(frsize),
+            fsid: u64::from(s.filesystem_id()),
+        })
+    }
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+        match &self.graphroot {
+            Some(g) => super::storage_lock::holders(g),
+            None => Ok(Vec::new()),
+        }
     }
 }

@@ -85,6 +85,13 @@ pub fn try_acquire(lock_path: &Path, holder: &Holder) -> Result<Acquire> {
     }
 }
 
+/// What the lock file at `lock_path` says about its holder, without taking the lock (the
+/// content may be a dead run's: pair it with a look at who holds the lock).
+#[must_use]
+pub fn peek(lock_path: &Path) -> Option<Holder> {
+    serde_json::from_slice(&std::fs::read(lock_path).ok()?).ok()
+}
+
 impl TenantLock {
     /// The lock file's path.
     #[must_use]

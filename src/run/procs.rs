@@ -30,6 +30,25 @@ pub struct Proc {
     pub argv0: String,
 }
 
+/// The process names of podman's helpers that outlive a unit when a workload is started
+/// outside its Quadlet unit (B11), as `/proc/PID/comm` shows them (15 bytes at most).
+pub const HELPERS: &[&str] = &[
+    "conmon",
+    "pasta",
+    "pasta.avx2",
+    "rootlessport",
+    "slirp4netns",
+];
+
+/// Whether `p` is a workload of run `run_id` rather than, say, a user's
+/// `journalctl -u cyclix-RUN-agent` or the script that started cyclix: one of podman's
+/// [`HELPERS`] or the run's escape sentinel (`argv[0]` `sentinel`). Anything else of the run
+/// shows up through its cgroup.
+#[must_use]
+pub fn is_workload(p: &Proc, sentinel: &str) -> bool {
+    HELPERS.contains(&p.comm.as_str()) || p.argv0 == sentinel
+}
+
 /// Every process under `proc_root` (normally `/proc`) whose command line contains `needle`,
 /// except `self_pid`. Processes that end while being read are skipped.
 #[must_use]
@@ -176,7 +195,16 @@ mod tests {
             &["cyclix", "leftovers", "cyclix-r1"],
         );
         std::fs::create_dir_all(t.path().join("self")).expect("self");
-        let found = processes_naming(t.path(), "cyclix-r1", 13);
+        fake_proc(
+            t.path(),
+            14,
+            "journalctl",
+            &["journalctl", "-u", "cyclix-r1-agent"],
+        );
+        let found: Vec<Proc> = processes_naming(t.path(), "cyclix-r1", 13)
+            .into_iter()
+            .filter(|p| is_workload(p, "cyclix-r1-sentinel"))
+            .collect();
         let pids: Vec<u32> = found.iter().map(|p| p.pid).collect();
         assert_eq!(pids, [10, 12]);
         assert_eq!(found[1].argv0, "cyclix-r1-sentinel");

@@ -127,6 +127,45 @@ pub struct RunRecord {
     /// or `teardown/STEP`, it was in (from its `RUN.phase` note); `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub died_in: Option<String>,
+    /// The run's services as the agent saw them (address, database, data volume).
+    #[serde(default)]
+    pub services: Vec<ServiceRecord>,
+    /// What the host says caused a failure, found by cyclix after it: the agent killed for
+    /// memory (`agent killed for memory (oom): …`, the agent unit's `Result=oom-kill`), the
+    /// project's file system full (`project filesystem full (avail 0 B …)`, statvfs of the
+    /// worktree and the git dir).
+    #[serde(default)]
+    pub causes: Vec<String>,
+}
+
+/// One service of a run, as written into the agent's context file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    /// The spec's name.
+    pub name: String,
+    /// Its unit.
+    pub unit: String,
+    /// `HOST:PORT` in the pod.
+    pub address: String,
+    /// The port (reserved for this run among concurrent runs).
+    pub port: u16,
+    /// The run's database name.
+    pub database: String,
+    /// The per-run data volume, if any.
+    pub volume: Option<String>,
+}
+
+impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
+    fn from(s: &crate::render::plan::ServicePlan) -> Self {
+        ServiceRecord {
+            name: s.name.clone(),
+            unit: s.unit.clone(),
+            address: format!("{}:{}", s.host, s.port),
+            port: s.port,
+            database: s.database.clone(),
+            volume: s.volume.clone(),
+        }
+    }
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
@@ -231,6 +270,10 @@ pub fn summary(r: &RunRecord) -> String {
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
     }
+    s.push_str(&service_lines(&r.services));
+    for c in &r.causes {
+        let _ = writeln!(s, "  CAUSE: {c}");
+    }
     let _ = writeln!(
         s,
         "  agent exit {}, gate exit {}",
@@ -289,6 +332,25 @@ pub fn summary(r: &RunRecord) -> String {
         .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
         .collect();
     let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+/// One summary line per service: address, database, volume.
+fn service_lines(services: &[ServiceRecord]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for svc in services {
+        let _ = writeln!(
+            s,
+            "  service {} at {} (database {}{})",
+            svc.name,
+            svc.address,
+            svc.database,
+            svc.volume
+                .as_ref()
+                .map_or_else(String::new, |v| format!(", volume {v}"))
+        );
+    }
     s
 }
 

@@ -106,9 +106,11 @@ pub trait RunHost {
     /// git failed (not a worktree).
     fn in_progress(&self, worktree: &Path) -> Result<Option<String>>;
     /// What of run `run_id` is left in the host's process table and cgroup tree (field report
-    /// B11): processes whose command line names the run's objects (`cyclix-RUN…`: conmon,
-    /// the sentinel, anything started with the run's names) and cgroups named after them under
-    /// the user manager, each as `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`.
+    /// B11): podman's helpers (conmon, pasta, rootlessport, slirp4netns) and the escape
+    /// sentinel whose command line names the run (`cyclix-RUN…`), and cgroups named after the
+    /// run's units under the user manager (whatever runs in them), each as
+    /// `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`. A user's own
+    /// `journalctl -u cyclix-RUN-agent` is not the run's.
     ///
     /// # Errors
     /// `/proc` or the cgroup tree cannot be read.
@@ -120,6 +122,17 @@ pub trait RunHost {
     /// # Errors
     /// `/proc` cannot be read.
     fn kill_sentinel(&self, run_id: &str) -> Result<usize>;
+    /// Who holds podman's storage locks right now (`/proc/locks` matched against the lock
+    /// files below the graph root; see [`super::storage_lock`]); empty when they are free.
+    ///
+    /// # Errors
+    /// `/proc/locks` cannot be read.
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>>;
+    /// Free space of the file system holding `path` (`statvfs`).
+    ///
+    /// # Errors
+    /// `statvfs` failed (e.g. the path does not exist).
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace>;
 }
 
 /// A scripted, recording [`RunHost`] for tests: every call is recorded as `op arg`; an op
@@ -150,6 +163,11 @@ pub struct FakeRunHost {
     pub in_progress: Option<String>,
     /// What `run_processes` returns.
     pub processes: Vec<String>,
+    /// How many looks at podman's storage lock find it held (by pid 4711, `podman build .`)
+    /// before it is free; `usize::MAX`: held for ever.
+    pub lock_held_looks: usize,
+    /// What `fs_space` reports as available bytes for every path; `None`: 1 GiB.
+    pub fs_avail: Option<u64>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -295,5 +313,32 @@ impl RunHost for FakeRunHost {
     fn kill_sentinel(&self, run_id: &str) -> Result<usize> {
         self.call("kill_sentinel", run_id)?;
         Ok(0)
+    }
+    fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace> {
+        self.call("fs_space", &path.display().to_string())?;
+        Ok(super::space::FsSpace {
+            avail: self.fs_avail.unwrap_or(1 << 30),
+            total: 8 << 20,
+            fsid: 1,
+        })
+    }
+    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+        let looked = self
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("storage_lock_holders"))
+            .count();
+        self.call("storage_lock_holders", "")?;
+        Ok(if looked < self.lock_held_looks {
+            vec![super::storage_lock::Holder {
+                lock: "/home/t/.local/share/containers/storage/storage.lock".into(),
+                kind: "POSIX".into(),
+                mode: "WRITE".into(),
+                pid: Some(4711),
+                command: Some("podman build .".into()),
+            }]
+        } else {
+            Vec::new()
+        })
     }
 }

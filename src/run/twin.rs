@@ -210,11 +210,11 @@ fn results_dir(inp: &RunInputs) -> Result<PathBuf> {
 fn quick_plan(
     inp: &RunInputs,
     quick: &[String],
-    common: &Path,
-    octet: u8,
+    (common, octet, service_ports): (&Path, u8, Vec<u16>),
     results: &Path,
 ) -> Result<RunPlan> {
-    let mut plan = render::plan::plan(&inp.spec, &lifecycle::run_context(inp, common, octet))?;
+    let run = lifecycle::run_context(inp, common, octet, service_ports);
+    let mut plan = render::plan::plan(&inp.spec, &run)?;
     twin::quick_gate(&mut plan, quick, &results.display().to_string())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(plan)
@@ -308,12 +308,12 @@ fn bring_up(
     plan_out: &mut Option<RunPlan>,
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
-    let (_, common, octet) = r.phase("prepare", || {
+    let (_, common, octet, ports) = r.phase("prepare", || {
         lifecycle::prepare(inp, host, created, &branch)
     })?;
     let rendered = r.phase("render", || {
         let results = results_dir(inp)?;
-        let plan = quick_plan(inp, quick, &common, octet, &results)?;
+        let plan = quick_plan(inp, quick, (&common, octet, ports.clone()), &results)?;
         let rendered = render::render_plan(&inp.spec, &plan, inp.backend)?;
         *plan_out = Some(plan);
         Ok(rendered)
@@ -323,8 +323,9 @@ fn bring_up(
     r.phase("reload", || {
         lifecycle::reload_and_confirm(units, &rendered.units)
     })?;
+    created.podman = true;
     r.phase("start", || {
-        lifecycle::start_units(inp, units, &rendered.units, rec)
+        lifecycle::start_units(inp, units, host, &rendered.units, rec)
     })?;
     let agent = rendered
         .units
@@ -454,11 +455,17 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.worktree_add(&repo, &inp.paths.worktree, &branch, &inp.spec.repo.base)?;
         made_worktree = true;
+        // The reference runs only the gate container: no network, no services. Its plan is
+        // the source of that container; the subnet and service ports in it are never used.
+        let unused_ports = vec![0; inp.spec.services.len()];
         let plan = quick_plan(
             inp,
             quick,
-            &common,
-            crate::app::default_subnet_octet(&inp.run_id),
+            (
+                &common,
+                crate::app::default_subnet_octet(&inp.run_id),
+                unused_ports,
+            ),
             &results,
         )?;
         let gate_stem = plan.units.gate.trim_end_matches(".service");

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::{
-    Agent, Diagnostic, Egress, Gate, HostPattern, Image, Mount, Repo, Resources, Schedule, Service,
-    Spec, SpecContext, Task,
+    Agent, Diagnostic, Egress, Gate, Health, HostPattern, Image, Mount, Repo, Resources, Schedule,
+    Service, Spec, SpecContext, Task,
 };
 use crate::tier::Tier;
 
@@ -183,8 +183,29 @@ pub struct RawService {
     pub command: Option<Located<Vec<Located<String>>>>,
     /// `env`.
     pub env: Option<Located<Vec<Located<String>>>>,
-    /// `port` as written.
+    /// `port` as written (absent: cyclix picks a free one per run).
     pub port: Option<Located<String>>,
+    /// `data`: the container path of the per-run data volume.
+    pub data: Option<Located<String>>,
+    /// `health`.
+    pub health: Option<RawHealth>,
+}
+
+/// `services[i].health:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawHealth {
+    /// The mapping.
+    pub at: Pos,
+    /// `command`: the argv of the check.
+    pub command: Option<Located<Vec<Located<String>>>>,
+    /// `interval`, e.g. `1s`.
+    pub interval: Option<Located<String>>,
+    /// `timeout`, e.g. `5s`.
+    pub timeout: Option<Located<String>>,
+    /// `retries` as written (a plain decimal integer).
+    pub retries: Option<Located<String>>,
+    /// `start_period`, e.g. `10s`.
+    pub start_period: Option<Located<String>>,
 }
 
 /// `schedule:`.
@@ -494,6 +515,18 @@ const CPU_MILLI_RANGE: (u32, u32) = (10, 256_000);
 const PIDS_RANGE: (u32, u32) = (16, 65_536);
 /// Service port bounds (1024–65535): unprivileged ports inside the pod.
 const SERVICE_PORT_RANGE: (u16, u16) = (1024, 65_535);
+/// Health check interval bounds and default, in seconds (1s–5m, default 1s).
+const HEALTH_INTERVAL: (u64, u64, u64) = (1, 300, 1);
+/// Health check timeout bounds and default, in seconds (1s–5m, default 5s).
+const HEALTH_TIMEOUT: (u64, u64, u64) = (1, 300, 5);
+/// Health check start period bounds and default, in seconds (0–10m, default 0).
+const HEALTH_START_PERIOD: (u64, u64, u64) = (0, 600, 0);
+/// Health check retries bounds and default (1–1000, default 30).
+const HEALTH_RETRIES: (u32, u32, u32) = (1, 1000, 30);
+/// The variables cyclix sets in every service container (see `render::plan`); a service's
+/// `env` may not name them, or a secret would silently replace the run's value.
+pub const SERVICE_RESERVED_ENV: &[&str] =
+    &["PGHOST", "PGPORT", "PGDATABASE", "PGDATA", "POSTGRES_DB"];
 
 /// Validates a decoded spec against the semantic rules, appending one diagnostic per problem
 /// to `out`. Returns the validated spec when every required part was present and valid.
@@ -913,33 +946,28 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
         });
         let image = image(&s.image, out);
         let command = argv(s.command.as_ref(), false, out);
-        let env = env_list(s.env.as_ref(), out);
-        let port = s.port.as_ref().and_then(|p| {
-            let (lo, hi) = SERVICE_PORT_RANGE;
-            let Some(n) = decimal_int(&p.value)
-                .and_then(|n| u16::try_from(n).ok())
-                .filter(|n| (lo..=hi).contains(n))
-            else {
-                out.push(
-                    p.diag(format!("service port `{}` is out of range", p.value))
-                        .hint(format!("use a port from {lo} to {hi}")),
-                );
-                return None;
-            };
-            if let Some(line) = ports.get(&n) {
-                out.push(
-                    p.diag(format!(
-                        "port {n} is already used by another service (line {line})"
-                    ))
-                    .hint("give every service its own port"),
-                );
-                return None;
-            }
-            ports.insert(n, p.line);
-            Some(n)
-        });
-        if let (Some(name), Some(image), Some(command), Some(env), Some(port)) =
-            (name, image, command, env, port)
+        let env = env_list(s.env.as_ref(), out).filter(|_| not_reserved(s.env.as_ref(), out));
+        let port = match s.port.as_ref() {
+            None => Some(None),
+            Some(p) => fixed_port(p, &mut ports, out).map(Some),
+        };
+        let data = match s.data.as_ref() {
+            None => Some(None),
+            Some(d) => data_path(d, out).map(Some),
+        };
+        let health = match s.health.as_ref() {
+            None => Some(None),
+            Some(h) => health(h, out).map(Some),
+        };
+        if let (
+            Some(name),
+            Some(image),
+            Some(command),
+            Some(env),
+            Some(port),
+            Some(data),
+            Some(health),
+        ) = (name, image, command, env, port, data, health)
         {
             result.push(Service {
                 name,
@@ -947,10 +975,124 @@ fn services(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service
                 command,
                 env,
                 port,
+                data,
+                health,
             });
         }
     }
     (out.len() == before).then_some(result)
+}
+
+/// Whether a service's `env` leaves alone the variables cyclix sets
+/// ([`SERVICE_RESERVED_ENV`]); reports each one it names.
+fn not_reserved(list: Option<&Located<Vec<Located<String>>>>, out: &mut Vec<Diagnostic>) -> bool {
+    let mut ok = true;
+    for at in list.map_or(&[][..], |l| l.value.as_slice()) {
+        if SERVICE_RESERVED_ENV.contains(&at.value.as_str()) {
+            out.push(
+                at.diag(format!("`{}` is set by cyclix for every service", at.value))
+                    .hint(format!(
+                        "remove it: cyclix sets {} to the run's own values",
+                        SERVICE_RESERVED_ENV.join(", ")
+                    )),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// `services[i].port`: in range and not another service's.
+fn fixed_port(
+    p: &Located<String>,
+    ports: &mut BTreeMap<u16, usize>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<u16> {
+    let (lo, hi) = SERVICE_PORT_RANGE;
+    let Some(n) = decimal_int(&p.value)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| (lo..=hi).contains(n))
+    else {
+        out.push(
+            p.diag(format!("service port `{}` is out of range", p.value))
+                .hint(format!(
+                    "use a port from {lo} to {hi}, or remove `port` and cyclix picks a free one per run"
+                )),
+        );
+        return None;
+    };
+    if let Some(line) = ports.get(&n) {
+        out.push(
+            p.diag(format!(
+                "port {n} is already used by another service (line {line})"
+            ))
+            .hint("give every service its own port, or remove `port` and cyclix picks one"),
+        );
+        return None;
+    }
+    ports.insert(n, p.line);
+    Some(n)
+}
+
+/// `services[i].data`: an absolute, normalised container path for the per-run data volume;
+/// not `/`, and not under the kernel's or cyclix's own paths.
+fn data_path(d: &Located<String>, out: &mut Vec<Diagnostic>) -> Option<String> {
+    if !d.value.starts_with('/') {
+        out.push(
+            d.diag(format!("data path `{}` is not absolute", d.value))
+                .hint("write the path inside the service container, e.g. /var/lib/postgresql/data"),
+        );
+        return None;
+    }
+    let norm = mount_path(d, None, out)?;
+    let first = components(&norm).first().copied();
+    match first {
+        None => {
+            out.push(d.diag("data path `/` would hide the whole image").hint(
+                "write the directory the service keeps its data in, e.g. /var/lib/postgresql/data",
+            ));
+            None
+        }
+        Some(top @ ("proc" | "sys" | "dev" | "run" | "tmp" | "cyclix" | "work")) => {
+            out.push(
+                d.diag(format!("data path `{norm}` is under /{top}, which the container runtime or cyclix owns"))
+                    .hint("write the directory the service keeps its data in, e.g. /var/lib/postgresql/data"),
+            );
+            None
+        }
+        Some(_) => Some(norm),
+    }
+}
+
+/// `services[i].health`: the check's argv and its timing, with the defaults applied.
+fn health(h: &RawHealth, out: &mut Vec<Diagnostic>) -> Option<Health> {
+    let command = argv(h.command.as_ref(), true, out);
+    let interval_s = bounded_duration(h.interval.as_ref(), HEALTH_INTERVAL, out);
+    let timeout_s = bounded_duration(h.timeout.as_ref(), HEALTH_TIMEOUT, out);
+    let start_period_s = bounded_duration(h.start_period.as_ref(), HEALTH_START_PERIOD, out);
+    let (lo, hi, default) = HEALTH_RETRIES;
+    let retries = match &h.retries {
+        None => Some(default),
+        Some(r) => {
+            let n = decimal_int(&r.value)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| (lo..=hi).contains(n));
+            if n.is_none() {
+                out.push(
+                    r.diag(format!("retries `{}` is out of range", r.value))
+                        .hint(format!("use a number of retries from {lo} to {hi}")),
+                );
+            }
+            n
+        }
+    };
+    Some(Health {
+        command: command?,
+        interval_s: interval_s?,
+        timeout_s: timeout_s?,
+        retries: retries?,
+        start_period_s: start_period_s?,
+    })
 }
 
 fn schedule(s: &RawSchedule, out: &mut Vec<Diagnostic>) -> Option<Schedule> {

@@ -25,8 +25,8 @@ use serde_saphyr::{Error as YamlError, Spanned};
 
 use super::Diagnostic;
 use super::validate::{
-    Located, Pos, RawAgent, RawEgress, RawGate, RawImage, RawMount, RawRepo, RawResources,
-    RawSchedule, RawService, RawSpec, RawTask, nearest,
+    Located, Pos, RawAgent, RawEgress, RawGate, RawHealth, RawImage, RawMount, RawRepo,
+    RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
 };
 
 /// Most anchors (`&a`) and, separately, most aliases (`*a`) a spec may use (security-cases §4:
@@ -894,7 +894,10 @@ const SERVICE_KEYS: &[&str] = &[
     "command",
     "env",
     "port",
+    "data",
+    "health",
 ];
+const HEALTH_KEYS: &[&str] = &["command", "interval", "timeout", "retries", "start_period"];
 const SCHEDULE_KEYS: &[&str] = &["on_calendar", "persistent", "randomized_delay"];
 
 /// `parent.key`, or `key` at the top.
@@ -993,6 +996,9 @@ impl Decoder {
                 "agent.command" | "gate.command" => "`command: [PROGRAM, ARG, ...]`",
                 "schedule.on_calendar" => "`on_calendar: daily`",
                 _ if key == "image" => "`image: NAME@sha256:<64 hex>`",
+                _ if path.ends_with(".health.command") => {
+                    "`command: [PROGRAM, ARG, ...]` (run in the service container; exit 0 means healthy)"
+                }
                 _ => "",
             };
             let hint = if example.is_empty() {
@@ -1358,8 +1364,23 @@ impl Decoder {
             command: self.string_list(&f, "command", false),
             env: self.string_list(&f, "env", false),
             port: self
-                .get(&f, "port", true)
+                .get(&f, "port", false)
                 .and_then(|p| self.number(p, &child(path, "port"), false)),
+            data: self.string_field(&f, "data", false, StrKind::Line),
+            health: self.get(&f, "health", false).and_then(|n| {
+                let hp = child(path, "health");
+                let h = self.mapping(n, &hp, HEALTH_KEYS)?;
+                Some(RawHealth {
+                    at: Self::pos(n, &hp),
+                    command: self.string_list(&h, "command", true),
+                    interval: self.string_field(&h, "interval", false, StrKind::Duration),
+                    timeout: self.string_field(&h, "timeout", false, StrKind::Duration),
+                    retries: self
+                        .get(&h, "retries", false)
+                        .and_then(|r| self.number(r, &child(&hp, "retries"), false)),
+                    start_period: self.string_field(&h, "start_period", false, StrKind::Duration),
+                })
+            }),
         })
     }
 
@@ -1508,6 +1529,19 @@ gate:
             s.egress.allow.len(),
             2,
             "pypi.org listed twice must be deduped"
+        );
+        let db = &s.services[0];
+        assert_eq!(
+            (
+                db.port,
+                db.data.as_deref(),
+                db.health.as_ref().map(crate::spec::Health::budget_s)
+            ),
+            (
+                Some(5432),
+                Some("/var/lib/postgresql/data"),
+                Some(5 + 10 * (2 + 3))
+            )
         );
         ok(include_str!("../../tests/fixtures/spec/minimal.yaml"));
         for bad in [
@@ -3138,6 +3172,100 @@ gate:
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn services_take_a_data_volume_a_health_check_and_an_optional_port() {
+        let s = ok(&plus(&format!(
+            "services:\n  - name: db\n    image: \"localhost/pg@sha256:{DIGEST}\"\n    data: /var/lib/postgresql//data/\n    health: {{ command: [pg_isready, -q] }}\n  - {{ name: cache, image: \"localhost/r@sha256:{DIGEST}\", port: 6380, health: {{ command: [\"true\"], interval: 2s, timeout: 1s, retries: 3, start_period: 1m }} }}\n"
+        )));
+        let db = &s.services[0];
+        assert_eq!(db.port, None, "no port: cyclix picks one per run");
+        assert_eq!(db.data.as_deref(), Some("/var/lib/postgresql/data"));
+        assert_eq!(
+            db.health,
+            Some(crate::spec::Health {
+                command: vec!["pg_isready".into(), "-q".into()],
+                interval_s: 1,
+                timeout_s: 5,
+                retries: 30,
+                start_period_s: 0,
+            }),
+            "the defaults"
+        );
+        assert_eq!(
+            db.health.as_ref().map(crate::spec::Health::budget_s),
+            Some(180)
+        );
+        let cache = &s.services[1];
+        assert_eq!((cache.port, cache.data.as_deref()), (Some(6380), None));
+        assert_eq!(
+            cache
+                .health
+                .as_ref()
+                .map(|h| (h.interval_s, h.timeout_s, h.retries, h.start_period_s)),
+            Some((2, 1, 3, 60))
+        );
+        let svc = |line: &str| {
+            plus(&format!(
+                "services:\n  - {{ name: db, image: \"localhost/pg@sha256:{DIGEST}\", {line} }}\n"
+            ))
+        };
+        for (line, path, message) in [
+            (
+                "data: /",
+                "services[0].data",
+                "data path `/` would hide the whole image",
+            ),
+            (
+                "data: /tmp/pg",
+                "services[0].data",
+                "data path `/tmp/pg` is under /tmp, which the container runtime or cyclix owns",
+            ),
+            (
+                "data: ~/pg",
+                "services[0].data",
+                "data path `~/pg` is not absolute",
+            ),
+            (
+                "data: /a/../etc",
+                "services[0].data",
+                "`/a/../etc` contains a `..` component",
+            ),
+            (
+                "env: [PGDATABASE]",
+                "services[0].env[0]",
+                "`PGDATABASE` is set by cyclix for every service",
+            ),
+            (
+                "health: { command: [] }",
+                "services[0].health.command",
+                "`command` is empty",
+            ),
+            (
+                "health: { command: [x], retries: 1001 }",
+                "services[0].health.retries",
+                "retries `1001` is out of range",
+            ),
+            (
+                "health: { command: [x], retries: \"3\" }",
+                "services[0].health.retries",
+                "expected an integer, found string \"3\"",
+            ),
+            (
+                "health: [pg_isready]",
+                "services[0].health",
+                "expected a mapping (`key: value` lines), found a sequence",
+            ),
+            (
+                "port: 80",
+                "services[0].port",
+                "service port `80` is out of range",
+            ),
+        ] {
+            let (_, _, p, m) = one(&svc(line));
+            assert_eq!((p.as_str(), m.as_str()), (path, message), "{line}");
+        }
     }
 
     #[test]

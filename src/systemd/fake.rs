@@ -126,6 +126,8 @@ struct State {
     timers: BTreeMap<String, NextElapse>,
     scripted: Vec<Scripted>,
     exits: BTreeMap<String, i32>,
+    exit_results: BTreeMap<String, String>,
+    exit_polls: BTreeMap<String, usize>,
     lingering: Vec<u32>,
     system_units: BTreeMap<String, ActiveState>,
     running: Vec<String>,
@@ -227,6 +229,24 @@ impl FakeUnitManager {
         self.state().exits.insert(unit.to_owned(), code);
     }
 
+    /// As [`FakeUnitManager::exit_after_start`], but the unit is still running for the first
+    /// `polls - 1` `unit_status` calls after its start and has ended at the `polls`-th.
+    pub fn exit_after_polls(&self, unit: &str, code: i32, polls: usize) {
+        let mut state = self.state();
+        state.exits.insert(unit.to_owned(), code);
+        state.exit_polls.insert(unit.to_owned(), polls);
+    }
+
+    /// As [`FakeUnitManager::exit_after_start`] with a non-zero `code`, but the unit's
+    /// `Result=` is `result` (e.g. `oom-kill`: the kernel's OOM killer acted in its cgroup).
+    pub fn end_after_start(&self, unit: &str, code: i32, result: &str) {
+        let mut state = self.state();
+        state.exits.insert(unit.to_owned(), code);
+        state
+            .exit_results
+            .insert(unit.to_owned(), result.to_owned());
+    }
+
     /// Makes `user_linger(uid)` report `true` (by default no user lingers).
     pub fn set_linger(&self, uid: u32) {
         self.state().lingering.push(uid);
@@ -310,6 +330,21 @@ impl UnitManager for FakeUnitManager {
         self.job(call, unit)
     }
 
+    /// Recorded as [`Call::Start`] with a zero `timeout`; the unit becomes active as for
+    /// [`UnitManager::start`].
+    fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error> {
+        let call = Call::Start {
+            unit: unit.to_owned(),
+            mode,
+            timeout: Duration::ZERO,
+        };
+        self.job(call, unit)?;
+        Ok(format!(
+            "/org/freedesktop/systemd1/job/{}",
+            self.calls().len()
+        ))
+    }
+
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
         let call = Call::Stop {
             unit: unit.to_owned(),
@@ -343,7 +378,14 @@ impl UnitManager for FakeUnitManager {
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
         let mut state = self.record(Call::UnitStatus(unit.to_owned()))?;
         let code = state.exits.get(unit).copied();
-        if let (Some(code), true) = (code, state.running.iter().any(|u| u == unit)) {
+        let running = state.running.iter().any(|u| u == unit);
+        if running && let Some(left) = state.exit_polls.get_mut(unit) {
+            *left = left.saturating_sub(1);
+            if *left > 0 {
+                return Ok(state.status(unit));
+            }
+        }
+        if let (Some(code), true) = (code, running) {
             state.running.retain(|u| u != unit);
             let mut status = state.status(unit);
             let ok = code == 0;
@@ -353,7 +395,13 @@ impl UnitManager for FakeUnitManager {
                 ActiveState::Failed
             };
             (if ok { "dead" } else { "failed" }).clone_into(&mut status.sub_state);
-            status.result = Some(if ok { "success" } else { "exit-code" }.to_owned());
+            status.result = Some(
+                state
+                    .exit_results
+                    .get(unit)
+                    .cloned()
+                    .unwrap_or_else(|| if ok { "success" } else { "exit-code" }.to_owned()),
+            );
             status.exec_main_status = Some(code);
             state.units.insert(unit.to_owned(), status);
         }

@@ -235,8 +235,9 @@ for mode in --quick ""; do XDG_CONFIG_HOME=$D {bin} check $mode --tenant pinned 
 }
 
 #[test]
-fn b09_limits_the_user_manager_cannot_enforce_are_a_warning() {
-    // The testbed delegates no controllers to user managers (testbed/README.md).
+fn b09_limits_the_user_manager_cannot_enforce_fail_the_check_as_cyclix_run_refuses_them() {
+    // The testbed delegates no controllers to user managers (testbed/README.md). `cyclix run`
+    // refuses such a tenant (run::limits), so the check fails for it, with the same fix.
     let tb = Testbed::get();
     let setup = format!(
         "cat > \"$D/config/cyclix/tenants/big.yaml\" <<'EOF'\n{}EOF",
@@ -246,15 +247,15 @@ fn b09_limits_the_user_manager_cannot_enforce_are_a_warning() {
         )
     );
     let (code, report) = as_cyx(tb, &setup, "", "--quick");
-    assert_eq!(failed(&report), Vec::<String>::new(), "{report:#}");
-    assert_eq!(code, 0, "warnings alone exit 0");
+    assert_eq!(failed(&report), ["cgroup-delegation"], "{report:#}");
+    assert_eq!(code, 1, "a failed check exits 1");
     let c = check(&report, "cgroup-delegation");
-    assert_eq!(c["status"], "warn", "{c:#}");
+    assert_eq!(c["status"], "fail", "{c:#}");
     assert!(
         c["found"]
             .as_str()
             .unwrap_or_default()
-            .contains("limits that cannot be enforced: big: memory, big: pids"),
+            .contains("limits that cannot be enforced: big: memory, big: pids (`cyclix run` refuses these tenants)"),
         "{c:#}"
     );
     assert!(

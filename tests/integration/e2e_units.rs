@@ -35,16 +35,17 @@ for backend in quadlet plain; do
     [ -z "$out" ] || note "$backend: verify units: $out"
   fi
   U=$(mktemp -d); cp -r "$E"/user/. "$U"/
-  sed -i "s#\"/usr/local/bin/cyclix\"#\"$bin\"#" "$U/cyclix-run@.service"
+  sed -i "s#\"/usr/local/bin/cyclix\"#\"$bin\"#" "$U/cyclix-run@.service" "$U/cyclix-tick@.service"
   for d in "$U"/cyclix-run@*.timer.d; do
     [ -d "$d" ] || continue
-    t=$(basename "$d" .d); s=${t%.timer}.service
-    out=$(systemd-analyze --user verify "$U/$t" "$U/$s" 2>&1) || note "$backend: verify $t rc: $out"
+    t=$(basename "$d" .d); s=${t%.timer}.service; k=cyclix-tick@${s#cyclix-run@}
+    grep -qx 'Unit=cyclix-tick@%i.service' "$U/cyclix-run@.timer" || note "$backend: the timer does not trigger the tick unit"
+    out=$(systemd-analyze --user verify "$U/$t" "$U/$k" "$U/$s" 2>&1) || note "$backend: verify $t rc: $out"
     [ -z "$out" ] || note "$backend: verify $t: $out"
     cal=$(sed -n 's/^OnCalendar=//p' "$d/schedule.conf")
     systemd-analyze calendar "$cal" >/dev/null 2>&1 || note "$backend: calendar '$cal' rejected"
   done
-  out=$(systemd-analyze --user verify "$U/cyclix-run@golden.service" 2>&1) || note "$backend: verify template rc: $out"
+  out=$(systemd-analyze --user verify "$U/cyclix-run@golden.service" "$U/cyclix-tick@golden.service" 2>&1) || note "$backend: verify template rc: $out"
   [ -z "$out" ] || note "$backend: verify template: $out"
 done
 exit $fail

@@ -246,6 +246,30 @@ fn b25_user_timers_use_calendar_triggers_only() {
 #[test]
 fn b26_timers_are_concrete_and_pull_nothing_in() {
     for (case, files) in &all_rendered() {
+        // The timer triggers the tick unit (which records a trigger while a run is active),
+        // and the tick unit pulls nothing in either.
+        for (name, text) in files
+            .iter()
+            .filter(|(k, _)| k.ends_with("cyclix-run@.timer"))
+        {
+            assert_eq!(
+                keys(text, "Unit"),
+                ["cyclix-tick@%i.service"],
+                "{case}/{name}"
+            );
+        }
+        for (name, text) in files
+            .iter()
+            .filter(|(k, _)| k.ends_with("cyclix-tick@.service"))
+        {
+            for key in ["Requires", "Wants", "BindsTo", "After"] {
+                assert!(keys(text, key).is_empty(), "{case}/{name}: {key}=");
+            }
+            assert!(
+                text.contains("ExecStart=\"/usr/local/bin/cyclix\" tick %i"),
+                "{case}/{name}"
+            );
+        }
         for (name, text) in files.iter().filter(|(k, _)| k.contains(".timer")) {
             assert!(
                 name.contains("/user/"),

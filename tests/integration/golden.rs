@@ -49,6 +49,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         subnet_octet: 7,
         proxy_image: cyclix::images::PROXY_IMAGE.into(),
         cyclix_bin: CYCLIX_BIN.into(),
+        service_ports: cyclix::render::plan::preview_ports(spec),
     }
 }
 

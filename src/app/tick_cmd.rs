@@ -1,0 +1,46 @@
+//! `cyclix tick TENANT`: what `cyclix-run@TENANT.timer` runs when it fires (through
+//! `cyclix-tick@TENANT.service`). Starts the run unit without waiting for it, or records the
+//! skipped trigger while a run is active (`run::tick`).
+
+use anyhow::Result;
+
+use super::ops::{now_ms, run_unit, unit_manager, utc_timestamp};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::run::tick::{self, Skip, Ticked};
+use crate::run::{lock, record};
+
+/// The log line of a skip: `skipped: run R active since T (…)`.
+#[must_use]
+pub fn skip_line(s: &Skip) -> String {
+    let run = s.active_run.as_deref().unwrap_or("(unnamed)");
+    let since = s
+        .active_since_ms
+        .map_or_else(|| "an unknown time".to_string(), utc_timestamp);
+    format!(
+        "skipped: run {run} active since {since} (cyclix-run@{}.service {}); {} fired at {}",
+        s.tenant,
+        s.unit_state,
+        s.trigger,
+        utc_timestamp(s.time_ms)
+    )
+}
+
+/// `cyclix tick TENANT`.
+///
+/// # Errors
+/// D-Bus failures, an unreadable `/proc/locks`, or a skip that cannot be written.
+pub fn run(tenant: &str) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let unit = run_unit(tenant)?;
+    let units = unit_manager(&env)?;
+    let lock_path = lock::path(env.runtime_dir()?, tenant);
+    let records = record::tenant_dir(&env.state_home, tenant);
+    match tick::tick(&units, tenant, &lock_path, &records, now_ms())? {
+        Ticked::Started(job) => println!("started {unit} (job {job})"),
+        Ticked::Skipped(s, path) => {
+            crate::stderrln!("cyclix: {} (recorded in {})", skip_line(&s), path.display());
+        }
+    }
+    Ok(Outcome::Ok)
+}
