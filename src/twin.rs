@@ -431,7 +431,7 @@ fn rows(tests: &[Option<&Vec<TestCase>>; 3]) -> Vec<Row> {
 /// must differ between the two environments: a field added to the plan later is compared
 /// unless it is listed here (fail closed). `F#name` is the name of a `(name, value)` pair in
 /// `F`, `F[NAME]` its value, `F[*]` any value of `F`, `P.F` the field `F` of an object under
-/// the key `P` (`services.name`, not `networks.name`).
+/// the key `P` (`services.name`, not `networks.name`), `P.*` every field of such an object.
 pub const SHAREABLE: &[(&str, &str)] = &[
     ("tenant", "both environments belong to the tenant"),
     ("tier", "both have the tier the gate granted"),
@@ -472,15 +472,22 @@ pub const SHAREABLE: &[(&str, &str)] = &[
     ("services.key", "the spec key of the service"),
     ("services.env_var", "a variable name"),
     ("services.health", "the spec's health-check argv"),
+    ("env[CYCLIX_DATA]", "a path inside the container"),
+    ("env[PGDATA]", "a path inside the container"),
+    ("volumes.volume", "an index into the plan's own volumes"),
+    ("health.*", "the spec's health check: argv and timings"),
 ];
 
 fn shareable(field: &str, scoped: &str) -> bool {
-    SHAREABLE.iter().any(|(f, _)| *f == scoped)
-        || SHAREABLE.iter().any(|(f, _)| {
-            f.strip_suffix("[*]").map_or(*f == field, |prefix| {
-                field.starts_with(prefix) && field[prefix.len()..].starts_with('[')
-            })
+    SHAREABLE.iter().any(|(f, _)| {
+        *f == scoped
+            || f.strip_suffix(".*")
+                .is_some_and(|p| scoped.strip_prefix(p).is_some_and(|r| r.starts_with('.')))
+    }) || SHAREABLE.iter().any(|(f, _)| {
+        f.strip_suffix("[*]").map_or(*f == field, |prefix| {
+            field.starts_with(prefix) && field[prefix.len()..].starts_with('[')
         })
+    })
 }
 
 /// One scalar of a plan: where, which field (and `PARENT.FIELD`), what.
@@ -1190,7 +1197,8 @@ mod tests {
                     agent: {image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}\n\
                     gate: {image: localhost/a, unpinned_local_image: true, command: [check]}\n\
                     mounts: [{source: /srv/data, target: /mnt/data}]\n\
-                    services: [{name: db, image: localhost/pg, unpinned_local_image: true}]\n";
+                    services: [{name: db, image: localhost/pg, unpinned_local_image: true, \
+                    data: /var/lib/pg, health: {command: [pg_isready], interval: 1s, retries: 3}}]\n";
         let ctx = crate::spec::SpecContext {
             file: "t.yaml".into(),
             home: "/home/t".into(),

@@ -26,6 +26,17 @@ fn prepared() -> &'static Testbed {
 /// A tenant whose repo is a clone of the demo project plus `files` (path, contents) committed
 /// on `main`, whose gate has the quick suite `quick` (a YAML flow list).
 fn tenant(tb: &Testbed, name: &str, files: &[(&str, &str)], quick: &str) -> String {
+    tenant_with(tb, name, files, quick, "")
+}
+
+/// As [`tenant`], with `extra` spec lines appended (e.g. `services:`).
+fn tenant_with(
+    tb: &Testbed,
+    name: &str,
+    files: &[(&str, &str)],
+    quick: &str,
+    extra: &str,
+) -> String {
     let mut script = format!(
         "set -e\nrm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants\n\
          git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}\n"
@@ -57,6 +68,7 @@ gate:
   command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
   quick: {quick}
   timeout: 2m
+{extra}
 SPEC
 "#
     ));
@@ -304,6 +316,36 @@ fn a_quick_suite_that_cannot_start_is_a_build_error_and_leaves_nothing() {
         !failures.iter().any(|f| f["class"] == "leftover"),
         "{failures:#?}"
     );
+    let id = twin_id(&stderr);
+    let left = leftovers(tb, &id, &t, &format!("~/src/{t}"));
+    assert!(left.trim().is_empty(), "left behind by twin {id}:\n{left}");
+}
+
+/// A `PostgreSQL` service with its data volume and a readiness check.
+const POSTGRES: &str = "services:
+  - name: db
+    image: localhost/cyclix-postgres:latest
+    unpinned_local_image: true
+    data: /var/lib/postgresql/data
+    health:
+      command: [sh, -c, \"pg_isready -q -h 127.0.0.1 -p \\\"${PGPORT}\\\"\"]
+      interval: 1s
+      retries: 60";
+
+#[test]
+fn a_twin_with_a_database_service_gives_each_environment_its_own_port_database_and_volume() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant_with(tb, "tw-svc", &[], JUNIT_QUICK, POSTGRES);
+    let out = twin(tb, &t, true);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let r: serde_json::Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    assert_eq!(r["verdict"]["passed"], true, "{r:#}");
+    // The service's port, database name and data volume are identity values of each plan:
+    // compared, and none shared.
+    assert_eq!(r["shared"].as_array().map(Vec::len), Some(0), "{r:#}");
+    assert!(r["names_compared"].as_u64().unwrap_or(0) > 50, "{r:#}");
     let id = twin_id(&stderr);
     let left = leftovers(tb, &id, &t, &format!("~/src/{t}"));
     assert!(left.trim().is_empty(), "left behind by twin {id}:\n{left}");
