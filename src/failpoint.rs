@@ -13,6 +13,23 @@
 //! ([`TEARDOWN_STEPS`]), and `record.written` between writing the run record and removing the
 //! run's marker.
 
+/// The phases of a run of tier `container` that gets to its gate, in order, each a point
+/// `phase.NAME` (the run record's `phases` list the same names).
+pub const PHASES: &[&str] = &[
+    "prepare",
+    "render",
+    "install",
+    "reload",
+    "start",
+    "probe",
+    "agent",
+    "gate",
+    "collect",
+    "escape-check",
+    "teardown",
+    "audit",
+];
+
 /// The teardown steps, in order, each a point `teardown.STEP`.
 pub const TEARDOWN_STEPS: &[&str] = &[
     "stop-units",

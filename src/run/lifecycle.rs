@@ -1567,23 +1567,7 @@ mod tests {
         let rec = execute(&w.inp, &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "prepare",
-                "render",
-                "install",
-                "reload",
-                "start",
-                "probe",
-                "agent",
-                "gate",
-                "collect",
-                "escape-check",
-                "teardown",
-                "audit"
-            ]
-        );
+        assert_eq!(names, crate::failpoint::PHASES);
         // The proxy and the agent start as parallel jobs, in either order; the gate after both.
         let mut order = started(&units);
         order[..2].sort();
@@ -1978,153 +1962,6 @@ mod tests {
             "the watch re-runs the starred probes: {watched:?}"
         );
         nothing_left(&w, &rec, &host);
-    }
-
-    /// A host whose sandbox is gone from the first watch round on: the agent ended and its
-    /// unit is stopping (`deactivating`), then inactive a moment later.
-    struct EndingHost<'a> {
-        inner: FakeRunHost,
-        units: &'a FakeUnitManager,
-        ending: bool,
-    }
-
-    impl RunHost for EndingHost<'_> {
-        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
-            self.inner.rev_parse(r, v)
-        }
-        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
-            self.inner.common_dir(r)
-        }
-        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
-            self.inner.worktree_add(r, p, b, c)
-        }
-        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
-            self.inner.worktree_remove(r, p)
-        }
-        fn commits(
-            &self,
-            r: &Path,
-            b: &str,
-            t: &str,
-        ) -> Result<Vec<super::super::record::CommitInfo>> {
-            self.inner.commits(r, b, t)
-        }
-        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
-            self.inner.secret_create(n, v, l)
-        }
-        fn secret_remove(&self, n: &str) -> Result<()> {
-            self.inner.secret_remove(n)
-        }
-        fn remove_run_objects(&self, r: &str) -> Result<()> {
-            self.inner.remove_run_objects(r)
-        }
-        fn inventory(&self, r: &str) -> Result<Vec<String>> {
-            self.inner.inventory(r)
-        }
-        fn used_subnets(&self) -> Result<Vec<String>> {
-            self.inner.used_subnets()
-        }
-        fn probe(&self, c: &str, only: &[&str], d: Duration) -> Result<(i32, String)> {
-            // The probe phase runs them all; the watch only the starred ones.
-            if only.is_empty() {
-                return self.inner.probe(c, only, d);
-            }
-            bail!("no such container {c}")
-        }
-        fn sandbox_environ(&self, c: &str) -> Result<Vec<super::super::boundary::ProcessEnv>> {
-            // The first scan is the probe phase's, while the container runs.
-            if !self
-                .inner
-                .calls()
-                .iter()
-                .any(|x| x.starts_with("sandbox_environ"))
-            {
-                return self.inner.sandbox_environ(c);
-            }
-            if self.ending {
-                let mut st = crate::systemd::fake::loaded_inactive();
-                st.active_state = ActiveState::Deactivating;
-                self.units.set_status(&format!("{c}.service"), st);
-            }
-            bail!("no such container {c}")
-        }
-        fn network_members(&self, n: &str) -> Result<Vec<String>> {
-            self.inner.network_members(n)
-        }
-        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
-            self.inner.unit_journal(u)
-        }
-        fn storage_lock_holders(&self) -> Result<Vec<super::super::storage_lock::Holder>> {
-            self.inner.storage_lock_holders()
-        }
-        fn fs_space(&self, p: &Path) -> Result<super::super::space::FsSpace> {
-            self.inner.fs_space(p)
-        }
-        fn refs(&self, r: &Path) -> Result<Vec<(String, String)>> {
-            self.inner.refs(r)
-        }
-        fn delete_ref_at(&self, r: &Path, n: &str, s: &str) -> Result<bool> {
-            self.inner.delete_ref_at(r, n, s)
-        }
-        fn in_progress(&self, w: &Path) -> Result<Option<String>> {
-            self.inner.in_progress(w)
-        }
-        fn run_processes(&self, r: &str) -> Result<Vec<String>> {
-            self.inner.run_processes(r)
-        }
-        fn kill_sentinel(&self, r: &str) -> Result<usize> {
-            self.inner.kill_sentinel(r)
-        }
-    }
-
-    #[test]
-    fn an_agent_ending_during_a_watch_round_is_its_exit_not_a_leak() {
-        let mut w = world();
-        w.inp.deadlines.watch = Duration::from_millis(5);
-        let units = FakeUnitManager::new(); // the agent runs until the round
-        units.exit_after_start("cyclix-r1-gate.service", 0);
-        let host = EndingHost {
-            inner: FakeRunHost::default(),
-            units: &units,
-            ending: true,
-        };
-        let rec = std::thread::scope(|s| {
-            s.spawn(|| {
-                // The unit finishes stopping a moment after the round.
-                let t0 = Instant::now();
-                while t0.elapsed() < Duration::from_secs(5) {
-                    let st = units
-                        .unit_status("cyclix-r1-agent.service")
-                        .expect("status");
-                    if st.active_state == ActiveState::Deactivating {
-                        std::thread::sleep(Duration::from_millis(50));
-                        let mut done = crate::systemd::fake::loaded_inactive();
-                        done.result = Some("success".into());
-                        units.set_status("cyclix-r1-agent.service", done);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            });
-            execute(&w.inp, &units, &host)
-        });
-        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
-        assert_eq!(rec.agent_exit, Some(0));
-        assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
-
-        // The same blind round while the unit stays active is a finding after the grace.
-        let mut w = world();
-        w.inp.deadlines.watch = Duration::from_millis(5);
-        w.inp.deadlines.stop = Duration::from_millis(100);
-        let units = FakeUnitManager::new();
-        let host = EndingHost {
-            inner: FakeRunHost::default(),
-            units: &units,
-            ending: false,
-        };
-        let rec = execute(&w.inp, &units, &host);
-        assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
-        assert_eq!(rec.refusal.len(), 2, "{:?}", rec.refusal);
     }
 
     #[test]
@@ -2591,106 +2428,19 @@ mod tests {
                 .contains("storage lock is held")
         );
         let w = world();
-        let host = FakeRunHost {
+        // Held from the second look on: the first (the wait) passes, the explanation sees it.
+        let held_later = FakeRunHost {
             lock_held_looks: 0,
+            lock_held_from: Some(1),
             fail: vec!["secret_create".into()],
             ..Default::default()
         };
-        // Held from the second look on: the first (the wait) passes, the explanation sees it.
-        let held_later = HeldAfterFirstLook(host);
         let rec = execute(&w.inp, &units, &held_later);
         let err = rec.error.as_deref().unwrap_or_default();
         assert!(
             err.contains("storage lock is held") && err.contains("pid 4711"),
             "{err}"
         );
-    }
-
-    /// A [`FakeRunHost`] whose storage lock is free at the first look and held afterwards.
-    struct HeldAfterFirstLook(FakeRunHost);
-
-    impl RunHost for HeldAfterFirstLook {
-        fn refs(&self, r: &Path) -> Result<Vec<(String, String)>> {
-            self.0.refs(r)
-        }
-        fn delete_ref_at(&self, r: &Path, n: &str, s: &str) -> Result<bool> {
-            self.0.delete_ref_at(r, n, s)
-        }
-        fn in_progress(&self, w: &Path) -> Result<Option<String>> {
-            self.0.in_progress(w)
-        }
-        fn run_processes(&self, r: &str) -> Result<Vec<String>> {
-            self.0.run_processes(r)
-        }
-        fn kill_sentinel(&self, r: &str) -> Result<usize> {
-            self.0.kill_sentinel(r)
-        }
-        fn rev_parse(&self, r: &Path, v: &str) -> Result<String> {
-            self.0.rev_parse(r, v)
-        }
-        fn common_dir(&self, r: &Path) -> Result<PathBuf> {
-            self.0.common_dir(r)
-        }
-        fn worktree_add(&self, r: &Path, p: &Path, b: &str, c: &str) -> Result<()> {
-            self.0.worktree_add(r, p, b, c)
-        }
-        fn worktree_remove(&self, r: &Path, p: &Path) -> Result<()> {
-            self.0.worktree_remove(r, p)
-        }
-        fn commits(
-            &self,
-            r: &Path,
-            b: &str,
-            t: &str,
-        ) -> Result<Vec<super::super::record::CommitInfo>> {
-            self.0.commits(r, b, t)
-        }
-        fn secret_create(&self, n: &str, v: &[u8], l: &[(String, String)]) -> Result<()> {
-            self.0.secret_create(n, v, l)
-        }
-        fn secret_remove(&self, n: &str) -> Result<()> {
-            self.0.secret_remove(n)
-        }
-        fn remove_run_objects(&self, r: &str) -> Result<()> {
-            self.0.remove_run_objects(r)
-        }
-        fn inventory(&self, r: &str) -> Result<Vec<String>> {
-            self.0.inventory(r)
-        }
-        fn used_subnets(&self) -> Result<Vec<String>> {
-            self.0.used_subnets()
-        }
-        fn probe(&self, c: &str, o: &[&str], d: Duration) -> Result<(i32, String)> {
-            self.0.probe(c, o, d)
-        }
-        fn sandbox_environ(&self, c: &str) -> Result<Vec<crate::run::boundary::ProcessEnv>> {
-            self.0.sandbox_environ(c)
-        }
-        fn network_members(&self, n: &str) -> Result<Vec<String>> {
-            self.0.network_members(n)
-        }
-        fn unit_journal(&self, u: &str) -> Result<Vec<String>> {
-            self.0.unit_journal(u)
-        }
-        fn fs_space(&self, p: &Path) -> Result<crate::run::space::FsSpace> {
-            self.0.fs_space(p)
-        }
-        fn storage_lock_holders(&self) -> Result<Vec<crate::run::storage_lock::Holder>> {
-            let first = !self
-                .0
-                .calls()
-                .iter()
-                .any(|c| c.starts_with("storage_lock_holders"));
-            let _ = self.0.storage_lock_holders();
-            if first {
-                return Ok(Vec::new());
-            }
-            let held = FakeRunHost {
-                lock_held_looks: usize::MAX,
-                ..Default::default()
-            };
-            held.storage_lock_holders()
-        }
     }
 
     #[test]

@@ -166,6 +166,9 @@ pub struct FakeRunHost {
     /// How many looks at podman's storage lock find it held (by pid 4711, `podman build .`)
     /// before it is free; `usize::MAX`: held for ever.
     pub lock_held_looks: usize,
+    /// From this look on (0-based), the storage lock is held again (e.g. `Some(1)`: free at the
+    /// run's wait, held when a failing phase explains itself).
+    pub lock_held_from: Option<usize>,
     /// What `fs_space` reports as available bytes for every path; `None`: 1 GiB.
     pub fs_avail: Option<u64>,
 }
@@ -329,16 +332,18 @@ impl RunHost for FakeRunHost {
             .filter(|c| c.starts_with("storage_lock_holders"))
             .count();
         self.call("storage_lock_holders", "")?;
-        Ok(if looked < self.lock_held_looks {
-            vec![super::storage_lock::Holder {
-                lock: "/home/t/.local/share/containers/storage/storage.lock".into(),
-                kind: "POSIX".into(),
-                mode: "WRITE".into(),
-                pid: Some(4711),
-                command: Some("podman build .".into()),
-            }]
-        } else {
-            Vec::new()
-        })
+        Ok(
+            if looked < self.lock_held_looks || self.lock_held_from.is_some_and(|n| looked >= n) {
+                vec![super::storage_lock::Holder {
+                    lock: "/home/t/.local/share/containers/storage/storage.lock".into(),
+                    kind: "POSIX".into(),
+                    mode: "WRITE".into(),
+                    pid: Some(4711),
+                    command: Some("podman build .".into()),
+                }]
+            } else {
+                Vec::new()
+            },
+        )
     }
 }

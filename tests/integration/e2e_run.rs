@@ -57,23 +57,7 @@ fn demo_run_passes_commits_and_leaves_nothing() {
         .iter()
         .map(|p| p["name"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(
-        phases,
-        [
-            "prepare",
-            "render",
-            "install",
-            "reload",
-            "start",
-            "probe",
-            "agent",
-            "gate",
-            "collect",
-            "escape-check",
-            "teardown",
-            "audit"
-        ]
-    );
+    assert_eq!(phases, cyclix::failpoint::PHASES);
 }
 
 #[test]

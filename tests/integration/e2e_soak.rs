@@ -15,22 +15,11 @@ use crate::common::testbed::expect_success;
 
 /// Every fail point a run passes (phases in order, teardown steps, after the record).
 fn points() -> Vec<String> {
-    let mut v: Vec<String> = [
-        "prepare",
-        "render",
-        "install",
-        "reload",
-        "start",
-        "probe",
-        "agent",
-        "gate",
-        "collect",
-        "escape-check",
-        "teardown",
-    ]
-    .iter()
-    .map(|p| format!("phase.{p}"))
-    .collect();
+    let mut v: Vec<String> = cyclix::failpoint::PHASES
+        .iter()
+        .filter(|p| **p != "audit")
+        .map(|p| format!("phase.{p}"))
+        .collect();
     v.extend(
         cyclix::failpoint::TEARDOWN_STEPS
             .iter()
