@@ -7,6 +7,7 @@ pub mod check_cmd;
 pub mod leftovers_cmd;
 pub mod ops;
 pub mod tick_cmd;
+pub mod twin_cmd;
 pub mod unit_cmd;
 
 use std::fmt::Write as _;
@@ -70,6 +71,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Outcome::Findings
         }),
         Command::Leftovers { json } => leftovers_cmd::run(*json),
+        Command::Twin {
+            tenant,
+            spec,
+            backend,
+            json,
+        } => twin_cmd::run(tenant, spec.as_deref(), *backend, *json),
         Command::Unit(args) => {
             let code = unit_cmd::run(args)?;
             Ok(if code == std::process::ExitCode::SUCCESS {

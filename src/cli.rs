@@ -146,6 +146,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build two environments of TENANT from one commit at the same time, prove each with the
+    /// probes, run the gate's quick suite (`gate.quick`, default `gate.command`) in each and in
+    /// a reference over a clean checkout, tear everything down and compare. Exit 0: identical
+    /// results, no shared name, nothing left; 1: a difference, a failed probe, a build error,
+    /// a shared name or a leftover; 2: cyclix failed.
+    Twin {
+        /// The tenant.
+        tenant: String,
+        /// Use this spec file instead of `~/.config/cyclix/tenants/TENANT.yaml`.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        /// Unit flavour [default: as for `run`].
+        #[arg(long, value_enum)]
+        backend: Option<Backend>,
+        /// JSON (schema `cyclix-twin/1`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the journal of TENANT's runs.
     Logs {
         /// The tenant.

@@ -96,6 +96,27 @@ mod tests {
     }
 
     #[test]
+    fn the_demo_quick_suite_writes_junit_to_the_results_path() {
+        let ctx = crate::spec::SpecContext {
+            file: "demo/tenant.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        };
+        let spec = crate::spec::parse(TENANT_YAML, &ctx).expect("the demo spec is valid");
+        let quick = spec.gate.quick_argv().join(" ");
+        assert!(quick.contains("pytest"), "{quick}");
+        assert!(
+            quick.contains(&format!("--junitxml=\"${}\"", crate::twin::RESULTS_ENV)),
+            "{quick}"
+        );
+        // `cyclix run`'s gate is unchanged.
+        assert_eq!(
+            spec.gate.command,
+            ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        );
+    }
+
+    #[test]
     fn tenant_spec_names_the_demo_paths_and_denies_egress() {
         assert!(TENANT_YAML.contains("tenant: demo\n"));
         assert!(TENANT_YAML.contains("path: ~/.local/share/cyclix/demo/project\n"));

@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | ok (for `run`: the gate passed) |
-//! | 1 | findings: an invalid spec, failed checks, a refused tier, a failed gate or probe |
+//! | 1 | findings: an invalid spec, failed checks, a refused tier, a failed gate or probe, a twin that found a difference |
 //! | 2 | cyclix itself failed (I/O, D-Bus, podman, a bug) |
 
 use std::process::ExitCode;

@@ -40,3 +40,4 @@ pub mod run;
 pub mod spec;
 pub mod systemd;
 pub mod tier;
+pub mod twin;

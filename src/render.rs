@@ -123,10 +123,22 @@ pub struct RenderError {
 /// not match the spec's services, or an argv word cannot
 /// be carried by the backend (Quadlet: an empty word or a lone `;`).
 pub fn render(spec: &Spec, run: &RunContext, backend: Backend) -> Result<Rendered, RenderError> {
-    let plan = plan::plan(spec, run)?;
+    render_plan(spec, &plan::plan(spec, run)?, backend)
+}
+
+/// Renders a plan built by [`plan::plan`] (and possibly adjusted by the caller, as `cyclix
+/// twin` does for its quick suite's gate) with `backend`.
+///
+/// # Errors
+/// As [`render`], for argv words the backend cannot carry.
+pub fn render_plan(
+    spec: &Spec,
+    plan: &plan::RunPlan,
+    backend: Backend,
+) -> Result<Rendered, RenderError> {
     let mut files = match backend {
-        Backend::Quadlet => quadlet::render(&plan)?,
-        Backend::Plain => plain::render(&plan)?,
+        Backend::Quadlet => quadlet::render(plan)?,
+        Backend::Plain => plain::render(plan)?,
     };
     files.push(RenderedFile {
         dest: Dest::RunDir,
@@ -140,7 +152,7 @@ pub fn render(spec: &Spec, run: &RunContext, backend: Backend) -> Result<Rendere
     files.push(RenderedFile {
         dest: Dest::RunDir,
         name: plan::CONTEXT_FILE.to_string(),
-        contents: plan::context_json(&plan),
+        contents: plan::context_json(plan),
     });
     files.sort_by(|a, b| (a.dest, &a.name).cmp(&(b.dest, &b.name)));
     Ok(Rendered {

@@ -14,3 +14,4 @@ pub mod space;
 pub mod storage_lock;
 pub mod tick;
 pub mod tripwire;
+pub mod twin;

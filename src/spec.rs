@@ -326,8 +326,20 @@ pub struct Gate {
     pub image: Image,
     /// The argv of the checks; exit status 0 means the gate passed.
     pub command: Vec<String>,
+    /// `gate.quick`: the argv of the quick suite `cyclix twin` runs in each environment (and
+    /// in the reference); `None` means `command`. Validated like `command`. The suite may
+    /// write `JUnit` XML to the path in `$CYCLIX_RESULTS` for per-test results (README, "twin").
+    pub quick: Option<Vec<String>>,
     /// Wall-clock budget for the gate, in seconds.
     pub timeout_s: u64,
+}
+
+impl Gate {
+    /// The quick suite's argv: `gate.quick`, or `gate.command` when the spec has none.
+    #[must_use]
+    pub fn quick_argv(&self) -> &[String] {
+        self.quick.as_deref().unwrap_or(&self.command)
+    }
 }
 
 /// One allowlist entry, lowercased and in punycode (IDN converted).

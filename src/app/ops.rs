@@ -32,7 +32,7 @@ pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
     ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
 }
 
-fn load_tenant(
+pub(crate) fn load_tenant(
     env: &HostEnv,
     tenant: &str,
     spec: Option<&Path>,
@@ -139,7 +139,7 @@ fn quadlet_generator_installed() -> bool {
 
 /// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
 /// the tier gate decides on (never defaulted).
-fn probe_runtime() -> (Runtime, Backend) {
+pub(crate) fn probe_runtime() -> (Runtime, Backend) {
     match Podman::new().version() {
         Ok(v) => {
             let major: u32 = v
@@ -272,7 +272,7 @@ fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
 
 /// Everything the lifecycle needs for one run, resolved from the host: paths, secret values,
 /// the leak watch's list, the probe context.
-fn run_inputs(
+pub(crate) fn run_inputs(
     env: &HostEnv,
     runtime_dir: &Path,
     spec: Spec,
@@ -415,7 +415,7 @@ pub const MAX_TASK_BYTES: u64 = 1024 * 1024;
 
 /// Reads `task.file`: a regular file (not a FIFO or device, which would hang), at most
 /// [`MAX_TASK_BYTES`], UTF-8. The error names the problem and the fix.
-fn read_task_file(path: &str) -> std::result::Result<String, String> {
+pub(crate) fn read_task_file(path: &str) -> std::result::Result<String, String> {
     use std::io::Read as _;
     let meta =
         std::fs::metadata(path).map_err(|e| format!("`{path}`: {e}; fix the path in the spec"))?;
@@ -440,7 +440,7 @@ fn read_task_file(path: &str) -> std::result::Result<String, String> {
 /// User-fixable problems found right before a run, so they are findings (exit 1) that name
 /// the spec key, not cyclix failures: a mount source that is (now) a symlink, a repository
 /// that is not one, a base ref that does not exist.
-fn preflight(spec: &Spec) -> Option<String> {
+pub(crate) fn preflight(spec: &Spec) -> Option<String> {
     for (i, m) in spec.mounts.iter().enumerate() {
         if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
             return Some(format!(

@@ -350,6 +350,28 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
 }
 
 /// The `podman run` arguments for `c` (after `podman`), and the units it binds to.
+/// The `podman run` of container `c` in the foreground, for a caller that runs it directly
+/// instead of through a unit (`cyclix twin`'s reference gate): `(flags, image, argv)` for
+/// `podman run --rm FLAGS -- IMAGE ARGV`. The same name, networking, hardening, mounts,
+/// environment and labels as the unit's, without the unit's detaching (`-d`), readiness
+/// (`--sdnotify`) and cgroup (`--cgroups=split`) flags.
+#[must_use]
+pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, String, Vec<String>) {
+    let (_, args) = run_args(plan, c);
+    let tail = 1 + c.exec.len(); // image + argv
+    let flags = args[..args.len() - tail]
+        .iter()
+        .filter(|a| {
+            !matches!(
+                a.as_str(),
+                "run" | "--rm" | "-d" | "--sdnotify=conmon" | "--cgroups=split"
+            )
+        })
+        .cloned()
+        .collect();
+    (flags, c.image.clone(), c.exec.clone())
+}
+
 fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     let mut deps: Vec<String> = Vec::new();
     let mut args: Vec<String> = vec![

@@ -123,8 +123,9 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-struct Recorder {
-    phases: Vec<Phase>,
+/// Records each phase's timing and outcome; a phase that fails adds `phase NAME` to the error.
+pub(crate) struct Recorder {
+    pub(crate) phases: Vec<Phase>,
     interrupted: Option<Arc<AtomicBool>>,
     progress: Option<PathBuf>,
 }
@@ -142,7 +143,17 @@ fn reached(progress: Option<&Path>, point: &str, what: &str) {
 }
 
 impl Recorder {
-    fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set;
+    /// each phase is noted in `progress` (for convergence) when given.
+    pub(crate) fn new(interrupted: Option<Arc<AtomicBool>>, progress: Option<PathBuf>) -> Self {
+        Recorder {
+            phases: Vec::new(),
+            interrupted,
+            progress,
+        }
+    }
+
+    pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
@@ -173,26 +184,26 @@ impl Recorder {
 
 /// What was created, so teardown undoes exactly that (plus a by-label sweep).
 #[derive(Debug, Default)]
-struct Created {
-    tripwires: Option<Tripwires>,
-    subnet_reservation: Option<PathBuf>,
-    port_reservations: Vec<PathBuf>,
-    worktree: bool,
-    run_dir: bool,
-    secrets: Vec<String>,
-    files: Vec<PathBuf>,
-    units: Vec<String>,
+pub(crate) struct Created {
+    pub(crate) tripwires: Option<Tripwires>,
+    pub(crate) subnet_reservation: Option<PathBuf>,
+    pub(crate) port_reservations: Vec<PathBuf>,
+    pub(crate) worktree: bool,
+    pub(crate) run_dir: bool,
+    pub(crate) secrets: Vec<String>,
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) units: Vec<String>,
     /// The repository's refs before the run (for the audit's ref check).
-    refs_before: Option<Vec<(String, String)>>,
+    pub(crate) refs_before: Option<Vec<(String, String)>>,
     /// The run branch's full ref and the commit it was created at, once created.
-    branch: Option<(String, String)>,
+    pub(crate) branch: Option<(String, String)>,
     /// Set by teardown: a git operation was half done in the worktree when it was removed.
-    in_progress: Option<String>,
+    pub(crate) in_progress: Option<String>,
     /// cyclix asked podman (directly or through a unit) to create something of this run; until
     /// then there is nothing of it in podman to remove or to audit.
-    podman: bool,
+    pub(crate) podman: bool,
     /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
-    notices: Vec<String>,
+    pub(crate) notices: Vec<String>,
 }
 
 /// The run branch: `cyclix/TENANT/RUN`.
@@ -347,42 +358,8 @@ pub fn reserve_ports(
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
 /// with their phase). The caller writes the record.
 pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn RunHost) -> RunRecord {
-    let spec = &inp.spec;
-    let mut rec = RunRecord {
-        version: 1,
-        tenant: spec.tenant.clone(),
-        run_id: inp.run_id.clone(),
-        tier: spec.tier.to_string(),
-        result: RunResult::Error,
-        failed_phase: None,
-        error: None,
-        phases: Vec::new(),
-        agent_exit: None,
-        gate_exit: None,
-        branch: branch_name(&spec.tenant, &inp.run_id),
-        base_commit: String::new(),
-        commits: Vec::new(),
-        probes: Vec::new(),
-        agent_log: Vec::new(),
-        gate_log: Vec::new(),
-        refusal: Vec::new(),
-        watch_rounds: 0,
-        egress_decisions: Vec::new(),
-        secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
-        notices: inp.notices.clone(),
-        leftovers: Vec::new(),
-        units: Vec::new(),
-        agent_ready_ms: None,
-        go_ms: None,
-        died_in: None,
-        services: Vec::new(),
-        causes: Vec::new(),
-    };
-    let mut r = Recorder {
-        phases: Vec::new(),
-        interrupted: Some(inp.interrupted.clone()),
-        progress: inp.progress.clone(),
-    };
+    let mut rec = new_record(inp);
+    let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
     let mut created = Created::default();
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     rec.notices.append(&mut created.notices);
@@ -437,6 +414,41 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     rec
 }
 
+/// The run's record before its first phase (result `error` until a phase decides otherwise).
+pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
+    let spec = &inp.spec;
+    RunRecord {
+        version: 1,
+        tenant: spec.tenant.clone(),
+        run_id: inp.run_id.clone(),
+        tier: spec.tier.to_string(),
+        result: RunResult::Error,
+        failed_phase: None,
+        error: None,
+        phases: Vec::new(),
+        agent_exit: None,
+        gate_exit: None,
+        branch: branch_name(&spec.tenant, &inp.run_id),
+        base_commit: String::new(),
+        commits: Vec::new(),
+        probes: Vec::new(),
+        agent_log: Vec::new(),
+        gate_log: Vec::new(),
+        refusal: Vec::new(),
+        watch_rounds: 0,
+        egress_decisions: Vec::new(),
+        secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
+        notices: inp.notices.clone(),
+        leftovers: Vec::new(),
+        units: Vec::new(),
+        agent_ready_ms: None,
+        go_ms: None,
+        died_in: None,
+        services: Vec::new(),
+        causes: Vec::new(),
+    }
+}
+
 fn bring_up_and_run(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
@@ -450,62 +462,16 @@ fn bring_up_and_run(
     let (base, common, octet, service_ports) =
         r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
     rec.base_commit.clone_from(&base);
-    let run_ctx = RunContext {
-        run_id: inp.run_id.clone(),
-        worktree: inp.paths.worktree.display().to_string(),
-        git_common_dir: common.display().to_string(),
-        run_dir: inp.paths.run_dir.display().to_string(),
-        subnet_octet: octet,
-        proxy_image: crate::images::PROXY_IMAGE.to_string(),
-        cyclix_bin: inp.cyclix_bin.display().to_string(),
-        service_ports,
-    };
+    let run_ctx = run_context(inp, &common, octet, service_ports);
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
-    r.phase("install", || {
-        for f in &rendered.files {
-            let dir = match f.dest {
-                Dest::Quadlet => &inp.paths.quadlet_dir,
-                Dest::RuntimeUnits => &inp.paths.units_dir,
-                Dest::RunDir => &inp.paths.run_dir,
-                Dest::UserConfig => continue,
-            };
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let path = dir.join(&f.name);
-            if path.exists() {
-                bail!(
-                    "{} exists already: another run with the id {} is installed",
-                    path.display(),
-                    inp.run_id
-                );
-            }
-            super::record::atomic_write(&path, f.contents.as_bytes())?;
-            // Unit files and the proxy config hold no secret; the proxy reads its config as its
-            // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-                .with_context(|| format!("setting the mode of {}", path.display()))?;
-            created.files.push(path);
-        }
-        Ok(())
-    })?;
+    r.phase("install", || install(inp, &rendered, created))?;
     created.units.clone_from(&rendered.units.all);
-    r.phase("reload", || {
-        units.reload()?;
-        for u in &rendered.units.all {
-            let state = units.load_unit(u)?;
-            if state != LoadState::Loaded {
-                bail!(
-                    "unit {u} is {state} after the reload: the generator did not produce it \
-                     (is Quadlet's user generator installed? `cyclix check` tells)"
-                );
-            }
-        }
-        Ok(())
-    })?;
+    r.phase("reload", || reload_and_confirm(units, &rendered.units))?;
     created.podman = true;
     r.phase("start", || {
         start_units(inp, units, host, &rendered.units, rec)
@@ -536,6 +502,58 @@ fn bring_up_and_run(
     Ok(result)
 }
 
+/// The run's host facts for the renderer.
+pub(crate) fn run_context(
+    inp: &RunInputs,
+    common: &Path,
+    octet: u8,
+    service_ports: Vec<u16>,
+) -> RunContext {
+    RunContext {
+        run_id: inp.run_id.clone(),
+        worktree: inp.paths.worktree.display().to_string(),
+        git_common_dir: common.display().to_string(),
+        run_dir: inp.paths.run_dir.display().to_string(),
+        subnet_octet: octet,
+        proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: inp.cyclix_bin.display().to_string(),
+        service_ports,
+    }
+}
+
+/// The install phase: writes the rendered files (never over an existing one), recording each
+/// for teardown.
+pub(crate) fn install(
+    inp: &RunInputs,
+    rendered: &render::Rendered,
+    created: &mut Created,
+) -> Result<()> {
+    for f in &rendered.files {
+        let dir = match f.dest {
+            Dest::Quadlet => &inp.paths.quadlet_dir,
+            Dest::RuntimeUnits => &inp.paths.units_dir,
+            Dest::RunDir => &inp.paths.run_dir,
+            Dest::UserConfig => continue,
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(&f.name);
+        if path.exists() {
+            bail!(
+                "{} exists already: another run with the id {} is installed",
+                path.display(),
+                inp.run_id
+            );
+        }
+        super::record::atomic_write(&path, f.contents.as_bytes())?;
+        // Unit files and the proxy config hold no secret; the proxy reads its config as its
+        // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .with_context(|| format!("setting the mode of {}", path.display()))?;
+        created.files.push(path);
+    }
+    Ok(())
+}
+
 /// Waits (at most `deadlines.storage_lock`) until no other process holds podman's storage
 /// locks; a holder that stays is named in the error (security-cases §3). A wait longer than a
 /// second is noted in the record.
@@ -555,6 +573,24 @@ fn wait_for_storage_lock(
             "waited {} ms for podman's storage lock before the run could start",
             waited.as_millis()
         ));
+    }
+    Ok(())
+}
+
+/// The reload phase: Reload, then confirm every unit of the run is loaded (B01).
+pub(crate) fn reload_and_confirm(
+    units: &dyn UnitManager,
+    names: &render::plan::UnitNames,
+) -> Result<()> {
+    units.reload()?;
+    for u in &names.all {
+        let state = units.load_unit(u)?;
+        if state != LoadState::Loaded {
+            bail!(
+                "unit {u} is {state} after the reload: the generator did not produce it \
+                 (is Quadlet's user generator installed? `cyclix check` tells)"
+            );
+        }
     }
     Ok(())
 }
@@ -579,7 +615,7 @@ fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
 /// independent jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes
 /// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
 /// `rec.agent_ready_ms`.
-fn start_units(
+pub(crate) fn start_units(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
@@ -823,7 +859,7 @@ fn collect(
 
 /// Base commit, git common dir and subnet; run dir with the task; worktree on the run branch;
 /// the run's secrets. Records what it created for teardown.
-fn prepare(
+pub(crate) fn prepare(
     inp: &RunInputs,
     host: &dyn RunHost,
     created: &mut Created,
@@ -935,7 +971,7 @@ pub const LOG_TAIL_LINES: usize = 40;
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
 /// event lines, container ids and conmon's warnings left out, every secret value replaced by
 /// `***`.
-fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
+pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
     let mut lines: Vec<String> = journal
         .iter()
         .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
@@ -983,6 +1019,28 @@ fn prove(
     rec: &mut RunRecord,
 ) -> Result<bool> {
     let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    let go = boundary_proven(inp, host, container, tripwires, rec)?;
+    let file = ctl.join(if go {
+        render::plan::GO_FILE
+    } else {
+        render::plan::REFUSED_FILE
+    });
+    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
+    rec.go_ms = Some(now_ms());
+    Ok(go)
+}
+
+/// The boundary check of [`prove`] without its verdict file: runs the probes inside the
+/// agent's (held back) container, scans its processes' environments from the host, lists
+/// strangers on the run's network and checks the tripwires. Sets `rec.probes` and
+/// `rec.refusal`; returns whether everything passed.
+pub(crate) fn boundary_proven(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    container: &str,
+    tripwires: Option<&mut Tripwires>,
+    rec: &mut RunRecord,
+) -> Result<bool> {
     // The agent unit was started in the start phase, next to the proxy.
     let (exit, stdout) = host.probe(container, &[], inp.deadlines.probe)?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
@@ -1005,13 +1063,6 @@ fn prove(
         why.extend(tripwire::check(tw)?);
     }
     let go = ok && why.is_empty();
-    let file = ctl.join(if go {
-        render::plan::GO_FILE
-    } else {
-        render::plan::REFUSED_FILE
-    });
-    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
-    rec.go_ms = Some(now_ms());
     rec.refusal = why;
     Ok(go)
 }
@@ -1161,7 +1212,7 @@ fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> {
 }
 
 /// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
-fn run_to_end(
+pub(crate) fn run_to_end(
     units: &dyn UnitManager,
     unit: &str,
     d: Deadlines,
@@ -1189,7 +1240,7 @@ fn run_to_end(
 /// objects, the secrets, the worktree (after noting a half-done git operation in it), the run
 /// branch if it has no commits (a temporary ref), the run dir. Every step runs whatever
 /// failed before it; the errors are joined.
-fn teardown(
+pub(crate) fn teardown(
     inp: &RunInputs,
     units: &dyn UnitManager,
     host: &dyn RunHost,
@@ -1296,7 +1347,7 @@ fn remove_file(p: &Path) -> Result<()> {
     }
 }
 
-fn audit(
+pub(crate) fn audit(
     inp: &RunInputs,
     units: &dyn UnitManager,
     host: &dyn RunHost,

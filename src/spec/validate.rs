@@ -140,6 +140,8 @@ pub struct RawGate {
     pub image: RawImage,
     /// `gate.command`.
     pub command: Option<Located<Vec<Located<String>>>>,
+    /// `gate.quick` (optional).
+    pub quick: Option<Located<Vec<Located<String>>>>,
     /// `gate.timeout`.
     pub timeout: Option<Located<String>>,
 }
@@ -685,10 +687,22 @@ fn agent(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent> {
 fn gate(g: &RawGate, out: &mut Vec<Diagnostic>) -> Option<Gate> {
     let image = image(&g.image, out);
     let command = argv(g.command.as_ref(), true, out);
+    let quick = match g.quick.as_ref() {
+        None => Some(None),
+        Some(list) if list.value.is_empty() => {
+            out.push(
+                list.diag("`quick` is empty")
+                    .hint("give the quick suite's argv, e.g. [python3, -m, pytest, -q, -x], or remove the key to use `gate.command`"),
+            );
+            None
+        }
+        Some(list) => argv(Some(list), true, out).map(Some),
+    };
     let timeout_s = bounded_duration(g.timeout.as_ref(), GATE_TIMEOUT, out);
     Some(Gate {
         image: image?,
         command: command?,
+        quick: quick?,
         timeout_s: timeout_s?,
     })
 }

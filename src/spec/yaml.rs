@@ -878,7 +878,13 @@ const AGENT_KEYS: &[&str] = &[
     "resources",
 ];
 const RESOURCE_KEYS: &[&str] = &["memory", "cpus", "pids"];
-const GATE_KEYS: &[&str] = &["image", "unpinned_local_image", "command", "timeout"];
+const GATE_KEYS: &[&str] = &[
+    "image",
+    "unpinned_local_image",
+    "command",
+    "quick",
+    "timeout",
+];
 const EGRESS_KEYS: &[&str] = &["allow", "ports", "report_only"];
 const MOUNT_KEYS: &[&str] = &["source", "target", "read_only"];
 const SERVICE_KEYS: &[&str] = &[
@@ -1158,7 +1164,8 @@ impl Decoder {
         let node = self.get(f, key, required)?;
         let path = child(&f.path, key);
         let Value::Seq(items) = &node.value else {
-            let hint = if matches!(node.value, Value::Str(_)) && key == "command" {
+            let hint = if matches!(node.value, Value::Str(_)) && matches!(key, "command" | "quick")
+            {
                 "`command` is an argv list, not a shell string: write [python3, -m, pytest]"
             } else {
                 "write a list: [a, b] or one `- item` per line"
@@ -1324,6 +1331,7 @@ impl Decoder {
             at: Self::pos(node, "gate"),
             image: self.image(&f),
             command: self.string_list(&f, "command", true),
+            quick: self.string_list(&f, "quick", false),
             timeout: self.string_field(&f, "timeout", false, StrKind::Duration),
         })
     }
@@ -1473,6 +1481,43 @@ gate:
         assert_eq!(s.tier, crate::tier::Tier::Container);
         assert!(s.schedule.is_none());
         assert!(matches!(s.agent.image, Image::Pinned { .. }));
+    }
+
+    #[test]
+    fn gate_quick_is_an_optional_argv_validated_like_command() {
+        let s = ok(include_str!("../../tests/fixtures/spec/gate-quick.yaml"));
+        assert_eq!(s.gate.command, ["make", "test"]);
+        assert_eq!(
+            s.gate.quick_argv(),
+            [
+                "sh",
+                "-c",
+                "exec python3 -m pytest -q -x --junitxml=\"$CYCLIX_RESULTS\""
+            ]
+        );
+        // Without the key the quick suite is the gate's command.
+        let s = ok(&base());
+        assert_eq!(
+            (s.gate.quick.as_deref(), s.gate.quick_argv()),
+            (None, &["make".to_string(), "test".to_string()][..])
+        );
+        assert_eq!(
+            one(&plus("  quick: []\n")),
+            d(13, 10, "gate.quick", "`quick` is empty")
+        );
+        let (line, _, path, msg) = one(&plus("  quick: \"make quick\"\n"));
+        assert_eq!((line, path.as_str()), (13, "gate.quick"));
+        assert!(msg.starts_with("expected a list"), "{msg}");
+        let (_, _, path, msg) = one(&plus("  quick: [-x, tests]\n"));
+        assert_eq!(path, "gate.quick[0]");
+        assert!(msg.contains("starts with `-`"), "{msg}");
+        let (_, _, path, msg) = one(&plus("  quick: [\"pytest -x\"]\n"));
+        assert_eq!(path, "gate.quick[0]");
+        assert!(msg.contains("whitespace"), "{msg}");
+        let e = err(&plus("  quik: [make, quick]\n"));
+        assert!(e.to_string().contains("did you mean `quick`?"), "{e}");
+        let e = err(&plus("  quick: [make, 7]\n"));
+        assert!(e.to_string().contains("gate.quick[1]"), "{e}");
     }
 
     #[test]

@@ -181,3 +181,25 @@ fn a_run_of_a_tenant_without_a_spec_is_a_finding_naming_the_path_and_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn twin_refuses_a_host_tier_and_names_the_fix() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = dir.path().join("min.yaml");
+    let yaml = std::fs::read_to_string("tests/fixtures/spec/minimal.yaml")
+        .expect("fixture")
+        .replace("tenant: min\n", "tenant: min\ntier: worktree\n");
+    std::fs::write(&spec, yaml).expect("spec");
+    let o = cyclix(&["twin", "min", "--spec", &spec.display().to_string()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tier `worktree`") && err.contains("set `tier: container`"),
+        "{err}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "nothing was built: {}",
+        text(&o.stdout)
+    );
+}

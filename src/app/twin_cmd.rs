@@ -1,0 +1,133 @@
+//! `cyclix twin TENANT [--json]`: builds two environments of the tenant from one commit at the
+//! same time, runs the gate's quick suite in each and in a reference, tears everything down
+//! and compares (`run::twin`, verdict in `twin`). Exit 0 when both environments and the
+//! reference agree and nothing is shared or left; 1 otherwise; 2 when cyclix itself failed.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::Result;
+
+use super::ops;
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::git::Git;
+use crate::render::Backend;
+use crate::run::host::RealRunHost;
+use crate::run::lock::{self, Acquire, Holder};
+use crate::run::twin::{self, TwinInputs};
+use crate::spec::Task;
+use crate::tier::{self, Tier};
+
+/// Runs the verb.
+///
+/// # Errors
+/// Failures of cyclix itself (no runtime dir, no user bus, unreadable spec).
+pub fn run(
+    tenant: &str,
+    spec_path: Option<&Path>,
+    force_backend: Option<Backend>,
+    json: bool,
+) -> Result<Outcome> {
+    let env = HostEnv::from_env()?;
+    let runtime_dir = env.runtime_dir()?.clone();
+    let mut spec = match ops::load_tenant(&env, tenant, spec_path)? {
+        Ok(s) => s,
+        Err(e) => {
+            crate::stderrln!("{e}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    if spec.tenant != tenant {
+        crate::stderrln!(
+            "error: the spec names tenant `{}`, not `{tenant}`",
+            spec.tenant
+        );
+        return Ok(Outcome::Findings);
+    }
+    let (runtime, detected) = ops::probe_runtime();
+    let backend = force_backend.unwrap_or(detected);
+    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+        Ok(t) => t,
+        Err(refusal) => {
+            crate::stderrln!("error: {refusal}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    if spec.tier != Tier::Container {
+        crate::stderrln!(
+            "error: tenant {tenant} has tier `{}`: a twin compares two sandboxed environments \
+             (pod, networks, proxy), which only tier `container` has; set `tier: container`",
+            spec.tier
+        );
+        return Ok(Outcome::Findings);
+    }
+    if let Some(problem) = ops::preflight(&spec) {
+        crate::stderrln!("error: {problem}");
+        return Ok(Outcome::Findings);
+    }
+    // One commit for both environments and the reference: the base ref resolved once.
+    let commit = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
+    spec.repo.base.clone_from(&commit);
+    let quick = spec.gate.quick_argv().to_vec();
+    let id = ops::new_run_id(SystemTime::now(), std::process::id());
+    let holder = Holder {
+        run_id: format!("{id}-a"),
+        pid: std::process::id(),
+        started_ms: ops::now_ms(),
+    };
+    let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
+        Acquire::Held(l) => l,
+        Acquire::Busy(h) => {
+            crate::stderrln!(
+                "error: tenant {tenant} is busy{}; wait for it or `cyclix stop {tenant}`",
+                h.map(|h| format!(" with run {} (pid {})", h.run_id, h.pid))
+                    .unwrap_or_default()
+            );
+            return Ok(Outcome::Findings);
+        }
+    };
+    let task = match &spec.task {
+        Task::Text(t) => t.clone(),
+        Task::File(f) => match ops::read_task_file(f) {
+            Ok(t) => t,
+            Err(problem) => {
+                crate::stderrln!("error: task.file: {problem}");
+                return Ok(Outcome::Findings);
+            }
+        },
+    };
+    let side = |suffix: &str| {
+        ops::run_inputs(
+            &env,
+            &runtime_dir,
+            spec.clone(),
+            format!("{id}-{suffix}"),
+            backend,
+            task.clone(),
+        )
+    };
+    let inputs = TwinInputs {
+        a: side("a")?,
+        b: side("b")?,
+        reference: side("ref")?,
+        quick,
+    };
+    crate::stderrln!(
+        "cyclix: twin of tenant {tenant} at {}: environments {id}-a and {id}-b ({backend:?} units), reference {id}-ref",
+        &commit[..12.min(commit.len())]
+    );
+    let units = ops::unit_manager(&env)?;
+    let host = RealRunHost::new();
+    let report = twin::execute(&inputs, &units, &host);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(if report.verdict.passed {
+        Outcome::Ok
+    } else {
+        Outcome::Findings
+    })
+}

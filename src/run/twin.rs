@@ -1,0 +1,717 @@
+//! `cyclix twin TENANT`, the orchestration: two environments of one tenant built from one
+//! commit and up at the same time, each the real per-run topology (networks, pod, proxy,
+//! services, worktree, secrets) brought up by the lifecycle's own phases and proven by the
+//! same probe run that precedes an agent; no agent runs. Each runs the gate's quick suite in
+//! its `Network=none` gate container; the reference runs it once in the same hardened gate
+//! container (`podman run`, `Network=none`) over a third clean worktree at that commit. Then
+//! both environments and the reference are torn down and audited with the lifecycle's
+//! teardown and audit; the temporary branches `cyclix/TENANT/RUN` go last, once every side is
+//! down (`git branch -D` rewrites `.git/config`, which would drop a running environment's
+//! read-only bind of it). The verdict is [`crate::twin::judge`]'s.
+//!
+//! Timeline: A and B each run in a thread; a barrier holds each after its probes (so both are
+//! up before either runs its suite) and again after its suite (so neither is torn down while
+//! the other's suite runs). A side that failed still meets both barriers.
+
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Barrier;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::host::RealRunHost;
+use super::lifecycle::{self, Created, Recorder, RunInputs};
+use super::seam::{FakeRunHost, RunHost};
+use crate::render::{self, plan::RunPlan};
+use crate::systemd::{JobMode, UnitManager};
+use crate::twin::{self, Results, Side, SuiteRun};
+
+/// The largest results file read, in bytes (16 MiB).
+pub const MAX_RESULTS_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What the twin needs beyond a run's [`RunHost`]: temporary branches and a foreground
+/// container for the reference.
+pub trait TwinHost: RunHost {
+    /// Deletes `branch` in `repo` (force; idempotent).
+    ///
+    /// # Errors
+    /// git failed.
+    fn branch_delete(&self, repo: &Path, branch: &str) -> Result<()>;
+    /// Whether `branch` exists in `repo`.
+    ///
+    /// # Errors
+    /// git failed.
+    fn branch_exists(&self, repo: &Path, branch: &str) -> Result<bool>;
+    /// `podman run --rm FLAGS -- IMAGE ARGV` in the foreground: its exit status and output
+    /// lines (stdout, then stderr).
+    ///
+    /// # Errors
+    /// podman could not be started or ran past `deadline`.
+    fn run_container(
+        &self,
+        flags: &[String],
+        image: &str,
+        argv: &[String],
+        deadline: Duration,
+    ) -> Result<(i32, Vec<String>)>;
+}
+
+impl TwinHost for RealRunHost {
+    fn branch_delete(&self, repo: &Path, branch: &str) -> Result<()> {
+        crate::git::Git::new(repo).delete_branch(branch, true)?;
+        Ok(())
+    }
+    fn branch_exists(&self, repo: &Path, branch: &str) -> Result<bool> {
+        Ok(crate::git::Git::new(repo).branch_exists(branch)?)
+    }
+    fn run_container(
+        &self,
+        flags: &[String],
+        image: &str,
+        argv: &[String],
+        deadline: Duration,
+    ) -> Result<(i32, Vec<String>)> {
+        let f: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let a: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = crate::podman::Podman::new().run_rm(&[], &f, image, &a, deadline)?;
+        let lines = out
+            .stdout
+            .lines()
+            .chain(out.stderr.lines())
+            .map(str::to_string)
+            .collect();
+        Ok((out.status.code().unwrap_or(-1), lines))
+    }
+}
+
+impl TwinHost for FakeRunHost {
+    fn branch_delete(&self, _repo: &Path, branch: &str) -> Result<()> {
+        self.calls
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(format!("branch_delete {branch}"));
+        if self.fail.iter().any(|f| f == "branch_delete") {
+            bail!("injected failure in branch_delete");
+        }
+        Ok(())
+    }
+    fn branch_exists(&self, _repo: &Path, branch: &str) -> Result<bool> {
+        let calls = self.calls();
+        let added = calls.iter().any(|c| c == &format!("worktree_add {branch}"));
+        let deleted = calls
+            .iter()
+            .any(|c| c == &format!("branch_delete {branch}"))
+            && !self.fail.iter().any(|f| f == "branch_delete");
+        Ok(added && !deleted)
+    }
+    fn run_container(
+        &self,
+        flags: &[String],
+        image: &str,
+        argv: &[String],
+        _deadline: Duration,
+    ) -> Result<(i32, Vec<String>)> {
+        self.calls
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(format!(
+                "run_container {} {image} {}",
+                flags.join(" "),
+                argv.join(" ")
+            ));
+        if self.fail.iter().any(|f| f == "run_container") {
+            bail!("injected failure in run_container");
+        }
+        Ok((0, self.journal.clone()))
+    }
+}
+
+/// The inputs of a twin: the three sides' run inputs (same spec, its `repo.base` the resolved
+/// commit) and the quick suite's argv.
+#[derive(Debug)]
+pub struct TwinInputs {
+    /// Environment A.
+    pub a: RunInputs,
+    /// Environment B.
+    pub b: RunInputs,
+    /// The reference (only its paths, run id and deadlines are used).
+    pub reference: RunInputs,
+    /// The quick suite's argv (`gate.quick` or `gate.command`).
+    pub quick: Vec<String>,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Runs the twin and returns the report (never an `Err`: every failure is in the report).
+pub fn execute(
+    t: &TwinInputs,
+    units: &(dyn UnitManager + Sync),
+    host: &(dyn TwinHost + Sync),
+) -> twin::Report {
+    let barrier = Barrier::new(2);
+    let (a, b, reference) = std::thread::scope(|s| {
+        let ha = s.spawn(|| environment("A", &t.a, &t.quick, units, host, &barrier));
+        let hb = s.spawn(|| environment("B", &t.b, &t.quick, units, host, &barrier));
+        let reference = reference(&t.reference, &t.quick, host);
+        let join = |h: std::thread::ScopedJoinHandle<'_, (Side, Option<RunPlan>)>, label: &str| {
+            h.join().unwrap_or_else(|_| {
+                (
+                    Side {
+                        label: label.into(),
+                        error: Some("the environment's thread panicked".into()),
+                        ..Side::default()
+                    },
+                    None,
+                )
+            })
+        };
+        (join(ha, "A"), join(hb, "B"), reference)
+    });
+    let mut sides = [a.0, b.0, reference];
+    remove_branches(
+        host,
+        Path::new(&t.a.spec.repo.path),
+        &t.a.spec.tenant,
+        &mut sides,
+    );
+    let by_design = [t.a.spec.repo.path.clone() + "/.git"];
+    let names = match (&a.1, &b.1) {
+        (Some(pa), Some(pb)) => match (serde_json::to_value(pa), serde_json::to_value(pb)) {
+            (Ok(ja), Ok(jb)) => twin::shared_names(&ja, &jb, &by_design),
+            _ => (0, Vec::new()),
+        },
+        _ => (0, Vec::new()),
+    };
+    twin::Report::new(
+        t.a.spec.tenant.clone(),
+        t.a.spec.repo.base.clone(),
+        t.quick.clone(),
+        sides,
+        names,
+    )
+}
+
+/// The results directory of a side (`RUN_DIR/results`), created writable for the gate's
+/// (possibly non-root, mapped) user; the run dir around it keeps others out.
+fn results_dir(inp: &RunInputs) -> Result<PathBuf> {
+    let dir = inp.paths.run_dir.join(twin::RESULTS_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .with_context(|| format!("setting the mode of {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The plan of a side with its gate running the quick suite and writing to `results`.
+fn quick_plan(
+    inp: &RunInputs,
+    quick: &[String],
+    (common, octet, service_ports): (&Path, u8, Vec<u16>),
+    results: &Path,
+) -> Result<RunPlan> {
+    let run = lifecycle::run_context(inp, common, octet, service_ports);
+    let mut plan = render::plan::plan(&inp.spec, &run)?;
+    twin::quick_gate(&mut plan, quick, &results.display().to_string())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(plan)
+}
+
+/// One environment: bring-up (the lifecycle's phases), probes, barrier, quick suite, barrier,
+/// teardown, audit. Returns its side and its plan (when rendered).
+fn environment(
+    label: &str,
+    inp: &RunInputs,
+    quick: &[String],
+    units: &(dyn UnitManager + Sync),
+    host: &(dyn TwinHost + Sync),
+    barrier: &Barrier,
+) -> (Side, Option<RunPlan>) {
+    let mut side = Side {
+        label: label.into(),
+        run_id: inp.run_id.clone(),
+        ..Side::default()
+    };
+    let mut rec = lifecycle::new_record(inp);
+    let mut r = Recorder::new(Some(inp.interrupted.clone()), None);
+    let mut created = Created::default();
+    let mut plan = None;
+    let up = bring_up(
+        inp,
+        quick,
+        units,
+        host,
+        &mut r,
+        &mut created,
+        &mut rec,
+        &mut plan,
+    );
+    if let Some(p) = &plan {
+        side.networks = p.networks.iter().map(|n| n.name.clone()).collect();
+        side.subnet = Some(p.subnet.clone());
+        side.pod.clone_from(&p.pod);
+    }
+    side.probes_passed = rec
+        .probes
+        .iter()
+        .filter(|p| p.get("verdict").and_then(|v| v.as_str()) == Some("PASS"))
+        .count();
+    side.probe_failures.clone_from(&rec.refusal);
+    let names = match up {
+        Ok(Some(names)) => {
+            side.up_ms = Some(now_ms());
+            Some(names)
+        }
+        Ok(None) => None, // a failed probe: in probe_failures
+        Err(e) => {
+            side.error = Some(format!("{e:#}"));
+            None
+        }
+    };
+    barrier.wait(); // both environments are up (or have failed)
+    if let Some(names) = names {
+        match r.phase("quick", || quick_suite(inp, units, host, &names.gate)) {
+            Ok(suite) => side.suite = Some(suite),
+            Err(e) => side.error = Some(format!("{e:#}")),
+        }
+    }
+    barrier.wait(); // both suites are done: now either may go down
+    side.down_ms = Some(now_ms());
+    // The temporary branch goes later, once every side is down (see `remove_branches`).
+    let torn = r.phase("teardown", || {
+        lifecycle::teardown(inp, units, host, &mut created)
+    });
+    if let Err(e) = torn {
+        side.error.get_or_insert_with(|| format!("{e:#}"));
+    }
+    match r.phase("audit", || lifecycle::audit(inp, units, host, &created)) {
+        Ok(left) => side.leftovers = left,
+        Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
+    }
+    (side, plan)
+}
+
+/// prepare → render (quick gate) → install → reload → start → probe → hold the agent.
+/// `Ok(Some(units))` when the environment is up and proven, `Ok(None)` when a probe failed.
+#[allow(clippy::too_many_arguments)]
+fn bring_up(
+    inp: &RunInputs,
+    quick: &[String],
+    units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut Created,
+    rec: &mut crate::run::record::RunRecord,
+    plan_out: &mut Option<RunPlan>,
+) -> Result<Option<render::plan::UnitNames>> {
+    let branch = rec.branch.clone();
+    let (_, common, octet, ports) = r.phase("prepare", || {
+        lifecycle::prepare(inp, host, created, &branch)
+    })?;
+    let rendered = r.phase("render", || {
+        let results = results_dir(inp)?;
+        let plan = quick_plan(inp, quick, (&common, octet, ports.clone()), &results)?;
+        let rendered = render::render_plan(&inp.spec, &plan, inp.backend)?;
+        *plan_out = Some(plan);
+        Ok(rendered)
+    })?;
+    r.phase("install", || lifecycle::install(inp, &rendered, created))?;
+    created.units.clone_from(&rendered.units.all);
+    r.phase("reload", || {
+        lifecycle::reload_and_confirm(units, &rendered.units)
+    })?;
+    created.podman = true;
+    r.phase("start", || {
+        lifecycle::start_units(inp, units, host, &rendered.units, rec)
+    })?;
+    let agent = rendered
+        .units
+        .agent
+        .trim_end_matches(".service")
+        .to_string();
+    let proven = r.phase("probe", || {
+        lifecycle::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
+    })?;
+    // No agent runs in a twin: its unit (held back in `agent-wait`) is stopped either way.
+    r.phase("hold-agent", || {
+        units.stop(&rendered.units.agent, JobMode::Replace, inp.deadlines.stop)?;
+        Ok(())
+    })?;
+    Ok(proven.then(|| rendered.units.clone()))
+}
+
+/// Runs the quick suite in the environment's gate unit and reads what it left.
+fn quick_suite(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    gate: &str,
+) -> Result<SuiteRun> {
+    let budget = Duration::from_secs(inp.spec.gate.timeout_s) + inp.deadlines.slack;
+    let exit = lifecycle::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
+    let journal = host.unit_journal(gate)?;
+    suite_result(inp, exit, &journal)
+}
+
+/// The suite's exit status and results: the `JUnit` file if the suite wrote one, else the
+/// normalised output digest. A suite that could not start ([`twin::cannot_start`]) is an
+/// error naming the argv's key.
+fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRun> {
+    if let Some(why) = twin::cannot_start(exit, output) {
+        // The suite's own last words, not systemd's lines about the unit.
+        let tail = lifecycle::log_tail(output, &[]);
+        let own: Vec<&String> = tail.iter().filter(|l| !l.contains(&inp.run_id)).collect();
+        let last = &own[own.len().saturating_sub(3)..];
+        bail!(
+            "the quick suite could not start (exit {exit}: {why}); check `gate.quick` (or \
+             `gate.command`) and the gate image; last output: {last:?}"
+        );
+    }
+    let file = inp
+        .paths
+        .run_dir
+        .join(twin::RESULTS_DIR)
+        .join(twin::RESULTS_FILE);
+    let results = match read_results(&file) {
+        Ok(None) => Results::Digest {
+            sha256: twin::output_digest(output, &[inp.run_id.as_str()]),
+        },
+        Ok(Some(text)) => match twin::junit::parse(&text) {
+            Ok(tests) => Results::Junit { tests },
+            Err(reason) => Results::Unreadable {
+                reason: format!("{}: {reason}", file.display()),
+            },
+        },
+        Err(e) => Results::Unreadable {
+            reason: format!("{e:#}"),
+        },
+    };
+    Ok(SuiteRun { exit, results })
+}
+
+/// Reads the results file the suite wrote: `None` if there is none. It is never followed as a
+/// symlink (the sandbox wrote it), must be a regular file of at most [`MAX_RESULTS_BYTES`]
+/// and UTF-8.
+fn read_results(path: &Path) -> Result<Option<String>> {
+    use std::io::Read as _;
+    let f = match std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "opening {} (a symlink is refused: the sandbox wrote it)",
+                    path.display()
+                )
+            });
+        }
+    };
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    if meta.len() > MAX_RESULTS_BYTES {
+        bail!(
+            "{} is {} bytes, more than {MAX_RESULTS_BYTES}",
+            path.display(),
+            meta.len()
+        );
+    }
+    let mut text = String::new();
+    f.take(MAX_RESULTS_BYTES)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {} as UTF-8", path.display()))?;
+    Ok(Some(text))
+}
+
+/// The reference: a clean worktree at the commit, the same hardened gate container
+/// (`Network=none`, read-only root and worktree) run in the foreground with the quick suite,
+/// then its teardown and audit.
+fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) -> Side {
+    let mut side = Side {
+        label: "reference".into(),
+        run_id: inp.run_id.clone(),
+        networks: vec!["none".into()],
+        ..Side::default()
+    };
+    let repo = PathBuf::from(&inp.spec.repo.path);
+    let branch = lifecycle::branch_name(&inp.spec.tenant, &inp.run_id);
+    let mut made_worktree = false;
+    let run = (|| -> Result<SuiteRun> {
+        let common = host.common_dir(&repo)?;
+        let results = results_dir(inp)?;
+        if let Some(parent) = inp.paths.worktree.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        host.worktree_add(&repo, &inp.paths.worktree, &branch, &inp.spec.repo.base)?;
+        made_worktree = true;
+        // The reference runs only the gate container: no network, no services. Its plan is
+        // the source of that container; the subnet and service ports in it are never used.
+        let unused_ports = vec![0; inp.spec.services.len()];
+        let plan = quick_plan(
+            inp,
+            quick,
+            (
+                &common,
+                crate::app::default_subnet_octet(&inp.run_id),
+                unused_ports,
+            ),
+            &results,
+        )?;
+        let gate_stem = plan.units.gate.trim_end_matches(".service");
+        let gate = plan
+            .containers
+            .iter()
+            .find(|c| c.stem == gate_stem)
+            .context("invariant: a container plan has a gate")?;
+        let (flags, image, argv) = render::plain::foreground_args(&plan, gate);
+        let deadline = Duration::from_secs(inp.spec.gate.timeout_s) + inp.deadlines.slack;
+        let (exit, output) = host.run_container(&flags, &image, &argv, deadline)?;
+        suite_result(inp, exit, &output)
+    })();
+    match run {
+        Ok(s) => side.suite = Some(s),
+        Err(e) => side.error = Some(format!("{e:#}")),
+    }
+    side.down_ms = Some(now_ms());
+    let mut errors = Vec::new();
+    if let Err(e) = host.remove_run_objects(&inp.run_id) {
+        errors.push(format!("removing its container: {e:#}"));
+    }
+    if made_worktree && let Err(e) = host.worktree_remove(&repo, &inp.paths.worktree) {
+        errors.push(format!("removing its worktree: {e:#}"));
+    }
+    if inp.paths.run_dir.exists()
+        && let Err(e) = std::fs::remove_dir_all(&inp.paths.run_dir)
+    {
+        errors.push(format!("removing {}: {e}", inp.paths.run_dir.display()));
+    }
+    if !errors.is_empty() && side.error.is_none() {
+        side.error = Some(format!("teardown: {}", errors.join("; ")));
+    }
+    match host.inventory(&inp.run_id) {
+        Ok(left) => side.leftovers.extend(left),
+        Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
+    }
+    for p in [&inp.paths.worktree, &inp.paths.run_dir] {
+        if p.exists() {
+            side.leftovers.push(format!("path {}", p.display()));
+        }
+    }
+    side
+}
+
+/// Deletes each side's temporary branch `cyclix/TENANT/RUN` and audits that it is gone. Only
+/// once every side is down: `git branch -D` rewrites `.git/config` (a new inode), and Linux
+/// drops a bind mount whose file is replaced from another mount namespace, so a running
+/// environment would lose its read-only `.git/config` (probe P17 saw it writable).
+fn remove_branches(host: &dyn TwinHost, repo: &Path, tenant: &str, sides: &mut [Side]) {
+    for side in sides.iter_mut().filter(|s| !s.run_id.is_empty()) {
+        let branch = lifecycle::branch_name(tenant, &side.run_id);
+        if let Err(e) = host.branch_delete(repo, &branch) {
+            side.error
+                .get_or_insert_with(|| format!("phase teardown: deleting branch {branch}: {e:#}"));
+        }
+        match host.branch_exists(repo, &branch) {
+            Ok(true) => side.leftovers.push(format!("branch {branch}")),
+            Ok(false) => {}
+            Err(e) => side
+                .leftovers
+                .push(format!("branch {branch} could not be checked: {e:#}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::run::lifecycle::{Deadlines, RunPaths};
+    use crate::spec::SpecContext;
+    use crate::systemd::FakeUnitManager;
+    use crate::systemd::fake::Call;
+
+    fn inputs(dir: &Path, run_id: &str) -> RunInputs {
+        let repo = dir.join("repo");
+        std::fs::create_dir_all(repo.join(".git")).expect("repo");
+        let yaml = format!(
+            "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
+             agent: {{image: localhost/a, unpinned_local_image: true, command: [agent]}}\n\
+             gate: {{image: localhost/a, unpinned_local_image: true, command: [check], quick: [check, --quick]}}\n",
+            repo.display()
+        );
+        let ctx = SpecContext {
+            file: "t.yaml".into(),
+            home: "/home/t".into(),
+            runtime_dir: "/run/user/1000".into(),
+        };
+        RunInputs {
+            spec: crate::spec::parse(&yaml, &ctx).expect("spec"),
+            run_id: run_id.into(),
+            backend: crate::render::Backend::Quadlet,
+            paths: RunPaths {
+                quadlet_dir: dir.join("quadlet"),
+                units_dir: dir.join("units"),
+                run_dir: dir.join("runs").join(run_id),
+                worktree: dir.join("wt").join(run_id),
+            },
+            task: "fix it".into(),
+            secrets: Vec::new(),
+            deadlines: Deadlines {
+                poll: Duration::from_millis(1),
+                ..Deadlines::default()
+            },
+            notices: Vec::new(),
+            cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
+            interrupted: Arc::new(AtomicBool::new(false)),
+            probe_context: serde_json::from_value(serde_json::json!({
+                "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+                "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
+            }))
+            .expect("context"),
+            probe_sockets: Vec::new(),
+            tripwire_dir: dir.to_path_buf(),
+            watched: Vec::new(),
+            progress: None,
+        }
+    }
+
+    fn twin_inputs(dir: &Path) -> TwinInputs {
+        TwinInputs {
+            a: inputs(dir, "t1-a"),
+            b: inputs(dir, "t1-b"),
+            reference: inputs(dir, "t1-ref"),
+            quick: vec!["check".into(), "--quick".into()],
+        }
+    }
+
+    fn nothing_left(dir: &Path) {
+        for d in ["quadlet", "units", "wt"] {
+            let n = std::fs::read_dir(dir.join(d)).map_or(0, Iterator::count);
+            assert_eq!(n, 0, "files left in {d}");
+        }
+        let runs = std::fs::read_dir(dir.join("runs")).map_or(0, Iterator::count);
+        assert_eq!(runs, 0, "run dirs left");
+    }
+
+    #[test]
+    fn both_environments_come_up_run_the_quick_suite_and_no_agent_runs() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let t = twin_inputs(dir.path());
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-t1-a-gate.service", 0);
+        units.exit_after_start("cyclix-t1-b-gate.service", 0);
+        let host = FakeRunHost::default();
+        let r = execute(&t, &units, &host);
+        assert!(r.verdict.passed, "{}", r.text());
+        assert_eq!(r.commit, "main");
+        for s in &r.sides {
+            assert_eq!(s.suite.as_ref().map(|x| x.exit), Some(0), "{s:?}");
+            assert!(s.leftovers.is_empty(), "{s:?}");
+        }
+        assert!(r.overlap_ms.is_some(), "both were up at once");
+        assert_ne!(r.sides[0].subnet, r.sides[1].subnet);
+        assert!(r.shared.is_empty() && r.names_compared > 20);
+        // The agent units were started (held in agent-wait), then stopped; never let go.
+        let stopped = |u: &str| {
+            units
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::Stop { unit, .. } if unit == u))
+        };
+        assert!(stopped("cyclix-t1-a-agent.service") && stopped("cyclix-t1-b-agent.service"));
+        let calls = host.calls();
+        for b in ["cyclix/acme/t1-a", "cyclix/acme/t1-b", "cyclix/acme/t1-ref"] {
+            assert!(calls.contains(&format!("branch_delete {b}")), "{calls:?}");
+        }
+        // Branches go only when every side is down (`git branch -D` rewrites .git/config).
+        let first_delete = calls.iter().position(|c| c.starts_with("branch_delete"));
+        let last_teardown = calls
+            .iter()
+            .rposition(|c| c.starts_with("worktree_remove") || c.starts_with("remove_run_objects"));
+        assert!(first_delete > last_teardown, "{calls:?}");
+        let reference = calls
+            .iter()
+            .find(|c| c.starts_with("run_container "))
+            .expect("the reference ran");
+        for flag in [
+            "--network=none",
+            "--read-only",
+            "--cap-drop=all",
+            "CYCLIX_RESULTS=",
+        ] {
+            assert!(reference.contains(flag), "{flag} missing: {reference}");
+        }
+        assert!(
+            reference.ends_with("localhost/a check --quick"),
+            "{reference}"
+        );
+        assert!(!reference.contains(" -d "), "{reference}");
+        nothing_left(dir.path());
+    }
+
+    #[test]
+    fn a_failing_side_still_meets_the_barriers_and_everything_is_torn_down() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let t = twin_inputs(dir.path());
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-t1-a-gate.service", 0);
+        units.exit_after_start("cyclix-t1-b-gate.service", 0);
+        // Every worktree fails: both environments and the reference are build errors.
+        let host = FakeRunHost {
+            fail: vec!["worktree_add".into()],
+            ..Default::default()
+        };
+        let r = execute(&t, &units, &host);
+        assert!(!r.verdict.passed);
+        let builds: Vec<&str> = r
+            .verdict
+            .failures
+            .iter()
+            .filter(|f| f.class == twin::FailureClass::Build)
+            .map(|f| f.detail.as_str())
+            .collect();
+        assert_eq!(builds.len(), 3, "{builds:?}");
+        assert!(builds[0].contains("phase prepare"), "{builds:?}");
+        nothing_left(dir.path());
+
+        // A failed probe in one environment: the other still runs its suite, both go down.
+        let dir = tempfile::tempdir().expect("tmp");
+        let t = twin_inputs(dir.path());
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-t1-a-gate.service", 0);
+        units.exit_after_start("cyclix-t1-b-gate.service", 0);
+        let host = FakeRunHost {
+            probe_report: Some((
+                1,
+                "{\"id\":\"N8\",\"expect\":\"403\",\"got\":\"200\",\"verdict\":\"FAIL\"}\n{\"summary\":true,\"pass\":0,\"fail\":1}\n".into(),
+            )),
+            ..Default::default()
+        };
+        let r = execute(&t, &units, &host);
+        let classes: Vec<twin::FailureClass> = r.verdict.failures.iter().map(|f| f.class).collect();
+        assert!(classes.contains(&twin::FailureClass::Probe), "{}", r.text());
+        // (Which environment probes first is a race; at least one gets the failing report.)
+        assert!(r.sides.iter().any(|s| !s.probe_failures.is_empty()));
+        for s in r.sides.iter().filter(|s| !s.probe_failures.is_empty()) {
+            assert!(
+                s.suite.is_none(),
+                "a refused environment ran its suite: {s:?}"
+            );
+        }
+        assert!(r.sides.iter().all(|s| s.leftovers.is_empty()));
+        nothing_left(dir.path());
+    }
+}
