@@ -930,6 +930,9 @@ pub(crate) fn prepare(
     created.refs_before = Some(host.refs(&repo)?);
     host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
     created.worktree = true;
+    if let Some(tw) = created.tripwires.as_mut() {
+        tripwire::pin_git_binds(tw);
+    }
     created.branch = Some((format!("refs/heads/{branch}"), base.clone()));
     if spec.tier != Tier::Container {
         // No container: the values go to the host unit through an env file (mode 0600) in

@@ -240,3 +240,38 @@ fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_i
         assert_eq!(dead_run(tb, &t), None, "{point}: a marker is left");
     }
 }
+
+#[test]
+fn a_git_config_replaced_on_the_host_mid_run_fails_the_run_closed() {
+    // `git config` on the host writes a new .git/config and renames it over the old one; Linux
+    // then detaches the sandbox's read-only bind of it (a mount over a renamed path in another
+    // mount namespace is dropped), so the agent could write the repository's config. The run
+    // must not pass as if its boundary had held: the host-side tripwire names it.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = tenant(
+        tb,
+        "e2e-gitcfg",
+        r#"[sh, -c, "sleep 5; if printf '' >> \"$(git rev-parse --git-common-dir)/config\" 2>/dev/null; then echo CONFIG-WRITABLE; else echo CONFIG-READONLY; fi; exec cyclix-demo-agent"]"#,
+        "",
+    );
+    let run = inject_mid_run(
+        tb,
+        &t,
+        &format!("sleep 1; git -C ~/src/{t} config cyclix.e2e replaced"),
+    );
+    let rec = record(tb, &t);
+    assert_eq!(rec["run_id"].as_str(), Some(run.as_str()));
+    assert_eq!(rec["result"], "leak_detected", "{rec:#}");
+    assert!(
+        rec["refusal"]
+            .to_string()
+            .contains("/config was replaced on the host during the run"),
+        "{rec:#}"
+    );
+    // What the agent saw, for the record of this fact on the stack (not asserted: the point
+    // is that the run fails whatever the kernel did).
+    eprintln!("agent saw: {}", rec["agent_log"]);
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
