@@ -32,7 +32,7 @@ pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
     ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
 }
 
-pub(crate) fn load_tenant(
+fn load_tenant(
     env: &HostEnv,
     tenant: &str,
     spec: Option<&Path>,
@@ -139,7 +139,7 @@ fn quadlet_generator_installed() -> bool {
 
 /// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
 /// the tier gate decides on (never defaulted).
-pub(crate) fn probe_runtime() -> (Runtime, Backend) {
+fn probe_runtime() -> (Runtime, Backend) {
     match Podman::new().version() {
         Ok(v) => {
             let major: u32 = v
@@ -162,6 +162,55 @@ pub(crate) fn probe_runtime() -> (Runtime, Backend) {
     }
 }
 
+/// The tenant's spec as a run gets it, or `None` after printing why not (a finding, exit 1):
+/// loaded (no spec: a finding naming the path), its `tenant` matching, its tier through the
+/// tier gate (the configured tier, raised by the legacy flag, never lowered), the verb's own
+/// refusal of the granted spec (`refuse`: `twin` needs tier `container`), the preflight
+/// (mount sources, repository, base ref) and the resource limits this host can enforce; with
+/// the unit backend to use (`force_backend`, else detected). Shared by `run` and `twin`.
+///
+/// # Errors
+/// Failures of cyclix itself (an unreadable spec).
+pub(crate) fn runnable_spec(
+    env: &HostEnv,
+    tenant: &str,
+    spec_path: Option<&Path>,
+    force_backend: Option<Backend>,
+    refuse: &dyn Fn(&Spec) -> Option<String>,
+) -> Result<Option<(Spec, Backend)>> {
+    let mut spec = match load_tenant(env, tenant, spec_path)? {
+        Ok(s) => s,
+        Err(e) => {
+            crate::stderrln!("{e}");
+            return Ok(None);
+        }
+    };
+    if spec.tenant != tenant {
+        crate::stderrln!(
+            "error: the spec names tenant `{}`, not `{tenant}`",
+            spec.tenant
+        );
+        return Ok(None);
+    }
+    let (runtime, detected) = probe_runtime();
+    let backend = force_backend.unwrap_or(detected);
+    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+        Ok(t) => t,
+        Err(refusal) => {
+            crate::stderrln!("error: {refusal}");
+            return Ok(None);
+        }
+    };
+    if let Some(problem) = refuse(&spec)
+        .or_else(|| preflight(&spec))
+        .or_else(|| unenforceable_limits(&spec))
+    {
+        crate::stderrln!("error: {problem}");
+        return Ok(None);
+    }
+    Ok(Some((spec, backend)))
+}
+
 /// `cyclix run TENANT`: one run, end to end. Exit status 0 gate passed, 1 gate or agent failed
 /// (or the spec/tier was refused), 2 cyclix failed.
 ///
@@ -176,39 +225,10 @@ pub fn run(
 ) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
-    let mut spec = match load_tenant(&env, tenant, spec_path)? {
-        Ok(s) => s,
-        Err(e) => {
-            crate::stderrln!("{e}");
-            return Ok(Outcome::Findings);
-        }
+    let Some((spec, backend)) = runnable_spec(&env, tenant, spec_path, force_backend, &|_| None)?
+    else {
+        return Ok(Outcome::Findings);
     };
-    if spec.tenant != tenant {
-        crate::stderrln!(
-            "error: the spec names tenant `{}`, not `{tenant}`",
-            spec.tenant
-        );
-        return Ok(Outcome::Findings);
-    }
-    let (runtime, detected) = probe_runtime();
-    let backend = force_backend.unwrap_or(detected);
-    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
-        Ok(t) => t,
-        Err(refusal) => {
-            crate::stderrln!("error: {refusal}");
-            return Ok(Outcome::Findings);
-        }
-    }; // From here on the run has the tier the gate granted: the configured one, raised by the
-    // legacy flag, never lowered.
-
-    if let Some(problem) = preflight(&spec) {
-        crate::stderrln!("error: {problem}");
-        return Ok(Outcome::Findings);
-    }
-    if let Some(problem) = unenforceable_limits(&spec) {
-        crate::stderrln!("error: {problem}");
-        return Ok(Outcome::Findings);
-    }
     let run_id = match run_id {
         Some(id) => {
             if let Err(m) = crate::spec::validate::run_id(id) {
@@ -440,7 +460,7 @@ pub(crate) fn read_task_file(path: &str) -> std::result::Result<String, String> 
 /// User-fixable problems found right before a run, so they are findings (exit 1) that name
 /// the spec key, not cyclix failures: a mount source that is (now) a symlink, a repository
 /// that is not one, a base ref that does not exist.
-pub(crate) fn preflight(spec: &Spec) -> Option<String> {
+fn preflight(spec: &Spec) -> Option<String> {
     for (i, m) in spec.mounts.iter().enumerate() {
         if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
             return Some(format!(

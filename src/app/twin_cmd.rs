@@ -17,7 +17,7 @@ use crate::run::host::RealRunHost;
 use crate::run::lock::{self, Acquire, Holder};
 use crate::run::twin::{self, TwinInputs};
 use crate::spec::Task;
-use crate::tier::{self, Tier};
+use crate::tier::Tier;
 
 /// Runs the verb.
 ///
@@ -31,41 +31,21 @@ pub fn run(
 ) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
-    let mut spec = match ops::load_tenant(&env, tenant, spec_path)? {
-        Ok(s) => s,
-        Err(e) => {
-            crate::stderrln!("{e}");
-            return Ok(Outcome::Findings);
-        }
+    // A twin compares two sandboxed environments: only tier `container` has them.
+    let container_only = |spec: &crate::spec::Spec| {
+        (spec.tier != Tier::Container).then(|| {
+            format!(
+                "tenant {tenant} has tier `{}`: a twin compares two sandboxed environments \
+                 (pod, networks, proxy), which only tier `container` has; set `tier: container`",
+                spec.tier
+            )
+        })
     };
-    if spec.tenant != tenant {
-        crate::stderrln!(
-            "error: the spec names tenant `{}`, not `{tenant}`",
-            spec.tenant
-        );
+    let Some((mut spec, backend)) =
+        ops::runnable_spec(&env, tenant, spec_path, force_backend, &container_only)?
+    else {
         return Ok(Outcome::Findings);
-    }
-    let (runtime, detected) = ops::probe_runtime();
-    let backend = force_backend.unwrap_or(detected);
-    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
-        Ok(t) => t,
-        Err(refusal) => {
-            crate::stderrln!("error: {refusal}");
-            return Ok(Outcome::Findings);
-        }
     };
-    if spec.tier != Tier::Container {
-        crate::stderrln!(
-            "error: tenant {tenant} has tier `{}`: a twin compares two sandboxed environments \
-             (pod, networks, proxy), which only tier `container` has; set `tier: container`",
-            spec.tier
-        );
-        return Ok(Outcome::Findings);
-    }
-    if let Some(problem) = ops::preflight(&spec) {
-        crate::stderrln!("error: {problem}");
-        return Ok(Outcome::Findings);
-    }
     // One commit for both environments and the reference: the base ref resolved once.
     let commit = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
     spec.repo.base.clone_from(&commit);

@@ -67,20 +67,37 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
 /// A oneshot that creates the labelled volume and removes it when stopped (what the network
 /// units do for networks).
 fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderError> {
+    let mut args = label_args(plan, "volume");
+    args.push(vol.stem.clone());
+    object_unit(
+        plan,
+        "volume",
+        &vol.stem,
+        args,
+        format!("{}-volume.service", vol.stem),
+    )
+}
+
+/// A oneshot that runs `podman KIND create --ignore ARGS…` and `podman KIND rm --force NAME`
+/// when stopped, for the run's networks and volumes (the plain backend's stand-in for
+/// Quadlet's `-network`/`-volume` services).
+fn object_unit(
+    plan: &RunPlan,
+    kind: &str,
+    name: &str,
+    create_args: Vec<String>,
+    unit_name: String,
+) -> Result<RenderedFile, RenderError> {
     let podman_s = PODMAN.to_string();
     let mut u = UnitFile::new(HEADER);
     u.section("Unit")
         .add(
             "Description",
-            v(
-                "run",
-                &format!("cyclix run {} volume {}", plan.run_id, vol.stem),
-            )?,
+            v("run", &format!("cyclix run {} {kind} {name}", plan.run_id))?,
         )
         .add("RequiresMountsFor", "%t/containers");
-    let mut args = vec!["volume".to_string(), "create".into(), "--ignore".into()];
-    args.extend(label_args(plan, "volume"));
-    args.push(vol.stem.clone());
+    let mut args = vec![kind.to_string(), "create".into(), "--ignore".into()];
+    args.extend(create_args);
     u.section("Service")
         .add("Type", "oneshot")
         .add("RemainAfterExit", "yes")
@@ -90,10 +107,10 @@ fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderE
             cmd(
                 &podman_s,
                 &[
-                    "volume".into(),
+                    kind.to_string(),
                     "rm".into(),
                     "--force".into(),
-                    vol.stem.clone(),
+                    name.to_string(),
                 ],
             ),
         )
@@ -103,7 +120,7 @@ fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderE
         )
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
         .add("SyslogIdentifier", "%N");
-    Ok(file(format!("{}-volume.service", vol.stem), &u))
+    Ok(file(unit_name, &u))
 }
 
 /// The readiness wait of a container with a health check: podman < 5 has no
@@ -217,18 +234,7 @@ fn cpu_quota(millis: u32) -> String {
 }
 
 fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
-    let podman_s = PODMAN.to_string();
-    let mut u = UnitFile::new(HEADER);
-    u.section("Unit")
-        .add(
-            "Description",
-            v(
-                "run",
-                &format!("cyclix run {} network {}", plan.run_id, n.name),
-            )?,
-        )
-        .add("RequiresMountsFor", "%t/containers");
-    let mut args = vec!["network".to_string(), "create".into(), "--ignore".into()];
+    let mut args = Vec::new();
     if n.internal {
         args.push("--internal".into());
     }
@@ -247,29 +253,13 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
         },
     ));
     args.push(n.name.clone());
-    u.section("Service")
-        .add("Type", "oneshot")
-        .add("RemainAfterExit", "yes")
-        .add("ExecStart", cmd(&podman_s, &args))
-        .add(
-            "ExecStop",
-            cmd(
-                &podman_s,
-                &[
-                    "network".into(),
-                    "rm".into(),
-                    "--force".into(),
-                    n.name.clone(),
-                ],
-            ),
-        )
-        .add(
-            "TimeoutStartSec",
-            super::plan::START_TIMEOUT_LOCAL_S.to_string(),
-        )
-        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
-        .add("SyslogIdentifier", "%N");
-    Ok(file(format!("{}-network.service", n.stem), &u))
+    object_unit(
+        plan,
+        "network",
+        &n.name,
+        args,
+        format!("{}-network.service", n.stem),
+    )
 }
 
 fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {

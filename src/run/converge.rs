@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use super::record::{RunRecord, RunResult};
+use super::record::RunRecord;
 use super::seam::RunHost;
 use crate::systemd::{JobMode, UnitManager};
 
@@ -245,34 +245,10 @@ impl RunRecord {
     #[must_use]
     pub fn interrupted(tenant: &str, run_id: &str, error: String, leftovers: Vec<String>) -> Self {
         RunRecord {
-            version: 1,
-            tenant: tenant.to_string(),
-            run_id: run_id.to_string(),
-            tier: String::new(),
-            result: RunResult::Error,
             failed_phase: Some("interrupted".into()),
             error: Some(error),
-            phases: Vec::new(),
-            agent_exit: None,
-            gate_exit: None,
-            branch: super::lifecycle::branch_name(tenant, run_id),
-            base_commit: String::new(),
-            commits: Vec::new(),
-            probes: Vec::new(),
-            agent_log: Vec::new(),
-            gate_log: Vec::new(),
-            refusal: Vec::new(),
-            watch_rounds: 0,
-            agent_ready_ms: None,
-            go_ms: None,
-            services: Vec::new(),
-            causes: Vec::new(),
-            egress_decisions: Vec::new(),
-            secret_names: Vec::new(),
-            notices: Vec::new(),
             leftovers,
-            units: Vec::new(),
-            died_in: None,
+            ..RunRecord::new(tenant, run_id, String::new())
         }
     }
 }

@@ -418,34 +418,9 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
 pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     let spec = &inp.spec;
     RunRecord {
-        version: 1,
-        tenant: spec.tenant.clone(),
-        run_id: inp.run_id.clone(),
-        tier: spec.tier.to_string(),
-        result: RunResult::Error,
-        failed_phase: None,
-        error: None,
-        phases: Vec::new(),
-        agent_exit: None,
-        gate_exit: None,
-        branch: branch_name(&spec.tenant, &inp.run_id),
-        base_commit: String::new(),
-        commits: Vec::new(),
-        probes: Vec::new(),
-        agent_log: Vec::new(),
-        gate_log: Vec::new(),
-        refusal: Vec::new(),
-        watch_rounds: 0,
-        egress_decisions: Vec::new(),
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
         notices: inp.notices.clone(),
-        leftovers: Vec::new(),
-        units: Vec::new(),
-        agent_ready_ms: None,
-        go_ms: None,
-        died_in: None,
-        services: Vec::new(),
-        causes: Vec::new(),
+        ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }
 

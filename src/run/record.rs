@@ -139,6 +139,45 @@ pub struct RunRecord {
     pub causes: Vec<String>,
 }
 
+impl RunRecord {
+    /// A record of run `run_id` of `tenant` with `tier` and nothing happened yet: result
+    /// `error` until the lifecycle says otherwise, the run branch `cyclix/TENANT/RUN`, every
+    /// list empty.
+    #[must_use]
+    pub fn new(tenant: &str, run_id: &str, tier: String) -> Self {
+        RunRecord {
+            version: 1,
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            tier,
+            result: RunResult::Error,
+            failed_phase: None,
+            error: None,
+            phases: Vec::new(),
+            agent_exit: None,
+            gate_exit: None,
+            branch: super::lifecycle::branch_name(tenant, run_id),
+            base_commit: String::new(),
+            commits: Vec::new(),
+            probes: Vec::new(),
+            agent_log: Vec::new(),
+            gate_log: Vec::new(),
+            refusal: Vec::new(),
+            watch_rounds: 0,
+            egress_decisions: Vec::new(),
+            secret_names: Vec::new(),
+            notices: Vec::new(),
+            leftovers: Vec::new(),
+            units: Vec::new(),
+            agent_ready_ms: None,
+            go_ms: None,
+            died_in: None,
+            services: Vec::new(),
+            causes: Vec::new(),
+        }
+    }
+}
+
 /// One service of a run, as written into the agent's context file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceRecord {
