@@ -18,6 +18,10 @@ use crate::exit::Outcome;
 use crate::podman::Podman;
 use crate::run::converge::{self, Marker};
 
+/// How long `cyclix leftovers` waits for podman's storage lock before it names the holder
+/// (below podman's own 30 s listing deadline).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One thing left on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Leftover {
@@ -110,7 +114,14 @@ pub fn run(json: bool) -> Result<Outcome> {
         &env.data_home,
         crate::host::namespaces::host_uid(),
     );
-    let holders = crate::run::storage_lock::holders(&graphroot)?;
+    // A lock held for a moment (another podman command) is waited out; past LOCK_WAIT it is
+    // named.
+    let t0 = std::time::Instant::now();
+    let mut holders = crate::run::storage_lock::holders(&graphroot)?;
+    while !holders.is_empty() && t0.elapsed() < LOCK_WAIT {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        holders = crate::run::storage_lock::holders(&graphroot)?;
+    }
     if !holders.is_empty() {
         anyhow::bail!(
             "podman's storage lock is held, so podman cannot list anything now: {}; wait for \
