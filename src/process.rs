@@ -39,6 +39,14 @@ pub enum ProcessError {
         /// The deadline in milliseconds.
         after_ms: u128,
     },
+    /// It wrote more than its cap to its stdout file and was killed (SIGKILL).
+    #[error("`{argv}` wrote more than {cap_bytes} bytes and was killed")]
+    TooLarge {
+        /// The command line.
+        argv: String,
+        /// The cap in bytes.
+        cap_bytes: u64,
+    },
     /// It exited non-zero.
     #[error("`{argv}` failed ({status}): {stderr}")]
     Failed {
@@ -100,24 +108,134 @@ pub fn run_status(
     deadline: Duration,
     hint: &str,
 ) -> Result<Output, ProcessError> {
-    let shown = show(program, args);
-    tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running");
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(if stdin.is_some() {
+    run_with(
+        program,
+        args,
+        &Opts {
+            stdin,
+            deadline,
+            hint,
+            ..Opts::default()
+        },
+    )
+}
+
+/// Options of [`run_with`]: what [`run_status`] takes, plus the child's environment and where
+/// its stdout goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Opts<'a> {
+    /// Bytes fed to the child's stdin (then closed); `None`: `/dev/null`.
+    pub stdin: Option<&'a [u8]>,
+    /// How long the child may run before it is killed (SIGKILL).
+    pub deadline: Duration,
+    /// A fix appended to a spawn error ("is git installed?").
+    pub hint: &'a str,
+    /// Environment changes: `(NAME, Some(value))` sets, `(NAME, None)` removes; the rest of
+    /// cyclix's environment is inherited.
+    pub env: &'a [(&'a str, Option<&'a str>)],
+    /// Names removed from the child's environment when they start with one of these prefixes
+    /// (e.g. `GIT_`), before `env` is applied.
+    pub env_remove_prefixes: &'a [&'a str],
+    /// Write stdout to this file (created new, mode 0600) instead of capturing it, and kill the
+    /// child once it has written more than the cap (bytes): [`ProcessError::TooLarge`].
+    /// [`Output::stdout`] is then empty.
+    pub stdout_file: Option<(&'a std::path::Path, u64)>,
+}
+
+impl Default for Opts<'_> {
+    fn default() -> Self {
+        Self {
+            stdin: None,
+            deadline: Duration::from_secs(30),
+            hint: "",
+            env: &[],
+            env_remove_prefixes: &[],
+            stdout_file: None,
+        }
+    }
+}
+
+/// Copies `from` to `to` until EOF or until more than `cap` bytes came; whether the cap was
+/// passed.
+fn copy_capped(from: &mut impl std::io::Read, to: &mut std::fs::File, cap: u64) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total: u64 = 0;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => {
+                total = total.saturating_add(n as u64);
+                if total > cap {
+                    return true;
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// `program args…` with `opts`' stdin mode and environment changes; stdout and stderr piped.
+fn command(program: &str, args: &[&str], opts: &Opts<'_>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(if opts.stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| ProcessError::Spawn {
-            argv: shown.clone(),
-            source,
-            hint: hint.to_string(),
-        })?;
-    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        .stderr(Stdio::piped());
+    if !opts.env_remove_prefixes.is_empty() {
+        for (k, _) in std::env::vars_os() {
+            let name = k.to_string_lossy();
+            if opts.env_remove_prefixes.iter().any(|p| name.starts_with(p)) {
+                cmd.env_remove(&k);
+            }
+        }
+    }
+    for (k, v) in opts.env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
+/// Creates `path` new with mode 0600.
+fn new_private_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The general form of [`run_status`]: runs `program args…` with `opts`, waits at most
+/// `opts.deadline`, and returns its output whatever the exit status.
+///
+/// # Errors
+/// [`ProcessError::Spawn`] (also when the stdout file cannot be created),
+/// [`ProcessError::Deadline`], [`ProcessError::TooLarge`].
+pub fn run_with(program: &str, args: &[&str], opts: &Opts<'_>) -> Result<Output, ProcessError> {
+    let shown = show(program, args);
+    let deadline = opts.deadline;
+    tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running");
+    let spawn_err = |source| ProcessError::Spawn {
+        argv: shown.clone(),
+        source,
+        hint: opts.hint.to_string(),
+    };
+    let mut cmd = command(program, args, opts);
+    let mut out_file = match opts.stdout_file {
+        Some((path, cap)) => Some((new_private_file(path).map_err(spawn_err)?, cap)),
+        None => None,
+    };
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    if let (Some(data), Some(mut pipe)) = (opts.stdin, child.stdin.take()) {
         let _ = pipe.write_all(data);
     }
     // Drain the pipes on threads so a chatty child cannot block on a full pipe.
@@ -125,10 +243,18 @@ pub fn run_status(
     let mut stderr = child.stderr.take();
     let (out_tx, out_rx) = std::sync::mpsc::channel();
     let (err_tx, err_rx) = std::sync::mpsc::channel();
+    let too_large = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let too_large_w = std::sync::Arc::clone(&too_large);
     std::thread::spawn(move || {
         let mut b = Vec::new();
         if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_end(&mut b);
+            if let Some((f, cap)) = out_file.as_mut() {
+                if copy_capped(o, f, *cap) {
+                    too_large_w.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            } else {
+                let _ = o.read_to_end(&mut b);
+            }
         }
         let _ = out_tx.send(b);
     });
@@ -141,6 +267,16 @@ pub fn run_status(
     });
     let start = Instant::now();
     let status = loop {
+        if let Some((_, cap)) = opts.stdout_file
+            && too_large.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ProcessError::TooLarge {
+                argv: shown,
+                cap_bytes: cap,
+            });
+        }
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) if start.elapsed() >= deadline => {
@@ -157,7 +293,7 @@ pub fn run_status(
                 return Err(ProcessError::Spawn {
                     argv: shown,
                     source,
-                    hint: hint.to_string(),
+                    hint: opts.hint.to_string(),
                 });
             }
         }
@@ -169,6 +305,14 @@ pub fn run_status(
         .max(Duration::from_millis(100));
     let out = out_rx.recv_timeout(rest).unwrap_or_default();
     let err = err_rx.recv_timeout(rest).unwrap_or_default();
+    if let Some((_, cap)) = opts.stdout_file
+        && too_large.load(std::sync::atomic::Ordering::SeqCst)
+    {
+        return Err(ProcessError::TooLarge {
+            argv: shown,
+            cap_bytes: cap,
+        });
+    }
     Ok(Output {
         status,
         stdout: String::from_utf8_lossy(&out).into_owned(),
@@ -272,6 +416,47 @@ mod tests {
         let e = run("sleep", &["10"], None, Duration::from_millis(200), "").expect_err("deadline");
         assert!(matches!(e, ProcessError::Deadline { .. }), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn env_is_set_removed_and_stdout_capped_into_a_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let o = run_with(
+            "sh",
+            &["-c", "echo \"${CYCLIX_T_SET:-unset} ${HOME:-nohome}\""],
+            &Opts {
+                env: &[("CYCLIX_T_SET", Some("v")), ("HOME", None)],
+                deadline: Duration::from_secs(5),
+                ..Opts::default()
+            },
+        )
+        .expect("runs");
+        assert_eq!(o.stdout, "v nohome\n");
+        let small = dir.path().join("small");
+        let o = run_with(
+            "sh",
+            &["-c", "printf abc"],
+            &Opts {
+                stdout_file: Some((&small, 10)),
+                deadline: Duration::from_secs(5),
+                ..Opts::default()
+            },
+        )
+        .expect("runs");
+        assert!(o.status.success() && o.stdout.is_empty());
+        assert_eq!(std::fs::read(&small).expect("file"), b"abc");
+        let big = dir.path().join("big");
+        let e = run_with(
+            "sh",
+            &["-c", "head -c 300000 /dev/zero; sleep 10"],
+            &Opts {
+                stdout_file: Some((&big, 100_000)),
+                deadline: Duration::from_secs(20),
+                ..Opts::default()
+            },
+        )
+        .expect_err("cap");
+        assert!(matches!(e, ProcessError::TooLarge { .. }), "{e}");
     }
 
     #[test]
