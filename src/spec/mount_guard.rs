@@ -251,6 +251,11 @@ pub fn explain(source: &str, c: &Conflict<'_>) -> (String, String) {
     let fix = if p.what.starts_with("the project") {
         "remove this mount: the agent already works on a private checkout of the project at /work"
             .to_string()
+    } else if p.scope == Scope::ItselfAndAbove {
+        format!(
+            "mount a directory below `{}` that holds only the data the agent needs (e.g. ~/datasets/NAME)",
+            p.path
+        )
     } else {
         format!(
             "mount a directory that holds only the data the agent needs, outside `{}` (e.g. ~/datasets/NAME)",
