@@ -252,17 +252,16 @@ pub fn scan(spec: &Spec, env: &HostEnv, podman: &[Protected], bound: Bound) -> S
 /// `storage.conf` and podman's defaults when podman cannot answer.
 #[must_use]
 pub fn podman_storage(env: &HostEnv) -> Vec<Protected> {
-    match Podman::new().info(INFO_DEADLINE) {
-        Ok(info) => mount_guard::podman_paths(&info.graph_root, &info.run_root, &info.volume_path),
-        Err(_) => {
-            let graphroot = crate::run::storage_lock::graphroot(
-                &env.home,
-                &env.config_home,
-                &env.data_home,
-                crate::host::namespaces::host_uid(),
-            );
-            mount_guard::podman_paths(&graphroot.to_string_lossy(), "", "")
-        }
+    if let Ok(info) = Podman::new().info(INFO_DEADLINE) {
+        mount_guard::podman_paths(&info.graph_root, &info.run_root, &info.volume_path)
+    } else {
+        let graphroot = crate::run::storage_lock::graphroot(
+            &env.home,
+            &env.config_home,
+            &env.data_home,
+            crate::host::namespaces::host_uid(),
+        );
+        mount_guard::podman_paths(&graphroot.to_string_lossy(), "", "")
     }
 }
 

@@ -917,9 +917,8 @@ fn host_path_leak(m: &Mount, ctx: &Context) -> Option<String> {
         Some(d) if d.read_only && !m.has("ro") => {
             Some(format!("{at} is writable (the spec declares it read_only)"))
         }
-        Some(_) => None,
         None if host_root => Some(format!("{at} (not a declared mount)")),
-        None => None,
+        Some(_) | None => None,
     }
 }
 

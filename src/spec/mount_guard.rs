@@ -330,7 +330,7 @@ mod tests {
         e.to_string()
     }
 
-    /// Every refused class: the error names file:line:col, the key, the protected path and a fix.
+    /// Every refused class: the error names `FILE:LINE:COL`, the key, the protected path and a fix.
     #[test]
     fn every_protected_class_is_refused_at_validate_time() {
         let col = "  - { source: ".len() + 1;
