@@ -829,7 +829,8 @@ fn denied_root<'a>(norm: &str, ctx: &'a SpecContext) -> Option<&'a str> {
 
 /// Directories in the home directory that hold credentials or state no sandbox may see, even
 /// read-only: keys, tokens, the tenants' env files (`~/.config`), podman's storage (with its
-/// secrets), cyclix's worktrees and records.
+/// secrets), cyclix's worktrees and records. The rule for `repo.path` (bound at `/work`);
+/// `mounts:` sources follow the wider [`mount_guard`] set.
 const HOME_SECRETS: &[&str] = &[
     ".ssh",
     ".gnupg",
