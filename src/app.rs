@@ -169,13 +169,44 @@ pub fn read_spec_text(path: &Path) -> Result<std::result::Result<String, SpecErr
     }
 }
 
-/// Loads and validates a spec: `Ok(Err(_))` for an invalid spec.
+/// Loads and validates a spec: `Ok(Err(_))` for an invalid spec. Mount sources are also
+/// checked against this host's protected paths and walked shallowly for git directories
+/// (`host::mount_scan::SHALLOW`).
 ///
 /// # Errors
 /// I/O failures.
 pub fn load_spec(path: &Path, env: &HostEnv) -> Result<std::result::Result<Spec, SpecError>> {
-    Ok(read_spec_text(path)?
-        .and_then(|text| spec::parse(&text, &spec_context(&path.display().to_string(), env))))
+    Ok(load_spec_with_notes(path, env)?.0)
+}
+
+/// [`load_spec`] with the notes of the shallow mount walk (a walk that stopped at its bound
+/// says so: `spec validate` prints them).
+///
+/// # Errors
+/// I/O failures.
+pub fn load_spec_with_notes(
+    path: &Path,
+    env: &HostEnv,
+) -> Result<(std::result::Result<Spec, SpecError>, Vec<String>)> {
+    let file = path.display().to_string();
+    let spec = match read_spec_text(path)?
+        .and_then(|text| spec::parse(&text, &spec_context(&file, env)))
+    {
+        Ok(s) => s,
+        Err(e) => return Ok((Err(e), Vec::new())),
+    };
+    let found = crate::host::mount_scan::scan(&spec, env, &[], crate::host::mount_scan::SHALLOW);
+    if found.diagnostics.is_empty() {
+        Ok((Ok(spec), found.notes))
+    } else {
+        Ok((
+            Err(SpecError {
+                file,
+                diagnostics: found.diagnostics,
+            }),
+            found.notes,
+        ))
+    }
 }
 
 fn report_spec_error(e: &SpecError, json: bool) -> Result<Outcome> {
@@ -194,7 +225,11 @@ fn report_spec_error(e: &SpecError, json: bool) -> Result<Outcome> {
 
 fn spec_validate(file: &Path, json: bool) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
-    let spec = match load_spec(file, &env)? {
+    let (loaded, notes) = load_spec_with_notes(file, &env)?;
+    for note in notes {
+        crate::stderrln!("{}: note: {note}", file.display());
+    }
+    let spec = match loaded {
         Ok(s) => s,
         Err(e) => return report_spec_error(&e, json),
     };

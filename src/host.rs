@@ -6,5 +6,6 @@
 
 pub mod checks;
 pub mod facts;
+pub mod mount_scan;
 pub mod namespaces;
 pub mod paths;

@@ -360,6 +360,13 @@ pub struct PodmanInfo {
     pub rootless: bool,
     /// `store.graphDriverName`, e.g. `"overlay"`.
     pub graph_driver: String,
+    /// `store.graphRoot`: podman's image and container store (its secrets are below it);
+    /// never mountable into a sandbox (`spec::mount_guard`).
+    pub graph_root: String,
+    /// `store.runRoot`: podman's per-boot state.
+    pub run_root: String,
+    /// `store.volumePath`: where named volumes live.
+    pub volume_path: String,
 }
 
 /// Parses `podman info --format json` (podman 5.4's lowerCamelCase keys; missing keys become
@@ -403,6 +410,9 @@ pub fn parse_info(json: &str) -> serde_json::Result<PodmanInfo> {
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false),
         graph_driver: s("/store/graphDriverName"),
+        graph_root: s("/store/graphRoot"),
+        run_root: s("/store/runRoot"),
+        volume_path: s("/store/volumePath"),
     })
 }
 
@@ -1147,6 +1157,12 @@ mod tests {
         assert_eq!(info.cgroup_version, "v2");
         assert!(info.rootless);
         assert_eq!(info.graph_driver, "overlay");
+        assert_eq!(info.graph_root, "/home/cyx/.local/share/containers/storage");
+        assert_eq!(info.run_root, "/run/user/1000/containers");
+        assert_eq!(
+            info.volume_path,
+            "/home/cyx/.local/share/containers/storage/volumes"
+        );
         assert!(parse_info("[]").is_err());
         assert_eq!(
             parse_version_line("podman version 5.4.2\n").as_deref(),

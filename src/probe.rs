@@ -95,6 +95,11 @@ pub struct Context {
     /// Further expected mount points (P18): the task file, the probe binary, `mounts:` targets.
     #[serde(default)]
     pub expected_binds: Vec<String>,
+    /// The spec's `mounts:` (P18): a mount at one of these targets may come from below the
+    /// host's home (its declared source, which `spec::mount_guard` allowed), and must be
+    /// read-only when declared so. Any other mount from below `/home` still fails.
+    #[serde(default)]
+    pub declared_mounts: Vec<DeclaredMount>,
     /// The host's LSM (`apparmor`, `selinux`), `None` when the host has none (P4).
     #[serde(default)]
     pub lsm: Option<String>,
@@ -119,6 +124,18 @@ pub struct Context {
     /// effect afterwards (`run::tripwire`). `None`: E1 fails (nothing to attempt).
     #[serde(default)]
     pub escape: Option<Escape>,
+}
+
+/// One `mounts:` entry as the probes must find it (P18).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredMount {
+    /// The mount point in the container (`/mnt/x`).
+    pub target: String,
+    /// The host path bound there (`/home/u/datasets/x`).
+    pub source: String,
+    /// Declared read-only: the mount must carry `ro`.
+    pub read_only: bool,
 }
 
 /// Host paths and a host pid the sandbox must not reach (E1). Planted by cyclix per run.

@@ -10,6 +10,7 @@
 //! component-wise inside their allowed roots. Fields document the unit key or podman flag they
 //! become.
 
+pub mod mount_guard;
 pub mod validate;
 pub mod yaml;
 
@@ -371,8 +372,16 @@ pub struct Mount {
     pub source: String,
     /// Absolute, normalised path in the container, under `/mnt/`.
     pub target: String,
-    /// Read-only unless `read_only: false`; writable mounts must lie inside the project.
+    /// Read-only unless `read_only: false`. No source may be, contain or lie inside a
+    /// protected path (`mount_guard`), so in effect every extra mount is read-only data.
     pub read_only: bool,
+    /// 1-based line of `source` in the spec file (for the checks that run after validation:
+    /// `cyclix check` and the run's preflight name it as validation does).
+    #[serde(skip)]
+    pub source_line: usize,
+    /// 1-based column of `source` in the spec file.
+    #[serde(skip)]
+    pub source_column: usize,
 }
 
 /// A service container in the agent's pod (e.g. a database for the project's tests).

@@ -195,9 +195,24 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
         .collect())
 }
 
+/// The tenant's spec as `check` judges it: loaded, its name matching the file, and its mount
+/// sources walked deeply for git directories (`host::mount_scan::DEEP`); podman's real
+/// storage paths are compared in `checks` once `podman info` is in the facts.
 fn load_one(env: &HostEnv, name: &str, path: &Path) -> facts::Fact<crate::spec::Spec> {
+    use crate::host::mount_scan;
     match super::load_spec(path, env) {
-        Ok(Ok(spec)) if spec.tenant == name => Ok(spec),
+        Ok(Ok(spec)) if spec.tenant == name => {
+            let found = mount_scan::scan(&spec, env, &[], mount_scan::DEEP);
+            if found.diagnostics.is_empty() {
+                Ok(spec)
+            } else {
+                Err(crate::spec::SpecError {
+                    file: path.display().to_string(),
+                    diagnostics: found.diagnostics,
+                }
+                .to_string())
+            }
+        }
         Ok(Ok(spec)) => Err(format!(
             "the spec names tenant `{}`, but its file is {name}.yaml; rename one of them",
             spec.tenant

@@ -201,8 +201,9 @@ pub(crate) fn runnable_spec(
             return Ok(None);
         }
     };
+    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     if let Some(problem) = refuse(&spec)
-        .or_else(|| preflight(&spec))
+        .or_else(|| preflight(&spec, &file.display().to_string(), env))
         .or_else(|| unenforceable_limits(&spec))
     {
         crate::stderrln!("error: {problem}");
@@ -275,7 +276,8 @@ pub fn run(
     };
     let mut inputs = run_inputs(&env, &runtime_dir, spec, run_id, backend, task)?;
     inputs.deadlines.storage_lock = storage_lock_wait;
-    converge_and_execute(&env, tenant, inputs, backend)
+    let file = spec_path.map_or_else(|| tenant_spec_path(&env, tenant), Path::to_path_buf);
+    converge_and_execute(&env, tenant, inputs, backend, &file)
 }
 
 /// A flag SIGTERM and SIGINT set (`cyclix stop`, `systemctl --user stop`, Ctrl-C), so a run
@@ -353,14 +355,17 @@ fn converge_and_execute(
     tenant: &str,
     inputs: RunInputs,
     backend: Backend,
+    spec_file: &Path,
 ) -> Result<Outcome> {
     let units = unit_manager(env)?;
-    let host = RealRunHost::new().with_graphroot(crate::run::storage_lock::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    ));
+    let host = RealRunHost::new()
+        .with_graphroot(crate::run::storage_lock::graphroot(
+            &env.home,
+            &env.config_home,
+            &env.data_home,
+            crate::host::namespaces::host_uid(),
+        ))
+        .with_mount_guard(spec_file.display().to_string(), env.clone());
     let records = record::tenant_dir(&env.state_home, tenant);
     // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
     let mut converged = Vec::new();
@@ -460,15 +465,20 @@ pub(crate) fn read_task_file(path: &str) -> std::result::Result<String, String> 
 }
 
 /// User-fixable problems found right before a run, so they are findings (exit 1) that name
-/// the spec key, not cyclix failures: a mount source that is (now) a symlink, a repository
-/// that is not one, a base ref that does not exist.
-fn preflight(spec: &Spec) -> Option<String> {
+/// the spec key, not cyclix failures: a mount source that is (now) a symlink, or that is,
+/// contains or lies inside a protected path or a git directory (the deep walk, podman's real
+/// storage: `host::mount_scan::run_refusal`), a repository that is not one, a base ref that
+/// does not exist.
+fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
     for (i, m) in spec.mounts.iter().enumerate() {
         if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
             return Some(format!(
                 "mounts[{i}].source (checked right before the run): {e}"
             ));
         }
+    }
+    if let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env) {
+        return Some(format!("refused before the run:\n{refusal}"));
     }
     if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
         return Some(format!(

@@ -98,7 +98,8 @@ pub fn run(
         &commit[..12.min(commit.len())]
     );
     let units = ops::unit_manager(&env)?;
-    let host = RealRunHost::new();
+    let file = spec_path.map_or_else(|| ops::tenant_spec_path(&env, tenant), Path::to_path_buf);
+    let host = RealRunHost::new().with_mount_guard(file.display().to_string(), env.clone());
     let report = twin::execute(&inputs, &units, &host);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -12,6 +12,7 @@
 use serde::Serialize;
 
 use super::facts::{HostFacts, IdMapper, ImageFact, SubIds, TenantFacts};
+use crate::spec::{Spec, mount_guard};
 use crate::tier::{self, Runtime, Tier};
 
 /// The lowest podman cyclix runs on (plain units): 4.3.
@@ -881,6 +882,9 @@ fn spec(f: &HostFacts, t: &TenantFacts) -> Check {
             );
         }
     };
+    if let Some(fail) = mounts_in_podman_storage(f, t, s) {
+        return fail;
+    }
     match tier::gate(s.tier, s.legacy_worktree_isolation, &runtime(f)) {
         Err(refusal) => Check::fail(&id, format!("{}: {refusal}", t.file), {
             "make a container runtime usable (the failed checks above), or set `tier: \
@@ -898,6 +902,31 @@ fn spec(f: &HostFacts, t: &TenantFacts) -> Check {
             "set `tier: container`",
         ),
     }
+}
+
+/// Podman's storage as this host has it: `podman info`'s graph root, run root and volume
+/// path, else (`--quick`, podman missing) the graph root from `storage.conf` or the default.
+#[must_use]
+pub fn podman_storage(f: &HostFacts) -> Vec<mount_guard::Protected> {
+    match &f.info {
+        Some(Ok(i)) if !i.graph_root.is_empty() => {
+            mount_guard::podman_paths(&i.graph_root, &i.run_root, &i.volume_path)
+        }
+        _ => mount_guard::podman_paths(&f.storage.graphroot, "", ""),
+    }
+}
+
+/// FAIL `spec:T` when a mount source is, contains or lies inside podman's storage: what
+/// `spec validate` cannot know (the real paths come from `podman info`).
+fn mounts_in_podman_storage(f: &HostFacts, t: &TenantFacts, s: &Spec) -> Option<Check> {
+    let found = mount_guard::refusals(s, &podman_storage(f));
+    let fix = found.first()?.hint.clone().unwrap_or_default();
+    let text = crate::spec::SpecError {
+        file: t.file.clone(),
+        diagnostics: found,
+    }
+    .to_string();
+    Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
 fn image_fix(i: &ImageFact) -> String {

@@ -139,6 +139,9 @@ fn good() -> HostFacts {
             cgroup_controllers: vec![],
             rootless: true,
             graph_driver: "overlay".into(),
+            graph_root: "/srv/podman/storage".into(),
+            run_root: "/run/user/1000/containers".into(),
+            volume_path: "/srv/podman/storage/volumes".into(),
         })),
         uid_map: Some(Ok(vec!["0 1000 1".into(), "1 200000 65536".into()])),
         tenants: vec![tenant("acme", &spec_yaml("acme", "", ""))],
@@ -967,4 +970,63 @@ fn field_reports_b01_b07_b08_b09_b10_each_have_rows() {
             "no row for field report {b}"
         );
     }
+}
+
+/// Issue 11: `spec validate` cannot know podman's real storage; `check` compares the mounts
+/// with `podman info`'s graph root (or, without it, the configured one) and FAILs `spec:T`.
+#[test]
+fn a_mount_into_podmans_storage_from_facts_fails_the_spec_check() {
+    let mounts = "mounts:\n  - { source: /srv/data, target: /mnt/data }\n  - { source: /srv/podman/storage/volumes/v, target: /mnt/v }\n";
+    let mut f = good();
+    f.tenants = vec![tenant("acme", &spec_yaml("acme", "", mounts))];
+    let all = checks(&f, &CheckOptions::default());
+    let c = all
+        .iter()
+        .find(|c| c.id == "spec:acme")
+        .expect("spec check");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.found.starts_with(
+            "/home/cyx/.config/cyclix/tenants/acme.yaml:12:15: mounts[1].source: mount source `/srv/podman/storage/volumes/v` lies inside podman's volume storage `/srv/podman/storage/volumes`"
+        ),
+        "{c:?}"
+    );
+    assert!(c.found.contains("\n  fix: mount a directory"), "{c:?}");
+    assert!(
+        c.fix
+            .as_deref()
+            .is_some_and(|x| x.starts_with("mount a directory")),
+        "{c:?}"
+    );
+    // --quick: no `podman info`; the configured graph root decides.
+    let mut q = good();
+    q.info = None;
+    q.storage.graphroot = "/var/lib/alt".into();
+    q.tenants = vec![tenant(
+        "acme",
+        &spec_yaml(
+            "acme",
+            "",
+            "mounts:\n  - { source: /var/lib/alt/overlay, target: /mnt/v }\n",
+        ),
+    )];
+    let all = checks(&q, &CheckOptions::default());
+    let c = all
+        .iter()
+        .find(|c| c.id == "spec:acme")
+        .expect("spec check");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(c.found.contains(":11:15: mounts[0].source: mount source `/var/lib/alt/overlay` lies inside podman's storage (graph root"), "{c:?}");
+    // A plain data directory stays a PASS.
+    let mut ok = good();
+    ok.tenants = vec![tenant(
+        "acme",
+        &spec_yaml(
+            "acme",
+            "",
+            "mounts:\n  - { source: ~/datasets/x, target: /mnt/x }\n",
+        ),
+    )];
+    let all = checks(&ok, &CheckOptions::default());
+    assert_eq!(status_of(&all, "spec:acme"), Status::Pass);
 }

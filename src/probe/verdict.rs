@@ -883,6 +883,36 @@ pub const BASE_MOUNTS: &[&str] = &[
     "/proc/interrupts",
 ];
 
+/// Whether `root` (a mount's root within its filesystem) is `source` or a trailing part of it,
+/// component-wise: a bind from a separate `/home` file system shows `/u/datasets/x` for
+/// `/home/u/datasets/x`.
+fn root_of(root: &str, source: &str) -> bool {
+    let r: Vec<&str> = root.split('/').filter(|c| !c.is_empty()).collect();
+    let s: Vec<&str> = source.split('/').filter(|c| !c.is_empty()).collect();
+    !r.is_empty() && s.ends_with(&r)
+}
+
+/// Why mount `m` exposes the host (P18), naming the mount: a root below `/home/`, `/root` or
+/// `/run/user/` that is not a declared `mounts:` entry's source at its target, or a declared
+/// read-only entry that is writable.
+fn host_path_leak(m: &Mount, ctx: &Context) -> Option<String> {
+    let at = format!("{} <- {}", m.point, m.root);
+    let host_root = m.root.starts_with("/home/")
+        || m.root.starts_with("/run/user/")
+        || m.root.starts_with("/root");
+    match ctx.declared_mounts.iter().find(|d| d.target == m.point) {
+        Some(d) if host_root && !root_of(&m.root, &d.source) => Some(format!(
+            "{at} (the spec declares `{}` at {}, not this)",
+            d.source, d.target
+        )),
+        Some(d) if d.read_only && !m.has("ro") => {
+            Some(format!("{at} is writable (the spec declares it read_only)"))
+        }
+        None if host_root => Some(format!("{at} (not a declared mount)")),
+        Some(_) | None => None,
+    }
+}
+
 /// P18: every mount point is expected; none exposes a host home or runtime dir it should not.
 #[must_use]
 pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
@@ -898,13 +928,8 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
     let declared = |p: &str| p == ctx.workdir;
     let leaks: Vec<String> = mounts
         .iter()
-        .filter(|m| {
-            !declared(&m.point)
-                && (m.root.starts_with("/home/")
-                    || m.root.starts_with("/run/user/")
-                    || m.root.starts_with("/root"))
-        })
-        .map(|m| format!("{} <- {}", m.point, m.root))
+        .filter(|m| !declared(&m.point))
+        .filter_map(|m| host_path_leak(m, ctx))
         .collect();
     let has_root = mounts.iter().any(|m| m.point == "/");
     let mut why = Vec::new();
@@ -915,11 +940,20 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
         why.push(format!("unexpected mounts: {}", extra.join(", ")));
     }
     if !leaks.is_empty() {
-        why.push(format!("host home/runtime paths: {}", leaks.join(", ")));
+        why.push(format!("host home/runtime paths: {}", leaks.join("; ")));
     }
     judged(
         "only the base set, the project and context.expected_binds",
-        format!("{} mounts, {} unexpected", mounts.len(), extra.len()),
+        if leaks.is_empty() {
+            format!("{} mounts, {} unexpected", mounts.len(), extra.len())
+        } else {
+            format!(
+                "{} mounts, {} unexpected, host paths: {}",
+                mounts.len(),
+                extra.len(),
+                leaks.join("; ")
+            )
+        },
         why.is_empty(),
         why.join("; "),
     )

@@ -128,6 +128,9 @@ pub fn probe_context(
         "allowed_env_names": spec.agent.env.clone(),
         "workdir": crate::render::plan::WORKDIR,
         "expected_binds": expected_binds,
+        "declared_mounts": spec.mounts.iter().map(|m| serde_json::json!({
+            "target": m.target, "source": m.source, "read_only": m.read_only,
+        })).collect::<Vec<_>>(),
         "lsm": host.lsm,
         "report_only": spec.egress.report_only,
         "limits": {

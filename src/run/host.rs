@@ -27,6 +27,9 @@ pub struct RealRunHost {
     podman: Podman,
     /// Podman's graph root (where its storage locks are); `None`: never look.
     graphroot: Option<PathBuf>,
+    /// The spec file and the user's directories for [`RunHost::check_mounts`]; `None`: no
+    /// guard (a host built without it).
+    mount_guard: Option<(String, crate::context::HostEnv)>,
 }
 
 impl RealRunHost {
@@ -36,7 +39,16 @@ impl RealRunHost {
         RealRunHost {
             podman: Podman::new(),
             graphroot: None,
+            mount_guard: None,
         }
+    }
+
+    /// Checks the spec's mounts again right before the run (see [`RunHost::check_mounts`]);
+    /// `file` is the spec's path, named in the refusal.
+    #[must_use]
+    pub fn with_mount_guard(mut self, file: String, env: crate::context::HostEnv) -> Self {
+        self.mount_guard = Some((file, env));
+        self
     }
 
     /// Looks for holders of the storage locks below `graphroot` (see
@@ -213,6 +225,14 @@ impl RunHost for RealRunHost {
         out.extend(l.volumes.into_iter().map(|v| format!("volume {}", v.name)));
         out.extend(l.secrets.into_iter().map(|s| format!("secret {s}")));
         Ok(out)
+    }
+    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
+        if let Some((file, env)) = &self.mount_guard
+            && let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env)
+        {
+            anyhow::bail!("mounts refused right before the run:\n{refusal}");
+        }
+        Ok(())
     }
     fn used_subnets(&self) -> Result<Vec<String>> {
         Ok(self

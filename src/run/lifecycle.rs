@@ -886,6 +886,7 @@ pub(crate) fn prepare(
     branch: &str,
 ) -> Result<(String, PathBuf, u8, Vec<u16>)> {
     let spec = &inp.spec;
+    host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
     if spec.tier == Tier::Container {
         // Before anything exists: a stuck holder fails the run here, with nothing to undo.

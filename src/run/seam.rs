@@ -103,6 +103,17 @@ pub trait RunHost {
     /// # Errors
     /// podman failed.
     fn used_subnets(&self) -> Result<Vec<String>>;
+    /// Refuses the run when a mount source of `spec` is, contains or lies inside a protected
+    /// path or a git directory, as the host sees it right now (`host::mount_scan`: the deep
+    /// walk, podman's real storage). The default finds nothing: a host without the guard
+    /// configured (the fakes) has no disk to look at.
+    ///
+    /// # Errors
+    /// The refusal, printed as `spec validate` prints it (`FILE:LINE:COL: mounts[N].source`).
+    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
+        let _ = spec;
+        Ok(())
+    }
     /// Runs `cyclix probe` inside the running agent container `container` (only the probes in
     /// `only`, or all when empty) and returns its exit status and stdout (JSON lines).
     ///

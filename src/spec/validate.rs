@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use super::mount_guard;
 use super::{
     Agent, Diagnostic, Egress, Gate, Health, HostPattern, Image, Mount, Repo, Resources, Schedule,
     Service, Spec, SpecContext, Task,
@@ -798,11 +799,13 @@ fn mounts(
             targets.push((norm.clone(), t));
             Some(norm)
         });
-        if let (Some(source), Some(target)) = (source, target) {
+        if let (Some(source), Some(target), Some(at)) = (source, target, m.source.as_ref()) {
             result.push(Mount {
                 source,
                 target,
                 read_only,
+                source_line: at.line,
+                source_column: at.column,
             });
         }
     }
@@ -826,7 +829,8 @@ fn denied_root<'a>(norm: &str, ctx: &'a SpecContext) -> Option<&'a str> {
 
 /// Directories in the home directory that hold credentials or state no sandbox may see, even
 /// read-only: keys, tokens, the tenants' env files (`~/.config`), podman's storage (with its
-/// secrets), cyclix's worktrees and records.
+/// secrets), cyclix's worktrees and records. The rule for `repo.path` (bound at `/work`);
+/// `mounts:` sources follow the wider [`mount_guard`] set.
 const HOME_SECRETS: &[&str] = &[
     ".ssh",
     ".gnupg",
@@ -861,6 +865,25 @@ fn exposes_host(norm: &str, ctx: &SpecContext) -> Option<String> {
         .map(|denied| format!("is under {denied}, which is never mounted into a sandbox"))
 }
 
+/// The protected paths validation can name alone (see [`super::mount_guard`]): the home
+/// directory and what it holds, the project and its `.git`, cyclix's runtime directory. The
+/// XDG directories as set, podman's real storage and git dirs on disk are added by
+/// `host::mount_scan`.
+fn protected(repo: Option<&Repo>, ctx: &SpecContext) -> Vec<mount_guard::Protected> {
+    let mut v = mount_guard::home_paths(&ctx.home);
+    if let Some(repo) = repo {
+        v.extend(mount_guard::repo_paths(&repo.path));
+    }
+    let home = ctx.home.trim_end_matches('/');
+    v.extend(mount_guard::cyclix_paths(
+        &format!("{home}/.config"),
+        &format!("{home}/.local/share"),
+        &format!("{home}/.local/state"),
+        (!ctx.runtime_dir.is_empty()).then_some(ctx.runtime_dir.as_str()),
+    ));
+    v
+}
+
 /// Source rules for a mount; reports and returns false when one is broken.
 fn mount_source_rules(
     s: &Located<String>,
@@ -871,22 +894,31 @@ fn mount_source_rules(
     ctx: &SpecContext,
     out: &mut Vec<Diagnostic>,
 ) -> bool {
-    if let Some(reason) = exposes_host(norm, ctx) {
+    if let Some(denied) = denied_root(norm, ctx) {
         out.push(
-            s.diag(format!("mount source `{norm}` {reason}"))
-                .hint("mount a directory with only the data the agent needs"),
+            s.diag(format!(
+                "mount source `{norm}` is under {denied}, which is never mounted into a sandbox"
+            ))
+            .hint("mount a directory with only the data the agent needs"),
         );
         return false;
     }
-    if let Some(repo) = repo
-        && is_within(norm, &format!("{}/.git", repo.path))
-    {
-        out.push(
-            s.diag(format!(
-                "mount source `{norm}` is inside the project's git directory, whose config, hooks and info the sandbox must only see read-only (field report B27)"
-            ))
-            .hint("remove this mount: the agent already works on a checkout of the project at /work"),
-        );
+    let protected = protected(repo, ctx);
+    if let Some(c) = mount_guard::conflict(norm, &protected) {
+        let (message, fix) = mount_guard::explain(norm, &c);
+        out.push(s.diag(message).hint(fix));
+        return false;
+    }
+    let comps = components(norm);
+    if let Some(i) = comps.iter().position(|c| *c == ".git") {
+        let found = format!("/{}", comps.get(..=i).unwrap_or_default().join("/"));
+        let how = if i + 1 == comps.len() {
+            "is"
+        } else {
+            "lies inside"
+        };
+        let (message, fix) = mount_guard::explain_git(norm, how, &found);
+        out.push(s.diag(message).hint(fix));
         return false;
     }
     let file_name = norm.rsplit('/').next().unwrap_or_default();
@@ -910,7 +942,7 @@ fn mount_source_rules(
         out.push(
             ro_flag
                 .map_or_else(|| s.diag(message.clone()), |f| f.diag(message.clone()))
-                .hint("set `read_only: true`, or mount a directory inside `repo.path`"),
+                .hint("set `read_only: true`: the agent writes only to its checkout at /work"),
         );
         return false;
     }

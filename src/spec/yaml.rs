@@ -2447,7 +2447,7 @@ gate:
                     14,
                     15,
                     "mounts[0].source",
-                    "mount source `/home` would expose your whole home directory (~/.ssh included)",
+                    "mount source `/home` contains your home directory `/home/u`, which no sandbox may see, read-only or not",
                 ),
             ),
             (
@@ -2481,44 +2481,53 @@ gate:
             );
         }
         let s = ok(&plus(
-            "mounts:\n  - { source: /home/u/proj//x/./y/, target: /mnt//a/./b, read_only: false }\n  - { source: \"~/data\", target: /mnt/c }\n",
+            "mounts:\n  - { source: /srv/d//x/./y/, target: /mnt//a/./b, read_only: true }\n  - { source: \"~/data\", target: /mnt/c }\n",
         ));
         assert_eq!(
             s.mounts,
             vec![
                 super::super::Mount {
-                    source: "/home/u/proj/x/y".into(),
+                    source: "/srv/d/x/y".into(),
                     target: "/mnt/a/b".into(),
-                    read_only: false
+                    read_only: true,
+                    source_line: 14,
+                    source_column: 15,
                 },
                 super::super::Mount {
                     source: "/home/u/data".into(),
                     target: "/mnt/c".into(),
-                    read_only: true
+                    read_only: true,
+                    source_line: 15,
+                    source_column: 15,
                 },
             ]
         );
-        // The project itself may be mounted writable again.
-        ok(&plus(
+        // Issue 11: the project itself is never mounted again, writable or not (it handed the
+        // agent the user's git config and hooks); the agent has its checkout at /work.
+        let got = one(&plus(
             "mounts:\n  - { source: /home/u/proj, target: /mnt/p, read_only: false }\n",
         ));
+        assert!(got.3.contains("is the project repository"), "{got:?}");
         // Found by a newcomer trying to break it: the project's .git (its hooks run on the
         // host), podman's storage (other tenants' secrets), the tenants' env files, keys.
         for (source, want) in [
-            ("/home/u/proj/.git", "inside the project's git directory"),
+            ("/home/u/proj/.git", "is the project's git directory"),
             (
                 "/home/u/proj/.git/hooks",
-                "inside the project's git directory",
+                "lies inside the project's git directory",
             ),
             (
                 "/home/u/.local/share/containers",
-                "is under ~/.local/share/containers",
+                "lies inside your data directory",
             ),
-            ("/home/u/.config/cyclix/tenants", "is under ~/.config"),
-            ("/home/u/.ssh", "is under ~/.ssh"),
+            (
+                "/home/u/.config/cyclix/tenants",
+                "lies inside cyclix's configuration",
+            ),
+            ("/home/u/.ssh", "is your SSH keys"),
             (
                 "/home/u/.local/state/cyclix/runs",
-                "is under ~/.local/state/cyclix",
+                "lies inside cyclix's state",
             ),
         ] {
             let got = one(&plus(&format!(
@@ -2662,11 +2671,11 @@ gate:
             ),
             (
                 "/",
-                "mount source `/` would expose your whole home directory (~/.ssh included)",
+                "mount source `/` contains your home directory `/home/u`, which no sandbox may see, read-only or not",
             ),
             (
                 "~",
-                "mount source `/home/u` would expose your whole home directory (~/.ssh included)",
+                "mount source `/home/u` is your home directory `/home/u`, which no sandbox may see, read-only or not",
             ),
         ] {
             let text = plus(&format!(

@@ -14,6 +14,7 @@ mod e2e_boundary;
 mod e2e_check;
 mod e2e_faults;
 mod e2e_leftovers;
+mod e2e_mounts;
 mod e2e_probe;
 mod e2e_run;
 mod e2e_services;

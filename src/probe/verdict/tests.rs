@@ -31,7 +31,12 @@ fn ctx() -> Context {
         allowed_env_names: vec!["API_TOKEN".into()],
         workdir: "/work".into(),
         git_dir: "/home/u/p/.git".into(),
-        expected_binds: vec!["/cyclix/task.md".into()],
+        expected_binds: vec!["/cyclix/task.md".into(), "/mnt/x".into()],
+        declared_mounts: vec![crate::probe::DeclaredMount {
+            target: "/mnt/x".into(),
+            source: "/home/u/datasets/x".into(),
+            read_only: true,
+        }],
         lsm: None,
         limits: Limits::default(),
         init_comm: "podman-init".into(),
@@ -517,6 +522,45 @@ fn p17_p18_git_paths_and_mount_allowlist() {
         "a host home path behind an allowed point"
     );
     assert!(!p18(&[], &c).pass, "no mountinfo");
+
+    // Issue 11: a declared mount below /home passes (the README's `~/datasets/x`), also from
+    // a separate /home file system; anything else at its target, or writable, fails naming it.
+    for root in ["/home/u/datasets/x", "/u/datasets/x"] {
+        let mut ok = base.clone();
+        ok.push(mount("/mnt/x", root, "ro,nosuid"));
+        assert!(p18(&ok, &c).pass, "{root}: {:?}", p18(&ok, &c));
+    }
+    for (point, root, opts, why) in [
+        (
+            "/mnt/x",
+            "/home/u/.ssh",
+            "ro",
+            "/mnt/x <- /home/u/.ssh (the spec declares `/home/u/datasets/x` at /mnt/x, not this)",
+        ),
+        (
+            "/mnt/x",
+            "/home/u/datasets/x",
+            "rw",
+            "/mnt/x <- /home/u/datasets/x is writable (the spec declares it read_only)",
+        ),
+        (
+            "/cyclix/task.md",
+            "/home/u/datasets/x",
+            "ro",
+            "/cyclix/task.md <- /home/u/datasets/x (not a declared mount)",
+        ),
+    ] {
+        let mut bad = base.clone();
+        bad.push(mount(point, root, opts));
+        let j = p18(&bad, &c);
+        assert!(!j.pass, "{point} {root}");
+        assert!(j.detail.contains(why), "{point} {root}: {:?}", j.detail);
+        assert!(
+            j.got.contains(why),
+            "the summary names the mount: {:?}",
+            j.got
+        );
+    }
 }
 
 #[test]
