@@ -3,6 +3,7 @@
 
 pub mod boundary;
 pub mod converge;
+pub mod delivery;
 pub mod host;
 pub mod lifecycle;
 pub mod limits;

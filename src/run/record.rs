@@ -22,6 +22,10 @@ pub enum RunResult {
     ProbeRefused,
     /// The leak watch saw a host secret or a failing probe while the agent ran; it was stopped.
     LeakDetected,
+    /// The run passed, but its delivery was held (CI/automation paths, a secret in the
+    /// diff) or refused (the remote branch moved: the lease); the commits stay on the local
+    /// run branch and the record's `delivery` says why.
+    DeliveryRefused,
     /// cyclix itself failed in `phase`.
     Error,
 }
@@ -35,7 +39,8 @@ impl RunResult {
             RunResult::GateFailed
             | RunResult::AgentFailed
             | RunResult::ProbeRefused
-            | RunResult::LeakDetected => crate::exit::FINDINGS,
+            | RunResult::LeakDetected
+            | RunResult::DeliveryRefused => crate::exit::FINDINGS,
             RunResult::Error => crate::exit::TOOL_FAILED,
         }
     }
@@ -137,6 +142,10 @@ pub struct RunRecord {
     /// worktree and the git dir).
     #[serde(default)]
     pub causes: Vec<String>,
+    /// The delivery of the run branch to a remote (`delivery:` in the spec), `None` when the
+    /// spec has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<super::delivery::DeliveryRecord>,
 }
 
 impl RunRecord {
@@ -174,6 +183,7 @@ impl RunRecord {
             died_in: None,
             services: Vec::new(),
             causes: Vec::new(),
+            delivery: None,
         }
     }
 }
@@ -357,6 +367,9 @@ pub fn summary(r: &RunRecord) -> String {
         "  egress: {} requests, {denied} denied",
         r.egress_decisions.len()
     );
+    if let Some(d) = &r.delivery {
+        let _ = writeln!(s, "  delivery: {}", d.summary());
+    }
     for n in &r.notices {
         let _ = writeln!(s, "  NOTICE: {n}");
     }

@@ -25,8 +25,8 @@ use serde_saphyr::{Error as YamlError, Spanned};
 
 use super::Diagnostic;
 use super::validate::{
-    Located, Pos, RawAgent, RawEgress, RawGate, RawHealth, RawImage, RawMount, RawRepo,
-    RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
+    Located, Pos, RawAgent, RawDelivery, RawEgress, RawGate, RawHealth, RawImage, RawMount,
+    RawRepo, RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
 };
 
 /// Most anchors (`&a`) and, separately, most aliases (`*a`) a spec may use (security-cases §4:
@@ -866,6 +866,7 @@ const TOP_KEYS: &[&str] = &[
     "mounts",
     "services",
     "schedule",
+    "delivery",
 ];
 const REPO_KEYS: &[&str] = &["path", "base"];
 const TASK_KEYS: &[&str] = &["text", "file"];
@@ -899,6 +900,14 @@ const SERVICE_KEYS: &[&str] = &[
 ];
 const HEALTH_KEYS: &[&str] = &["command", "interval", "timeout", "retries", "start_period"];
 const SCHEDULE_KEYS: &[&str] = &["on_calendar", "persistent", "randomized_delay"];
+const DELIVERY_KEYS: &[&str] = &[
+    "remote",
+    "branch",
+    "push",
+    "allow_paths",
+    "hold_paths",
+    "lock_wait",
+];
 
 /// `parent.key`, or `key` at the top.
 fn child(parent: &str, key: &str) -> String {
@@ -995,6 +1004,7 @@ impl Decoder {
                 "agent" | "gate" => "the container: `image`, `command`",
                 "agent.command" | "gate.command" => "`command: [PROGRAM, ARG, ...]`",
                 "schedule.on_calendar" => "`on_calendar: daily`",
+                "delivery.remote" => "`remote: origin` (a remote of the repository)",
                 _ if key == "image" => "`image: NAME@sha256:<64 hex>`",
                 _ if path.ends_with(".health.command") => {
                     "`command: [PROGRAM, ARG, ...]` (run in the service container; exit 0 means healthy)"
@@ -1244,6 +1254,9 @@ impl Decoder {
         let schedule = self
             .get(&f, "schedule", false)
             .and_then(|n| self.schedule(n));
+        let delivery = self
+            .get(&f, "delivery", false)
+            .and_then(|n| self.delivery(n));
         Some(RawSpec {
             at: Self::pos(root, ""),
             tenant,
@@ -1257,6 +1270,7 @@ impl Decoder {
             mounts,
             services,
             schedule,
+            delivery,
         })
     }
 
@@ -1391,6 +1405,19 @@ impl Decoder {
             on_calendar: self.string_field(&f, "on_calendar", true, StrKind::Line),
             persistent: self.bool_field(&f, "persistent"),
             randomized_delay: self.string_field(&f, "randomized_delay", false, StrKind::Duration),
+        })
+    }
+
+    fn delivery(&mut self, node: &Node) -> Option<RawDelivery> {
+        let f = self.mapping(node, "delivery", DELIVERY_KEYS)?;
+        Some(RawDelivery {
+            at: Self::pos(node, "delivery"),
+            remote: self.string_field(&f, "remote", true, StrKind::Line),
+            branch: self.string_field(&f, "branch", false, StrKind::Line),
+            push: self.bool_field(&f, "push"),
+            allow_paths: self.string_list(&f, "allow_paths", false),
+            hold_paths: self.string_list(&f, "hold_paths", false),
+            lock_wait: self.string_field(&f, "lock_wait", false, StrKind::Duration),
         })
     }
 }
