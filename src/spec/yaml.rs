@@ -1957,11 +1957,19 @@ gate:
 
     #[test]
     fn delivery_is_optional_and_its_keys_are_checked_like_the_others() {
-        assert!(ok(&base()).delivery.is_none(), "absent: the local branch only");
+        assert!(
+            ok(&base()).delivery.is_none(),
+            "absent: the local branch only"
+        );
         let s = ok(&plus("delivery:\n  remote: origin\n"));
         let dl = s.delivery.expect("delivery");
         assert_eq!(
-            (dl.remote.as_str(), dl.branch.as_deref(), dl.push, dl.lock_wait_s),
+            (
+                dl.remote.as_str(),
+                dl.branch.as_deref(),
+                dl.push,
+                dl.lock_wait_s
+            ),
             ("origin", None, true, 600)
         );
         let s = ok(&plus(
@@ -1969,7 +1977,10 @@ gate:
         ));
         let dl = s.delivery.expect("delivery");
         assert_eq!(dl.branch.as_deref(), Some("cyclix/acme/nightly"));
-        assert_eq!(dl.hold_paths, vec!["deploy/", "**/secrets.yaml", "Makefile"]);
+        assert_eq!(
+            dl.hold_paths,
+            vec!["deploy/", "**/secrets.yaml", "Makefile"]
+        );
         assert_eq!((dl.push, dl.lock_wait_s), (false, 0));
         let cases = [
             (
@@ -1984,37 +1995,72 @@ gate:
             ),
             (
                 "delivery:\n  remote: \"git@github.com:a/b.git\"\n",
-                d(14, 11, "delivery.remote", "invalid remote: `git@github.com:a/b.git` contains `@`: give the remote's name, not a URL or path"),
+                d(
+                    14,
+                    11,
+                    "delivery.remote",
+                    "invalid remote: `git@github.com:a/b.git` contains `@`: give the remote's name, not a URL or path",
+                ),
                 None,
             ),
             (
                 "delivery:\n  remote: origin\n  branch: \"main..x\"\n",
-                d(15, 11, "delivery.branch", "invalid branch: `main..x` contains `..`"),
+                d(
+                    15,
+                    11,
+                    "delivery.branch",
+                    "invalid branch: `main..x` contains `..`",
+                ),
                 None,
             ),
             (
                 "delivery:\n  remote: origin\n  branch: refs/heads/x\n",
-                d(15, 11, "delivery.branch", "invalid branch: `refs/heads/x` is not a plain branch name"),
+                d(
+                    15,
+                    11,
+                    "delivery.branch",
+                    "invalid branch: `refs/heads/x` is not a plain branch name",
+                ),
                 None,
             ),
             (
                 "delivery:\n  remote: origin\n  allow_paths: [../etc/]\n",
-                d(15, 17, "delivery.allow_paths[0]", "`../etc/` has an empty, `.` or `..` component"),
+                d(
+                    15,
+                    17,
+                    "delivery.allow_paths[0]",
+                    "`../etc/` has an empty, `.` or `..` component",
+                ),
                 None,
             ),
             (
                 "delivery:\n  remote: origin\n  hold_paths: [\"*.yml\"]\n",
-                d(15, 16, "delivery.hold_paths[0]", "`*.yml` contains `*`: only a leading `**/` is a pattern"),
+                d(
+                    15,
+                    16,
+                    "delivery.hold_paths[0]",
+                    "`*.yml` contains `*`: only a leading `**/` is a pattern",
+                ),
                 None,
             ),
             (
                 "delivery:\n  remote: origin\n  lock_wait: 7h\n",
-                d(15, 14, "delivery.lock_wait", "duration `7h` is out of range"),
+                d(
+                    15,
+                    14,
+                    "delivery.lock_wait",
+                    "duration `7h` is out of range",
+                ),
                 Some("use a duration from 0s to 6h"),
             ),
             (
                 "delivery:\n  remote: origin\n  push: yes\n",
-                d(15, 9, "delivery.push", "expected `true` or `false`, found `yes`"),
+                d(
+                    15,
+                    9,
+                    "delivery.push",
+                    "expected `true` or `false`, found `yes`",
+                ),
                 None,
             ),
         ];
@@ -2022,7 +2068,11 @@ gate:
             let text = plus(extra);
             assert_eq!(one(&text), want, "{extra}");
             if let Some(h) = hint {
-                assert_eq!(err(&text).diagnostics[0].hint.as_deref(), Some(h), "{extra}");
+                assert_eq!(
+                    err(&text).diagnostics[0].hint.as_deref(),
+                    Some(h),
+                    "{extra}"
+                );
             }
         }
         let direct = with("gate:", "tier: direct\ngate:") + "delivery:\n  remote: origin\n";
