@@ -272,12 +272,7 @@ pub fn lock_path(locks_dir: &Path, url: &str, branch: &str) -> PathBuf {
     h.update(url.as_bytes());
     h.update([0]);
     h.update(branch.as_bytes());
-    let hex: String = h
-        .finalize()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = core::hex(h.finalize().get(..16).unwrap_or_default());
     locks_dir.join(format!("delivery-{hex}.lock"))
 }
 
@@ -572,16 +567,16 @@ fn decide_and_push(
         d.reason = Some(format!("kept on {}: {}", t.run_branch, why.join("; ")));
         return Ok(RunResult::DeliveryRefused);
     }
-    if let Some(expected) = &start.expected {
-        if !repo.is_ancestor(expected, &tip)? {
-            d.outcome = Outcome::Refused;
-            d.reason = Some(format!(
-                "the run's tip {tip} does not contain {expected}, the remote tip it started \
-                 from: pushing would drop commits; kept on {}",
-                t.run_branch
-            ));
-            return Ok(RunResult::DeliveryRefused);
-        }
+    if let Some(expected) = &start.expected
+        && !repo.is_ancestor(expected, &tip)?
+    {
+        d.outcome = Outcome::Refused;
+        d.reason = Some(format!(
+            "the run's tip {tip} does not contain {expected}, the remote tip it started \
+             from: pushing would drop commits; kept on {}",
+            t.run_branch
+        ));
+        return Ok(RunResult::DeliveryRefused);
     }
     if !t.spec.push {
         d.outcome = Outcome::NotPushed;

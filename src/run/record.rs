@@ -367,9 +367,7 @@ pub fn summary(r: &RunRecord) -> String {
         "  egress: {} requests, {denied} denied",
         r.egress_decisions.len()
     );
-    if let Some(d) = &r.delivery {
-        let _ = writeln!(s, "  delivery: {}", d.summary());
-    }
+    s.push_str(&delivery_line(r));
     for n in &r.notices {
         let _ = writeln!(s, "  NOTICE: {n}");
     }
@@ -392,6 +390,13 @@ pub fn summary(r: &RunRecord) -> String {
         .collect();
     let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
     s
+}
+
+/// `  delivery: …` when the run has a delivery, else nothing.
+fn delivery_line(r: &RunRecord) -> String {
+    r.delivery
+        .as_ref()
+        .map_or_else(String::new, |d| format!("  delivery: {}\n", d.summary()))
 }
 
 /// One summary line per service: address, database, volume.

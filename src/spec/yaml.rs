@@ -1982,6 +1982,10 @@ gate:
             vec!["deploy/", "**/secrets.yaml", "Makefile"]
         );
         assert_eq!((dl.push, dl.lock_wait_s), (false, 0));
+    }
+
+    #[test]
+    fn delivery_keys_are_reported_with_position_message_and_fix() {
         let cases = [
             (
                 "delivery:\n  remote: origin\n  brnach: x\n",

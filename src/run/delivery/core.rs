@@ -43,7 +43,7 @@ pub fn covers(pattern: &str, path: &str) -> bool {
     if let Some(name) = pattern.strip_prefix("**/") {
         let name = name.trim_end_matches('/');
         let comps: Vec<&str> = path.split('/').collect();
-        return comps.iter().any(|c| *c == name);
+        return comps.contains(&name);
     }
     if let Some(dir) = pattern.strip_suffix('/') {
         return path
@@ -85,7 +85,9 @@ pub struct SecretHit {
 
 /// Formats recognised without knowing a value: (kind, literal prefix, minimum length of the
 /// token after the prefix, the token's alphabet).
-const KEY_FORMATS: &[(&str, &[u8], usize, fn(u8) -> bool)] = &[
+type KeyFormat = (&'static str, &'static [u8], usize, fn(u8) -> bool);
+
+const KEY_FORMATS: &[KeyFormat] = &[
     ("AWS access key id", b"AKIA", 16, is_upper_digit),
     ("AWS access key id", b"ASIA", 16, is_upper_digit),
     ("GitHub token", b"ghp_", 30, is_token),
@@ -143,13 +145,23 @@ fn value_forms(value: &[u8]) -> Vec<Vec<u8>> {
         // Characters touched by the padding bytes or by the unknown byte after the value.
         let skip = [0, 2, 3][shift];
         let tail_exact = (padded.len() / 3) * 4;
-        if let Some(core) = enc.get(skip..tail_exact) {
-            if core.len() >= MIN_SECRET_LEN {
-                forms.push(core.to_vec());
-            }
+        if let Some(core) = enc.get(skip..tail_exact)
+            && core.len() >= MIN_SECRET_LEN
+        {
+            forms.push(core.to_vec());
         }
     }
     forms
+}
+
+/// Lowercase hex of `bytes`.
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn base64(data: &[u8]) -> Vec<u8> {
@@ -447,7 +459,7 @@ diff --git a/conf/app.ini b/conf/app.ini\nnew file mode 100644\n--- /dev/null\n+
     #[test]
     fn encoded_and_multiline_values_are_found() {
         let secret: &[u8] = b"correct horse battery staple";
-        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex(secret);
         for shift in 0..3 {
             let mut data = b"xyz"[..shift].to_vec();
             data.extend_from_slice(secret);
