@@ -403,3 +403,87 @@ fn a_commit_carrying_a_secret_value_is_held_and_the_value_is_recorded_nowhere() 
     assert!(!text.contains("in-record"), "the value is in a run record");
     assert!(!text.contains("in-journal"), "the value is in the journal");
 }
+
+#[test]
+fn a_fixed_branch_that_does_not_contain_the_base_is_refused_at_prepare_naming_both_commits() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    bare(tb, "dl-diverged");
+    let branch = "cyclix/e2e-dl-div/nightly";
+    let t = dl_tenant(
+        tb,
+        "e2e-dl-div",
+        "dl-diverged",
+        "[cyclix-demo-agent]",
+        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
+    );
+    // Someone else's history on the branch: a root commit that does not contain `main`.
+    let theirs = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; rm -rf /tmp/{t}-orphan; git init -q /tmp/{t}-orphan; cd /tmp/{t}-orphan
+             echo x > x; git add x; git -c user.name=o -c user.email=o@example.com commit -qm orphan
+             git push -q {URL}/dl-diverged.git HEAD:refs/heads/{branch}; git rev-parse HEAD"
+        )),
+        "push an unrelated history",
+    );
+    let theirs = theirs.trim();
+    let base = expect_success(
+        &tb.user_sh(&format!("git -C ~/src/{t} rev-parse main")),
+        "base",
+    );
+    assert_eq!(run_to_end(tb, &t), "2", "a refused prepare is an error");
+    let rec = record(tb, &t);
+    assert_eq!(s(&rec, "failed_phase"), "prepare", "{rec:#}");
+    let err = s(&rec, "error");
+    assert!(
+        err.contains(theirs) && err.contains(base.trim()) && err.contains("fast-forwarded"),
+        "{err}"
+    );
+    assert_eq!(
+        remote_tip(tb, "dl-diverged", branch),
+        theirs,
+        "the remote is untouched"
+    );
+    assert!(
+        rec["units"].as_array().is_none_or(Vec::is_empty),
+        "nothing was created: {rec:#}"
+    );
+}
+
+#[test]
+fn a_run_that_may_not_wait_is_refused_naming_the_branch_holder() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    bare(tb, "dl-busy");
+    let branch = "cyclix/busy/nightly";
+    let holder = dl_tenant(
+        tb,
+        "e2e-dl-hold",
+        "dl-busy",
+        "[sh, -c, \"sleep 8; cyclix-demo-agent\"]",
+        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
+    );
+    let waiter = dl_tenant(
+        tb,
+        "e2e-dl-wait",
+        "dl-busy",
+        "[cyclix-demo-agent]",
+        &format!("delivery:\n  remote: deliver\n  branch: {branch}\n  lock_wait: 0s"),
+    );
+    let inject = format!(
+        "systemctl --user start cyclix-run@{waiter}.service 2>/dev/null
+         systemctl --user reset-failed cyclix-run@{waiter}.service 2>/dev/null; true"
+    );
+    let run = inject_mid_run(tb, &holder, &inject);
+    let refused = record(tb, &waiter);
+    assert_eq!(s(&refused, "failed_phase"), "prepare", "{refused:#}");
+    let err = s(&refused, "error");
+    assert!(
+        err.contains(&format!("run {run} (tenant {holder}, pid ")) && err.contains("lock_wait"),
+        "{err}"
+    );
+    // Positive control: the holder delivered.
+    let held = record(tb, &holder);
+    assert_eq!(s(&held["delivery"], "outcome"), "pushed", "{held:#}");
+    assert_eq!(pushes(tb, "dl-busy").len(), 1);
+}
