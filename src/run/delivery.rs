@@ -373,8 +373,10 @@ pub struct Target<'a> {
     pub locks_dir: PathBuf,
     /// Set when the run is asked to stop.
     pub interrupted: &'a AtomicBool,
-    /// The run's secret values (the scan looks for them).
-    pub secrets: &'a [(String, Vec<u8>)],
+    /// What the scan looks for: (kind of a hit, value): the run's secrets (`value of secret
+    /// NAME`) and the host credentials the sandbox must never see (`value of host credential
+    /// NAME`).
+    pub secrets: Vec<(String, &'a [u8])>,
     /// A scratch directory for the scan's text (created and removed by [`deliver_with`]).
     pub scratch: PathBuf,
 }
@@ -400,7 +402,17 @@ pub fn target<'a>(inp: &'a super::lifecycle::RunInputs, run_branch: &'a str) -> 
         run_branch,
         locks_dir: runs_root.parent().unwrap_or(runs_root).join("locks"),
         interrupted: &inp.interrupted,
-        secrets: &inp.secrets,
+        secrets: inp
+            .secrets
+            .iter()
+            .map(|(k, v)| (format!("value of secret {k}"), v.as_slice()))
+            .chain(inp.watched.iter().map(|w| {
+                (
+                    format!("value of host credential {}", w.name),
+                    w.value.as_slice(),
+                )
+            }))
+            .collect(),
         scratch: inp.paths.run_dir.join("delivery"),
     })
 }
@@ -643,11 +655,7 @@ fn scan(t: &Target<'_>, repo: &dyn Repo, base: &str, tip: &str) -> Result<Vec<Se
         }
         Err(e) => return Err(e),
     };
-    let secrets: Vec<(&str, &[u8])> = t
-        .secrets
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_slice()))
-        .collect();
+    let secrets: Vec<(&str, &[u8])> = t.secrets.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     Ok(core::scan(&text, &secrets))
 }
 

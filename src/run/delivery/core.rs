@@ -235,18 +235,19 @@ fn lines_with_offsets(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
 }
 
 /// Scans `patch` (the delivered diff and every delivered commit's message and patch, as
-/// bytes) for the `secrets` (name, value; values shorter than [`MIN_SECRET_LEN`] are skipped)
+/// bytes) for the `secrets` (the kind a hit is reported as, e.g. `value of secret NAME`, and
+/// the value; values shorter than [`MIN_SECRET_LEN`] are skipped)
 /// and for [`KEY_FORMATS`] and PEM private keys. One hit per (file, kind), sorted.
 #[must_use]
 pub fn scan(patch: &[u8], secrets: &[(&str, &[u8])]) -> Vec<SecretHit> {
     let mut hits = Vec::new();
-    for (name, value) in secrets {
+    for (kind, value) in secrets {
         if value.len() < MIN_SECRET_LEN {
             continue;
         }
         for form in value_forms(value) {
             for at in find_all(patch, &form) {
-                hits.push((at, format!("value of secret {name}")));
+                hits.push((at, (*kind).to_owned()));
             }
         }
     }
@@ -440,7 +441,7 @@ diff --git a/conf/app.ini b/conf/app.ini\nnew file mode 100644\n--- /dev/null\n+
     fn a_secret_value_is_found_named_by_file_and_kind_never_by_value() {
         let secret: &[u8] = b"s3cr3t-Value-42";
         let patch = PATCH.replace("VALUE", "s3cr3t-Value-42");
-        let hits = scan(patch.as_bytes(), &[("API_TOKEN", secret)]);
+        let hits = scan(patch.as_bytes(), &[("value of secret API_TOKEN", secret)]);
         assert_eq!(
             hits,
             vec![SecretHit {
@@ -451,9 +452,9 @@ diff --git a/conf/app.ini b/conf/app.ini\nnew file mode 100644\n--- /dev/null\n+
         let json = serde_json::to_string(&hits).expect("json");
         assert!(!json.contains("s3cr3t"), "{json}");
         // Positive control: the same patch without the value has no hit.
-        assert!(scan(PATCH.as_bytes(), &[("API_TOKEN", secret)]).is_empty());
+        assert!(scan(PATCH.as_bytes(), &[("value of secret API_TOKEN", secret)]).is_empty());
         // Short values are not looked for (they would match by chance).
-        assert!(scan(b"+abc\n", &[("SHORT", b"abc")]).is_empty());
+        assert!(scan(b"+abc\n", &[("value of secret SHORT", b"abc")]).is_empty());
     }
 
     #[test]

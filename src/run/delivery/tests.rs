@@ -100,14 +100,12 @@ fn spec(branch: Option<&str>) -> Delivery {
 struct Env {
     dir: tempfile::TempDir,
     stop: AtomicBool,
-    secrets: Vec<(String, Vec<u8>)>,
 }
 
 fn env() -> Env {
     Env {
         dir: tempfile::tempdir().expect("tmp"),
         stop: AtomicBool::new(false),
-        secrets: vec![("API_TOKEN".into(), b"tok-0123456789-secret".to_vec())],
     }
 }
 
@@ -120,7 +118,10 @@ fn target<'a>(e: &'a Env, spec: &'a Delivery, run: &'a str, branch: &'a str) -> 
         run_branch: branch,
         locks_dir: e.dir.path().join("locks"),
         interrupted: &e.stop,
-        secrets: &e.secrets,
+        secrets: vec![(
+            "value of secret API_TOKEN".into(),
+            b"tok-0123456789-secret".as_slice(),
+        )],
         scratch: e.dir.path().join(format!("scratch-{run}")),
     }
 }
