@@ -14,17 +14,17 @@
 //! `BatchMode=yes` unless the user names their own ssh command), each with a deadline.
 
 pub mod core;
+pub mod lock;
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use self::core::{PushOutcome, SecretHit, StartPoint};
+use self::lock::{BranchLock, Holder, acquire, lock_path, now_ms};
 use super::record::{RunRecord, RunResult};
 use crate::git::Git;
 use crate::spec::Delivery;
@@ -36,8 +36,6 @@ pub const PUSH_DEADLINE: Duration = Duration::from_secs(300);
 /// Largest delivered diff (and, separately, log with patches) the secret scan reads; a larger
 /// one is held, unscanned.
 pub const SCAN_CAP: u64 = 32 << 20;
-/// How often a run waiting for the branch lock tries again.
-const LOCK_POLL: Duration = Duration::from_millis(250);
 
 /// The git facts and actions a delivery needs (the real one is [`GitRepo`]).
 pub trait Repo {
@@ -237,112 +235,6 @@ impl DeliveryRecord {
     }
 }
 
-/// Who holds a branch lock (written into the lock file).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// Run id.
-    pub run_id: String,
-    /// Tenant.
-    pub tenant: String,
-    /// Process id of its cyclix.
-    pub pid: u32,
-    /// When it took the lock, in ms since the Unix epoch.
-    pub since_ms: u128,
-}
-
-/// A held branch lock; dropping it releases it (the kernel does so too when cyclix dies).
-#[derive(Debug)]
-pub struct BranchLock {
-    file: File,
-}
-
-impl Drop for BranchLock {
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-        let _ = self.file.unlock();
-    }
-}
-
-/// `LOCKS/delivery-HASH.lock`, HASH the first 16 bytes (hex) of SHA-256 over the push URL, a
-/// NUL and the branch.
-#[must_use]
-pub fn lock_path(locks_dir: &Path, url: &str, branch: &str) -> PathBuf {
-    use sha2::Digest as _;
-    let mut h = sha2::Sha256::new();
-    h.update(url.as_bytes());
-    h.update([0]);
-    h.update(branch.as_bytes());
-    let hex = core::hex(h.finalize().get(..16).unwrap_or_default());
-    locks_dir.join(format!("delivery-{hex}.lock"))
-}
-
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
-/// Takes the lock at `path` for `holder`, waiting up to `wait` (polling) while another run
-/// holds it; `interrupted` ends the wait.
-///
-/// # Errors
-/// The lock stayed held (naming the holder, `what` and the fix), the run was interrupted, or
-/// I/O failures.
-pub fn acquire(
-    path: &Path,
-    holder: &Holder,
-    wait: Duration,
-    interrupted: &AtomicBool,
-    what: &str,
-) -> Result<BranchLock> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("opening lock {}", path.display()))?;
-    let began = Instant::now();
-    loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", path.display()));
-            }
-        }
-        if interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted while waiting for the delivery lock on {what}");
-        }
-        if began.elapsed() >= wait {
-            let mut s = String::new();
-            let _ = file.seek(SeekFrom::Start(0));
-            let _ = file.read_to_string(&mut s);
-            let who = serde_json::from_str::<Holder>(&s).map_or_else(
-                |_| "another run (its holder record is unreadable)".to_owned(),
-                |h| format!("run {} (tenant {}, pid {})", h.run_id, h.tenant, h.pid),
-            );
-            bail!(
-                "{what} is being delivered by {who}; waited {} s (lock {}): one run writes a \
-                 branch at a time; wait for that run, or raise `delivery.lock_wait`",
-                wait.as_secs(),
-                path.display()
-            );
-        }
-        std::thread::sleep(LOCK_POLL);
-    }
-    file.set_len(0).context("truncating the lock file")?;
-    file.seek(SeekFrom::Start(0))
-        .context("seeking the lock file")?;
-    file.write_all(&serde_json::to_vec(holder).context("serialising the lock holder")?)
-        .and_then(|()| file.flush())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(BranchLock { file })
-}
-
 /// What a run needs to know about its delivery from prepare on.
 #[derive(Debug)]
 pub struct Start {
@@ -353,6 +245,8 @@ pub struct Start {
     pub expected: Option<String>,
     /// The record so far (outcome `not_reached`).
     pub record: DeliveryRecord,
+    /// The push URL as configured (may hold credentials: never recorded, used to scrub).
+    url: String,
     /// Held until the push (or the end of the run).
     _lock: BranchLock,
 }
@@ -435,10 +329,28 @@ pub fn start(inp: &super::lifecycle::RunInputs, run_branch: &str) -> Result<Opti
 /// # Errors
 /// As [`start`].
 pub fn start_with(t: &Target<'_>, repo: &dyn Repo) -> Result<Start> {
+    let url = repo.push_url(&t.spec.remote)?;
+    start_from(t, repo, &url).map_err(|e| anyhow::anyhow!(scrub(&format!("{e:#}"), &url, t)))
+}
+
+/// `text` as it may be recorded: the push URL's credentials removed, every secret value (as
+/// text) replaced by `***` (git's and the remote's messages are quoted in reasons and errors).
+fn scrub(text: &str, url: &str, t: &Target<'_>) -> String {
+    let mut out = text.replace(url, &core::redact_url(url));
+    for (_, value) in &t.secrets {
+        if let Ok(v) = std::str::from_utf8(value)
+            && !v.is_empty()
+        {
+            out = out.replace(v, "***");
+        }
+    }
+    out
+}
+
+fn start_from(t: &Target<'_>, repo: &dyn Repo, url: &str) -> Result<Start> {
     let remote = &t.spec.remote;
     let branch = t.branch();
-    let url = repo.push_url(remote)?;
-    let shown = core::redact_url(&url);
+    let shown = core::redact_url(url);
     let what = format!("branch `{branch}` of {shown}");
     let holder = Holder {
         run_id: t.run_id.to_owned(),
@@ -449,7 +361,7 @@ pub fn start_with(t: &Target<'_>, repo: &dyn Repo) -> Result<Start> {
     let began = Instant::now();
     let wait = Duration::from_secs(t.spec.lock_wait_s);
     let lock = acquire(
-        &lock_path(&t.locks_dir, &url, branch),
+        &lock_path(&t.locks_dir, url, branch),
         &holder,
         wait,
         t.interrupted,
@@ -498,6 +410,7 @@ pub fn start_with(t: &Target<'_>, repo: &dyn Repo) -> Result<Start> {
             push_end_ms: None,
         },
         expected,
+        url: url.to_owned(),
         _lock: lock,
     })
 }
@@ -532,13 +445,15 @@ pub fn deliver_with(
 ) -> Result<RunResult> {
     let mut d = start.record.clone();
     d.reason = None;
-    let result = decide_and_push(t, &start, rec, repo, &mut d);
+    let result = decide_and_push(t, &start, rec, repo, &mut d)
+        .map_err(|e| anyhow::anyhow!(scrub(&format!("{e:#}"), &start.url, t)));
     if let Err(e) = &result {
         d.reason = Some(format!(
-            "the delivery failed: {e:#}; kept on {}",
+            "the delivery failed: {e}; kept on {}",
             t.run_branch
         ));
     }
+    d.reason = d.reason.map(|r| scrub(&r, &start.url, t));
     rec.delivery = Some(d);
     drop(start);
     result

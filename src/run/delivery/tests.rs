@@ -374,3 +374,26 @@ fn lock_paths_depend_on_url_and_branch() {
     // No ambiguity from concatenation.
     assert_ne!(lock_path(d, "ab", "c"), lock_path(d, "a", "bc"));
 }
+
+#[test]
+fn git_messages_quoted_in_the_record_lose_credentials_and_secret_values() {
+    let e = env();
+    let spec = spec(None);
+    let mut fake = Fake::new(None);
+    fake.push_reply = (
+        false,
+        String::new(),
+        "remote: saw tok-0123456789-secret\nfatal: unable to access 'https://user:tok@git.example/acme.git'".into(),
+    );
+    let (d, result) = run(&e, &spec, &fake);
+    assert_eq!(
+        (d.outcome, result),
+        (Outcome::Refused, RunResult::DeliveryRefused)
+    );
+    let why = d.reason.unwrap_or_default();
+    assert!(why.contains("https://git.example/acme.git"), "{why}");
+    assert!(
+        !why.contains("user:tok@") && !why.contains("tok-0123456789"),
+        "{why}"
+    );
+}
