@@ -845,8 +845,9 @@ fn collect(
     Ok(())
 }
 
-/// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with the task; worktree on the run branch;
-/// the run's secrets. Records what it created for teardown.
+/// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
+/// the task; worktree on the run branch; the run's secrets. Records what it created for
+/// teardown.
 pub(crate) fn prepare(
     inp: &RunInputs,
     host: &dyn RunHost,
