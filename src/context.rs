@@ -109,3 +109,12 @@ pub fn all_env() -> Vec<(String, Vec<u8>)> {
         .map(|(k, v)| (k.to_string_lossy().into_owned(), v.as_bytes().to_vec()))
         .collect()
 }
+
+/// Whether cyclix's environment names an ssh command for git (`GIT_SSH_COMMAND` or
+/// `GIT_SSH`): a delivery then leaves ssh to it rather than adding `BatchMode=yes`.
+#[must_use]
+pub fn git_ssh_from_env() -> bool {
+    ["GIT_SSH_COMMAND", "GIT_SSH"]
+        .iter()
+        .any(|n| std::env::var_os(n).is_some_and(|v| !v.is_empty()))
+}

@@ -14,7 +14,8 @@
 //! run's marker.
 
 /// The phases of a run of tier `container` that gets to its gate, in order, each a point
-/// `phase.NAME` (the run record's `phases` list the same names).
+/// `phase.NAME` (the run record's `phases` list the same names). A passed run of a spec with
+/// `delivery:` has one more, `deliver`, between `escape-check` and `teardown`.
 pub const PHASES: &[&str] = &[
     "prepare",
     "render",

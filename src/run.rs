@@ -3,6 +3,7 @@
 
 pub mod boundary;
 pub mod converge;
+pub mod delivery;
 pub mod host;
 pub mod import;
 pub(crate) mod import_phase;

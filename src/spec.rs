@@ -241,6 +241,31 @@ pub struct Spec {
     pub services: Vec<Service>,
     /// When the tenant runs by itself (`cyclix-run@TENANT.timer`); `None` means on demand only.
     pub schedule: Option<Schedule>,
+    /// Where a passed run's commits go (`delivery:`); `None`: they stay on the local run
+    /// branch only.
+    pub delivery: Option<Delivery>,
+}
+
+/// `delivery:`: pushing a passed run's branch to a remote of the user's repository, with a
+/// lease, one writer per branch, and a hold on CI/automation paths and secrets (`run::delivery`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delivery {
+    /// A remote name of the user's repository (`origin`): the push uses its URL and the
+    /// user's own credentials and ssh settings.
+    pub remote: String,
+    /// The branch on the remote; `None`: the run branch `cyclix/TENANT/RUN`. A fixed name
+    /// (`cyclix/acme/nightly`) is reused by fast-forward only.
+    pub branch: Option<String>,
+    /// Whether to push at all (`false`: everything is decided and recorded, nothing is sent).
+    pub push: bool,
+    /// Paths a delivery may touch although they are held by default (CI, automation): a
+    /// directory `dir/`, a file `path`, or `**/name` for a file name at any depth.
+    pub allow_paths: Vec<String>,
+    /// Extra held paths (same forms as `allow_paths`) on top of the built-in list.
+    pub hold_paths: Vec<String>,
+    /// How long a run waits for another run's hold on the same remote branch, in seconds
+    /// (`lock_wait`, 0 to 6h, default 10m); 0 refuses at once, naming the holder.
+    pub lock_wait_s: u64,
 }
 
 /// The tenant's git repository.

@@ -468,8 +468,16 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (base, _common, octet, service_ports) =
-        r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
+    let (delivery, (base, _common, octet, service_ports)) = r.phase("prepare", || {
+        // Delivery first: the branch lock and the remote tip decide where the run starts.
+        let delivery = super::delivery::start(inp, &rec.branch)?;
+        let from = delivery.as_ref().and_then(|d| d.base_override.clone());
+        Ok((
+            delivery,
+            prepare(inp, host, created, &rec.branch, from.as_deref())?,
+        ))
+    })?;
+    rec.delivery = delivery.as_ref().map(|d| d.record.clone());
     rec.base_commit.clone_from(&base);
     let run_ctx = run_context(inp, octet, service_ports);
     let rendered = r.phase("render", || {
@@ -522,7 +530,12 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    Ok(result)
+    match delivery {
+        Some(d) if result == RunResult::Passed => {
+            r.phase("deliver", || super::delivery::deliver(inp, d, rec))
+        }
+        _ => Ok(result),
+    }
 }
 
 /// The run's host facts for the renderer.
@@ -877,13 +890,15 @@ fn collect(
     Ok(())
 }
 
-/// Base commit, git common dir and subnet; run dir with the task; worktree on the run branch;
-/// the run's secrets. Records what it created for teardown.
+/// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
+/// the task; worktree on the run branch; the run's secrets. Records what it created for
+/// teardown.
 pub(crate) fn prepare(
     inp: &RunInputs,
     host: &dyn RunHost,
     created: &mut Created,
     branch: &str,
+    base_override: Option<&str>,
 ) -> Result<(String, PathBuf, u8, Vec<u16>)> {
     let spec = &inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
@@ -892,7 +907,8 @@ pub(crate) fn prepare(
         // Before anything exists: a stuck holder fails the run here, with nothing to undo.
         wait_for_storage_lock(inp, host, &mut created.notices)?;
     }
-    let base = host.rev_parse(&repo, &spec.repo.base)?;
+    // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
+    let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
     std::fs::create_dir_all(&inp.paths.run_dir)
         .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;

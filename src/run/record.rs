@@ -22,6 +22,10 @@ pub enum RunResult {
     ProbeRefused,
     /// The leak watch saw a host secret or a failing probe while the agent ran; it was stopped.
     LeakDetected,
+    /// The run passed, but its delivery was held (CI/automation paths, a secret in the
+    /// diff) or refused (the remote branch moved: the lease); the commits stay on the local
+    /// run branch and the record's `delivery` says why.
+    DeliveryRefused,
     /// cyclix itself failed in `phase`.
     Error,
 }
@@ -35,7 +39,8 @@ impl RunResult {
             RunResult::GateFailed
             | RunResult::AgentFailed
             | RunResult::ProbeRefused
-            | RunResult::LeakDetected => crate::exit::FINDINGS,
+            | RunResult::LeakDetected
+            | RunResult::DeliveryRefused => crate::exit::FINDINGS,
             RunResult::Error => crate::exit::TOOL_FAILED,
         }
     }
@@ -137,6 +142,10 @@ pub struct RunRecord {
     /// worktree and the git dir).
     #[serde(default)]
     pub causes: Vec<String>,
+    /// The delivery of the run branch to a remote (`delivery:` in the spec), `None` when the
+    /// spec has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<super::delivery::DeliveryRecord>,
     /// How the run's commits came back from its private repository (tier `container`);
     /// `None`: no import ran (host tiers, or the agent never ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,6 +213,7 @@ impl RunRecord {
             causes: Vec::new(),
             import: None,
             repo_changes: Vec::new(),
+            delivery: None,
         }
     }
 }
@@ -422,6 +432,7 @@ pub fn summary(r: &RunRecord) -> String {
         "  egress: {} requests, {denied} denied",
         r.egress_decisions.len()
     );
+    s.push_str(&delivery_line(r));
     for n in &r.notices {
         let _ = writeln!(s, "  NOTICE: {n}");
     }
@@ -450,6 +461,13 @@ pub fn summary(r: &RunRecord) -> String {
         .collect();
     let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
     s
+}
+
+/// `  delivery: …` when the run has a delivery, else nothing.
+fn delivery_line(r: &RunRecord) -> String {
+    r.delivery
+        .as_ref()
+        .map_or_else(String::new, |d| format!("  delivery: {}\n", d.summary()))
 }
 
 /// One summary line per service: address, database, volume.

@@ -311,7 +311,7 @@ fn bring_up(
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
     let (_, _common, octet, ports) = r.phase("prepare", || {
-        lifecycle::prepare(inp, host, created, &branch)
+        lifecycle::prepare(inp, host, created, &branch, None)
     })?;
     let rendered = r.phase("render", || {
         let results = results_dir(inp)?;

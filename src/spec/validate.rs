@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 
 use super::mount_guard;
 use super::{
-    Agent, Diagnostic, Egress, Gate, Health, HostPattern, Image, Mount, Repo, Resources, Schedule,
-    Service, Spec, SpecContext, Task,
+    Agent, Delivery, Diagnostic, Egress, Gate, Health, HostPattern, Image, Mount, Repo, Resources,
+    Schedule, Service, Spec, SpecContext, Task,
 };
 use crate::tier::Tier;
 
@@ -71,6 +71,8 @@ pub struct RawSpec {
     pub services: Vec<RawService>,
     /// `schedule`.
     pub schedule: Option<RawSchedule>,
+    /// `delivery`.
+    pub delivery: Option<RawDelivery>,
 }
 
 /// `repo:`.
@@ -220,6 +222,25 @@ pub struct RawSchedule {
     pub persistent: Option<Located<bool>>,
     /// `randomized_delay`.
     pub randomized_delay: Option<Located<String>>,
+}
+
+/// `delivery:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawDelivery {
+    /// The mapping.
+    pub at: Pos,
+    /// `remote`.
+    pub remote: Option<Located<String>>,
+    /// `branch`.
+    pub branch: Option<Located<String>>,
+    /// `push`.
+    pub push: Option<Located<bool>>,
+    /// `allow_paths`.
+    pub allow_paths: Option<Located<Vec<Located<String>>>>,
+    /// `hold_paths`.
+    pub hold_paths: Option<Located<Vec<Located<String>>>>,
+    /// `lock_wait`, e.g. `10m`.
+    pub lock_wait: Option<Located<String>>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,6 +545,8 @@ const HEALTH_TIMEOUT: (u64, u64, u64) = (1, 300, 5);
 const HEALTH_START_PERIOD: (u64, u64, u64) = (0, 600, 0);
 /// Health check retries bounds and default (1–1000, default 30).
 const HEALTH_RETRIES: (u32, u32, u32) = (1, 1000, 30);
+/// `delivery.lock_wait`: (min, max, default) in seconds.
+const LOCK_WAIT: (u64, u64, u64) = (0, 6 * 3600, 10 * 60);
 /// The variables cyclix sets in every service container (see `render::plan`); a service's
 /// `env` may not name them, or a secret would silently replace the run's value.
 pub const SERVICE_RESERVED_ENV: &[&str] =
@@ -579,6 +602,10 @@ pub fn spec(raw: &RawSpec, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Opti
         None => Some(None),
         Some(s) => schedule(s, out).map(Some),
     };
+    let delivery = match &raw.delivery {
+        None => Some(None),
+        Some(d) => delivery(d, tier, out).map(Some),
+    };
     if out.len() != before {
         return None;
     }
@@ -594,6 +621,7 @@ pub fn spec(raw: &RawSpec, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Opti
         mounts: mounts?,
         services: services?,
         schedule: schedule?,
+        delivery: delivery?,
     })
 }
 
@@ -1144,6 +1172,128 @@ fn schedule(s: &RawSchedule, out: &mut Vec<Diagnostic>) -> Option<Schedule> {
         persistent: s.persistent.as_ref().is_none_or(|b| b.value),
         randomized_delay_s: randomized_delay_s?,
     })
+}
+
+fn delivery(d: &RawDelivery, tier: Option<Tier>, out: &mut Vec<Diagnostic>) -> Option<Delivery> {
+    if tier == Some(Tier::Direct) {
+        out.push(
+            d.at.diag(
+                "tier `direct` has no run branch to deliver: its agent commits on your checkout",
+            )
+            .hint("remove `delivery:` or use tier `worktree` or `container`"),
+        );
+        return None;
+    }
+    let remote = d.remote.as_ref().and_then(|r| {
+        remote_name(&r.value)
+            .map_err(|e| {
+                out.push(r.diag(format!("invalid remote: {e}")).hint(
+                    "name a remote of the repository (`git remote` lists them), e.g. `origin`",
+                ));
+            })
+            .ok()
+            .map(|()| r.value.clone())
+    });
+    let branch = match &d.branch {
+        None => Some(None),
+        Some(b) => branch_name(&b.value)
+            .map_err(|e| {
+                out.push(b.diag(format!("invalid branch: {e}")).hint(
+                    "give a branch name without `refs/heads/`, e.g. `cyclix/acme/nightly`; leave it out for `cyclix/TENANT/RUN`",
+                ));
+            })
+            .ok()
+            .map(|()| Some(b.value.clone())),
+    };
+    let allow_paths = path_patterns(d.allow_paths.as_ref(), out);
+    let hold_paths = path_patterns(d.hold_paths.as_ref(), out);
+    let lock_wait_s = bounded_duration(d.lock_wait.as_ref(), LOCK_WAIT, out);
+    Some(Delivery {
+        remote: remote?,
+        branch: branch?,
+        push: d.push.as_ref().is_none_or(|b| b.value),
+        allow_paths: allow_paths?,
+        hold_paths: hold_paths?,
+        lock_wait_s: lock_wait_s?,
+    })
+}
+
+/// A remote name as `git remote add` takes it, restricted to `[A-Za-z0-9._-]` (no URL: the
+/// remote's URL, credentials and ssh settings come from the user's repository).
+fn remote_name(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("the name is empty".into());
+    }
+    if s.starts_with(['-', '.']) {
+        let first = s.chars().next().unwrap_or('-');
+        return Err(format!("`{s}` starts with `{first}`"));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "`{s}` contains `{}`: give the remote's name, not a URL or path",
+            c.escape_default()
+        ));
+    }
+    git_ref(s)
+}
+
+/// A branch name on the remote: a valid ref name (`git check-ref-format --branch`), not
+/// `HEAD`, not spelled as a full ref.
+fn branch_name(s: &str) -> Result<(), String> {
+    git_ref(s)?;
+    if s == "HEAD" || s.starts_with("refs/") {
+        return Err(format!("`{s}` is not a plain branch name"));
+    }
+    Ok(())
+}
+
+/// `delivery.allow_paths` / `hold_paths`: each a relative path in the repository: `dir/` (a
+/// directory and everything below), `path` (one file) or `**/name` (a file or directory name
+/// at any depth). No `..`, `.` components, absolute paths, empty components or glob
+/// characters other than the leading `**/`.
+fn path_patterns(
+    raw: Option<&Located<Vec<Located<String>>>>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<Vec<String>> {
+    let Some(raw) = raw else {
+        return Some(Vec::new());
+    };
+    let before = out.len();
+    let mut list = Vec::new();
+    for p in &raw.value {
+        match path_pattern(&p.value) {
+            Ok(()) => list.push(p.value.clone()),
+            Err(e) => out.push(p.diag(e).hint(
+                "write a path relative to the repository: `dir/`, `file` or `**/name`, e.g. `.github/workflows/`",
+            )),
+        }
+    }
+    (out.len() == before).then_some(list)
+}
+
+fn path_pattern(s: &str) -> Result<(), String> {
+    let body = s.strip_prefix("**/").unwrap_or(s);
+    let body = body.strip_suffix('/').unwrap_or(body);
+    if body.is_empty() {
+        return Err(format!("`{s}` names no path"));
+    }
+    if s.starts_with('/') {
+        return Err(format!("`{s}` is absolute"));
+    }
+    if let Some(c) = body.chars().find(|c| matches!(c, '*' | '?' | '[' | '\\')) {
+        return Err(format!(
+            "`{s}` contains `{c}`: only a leading `**/` is a pattern"
+        ));
+    }
+    for comp in body.split('/') {
+        if comp.is_empty() || comp == "." || comp == ".." {
+            return Err(format!("`{s}` has an empty, `.` or `..` component"));
+        }
+    }
+    Ok(())
 }
 
 fn resources(r: &RawResources, out: &mut Vec<Diagnostic>) -> Option<Resources> {

@@ -25,8 +25,8 @@ use serde_saphyr::{Error as YamlError, Spanned};
 
 use super::Diagnostic;
 use super::validate::{
-    Located, Pos, RawAgent, RawEgress, RawGate, RawHealth, RawImage, RawMount, RawRepo,
-    RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
+    Located, Pos, RawAgent, RawDelivery, RawEgress, RawGate, RawHealth, RawImage, RawMount,
+    RawRepo, RawResources, RawSchedule, RawService, RawSpec, RawTask, nearest,
 };
 
 /// Most anchors (`&a`) and, separately, most aliases (`*a`) a spec may use (security-cases §4:
@@ -866,6 +866,7 @@ const TOP_KEYS: &[&str] = &[
     "mounts",
     "services",
     "schedule",
+    "delivery",
 ];
 const REPO_KEYS: &[&str] = &["path", "base"];
 const TASK_KEYS: &[&str] = &["text", "file"];
@@ -899,6 +900,14 @@ const SERVICE_KEYS: &[&str] = &[
 ];
 const HEALTH_KEYS: &[&str] = &["command", "interval", "timeout", "retries", "start_period"];
 const SCHEDULE_KEYS: &[&str] = &["on_calendar", "persistent", "randomized_delay"];
+const DELIVERY_KEYS: &[&str] = &[
+    "remote",
+    "branch",
+    "push",
+    "allow_paths",
+    "hold_paths",
+    "lock_wait",
+];
 
 /// `parent.key`, or `key` at the top.
 fn child(parent: &str, key: &str) -> String {
@@ -995,6 +1004,7 @@ impl Decoder {
                 "agent" | "gate" => "the container: `image`, `command`",
                 "agent.command" | "gate.command" => "`command: [PROGRAM, ARG, ...]`",
                 "schedule.on_calendar" => "`on_calendar: daily`",
+                "delivery.remote" => "`remote: origin` (a remote of the repository)",
                 _ if key == "image" => "`image: NAME@sha256:<64 hex>`",
                 _ if path.ends_with(".health.command") => {
                     "`command: [PROGRAM, ARG, ...]` (run in the service container; exit 0 means healthy)"
@@ -1244,6 +1254,9 @@ impl Decoder {
         let schedule = self
             .get(&f, "schedule", false)
             .and_then(|n| self.schedule(n));
+        let delivery = self
+            .get(&f, "delivery", false)
+            .and_then(|n| self.delivery(n));
         Some(RawSpec {
             at: Self::pos(root, ""),
             tenant,
@@ -1257,6 +1270,7 @@ impl Decoder {
             mounts,
             services,
             schedule,
+            delivery,
         })
     }
 
@@ -1391,6 +1405,19 @@ impl Decoder {
             on_calendar: self.string_field(&f, "on_calendar", true, StrKind::Line),
             persistent: self.bool_field(&f, "persistent"),
             randomized_delay: self.string_field(&f, "randomized_delay", false, StrKind::Duration),
+        })
+    }
+
+    fn delivery(&mut self, node: &Node) -> Option<RawDelivery> {
+        let f = self.mapping(node, "delivery", DELIVERY_KEYS)?;
+        Some(RawDelivery {
+            at: Self::pos(node, "delivery"),
+            remote: self.string_field(&f, "remote", true, StrKind::Line),
+            branch: self.string_field(&f, "branch", false, StrKind::Line),
+            push: self.bool_field(&f, "push"),
+            allow_paths: self.string_list(&f, "allow_paths", false),
+            hold_paths: self.string_list(&f, "hold_paths", false),
+            lock_wait: self.string_field(&f, "lock_wait", false, StrKind::Duration),
         })
     }
 }
@@ -1929,6 +1956,136 @@ gate:
     // --- §4 "Unknown keys / typos" ---
 
     #[test]
+    fn delivery_is_optional_and_its_keys_are_checked_like_the_others() {
+        assert!(
+            ok(&base()).delivery.is_none(),
+            "absent: the local branch only"
+        );
+        let s = ok(&plus("delivery:\n  remote: origin\n"));
+        let dl = s.delivery.expect("delivery");
+        assert_eq!(
+            (
+                dl.remote.as_str(),
+                dl.branch.as_deref(),
+                dl.push,
+                dl.lock_wait_s
+            ),
+            ("origin", None, true, 600)
+        );
+        let s = ok(&plus(
+            "delivery:\n  remote: up-stream.1\n  branch: cyclix/acme/nightly\n  push: false\n  allow_paths: [.github/workflows/]\n  hold_paths: [deploy/, \"**/secrets.yaml\", Makefile]\n  lock_wait: 0s\n",
+        ));
+        let dl = s.delivery.expect("delivery");
+        assert_eq!(dl.branch.as_deref(), Some("cyclix/acme/nightly"));
+        assert_eq!(
+            dl.hold_paths,
+            vec!["deploy/", "**/secrets.yaml", "Makefile"]
+        );
+        assert_eq!((dl.push, dl.lock_wait_s), (false, 0));
+    }
+
+    #[test]
+    fn delivery_keys_are_reported_with_position_message_and_fix() {
+        let cases = [
+            (
+                "delivery:\n  remote: origin\n  brnach: x\n",
+                d(15, 3, "delivery.brnach", "unknown key `brnach`"),
+                Some("did you mean `branch`?"),
+            ),
+            (
+                "delivery:\n  branch: x\n",
+                d(14, 3, "delivery.remote", "missing required key `remote`"),
+                Some("add `remote: origin` (a remote of the repository)"),
+            ),
+            (
+                "delivery:\n  remote: \"git@github.com:a/b.git\"\n",
+                d(
+                    14,
+                    11,
+                    "delivery.remote",
+                    "invalid remote: `git@github.com:a/b.git` contains `@`: give the remote's name, not a URL or path",
+                ),
+                None,
+            ),
+            (
+                "delivery:\n  remote: origin\n  branch: \"main..x\"\n",
+                d(
+                    15,
+                    11,
+                    "delivery.branch",
+                    "invalid branch: `main..x` contains `..`",
+                ),
+                None,
+            ),
+            (
+                "delivery:\n  remote: origin\n  branch: refs/heads/x\n",
+                d(
+                    15,
+                    11,
+                    "delivery.branch",
+                    "invalid branch: `refs/heads/x` is not a plain branch name",
+                ),
+                None,
+            ),
+            (
+                "delivery:\n  remote: origin\n  allow_paths: [../etc/]\n",
+                d(
+                    15,
+                    17,
+                    "delivery.allow_paths[0]",
+                    "`../etc/` has an empty, `.` or `..` component",
+                ),
+                None,
+            ),
+            (
+                "delivery:\n  remote: origin\n  hold_paths: [\"*.yml\"]\n",
+                d(
+                    15,
+                    16,
+                    "delivery.hold_paths[0]",
+                    "`*.yml` contains `*`: only a leading `**/` is a pattern",
+                ),
+                None,
+            ),
+            (
+                "delivery:\n  remote: origin\n  lock_wait: 7h\n",
+                d(
+                    15,
+                    14,
+                    "delivery.lock_wait",
+                    "duration `7h` is out of range",
+                ),
+                Some("use a duration from 0s to 6h"),
+            ),
+            (
+                "delivery:\n  remote: origin\n  push: yes\n",
+                d(
+                    15,
+                    9,
+                    "delivery.push",
+                    "expected `true` or `false`, found `yes`",
+                ),
+                None,
+            ),
+        ];
+        for (extra, want, hint) in cases {
+            let text = plus(extra);
+            assert_eq!(one(&text), want, "{extra}");
+            if let Some(h) = hint {
+                assert_eq!(
+                    err(&text).diagnostics[0].hint.as_deref(),
+                    Some(h),
+                    "{extra}"
+                );
+            }
+        }
+        let direct = with("gate:", "tier: direct\ngate:") + "delivery:\n  remote: origin\n";
+        let (line, _, path, msg) = one(&direct);
+        assert_eq!((line, path.as_str()), (15, "delivery"), "{msg}");
+        assert!(msg.contains("tier `direct`"), "{msg}");
+    }
+
+    #[test]
     fn unknown_keys_name_the_path_and_the_nearest_key() {
         let cases = [
             (
@@ -1939,7 +2096,7 @@ gate:
             (
                 plus("netwrok: open\n"),
                 d(13, 1, "netwrok", "unknown key `netwrok`"),
-                "valid keys here: tenant, repo, tier, worktree_isolation, task, agent, gate, egress, mounts, services, schedule",
+                "valid keys here: tenant, repo, tier, worktree_isolation, task, agent, gate, egress, mounts, services, schedule, delivery",
             ),
             (
                 with(

@@ -1,0 +1,591 @@
+//! The pure decisions of a delivery: which touched paths are held, what the secret scan finds
+//! in the delivered patches, where the run starts on a fixed branch, and what `git push
+//! --porcelain` said. No I/O: the effectful half (`run::delivery`) gathers the facts and acts.
+//!
+//! Everything scanned here comes from the sandbox and is treated as an adversary's data: the
+//! scan works on the raw bytes of the whole patch text, so no crafted header, marker or
+//! encoding hides a value from it; the structure (file headers) is used only to say *where* a
+//! hit was, never *whether* it counts.
+
+use serde::{Deserialize, Serialize};
+
+/// Paths held by default (same forms as `delivery.allow_paths`): CI definitions, automation
+/// that runs on checkout or on a developer's machine, and attributes/submodules that change
+/// what git runs or fetches for whoever clones the branch.
+pub const DEFAULT_HELD: &[&str] = &[
+    ".github/",
+    ".gitlab-ci.yml",
+    ".gitlab/",
+    ".circleci/",
+    ".travis.yml",
+    ".buildkite/",
+    "azure-pipelines.yml",
+    "Jenkinsfile",
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    ".husky/",
+    ".vscode/",
+    ".devcontainer/",
+    ".gitmodules",
+    "**/.envrc",
+    "**/.gitattributes",
+];
+
+/// Shortest secret value (bytes) the scan looks for: shorter ones match too much by chance.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Whether `path` (repository-relative, `/`-separated) is covered by `pattern`: `dir/` covers
+/// the directory and everything below it, `**/name` a component `name` at any depth (and
+/// everything below it), anything else the exact path and, when it is a directory, what is
+/// below it.
+#[must_use]
+pub fn covers(pattern: &str, path: &str) -> bool {
+    if let Some(name) = pattern.strip_prefix("**/") {
+        let name = name.trim_end_matches('/');
+        let comps: Vec<&str> = path.split('/').collect();
+        return comps.contains(&name);
+    }
+    if let Some(dir) = pattern.strip_suffix('/') {
+        return path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'));
+    }
+    path == pattern
+        || path
+            .strip_prefix(pattern)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The touched paths a delivery must not carry: covered by [`DEFAULT_HELD`] or `extra`, and
+/// not by `allow`. Sorted, without duplicates.
+#[must_use]
+pub fn held_paths(touched: &[String], extra: &[String], allow: &[String]) -> Vec<String> {
+    let mut held: Vec<String> = touched
+        .iter()
+        .filter(|p| {
+            let held =
+                DEFAULT_HELD.iter().any(|h| covers(h, p)) || extra.iter().any(|h| covers(h, p));
+            held && !allow.iter().any(|a| covers(a, p))
+        })
+        .cloned()
+        .collect();
+    held.sort();
+    held.dedup();
+    held
+}
+
+/// One secret found in the delivered patches: where and what kind, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SecretHit {
+    /// The file the hit is in (`b/` side of the patch), or `commit SHA message`.
+    pub file: String,
+    /// What was found: `value of secret NAME` or a key format (`private key`, …).
+    pub kind: String,
+}
+
+/// Formats recognised without knowing a value: (kind, literal prefix, minimum length of the
+/// token after the prefix, the token's alphabet).
+type KeyFormat = (&'static str, &'static [u8], usize, fn(u8) -> bool);
+
+const KEY_FORMATS: &[KeyFormat] = &[
+    ("AWS access key id", b"AKIA", 16, is_upper_digit),
+    ("AWS access key id", b"ASIA", 16, is_upper_digit),
+    ("GitHub token", b"ghp_", 30, is_token),
+    ("GitHub token", b"gho_", 30, is_token),
+    ("GitHub token", b"ghs_", 30, is_token),
+    ("GitHub token", b"ghu_", 30, is_token),
+    ("GitHub token", b"github_pat_", 30, is_token),
+    ("GitLab token", b"glpat-", 20, is_token),
+    ("Anthropic API key", b"sk-ant-", 20, is_token),
+    ("OpenAI API key", b"sk-proj-", 20, is_token),
+    ("Slack token", b"xoxb-", 10, is_token),
+    ("Slack token", b"xoxp-", 10, is_token),
+    ("Slack token", b"xoxa-", 10, is_token),
+    ("Google API key", b"AIza", 35, is_token),
+];
+
+fn is_upper_digit(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Every start offset of `needle` in `hay`.
+fn find_all<'a>(hay: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    let first = needle.first().copied();
+    (0..hay.len().saturating_sub(needle.len().saturating_sub(1))).filter(move |&i| {
+        first.is_some()
+            && hay.get(i).copied() == first
+            && hay.get(i..i + needle.len()) == Some(needle)
+    })
+}
+
+/// The forms of a secret value the scan looks for: the value itself, each of its lines of at
+/// least [`MIN_SECRET_LEN`] bytes (a patch prefixes every line with `+`), its lowercase hex
+/// and its base64 at the three alignments (edge characters that depend on neighbours cut).
+fn value_forms(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut forms = vec![value.to_vec()];
+    for line in value.split(|b| *b == b'\n') {
+        if line.len() >= MIN_SECRET_LEN && line.len() < value.len() {
+            forms.push(line.to_vec());
+        }
+    }
+    forms.push(
+        value
+            .iter()
+            .flat_map(|b| format!("{b:02x}").into_bytes())
+            .collect(),
+    );
+    for shift in 0..3 {
+        let mut padded = vec![0u8; shift];
+        padded.extend_from_slice(value);
+        let enc = base64(&padded);
+        // Characters touched by the padding bytes or by the unknown byte after the value.
+        let skip = [0, 2, 3][shift];
+        let tail_exact = (padded.len() / 3) * 4;
+        if let Some(core) = enc.get(skip..tail_exact)
+            && core.len() >= MIN_SECRET_LEN
+        {
+            forms.push(core.to_vec());
+        }
+    }
+    forms
+}
+
+/// Lowercase hex of `bytes`.
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn base64(data: &[u8]) -> Vec<u8> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk.first().copied().unwrap_or(0),
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
+    out
+}
+
+/// The locations (file or commit message) `patch` names, by offset: each `+++ b/PATH`
+/// header, each `diff --git` header's `b/` side (for a deletion or a binary file) and each
+/// commit marker (`\x01cyclix-commit SHA`). Attribution only: a crafted header can mislead
+/// it, never hide a hit.
+fn headers(patch: &[u8]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (start, line) in lines_with_offsets(patch) {
+        let name = if let Some(p) = line.strip_prefix(b"+++ b/") {
+            Some(String::from_utf8_lossy(p).into_owned())
+        } else if let Some(p) = line.strip_prefix(b"diff --git ") {
+            let s = String::from_utf8_lossy(p).into_owned();
+            Some(
+                s.rsplit_once(" b/")
+                    .map_or(s.clone(), |(_, b)| b.to_owned()),
+            )
+        } else {
+            line.strip_prefix(COMMIT_MARKER)
+                .map(|sha| format!("commit {} message", String::from_utf8_lossy(sha).trim()))
+        };
+        if let Some(n) = name {
+            out.push((start, n));
+        }
+    }
+    out
+}
+
+/// The location in effect at byte `at` (the last header before it).
+fn location(headers: &[(usize, String)], at: usize) -> String {
+    let i = headers.partition_point(|(start, _)| *start <= at);
+    i.checked_sub(1)
+        .and_then(|i| headers.get(i))
+        .map_or_else(|| "the delivered diff".to_owned(), |(_, n)| n.clone())
+}
+
+/// Most hits a scan reports (one per file and kind); more are summed up in one entry.
+pub const MAX_HITS: usize = 100;
+
+/// The marker the patch text has before each commit's message (`git log --format`).
+pub const COMMIT_MARKER: &[u8] = b"\x01cyclix-commit ";
+
+fn lines_with_offsets(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut start = 0;
+    text.split(|b| *b == b'\n').map(move |l| {
+        let s = start;
+        start += l.len() + 1;
+        (s, l)
+    })
+}
+
+/// Scans `patch` (the delivered diff and every delivered commit's message and patch, as
+/// bytes) for the `secrets` (the kind a hit is reported as, e.g. `value of secret NAME`, and
+/// the value; values shorter than [`MIN_SECRET_LEN`] are skipped)
+/// and for [`KEY_FORMATS`] and PEM private keys. One hit per (file, kind), sorted.
+#[must_use]
+pub fn scan(patch: &[u8], secrets: &[(&str, &[u8])]) -> Vec<SecretHit> {
+    let mut hits = Vec::new();
+    for (kind, value) in secrets {
+        if value.len() < MIN_SECRET_LEN {
+            continue;
+        }
+        for form in value_forms(value) {
+            for at in find_all(patch, &form) {
+                hits.push((at, (*kind).to_owned()));
+            }
+        }
+    }
+    for at in find_all(patch, b"-----BEGIN ") {
+        let rest = patch
+            .get(at..(at + 80).min(patch.len()))
+            .unwrap_or_default();
+        let line = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+        if find_all(line, b"PRIVATE KEY-----").next().is_some() {
+            hits.push((at, "private key".to_owned()));
+        }
+    }
+    for (kind, prefix, min, alphabet) in KEY_FORMATS {
+        for at in find_all(patch, prefix) {
+            let after = patch.get(at + prefix.len()..).unwrap_or_default();
+            let n = after.iter().take_while(|b| alphabet(**b)).count();
+            let boundary = at == 0 || patch.get(at - 1).is_none_or(|b| !is_token(*b));
+            if n >= *min && boundary {
+                hits.push((at, (*kind).to_owned()));
+            }
+        }
+    }
+    let heads = headers(patch);
+    let mut out: Vec<SecretHit> = hits
+        .into_iter()
+        .map(|(at, kind)| SecretHit {
+            file: location(&heads, at),
+            kind,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    if out.len() > MAX_HITS {
+        let more = out.len() - MAX_HITS;
+        out.truncate(MAX_HITS);
+        out.push(SecretHit {
+            file: format!("{more} more"),
+            kind: "further hits".to_owned(),
+        });
+    }
+    out
+}
+
+/// Where a run on `branch` starts, from the remote tip read at prepare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartPoint {
+    /// The branch does not exist on the remote: start from the spec's base; the push must
+    /// create it (lease "must not exist").
+    New,
+    /// The remote tip contains the base: start from the tip; the push must find it unmoved.
+    FastForward(String),
+    /// The remote tip does not contain the base: refused.
+    Diverged {
+        /// The remote tip.
+        tip: String,
+    },
+}
+
+/// The start point for a remote tip (`None`: absent) and whether the base is its ancestor.
+#[must_use]
+pub fn start_point(tip: Option<&str>, base_is_ancestor: bool) -> StartPoint {
+    match tip {
+        None => StartPoint::New,
+        Some(t) if base_is_ancestor => StartPoint::FastForward(t.to_owned()),
+        Some(t) => StartPoint::Diverged { tip: t.to_owned() },
+    }
+}
+
+/// What `git push --porcelain` reported for the one ref pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// The ref was created or updated (or already was at the tip).
+    Pushed,
+    /// git or the remote refused it; the reason as git gave it (`stale info`, …).
+    Refused(String),
+}
+
+/// Reads `git push --porcelain` output for the ref `dst` (`refs/heads/BRANCH`): its status
+/// line is `FLAG \t FROM:TO \t SUMMARY`; flag ` `, `+`, `*` or `=` is success, `!` a
+/// rejection. No line for `dst` (git failed before it talked to the remote) is a refusal
+/// carrying `stderr`'s last line. A success flag with a failed exit status is a refusal too.
+#[must_use]
+pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> PushOutcome {
+    let line = porcelain.lines().find_map(|l| {
+        let mut parts = l.splitn(3, '\t');
+        let flag = parts.next()?;
+        let refs = parts.next()?;
+        let summary = parts.next().unwrap_or("");
+        (refs.rsplit_once(':').map(|(_, to)| to) == Some(dst)).then_some((flag, summary))
+    });
+    let last_err = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output")
+        .trim()
+        .to_owned();
+    match line {
+        Some((flag, _)) if exit_ok && matches!(flag, " " | "+" | "*" | "=") => PushOutcome::Pushed,
+        Some(("!", summary)) => PushOutcome::Refused(summary.trim().to_owned()),
+        Some((_, summary)) => PushOutcome::Refused(format!("{} ({last_err})", summary.trim())),
+        None => PushOutcome::Refused(last_err),
+    }
+}
+
+/// The argument of `--force-with-lease` for `dst`: `refs/heads/B:SHA` (the remote must still
+/// be at the tip the run started from) or `refs/heads/B:` (it must not exist).
+#[must_use]
+pub fn lease_arg(dst: &str, expected: Option<&str>) -> String {
+    format!("--force-with-lease={dst}:{}", expected.unwrap_or(""))
+}
+
+/// A URL as it may be shown and recorded: userinfo (`user:token@`) removed.
+#[must_use]
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if path.is_empty() && !rest.contains('/') {
+        format!("{scheme}://{host}")
+    } else {
+        format!("{scheme}://{host}/{path}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| (*x).to_owned()).collect()
+    }
+
+    #[test]
+    fn patterns_cover_directories_files_and_names_at_any_depth() {
+        let table = [
+            (".github/", ".github/workflows/ci.yml", true),
+            (".github/", ".github", false),
+            (".github/", "src/.github/x", false),
+            (".github/", ".githubx/y", false),
+            (".gitlab-ci.yml", ".gitlab-ci.yml", true),
+            (".gitlab-ci.yml", "sub/.gitlab-ci.yml", false),
+            ("**/.envrc", "a/b/.envrc", true),
+            ("**/.envrc", ".envrc", true),
+            ("**/.envrc", "a/.envrc.bak", false),
+            ("docs", "docs/x.md", true),
+            ("docs", "docs", true),
+            ("docs", "docsx", false),
+        ];
+        for (pat, path, want) in table {
+            assert_eq!(covers(pat, path), want, "{pat} {path}");
+        }
+    }
+
+    #[test]
+    fn held_paths_are_the_defaults_plus_extras_minus_allowed() {
+        let touched = s(&[
+            "src/app.py",
+            ".github/workflows/ci.yml",
+            ".gitattributes",
+            "deploy/prod.sh",
+            ".vscode/settings.json",
+        ]);
+        assert_eq!(
+            held_paths(&touched, &[], &[]),
+            s(&[
+                ".gitattributes",
+                ".github/workflows/ci.yml",
+                ".vscode/settings.json"
+            ])
+        );
+        assert_eq!(
+            held_paths(
+                &touched,
+                &s(&["deploy/"]),
+                &s(&[".github/workflows/", ".vscode/"])
+            ),
+            s(&[".gitattributes", "deploy/prod.sh"])
+        );
+        // Positive control: nothing held when nothing sensitive is touched.
+        assert!(held_paths(&s(&["src/a.py", "README.md"]), &[], &[]).is_empty());
+    }
+
+    const PATCH: &str = "\x01cyclix-commit 1111111111111111111111111111111111111111\nadd config\n\
+diff --git a/conf/app.ini b/conf/app.ini\nnew file mode 100644\n--- /dev/null\n+++ b/conf/app.ini\n\
+@@ -0,0 +1,2 @@\n+name = demo\n+token = VALUE\n";
+
+    #[test]
+    fn a_secret_value_is_found_named_by_file_and_kind_never_by_value() {
+        let secret: &[u8] = b"s3cr3t-Value-42";
+        let patch = PATCH.replace("VALUE", "s3cr3t-Value-42");
+        let hits = scan(patch.as_bytes(), &[("value of secret API_TOKEN", secret)]);
+        assert_eq!(
+            hits,
+            vec![SecretHit {
+                file: "conf/app.ini".into(),
+                kind: "value of secret API_TOKEN".into()
+            }]
+        );
+        let json = serde_json::to_string(&hits).expect("json");
+        assert!(!json.contains("s3cr3t"), "{json}");
+        // Positive control: the same patch without the value has no hit.
+        assert!(scan(PATCH.as_bytes(), &[("value of secret API_TOKEN", secret)]).is_empty());
+        // Short values are not looked for (they would match by chance).
+        assert!(scan(b"+abc\n", &[("value of secret SHORT", b"abc")]).is_empty());
+    }
+
+    #[test]
+    fn encoded_and_multiline_values_are_found() {
+        let secret: &[u8] = b"correct horse battery staple";
+        let hex = hex(secret);
+        for shift in 0..3 {
+            let mut data = b"xyz"[..shift].to_vec();
+            data.extend_from_slice(secret);
+            data.extend_from_slice(b"tail");
+            let b64 = String::from_utf8(base64(&data)).expect("ascii");
+            let patch = PATCH.replace("VALUE", &b64);
+            assert_eq!(
+                scan(patch.as_bytes(), &[("K", secret)]).len(),
+                1,
+                "shift {shift}"
+            );
+        }
+        let patch = PATCH.replace("VALUE", &hex);
+        assert_eq!(scan(patch.as_bytes(), &[("K", secret)]).len(), 1);
+        let multi: &[u8] = b"first-line-of-key\nsecond-line-of-key";
+        let patch = PATCH.replace("VALUE", "x\n+second-line-of-key");
+        assert_eq!(scan(patch.as_bytes(), &[("K", multi)]).len(), 1);
+        assert_eq!(base64(b"Man"), b"TWFu");
+        assert_eq!(base64(b"Ma"), b"TWE=");
+    }
+
+    #[test]
+    fn key_formats_are_found_and_near_misses_are_not() {
+        let cases = [
+            ("-----BEGIN OPENSSH PRIVATE KEY-----", Some("private key")),
+            ("-----BEGIN PUBLIC KEY-----", None),
+            ("AKIAABCDEFGHIJKLMNOP", Some("AWS access key id")),
+            ("AKIAabcdefghijklmnop", None),
+            (
+                "ghp_0123456789abcdefghijklmnopqrstuvwxyz",
+                Some("GitHub token"),
+            ),
+            (
+                "github_pat_0123456789abcdefghijklmnopqrstuvwxyz",
+                Some("GitHub token"),
+            ),
+            (
+                "sk-ant-api03-0123456789abcdefghij",
+                Some("Anthropic API key"),
+            ),
+            ("xoxb-1234567890-abc", Some("Slack token")),
+            ("ghp_short", None),
+            ("XAKIAABCDEFGHIJKLMNOP", None),
+        ];
+        for (text, want) in cases {
+            let patch = PATCH.replace("VALUE", text);
+            let hits = scan(patch.as_bytes(), &[]);
+            assert_eq!(hits.first().map(|h| h.kind.as_str()), want, "{text}");
+            if want.is_some() {
+                assert_eq!(hits.first().map(|h| h.file.as_str()), Some("conf/app.ini"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_hit_in_a_commit_message_names_the_commit_and_crafted_markers_hide_nothing() {
+        let patch = "\x01cyclix-commit abc\nleak AKIAABCDEFGHIJKLMNOP\n";
+        assert_eq!(
+            scan(patch.as_bytes(), &[]),
+            vec![SecretHit {
+                file: "commit abc message".into(),
+                kind: "AWS access key id".into()
+            }]
+        );
+        // A fake header or NUL bytes before the value change the attribution at most.
+        let crafted = "\x01cyclix-commit abc\n\0\0+++ b/x\n\x01 end\nAKIAABCDEFGHIJKLMNOP";
+        assert_eq!(scan(crafted.as_bytes(), &[]).len(), 1);
+    }
+
+    #[test]
+    fn start_points() {
+        assert_eq!(start_point(None, false), StartPoint::New);
+        assert_eq!(
+            start_point(Some("t"), true),
+            StartPoint::FastForward("t".into())
+        );
+        assert_eq!(
+            start_point(Some("t"), false),
+            StartPoint::Diverged { tip: "t".into() }
+        );
+    }
+
+    #[test]
+    fn porcelain_outcomes() {
+        let dst = "refs/heads/cyclix/a/nightly";
+        let ok = format!("To git://x/r.git\n*\trefs/heads/cyclix/a/r1:{dst}\t[new branch]\nDone\n");
+        assert_eq!(push_outcome(true, &ok, "", dst), PushOutcome::Pushed);
+        let ff = format!(" \trefs/heads/cyclix/a/r1:{dst}\tabc..def\n");
+        assert_eq!(push_outcome(true, &ff, "", dst), PushOutcome::Pushed);
+        let stale = format!("!\trefs/heads/cyclix/a/r1:{dst}\t[rejected] (stale info)\n");
+        assert_eq!(
+            push_outcome(false, &stale, "error: failed to push some refs", dst),
+            PushOutcome::Refused("[rejected] (stale info)".into())
+        );
+        assert_eq!(
+            push_outcome(false, "", "fatal: unable to connect\n", dst),
+            PushOutcome::Refused("fatal: unable to connect".into())
+        );
+        // A success line for another ref, or a failed status, is not a delivery.
+        let other = " \trefs/heads/x:refs/heads/other\tabc..def\n";
+        assert!(matches!(
+            push_outcome(true, other, "", dst),
+            PushOutcome::Refused(_)
+        ));
+        assert!(matches!(
+            push_outcome(false, &ff, "hook declined", dst),
+            PushOutcome::Refused(_)
+        ));
+        assert_eq!(lease_arg(dst, None), format!("--force-with-lease={dst}:"));
+        assert_eq!(
+            lease_arg(dst, Some("abc")),
+            format!("--force-with-lease={dst}:abc")
+        );
+    }
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(
+            redact_url("https://u:tok@git.example/a/b.git"),
+            "https://git.example/a/b.git"
+        );
+        assert_eq!(redact_url("git://h:9418/r.git"), "git://h:9418/r.git");
+        assert_eq!(
+            redact_url("git@github.com:a/b.git"),
+            "git@github.com:a/b.git"
+        );
+    }
+}
