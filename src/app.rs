@@ -65,6 +65,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             argv,
         } => agent_wait::run(go, *timeout_s, argv),
         Command::BenchRender { tenants } => bench_cmd::run(*tenants),
+        Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
         Command::Probe(args) => Ok(if crate::probe::main(args)? {
             Outcome::Ok
         } else {

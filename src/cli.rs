@@ -122,6 +122,20 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         tenants: usize,
     },
+    /// Make a run's private repository of REPO at BASE in OUT (which must not exist) and print
+    /// the wall time as JSON (hidden: `bench/prepare-repo` uses it).
+    #[command(hide = true)]
+    BenchPrivateRepo {
+        /// The user's repository.
+        #[arg(long)]
+        repo: PathBuf,
+        /// The base revision.
+        #[arg(long, default_value = "HEAD")]
+        base: String,
+        /// Where the private repository goes.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Inside the agent container: wait until cyclix proved the boundary, then exec the agent.
     #[command(hide = true)]
     AgentWait {

@@ -58,3 +58,20 @@ pub fn run(tenants: usize) -> Result<Outcome> {
     ))?;
     Ok(Outcome::Ok)
 }
+
+/// `cyclix bench-private-repo --repo R --base B --out DIR` (hidden): makes a run's private
+/// repository exactly as prepare does ([`crate::git::private::create`]) and prints
+/// `{"ms":F,"objects":N}` (wall time in fractional milliseconds; the object count from
+/// `git count-objects -v`). `bench/prepare-repo` compares it with `git worktree add`.
+///
+/// # Errors
+/// `base` is not a commit of `repo`, `out` exists, or git fails.
+pub fn private_repo(repo: &std::path::Path, base: &str, out: &std::path::Path) -> Result<Outcome> {
+    let sha = crate::git::Git::new(repo).rev_parse_commit(base)?;
+    let t = Instant::now();
+    crate::git::private::create(repo, out, "cyclix/bench/run", &sha)
+        .with_context(|| format!("making a private repository of {}", repo.display()))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    println!("{}", serde_json::json!({ "ms": ms }));
+    Ok(Outcome::Ok)
+}

@@ -26,6 +26,17 @@ use super::{GIT_WORKTREE_DEADLINE, GitError, HINT, Result, SAFE_CONFIG};
 use crate::process;
 
 fn run(dir: Option<&Path>, args: &[&str], stdin: Option<&[u8]>, action: &str) -> Result<String> {
+    run_to(dir, args, stdin, None, action)
+}
+
+/// [`run`] with stdout into a new file instead of captured.
+fn run_to(
+    dir: Option<&Path>,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    stdout_file: Option<&Path>,
+    action: &str,
+) -> Result<String> {
     let dir_s = dir.map(|d| d.to_string_lossy().into_owned());
     let mut full: Vec<&str> = Vec::new();
     if let Some(d) = &dir_s {
@@ -41,6 +52,7 @@ fn run(dir: Option<&Path>, args: &[&str], stdin: Option<&[u8]>, action: &str) ->
             deadline: GIT_WORKTREE_DEADLINE,
             hint: HINT,
             env_remove_prefixes: &["GIT_"],
+            stdout_file: stdout_file.map(|f| (f, u64::MAX)),
             ..process::Opts::default()
         },
     )
@@ -61,6 +73,51 @@ fn run(dir: Option<&Path>, args: &[&str], stdin: Option<&[u8]>, action: &str) ->
         action: action.to_string(),
         source,
     })
+}
+
+/// Packs what `base` reaches in `user_repo` into `path`'s `pack_dir` (see the module doc).
+fn copy_objects(user_repo: &Path, path: &Path, pack_dir: &Path, base: &str) -> Result<()> {
+    let at = |what: &str| format!("{what} for the run's private repository {}", path.display());
+    // `--stdout` into a file of the new repository, then `index-pack` there: nothing is
+    // written into the user's repository (a pack-objects with a base name would stage its
+    // temporary file in the user's objects dir, and fail across file systems).
+    let base_line = format!("{base}\n");
+    let incoming = pack_dir.join("incoming.pack");
+    run_to(
+        Some(user_repo),
+        &[
+            "pack-objects",
+            "--revs",
+            "--quiet",
+            "--delta-base-offset",
+            "--stdout",
+        ],
+        Some(base_line.as_bytes()),
+        Some(&incoming),
+        &at("copying the objects the base reaches"),
+    )?;
+    let hash = run(
+        Some(path),
+        &["index-pack", &incoming.to_string_lossy()],
+        None,
+        &at("indexing the objects"),
+    )?;
+    let hash = hash.trim().trim_start_matches("pack\t");
+    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) || hash.is_empty() {
+        return Err(GitError::Output {
+            action: at("indexing the objects"),
+            detail: format!("index-pack printed {hash:?}"),
+        });
+    }
+    for ext in ["pack", "idx"] {
+        let from = pack_dir.join(format!("incoming.{ext}"));
+        let to = pack_dir.join(format!("pack-{hash}.{ext}"));
+        std::fs::rename(&from, &to).map_err(|source| GitError::Io {
+            action: format!("renaming {} to {}", from.display(), to.display()),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// Creates the private repository of a run at `path` (which must not exist): a new repository
@@ -108,20 +165,7 @@ pub fn create(user_repo: &Path, path: &Path, branch: &str, base: &str) -> Result
         action: format!("creating {}", pack_dir.display()),
         source,
     })?;
-    let base_line = format!("{base}\n");
-    let pack_base = pack_dir.join("pack");
-    run(
-        Some(user_repo),
-        &[
-            "pack-objects",
-            "--revs",
-            "--quiet",
-            "--delta-base-offset",
-            &pack_base.to_string_lossy(),
-        ],
-        Some(base_line.as_bytes()),
-        &at("copying the objects the base reaches"),
-    )?;
+    copy_objects(user_repo, path, &pack_dir, base)?;
     let shallow = run(
         Some(user_repo),
         &["rev-parse", "--is-shallow-repository"],
@@ -170,6 +214,22 @@ mod tests {
             .stdout
     }
 
+    fn walk(d: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(d)
+            .expect("dir")
+            .filter_map(std::result::Result::ok)
+        {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+        out
+    }
+
     #[test]
     fn the_private_repository_holds_only_what_the_base_reaches() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -196,7 +256,15 @@ mod tests {
         let other = g.rev_parse_commit("other").expect("other");
         let private = tmp.path().join("run/work");
         std::fs::create_dir_all(tmp.path().join("run")).expect("dir");
+        let listing = |d: &Path| {
+            let mut v: Vec<String> = walk(d);
+            v.sort();
+            v
+        };
+        let objects_before = listing(&user.join(".git/objects"));
         create(&user, &private, "cyclix/t/r", &base).expect("create");
+        // Nothing was written into the user's repository (not even a temporary pack).
+        assert_eq!(listing(&user.join(".git/objects")), objects_before);
         assert_eq!(
             std::fs::read_to_string(private.join("a.txt")).expect("checked out"),
             "a\n"

@@ -107,7 +107,10 @@ fn b11_a_process_left_in_a_cgroup_named_after_the_run_fails_the_audit() {
 }
 
 #[test]
-fn refs_written_by_the_agent_and_a_half_done_merge_fail_the_run_and_stay_for_a_person() {
+fn refs_and_a_half_done_merge_the_agent_makes_stay_in_its_own_repository() {
+    // The agent makes a branch, a tag and a half-done merge: in round 1 those landed in the
+    // user's shared git dir and failed the run. Now they are in the run's private repository:
+    // only the run branch comes back (as a checked bundle), the user's refs are unchanged.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(
@@ -116,44 +119,41 @@ fn refs_written_by_the_agent_and_a_half_done_merge_fail_the_run_and_stay_for_a_p
         r#"[sh, -c, "cyclix-demo-agent && git branch stray && git tag -f v-agent && git rev-parse HEAD > \"$(git rev-parse --git-dir)/MERGE_HEAD\""]"#,
         "",
     );
+    let before = expect_success(
+        &tb.user_sh(&format!(
+            "git -C ~/src/{t} for-each-ref --format='%(refname) %(objectname)'"
+        )),
+        "refs before",
+    );
     let out = start(tb, &t);
     let rec = record(tb, &t);
-    assert!(!out.status.success(), "{rec:#}");
-    assert_eq!(rec["result"], "error", "{rec:#}");
-    assert_eq!(rec["failed_phase"], "audit", "{rec:#}");
-    let left: Vec<String> = rec["leftovers"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    for needle in [
-        "ref refs/heads/stray created during the run",
-        "ref refs/tags/v-agent created during the run",
-        "a merge (MERGE_HEAD) was in progress in the run's worktree",
-    ] {
-        assert!(
-            left.iter().any(|l| l.starts_with(needle)),
-            "{needle}: {left:#?}"
-        );
-    }
-    assert_eq!(left.len(), 3, "{left:#?}");
-    // Never deleted: a person decides. The run branch with the agent's commit stays too.
-    let refs = expect_success(
+    assert!(out.status.success(), "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["import"]["outcome"], "imported", "{rec:#}");
+    assert_eq!(rec["repo_changes"], serde_json::json!([]), "{rec:#}");
+    let branch = rec["branch"].as_str().expect("branch");
+    let after = expect_success(
         &tb.user_sh(&format!(
-            "git -C ~/src/{t} for-each-ref --format='%(refname)' refs/heads/stray refs/tags/v-agent {}",
-            format_args!("refs/heads/{}", rec["branch"].as_str().expect("branch"))
+            "git -C ~/src/{t} for-each-ref --format='%(refname) %(objectname)' | grep -v ' refs/heads/{branch} ' | grep -v '^refs/heads/{branch} '"
         )),
-        "refs",
+        "refs after",
     );
-    assert_eq!(refs.lines().count(), 3, "{refs}");
+    assert_eq!(before, after, "only the run branch is new");
+    let n = expect_success(
+        &tb.user_sh(&format!(
+            "git -C ~/src/{t} rev-list --count {}..refs/heads/{branch}",
+            rec["base_commit"].as_str().expect("base")
+        )),
+        "commits",
+    );
+    assert_eq!(n.trim(), "1");
     let run = rec["run_id"].as_str().expect("run id");
     let left = leftovers(tb, run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
 
 #[test]
-fn a_run_without_commits_deletes_its_branch_and_says_so() {
+fn a_run_without_commits_creates_no_branch_and_says_so() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(tb, "e2e-nocommit", r#"[sh, -c, "exit 3"]"#, "");
@@ -161,20 +161,15 @@ fn a_run_without_commits_deletes_its_branch_and_says_so() {
     assert!(!out.status.success());
     let rec = record(tb, &t);
     assert_eq!(rec["result"], "agent_failed", "{rec:#}");
-    let branch = rec["branch"].as_str().expect("branch");
-    assert!(
-        rec["notices"].to_string().contains(&format!(
-            "run branch {branch} deleted at teardown: it had no commits"
-        )),
-        "{rec:#}"
-    );
+    assert_eq!(rec["import"]["outcome"], "no-commits", "{rec:#}");
+    assert_eq!(rec["branch"], "", "{rec:#}");
     let n = expect_success(
         &tb.user_sh(&format!(
             "git -C ~/src/{t} for-each-ref refs/heads/cyclix/ | wc -l"
         )),
         "branches",
     );
-    assert_eq!(n.trim(), "0", "the empty run branch is a temporary ref");
+    assert_eq!(n.trim(), "0", "nothing to import, no branch");
     assert_eq!(
         rec["leftovers"].as_array().map(Vec::len),
         Some(0),
@@ -242,17 +237,17 @@ fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_i
 }
 
 #[test]
-fn a_git_config_replaced_on_the_host_mid_run_fails_the_run_closed() {
-    // `git config` on the host writes a new .git/config and renames it over the old one; Linux
-    // then detaches the sandbox's read-only bind of it (a mount over a renamed path in another
-    // mount namespace is dropped), so the agent could write the repository's config. The run
-    // must not pass as if its boundary had held: the host-side tripwire names it.
+fn a_git_config_replaced_on_the_host_mid_run_is_a_host_change_and_never_reaches_the_agent() {
+    // Round 1 bound .git/config read-only into the sandbox, and `git config` on the host
+    // (a new file renamed over the old) detached that bind. Now nothing of the user's
+    // repository is mounted: the agent only ever sees its private repository, whose config
+    // is its own, and the host's change is reported in the record, not a failure (issue 11).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = tenant(
         tb,
         "e2e-gitcfg",
-        r#"[sh, -c, "sleep 5; if printf '' >> \"$(git rev-parse --git-common-dir)/config\" 2>/dev/null; then echo CONFIG-WRITABLE; else echo CONFIG-READONLY; fi; exec cyclix-demo-agent"]"#,
+        r#"[sh, -c, "sleep 5; if grep -q cyclix /work/.git/config; then echo SAW-HOST-CONFIG; else echo OWN-CONFIG; fi; exec cyclix-demo-agent"]"#,
         "",
     );
     let run = inject_mid_run(
@@ -262,16 +257,18 @@ fn a_git_config_replaced_on_the_host_mid_run_fails_the_run_closed() {
     );
     let rec = record(tb, &t);
     assert_eq!(rec["run_id"].as_str(), Some(run.as_str()));
-    assert_eq!(rec["result"], "leak_detected", "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let log = rec["agent_log"].to_string();
     assert!(
-        rec["refusal"]
-            .to_string()
-            .contains("/config was replaced on the host during the run"),
+        log.contains("OWN-CONFIG") && !log.contains("SAW-HOST-CONFIG"),
+        "{log}"
+    );
+    assert_eq!(
+        rec["repo_changes"],
+        serde_json::json!(["config changed"]),
         "{rec:#}"
     );
-    // What the agent saw, for the record of this fact on the stack (not asserted: the point
-    // is that the run fails whatever the kernel did).
-    eprintln!("agent saw: {}", rec["agent_log"]);
+    assert_eq!(rec["import"]["outcome"], "imported", "{rec:#}");
     let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
