@@ -39,5 +39,6 @@ pub mod render;
 pub mod run;
 pub mod spec;
 pub mod systemd;
+pub mod text;
 pub mod tier;
 pub mod twin;

@@ -191,22 +191,9 @@ pub(crate) fn hgit_ok(
     }
 }
 
-/// `text` with every control character (C0, DEL, C1) and bidirectional formatting character
-/// replaced by U+FFFD: a commit subject is the agent's, and a terminal must not take it as
-/// escape sequences or reorder what the summary shows.
-#[must_use]
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
-            if c.is_control() || bidi { '\u{fffd}' } else { c }
-        })
-        .collect()
-}
-
 /// The commits `base..tip` of `repo`, oldest first, as `(sha, subject)`, with hardened options
 /// (no signature shown or checked, no pager, no external diff) and subjects made
-/// [`printable`].
+/// [`crate::text::printable`].
 ///
 /// # Errors
 /// [`GitError::Command`]; [`GitError::Output`] for a line without the separator.
@@ -232,7 +219,7 @@ pub fn commits(repo: &Path, base: &str, tip: &str) -> Result<Vec<super::Commit>>
     )?;
     let mut v = super::parse_log(&out.stdout, &action)?;
     for c in &mut v {
-        c.subject = printable(&c.subject);
+        c.subject = crate::text::printable(&c.subject);
     }
     Ok(v)
 }
@@ -364,19 +351,6 @@ mod tests {
 
     fn hdr(text: &str) -> Header {
         parse_header(text.as_bytes()).expect("parses")
-    }
-
-    #[test]
-    fn subjects_lose_escapes_and_bidi_controls() {
-        assert_eq!(
-            printable("fix \u{1b}[31mred\u{7}"),
-            "fix \u{fffd}[31mred\u{fffd}"
-        );
-        assert_eq!(printable("a\u{202e}b\u{9b}c"), "a\u{fffd}b\u{fffd}c");
-        assert_eq!(
-            printable("Fix calc.subtract: ünïcode"),
-            "Fix calc.subtract: ünïcode"
-        );
     }
 
     #[test]

@@ -1021,7 +1021,8 @@ pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
             for s in secrets.iter().filter(|s| s.len() >= 4) {
                 l = l.replace(&*String::from_utf8_lossy(s), "***");
             }
-            l
+            // The agent's bytes: no terminal escape or bidi control reaches a terminal.
+            crate::text::printable(&l)
         })
         .collect();
     let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
@@ -2159,6 +2160,11 @@ mod tests {
                 "FAILED tests/test_calc.py::test_subtract - assert 4 == 2",
                 "token is ***"
             ]
+        );
+        let escapes = vec!["\u{1b}]52;c;aGk=\u{7}done \u{1b}[2J".to_string()];
+        assert_eq!(
+            log_tail(&escapes, &[]),
+            vec!["\u{fffd}]52;c;aGk=\u{fffd}done \u{fffd}[2J".to_string()]
         );
         let long: Vec<String> = (0..100).map(|i| i.to_string()).collect();
         assert_eq!(log_tail(&long, &[]).len(), LOG_TAIL_LINES);
