@@ -417,7 +417,12 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     }
     if let Some(before) = &created.repo_before {
         // What cyclix created is exactly the run branch; anything else was done on the host.
-        let own: Vec<String> = created.branch.iter().map(|(b, _)| b.clone()).collect();
+        let mut own: Vec<String> = created.branch.iter().map(|(b, _)| b.clone()).collect();
+        // A delivery reads the remote tip at prepare and pushes: git updates the
+        // remote-tracking ref of the delivered branch both times.
+        if let Some(d) = &rec.delivery {
+            own.push(format!("refs/remotes/{}/{}", d.remote, d.branch));
+        }
         match host.repo_state(Path::new(&spec_repo(inp))) {
             Ok(after) => rec.repo_changes = super::repo_state::changes(before, &after, &own),
             Err(e) => rec.notices.push(format!(

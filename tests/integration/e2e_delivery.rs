@@ -169,6 +169,8 @@ fn a_new_branch_is_pushed_and_the_record_says_so() {
         "status",
     );
     assert!(summary.contains("delivery: pushed"), "{summary}");
+    // What cyclix created is exactly the run branch and the remote-tracking ref of the push.
+    assert_eq!(rec["repo_changes"], serde_json::json!([]), "{rec:#}");
 }
 
 #[test]
