@@ -13,6 +13,7 @@ mod e2e_bench;
 mod e2e_boundary;
 mod e2e_check;
 mod e2e_faults;
+mod e2e_git_attacks;
 mod e2e_leftovers;
 mod e2e_probe;
 mod e2e_run;
