@@ -246,19 +246,9 @@ enum Delivery {
     Optional,
 }
 
-/// One attack: tenant `e2e-atk-N` with the agent script `body`, the run, the repository
-/// comparison, the user's own commands, the marker sweep, and `extra` (failures it returns are
-/// added). All failures are reported together.
-fn attack(
-    n: u32,
-    name: &str,
-    body: &str,
-    delivery: Delivery,
-    extra: impl FnOnce(&Testbed, &Outcome) -> Vec<String>,
-) {
-    let _shared = crate::common::testbed::shared();
-    let tb = prepared();
-    let t = format!("e2e-atk-{n}");
+/// Clears the markers of `name`, prepares the user (identity, a canary in `~/.ssh`) and creates
+/// tenant `t` whose agent runs `body`.
+fn setup(tb: &Testbed, t: &str, name: &str, body: &str) {
     let _ = tb.root_sh(&format!(
         "find / /tmp /var/tmp /run /dev/shm -xdev -name 'cyclix-pwned-{name}' -delete 2>/dev/null; \
          rm -rf /home/cyx/src/{t}"
@@ -272,7 +262,36 @@ fn attack(
         )),
         "set up the user",
     );
-    tenant(tb, &t, &agent_command(name, body), "");
+    tenant(tb, t, &agent_command(name, body), "");
+}
+
+/// The latest record of `t` and its text (`Null` when there is none).
+fn latest_record(tb: &Testbed, t: &str) -> (serde_json::Value, String) {
+    let text = tb
+        .user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/latest.json"))
+        .stdout;
+    let text = String::from_utf8_lossy(&text).into_owned();
+    if text.trim().is_empty() {
+        (serde_json::Value::Null, text)
+    } else {
+        (record(tb, t), text)
+    }
+}
+
+/// One attack: tenant `e2e-atk-N` with the agent script `body`, the run, the repository
+/// comparison, the user's own commands, the marker sweep, and `extra` (failures it returns are
+/// added). All failures are reported together.
+fn attack(
+    n: u32,
+    name: &str,
+    body: &str,
+    delivery: Delivery,
+    extra: impl FnOnce(&Testbed, &Outcome) -> Vec<String>,
+) {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = format!("e2e-atk-{n}");
+    setup(tb, &t, name, body);
     let before = snapshot(tb, &t, "");
     let t0 = Instant::now();
     let run = start(tb, &t);
@@ -284,16 +303,10 @@ fn attack(
         &format!("cyclix-run@{t}.service"),
     ]);
     let mut failures = Vec::new();
-    let rec_text = tb
-        .user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/latest.json"))
-        .stdout;
-    let rec_text = String::from_utf8_lossy(&rec_text).into_owned();
-    let rec: serde_json::Value = if rec_text.trim().is_empty() {
+    let (rec, rec_text) = latest_record(tb, &t);
+    if rec.is_null() {
         failures.push(format!("the run left no record: {run:?}"));
-        serde_json::Value::Null
-    } else {
-        record(tb, &t)
-    };
+    }
     let run_id = rec["run_id"].as_str().unwrap_or("").to_string();
     let branch = rec["branch"].as_str().unwrap_or("").to_string();
     let excl = if branch.is_empty() {
@@ -316,9 +329,7 @@ fn attack(
     }
     let after_run = markers(tb, "cyclix-pwned", name);
     if !after_run.trim().is_empty() {
-        failures.push(format!(
-            "MARKER after cyclix's post-run work:\n{after_run}"
-        ));
+        failures.push(format!("MARKER after cyclix's post-run work:\n{after_run}"));
     }
     let delivered_log = if branch.is_empty() {
         String::new()
@@ -491,7 +502,7 @@ fn atk05_loose_refs_moved_created_replaced() {
     positive_control(
         prepared(),
         "atk05",
-        r#"changed_after 'git commit-tree -m evil HEAD^{tree} > .git/refs/heads/main'"#,
+        r"changed_after 'git commit-tree -m evil HEAD^{tree} > .git/refs/heads/main'",
     );
     attack(
         5,
@@ -544,7 +555,7 @@ fn atk07_worktrees_admin_entries() {
     positive_control(
         prepared(),
         "atk07",
-        r#"changed_after 'mkdir -p .git/worktrees/evil; echo /home/cyx/.ssh/.git > .git/worktrees/evil/gitdir; echo ../.. > .git/worktrees/evil/commondir; git rev-parse HEAD > .git/worktrees/evil/HEAD; echo pwned > .git/worktrees/evil/locked'"#,
+        r"changed_after 'mkdir -p .git/worktrees/evil; echo /home/cyx/.ssh/.git > .git/worktrees/evil/gitdir; echo ../.. > .git/worktrees/evil/commondir; git rev-parse HEAD > .git/worktrees/evil/HEAD; echo pwned > .git/worktrees/evil/locked'",
     );
     attack(
         7,
@@ -599,7 +610,7 @@ fn atk09_hooks_everywhere() {
     positive_control(
         prepared(),
         "atk09",
-        r#"hook .git/hooks/post-checkout; git checkout -q -b pc"#,
+        r"hook .git/hooks/post-checkout; git checkout -q -b pc",
     );
     attack(
         9,
@@ -620,7 +631,7 @@ fn atk10_alternates_and_stolen_objects() {
     positive_control(
         prepared(),
         "atk10",
-        r#"changed_after 'mkdir -p $S/stolen; mv .git/objects/pack $S/stolen/; mv .git/objects/[0-9a-f][0-9a-f] $S/stolen/ 2>/dev/null; echo $S/stolen >> .git/objects/info/alternates; rm -rf $S/stolen'"#,
+        r"changed_after 'mkdir -p $S/stolen; mv .git/objects/pack $S/stolen/; mv .git/objects/[0-9a-f][0-9a-f] $S/stolen/ 2>/dev/null; echo $S/stolen >> .git/objects/info/alternates; rm -rf $S/stolen'",
     );
     attack(
         10,
@@ -763,7 +774,9 @@ say "crafted $c1 $c2 $c3"
             }
             let subjects = o.rec["commits"].to_string();
             if !subjects.contains("Fix calc.subtract") {
-                f.push(format!("the record's commits lack the legit one: {subjects}"));
+                f.push(format!(
+                    "the record's commits lack the legit one: {subjects}"
+                ));
             }
             f
         },
@@ -805,8 +818,8 @@ fn atk16_symlinks_out_of_the_tree() {
     positive_control(
         prepared(),
         "atk16",
-        r#"ln -s /home/cyx/.ssh ssh-link; git add ssh-link; git commit -qm links; git checkout -q -b pc
-ls ssh-link/ | grep -q canary && $M"#,
+        r"ln -s /home/cyx/.ssh ssh-link; git add ssh-link; git commit -qm links; git checkout -q -b pc
+ls ssh-link/ | grep -q canary && $M",
     );
     attack(
         16,
@@ -840,7 +853,7 @@ fn atk17_the_users_git_dir_at_its_host_path() {
     positive_control(
         prepared(),
         "atk17",
-        r#"changed_after 'git rev-parse HEAD > .git/refs/heads/pwned'"#,
+        r"changed_after 'git rev-parse HEAD > .git/refs/heads/pwned'",
     );
     attack(
         17,
@@ -874,7 +887,7 @@ fn atk18_extra_refs_in_the_runs_namespace_and_main() {
     positive_control(
         prepared(),
         "atk18",
-        r#"changed_after 'git update-ref refs/heads/cyclix/x/other HEAD'"#,
+        r"changed_after 'git update-ref refs/heads/cyclix/x/other HEAD'",
     );
     attack(
         18,
@@ -901,8 +914,8 @@ fn atk19_orphan_history_without_the_base() {
     positive_control(
         prepared(),
         "atk19",
-        r#"git checkout -q --orphan o; git rm -rqf .; echo evil > evil.txt; git add evil.txt; git commit -qm orphan
-git merge-base --is-ancestor main o || $M"#,
+        r"git checkout -q --orphan o; git rm -rqf .; echo evil > evil.txt; git add evil.txt; git commit -qm orphan
+git merge-base --is-ancestor main o || $M",
     );
     attack(
         19,
@@ -939,7 +952,7 @@ fn atk20_git_config_and_fifos_that_hang() {
     positive_control(
         prepared(),
         "atk20",
-        r#"mkfifo .git/objects/info/alternates; timeout 5 git log -1 >/dev/null 2>&1; [ $? = 124 ] && $M"#,
+        r"mkfifo .git/objects/info/alternates; timeout 5 git log -1 >/dev/null 2>&1; [ $? = 124 ] && $M",
     );
     attack(
         20,
