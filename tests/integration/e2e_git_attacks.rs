@@ -232,6 +232,8 @@ struct Outcome {
     run_id: String,
     /// The delivered branch (`cyclix/TENANT/RUN`), empty when the record names none.
     branch: String,
+    /// The user's `main` before the run (the base).
+    base: String,
     rec: serde_json::Value,
     rec_text: String,
     secs: f64,
@@ -292,6 +294,12 @@ fn attack(
     let tb = prepared();
     let t = format!("e2e-atk-{n}");
     setup(tb, &t, name, body);
+    let base = expect_success(
+        &tb.user_sh(&format!("git -C ~/src/{t} rev-parse main")),
+        "the base commit",
+    )
+    .trim()
+    .to_string();
     let before = snapshot(tb, &t, "");
     let t0 = Instant::now();
     let run = start(tb, &t);
@@ -360,6 +368,7 @@ fn attack(
         tenant: t.clone(),
         run_id,
         branch,
+        base,
         rec,
         rec_text,
         secs,
@@ -931,8 +940,8 @@ git checkout -q --orphan tmp-orphan && git rm -rqf . && echo evil > evil.txt && 
             }
             let out = tb.user_sh(&format!(
                 "cd ~/src/{} || exit 0; b=refs/heads/{}; git rev-parse -q --verify $b >/dev/null || exit 0; \
-                 git merge-base --is-ancestor main $b || echo ORPHAN-DELIVERED",
-                o.tenant, o.branch
+                 git merge-base --is-ancestor {} $b || echo ORPHAN-DELIVERED",
+                o.tenant, o.branch, o.base
             ));
             let s = String::from_utf8_lossy(&out.stdout).into_owned();
             if s.contains("ORPHAN-DELIVERED") {
@@ -1005,5 +1014,138 @@ chmod 000 "$GD/fifo2" 2>/dev/null
 "#,
         Delivery::Required,
         none,
+    );
+}
+
+#[test]
+fn atk22_run_branch_as_a_symref_a_tag_or_a_tree() {
+    positive_control(
+        prepared(),
+        "atk22",
+        r#"changed_after 'git symbolic-ref refs/heads/cyclix/x/sym refs/heads/main'"#,
+    );
+    attack(
+        22,
+        "atk22",
+        r#"legit
+TIP=$(git rev-parse HEAD)
+TAG=$(printf 'object %s\ntype commit\ntag evil\ntagger A <a@a> 1700000000 +0000\n\nevil\n' "$TIP" | git mktag 2>/dev/null)
+TREE=$(git rev-parse "$TIP^{tree}")
+try git update-ref "refs/heads/cyclix/$T/$RUN-tag" "$TAG"
+try git update-ref "refs/heads/cyclix/$T/$RUN-tree" "$TREE"
+try git symbolic-ref "refs/heads/cyclix/$T/$RUN-sym" refs/heads/main
+# The run branch itself becomes a symbolic ref to main (moved to the tip) ...
+try git update-ref refs/heads/main "$TIP"
+git checkout -q --detach
+try git symbolic-ref "refs/heads/$BR" refs/heads/main
+# ... and HEAD a symbolic ref to a tag name.
+try git update-ref refs/tags/evil "$TAG"
+"#,
+        Delivery::Optional,
+        |tb, o| {
+            if o.branch.is_empty() {
+                return Vec::new();
+            }
+            let out = tb.user_sh(&format!(
+                "cd ~/src/{} || exit 0; b=refs/heads/{}; git rev-parse -q --verify $b >/dev/null || exit 0; \
+                 [ \"$(git cat-file -t $b)\" = commit ] || echo NOT-A-COMMIT; \
+                 git symbolic-ref -q $b && echo SYMREF; \
+                 git merge-base --is-ancestor {} $b || echo NOT-ON-BASE",
+                o.tenant, o.branch, o.base
+            ));
+            let s = String::from_utf8_lossy(&out.stdout).into_owned();
+            if s.trim().is_empty() {
+                Vec::new()
+            } else {
+                vec![format!("the delivered branch {} is wrong: {s}", o.branch)]
+            }
+        },
+    );
+}
+
+#[test]
+fn atk23_a_bundle_over_the_cap() {
+    positive_control(
+        prepared(),
+        "atk23",
+        r#"head -c 600000000 /dev/urandom > big.bin; git add big.bin; git commit -qm big
+git bundle create $S/b.bundle main~1..main >/dev/null 2>&1
+[ "$(stat -c %s $S/b.bundle)" -gt 536870912 ] && $M"#,
+    );
+    attack(
+        23,
+        "atk23",
+        r#"legit
+head -c 600000000 /dev/urandom > /work/big.bin && git add big.bin && git commit -qm "600 MB of noise" && say "committed 600 MB"
+rm -f /work/big.bin
+"#,
+        Delivery::Optional,
+        |tb, o| {
+            let mut f = Vec::new();
+            if o.secs > 400.0 {
+                f.push(format!("the run took {:.0} s", o.secs));
+            }
+            let out = tb.user_sh("df --output=used -B1M $XDG_RUNTIME_DIR | tail -1");
+            let used: u64 = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            if used > 100 {
+                f.push(format!(
+                    "{used} MiB still used in $XDG_RUNTIME_DIR after the run"
+                ));
+            }
+            let _ = tb.user_sh(&format!(
+                "cd ~/src/{} && git checkout -q main 2>/dev/null; rm -f big.bin",
+                o.tenant
+            ));
+            f
+        },
+    );
+}
+
+#[test]
+fn atk24_replace_refs_grafts_and_shallow_in_its_own_repo() {
+    positive_control(
+        prepared(),
+        "atk24",
+        r#"git checkout -q -b w; echo a > a; git add a; git commit -qm a; echo b > b; git add b; git commit -qm b
+git replace --graft HEAD main~0 2>/dev/null; git replace --graft HEAD~1 2>/dev/null
+n=$(git rev-list --count main..w); n2=$(git --no-replace-objects rev-list --count main..w)
+[ "$n" != "$n2" ] && $M"#,
+    );
+    attack(
+        24,
+        "atk24",
+        r#"legit
+TIP=$(git rev-parse HEAD)
+echo one > one.txt && git add one.txt && git commit -qm "one"
+echo two > two.txt && git add two.txt && git commit -qm "two"
+# The tip's parent is replaced by an orphan: a walk with replace refs never reaches the base.
+O=$(git commit-tree -m "orphan stand-in" "$(git rev-parse HEAD^^{tree})")
+try git replace -f HEAD^ "$O"
+try git replace --graft HEAD
+try sh -c "echo $(git rev-parse HEAD) > '$GD/shallow'"
+mkdir -p "$GD/info" && try sh -c "echo $(git rev-parse HEAD) >> '$GD/info/grafts'"
+say "history now: $(git rev-list --count HEAD) commits (replaced), real $(git --no-replace-objects rev-list --count HEAD 2>/dev/null)"
+"#,
+        Delivery::Optional,
+        |tb, o| {
+            if o.branch.is_empty() {
+                return Vec::new();
+            }
+            let out = tb.user_sh(&format!(
+                "cd ~/src/{} || exit 0; b=refs/heads/{}; git rev-parse -q --verify $b >/dev/null || exit 0; \
+                 git --no-replace-objects merge-base --is-ancestor {base} $b || echo NOT-ON-BASE; \
+                 git --no-replace-objects rev-list --objects {base}..$b >/dev/null 2>&1 || echo MISSING-OBJECTS",
+                o.tenant, o.branch, base = o.base
+            ));
+            let s = String::from_utf8_lossy(&out.stdout).into_owned();
+            if s.trim().is_empty() {
+                Vec::new()
+            } else {
+                vec![format!("the delivered branch {} is wrong: {s}", o.branch)]
+            }
+        },
     );
 }
