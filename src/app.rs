@@ -269,7 +269,6 @@ fn default_run_context(
             },
             str::to_string,
         ),
-        git_common_dir: format!("{}/.git", spec.repo.path),
         run_dir: run_dir.map_or_else(|| format!("{runtime}/cyclix/runs/{run_id}"), str::to_string),
         subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
         proxy_image: crate::images::PROXY_IMAGE.to_string(),

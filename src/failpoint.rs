@@ -24,8 +24,9 @@ pub const PHASES: &[&str] = &[
     "probe",
     "agent",
     "gate",
-    "collect",
     "escape-check",
+    "import",
+    "collect",
     "teardown",
     "audit",
 ];

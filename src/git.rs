@@ -20,6 +20,10 @@ use std::time::Duration;
 
 use crate::process::{self, ProcessError};
 
+pub mod bundle;
+pub mod hardened;
+pub mod private;
+
 /// Deadline of a git query or a ref update (rev-parse, log, for-each-ref, branch): 30 s.
 pub const GIT_QUERY_DEADLINE: Duration = Duration::from_secs(30);
 

@@ -7,3 +7,6 @@ pub const AGENT_PYTHON_IMAGE: &str = "localhost/cyclix-agent-python:latest";
 /// The `PostgreSQL` service image built from `images/postgres/Containerfile`: a tenant's
 /// `services:` entry with `data: /var/lib/postgresql/data` and a `pg_isready` health check.
 pub const POSTGRES_IMAGE: &str = "localhost/cyclix-postgres:latest";
+/// The git image built from `images/git/Containerfile`: the hardened container that writes a
+/// run's bundle and uncommitted diff (`run::import`).
+pub const GIT_IMAGE: &str = "localhost/cyclix-git:latest";

@@ -595,6 +595,86 @@ impl Podman {
         })
     }
 
+    /// [`Podman::run_rm`] with the container's stdout written to the new file `out` (mode
+    /// 0600) instead of captured, and the client killed once it has written more than `cap`
+    /// bytes ([`process::ProcessError::TooLarge`]). The container itself is named `name`, so a
+    /// caller whose client was killed (deadline, cap) removes it with `podman rm -f NAME`.
+    ///
+    /// # Errors
+    /// As [`Podman::run_rm`], plus the cap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_rm_to_file(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        run_args: &[&str],
+        image: &str,
+        argv: &[&str],
+        deadline: Duration,
+        out: (&std::path::Path, u64),
+    ) -> Result<process::Output> {
+        check_name("image reference", image)?;
+        check_name("container", name)?;
+        let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut cmd: Vec<&str> = vec!["run", "--rm", "--name", name];
+        for l in &label_args {
+            cmd.extend(["--label", l]);
+        }
+        cmd.extend(run_args);
+        cmd.push("--");
+        cmd.push(image);
+        cmd.extend(argv);
+        process::run_with(
+            &self.bin,
+            &cmd,
+            &process::Opts {
+                deadline,
+                hint: HINT,
+                stdout_file: Some(out),
+                ..process::Opts::default()
+            },
+        )
+        .map_err(|source| PodmanError::Command {
+            action: format!("running container {name} of {image}"),
+            source,
+        })
+    }
+
+    /// Removes the container `name` at once if it exists (`podman rm --force --ignore
+    /// --time 0`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_force(&self, name: &str) -> Result<()> {
+        check_name("container", name)?;
+        self.run(
+            &["rm", "--force", "--ignore", "--time", "0", name],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("removing container {name}"),
+        )?;
+        Ok(())
+    }
+
+    /// Removes the tree `path` as plain files from inside the rootless user namespace
+    /// (`podman unshare rm -rf --one-file-system -- PATH`): there the user is root over every
+    /// file of its sub-uids, so files a container's non-root user made (owned by a sub-uid),
+    /// directories made unreadable (mode 000), FIFOs and very deep trees all go. Symlinks are
+    /// removed, never followed. `deadline` bounds it.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`]: podman failed, `rm` failed, or the deadline passed.
+    pub fn unshare_rm_tree(&self, path: &std::path::Path, deadline: Duration) -> Result<()> {
+        let p = path.to_string_lossy();
+        self.run(
+            &["unshare", "rm", "-rf", "--one-file-system", "--", &p],
+            None,
+            deadline,
+            || format!("removing {} (podman unshare rm -rf)", path.display()),
+        )?;
+        Ok(())
+    }
+
     /// Runs `argv` inside the running container `container` (`podman exec`) and returns its
     /// output whatever its exit status.
     ///
@@ -645,6 +725,36 @@ impl Podman {
             &format!("inspecting network {name}"),
             parse_network_containers,
         )
+    }
+
+    /// The id of local image `reference` (`podman image inspect --format {{.Id}}`): running by
+    /// id pins the image for the call. Never pulls.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (the image is missing: `cyclix images build` builds it),
+    /// [`PodmanError::Output`].
+    pub fn image_id(&self, reference: &str) -> Result<String> {
+        check_name("image reference", reference)?;
+        let action = || {
+            format!(
+                "looking up the id of image {reference} (missing? `cyclix images build` builds it)"
+            )
+        };
+        let out = self.run(
+            &["image", "inspect", "--format", "{{.Id}}", "--", reference],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        let id = out.stdout.trim();
+        if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(id.to_string())
+        } else {
+            Err(PodmanError::Output {
+                action: action(),
+                detail: format!("not an image id: {id:?}"),
+            })
+        }
     }
 
     /// Whether image `reference` is in local storage (`podman image exists`: exit 0 yes, 1 no).

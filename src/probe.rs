@@ -87,8 +87,9 @@ pub struct Context {
     /// The project directory inside (`/work`).
     #[serde(default = "default_workdir")]
     pub workdir: String,
-    /// The repository's git common dir, mounted at its host path; its `config`, `hooks` and
-    /// `info` must be read-only (P17). Empty: no git dir is mounted.
+    /// The user repository's git common dir as a host path: nothing of it may be visible in
+    /// the sandbox (P17; the agent works in a private repository at `workdir`, issue 11).
+    /// Empty: P17 fails (it has nothing to look for).
     #[serde(default)]
     pub git_dir: String,
     /// Further expected mount points (P18): the task file, the probe binary, `mounts:` targets.

@@ -84,12 +84,10 @@ pub struct Rendered {
 pub struct RunContext {
     /// The run id (validated: `spec::validate::run_id`).
     pub run_id: String,
-    /// Absolute host path of the run's git worktree (mounted at `/work`).
+    /// Absolute host path of the run's work tree (mounted at `/work`): for tier `container`
+    /// the run's private repository, `.git` inside; nothing else of the user's repository is
+    /// mounted (issue 11).
     pub worktree: String,
-    /// Absolute host path of the repository's git common dir (`<repo>/.git`), mounted at the
-    /// same path so the worktree's `.git` file resolves; its `config`, `hooks` and `info` are
-    /// mounted read-only over it (field report B27).
-    pub git_common_dir: String,
     /// Absolute host path of the run's state directory (proxy config, task file).
     pub run_dir: String,
     /// Third octet of the run's internal subnet `10.213.N.0/24` (1–254); the proxy is `.2`.

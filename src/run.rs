@@ -4,11 +4,14 @@
 pub mod boundary;
 pub mod converge;
 pub mod host;
+pub mod import;
+pub(crate) mod import_phase;
 pub mod lifecycle;
 pub mod limits;
 pub mod lock;
 pub mod procs;
 pub mod record;
+pub mod repo_state;
 pub mod seam;
 pub mod space;
 pub mod storage_lock;

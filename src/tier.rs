@@ -52,6 +52,7 @@ pub const TIERS: [TierFacts; 3] = [
         does_not_protect_against: &[
             "anything: the agent can read and change every file you can, including ~/.ssh",
             "edits to your working tree, branches and .git/hooks",
+            "changes to your repository's refs, config, hooks and worktrees: the record cannot prove the repository unchanged",
             "network access to any host, including cloud metadata and your LAN",
             "killing or tracing your other processes",
         ],
@@ -66,6 +67,7 @@ pub const TIERS: [TierFacts; 3] = [
         does_not_protect_against: &[
             "reading or writing any file you can, outside the worktree too",
             "writing the shared .git (hooks, config) that your own git later runs",
+            "changes to your repository's other refs: the record cannot prove the repository unchanged (only tier container keeps it out of reach)",
             "network access to any host",
             "killing or tracing your other processes",
         ],
@@ -75,7 +77,7 @@ pub const TIERS: [TierFacts; 3] = [
         isolates_versions: true,
         isolates_rights: true,
         network_restricted: true,
-        summary: "rights isolation: rootless Podman, project mounted, nothing else; egress only via the allowlist proxy",
+        summary: "rights isolation: rootless Podman, a private repository of the run (nothing of yours mounted), commits imported as a checked bundle; egress only via the allowlist proxy",
         use_when: "the default for any agent: untrusted code, prompts from others, scheduled runs",
         does_not_protect_against: &[
             "kernel or container-runtime exploits (the sandbox shares the host kernel)",

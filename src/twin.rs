@@ -580,8 +580,8 @@ fn identities(plan: &Value, by_design: &[String]) -> Vec<(String, String)> {
 
 /// Compares two rendered plans generically: every identity value of plan A (a string or
 /// number at a field not in [`SHAREABLE`]) that is also an identity value of plan B is shared.
-/// `by_design` lists values both may hold (the repository's git common dir: worktrees of one
-/// repository share its object store). Returns how many identity values A has, and the shared
+/// `by_design` lists values both may hold (none since each side has a private repository;
+/// kept for values a future topology shares on purpose). Returns how many identity values A has, and the shared
 /// ones (each value once).
 #[must_use]
 pub fn shared_names(a: &Value, b: &Value, by_design: &[String]) -> (usize, Vec<Shared>) {
@@ -1208,7 +1208,6 @@ mod tests {
         let run = crate::render::RunContext {
             run_id: run.into(),
             worktree: format!("/home/t/wt/{run}"),
-            git_common_dir: "/srv/acme/.git".into(),
             run_dir: format!("/run/user/1000/cyclix/runs/{run}"),
             subnet_octet: octet,
             proxy_image: "localhost/cyclix-proxy:latest".into(),
@@ -1224,7 +1223,7 @@ mod tests {
 
     #[test]
     fn two_rendered_runs_share_no_name_and_a_constant_name_is_caught_generically() {
-        let by_design = vec!["/srv/acme/.git".to_string()];
+        let by_design: Vec<String> = Vec::new();
         let (a, b) = (plan("t1-a", 7), plan("t1-b", 9));
         let (n, shared) = shared_names(&json(&a), &json(&b), &by_design);
         // Two runs as cyclix renders them share nothing: networks, subnets, addresses, pod,
@@ -1238,9 +1237,13 @@ mod tests {
             &by_design,
         );
         assert!(s.iter().any(|x| x.value.contains("20007")), "{s:?}");
-        // Without by-design values the rw git common dir is shared too.
-        let (_, s) = shared_names(&json(&a), &json(&b), &[]);
-        assert!(s.iter().any(|x| x.value == "/srv/acme/.git"), "{s:?}");
+        // A by-design value is never reported: the same service port declared shareable.
+        let (_, s) = shared_names(
+            &json(&a),
+            &json(&plan_with_port("t1-b", 9, 20007)),
+            &["20007".to_string()],
+        );
+        assert!(!s.iter().any(|x| x.value == "20007"), "{s:?}");
         // Same subnet: every address derived from it is shared, named with its field.
         let (_, s) = shared_names(&json(&a), &json(&plan("t1-b", 7)), &by_design);
         let values: Vec<&str> = s.iter().map(|x| x.value.as_str()).collect();

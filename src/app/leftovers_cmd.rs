@@ -349,6 +349,7 @@ mod tests {
             units_dir: "/u".into(),
             extra_files: vec![],
             base: String::new(),
+            private_repo: true,
         };
         let markers = BTreeMap::from([("r1".to_string(), m(42))]);
         assert_eq!(status_of(Some("r1"), &markers, &|_| true).0, "running");

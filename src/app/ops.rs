@@ -327,6 +327,7 @@ pub(crate) fn run_inputs(
                 .join("cyclix/worktrees")
                 .join(tenant)
                 .join(&run_id),
+            records_dir: Some(record::tenant_dir(&env.state_home, tenant)),
         },
         spec,
         run_id,
@@ -407,6 +408,7 @@ fn converge_and_execute(
             base: Git::new(&inputs.spec.repo.path)
                 .rev_parse_commit(&inputs.spec.repo.base)
                 .unwrap_or_default(),
+            private_repo: inputs.spec.tier == crate::tier::Tier::Container,
         },
     )?;
     crate::stderrln!(
@@ -527,6 +529,10 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
         include_str!("../../images/postgres/Containerfile"),
     ),
     (
+        "images/git/Containerfile",
+        include_str!("../../images/git/Containerfile"),
+    ),
+    (
         "images/postgres/cyclix-postgres-entrypoint",
         include_str!("../../images/postgres/cyclix-postgres-entrypoint"),
     ),
@@ -565,6 +571,7 @@ pub fn images_build() -> Result<Outcome> {
             "images/postgres/Containerfile",
             "images/postgres",
         ),
+        (images::GIT_IMAGE, "images/git/Containerfile", "images/git"),
     ] {
         let id = podman.build(
             tag,

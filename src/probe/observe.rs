@@ -538,14 +538,13 @@ pub fn p16(ctx: &Context) -> Judged {
             own_euid: own,
             host_uid_of_owner: owner.and_then(host_uid_of),
             mount: v::mount_at(&mounts, &ctx.workdir).cloned(),
-            git_mount: (!ctx.git_dir.is_empty())
-                .then(|| v::mount_at(&mounts, ctx.git_dir.trim_end_matches('/')).cloned()),
         },
         ctx,
     )
 }
 
-/// P17.
+/// P17: the user's git dir (its host path) does not exist in the sandbox; the positive
+/// control writes in the private repository's own git dir.
 #[must_use]
 pub fn p17(ctx: &Context) -> Judged {
     let g = ctx.git_dir.trim_end_matches('/');
@@ -555,26 +554,23 @@ pub fn p17(ctx: &Context) -> Judged {
             Attempt::Missing("context.git_dir is empty".into()),
         )]
     } else {
-        vec![
-            (
-                ".git/config".to_string(),
-                io_attempt(
-                    std::fs::OpenOptions::new()
-                        .append(true)
-                        .open(format!("{g}/config")),
-                ),
-            ),
-            (
-                ".git/hooks/pre-commit".to_string(),
-                create_remove(&format!("{g}/hooks/{}", unique("hook"))),
-            ),
-            (
-                ".git/info/attributes".to_string(),
-                create_remove(&format!("{g}/info/{}", unique("info"))),
-            ),
+        let parent = std::path::Path::new(g)
+            .parent()
+            .map_or_else(|| "/".to_string(), |p| p.display().to_string());
+        [
+            g.to_string(),
+            format!("{g}/config"),
+            format!("{g}/hooks"),
+            parent,
         ]
+        .into_iter()
+        .map(|p| {
+            let a = io_attempt(std::fs::symlink_metadata(&p));
+            (p, a)
+        })
+        .collect()
     };
-    v::p17(&items, &write_cycle(&ctx.workdir))
+    v::p17(&items, &write_cycle(&format!("{}/.git", ctx.workdir)))
 }
 
 /// P18.

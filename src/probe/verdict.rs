@@ -772,8 +772,6 @@ pub struct ProjectObs {
     pub host_uid_of_owner: Option<u32>,
     /// The project's mount.
     pub mount: Option<Mount>,
-    /// The git common dir's mount (writable too: commits land there), when one is expected.
-    pub git_mount: Option<Option<Mount>>,
 }
 
 /// P16: the project is writable, files belong to the agent uid that maps to the invoking host
@@ -804,18 +802,9 @@ pub fn p16(o: &ProjectObs, ctx: &Context) -> Judged {
         )),
         None => why.push(format!("{} is not a mount point", ctx.workdir)),
     }
-    match &o.git_mount {
-        Some(Some(m)) if !(m.has("nosuid") && m.has("nodev")) => why.push(format!(
-            "{} is mounted without nosuid,nodev ({})",
-            m.point,
-            m.opts.join(",")
-        )),
-        Some(None) => why.push(format!("{} is not a mount point", ctx.git_dir)),
-        _ => {}
-    }
     judged(
         format!(
-            "create/rename/delete ok; owner maps to host uid {}; project and git dir nosuid,nodev",
+            "create/rename/delete ok; owner maps to host uid {}; project nosuid,nodev",
             ctx.host_uid
         ),
         format!(
@@ -830,28 +819,30 @@ pub fn p16(o: &ProjectObs, ctx: &Context) -> Judged {
     )
 }
 
-/// P17: writes to the read-only git paths (each must be `EROFS`) plus the positive control (a
-/// write in the project).
+/// P17: the user repository's git dir — its host path, its `config` and `hooks`, and the
+/// repository around it — does not exist in the sandbox (each must be `ENOENT`), plus the
+/// positive control (a write in the private repository's own `.git`).
 ///
-/// Policy: `.git/config`, `.git/hooks`, `.git/info` are overlaid read-only (field report B27);
-/// other files the host may run later (`.bashrc`, `.mcp.json`, `Makefile` in the project) are
-/// the agent's product, reviewed on the run branch, and stay writable by design.
+/// Policy (issue 11): the agent commits into a private repository of the run; nothing of the
+/// user's repository is mounted, so nothing host git reads can be written from here. Files
+/// the host may run later (`.bashrc`, `.mcp.json`, `Makefile`, `.github/`) are the agent's
+/// product, imported as data and held from delivery when they are automation files.
 #[must_use]
 pub fn p17(items: &[(String, Attempt)], control: &Attempt) -> Judged {
     let mut j = all_errno(
-        "EROFS for .git/config, .git/hooks/*, .git/info/*; project write ok",
+        "ENOENT for the user's git dir, its config and hooks, and its repository; a write in /work/.git ok",
         items,
-        &[libc::EROFS],
+        &[libc::ENOENT],
     );
     j.got = format!("{} control={}", j.got, control.text());
     if *control != Attempt::Ok {
         j.pass = false;
         j.detail = format!(
-            "positive control failed: a write in the project gave {}",
+            "positive control failed: a write in the private repository's .git gave {}",
             control.text()
         );
     } else if j.pass {
-        j.detail = "policy: only the git paths are read-only; .bashrc/.mcp.json in the project are the agent's product".into();
+        j.detail = "policy: the agent's repository is its own; the user's is not mounted".into();
     }
     j
 }
@@ -895,25 +886,16 @@ pub const BASE_MOUNTS: &[&str] = &[
 /// P18: every mount point is expected; none exposes a host home or runtime dir it should not.
 #[must_use]
 pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
-    let git = ctx.git_dir.trim_end_matches('/');
     let mut allowed: Vec<String> = BASE_MOUNTS.iter().map(|s| (*s).to_string()).collect();
     allowed.extend(MASKED_PATHS.iter().map(|s| (*s).to_string()));
     allowed.push(ctx.workdir.clone());
-    if !git.is_empty() {
-        allowed.push(git.to_string());
-        for sub in ["config", "hooks", "info"] {
-            allowed.push(format!("{git}/{sub}"));
-        }
-    }
     allowed.extend(ctx.expected_binds.iter().cloned());
     let extra: Vec<String> = mounts
         .iter()
         .filter(|m| !allowed.contains(&m.point))
         .map(|m| format!("{} (from {})", m.point, m.root))
         .collect();
-    let declared = |p: &str| {
-        p == ctx.workdir || (!git.is_empty() && (p == git || p.starts_with(&format!("{git}/"))))
-    };
+    let declared = |p: &str| p == ctx.workdir;
     let leaks: Vec<String> = mounts
         .iter()
         .filter(|m| {
@@ -936,7 +918,7 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
         why.push(format!("host home/runtime paths: {}", leaks.join(", ")));
     }
     judged(
-        "only the base set, the project, the git dir (+config/hooks/info) and context.expected_binds",
+        "only the base set, the project and context.expected_binds",
         format!("{} mounts, {} unexpected", mounts.len(), extra.len()),
         why.is_empty(),
         why.join("; "),

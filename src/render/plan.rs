@@ -389,7 +389,6 @@ fn check_run_id(id: &str) -> Result<(), RenderError> {
 pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     check_run_id(&run.run_id)?;
     mount_path("run.worktree", &run.worktree)?;
-    mount_path("run.git_common_dir", &run.git_common_dir)?;
     mount_path("run.run_dir", &run.run_dir)?;
     mount_path("run.cyclix_bin", &run.cyclix_bin)?;
     if !(1..=254).contains(&run.subnet_octet) {
@@ -860,25 +859,17 @@ fn agent_container(
 fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
     let r = &run.run_id;
     let gate_stem = format!("cyclix-{r}-gate");
-    let common = &run.git_common_dir;
     ContainerPlan {
         stem: gate_stem.clone(),
         description: format!("cyclix run {r} (tenant {}): gate (no network)", spec.tenant),
         image: spec.gate.image.reference().to_string(),
         pull_never: is_local(&spec.gate.image),
         net: Net::None,
-        binds: vec![
-            Bind {
-                source: run.worktree.clone(),
-                target: WORKDIR.into(),
-                read_only: true,
-            },
-            Bind {
-                source: common.clone(),
-                target: common.clone(),
-                read_only: true,
-            },
-        ],
+        binds: vec![Bind {
+            source: run.worktree.clone(),
+            target: WORKDIR.into(),
+            read_only: true,
+        }],
         tmpfs: vec![tmpfs_tmp()],
         env: vec![
             ("HOME".into(), "/tmp".into()),
@@ -969,27 +960,13 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
 }
 
 fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> {
-    let common = &run.git_common_dir;
-    let mut agent_binds = vec![
-        Bind {
-            source: run.worktree.clone(),
-            target: WORKDIR.into(),
-            read_only: false,
-        },
-        Bind {
-            source: common.clone(),
-            target: common.clone(),
-            read_only: false,
-        },
-    ];
-    for sub in ["config", "hooks", "info"] {
-        let p = format!("{common}/{sub}");
-        agent_binds.push(Bind {
-            source: p.clone(),
-            target: p,
-            read_only: true,
-        });
-    }
+    // The work tree is the run's private repository (its `.git` inside): nothing of the
+    // user's repository is mounted (issue 11; `git::private`).
+    let mut agent_binds = vec![Bind {
+        source: run.worktree.clone(),
+        target: WORKDIR.into(),
+        read_only: false,
+    }];
     agent_binds.push(Bind {
         source: run.cyclix_bin.clone(),
         target: CYCLIX_BIN_PATH.into(),
@@ -1046,7 +1023,6 @@ mod tests {
         RunContext {
             run_id: "20261130t140126-a979".into(),
             worktree: "/w".into(),
-            git_common_dir: "/home/u/shop/.git".into(),
             run_dir: "/run/user/1000/cyclix/runs/r".into(),
             subnet_octet: 9,
             proxy_image: "localhost/p".into(),

@@ -41,6 +41,10 @@ pub struct Marker {
     /// the run branch only while it still points here (no commits). Empty: unknown, kept.
     #[serde(default)]
     pub base: String,
+    /// The work tree is the run's private repository (tier `container`): removed as plain
+    /// files, never with git.
+    #[serde(default)]
+    pub private_repo: bool,
 }
 
 /// `DIR/RUN.running`.
@@ -176,7 +180,11 @@ pub fn converge(
         }
     }
     let _ = host.kill_sentinel(&m.run_id);
-    let _ = host.worktree_remove(&m.repo, &m.worktree);
+    let _ = if m.private_repo {
+        host.remove_tree(&m.worktree)
+    } else {
+        host.worktree_remove(&m.repo, &m.worktree)
+    };
     let mut branch_note = String::new();
     if !m.base.is_empty() {
         let branch = format!(
@@ -302,6 +310,7 @@ mod tests {
             units_dir: dir.path().join("units"),
             extra_files: vec![key.clone()],
             base: String::new(),
+            private_repo: true,
         };
         // Its reservations (`reserve_subnet`, `reserve_ports`) beside `runs/`; another run's stay.
         let root = dir.path().join("root");

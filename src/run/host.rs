@@ -14,6 +14,10 @@ use crate::git::Git;
 use crate::podman::Podman;
 use crate::process;
 
+/// Deadline for removing a run's private repository as plain files: 300 s (a 10,000-deep
+/// tree takes about a second).
+pub const REMOVE_TREE_DEADLINE: Duration = Duration::from_secs(300);
+
 /// Deadline for reading a unit's journal.
 pub const JOURNAL_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -101,14 +105,72 @@ impl RunHost for RealRunHost {
         Ok(Git::new(repo).worktree_remove(path)?)
     }
     fn commits(&self, repo: &Path, base: &str, branch: &str) -> Result<Vec<CommitInfo>> {
-        Ok(Git::new(repo)
-            .commits(base, branch)?
+        Ok(crate::git::bundle::commits(repo, base, branch)?
             .into_iter()
             .map(|c| CommitInfo {
                 sha: c.sha,
                 subject: c.subject,
             })
             .collect())
+    }
+    fn private_repo(&self, repo: &Path, path: &Path, branch: &str, base: &str) -> Result<()> {
+        Ok(crate::git::private::create(repo, path, branch, base)?)
+    }
+    fn remove_tree(&self, path: &Path) -> Result<()> {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(());
+        }
+        self.podman.unshare_rm_tree(path, REMOVE_TREE_DEADLINE)?;
+        Ok(())
+    }
+    fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export> {
+        let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
+        let code = super::import::run_export(
+            &self.podman,
+            &image,
+            req,
+            "bundle",
+            super::import::BUNDLE_CAP,
+        )?;
+        super::import::bundle_outcome(code).map_err(anyhow::Error::msg)
+    }
+    fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
+        let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
+        let code =
+            super::import::run_export(&self.podman, &image, req, "diff", super::import::DIFF_CAP)?;
+        if code != 0 {
+            anyhow::bail!("the uncommitted-diff container's git exited {code}");
+        }
+        let bytes =
+            std::fs::read(&req.out).with_context(|| format!("reading {}", req.out.display()))?;
+        Ok(super::import::files_in_diff(&bytes))
+    }
+    fn import_bundle(
+        &self,
+        repo: &Path,
+        bundle: &Path,
+        want: &str,
+        base: &str,
+        dest: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        Ok(crate::git::bundle::import(repo, bundle, want, base, dest)?.map_err(|r| r.0))
+    }
+    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState> {
+        let g = Git::new(repo);
+        let mut refs = g.refs()?;
+        refs.sort();
+        let common = g.common_dir()?;
+        let head = std::fs::read_to_string(common.join("HEAD"))
+            .map(|h| h.trim().to_string())
+            .with_context(|| format!("reading {}", common.join("HEAD").display()))?;
+        let mut worktrees = g.worktrees()?;
+        worktrees.sort();
+        Ok(super::repo_state::RepoState {
+            refs,
+            head,
+            files: super::repo_state::hash_files(&common),
+            worktrees,
+        })
     }
     fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()> {
         let l: Vec<(&str, &str)> = labels

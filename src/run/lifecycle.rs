@@ -75,8 +75,13 @@ pub struct RunPaths {
     pub units_dir: PathBuf,
     /// This run's state directory (`$XDG_RUNTIME_DIR/cyclix/runs/RUN`).
     pub run_dir: PathBuf,
-    /// This run's worktree.
+    /// This run's work tree: for tier `container` the run's private repository (`.git`
+    /// inside; `git::private`), for tier `worktree` a linked worktree of the user's
+    /// repository.
     pub worktree: PathBuf,
+    /// The tenant's records directory, where the run's uncommitted diff is kept beside its
+    /// record (`RUN.uncommitted.diff`); `None`: not kept.
+    pub records_dir: Option<PathBuf>,
 }
 
 /// Everything one run needs, resolved by the caller.
@@ -182,19 +187,34 @@ impl Recorder {
     }
 }
 
+/// The kind of work tree a run made.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkTree {
+    /// None yet.
+    #[default]
+    None,
+    /// A linked worktree of the user's repository (host tiers): removed with git.
+    Linked,
+    /// The run's private repository (tier `container`): removed as plain files, never with git.
+    Private,
+}
+
 /// What was created, so teardown undoes exactly that (plus a by-label sweep).
 #[derive(Debug, Default)]
 pub(crate) struct Created {
     pub(crate) tripwires: Option<Tripwires>,
     pub(crate) subnet_reservation: Option<PathBuf>,
     pub(crate) port_reservations: Vec<PathBuf>,
-    pub(crate) worktree: bool,
+    /// The run's work tree, once made.
+    pub(crate) tree: WorkTree,
     pub(crate) run_dir: bool,
     pub(crate) secrets: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) units: Vec<String>,
-    /// The repository's refs before the run (for the audit's ref check).
+    /// The repository's refs before the run (for the audit's ref check; host tiers).
     pub(crate) refs_before: Option<Vec<(String, String)>>,
+    /// The user's repository before the run (tier `container`: compared after the import).
+    pub(crate) repo_before: Option<super::repo_state::RepoState>,
     /// The run branch's full ref and the commit it was created at, once created.
     pub(crate) branch: Option<(String, String)>,
     /// Set by teardown: a git operation was half done in the worktree when it was removed.
@@ -395,6 +415,16 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         Ok(left) => rec.leftovers = left,
         Err(e) => rec.leftovers.push(format!("audit could not run: {e:#}")),
     }
+    if let Some(before) = &created.repo_before {
+        // What cyclix created is exactly the run branch; anything else was done on the host.
+        let own: Vec<String> = created.branch.iter().map(|(b, _)| b.clone()).collect();
+        match host.repo_state(Path::new(&spec_repo(inp))) {
+            Ok(after) => rec.repo_changes = super::repo_state::changes(before, &after, &own),
+            Err(e) => rec.notices.push(format!(
+                "the repository could not be compared after the run: {e:#}"
+            )),
+        }
+    }
     if let Err(e) = torn {
         if rec.error.is_none() {
             rec.failed_phase = Some("teardown".into());
@@ -412,6 +442,10 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     }
     rec.phases = r.phases;
     rec
+}
+
+fn spec_repo(inp: &RunInputs) -> &str {
+    &inp.spec.repo.path
 }
 
 /// The run's record before its first phase (result `error` until a phase decides otherwise).
@@ -434,10 +468,10 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (base, common, octet, service_ports) =
+    let (base, _common, octet, service_ports) =
         r.phase("prepare", || prepare(inp, host, created, &rec.branch))?;
     rec.base_commit.clone_from(&base);
-    let run_ctx = run_context(inp, &common, octet, service_ports);
+    let run_ctx = run_context(inp, octet, service_ports);
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
@@ -451,7 +485,24 @@ fn bring_up_and_run(
     r.phase("start", || {
         start_units(inp, units, host, &rendered.units, rec)
     })?;
-    let result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
+    let mut result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
+    if let Some(tw) = created.tripwires.as_mut() {
+        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
+        if !tripped.is_empty() {
+            rec.refusal.extend(tripped);
+            result = RunResult::LeakDetected;
+        }
+    }
+    if created.tree == WorkTree::Private
+        && matches!(
+            result,
+            RunResult::Passed | RunResult::GateFailed | RunResult::AgentFailed
+        )
+    {
+        r.phase("import", || {
+            super::import_phase::import(inp, host, created, &base, rec, &mut result)
+        })?;
+    }
     r.phase("collect", || {
         // `direct` works in the user's own checkout: its commits are on HEAD there.
         let tip = if spec.tier == Tier::Direct {
@@ -459,7 +510,11 @@ fn bring_up_and_run(
         } else {
             rec.branch.clone()
         };
-        collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
+        if created.branch.is_some() || spec.tier != Tier::Container {
+            collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
+        } else {
+            collect(units, host, &repo, &base, &rendered.units, rec, "")?;
+        }
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
         rec.agent_log = log_tail(&host.unit_journal(&rendered.units.agent)?, &secrets);
         if rec.gate_exit.is_some() {
@@ -467,27 +522,14 @@ fn bring_up_and_run(
         }
         Ok(())
     })?;
-    if let Some(tw) = created.tripwires.as_mut() {
-        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
-        if !tripped.is_empty() {
-            rec.refusal.extend(tripped);
-            return Ok(RunResult::LeakDetected);
-        }
-    }
     Ok(result)
 }
 
 /// The run's host facts for the renderer.
-pub(crate) fn run_context(
-    inp: &RunInputs,
-    common: &Path,
-    octet: u8,
-    service_ports: Vec<u16>,
-) -> RunContext {
+pub(crate) fn run_context(inp: &RunInputs, octet: u8, service_ports: Vec<u16>) -> RunContext {
     RunContext {
         run_id: inp.run_id.clone(),
         worktree: inp.paths.worktree.display().to_string(),
-        git_common_dir: common.display().to_string(),
         run_dir: inp.paths.run_dir.display().to_string(),
         subnet_octet: octet,
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
@@ -781,7 +823,7 @@ fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, created: &Created) 
     let repo = PathBuf::from(&inp.spec.repo.path);
     let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
     let mut looked = Vec::new();
-    if created.worktree {
+    if created.tree != WorkTree::None {
         looked.push(("the run's worktree", inp.paths.worktree.clone()));
     } else if let Some(parent) = inp.paths.worktree.parent() {
         looked.push(("the worktrees directory", parent.to_path_buf()));
@@ -810,7 +852,10 @@ fn collect(
     rec: &mut RunRecord,
     tip: &str,
 ) -> Result<()> {
-    rec.commits = host.commits(repo, base, tip)?;
+    // An empty tip: nothing was imported (tier `container`), so there are no commits to list.
+    if !tip.is_empty() {
+        rec.commits = host.commits(repo, base, tip)?;
+    }
     if let Some(proxy) = names.infra.first() {
         // Fail closed is not enough: a proxy that died means the run did not have the
         // egress its spec states, so the run is not trustworthy as a result.
@@ -848,12 +893,6 @@ pub(crate) fn prepare(
     }
     let base = host.rev_parse(&repo, &spec.repo.base)?;
     let common = host.common_dir(&repo)?;
-    // The agent's container mounts these read-only over the shared git dir (B27); they
-    // must exist to be mounted.
-    for sub in ["hooks", "info"] {
-        std::fs::create_dir_all(common.join(sub))
-            .with_context(|| format!("creating {}", common.join(sub).display()))?;
-    }
     std::fs::create_dir_all(&inp.paths.run_dir)
         .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
     created.run_dir = true;
@@ -902,13 +941,18 @@ pub(crate) fn prepare(
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    created.refs_before = Some(host.refs(&repo)?);
-    host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
-    created.worktree = true;
-    if let Some(tw) = created.tripwires.as_mut() {
-        tripwire::pin_git_binds(tw);
+    if spec.tier == Tier::Container {
+        // A private repository: nothing of the user's is mounted into any container, and the
+        // run branch appears in the user's repository only when the import creates it.
+        created.repo_before = Some(host.repo_state(&repo)?);
+        host.private_repo(&repo, &inp.paths.worktree, branch, &base)?;
+        created.tree = WorkTree::Private;
+    } else {
+        created.refs_before = Some(host.refs(&repo)?);
+        host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
+        created.tree = WorkTree::Linked;
+        created.branch = Some((format!("refs/heads/{branch}"), base.clone()));
     }
-    created.branch = Some((format!("refs/heads/{branch}"), base.clone()));
     if spec.tier != Tier::Container {
         // No container: the values go to the host unit through an env file (mode 0600) in
         // the run directory, removed with it; the unit file only names the file.
@@ -1279,7 +1323,13 @@ pub(crate) fn teardown(
     }
     step("worktree");
     let repo = Path::new(&inp.spec.repo.path);
-    if c.worktree {
+    if c.tree == WorkTree::Private {
+        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
+        note(
+            "removing the run's private repository",
+            host.remove_tree(&inp.paths.worktree),
+        );
+    } else if c.tree == WorkTree::Linked {
         if inp.paths.worktree.exists() {
             // Removing the worktree also drops its git dir, where a half-done merge or rebase
             // lives: note it first, the audit reports it.
@@ -1489,6 +1539,7 @@ mod tests {
                 units_dir: dir.path().join("units"),
                 run_dir: dir.path().join("run/r1"),
                 worktree: dir.path().join("wt/r1"),
+                records_dir: Some(dir.path().join("records")),
             },
             task: "fix it".into(),
             secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
@@ -1650,7 +1701,9 @@ mod tests {
         for op in [
             "rev_parse",
             "used_subnets",
-            "worktree_add",
+            "repo_state",
+            "private_repo",
+            "import_bundle",
             "secret_create",
             "commits",
         ] {
@@ -1664,10 +1717,10 @@ mod tests {
             };
             let rec = execute(&w.inp, &units, &host);
             fails_in(
-                if op == "commits" {
-                    "collect"
-                } else {
-                    "prepare"
+                match op {
+                    "commits" => "collect",
+                    "import_bundle" => "import",
+                    _ => "prepare",
                 },
                 &rec,
             );
@@ -1777,7 +1830,7 @@ mod tests {
     }
 
     #[test]
-    fn refs_the_run_writes_outside_its_branch_processes_and_half_done_merges_are_leftovers() {
+    fn changes_on_the_host_are_reported_not_failed_and_processes_are_leftovers() {
         let base = "0123456789abcdef0123456789abcdef01234567".to_string();
         let w = world();
         let units = FakeUnitManager::new();
@@ -1789,39 +1842,81 @@ mod tests {
             refs: std::sync::Mutex::new(vec![
                 ("refs/heads/main".into(), base.clone()),
                 ("refs/tags/v1".into(), base.clone()),
-                ("refs/remotes/origin/main".into(), base.clone()),
             ]),
-            refs_later: vec![
-                ("refs/heads/stray".into(), "a".repeat(40)),
-                ("refs/remotes/origin/feature".into(), "b".repeat(40)),
-                ("refs/heads/cyclix/other/r7".into(), "c".repeat(40)),
-            ],
-            in_progress: Some("a merge (MERGE_HEAD)".into()),
+            // Made on the host while the run was on (the sandbox cannot write there).
+            refs_later: vec![("refs/heads/stray".into(), "a".repeat(40))],
+            ..Default::default()
+        };
+        let rec = execute(&inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert_eq!(
+            rec.repo_changes,
+            vec![format!(
+                "ref refs/heads/stray created at {}",
+                "a".repeat(12)
+            )]
+        );
+        // The imported run branch is what cyclix created: never reported.
+        assert!(
+            !rec.repo_changes
+                .iter()
+                .any(|c| c.contains("cyclix/acme/r1"))
+        );
+        assert!(record::summary(&rec).contains("CHANGED ON THE HOST"));
+        let host = FakeRunHost {
             processes: vec!["process 77 (conmon): /usr/bin/conmon -n cyclix-r1-agent".into()],
             ..Default::default()
         };
         let rec = execute(&inp, &units, &host);
-        assert_eq!(rec.result, RunResult::Error);
         assert_eq!(rec.failed_phase.as_deref(), Some("audit"));
-        let left = rec.leftovers.join("\n");
+        assert!(rec.leftovers.join("\n").contains("process 77 (conmon)"));
+    }
+
+    #[test]
+    fn a_refused_bundle_or_no_commits_imports_nothing() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            refuse_bundle: Some("the bundle must hold exactly one ref".into()),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+        assert_eq!(rec.result.exit_code(), 1);
+        let imp = rec.import.as_ref().expect("import");
+        assert_eq!(imp.outcome, "refused");
         assert!(
-            left.contains("ref refs/heads/stray created during the run"),
-            "{left}"
+            rec.causes[0].contains("exactly one ref"),
+            "{:?}",
+            rec.causes
+        );
+        assert!(rec.commits.is_empty() && rec.branch.is_empty(), "{rec:?}");
+        assert!(!host.calls().iter().any(|c| c.starts_with("commits")));
+        nothing_left(&w, &rec, &host);
+        let host = FakeRunHost {
+            no_commits: true,
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+        assert_eq!(
+            rec.import.as_ref().map(|i| i.outcome.as_str()),
+            Some("no-commits")
+        );
+        assert!(!host.calls().iter().any(|c| c.starts_with("import_bundle")));
+        assert!(record::summary(&rec).contains("branch: none (nothing imported"));
+        // The import runs after the escape check, and no host git ever runs in the private
+        // repository: it is removed as plain files.
+        let calls = host.calls();
+        assert!(
+            calls.iter().any(|c| c.starts_with("remove_tree")),
+            "{calls:?}"
         );
         assert!(
-            !left.contains("origin/feature") && !left.contains("cyclix/other"),
-            "{left}"
-        );
-        assert!(
-            left.contains("a merge (MERGE_HEAD) was in progress"),
-            "{left}"
-        );
-        assert!(left.contains("process 77 (conmon)"), "{left}");
-        // The fake's commits() reports one commit: the branch is the result, never deleted.
-        assert!(
-            !rec.notices
-                .iter()
-                .any(|n| n.contains("deleted at teardown"))
+            !calls.iter().any(|c| c.starts_with("worktree")),
+            "{calls:?}"
         );
     }
 
@@ -2291,7 +2386,7 @@ mod tests {
             .expect("looked");
         let removed = calls
             .iter()
-            .position(|c| c.starts_with("worktree_remove"))
+            .position(|c| c.starts_with("remove_tree"))
             .expect("removed");
         assert!(looked < removed, "{calls:?}");
         nothing_left(&w, &rec, &host);
@@ -2299,7 +2394,7 @@ mod tests {
         let w = world();
         let host = FakeRunHost {
             fs_avail: Some(0),
-            fail: vec!["worktree_add".into()],
+            fail: vec!["private_repo".into()],
             ..Default::default()
         };
         let rec = execute(&w.inp, &FakeUnitManager::new(), &host);
@@ -2357,7 +2452,7 @@ mod tests {
         let calls = host.calls();
         for op in [
             "rev_parse",
-            "worktree_add",
+            "private_repo",
             "secret_create",
             "used_subnets",
             "remove_run_objects",

@@ -137,6 +137,34 @@ pub struct RunRecord {
     /// worktree and the git dir).
     #[serde(default)]
     pub causes: Vec<String>,
+    /// How the run's commits came back from its private repository (tier `container`);
+    /// `None`: no import ran (host tiers, or the agent never ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportRecord>,
+    /// Changes to the user's repository made on the host while the run was on (refs, HEAD,
+    /// config, hooks, info, worktrees), other than the run branch cyclix created: reported,
+    /// never a failure (no container can write there; `run::repo_state`).
+    #[serde(default)]
+    pub repo_changes: Vec<String>,
+}
+
+/// The import of a run's commits (`run::import`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ImportRecord {
+    /// `imported`, `no-commits`, `branch-gone`, `refused` or `export-failed`.
+    pub outcome: String,
+    /// Why the bundle was refused or could not be made; empty otherwise.
+    #[serde(default)]
+    pub reason: String,
+    /// The imported tip; empty unless `imported`.
+    #[serde(default)]
+    pub tip: String,
+    /// How many files the agent left changed but uncommitted (untracked included).
+    #[serde(default)]
+    pub uncommitted_files: usize,
+    /// Where their diff is kept (beside the record), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncommitted_diff: Option<PathBuf>,
 }
 
 impl RunRecord {
@@ -174,6 +202,8 @@ impl RunRecord {
             died_in: None,
             services: Vec::new(),
             causes: Vec::new(),
+            import: None,
+            repo_changes: Vec::new(),
         }
     }
 }
@@ -206,6 +236,54 @@ impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
             volume: s.volume.clone(),
         }
     }
+}
+
+/// The summary's lines about the run branch and its commits.
+fn branch_lines(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let no_commits = r.import.as_ref().is_some_and(|i| i.outcome != "imported");
+    if r.branch.is_empty() && no_commits {
+        let _ = writeln!(s, "  branch: none (nothing imported from the run)");
+    } else if r.branch.is_empty() {
+        let _ = writeln!(s, "  branch: none (the run ended before it made one)");
+    } else {
+        let _ = writeln!(
+            s,
+            "  branch {} (+{} commit{} on {})",
+            r.branch,
+            r.commits.len(),
+            if r.commits.len() == 1 { "" } else { "s" },
+            short(&r.base_commit)
+        );
+    }
+    for c in &r.commits {
+        let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
+    }
+    s
+}
+
+/// The summary's lines about the import: a refused one, and the uncommitted files.
+fn import_lines(import: Option<&ImportRecord>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(i) = import else {
+        return s;
+    };
+    if !matches!(i.outcome.as_str(), "imported" | "no-commits") {
+        let _ = writeln!(s, "  IMPORT {}: {}", i.outcome, i.reason);
+    }
+    if i.uncommitted_files > 0 {
+        let _ = writeln!(
+            s,
+            "  uncommitted: {} file(s) left changed by the agent{}",
+            i.uncommitted_files,
+            i.uncommitted_diff
+                .as_ref()
+                .map_or_else(String::new, |p| format!(", diff kept at {}", p.display()))
+        );
+    }
+    s
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
@@ -332,21 +410,8 @@ pub fn summary(r: &RunRecord) -> String {
             let _ = writeln!(s, "    | {l}");
         }
     }
-    if r.branch.is_empty() {
-        let _ = writeln!(s, "  branch: none (the run ended before it made one)");
-    } else {
-        let _ = writeln!(
-            s,
-            "  branch {} (+{} commit{} on {})",
-            r.branch,
-            r.commits.len(),
-            if r.commits.len() == 1 { "" } else { "s" },
-            short(&r.base_commit)
-        );
-    }
-    for c in &r.commits {
-        let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
-    }
+    s.push_str(&import_lines(r.import.as_ref()));
+    s.push_str(&branch_lines(r));
     let denied = r
         .egress_decisions
         .iter()
@@ -359,6 +424,12 @@ pub fn summary(r: &RunRecord) -> String {
     );
     for n in &r.notices {
         let _ = writeln!(s, "  NOTICE: {n}");
+    }
+    for c in &r.repo_changes {
+        let _ = writeln!(
+            s,
+            "  CHANGED ON THE HOST during the run (not by the sandbox): {c}"
+        );
     }
     if r.leftovers.is_empty() {
         let _ = writeln!(s, "  leftovers: none");

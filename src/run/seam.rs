@@ -36,6 +36,47 @@ pub trait RunHost {
     /// # Errors
     /// git failed.
     fn commits(&self, repo: &Path, base: &str, branch: &str) -> Result<Vec<CommitInfo>>;
+    /// Creates the run's private repository at `path` on `branch` at `base`, holding what
+    /// `base` reaches in `repo` ([`crate::git::private::create`]).
+    ///
+    /// # Errors
+    /// The path exists, or git failed.
+    fn private_repo(&self, repo: &Path, path: &Path, branch: &str, base: &str) -> Result<()>;
+    /// Removes `path` (a tree the agent could write) as plain files, never running git in it
+    /// ([`crate::podman::Podman::unshare_rm_tree`]); idempotent.
+    ///
+    /// # Errors
+    /// The removal failed or ran past its deadline.
+    fn remove_tree(&self, path: &Path) -> Result<()>;
+    /// Runs the bundle export container for `req` (the bundle goes to `req.out`).
+    ///
+    /// # Errors
+    /// podman failed, the deadline or the size cap passed, the container's git failed.
+    fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export>;
+    /// Runs the uncommitted-diff export container for `req` (the diff goes to `req.out`,
+    /// capped at [`super::import::DIFF_CAP`]); returns how many files it touches.
+    ///
+    /// # Errors
+    /// podman failed, the deadline or the cap passed.
+    fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize>;
+    /// Imports the bundle `bundle` into `repo` as `dest` ([`crate::git::bundle::import`]):
+    /// the tip, or why the bundle was refused.
+    ///
+    /// # Errors
+    /// git could not run.
+    fn import_bundle(
+        &self,
+        repo: &Path,
+        bundle: &Path,
+        want: &str,
+        base: &str,
+        dest: &str,
+    ) -> Result<std::result::Result<String, String>>;
+    /// A snapshot of `repo`'s refs, HEAD, config/hooks/info hashes and worktrees.
+    ///
+    /// # Errors
+    /// git failed.
+    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState>;
     /// Creates a podman secret; `value` travels on stdin only.
     ///
     /// # Errors
@@ -171,6 +212,10 @@ pub struct FakeRunHost {
     pub lock_held_from: Option<usize>,
     /// What `fs_space` reports as available bytes for every path; `None`: 1 GiB.
     pub fs_avail: Option<u64>,
+    /// `export_bundle` reports no commits.
+    pub no_commits: bool,
+    /// `import_bundle` refuses the bundle with this reason.
+    pub refuse_bundle: Option<String>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -223,6 +268,68 @@ impl RunHost for FakeRunHost {
             sha: "f".repeat(40),
             subject: "fix".into(),
         }])
+    }
+    fn private_repo(&self, _repo: &Path, path: &Path, branch: &str, _base: &str) -> Result<()> {
+        self.call("private_repo", branch)?;
+        std::fs::create_dir_all(path)?;
+        Ok(())
+    }
+    fn remove_tree(&self, path: &Path) -> Result<()> {
+        self.call("remove_tree", &path.display().to_string())?;
+        if path.exists() {
+            std::fs::remove_dir_all(path)?;
+        }
+        Ok(())
+    }
+    fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export> {
+        self.call("export_bundle", &req.branch)?;
+        if self.no_commits {
+            return Ok(super::import::Export::NoCommits);
+        }
+        std::fs::write(&req.out, b"bundle")?;
+        Ok(super::import::Export::Bundle)
+    }
+    fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
+        self.call("export_diff", &req.branch)?;
+        std::fs::write(&req.out, b"")?;
+        Ok(0)
+    }
+    fn import_bundle(
+        &self,
+        _repo: &Path,
+        _bundle: &Path,
+        _want: &str,
+        _base: &str,
+        dest: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        self.call("import_bundle", dest)?;
+        if let Some(why) = &self.refuse_bundle {
+            return Ok(Err(why.clone()));
+        }
+        let tip = "f".repeat(40);
+        if let Ok(mut r) = self.refs.lock() {
+            r.push((dest.to_string(), tip.clone()));
+        }
+        Ok(Ok(tip))
+    }
+    fn repo_state(&self, _repo: &Path) -> Result<super::repo_state::RepoState> {
+        self.call("repo_state", "")?;
+        let first = self
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("repo_state"))
+            .count()
+            <= 1;
+        let mut refs = self.refs.lock().map(|r| r.clone()).unwrap_or_default();
+        if !first {
+            refs.extend(self.refs_later.iter().cloned());
+        }
+        refs.sort();
+        Ok(super::repo_state::RepoState {
+            refs,
+            head: "ref: refs/heads/main".into(),
+            ..Default::default()
+        })
     }
     fn secret_create(&self, name: &str, _value: &[u8], _labels: &[(String, String)]) -> Result<()> {
         self.call("secret_create", name)?;

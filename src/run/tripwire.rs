@@ -23,22 +23,6 @@ pub struct Tripwires {
     pub hook: (PathBuf, bool),
     /// The sentinel process.
     pub sentinel: std::process::Child,
-    /// The git paths the agent's container binds read-only over the shared git dir
-    /// (`config`, `hooks`, `info`; B27), with their (device, inode) when planted. Replacing
-    /// one on the host during the run (`git config` and `git branch -D` write a new
-    /// `config` and rename it over the old) detaches that bind in the container's mount
-    /// namespace (Linux ≥ 3.18 detaches mounts in other namespaces whose mountpoint is
-    /// renamed over or unlinked), so the sandbox then writes the new file: the run cannot
-    /// vouch for its boundary any more.
-    pub git_binds: Vec<(PathBuf, Option<(u64, u64)>)>,
-}
-
-/// (device, inode) of `p`, if it exists.
-fn identity(p: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::symlink_metadata(p)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
 }
 
 impl Tripwires {
@@ -88,14 +72,6 @@ pub fn plant(dir: &Path, git_dir: &Path, run_id: &str) -> Result<Tripwires> {
             .set_modified(mtime),
     )
     .with_context(|| format!("setting the times of {}", key.display()))?;
-    let git_binds = ["config", "hooks", "info"]
-        .iter()
-        .map(|n| {
-            let p = git_dir.join(n);
-            let id = identity(&p);
-            (p, id)
-        })
-        .collect();
     let hook = git_dir.join("hooks/pre-commit");
     let existed = hook.exists();
     let sentinel = crate::process::spawn_sentinel(24 * 3600, &sentinel_name(run_id))
@@ -106,20 +82,11 @@ pub fn plant(dir: &Path, git_dir: &Path, run_id: &str) -> Result<Tripwires> {
         outside,
         hook: (hook, existed),
         sentinel,
-        git_binds,
     })
 }
 
 fn accessed(f: &std::fs::File) -> Result<SystemTime> {
     Ok(f.metadata()?.accessed()?)
-}
-
-/// Records the git binds' identities again (call right before the sandbox starts, after
-/// cyclix's own git work such as `git worktree add`).
-pub fn pin_git_binds(t: &mut Tripwires) {
-    for (p, id) in &mut t.git_binds {
-        *id = identity(p);
-    }
 }
 
 /// What tripped, checked on the host. Empty means nothing escaped.
@@ -151,17 +118,6 @@ pub fn check(t: &mut Tripwires) -> Result<Vec<String>> {
             "{} was written from the sandbox",
             t.hook.0.display()
         ));
-    }
-    for (p, was) in &t.git_binds {
-        let now = identity(p);
-        if was.is_some() && now != *was {
-            out.push(format!(
-                "{} was replaced on the host during the run (a `git config` or `git branch -D` \
-                 there rewrites it): the sandbox's read-only bind of it was detached, so the \
-                 agent could write it; leave the repository's git settings alone while a run is on",
-                p.display()
-            ));
-        }
     }
     match t.sentinel.try_wait() {
         Ok(None) => {}
@@ -201,17 +157,12 @@ mod tests {
         std::fs::write(&t.hook.0, "#!/bin/sh\n").expect("write hook");
         let _ = t.sentinel.kill();
         let _ = t.sentinel.wait();
-        // The host replacing .git/config (as `git config` does: write a new file, rename it).
+        // The host replacing .git/config (as `git config` does) is no tripwire any more: no
+        // container mounts anything of the user's repository (issue 11).
         std::fs::write(git.join("config.lock"), "[core]\n").expect("new config");
         std::fs::rename(git.join("config.lock"), git.join("config")).expect("rename");
         let found = check(&mut t).expect("check");
-        assert_eq!(found.len(), 5, "{found:?}");
-        assert!(
-            found
-                .iter()
-                .any(|f| f.contains("config was replaced on the host")),
-            "{found:?}"
-        );
+        assert_eq!(found.len(), 4, "{found:?}");
         assert!(found[0].contains("was read"), "{found:?}");
         remove(&mut t);
         assert!(!t.key.exists());

@@ -179,7 +179,9 @@ pub fn execute(
         &t.a.spec.tenant,
         &mut sides,
     );
-    let by_design = [t.a.spec.repo.path.clone() + "/.git"];
+    // Each side works in a private repository of its own (issue 11): nothing is shared by
+    // design any more.
+    let by_design: [String; 0] = [];
     let names = match (&a.1, &b.1) {
         (Some(pa), Some(pb)) => match (serde_json::to_value(pa), serde_json::to_value(pb)) {
             (Ok(ja), Ok(jb)) => twin::shared_names(&ja, &jb, &by_design),
@@ -210,10 +212,10 @@ fn results_dir(inp: &RunInputs) -> Result<PathBuf> {
 fn quick_plan(
     inp: &RunInputs,
     quick: &[String],
-    (common, octet, service_ports): (&Path, u8, Vec<u16>),
+    (octet, service_ports): (u8, Vec<u16>),
     results: &Path,
 ) -> Result<RunPlan> {
-    let run = lifecycle::run_context(inp, common, octet, service_ports);
+    let run = lifecycle::run_context(inp, octet, service_ports);
     let mut plan = render::plan::plan(&inp.spec, &run)?;
     twin::quick_gate(&mut plan, quick, &results.display().to_string())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -308,12 +310,12 @@ fn bring_up(
     plan_out: &mut Option<RunPlan>,
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
-    let (_, common, octet, ports) = r.phase("prepare", || {
+    let (_, _common, octet, ports) = r.phase("prepare", || {
         lifecycle::prepare(inp, host, created, &branch)
     })?;
     let rendered = r.phase("render", || {
         let results = results_dir(inp)?;
-        let plan = quick_plan(inp, quick, (&common, octet, ports.clone()), &results)?;
+        let plan = quick_plan(inp, quick, (octet, ports.clone()), &results)?;
         let rendered = render::render_plan(&inp.spec, &plan, inp.backend)?;
         *plan_out = Some(plan);
         Ok(rendered)
@@ -447,13 +449,13 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     let branch = lifecycle::branch_name(&inp.spec.tenant, &inp.run_id);
     let mut made_worktree = false;
     let run = (|| -> Result<SuiteRun> {
-        let common = host.common_dir(&repo)?;
+        let base = host.rev_parse(&repo, &inp.spec.repo.base)?;
         let results = results_dir(inp)?;
         if let Some(parent) = inp.paths.worktree.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        host.worktree_add(&repo, &inp.paths.worktree, &branch, &inp.spec.repo.base)?;
+        host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
         // The reference runs only the gate container: no network, no services. Its plan is
         // the source of that container; the subnet and service ports in it are never used.
@@ -461,11 +463,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         let plan = quick_plan(
             inp,
             quick,
-            (
-                &common,
-                crate::app::default_subnet_octet(&inp.run_id),
-                unused_ports,
-            ),
+            (crate::app::default_subnet_octet(&inp.run_id), unused_ports),
             &results,
         )?;
         let gate_stem = plan.units.gate.trim_end_matches(".service");
@@ -488,7 +486,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
     }
-    if made_worktree && let Err(e) = host.worktree_remove(&repo, &inp.paths.worktree) {
+    if made_worktree && let Err(e) = host.remove_tree(&inp.paths.worktree) {
         errors.push(format!("removing its worktree: {e:#}"));
     }
     if inp.paths.run_dir.exists()
@@ -566,6 +564,7 @@ mod tests {
                 units_dir: dir.join("units"),
                 run_dir: dir.join("runs").join(run_id),
                 worktree: dir.join("wt").join(run_id),
+                records_dir: None,
             },
             task: "fix it".into(),
             secrets: Vec::new(),
@@ -671,7 +670,7 @@ mod tests {
         units.exit_after_start("cyclix-t1-b-gate.service", 0);
         // Every worktree fails: both environments and the reference are build errors.
         let host = FakeRunHost {
-            fail: vec!["worktree_add".into()],
+            fail: vec!["private_repo".into()],
             ..Default::default()
         };
         let r = execute(&t, &units, &host);

@@ -44,7 +44,6 @@ pub fn run_context(spec: &Spec) -> RunContext {
             "{HOME}/.local/share/cyclix/worktrees/{}/{RUN_ID}",
             spec.tenant
         ),
-        git_common_dir: format!("{}/.git", spec.repo.path),
         run_dir: format!("{RUNTIME_DIR}/cyclix/runs/{RUN_ID}"),
         subnet_octet: 7,
         proxy_image: cyclix::images::PROXY_IMAGE.into(),

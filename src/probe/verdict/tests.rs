@@ -97,7 +97,10 @@ fn a_missing_positive_control_fails_every_deny_check() {
         &Attempt::Timeout,
     );
     assert!(!j.pass && j.detail.contains("positive control"), "{j:?}");
-    let j = p17(&items(&[(".git/config", E(libc::EROFS))]), &E(libc::EROFS));
+    let j = p17(
+        &items(&[("/home/u/p/.git", E(libc::ENOENT))]),
+        &E(libc::EROFS),
+    );
     assert!(!j.pass && j.detail.contains("positive control"), "{j:?}");
     let dead = Dns::Failed(Attempt::Timeout);
     let nx = Dns::Reply {
@@ -447,11 +450,6 @@ fn p16_project_mount_owner_and_flags() {
         own_euid: 0,
         host_uid_of_owner: Some(1000),
         mount: Some(mount("/work", "/home/u/wt", "rw,nosuid,nodev,relatime")),
-        git_mount: Some(Some(mount(
-            "/home/u/p/.git",
-            "/home/u/p/.git",
-            "rw,nosuid,nodev",
-        ))),
     };
     assert!(p16(&o, &c).pass);
     let measured = ProjectObs {
@@ -460,29 +458,6 @@ fn p16_project_mount_owner_and_flags() {
     };
     let j = p16(&measured, &c);
     assert!(!j.pass && j.detail.contains("nosuid"), "{j:?}");
-    let git_rw = ProjectObs {
-        git_mount: Some(Some(mount(
-            "/home/u/p/.git",
-            "/home/u/p/.git",
-            "rw,relatime",
-        ))),
-        ..o.clone()
-    };
-    let j = p16(&git_rw, &c);
-    assert!(!j.pass && j.detail.contains(".git"), "{j:?}");
-    let no_git_mount = ProjectObs {
-        git_mount: Some(None),
-        ..o.clone()
-    };
-    assert!(
-        !p16(&no_git_mount, &c).pass,
-        "an expected git dir that is not mounted"
-    );
-    let no_git = ProjectObs {
-        git_mount: None,
-        ..o.clone()
-    };
-    assert!(p16(&no_git, &c).pass, "no git dir in the context");
     assert!(
         !p16(
             &ProjectObs {
@@ -507,30 +482,31 @@ fn p16_project_mount_owner_and_flags() {
 
 #[test]
 fn p17_p18_git_paths_and_mount_allowlist() {
-    let ro = items(&[
-        (".git/config", E(libc::EROFS)),
-        (".git/hooks/pre-commit", E(libc::EROFS)),
-        (".git/info/attributes", E(libc::EROFS)),
+    let absent = items(&[
+        ("/home/u/p/.git", E(libc::ENOENT)),
+        ("/home/u/p/.git/config", E(libc::ENOENT)),
+        ("/home/u/p", E(libc::ENOENT)),
     ]);
-    assert!(p17(&ro, &Attempt::Ok).pass);
-    assert!(
-        !p17(
-            &items(&[(".git/hooks/pre-commit", Attempt::Ok)]),
-            &Attempt::Ok
-        )
-        .pass
-    );
+    assert!(p17(&absent, &Attempt::Ok).pass);
+    // The user's git dir visible at all (even read-only, EROFS on a write) is a FAIL.
+    for seen in [Attempt::Ok, E(libc::EROFS), E(libc::EACCES)] {
+        assert!(!p17(&items(&[("/home/u/p/.git", seen.clone())]), &Attempt::Ok).pass);
+    }
 
     let c = ctx();
     let base = vec![
         mount("/", "/", "ro"),
         mount("/work", "/home/u/wt", "rw"),
-        mount("/home/u/p/.git", "/home/u/p/.git", "rw"),
-        mount("/home/u/p/.git/hooks", "/home/u/p/.git/hooks", "ro"),
         mount("/cyclix/task.md", "/cyclix/runs/r/task.md", "ro"),
         mount("/proc/keys", "/null", "ro"),
     ];
     assert!(p18(&base, &c).pass, "{:?}", p18(&base, &c));
+    let mut git = base.clone();
+    git.push(mount("/home/u/p/.git", "/home/u/p/.git", "ro"));
+    assert!(
+        !p18(&git, &c).pass,
+        "the user's git dir mounted is unexpected"
+    );
     let mut extra = base.clone();
     extra.push(mount("/run/user/1000/bus", "/run/user/1000/bus", "rw"));
     assert!(!p18(&extra, &c).pass);

@@ -1,0 +1,284 @@
+//! The run's commits come back as data (issue 11, item 2).
+//!
+//! Once the agent has ended and the escape check has run, a short-lived container of
+//! [`crate::images::GIT_IMAGE`] (run by image id) reads the run's private repository —
+//! mounted read-only, `--network=none`, `--read-only`, `--cap-drop=all`, no-new-privileges, a
+//! deadline, no log driver — and prints a `git bundle` of `BASE..refs/heads/BRANCH` to stdout,
+//! which cyclix writes to a file in the run dir (never mounted anywhere) with a size cap. Any
+//! program the agent planted in its own repository's configuration (fsmonitor, filters,
+//! aliases…) can run only in that container, which sees nothing but the agent's own tree and
+//! can only print: the host then checks the bundle as untrusted data
+//! ([`crate::git::bundle::import`]) before one object of it reaches the user's repository.
+//! A second such container prints the work the agent left uncommitted as a binary diff
+//! against the branch tip (staged in a throwaway index in its own `/tmp`), kept beside the run
+//! record.
+//!
+//! The container's exit status tells "no commits" (4) and "the branch is gone" (3) apart from
+//! a bundle (0); it is the agent's to lie about, and a lie only hides the agent's own work.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The largest bundle accepted: 512 MiB (bytes). A bigger one is refused, the run's commits
+/// stay unimported, and the record says why.
+pub const BUNDLE_CAP: u64 = 512 * 1024 * 1024;
+
+/// The largest uncommitted diff kept beside the record: 16 MiB (bytes); a bigger one is cut
+/// (the record says so).
+pub const DIFF_CAP: u64 = 16 * 1024 * 1024;
+
+/// Deadline of one export container: 120 s (a hostile fsmonitor or filter that hangs is
+/// killed by it).
+pub const EXPORT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Where the private repository is mounted in the export container.
+const REPO: &str = "/repo";
+
+/// git options of the export container (inside; defence in depth, the container is the
+/// boundary): the repository is the agent's, so it is declared safe, and the program-starting
+/// keys are neutralised as on the host.
+const INNER_CONFIG: [&str; 8] = [
+    "safe.directory=*",
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "protocol.allow=never",
+    "core.untrackedCache=false",
+];
+
+/// What one export asks for.
+#[derive(Debug, Clone)]
+pub struct ExportRequest {
+    /// Run id (labels, container name).
+    pub run_id: String,
+    /// Tenant (label).
+    pub tenant: String,
+    /// The private repository (its work tree; `.git` inside).
+    pub repo: PathBuf,
+    /// The run branch in it, e.g. `cyclix/acme/RUN`.
+    pub branch: String,
+    /// The base commit (40 or 64 hex digits).
+    pub base: String,
+    /// The file the output goes to (must not exist).
+    pub out: PathBuf,
+}
+
+/// What the export container reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Export {
+    /// A bundle was written to the request's `out`.
+    Bundle,
+    /// The branch still points at the base.
+    NoCommits,
+    /// The branch no longer exists in the private repository.
+    BranchGone,
+}
+
+/// The shell script of the bundle export: `$1` base, `$2` branch ref.
+const BUNDLE_SCRIPT: &str = r#"set -u
+tip=$(git "$@CFG" rev-parse --verify --quiet "$2^{commit}") || exit 3
+[ "$tip" = "$1" ] && exit 4
+exec git "$@CFG" bundle create --quiet - "$1..$2""#;
+
+/// The shell script of the uncommitted diff: every change in the work tree against the
+/// branch's tip, untracked files included, in a throwaway index.
+const DIFF_SCRIPT: &str = r#"set -u
+cd "$GIT_WORK_TREE" || exit 5
+GIT_INDEX_FILE=$(mktemp) || exit 5
+export GIT_INDEX_FILE
+cp "$GIT_DIR/index" "$GIT_INDEX_FILE" 2>/dev/null || :
+git "$@CFG" add --all --force -- . >/dev/null 2>&1 || exit 5
+exec git "$@CFG" diff --cached --binary --no-ext-diff --no-textconv --no-color HEAD"#;
+
+fn script(text: &str) -> String {
+    let cfg: Vec<String> = INNER_CONFIG.iter().map(|kv| format!("-c {kv}")).collect();
+    text.replace("\"$@CFG\"", &cfg.join(" "))
+}
+
+/// `podman run` options of an export container (see the module doc).
+#[must_use]
+pub fn run_args(repo: &Path) -> Vec<String> {
+    vec![
+        "--network=none".into(),
+        "--read-only".into(),
+        "--cap-drop=all".into(),
+        "--security-opt=no-new-privileges".into(),
+        "--log-driver=none".into(),
+        "--pull=never".into(),
+        "--tmpfs=/tmp:rw,nosuid,nodev,size=256m".into(),
+        format!("--volume={}:{REPO}:ro,nosuid,nodev,noexec", repo.display()),
+        format!("--env=GIT_DIR={REPO}/.git"),
+        format!("--env=GIT_WORK_TREE={REPO}"),
+        format!("--workdir={REPO}"),
+    ]
+}
+
+/// The container's argv for the bundle (`kind` = `bundle`) or the diff (`diff`).
+#[must_use]
+pub fn argv(kind: &str, base: &str, branch_ref: &str) -> Vec<String> {
+    let body = if kind == "bundle" {
+        script(BUNDLE_SCRIPT)
+    } else {
+        script(DIFF_SCRIPT)
+    };
+    vec![
+        "sh".into(),
+        "-c".into(),
+        body,
+        "cyclix-export".into(),
+        base.into(),
+        branch_ref.into(),
+    ]
+}
+
+/// Runs one export container through `podman` (the image by id); `kind` as for [`argv`].
+/// Returns the container's exit code.
+///
+/// # Errors
+/// podman failed, the deadline or the cap passed (the container is removed at once then).
+pub fn run_export(
+    podman: &crate::podman::Podman,
+    image_id: &str,
+    req: &ExportRequest,
+    kind: &str,
+    cap: u64,
+) -> anyhow::Result<i32> {
+    use anyhow::Context as _;
+    let name = format!("cyclix-{}-export-{kind}", req.run_id);
+    let opts = run_args(&req.repo);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let branch_ref = format!("refs/heads/{}", req.branch);
+    let cmd = argv(kind, &req.base, &branch_ref);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let labels = [
+        ("io.cyclix.run", req.run_id.as_str()),
+        ("io.cyclix.tenant", req.tenant.as_str()),
+        ("io.cyclix.role", "export"),
+    ];
+    let r = podman.run_rm_to_file(
+        &name,
+        &labels,
+        &opts,
+        image_id,
+        &cmd,
+        EXPORT_DEADLINE,
+        (&req.out, cap),
+    );
+    match r {
+        Ok(out) => out.status.code().with_context(|| {
+            format!(
+                "the export container {name} was killed by a signal ({}): {}",
+                out.status,
+                out.stderr.trim()
+            )
+        }),
+        Err(e) => {
+            let _ = podman.rm_force(&name);
+            Err(e).with_context(|| format!("exporting the run's {kind} (container {name})"))
+        }
+    }
+}
+
+/// Reads the exit code of the bundle export as an [`Export`].
+///
+/// # Errors
+/// Any other code: the container failed (its own git refused the repository, e.g. the agent
+/// broke it).
+pub fn bundle_outcome(code: i32) -> Result<Export, String> {
+    match code {
+        0 => Ok(Export::Bundle),
+        3 => Ok(Export::BranchGone),
+        4 => Ok(Export::NoCommits),
+        c => Err(format!(
+            "the export container's git exited {c}: the private repository could not be \
+             bundled (the agent may have broken it)"
+        )),
+    }
+}
+
+/// How many files an uncommitted diff touches (`diff --git` headers). The diff is the
+/// agent's: this is a count for the record, never parsed further.
+#[must_use]
+pub fn files_in_diff(diff: &[u8]) -> usize {
+    let mut n = usize::from(diff.starts_with(b"diff --git "));
+    n += diff.windows(12).filter(|w| w == b"\ndiff --git ").count();
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_export_container_is_hardened_and_sees_only_the_private_repository() {
+        let a = run_args(Path::new("/x/work"));
+        for want in [
+            "--network=none",
+            "--read-only",
+            "--cap-drop=all",
+            "--security-opt=no-new-privileges",
+            "--log-driver=none",
+            "--volume=/x/work:/repo:ro,nosuid,nodev,noexec",
+        ] {
+            assert!(a.iter().any(|x| x == want), "{want} missing from {a:?}");
+        }
+        assert_eq!(a.iter().filter(|x| x.starts_with("--volume")).count(), 1);
+        let v = argv("bundle", "ab", "refs/heads/cyclix/t/r");
+        assert!(
+            v[2].contains("-c safe.directory=* -c core.hooksPath=/dev/null"),
+            "{}",
+            v[2]
+        );
+        assert!(
+            v[2].contains("bundle create --quiet - \"$1..$2\""),
+            "{}",
+            v[2]
+        );
+        assert_eq!(
+            &v[4..],
+            &["ab".to_string(), "refs/heads/cyclix/t/r".to_string()]
+        );
+        assert!(argv("diff", "ab", "r")[2].contains("--no-ext-diff --no-textconv"));
+    }
+
+    #[test]
+    fn exit_codes_and_diff_counts() {
+        assert_eq!(bundle_outcome(0), Ok(Export::Bundle));
+        assert_eq!(bundle_outcome(4), Ok(Export::NoCommits));
+        assert_eq!(bundle_outcome(3), Ok(Export::BranchGone));
+        assert!(bundle_outcome(128).is_err());
+        assert_eq!(files_in_diff(b""), 0);
+        assert_eq!(
+            files_in_diff(b"diff --git a/x b/x\n+1\ndiff --git a/y b/y\n+2\n"),
+            2
+        );
+    }
+
+    #[test]
+    fn the_scripts_run_against_a_real_repository() {
+        // The same scripts, run by the host's sh and git on a scratch repository (the e2e
+        // tests run them in the container).
+        let tmp = tempfile::tempdir().expect("tmp");
+        let user = tmp.path().join("u");
+        let g = crate::git::Git::init_repo(&user, &[("a", "a\n")], "first").expect("repo");
+        let base = g.rev_parse_commit("main").expect("base");
+        let work = tmp.path().join("w");
+        crate::git::private::create(&user, &work, "cyclix/t/r", &base).expect("private");
+        let run = |kind: &str| {
+            let v = argv(kind, &base, "refs/heads/cyclix/t/r");
+            let v: Vec<&str> = v.iter().map(String::as_str).collect();
+            let gd = format!("GIT_DIR={}/.git", work.display());
+            let wt = format!("GIT_WORK_TREE={}", work.display());
+            let mut full = vec![gd.as_str(), wt.as_str()];
+            full.extend(v);
+            crate::process::run_status("env", &full, None, EXPORT_DEADLINE, "").expect("runs")
+        };
+        assert_eq!(run("bundle").status.code(), Some(4));
+        std::fs::write(work.join("new.txt"), "n\n").expect("write");
+        let d = run("diff");
+        assert!(d.status.success(), "{}", d.stderr);
+        assert_eq!(files_in_diff(d.stdout.as_bytes()), 1, "{}", d.stdout);
+    }
+}

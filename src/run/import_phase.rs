@@ -1,0 +1,118 @@
+//! The import phase of a tier-`container` run: the private repository's commits come back as
+//! a bundle (see [`super::import`]), checked and fetched into the user's repository as the run
+//! branch; the uncommitted work is kept as a diff beside the record.
+
+use anyhow::{Context as _, Result};
+
+use super::import::{Export, ExportRequest};
+use super::lifecycle::{Created, RunInputs};
+use super::record::{ImportRecord, RunRecord, RunResult};
+use super::seam::RunHost;
+
+/// Runs the export containers and the import; a refused or failed export turns a passing (or
+/// gate-failed) run into `AgentFailed` with the reason as a cause: the agent's output was not
+/// usable. Only host failures (I/O on cyclix's own files, git not running) are errors.
+///
+/// # Errors
+/// I/O on the import directory, git could not run.
+pub(crate) fn import(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    created: &mut Created,
+    base: &str,
+    rec: &mut RunRecord,
+    result: &mut RunResult,
+) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = inp.paths.run_dir.join("import");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let req = ExportRequest {
+        run_id: inp.run_id.clone(),
+        tenant: inp.spec.tenant.clone(),
+        repo: inp.paths.worktree.clone(),
+        branch: rec.branch.clone(),
+        base: base.to_string(),
+        out: dir.join("run.bundle"),
+    };
+    let mut out = ImportRecord::default();
+    match host.export_bundle(&req) {
+        Ok(Export::NoCommits) => "no-commits".clone_into(&mut out.outcome),
+        Ok(Export::BranchGone) => {
+            "branch-gone".clone_into(&mut out.outcome);
+            out.reason = format!(
+                "the agent deleted or renamed its branch {} in its repository: nothing to import",
+                rec.branch
+            );
+        }
+        Ok(Export::Bundle) => {
+            let dest = format!("refs/heads/{}", rec.branch);
+            let repo = std::path::Path::new(&inp.spec.repo.path);
+            match host.import_bundle(repo, &req.out, &dest, base, &dest)? {
+                Ok(tip) => {
+                    "imported".clone_into(&mut out.outcome);
+                    out.tip.clone_from(&tip);
+                    created.branch = Some((dest, base.to_string()));
+                }
+                Err(why) => {
+                    "refused".clone_into(&mut out.outcome);
+                    out.reason = why;
+                }
+            }
+        }
+        Err(e) => {
+            "export-failed".clone_into(&mut out.outcome);
+            out.reason = format!("{e:#}");
+        }
+    }
+    let _ = std::fs::remove_file(&req.out);
+    if matches!(out.outcome.as_str(), "refused" | "export-failed") {
+        rec.causes.push(format!(
+            "the run's commits were not imported ({}): {}",
+            out.outcome, out.reason
+        ));
+        if matches!(*result, RunResult::Passed | RunResult::GateFailed) {
+            *result = RunResult::AgentFailed;
+        }
+    }
+    uncommitted(inp, host, &req, &mut out, rec);
+    rec.import = Some(out);
+    Ok(())
+}
+
+/// Exports the uncommitted diff and keeps it beside the record when it touches any file.
+fn uncommitted(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    req: &ExportRequest,
+    out: &mut ImportRecord,
+    rec: &mut RunRecord,
+) {
+    let diff_req = ExportRequest {
+        out: req.out.with_file_name("uncommitted.diff"),
+        ..req.clone()
+    };
+    match host.export_diff(&diff_req) {
+        Ok(0) => {}
+        Ok(n) => {
+            out.uncommitted_files = n;
+            if let Some(dir) = &inp.paths.records_dir {
+                let kept = dir.join(format!("{}.uncommitted.diff", inp.run_id));
+                match std::fs::create_dir_all(dir).and_then(|()| std::fs::copy(&diff_req.out, &kept))
+                {
+                    Ok(_) => out.uncommitted_diff = Some(kept),
+                    Err(e) => rec.notices.push(format!(
+                        "the agent left {n} file(s) uncommitted; keeping their diff at {} failed: {e}",
+                        kept.display()
+                    )),
+                }
+            }
+        }
+        Err(e) => rec.notices.push(format!(
+            "the agent's uncommitted work could not be read: {e:#}"
+        )),
+    }
+    let _ = std::fs::remove_file(&diff_req.out);
+}
