@@ -88,7 +88,7 @@ snap() {
             -o -path ./FETCH_HEAD -o -path ./ORIG_HEAD -o -path ./COMMIT_EDITMSG -o -path ./gc.log -o -path ./gc.pid ')' -prune -o )
   echo "== git dir"
   ( cd "$r/.git" && timeout 20 find . "${P[@]}" -printf '%y %m %p %l\n' 2>&1 | sort \
-      | grep -v -E "^d [0-7]+ \./refs/heads/cyclix(/$t)? \$" | grep -v -x -F "f 644 ./$x " )
+      | grep -v -E "^d [0-7]+ \./refs/heads/cyclix(/$t)? \$" | awk -v p="./$x" '!($1 == "f" && $3 == p)' )
   ( cd "$r/.git" && timeout 20 find . "${P[@]}" -type f -print 2>/dev/null | sort | while IFS= read -r f; do
       [ "$f" = "./$x" ] && continue
       if [ "$f" = ./packed-refs ]; then h=$(grep -v '^#' packed-refs | grep -v " $x\$" | sort | sha256sum); else h=$(timeout 5 sha256sum < "$f" 2>&1); fi
@@ -521,14 +521,13 @@ TIP=$(git rev-parse HEAD)
 EVIL=$(git commit-tree -p "$BASE" -m "evil main" "$TIP^{tree}")
 for d in $(gitdirs); do
   try sh -c "echo $EVIL > '$d/refs/heads/main'"
-  mkdir -p "$d/refs/tags" "$d/refs/replace" "$d/refs/remotes/origin"
+  mkdir -p "$d/refs/tags" "$d/refs/remotes/origin"
   try sh -c "echo $EVIL > '$d/refs/tags/v-evil'"
   try sh -c "echo $EVIL > '$d/refs/remotes/origin/main'"
-  try sh -c "echo $EVIL > '$d/refs/replace/$BASE'"
 done
 try git update-ref refs/heads/main "$EVIL"
-try git update-ref "refs/replace/$BASE" "$EVIL"
 "#,
+        // Replace refs are atk24's (they make the export's walk lose the base: refused).
         Delivery::Required,
         none,
     );
@@ -746,7 +745,9 @@ EOF
 for p in evil evil2 evil3; do git update-index --add --cacheinfo "160000,$BASE,$p"; done
 git add .gitattributes .gitmodules && git commit -qm "submodules and attributes" && say "committed"
 "#,
-        Delivery::Required,
+        // The host's fetch runs fsck, which refuses a `.gitmodules` with a hostile url or
+        // update setting: the whole bundle is refused, legit commit included.
+        Delivery::Optional,
         none,
     );
 }
@@ -841,7 +842,9 @@ ln -s /home/cyx uncommitted-home; ln -s / root-link; ln -s ../../../../../.. way
 ln -s /home/cyx/.ssh/authorized_keys .pytest_cache; ln -s /home/cyx/.bashrc .cyclix
 mkdir -p evil && ln -s /home/cyx/src/$T/.git evil/.git
 "#,
-        Delivery::Required,
+        // `up` and `root-link` make the gate's pytest walk the gate container's whole file
+        // system: the gate times out, the run ends as an error and nothing is imported.
+        Delivery::Optional,
         |tb, o| {
             let out = tb.user_sh(&format!(
                 "cat ~/.ssh/canary-{t}; ls -A ~/.ssh; ls -la ~/.bashrc 2>&1",
