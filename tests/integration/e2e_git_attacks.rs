@@ -280,6 +280,30 @@ fn latest_record(tb: &Testbed, t: &str) -> (serde_json::Value, String) {
     }
 }
 
+/// What cyclix printed for `t`'s run since `since` (the run unit's journal, `cyclix status`)
+/// must not carry the agent's terminal escape sequences raw (title, clear screen, OSC 8 links,
+/// OSC 52 clipboard): the failure, if it does.
+fn raw_escapes(tb: &Testbed, t: &str, since: &str) -> Option<String> {
+    let printed = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -u cyclix-run@{t}.service --since @{since} -o cat -a --no-pager; \
+             {c} status {t} 2>&1; true",
+            c = tb.cyclix_bin()
+        )),
+        "what cyclix printed",
+    );
+    let raw: Vec<&str> = printed.lines().filter(|l| l.contains('\u{1b}')).collect();
+    if raw.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "cyclix printed the agent's terminal escapes raw ({} lines), e.g. {:?}",
+            raw.len(),
+            raw.iter().take(3).collect::<Vec<_>>()
+        ))
+    }
+}
+
 /// One attack: tenant `e2e-atk-N` with the agent script `body`, the run, the repository
 /// comparison, the user's own commands, the marker sweep, and `extra` (failures it returns are
 /// added). All failures are reported together.
@@ -338,24 +362,7 @@ fn attack(
             failures.push(format!("run {run_id} left behind:\n{left}"));
         }
     }
-    // What cyclix printed (the run unit's journal, `cyclix status`) must not carry the
-    // agent's terminal escape sequences raw (title, clear screen, OSC 8 links, OSC 52 clipboard).
-    let printed = expect_success(
-        &tb.user_sh(&format!(
-            "journalctl --user -u cyclix-run@{t}.service --since @{since} -o cat -a --no-pager; \
-             {c} status {t} 2>&1; true",
-            c = tb.cyclix_bin()
-        )),
-        "what cyclix printed",
-    );
-    let raw: Vec<&str> = printed.lines().filter(|l| l.contains('\u{1b}')).collect();
-    if !raw.is_empty() {
-        failures.push(format!(
-            "cyclix printed the agent's terminal escapes raw ({} lines), e.g. {:?}",
-            raw.len(),
-            raw.iter().take(3).collect::<Vec<_>>()
-        ));
-    }
+    failures.extend(raw_escapes(tb, &t, &since));
     let after_run = markers(tb, "cyclix-pwned", name);
     if !after_run.trim().is_empty() {
         failures.push(format!("MARKER after cyclix's post-run work:\n{after_run}"));
@@ -1049,7 +1056,7 @@ fn atk22_run_branch_as_a_symref_a_tag_or_a_tree() {
     positive_control(
         prepared(),
         "atk22",
-        r#"changed_after 'git symbolic-ref refs/heads/cyclix/x/sym refs/heads/main'"#,
+        r"changed_after 'git symbolic-ref refs/heads/cyclix/x/sym refs/heads/main'",
     );
     attack(
         22,
