@@ -14,6 +14,7 @@ mod e2e_boundary;
 mod e2e_check;
 mod e2e_delivery;
 mod e2e_faults;
+mod e2e_git_attacks;
 mod e2e_leftovers;
 mod e2e_mounts;
 mod e2e_probe;
