@@ -77,6 +77,15 @@ pub fn phase_path(tenant_dir: &Path, run_id: &str) -> PathBuf {
 pub fn remove(tenant_dir: &Path, run_id: &str) {
     let _ = std::fs::remove_file(phase_path(tenant_dir, run_id));
     let _ = std::fs::remove_file(marker_path(tenant_dir, run_id));
+    // The import's bundle and diff staging (`run::import_phase`), if cyclix died during it.
+    let _ = std::fs::remove_dir_all(import_dir(tenant_dir, run_id));
+}
+
+/// `DIR/RUN.import`: where the import stages the run's bundle and uncommitted diff, on disk
+/// beside the record (never on the runtime tmpfs: a 512 MiB bundle could fill it).
+#[must_use]
+pub fn import_dir(tenant_dir: &Path, run_id: &str) -> PathBuf {
+    tenant_dir.join(format!("{run_id}.import"))
 }
 
 /// The phase the dead run `m` was in, from its phase note (`None` if it never noted one).

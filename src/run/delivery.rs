@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use self::core::{PushOutcome, SecretHit, StartPoint};
@@ -324,6 +324,13 @@ pub fn start(inp: &super::lifecycle::RunInputs, run_branch: &str) -> Result<Opti
     start_with(&t, &repo).map(Some)
 }
 
+/// A delivery that cannot start for a reason of the run's own (the branch is held by another
+/// run past `delivery.lock_wait`, or a fixed branch does not contain the base): a finding
+/// (`DeliveryRefused`, exit 1), not a failure of cyclix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
 /// [`start`] over any [`Repo`].
 ///
 /// # Errors
@@ -385,13 +392,15 @@ fn start_from(t: &Target<'_>, repo: &dyn Repo, url: &str) -> Result<Start> {
     let (base_override, expected) = match core::start_point(tip.as_deref(), contains) {
         StartPoint::New => (None, None),
         StartPoint::FastForward(tip) => (Some(tip.clone()), Some(tip)),
-        StartPoint::Diverged { tip } => bail!(
-            "{what} is at {tip}, which does not contain the base {base} (`{}`): a fixed branch \
-             is only ever fast-forwarded; merge `{}` into it, delete it on the remote, or \
-             deliver to another `delivery.branch`",
-            t.base,
-            t.base
-        ),
+        StartPoint::Diverged { tip } => {
+            return Err(Refusal(format!(
+                "{what} is at {tip}, which does not contain the base {base} (`{}`): a fixed \
+                 branch is only ever fast-forwarded; merge `{}` into it, delete it on the \
+                 remote, or deliver to another `delivery.branch`",
+                t.base, t.base
+            ))
+            .into());
+        }
     };
     Ok(Start {
         base_override,

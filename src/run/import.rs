@@ -37,7 +37,8 @@ const REPO: &str = "/repo";
 /// git options of the export container (inside; defence in depth, the container is the
 /// boundary): the repository is the agent's, so it is declared safe, and the program-starting
 /// keys are neutralised as on the host.
-const INNER_CONFIG: [&str; 8] = [
+const INNER_CONFIG: [&str; 9] = [
+    "core.useReplaceRefs=false",
     "safe.directory=*",
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
@@ -110,6 +111,10 @@ pub fn run_args(repo: &Path) -> Vec<String> {
         "--tmpfs=/tmp:rw,nosuid,nodev,size=256m".into(),
         format!("--volume={}:{REPO}:ro,nosuid,nodev,noexec", repo.display()),
         format!("--env=GIT_DIR={REPO}/.git"),
+        // The walk must see the history as committed: the agent's replace refs and grafts
+        // would hide the base and make a legit branch look rootless.
+        "--env=GIT_NO_REPLACE_OBJECTS=1".into(),
+        "--env=GIT_GRAFT_FILE=/dev/null".into(),
         format!("--env=GIT_WORK_TREE={REPO}"),
         format!("--workdir={REPO}"),
     ]

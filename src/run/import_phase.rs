@@ -24,8 +24,14 @@ pub(crate) fn import(
     result: &mut RunResult,
 ) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
-    let dir = inp.paths.run_dir.join("import");
+    // On disk beside the record (the run dir is on the runtime tmpfs, which a bundle near the
+    // cap could fill); a twin side has no records dir and no import.
+    let dir = match &inp.paths.records_dir {
+        Some(records) => super::converge::import_dir(records, &inp.run_id),
+        None => inp.paths.run_dir.join("import"),
+    };
     std::fs::DirBuilder::new()
+        .recursive(true)
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
@@ -68,7 +74,11 @@ pub(crate) fn import(
         }
     }
     let _ = std::fs::remove_file(&req.out);
-    if matches!(out.outcome.as_str(), "refused" | "export-failed") {
+    // The agent's work did not come back: never a pass that looks as if it had.
+    if matches!(
+        out.outcome.as_str(),
+        "refused" | "export-failed" | "branch-gone"
+    ) {
         rec.causes.push(format!(
             "the run's commits were not imported ({}): {}",
             out.outcome, out.reason
@@ -79,6 +89,7 @@ pub(crate) fn import(
     }
     uncommitted(inp, host, &req, &mut out, rec);
     rec.import = Some(out);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -100,9 +111,9 @@ fn uncommitted(
             out.uncommitted_files = n;
             if let Some(dir) = &inp.paths.records_dir {
                 let kept = dir.join(format!("{}.uncommitted.diff", inp.run_id));
-                match std::fs::create_dir_all(dir).and_then(|()| std::fs::copy(&diff_req.out, &kept))
+                match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
-                    Ok(_) => out.uncommitted_diff = Some(kept),
+                    Ok(()) => out.uncommitted_diff = Some(kept),
                     Err(e) => rec.notices.push(format!(
                         "the agent left {n} file(s) uncommitted; keeping their diff at {} failed: {e}",
                         kept.display()

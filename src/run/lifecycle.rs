@@ -393,6 +393,12 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
                 .rev()
                 .find(|p| p.outcome != "ok")
                 .map(|p| p.name.clone());
+            if e.chain()
+                .any(|c| c.downcast_ref::<super::delivery::Refusal>().is_some())
+            {
+                // The branch is held by another run, or a fixed branch diverged: a finding.
+                rec.result = RunResult::DeliveryRefused;
+            }
             let note = if e.downcast_ref::<super::storage_lock::WaitError>().is_some() {
                 String::new() // it names the holder itself
             } else {
@@ -1376,6 +1382,7 @@ pub(crate) fn teardown(
         }
     }
     step("run-dir");
+    note("removing the import's staging dir", remove_import_dir(inp));
     if c.run_dir && inp.paths.run_dir.exists() {
         note(
             "removing the run dir",
@@ -1388,6 +1395,19 @@ pub(crate) fn teardown(
     } else {
         bail!("{}", errors.join("; "))
     }
+}
+
+/// Removes the import's staging dir beside the record, if an import left it.
+fn remove_import_dir(inp: &RunInputs) -> Result<()> {
+    let Some(records) = &inp.paths.records_dir else {
+        return Ok(());
+    };
+    let staged = super::converge::import_dir(records, &inp.run_id);
+    if staged.exists() {
+        std::fs::remove_dir_all(&staged)
+            .with_context(|| format!("removing {}", staged.display()))?;
+    }
+    Ok(())
 }
 
 fn remove_file(p: &Path) -> Result<()> {

@@ -105,12 +105,13 @@ pub fn acquire(
                 |_| "another run (its holder record is unreadable)".to_owned(),
                 |h| format!("run {} (tenant {}, pid {})", h.run_id, h.tenant, h.pid),
             );
-            bail!(
+            return Err(super::Refusal(format!(
                 "{what} is being delivered by {who}; waited {} s (lock {}): one run writes a \
                  branch at a time; wait for that run, or raise `delivery.lock_wait`",
                 wait.as_secs(),
                 path.display()
-            );
+            ))
+            .into());
         }
         std::thread::sleep(LOCK_POLL);
     }

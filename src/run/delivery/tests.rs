@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
 use super::*;
+use anyhow::bail;
 
 const BASE: &str = "1111111111111111111111111111111111111111";
 const TIP: &str = "2222222222222222222222222222222222222222";
