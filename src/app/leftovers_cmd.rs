@@ -249,10 +249,12 @@ fn files(
     }
     let wt = env.data_home.join("cyclix/worktrees");
     for tenant in names_in(&wt) {
-        for run in names_in(&wt.join(&tenant)) {
+        for name in names_in(&wt.join(&tenant)) {
+            // `RUN` is a run's private repository, `RUN.gate` its gate's tree.
+            let run = name.strip_suffix(".gate").unwrap_or(&name).to_string();
             found.push((
                 "worktree",
-                wt.join(&tenant).join(&run).display().to_string(),
+                wt.join(&tenant).join(&name).display().to_string(),
                 Some(run),
             ));
         }

@@ -866,7 +866,7 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         pull_never: is_local(&spec.gate.image),
         net: Net::None,
         binds: vec![Bind {
-            source: run.worktree.clone(),
+            source: gate_tree(&run.worktree),
             target: WORKDIR.into(),
             read_only: true,
         }],
@@ -891,6 +891,15 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         volumes: Vec::new(),
         health: None,
     }
+}
+
+/// The gate's tree beside the run's work tree (`WORKTREE.gate`): a clean checkout of the run
+/// branch's tip, made by an export container after the agent ended (`run::import`), so the
+/// gate judges exactly the commits that are imported and delivered — never uncommitted edits
+/// or another branch the agent left checked out. It holds no `.git`.
+#[must_use]
+pub fn gate_tree(worktree: &str) -> String {
+    format!("{worktree}.gate")
 }
 
 fn warnings(spec: &Spec) -> Vec<String> {

@@ -146,6 +146,17 @@ impl RunHost for RealRunHost {
         )?;
         super::import::bundle_outcome(code).map_err(anyhow::Error::msg)
     }
+    fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool> {
+        let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
+        let code = super::import::run_export(&self.podman, &image, req, "tree", 1 << 20)?;
+        match code {
+            0 => Ok(true),
+            3 => Ok(false),
+            c => anyhow::bail!(
+                "checking out the run branch for the gate failed: the export container's git exited {c}"
+            ),
+        }
+    }
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
         let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
         let code =

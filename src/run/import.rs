@@ -83,15 +83,25 @@ tip=$(git "$@CFG" rev-parse --verify --quiet "$2^{commit}") || exit 3
 [ "$tip" = "$1" ] && exit 4
 exec git "$@CFG" bundle create --quiet - "$1..$2""#;
 
-/// The shell script of the uncommitted diff: every change in the work tree against the
-/// branch's tip, untracked files included, in a throwaway index.
+/// The shell script of the gate's tree: the branch tip's files checked out into `/out` (a
+/// throwaway index in `/tmp`); 3: the branch is gone.
+const TREE_SCRIPT: &str = r#"set -u
+tip=$(git "$@CFG" rev-parse --verify --quiet "$2^{commit}") || exit 3
+GIT_INDEX_FILE=$(mktemp) || exit 5
+export GIT_INDEX_FILE
+git "$@CFG" read-tree "$tip" || exit 5
+exec git "$@CFG" --work-tree=/out checkout-index --all --force"#;
+
+/// The shell script of the uncommitted diff: every change in the work tree against the run
+/// branch's tip (`$2`, not `HEAD`: the agent may have switched branches), untracked files
+/// included, in a throwaway index.
 const DIFF_SCRIPT: &str = r#"set -u
 cd "$GIT_WORK_TREE" || exit 5
 GIT_INDEX_FILE=$(mktemp) || exit 5
 export GIT_INDEX_FILE
 cp "$GIT_DIR/index" "$GIT_INDEX_FILE" 2>/dev/null || :
 git "$@CFG" add --all --force -- . >/dev/null 2>&1 || exit 5
-exec git "$@CFG" diff --cached --binary --no-ext-diff --no-textconv --no-color HEAD"#;
+exec git "$@CFG" diff --cached --binary --no-ext-diff --no-textconv --no-color "$2""#;
 
 fn script(text: &str) -> String {
     let cfg: Vec<String> = INNER_CONFIG.iter().map(|kv| format!("-c {kv}")).collect();
@@ -120,13 +130,14 @@ pub fn run_args(repo: &Path) -> Vec<String> {
     ]
 }
 
-/// The container's argv for the bundle (`kind` = `bundle`) or the diff (`diff`).
+/// The container's argv for the bundle (`kind` = `bundle`), the gate's tree (`tree`) or the
+/// diff (`diff`).
 #[must_use]
 pub fn argv(kind: &str, base: &str, branch_ref: &str) -> Vec<String> {
-    let body = if kind == "bundle" {
-        script(BUNDLE_SCRIPT)
-    } else {
-        script(DIFF_SCRIPT)
+    let body = match kind {
+        "bundle" => script(BUNDLE_SCRIPT),
+        "tree" => script(TREE_SCRIPT),
+        _ => script(DIFF_SCRIPT),
     };
     vec![
         "sh".into(),
@@ -152,7 +163,14 @@ pub fn run_export(
 ) -> anyhow::Result<i32> {
     use anyhow::Context as _;
     let name = format!("cyclix-{}-export-{kind}", req.run_id);
-    let opts = run_args(&req.repo);
+    let mut opts = run_args(&req.repo);
+    if kind == "tree" {
+        // The one writable mount: the gate's tree, empty, beside the work tree.
+        opts.push(format!(
+            "--volume={}:/out:rw,nosuid,nodev",
+            crate::render::plan::gate_tree(&req.repo.display().to_string())
+        ));
+    }
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     let branch_ref = format!("refs/heads/{}", req.branch);
     let cmd = argv(kind, &req.base, &branch_ref);

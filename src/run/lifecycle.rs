@@ -207,6 +207,8 @@ pub(crate) struct Created {
     pub(crate) port_reservations: Vec<PathBuf>,
     /// The run's work tree, once made.
     pub(crate) tree: WorkTree,
+    /// The gate's clean checkout of the run branch (tier `container`), once made.
+    pub(crate) gate_tree: Option<PathBuf>,
     pub(crate) run_dir: bool,
     pub(crate) secrets: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
@@ -824,7 +826,12 @@ fn agent_and_gate(
         return Ok(RunResult::AgentFailed);
     }
     let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+    let private = created.tree == WorkTree::Private;
+    let branch = rec.branch.clone();
     let gate_exit = r.phase("gate", || {
+        if private && !gate_checkout(inp, host, created, &branch)? {
+            return Ok(None);
+        }
         run_to_end(
             units,
             &names.gate,
@@ -832,13 +839,46 @@ fn agent_and_gate(
             gate_budget,
             &inp.interrupted,
         )
+        .map(Some)
     })?;
+    let Some(gate_exit) = gate_exit else {
+        rec.causes.push(format!(
+            "the agent deleted or renamed its branch {branch} in its repository: nothing to gate or import"
+        ));
+        return Ok(RunResult::AgentFailed);
+    };
     rec.gate_exit = Some(gate_exit);
     Ok(if gate_exit == 0 {
         RunResult::Passed
     } else {
         RunResult::GateFailed
     })
+}
+
+/// Makes the gate's tree: an empty directory beside the private repository, filled by an
+/// export container with the run branch's tip ([`crate::render::plan::gate_tree`]), so the
+/// gate judges exactly the commits that are imported. `false`: the branch is gone.
+pub(crate) fn gate_checkout(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    created: &mut Created,
+    branch: &str,
+) -> Result<bool> {
+    let tree = PathBuf::from(render::plan::gate_tree(
+        &inp.paths.worktree.display().to_string(),
+    ));
+    std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
+    created.gate_tree = Some(tree);
+    let req = super::import::ExportRequest {
+        run_id: inp.run_id.clone(),
+        tenant: inp.spec.tenant.clone(),
+        repo: inp.paths.worktree.clone(),
+        branch: branch.to_string(),
+        base: String::new(),
+        out: inp.paths.run_dir.join("gate-tree.out"),
+    };
+    let _ = std::fs::remove_file(&req.out);
+    host.export_gate_tree(&req)
 }
 
 /// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
@@ -1352,6 +1392,9 @@ pub(crate) fn teardown(
     }
     step("worktree");
     let repo = Path::new(&inp.spec.repo.path);
+    if let Some(tree) = &c.gate_tree {
+        note("removing the gate's tree", host.remove_tree(tree));
+    }
     if c.tree == WorkTree::Private {
         // Plain files: no git runs in a tree the agent wrote (module `run::import`).
         note(
@@ -1443,6 +1486,9 @@ pub(crate) fn audit(
     }
     if inp.paths.worktree.exists() {
         left.push(format!("worktree {}", inp.paths.worktree.display()));
+    }
+    if let Some(tree) = c.gate_tree.as_ref().filter(|t| t.exists()) {
+        left.push(format!("gate tree {}", tree.display()));
     }
     if inp.paths.run_dir.exists() {
         left.push(format!("run dir {}", inp.paths.run_dir.display()));

@@ -53,6 +53,13 @@ pub trait RunHost {
     /// # Errors
     /// podman failed, the deadline or the size cap passed, the container's git failed.
     fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export>;
+    /// Checks the run branch's tip out into the (new, empty) gate tree beside `req.repo`
+    /// ([`crate::render::plan::gate_tree`]) with an export container; `false`: the branch is
+    /// gone from the private repository.
+    ///
+    /// # Errors
+    /// podman failed, the deadline passed, the container's git failed.
+    fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool>;
     /// Runs the uncommitted-diff export container for `req` (the diff goes to `req.out`,
     /// capped at [`super::import::DIFF_CAP`]); returns how many files it touches.
     ///
@@ -299,6 +306,12 @@ impl RunHost for FakeRunHost {
         }
         std::fs::write(&req.out, b"bundle")?;
         Ok(super::import::Export::Bundle)
+    }
+    fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool> {
+        self.call("export_gate_tree", &req.branch)?;
+        let tree = crate::render::plan::gate_tree(&req.repo.display().to_string());
+        std::fs::create_dir_all(tree)?;
+        Ok(true)
     }
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
         self.call("export_diff", &req.branch)?;

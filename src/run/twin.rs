@@ -311,7 +311,12 @@ fn bring_up(
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
     let (_, _common, octet, ports) = r.phase("prepare", || {
-        lifecycle::prepare(inp, host, created, &branch, None)
+        let p = lifecycle::prepare(inp, host, created, &branch, None)?;
+        // The gate mounts a clean checkout of the branch (no agent runs in a twin).
+        if !lifecycle::gate_checkout(inp, host, created, &branch)? {
+            anyhow::bail!("the private repository has no branch {branch}");
+        }
+        Ok(p)
     })?;
     let rendered = r.phase("render", || {
         let results = results_dir(inp)?;
@@ -457,6 +462,21 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
+        let tree = PathBuf::from(render::plan::gate_tree(
+            &inp.paths.worktree.display().to_string(),
+        ));
+        std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
+        let req = crate::run::import::ExportRequest {
+            run_id: inp.run_id.clone(),
+            tenant: inp.spec.tenant.clone(),
+            repo: inp.paths.worktree.clone(),
+            branch: branch.clone(),
+            base: String::new(),
+            out: inp.paths.run_dir.join("gate-tree.out"),
+        };
+        if !host.export_gate_tree(&req)? {
+            anyhow::bail!("the private repository has no branch {branch}");
+        }
         // The reference runs only the gate container: no network, no services. Its plan is
         // the source of that container; the subnet and service ports in it are never used.
         let unused_ports = vec![0; inp.spec.services.len()];
@@ -485,6 +505,12 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     let mut errors = Vec::new();
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
+    }
+    let tree = PathBuf::from(render::plan::gate_tree(
+        &inp.paths.worktree.display().to_string(),
+    ));
+    if made_worktree && let Err(e) = host.remove_tree(&tree) {
+        errors.push(format!("removing its gate tree: {e:#}"));
     }
     if made_worktree && let Err(e) = host.remove_tree(&inp.paths.worktree) {
         errors.push(format!("removing its worktree: {e:#}"));

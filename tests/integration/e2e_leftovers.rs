@@ -272,3 +272,59 @@ fn a_git_config_replaced_on_the_host_mid_run_is_a_host_change_and_never_reaches_
     let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+#[test]
+fn the_gate_judges_the_committed_branch_not_uncommitted_edits_or_another_branch() {
+    // The agent fixes the bug but leaves the fix uncommitted (and commits something else),
+    // or commits the fix on another branch it leaves checked out: the work tree the agent
+    // leaves passes the tests, the run branch does not. The gate runs on a clean checkout of
+    // the run branch's tip, so the run is gate_failed and no pass is claimed for commits the
+    // gate never saw (positive control: the same agent committing on the run branch passes,
+    // `demo_run_passes_commits_and_leaves_nothing`).
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    for (name, agent) in [
+        (
+            "e2e-gate-dirty",
+            r#"[sh, -c, "cyclix-demo-agent && git reset -q --soft HEAD~1 && git restore -q --staged . && echo note > NOTES && git add NOTES && git commit -qm notes"]"#,
+        ),
+        (
+            "e2e-gate-other",
+            r#"[sh, -c, "git checkout -q -b other && cyclix-demo-agent"]"#,
+        ),
+    ] {
+        let t = tenant(tb, name, agent, "");
+        let out = start(tb, &t);
+        let rec = record(tb, &t);
+        assert!(!out.status.success(), "{rec:#}");
+        assert_eq!(rec["agent_exit"], 0, "{rec:#}");
+        assert_eq!(rec["result"], "gate_failed", "{name}: {rec:#}");
+        assert_ne!(rec["gate_exit"], 0, "{rec:#}");
+        if name == "e2e-gate-dirty" {
+            // The uncommitted fix is not lost: counted and kept beside the record.
+            assert!(
+                rec["import"]["uncommitted_files"].as_u64().unwrap_or(0) >= 1,
+                "{rec:#}"
+            );
+            let diff = rec["import"]["uncommitted_diff"]
+                .as_str()
+                .expect("diff kept");
+            let kept = expect_success(&tb.user_sh(&format!("cat {diff}")), "kept diff");
+            assert!(kept.contains("return a - b"), "{kept}");
+        } else {
+            // Nothing on the run branch: nothing imported; the fix on `other` is the
+            // uncommitted work against the run branch.
+            assert_eq!(rec["import"]["outcome"], "no-commits", "{rec:#}");
+        }
+        let run = rec["run_id"].as_str().expect("run id");
+        let left = leftovers(tb, run, &t);
+        assert!(left.trim().is_empty(), "{left}");
+        let gate_tree = expect_success(
+            &tb.user_sh(&format!(
+                "ls -d ~/.local/share/cyclix/worktrees/{t}/{run}.gate 2>/dev/null || true"
+            )),
+            "gate tree",
+        );
+        assert!(gate_tree.trim().is_empty(), "gate tree left: {gate_tree}");
+    }
+}
