@@ -681,6 +681,27 @@ impl Git {
 // with external diff drivers and textconv off, no pager, no colour.
 // ---------------------------------------------------------------------------------------------
 
+/// Runs `git -C dir HARDENED args…` with `opts` and the hardened environment (for reading the
+/// agent's commits: [`hardened`]); `Ok(output)` whatever the exit status.
+fn hgit_with(
+    dir: &Path,
+    args: &[&str],
+    opts: &process::Opts<'_>,
+    action: impl Fn() -> String,
+) -> Result<process::Output> {
+    let dir_s = dir.to_string_lossy();
+    let full = hardened::argv(&dir_s, args);
+    let opts = process::Opts {
+        env: &hardened::ENV,
+        env_remove_prefixes: &hardened::REMOVE_PREFIXES,
+        ..*opts
+    };
+    process::run_with("git", &full, &opts).map_err(|source| GitError::Command {
+        action: action(),
+        source,
+    })
+}
+
 /// Runs `git -C dir SAFE_CONFIG args…` with `opts`; `Ok(output)` whatever the exit status.
 fn git_with(
     dir: &Path,
@@ -881,6 +902,7 @@ impl Git {
         let diff = ["diff", "--name-only", "-z", "--no-renames", base, tip];
         let log = [
             "log",
+            "--no-show-signature",
             "--format=",
             "--name-only",
             "-z",
@@ -896,7 +918,7 @@ impl Git {
                 hint: HINT,
                 ..process::Opts::default()
             };
-            let out = git_with(&self.repo, args, &opts, action)?;
+            let out = hgit_with(&self.repo, args, &opts, action)?;
             if !out.status.success() {
                 return Err(failed(action(), args, out));
             }
@@ -924,9 +946,20 @@ impl Git {
         let mut diff: Vec<&str> = vec!["diff"];
         diff.extend(SAFE_DIFF);
         diff.extend([base, tip]);
-        let mut log: Vec<&str> = vec!["log", "-p", "--diff-merges=separate"];
+        // Raw message bytes (`--encoding=none`: a declared encoding cannot hide a value) and
+        // the identities, which are the agent's text too.
+        let mut log: Vec<&str> = vec![
+            "log",
+            "-p",
+            "--diff-merges=separate",
+            "--no-show-signature",
+            "--encoding=none",
+        ];
         log.extend(SAFE_DIFF);
-        log.extend(["--format=%x01cyclix-commit %H%n%B", range.as_str()]);
+        log.extend([
+            "--format=%x01cyclix-commit %H%n%an <%ae> %cn <%ce>%n%B",
+            range.as_str(),
+        ]);
         let mut text = Vec::new();
         for (name, args) in [("diff", diff), ("log", log)] {
             let path = dir.join(name);
@@ -937,7 +970,7 @@ impl Git {
                 stdout_file: Some((&path, cap)),
                 ..process::Opts::default()
             };
-            let out = git_with(&self.repo, &args, &opts, action)?;
+            let out = hgit_with(&self.repo, &args, &opts, action)?;
             if !out.status.success() {
                 return Err(failed(action(), &args, out));
             }

@@ -519,7 +519,9 @@ fn decide_and_push(
         return Ok(RunResult::Passed);
     }
     d.push_start_ms = Some(now_ms());
-    let pushed = repo.push(&t.spec.remote, &src, &d.branch, start.expected.as_deref());
+    // The commit scanned above, by object name: a ref moved since cannot slip unscanned
+    // commits into the push.
+    let pushed = repo.push(&t.spec.remote, &tip, &d.branch, start.expected.as_deref());
     d.push_end_ms = Some(now_ms());
     let (ok, porcelain, stderr) = pushed?;
     let dst = format!("refs/heads/{}", d.branch);

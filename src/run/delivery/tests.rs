@@ -173,11 +173,8 @@ fn a_new_branch_is_pushed_with_a_must_not_exist_lease() {
     assert_eq!(d.pushed_tip.as_deref(), Some(RUN_TIP));
     assert_eq!(
         fake.pushes.borrow().last().cloned(),
-        Some((
-            "refs/heads/cyclix/acme/r1".into(),
-            "cyclix/acme/r1".into(),
-            None
-        ))
+        Some((RUN_TIP.into(), "cyclix/acme/r1".into(), None)),
+        "the scanned commit is pushed by object name, not by the ref"
     );
     assert!(
         d.summary()
