@@ -537,6 +537,15 @@ fn bring_up_and_run(
             collect(units, host, &repo, &base, &rendered.units, rec, "")?;
         }
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        // The agent's text in the record: a secret value it put in a subject or a request
+        // line (squid logs the URL) is never recorded.
+        for c in &mut rec.commits {
+            c.subject = redact(&c.subject, &secrets);
+        }
+        for d in &mut rec.egress_decisions {
+            let text = redact(&d.to_string(), &secrets);
+            *d = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+        }
         rec.agent_log = log_tail(&host.unit_journal(&rendered.units.agent)?, &secrets);
         if rec.gate_exit.is_some() {
             rec.gate_log = log_tail(&host.unit_journal(&rendered.units.gate)?, &secrets);
@@ -1068,17 +1077,22 @@ pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
         // `podman run -d` prints the new container's id (plain units, Quadlet's too).
         .filter(|l| !(l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit())))
         .map(|l| {
-            let mut l = l.clone();
-            for s in secrets.iter().filter(|s| s.len() >= 4) {
-                l = l.replace(&*String::from_utf8_lossy(s), "***");
-            }
             // The agent's bytes: no terminal escape or bidi control reaches a terminal.
-            crate::text::printable(&l)
+            crate::text::printable(&redact(l, secrets))
         })
         .collect();
     let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
     lines.drain(..skip);
     lines
+}
+
+/// `text` with every secret value of at least 4 bytes (as text) replaced by `***`.
+fn redact(text: &str, secrets: &[&[u8]]) -> String {
+    let mut t = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= 4) {
+        t = t.replace(&*String::from_utf8_lossy(s), "***");
+    }
+    t
 }
 
 /// A value for a systemd `EnvironmentFile=` line: double-quoted, with `\\`, `"`, `$` and
@@ -1959,6 +1973,29 @@ mod tests {
         let rec = execute(&inp, &units, &host);
         assert_eq!(rec.failed_phase.as_deref(), Some("audit"));
         assert!(rec.leftovers.join("\n").contains("process 77 (conmon)"));
+    }
+
+    #[test]
+    fn secret_values_the_agent_put_in_requests_or_logs_are_never_recorded() {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            journal: vec![
+                r#"{"status":"403","host":"s3cret.evil.example","url":"http://x/?k=s3cret"}"#
+                    .into(),
+                "leaking s3cret here".into(),
+            ],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, &units, &host);
+        let text = serde_json::to_string(&rec).expect("json");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            rec.egress_decisions[0]["url"] == "http://x/?k=***",
+            "{rec:?}"
+        );
     }
 
     #[test]
