@@ -35,20 +35,26 @@ pub const DEFAULT_HELD: &[&str] = &[
 pub const MIN_SECRET_LEN: usize = 8;
 
 /// Whether `path` (repository-relative, `/`-separated) is covered by `pattern`: `dir/` covers
-/// the directory and everything below it, `**/name` a component `name` at any depth (and
-/// everything below it), anything else the exact path and, when it is a directory, what is
-/// below it.
+/// the directory, everything below it, and the path `dir` itself whatever its type (a symlink
+/// or gitlink named `.husky` pointing elsewhere is as held as the directory), `**/name` a
+/// component `name` at any depth (and everything below it), anything else the exact path and,
+/// when it is a directory, what is below it. Compared ASCII case-insensitively: a `.VSCode/`
+/// takes effect on a case-insensitive checkout (macOS, Windows).
 #[must_use]
 pub fn covers(pattern: &str, path: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    let path = path.to_ascii_lowercase();
+    let (pattern, path) = (pattern.as_str(), path.as_str());
     if let Some(name) = pattern.strip_prefix("**/") {
         let name = name.trim_end_matches('/');
         let comps: Vec<&str> = path.split('/').collect();
         return comps.contains(&name);
     }
     if let Some(dir) = pattern.strip_suffix('/') {
-        return path
-            .strip_prefix(dir)
-            .is_some_and(|rest| rest.starts_with('/'));
+        return path == dir
+            || path
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'));
     }
     path == pattern
         || path
@@ -387,7 +393,11 @@ mod tests {
     fn patterns_cover_directories_files_and_names_at_any_depth() {
         let table = [
             (".github/", ".github/workflows/ci.yml", true),
-            (".github/", ".github", false),
+            // A symlink (or gitlink) named like a held directory is held too.
+            (".github/", ".github", true),
+            (".husky/", ".husky", true),
+            (".vscode/", ".VSCode/tasks.json", true),
+            (".gitlab-ci.yml", ".GitLab-CI.yml", true),
             (".github/", "src/.github/x", false),
             (".github/", ".githubx/y", false),
             (".gitlab-ci.yml", ".gitlab-ci.yml", true),
