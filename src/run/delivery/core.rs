@@ -29,6 +29,21 @@ pub const DEFAULT_HELD: &[&str] = &[
     ".gitmodules",
     "**/.envrc",
     "**/.gitattributes",
+    // Further CI systems and tools that run code or fetch from a URL on checkout or build.
+    ".drone.yml",
+    ".gitea/",
+    ".forgejo/",
+    ".woodpecker/",
+    ".woodpecker.yml",
+    "bitbucket-pipelines.yml",
+    ".idea/",
+    "**/.lfsconfig",
+    ".cargo/",
+    "**/.npmrc",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "mise.toml",
+    ".mise.toml",
 ];
 
 /// Shortest secret value (bytes) the scan looks for: shorter ones match too much by chance.
