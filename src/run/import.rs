@@ -94,11 +94,14 @@ exec git "$@CFG" --work-tree=/out checkout-index --all --force"#;
 
 /// The shell script of the uncommitted diff: every change in the work tree against the run
 /// branch's tip (`$2`, not `HEAD`: the agent may have switched branches), untracked files
-/// included, in a throwaway index.
+/// included, in a throwaway index and object directory in `/tmp` (the repository is mounted
+/// read-only; its objects are an alternate).
 const DIFF_SCRIPT: &str = r#"set -u
 cd "$GIT_WORK_TREE" || exit 5
 GIT_INDEX_FILE=$(mktemp) || exit 5
-export GIT_INDEX_FILE
+GIT_OBJECT_DIRECTORY=$(mktemp -d) || exit 5
+GIT_ALTERNATE_OBJECT_DIRECTORIES="$GIT_DIR/objects"
+export GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
 cp "$GIT_DIR/index" "$GIT_INDEX_FILE" 2>/dev/null || :
 git "$@CFG" add --all --force -- . >/dev/null 2>&1 || exit 5
 exec git "$@CFG" diff --cached --binary --no-ext-diff --no-textconv --no-color "$2""#;
