@@ -768,24 +768,29 @@ impl Git {
         Ok(out.stdout.trim().to_string())
     }
 
-    /// Whether the repository's configuration (any scope) sets `key` (`git config --get`).
-    ///
-    /// # Errors
-    /// [`GitError::Command`] when git fails otherwise.
-    pub fn config_is_set(&self, key: &str) -> Result<bool> {
-        let args = ["config", "--get", key];
-        let action = || format!("reading `{key}` in {}", self.repo.display());
+    /// Runs a git query whose exit status is the answer: 0 yes, 1 no, anything else an error.
+    fn yes_or_no(&self, args: &[&str], action: impl Fn() -> String) -> Result<bool> {
         let opts = process::Opts {
             deadline: GIT_QUERY_DEADLINE,
             hint: HINT,
             ..process::Opts::default()
         };
-        let out = git_with(&self.repo, &args, &opts, action)?;
+        let out = git_with(&self.repo, args, &opts, &action)?;
         match out.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
-            _ => Err(failed(action(), &args, out)),
+            _ => Err(failed(action(), args, out)),
         }
+    }
+
+    /// Whether the repository's configuration (any scope) sets `key` (`git config --get`).
+    ///
+    /// # Errors
+    /// [`GitError::Command`] when git fails otherwise.
+    pub fn config_is_set(&self, key: &str) -> Result<bool> {
+        self.yes_or_no(&["config", "--get", key], || {
+            format!("reading `{key}` in {}", self.repo.display())
+        })
     }
 
     /// The tip of `refs/heads/BRANCH` on `remote` (`git ls-remote --refs`), `None` when the
@@ -876,19 +881,9 @@ impl Git {
     /// # Errors
     /// [`GitError::Command`] when git fails (an unknown commit).
     pub fn is_ancestor(&self, ancestor: &str, commit: &str) -> Result<bool> {
-        let args = ["merge-base", "--is-ancestor", ancestor, commit];
-        let action = || format!("checking that {ancestor} is an ancestor of {commit}");
-        let opts = process::Opts {
-            deadline: GIT_QUERY_DEADLINE,
-            hint: HINT,
-            ..process::Opts::default()
-        };
-        let out = git_with(&self.repo, &args, &opts, action)?;
-        match out.status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(failed(action(), &args, out)),
-        }
+        self.yes_or_no(&["merge-base", "--is-ancestor", ancestor, commit], || {
+            format!("checking that {ancestor} is an ancestor of {commit}")
+        })
     }
 
     /// Every path a delivery of `base..tip` touches: the tree-to-tree diff and each commit's

@@ -331,7 +331,23 @@ pub fn run(
     deadline: Duration,
     hint: &str,
 ) -> Result<Output, ProcessError> {
-    let out = run_status(program, args, stdin, deadline, hint)?;
+    checked(
+        program,
+        args,
+        run_status(program, args, stdin, deadline, hint)?,
+    )
+}
+
+/// [`run_with`], and a non-zero exit is an error ([`ProcessError::Failed`]), as for [`run`].
+///
+/// # Errors
+/// [`ProcessError`] for spawn failures, deadline, the stdout cap and non-zero exit.
+pub fn run_with_ok(program: &str, args: &[&str], opts: &Opts<'_>) -> Result<Output, ProcessError> {
+    checked(program, args, run_with(program, args, opts)?)
+}
+
+/// `out` if it exited 0, else [`ProcessError::Failed`] naming `program args…`.
+fn checked(program: &str, args: &[&str], out: Output) -> Result<Output, ProcessError> {
     if out.status.success() {
         Ok(out)
     } else {

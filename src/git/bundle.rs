@@ -143,25 +143,26 @@ pub fn check_header(
     Ok(tip.clone())
 }
 
+/// The options of a hardened git call in `repo` ([`hardened`]).
+fn hopts(stdin: Option<&[u8]>) -> process::Opts<'_> {
+    process::Opts {
+        stdin,
+        deadline: GIT_WORKTREE_DEADLINE,
+        hint: HINT,
+        env: &hardened::ENV,
+        env_remove_prefixes: &hardened::REMOVE_PREFIXES,
+        stdout_file: None,
+    }
+}
+
 /// Runs hardened git in `repo`: `Ok(output)` whatever the exit status.
 fn hgit(repo: &Path, args: &[&str], stdin: Option<&[u8]>, action: &str) -> Result<process::Output> {
     let dir = repo.to_string_lossy();
-    let full = hardened::argv(&dir, args);
-    process::run_with(
-        "git",
-        &full,
-        &process::Opts {
-            stdin,
-            deadline: GIT_WORKTREE_DEADLINE,
-            hint: HINT,
-            env: &hardened::ENV,
-            env_remove_prefixes: &hardened::REMOVE_PREFIXES,
-            stdout_file: None,
-        },
-    )
-    .map_err(|source| GitError::Command {
-        action: action.to_string(),
-        source,
+    process::run_with("git", &hardened::argv(&dir, args), &hopts(stdin)).map_err(|source| {
+        GitError::Command {
+            action: action.to_string(),
+            source,
+        }
     })
 }
 
@@ -175,20 +176,13 @@ pub(crate) fn hgit_ok(
     stdin: Option<&[u8]>,
     action: &str,
 ) -> Result<process::Output> {
-    let out = hgit(repo, args, stdin, action)?;
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(GitError::Command {
+    let dir = repo.to_string_lossy();
+    process::run_with_ok("git", &hardened::argv(&dir, args), &hopts(stdin)).map_err(|source| {
+        GitError::Command {
             action: action.to_string(),
-            source: process::ProcessError::Failed {
-                argv: format!("git {}", args.join(" ")),
-                status: out.status,
-                stderr: out.stderr.trim().chars().take(2000).collect(),
-                stdout: String::new(),
-            },
-        })
-    }
+            source,
+        }
+    })
 }
 
 /// The commits `base..tip` of `repo`, oldest first, as `(sha, subject)`, with hardened options

@@ -44,7 +44,7 @@ fn run_to(
     }
     full.extend(SAFE_CONFIG);
     full.extend(args);
-    process::run_with(
+    process::run_with_ok(
         "git",
         &full,
         &process::Opts {
@@ -56,18 +56,6 @@ fn run_to(
             ..process::Opts::default()
         },
     )
-    .and_then(|o| {
-        if o.status.success() {
-            Ok(o)
-        } else {
-            Err(process::ProcessError::Failed {
-                argv: format!("git {}", args.join(" ")),
-                status: o.status,
-                stderr: o.stderr.trim().chars().take(2000).collect(),
-                stdout: String::new(),
-            })
-        }
-    })
     .map(|o| o.stdout)
     .map_err(|source| GitError::Command {
         action: action.to_string(),

@@ -190,10 +190,7 @@ pub fn converge(
     }
     let _ = host.kill_sentinel(&m.run_id);
     let _ = if m.private_repo {
-        let gate = PathBuf::from(crate::render::plan::gate_tree(
-            &m.worktree.display().to_string(),
-        ));
-        let _ = host.remove_tree(&gate);
+        let _ = host.remove_tree(&super::lifecycle::gate_tree_of(&m.worktree));
         host.remove_tree(&m.worktree)
     } else {
         host.worktree_remove(&m.repo, &m.worktree)

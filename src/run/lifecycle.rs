@@ -431,7 +431,7 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
         if let Some(d) = &rec.delivery {
             own.push(format!("refs/remotes/{}/{}", d.remote, d.branch));
         }
-        match host.repo_state(Path::new(&spec_repo(inp))) {
+        match host.repo_state(Path::new(&inp.spec.repo.path)) {
             Ok(after) => rec.repo_changes = super::repo_state::changes(before, &after, &own),
             Err(e) => rec.notices.push(format!(
                 "the repository could not be compared after the run: {e:#}"
@@ -455,10 +455,6 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     }
     rec.phases = r.phases;
     rec
-}
-
-fn spec_repo(inp: &RunInputs) -> &str {
-    &inp.spec.repo.path
 }
 
 /// The run's record before its first phase (result `error` until a phase decides otherwise).
@@ -525,17 +521,14 @@ fn bring_up_and_run(
         })?;
     }
     r.phase("collect", || {
-        // `direct` works in the user's own checkout: its commits are on HEAD there.
-        let tip = if spec.tier == Tier::Direct {
-            "HEAD".to_string()
-        } else {
-            rec.branch.clone()
+        // `direct` works in the user's own checkout: its commits are on HEAD there; tier
+        // `container` has a branch only once the import created it.
+        let tip = match spec.tier {
+            Tier::Direct => "HEAD".to_string(),
+            Tier::Container if created.branch.is_none() => String::new(),
+            _ => rec.branch.clone(),
         };
-        if created.branch.is_some() || spec.tier != Tier::Container {
-            collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
-        } else {
-            collect(units, host, &repo, &base, &rendered.units, rec, "")?;
-        }
+        collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
         // The agent's text in the record: a secret value it put in a subject or a request
         // line (squid logs the URL) is never recorded.
@@ -838,7 +831,7 @@ fn agent_and_gate(
     let private = created.tree == WorkTree::Private;
     let branch = rec.branch.clone();
     let gate_exit = r.phase("gate", || {
-        if private && !gate_checkout(inp, host, created, &branch)? {
+        if private && !gate_checkout(inp, host, &mut created.gate_tree, &branch)? {
             return Ok(None);
         }
         run_to_end(
@@ -864,20 +857,24 @@ fn agent_and_gate(
     })
 }
 
+/// The gate's tree beside the work tree `worktree` ([`crate::render::plan::gate_tree`]).
+pub(crate) fn gate_tree_of(worktree: &Path) -> PathBuf {
+    PathBuf::from(render::plan::gate_tree(&worktree.display().to_string()))
+}
+
 /// Makes the gate's tree: an empty directory beside the private repository, filled by an
 /// export container with the run branch's tip ([`crate::render::plan::gate_tree`]), so the
 /// gate judges exactly the commits that are imported. `false`: the branch is gone.
+/// `made` is set once the directory exists (for teardown).
 pub(crate) fn gate_checkout(
     inp: &RunInputs,
     host: &dyn RunHost,
-    created: &mut Created,
+    made: &mut Option<PathBuf>,
     branch: &str,
 ) -> Result<bool> {
-    let tree = PathBuf::from(render::plan::gate_tree(
-        &inp.paths.worktree.display().to_string(),
-    ));
+    let tree = gate_tree_of(&inp.paths.worktree);
     std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    created.gate_tree = Some(tree);
+    *made = Some(tree);
     let req = super::import::ExportRequest {
         run_id: inp.run_id.clone(),
         tenant: inp.spec.tenant.clone(),

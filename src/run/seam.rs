@@ -309,8 +309,7 @@ impl RunHost for FakeRunHost {
     }
     fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool> {
         self.call("export_gate_tree", &req.branch)?;
-        let tree = crate::render::plan::gate_tree(&req.repo.display().to_string());
-        std::fs::create_dir_all(tree)?;
+        std::fs::create_dir_all(super::lifecycle::gate_tree_of(&req.repo))?;
         Ok(true)
     }
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {

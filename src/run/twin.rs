@@ -313,7 +313,7 @@ fn bring_up(
     let (_, _common, octet, ports) = r.phase("prepare", || {
         let p = lifecycle::prepare(inp, host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !lifecycle::gate_checkout(inp, host, created, &branch)? {
+        if !lifecycle::gate_checkout(inp, host, &mut created.gate_tree, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         Ok(p)
@@ -453,6 +453,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     let repo = PathBuf::from(&inp.spec.repo.path);
     let branch = lifecycle::branch_name(&inp.spec.tenant, &inp.run_id);
     let mut made_worktree = false;
+    let mut gate_tree = None;
     let run = (|| -> Result<SuiteRun> {
         let base = host.rev_parse(&repo, &inp.spec.repo.base)?;
         let results = results_dir(inp)?;
@@ -462,19 +463,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        let tree = PathBuf::from(render::plan::gate_tree(
-            &inp.paths.worktree.display().to_string(),
-        ));
-        std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-        let req = crate::run::import::ExportRequest {
-            run_id: inp.run_id.clone(),
-            tenant: inp.spec.tenant.clone(),
-            repo: inp.paths.worktree.clone(),
-            branch: branch.clone(),
-            base: String::new(),
-            out: inp.paths.run_dir.join("gate-tree.out"),
-        };
-        if !host.export_gate_tree(&req)? {
+        if !lifecycle::gate_checkout(inp, host, &mut gate_tree, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is
@@ -506,10 +495,9 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
     }
-    let tree = PathBuf::from(render::plan::gate_tree(
-        &inp.paths.worktree.display().to_string(),
-    ));
-    if made_worktree && let Err(e) = host.remove_tree(&tree) {
+    if let Some(tree) = &gate_tree
+        && let Err(e) = host.remove_tree(tree)
+    {
         errors.push(format!("removing its gate tree: {e:#}"));
     }
     if made_worktree && let Err(e) = host.remove_tree(&inp.paths.worktree) {
