@@ -32,6 +32,8 @@ pub mod failpoint;
 pub mod git;
 pub mod host;
 pub mod images;
+pub mod layout;
+pub mod naming;
 pub mod podman;
 pub mod probe;
 pub mod process;

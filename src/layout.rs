@@ -1,0 +1,323 @@
+//! Every path cyclix reads or writes, in one pure module: built from the XDG base directories
+//! (resolved once from the environment by `context::HostEnv`), never from the environment here.
+//!
+//! | what | where |
+//! | --- | --- |
+//! | tenant specs and env files | `$XDG_CONFIG_HOME/cyclix/tenants/TENANT.{yaml,env}` |
+//! | installed unit templates | `$XDG_CONFIG_HOME/systemd/user/` |
+//! | records, markers, phase notes, import staging | `$XDG_STATE_HOME/cyclix/runs/TENANT/RUN.{json,running,phase,import,uncommitted.diff}` |
+//! | work trees (private repositories, linked worktrees) | `$XDG_DATA_HOME/cyclix/worktrees/TENANT/RUN` (gate checkout: `RUN.gate`) |
+//! | the demo tenant's repository | `$XDG_DATA_HOME/cyclix/demo` |
+//! | run state (control dir, task, proxy config) | `$XDG_RUNTIME_DIR/cyclix/runs/RUN` |
+//! | reservations (subnets, ports) | `$XDG_RUNTIME_DIR/cyclix/{subnets,ports}/N` |
+//! | locks (tenant, delivery, systemd reload) | `$XDG_RUNTIME_DIR/cyclix/locks/`, `$XDG_RUNTIME_DIR/cyclix/systemd.lock` |
+//! | rendered Quadlet files | `$XDG_RUNTIME_DIR/containers/systemd/` (podman-systemd.unit(5), "rootless, runtime") |
+//! | rendered plain units | `$XDG_RUNTIME_DIR/systemd/user/` (systemd.unit(5), "user unit search path") |
+//!
+//! The runtime directories live on a tmpfs that goes with the user's last session; records
+//! and work trees are on disk.
+
+use std::path::{Path, PathBuf};
+
+/// The base directories all paths derive from (`context::HostEnv` fills them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `$XDG_CONFIG_HOME` (or `~/.config`).
+    pub config_home: PathBuf,
+    /// `$XDG_DATA_HOME` (or `~/.local/share`).
+    pub data_home: PathBuf,
+    /// `$XDG_STATE_HOME` (or `~/.local/state`).
+    pub state_home: PathBuf,
+    /// `$XDG_RUNTIME_DIR`; `None` when unset (anything runtime-bound then cannot run).
+    pub runtime_dir: Option<PathBuf>,
+}
+
+/// The subdirectory of the runtime dir holding subnet reservations (one file per octet).
+pub const SUBNETS_DIR: &str = "subnets";
+/// The subdirectory of the runtime dir holding service port reservations (one file per port).
+pub const PORTS_DIR: &str = "ports";
+
+impl Layout {
+    /// `$XDG_CONFIG_HOME/cyclix/tenants`.
+    #[must_use]
+    pub fn tenants_dir(&self) -> PathBuf {
+        self.config_home.join("cyclix/tenants")
+    }
+
+    /// `…/tenants/TENANT.yaml`: the tenant's spec.
+    #[must_use]
+    pub fn tenant_spec(&self, tenant: &str) -> PathBuf {
+        self.tenants_dir().join(format!("{tenant}.yaml"))
+    }
+
+    /// `…/tenants/TENANT.env`: the tenant's secret values (mode 0600).
+    #[must_use]
+    pub fn tenant_env(&self, tenant: &str) -> PathBuf {
+        self.tenants_dir().join(format!("{tenant}.env"))
+    }
+
+    /// `$XDG_CONFIG_HOME/systemd/user`: where `cyclix install` puts the unit templates.
+    #[must_use]
+    pub fn user_units_dir(&self) -> PathBuf {
+        self.config_home.join("systemd/user")
+    }
+
+    /// `$XDG_STATE_HOME/cyclix/runs`: one directory of records per tenant.
+    #[must_use]
+    pub fn records_root(&self) -> PathBuf {
+        records_root(&self.state_home)
+    }
+
+    /// `$XDG_STATE_HOME/cyclix/runs/TENANT`: the tenant's records.
+    #[must_use]
+    pub fn records_dir(&self, tenant: &str) -> PathBuf {
+        self.records_root().join(tenant)
+    }
+
+    /// `$XDG_DATA_HOME/cyclix/worktrees`: one directory of work trees per tenant.
+    #[must_use]
+    pub fn worktrees_root(&self) -> PathBuf {
+        self.data_home.join("cyclix/worktrees")
+    }
+
+    /// `$XDG_DATA_HOME/cyclix/worktrees/TENANT/RUN`: a run's work tree.
+    #[must_use]
+    pub fn worktree(&self, tenant: &str, run_id: &str) -> PathBuf {
+        self.worktrees_root().join(tenant).join(run_id)
+    }
+
+    /// `$XDG_DATA_HOME/cyclix/demo`: the demo tenant's repository and files.
+    #[must_use]
+    pub fn demo_dir(&self) -> PathBuf {
+        self.data_home.join("cyclix/demo")
+    }
+
+    /// The runtime-bound paths; `None` without `$XDG_RUNTIME_DIR`.
+    #[must_use]
+    pub fn runtime(&self) -> Option<Runtime> {
+        self.runtime_dir.clone().map(Runtime)
+    }
+}
+
+/// `STATE_HOME/cyclix/runs`.
+#[must_use]
+pub fn records_root(state_home: &Path) -> PathBuf {
+    state_home.join("cyclix/runs")
+}
+
+/// Paths under `$XDG_RUNTIME_DIR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime(pub PathBuf);
+
+impl Runtime {
+    /// `$XDG_RUNTIME_DIR/containers/systemd`: Quadlet's rootless runtime directory.
+    #[must_use]
+    pub fn quadlet_dir(&self) -> PathBuf {
+        self.0.join("containers/systemd")
+    }
+
+    /// `$XDG_RUNTIME_DIR/systemd/user`: the runtime user unit directory.
+    #[must_use]
+    pub fn units_dir(&self) -> PathBuf {
+        self.0.join("systemd/user")
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix`.
+    #[must_use]
+    pub fn cyclix_dir(&self) -> PathBuf {
+        self.0.join("cyclix")
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/runs`: one state directory per live run.
+    #[must_use]
+    pub fn runs_root(&self) -> PathBuf {
+        self.cyclix_dir().join("runs")
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/runs/RUN`.
+    #[must_use]
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.runs_root().join(run_id)
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/locks`: tenant and delivery locks.
+    #[must_use]
+    pub fn locks_dir(&self) -> PathBuf {
+        self.cyclix_dir().join("locks")
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/locks/TENANT.lock`.
+    #[must_use]
+    pub fn tenant_lock(&self, tenant: &str) -> PathBuf {
+        self.locks_dir().join(format!("{tenant}.lock"))
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/systemd.lock`: serialises `daemon-reload` among cyclix
+    /// processes (B01).
+    #[must_use]
+    pub fn systemd_lock(&self) -> PathBuf {
+        self.cyclix_dir().join("systemd.lock")
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/KIND` for [`SUBNETS_DIR`] or [`PORTS_DIR`].
+    #[must_use]
+    pub fn reservations(&self, kind: &str) -> PathBuf {
+        self.cyclix_dir().join(kind)
+    }
+}
+
+/// The directory of reservations of `kind` beside a runs root (`RUNS/../KIND`).
+#[must_use]
+pub fn reservations_beside(runs_root: &Path, kind: &str) -> PathBuf {
+    runs_root.parent().unwrap_or(runs_root).join(kind)
+}
+
+/// The files of one run in its tenant's records directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFiles<'a> {
+    dir: &'a Path,
+    run_id: &'a str,
+}
+
+impl<'a> RunFiles<'a> {
+    /// Files of run `run_id` in records directory `dir`.
+    #[must_use]
+    pub fn new(dir: &'a Path, run_id: &'a str) -> Self {
+        RunFiles { dir, run_id }
+    }
+
+    fn file(&self, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", self.run_id))
+    }
+
+    /// `RUN.json`: the run's record.
+    #[must_use]
+    pub fn record(&self) -> PathBuf {
+        self.file("json")
+    }
+
+    /// `RUN.running`: present while the run lives (its ledger).
+    #[must_use]
+    pub fn marker(&self) -> PathBuf {
+        self.file("running")
+    }
+
+    /// `RUN.phase`: the phase (or `teardown/STEP`) the run was last in.
+    #[must_use]
+    pub fn phase(&self) -> PathBuf {
+        self.file("phase")
+    }
+
+    /// `RUN.import`: the import's staging directory (bundle, diff).
+    #[must_use]
+    pub fn import_dir(&self) -> PathBuf {
+        self.file("import")
+    }
+
+    /// `RUN.uncommitted.diff`: the agent's uncommitted work, kept.
+    #[must_use]
+    pub fn uncommitted_diff(&self) -> PathBuf {
+        self.file("uncommitted.diff")
+    }
+}
+
+/// The run id of a records-directory entry (`RUN.json`, `RUN.running`, …) and its kind
+/// (`json`, `running`, `phase`, `import`, `uncommitted.diff`); `None` otherwise.
+#[must_use]
+pub fn parse_run_file(file_name: &str) -> Option<(&str, &str)> {
+    for ext in ["uncommitted.diff", "json", "running", "phase", "import"] {
+        if let Some(run) = file_name
+            .strip_suffix(ext)
+            .and_then(|s| s.strip_suffix('.'))
+            .filter(|r| !r.is_empty() && *r != "latest")
+        {
+            return Some((run, ext));
+        }
+    }
+    None
+}
+
+/// The gate's clean checkout beside a work tree: `WORKTREE.gate`.
+#[must_use]
+pub fn gate_tree(worktree: &Path) -> PathBuf {
+    let mut s = worktree.as_os_str().to_os_string();
+    s.push(".gate");
+    PathBuf::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            config_home: "/h/.config".into(),
+            data_home: "/h/.local/share".into(),
+            state_home: "/h/.local/state".into(),
+            runtime_dir: Some("/run/user/1000".into()),
+        }
+    }
+
+    #[test]
+    fn paths_are_where_the_readme_says() {
+        let l = layout();
+        assert_eq!(
+            l.tenant_spec("acme"),
+            Path::new("/h/.config/cyclix/tenants/acme.yaml")
+        );
+        assert_eq!(
+            l.tenant_env("acme"),
+            Path::new("/h/.config/cyclix/tenants/acme.env")
+        );
+        assert_eq!(
+            l.records_dir("acme"),
+            Path::new("/h/.local/state/cyclix/runs/acme")
+        );
+        assert_eq!(
+            l.worktree("acme", "r1"),
+            Path::new("/h/.local/share/cyclix/worktrees/acme/r1")
+        );
+        let rt = l.runtime().expect("runtime");
+        assert_eq!(
+            rt.quadlet_dir(),
+            Path::new("/run/user/1000/containers/systemd")
+        );
+        assert_eq!(rt.units_dir(), Path::new("/run/user/1000/systemd/user"));
+        assert_eq!(rt.run_dir("r1"), Path::new("/run/user/1000/cyclix/runs/r1"));
+        assert_eq!(
+            rt.tenant_lock("acme"),
+            Path::new("/run/user/1000/cyclix/locks/acme.lock")
+        );
+        assert_eq!(
+            reservations_beside(&rt.runs_root(), SUBNETS_DIR),
+            rt.reservations(SUBNETS_DIR)
+        );
+        assert_eq!(
+            gate_tree(&l.worktree("acme", "r1")),
+            Path::new("/h/.local/share/cyclix/worktrees/acme/r1.gate")
+        );
+    }
+
+    #[test]
+    fn run_files_parse_back() {
+        let dir = Path::new("/s/acme");
+        let f = RunFiles::new(dir, "20261130t124702-4efb");
+        for (p, kind) in [
+            (f.record(), "json"),
+            (f.marker(), "running"),
+            (f.phase(), "phase"),
+            (f.import_dir(), "import"),
+            (f.uncommitted_diff(), "uncommitted.diff"),
+        ] {
+            let name = p.file_name().and_then(|n| n.to_str()).expect("name");
+            assert_eq!(
+                parse_run_file(name),
+                Some(("20261130t124702-4efb", kind)),
+                "{name}"
+            );
+        }
+        assert_eq!(parse_run_file("latest.json"), None);
+        assert_eq!(parse_run_file("skips.jsonl"), None);
+        assert_eq!(parse_run_file(".json"), None);
+    }
+}
