@@ -206,6 +206,9 @@ configure_rootfs() {
   # user manager + user bus without any login. Done offline because inside,
   # polkit is absent and a raw nsenter can't talk to logind (NOTES fact 10).
   mkdir -p "$R/var/lib/systemd/linger"; : >"$R/var/lib/systemd/linger/$TB_USER"
+  # `cyclix` on PATH inside (the host-built binary through the /src bind; dangling until
+  # the first `cargo build`).
+  ln -sfn /src/target/debug/cyclix "$R/usr/local/bin/cyclix"
   # Parents of the tmpfs that holds podman storage must belong to the user.
   install -d -o "$TB_UID" -g "$TB_UID" "$R/home/$TB_USER/.local" "$R/home/$TB_USER/.local/share" \
     "$R/home/$TB_USER/.local/share/containers" "$R/home/$TB_USER/.config"
