@@ -277,20 +277,11 @@ fn two_tenants_aiming_at_one_branch_never_push_at_once() {
     bare(tb, "dl-shared");
     let branch = "cyclix/shared/nightly";
     let spec = format!("delivery:\n  remote: deliver\n  branch: {branch}\n  lock_wait: 5m");
-    let a = dl_tenant(
-        tb,
-        &Tenant::new("e2e-dl-a")
-            .agent_cmd(NOTE_AGENT)
-            .extra_yaml(&spec),
-        "dl-shared",
-    );
-    let b = dl_tenant(
-        tb,
-        &Tenant::new("e2e-dl-b")
-            .agent_cmd(NOTE_AGENT)
-            .extra_yaml(&spec),
-        "dl-shared",
-    );
+    let tenant = |name: &str| {
+        let t = Tenant::new(name).agent_cmd(NOTE_AGENT).extra_yaml(&spec);
+        dl_tenant(tb, &t, "dl-shared")
+    };
+    let (a, b) = (tenant("e2e-dl-a"), tenant("e2e-dl-b"));
     expect_success(
         &tb.user_sh(&format!(
             "systemctl --user start --no-block cyclix-run@{a}.service cyclix-run@{b}.service
