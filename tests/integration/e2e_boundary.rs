@@ -4,19 +4,14 @@
 //! checks that the probes catch it before the agent starts: the run is refused, the record
 //! names the failing probe, the agent never ran, and teardown still ran.
 
+use crate::common::run::demo_setup;
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// A tenant cloned from the demo project with egress to the testbed's allowed host (so the
 /// positive controls have a target); returns nothing, the name is the caller's.
 fn tenant(tb: &Testbed, name: &str) {
-    let c = tb.cyclix_bin();
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e\n{c} images build >/dev/null; {c} demo setup >/dev/null"
-        )),
-        "build images, set up the demo",
-    );
+    demo_setup(tb);
     Tenant::new(name)
         .agent_cmd(r#"[sh, -c, "touch /work/AGENT-RAN && git add -A && git commit -qm agent-ran"]"#)
         .egress_allow(&["allowed.example"], &[80])

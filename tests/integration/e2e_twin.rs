@@ -5,24 +5,9 @@
 //! network, volume, secret, unit, unit file, worktree, run dir or temporary branch of any of
 //! the three sides is left, and `cyclix leftovers` ties nothing to them.
 
-use std::sync::OnceLock;
-
+use crate::common::run::demo_ready;
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
-
-/// Images built and the demo laid out: once per test process.
-fn prepared() -> &'static Testbed {
-    static READY: OnceLock<()> = OnceLock::new();
-    let tb = Testbed::get();
-    READY.get_or_init(|| {
-        let c = tb.cyclix_bin();
-        expect_success(
-            &tb.user_sh(&format!("set -e; {c} images build; {c} demo setup")),
-            "build images, set up the demo",
-        );
-    });
-    tb
-}
 
 /// The quick suite that writes `JUnit` XML to `$CYCLIX_RESULTS`.
 const JUNIT_QUICK: &str =
@@ -85,7 +70,7 @@ fn text(o: &[u8]) -> String {
 #[test]
 fn twin_demo_passes_with_identical_results_distinct_networks_and_nothing_left() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     let out = twin(tb, "demo", true);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -177,7 +162,7 @@ fn twin_demo_passes_with_identical_results_distinct_networks_and_nothing_left() 
 #[test]
 fn a_nondeterministic_project_fails_the_twin_and_the_report_names_the_differing_test() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     // Passes only where the run id ends in `-a`: environment A, never B or the reference. The
     // gate sees its own run id in CYCLIX_RUN, so the two environments always disagree.
     let t = Tenant::new("tw-flaky")
@@ -233,7 +218,7 @@ fn a_nondeterministic_project_fails_the_twin_and_the_report_names_the_differing_
 #[test]
 fn a_quick_suite_that_cannot_start_is_a_build_error_and_leaves_nothing() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     let t = Tenant::new("tw-badargv")
         .gate_quick("[/nonexistent/quick-suite, --fast]")
         .write(tb);
@@ -282,7 +267,7 @@ const POSTGRES: &str = "  - name: db
 #[test]
 fn a_twin_with_a_database_service_gives_each_environment_its_own_port_database_and_volume() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     let t = Tenant::new("tw-svc")
         .gate_quick(JUNIT_QUICK)
         .services(POSTGRES)

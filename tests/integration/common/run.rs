@@ -1,6 +1,6 @@
 //! The run helpers the end-to-end tests share: the prepared testbed (images built, demo laid
-//! out, templates installed), run records, and the list of everything a run could leave on the
-//! host. Tenants are written with [`crate::common::tenant::Tenant`].
+//! out, and for runs templates installed), run records, and the list of everything a run could
+//! leave on the host. Tenants are written with [`crate::common::tenant::Tenant`].
 
 use std::sync::OnceLock;
 
@@ -20,6 +20,25 @@ pub fn prepared() -> &'static Testbed {
             "build images, set up the demo, install the templates",
         );
     });
+    tb
+}
+
+/// Images built and the demo project laid out (no templates installed): every time.
+pub fn demo_setup(tb: &Testbed) {
+    let c = tb.cyclix_bin();
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; {c} images build >/dev/null; {c} demo setup >/dev/null"
+        )),
+        "build images, set up the demo",
+    );
+}
+
+/// [`demo_setup`] once per test process.
+pub fn demo_ready() -> &'static Testbed {
+    static READY: OnceLock<()> = OnceLock::new();
+    let tb = Testbed::get();
+    READY.get_or_init(|| demo_setup(tb));
     tb
 }
 
