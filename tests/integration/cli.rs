@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::common::tenant::Tenant;
+
 fn cyclix(args: &[&str]) -> Output {
     let home = tempfile::tempdir().expect("tmp home");
     let runtime = tempfile::tempdir().expect("tmp runtime");
@@ -59,13 +61,13 @@ fn spec_validate_json_lists_diagnostics() {
 fn spec_validate_refuses_what_quadlet_would_mangle() {
     let dir = tempfile::tempdir().expect("tmp");
     let p = dir.path().join("semi.yaml");
-    std::fs::write(
-        &p,
-        "tenant: semi\nrepo: {path: /home/x/p, base: main}\ntask: {text: x}\n\
-         agent: {image: localhost/a, unpinned_local_image: true, command: [find, ., -exec, rm, '{}', ';']}\n\
-         gate: {image: localhost/a, unpinned_local_image: true, command: [true1]}\n",
-    )
-    .expect("write");
+    let spec = Tenant::new("semi")
+        .image("localhost/a")
+        .task("x")
+        .agent_cmd("[find, ., -exec, rm, '{}', ';']")
+        .gate_cmd("[true1]")
+        .no_timeouts();
+    std::fs::write(&p, spec.yaml()).expect("write");
     let o = cyclix(&["spec", "validate", p.to_str().expect("utf8")]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(

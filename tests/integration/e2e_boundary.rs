@@ -4,38 +4,18 @@
 //! checks that the probes catch it before the agent starts: the run is refused, the record
 //! names the failing probe, the agent never ran, and teardown still ran.
 
+use crate::common::run::demo_setup;
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// A tenant cloned from the demo project with egress to the testbed's allowed host (so the
 /// positive controls have a target); returns nothing, the name is the caller's.
 fn tenant(tb: &Testbed, name: &str) {
-    let c = tb.cyclix_bin();
-    let script = format!(
-        r#"set -e
-{c} images build >/dev/null; {c} demo setup >/dev/null
-rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
-git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}
-cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
-tenant: {name}
-repo: {{ path: ~/src/{name}, base: main }}
-task: {{ text: "Fix the failing test." }}
-agent:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [sh, -c, "touch /work/AGENT-RAN && git add -A && git commit -qm agent-ran"]
-  timeout: 2m
-gate:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
-  timeout: 2m
-egress:
-  allow: [allowed.example]
-  ports: [80]
-SPEC
-"#
-    );
-    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
+    demo_setup(tb);
+    Tenant::new(name)
+        .agent_cmd(r#"[sh, -c, "touch /work/AGENT-RAN && git add -A && git commit -qm agent-ran"]"#)
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
 }
 
 /// Writes the drop-ins (unit file name → content) for run `run_id`, runs it with `env`

@@ -12,6 +12,7 @@
 
 use std::process::Command;
 
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// The environment of cyx's real session, for a service that runs as cyx without one.
@@ -22,12 +23,14 @@ const CYX_ENV: &str = "-E HOME=/home/cyx -E USER=cyx -E XDG_RUNTIME_DIR=/run/use
 /// A tenant spec whose image nobody has (tier container), and a scheduled worktree tenant.
 const ABSENT_IMAGE: &str = "localhost/cyclix-check-absent:latest";
 
-fn spec(name: &str, image: &str, tail: &str) -> String {
-    format!(
-        "tenant: {name}\nrepo: {{ path: ~/src/{name}, base: main }}\ntask: {{ text: hi }}\n\
-         agent:\n  image: {image}\n  unpinned_local_image: true\n  command: [run]\n\
-         gate:\n  image: {image}\n  unpinned_local_image: true\n  command: [test]\n{tail}"
-    )
+/// The smallest tenant `name` with `image` for its agent and gate (no timeouts).
+fn spec(name: &str, image: &str) -> Tenant {
+    Tenant::new(name)
+        .image(image)
+        .task("hi")
+        .agent_cmd("[run]")
+        .gate_cmd("[test]")
+        .no_timeouts()
 }
 
 /// Runs `cyclix check ARGS` inside: `setup` (root bash; `$D` is a fresh directory readable by
@@ -209,8 +212,9 @@ digest=$(podman image inspect --format '{{{{.Digest}}}}' docker.io/library/busyb
 cat > "$D/cyclix/tenants/pinned.yaml" <<EOF
 {}EOF
 for mode in --quick ""; do XDG_CONFIG_HOME=$D {bin} check $mode --tenant pinned --json; echo; done"#,
-        spec("pinned", "docker.io/library/busybox@$digest", "")
-            .replace("  unpinned_local_image: true\n", ""),
+        spec("pinned", "docker.io/library/busybox@$digest")
+            .pinned()
+            .yaml(),
         bin = tb.cyclix_bin()
     );
     let out = expect_success(&tb.user_sh(&script), "check a pinned tenant");
@@ -241,10 +245,10 @@ fn b09_limits_the_user_manager_cannot_enforce_fail_the_check_as_cyclix_run_refus
     let tb = Testbed::get();
     let setup = format!(
         "cat > \"$D/config/cyclix/tenants/big.yaml\" <<'EOF'\n{}EOF",
-        spec("big", "localhost/x:latest", "tier: worktree\n").replace(
-            "  command: [run]\n",
-            "  command: [run]\n  resources: { memory: 2G, pids: 512 }\n"
-        )
+        spec("big", "localhost/x:latest")
+            .agent_key("resources: { memory: 2G, pids: 512 }")
+            .tier("worktree")
+            .yaml()
     );
     let (code, report) = as_cyx(tb, &setup, "", "--quick");
     assert_eq!(failed(&report), ["cgroup-delegation"], "{report:#}");
@@ -346,7 +350,7 @@ fn tier_container_without_runtime_is_a_fail_not_a_warning() {
     let setup = format!(
         "mkdir \"$D/bin\"; for f in /usr/bin/*; do [ \"${{f##*/}}\" = podman ] || ln -s \"$f\" \"$D/bin/\"; done\n\
          cat > \"$D/config/cyclix/tenants/acme.yaml\" <<'EOF'\n{}EOF",
-        spec("acme", "localhost/tb-busybox:latest", "")
+        spec("acme", "localhost/tb-busybox:latest").yaml()
     );
     let (code, report) = as_cyx(tb, &setup, "-E PATH=$D/bin", "--quick --tenant acme");
     assert_eq!(code, 1);
@@ -383,7 +387,7 @@ fn an_image_not_present_fails_images_with_the_build_command() {
     let tb = Testbed::get();
     let setup = format!(
         "cat > \"$D/config/cyclix/tenants/ghost.yaml\" <<'EOF'\n{}EOF",
-        spec("ghost", ABSENT_IMAGE, "")
+        spec("ghost", ABSENT_IMAGE).yaml()
     );
     // Full mode: image presence through `podman image exists`, and the outcome test.
     let r = as_cyx(tb, &setup, "", "");
@@ -405,11 +409,10 @@ fn b08_no_linger_with_a_scheduled_tenant_fails_linger() {
     // A worktree tenant needs no images, so only linger can fail.
     let setup = format!(
         "cat > \"$D/config/cyclix/tenants/nightly.yaml\" <<'EOF'\n{}EOF",
-        spec(
-            "nightly",
-            "localhost/x:latest",
-            "tier: worktree\nschedule: { on_calendar: \"*-*-* 02:00:00\" }\n"
-        )
+        spec("nightly", "localhost/x:latest")
+            .tier("worktree")
+            .extra_yaml("schedule: { on_calendar: \"*-*-* 02:00:00\" }")
+            .yaml()
     );
     let r = in_session(tb, user.name, &setup, "");
     expect_only_failure(

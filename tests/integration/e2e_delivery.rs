@@ -9,7 +9,8 @@
 
 use std::sync::OnceLock;
 
-use crate::common::run::{inject_mid_run, prepared, record, start, tenant};
+use crate::common::run::{inject_mid_run, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 const URL: &str = "git://allowed.example";
@@ -59,10 +60,10 @@ chmod +x "$r/hooks/pre-receive"; touch /srv/git/{name}.log"#
     );
 }
 
-/// A tenant (clone of the demo project) with the remote `deliver` → `URL/REPO.git` and the
-/// spec lines `delivery`.
-fn dl_tenant(tb: &Testbed, name: &str, repo: &str, agent: &str, delivery: &str) -> String {
-    let t = tenant(tb, name, agent, delivery);
+/// Writes `tenant` (a clone of the demo project) and adds the remote `deliver` →
+/// `URL/REPO.git`; returns its name.
+fn dl_tenant(tb: &Testbed, tenant: &Tenant, repo: &str) -> String {
+    let t = tenant.write(tb);
     expect_success(
         &tb.user_sh(&format!(
             "rm -f ~/.config/cyclix/tenants/{t}.env; git -C ~/src/{t} remote add deliver {URL}/{repo}.git"
@@ -138,10 +139,8 @@ fn a_new_branch_is_pushed_and_the_record_says_so() {
     bare(tb, "dl-new");
     let t = dl_tenant(
         tb,
-        "e2e-dl-new",
+        &Tenant::new("e2e-dl-new").extra_yaml("delivery:\n  remote: deliver"),
         "dl-new",
-        "[cyclix-demo-agent]",
-        "delivery:\n  remote: deliver",
     );
     assert_eq!(run_to_end(tb, &t), "0");
     let rec = record(tb, &t);
@@ -181,10 +180,10 @@ fn a_fixed_branch_is_fast_forwarded_by_the_next_run() {
     let branch = "cyclix/e2e-dl-ff/nightly";
     let t = dl_tenant(
         tb,
-        "e2e-dl-ff",
+        &Tenant::new("e2e-dl-ff")
+            .agent_cmd(NOTE_AGENT)
+            .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-ff",
-        NOTE_AGENT,
-        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
     );
     assert_eq!(run_to_end(tb, &t), "0");
     let first = record(tb, &t);
@@ -226,10 +225,10 @@ fn a_push_by_someone_else_during_the_run_makes_the_lease_refuse_and_nothing_is_l
     let branch = "cyclix/e2e-dl-lease/nightly";
     let t = dl_tenant(
         tb,
-        "e2e-dl-lease",
+        &Tenant::new("e2e-dl-lease")
+            .agent_cmd("[sh, -c, \"sleep 10; cyclix-demo-agent\"]")
+            .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-lease",
-        "[sh, -c, \"sleep 10; cyclix-demo-agent\"]",
-        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
     );
     expect_success(
         &tb.user_sh(&format!(
@@ -278,8 +277,11 @@ fn two_tenants_aiming_at_one_branch_never_push_at_once() {
     bare(tb, "dl-shared");
     let branch = "cyclix/shared/nightly";
     let spec = format!("delivery:\n  remote: deliver\n  branch: {branch}\n  lock_wait: 5m");
-    let a = dl_tenant(tb, "e2e-dl-a", "dl-shared", NOTE_AGENT, &spec);
-    let b = dl_tenant(tb, "e2e-dl-b", "dl-shared", NOTE_AGENT, &spec);
+    let tenant = |name: &str| {
+        let t = Tenant::new(name).agent_cmd(NOTE_AGENT).extra_yaml(&spec);
+        dl_tenant(tb, &t, "dl-shared")
+    };
+    let (a, b) = (tenant("e2e-dl-a"), tenant("e2e-dl-b"));
     expect_success(
         &tb.user_sh(&format!(
             "systemctl --user start --no-block cyclix-run@{a}.service cyclix-run@{b}.service
@@ -330,13 +332,7 @@ fn a_commit_touching_github_workflows_is_held() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     bare(tb, "dl-ci");
-    let t = dl_tenant(
-        tb,
-        "e2e-dl-ci",
-        "dl-ci",
-        "[sh, -c, \"mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && git add .github && git commit -qm ci && exec cyclix-demo-agent\"]",
-        "delivery:\n  remote: deliver",
-    );
+    let t = dl_tenant(tb, &Tenant::new("e2e-dl-ci").agent_cmd("[sh, -c, \"mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && git add .github && git commit -qm ci && exec cyclix-demo-agent\"]").extra_yaml("delivery:\n  remote: deliver"), "dl-ci");
     assert_eq!(run_to_end(tb, &t), "1", "a held delivery is a finding");
     let rec = record(tb, &t);
     let d = &rec["delivery"];
@@ -366,13 +362,7 @@ fn a_commit_carrying_a_secret_value_is_held_and_the_value_is_recorded_nowhere() 
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     bare(tb, "dl-secret");
-    let t = dl_tenant(
-        tb,
-        "e2e-dl-secret",
-        "dl-secret",
-        "[sh, -c, \"printf 'token=%s\\\\n' \\\"$E2E_DL_TOKEN\\\" > config.txt && git add config.txt && git commit -qm config && exec cyclix-demo-agent\"]\n  env: [E2E_DL_TOKEN]",
-        "delivery:\n  remote: deliver",
-    );
+    let t = dl_tenant(tb, &Tenant::new("e2e-dl-secret").agent_cmd("[sh, -c, \"printf 'token=%s\\\\n' \\\"$E2E_DL_TOKEN\\\" > config.txt && git add config.txt && git commit -qm config && exec cyclix-demo-agent\"]").agent_key("env: [E2E_DL_TOKEN]").extra_yaml("delivery:\n  remote: deliver"), "dl-secret");
     // The value is made inside the testbed and never passes through an argv.
     expect_success(
         &tb.user_sh(&format!(
@@ -414,10 +404,9 @@ fn a_fixed_branch_that_does_not_contain_the_base_is_refused_at_prepare_naming_bo
     let branch = "cyclix/e2e-dl-div/nightly";
     let t = dl_tenant(
         tb,
-        "e2e-dl-div",
+        &Tenant::new("e2e-dl-div")
+            .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-diverged",
-        "[cyclix-demo-agent]",
-        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
     );
     // Someone else's history on the branch: a root commit that does not contain `main`.
     let theirs = expect_success(
@@ -460,17 +449,17 @@ fn a_run_that_may_not_wait_is_refused_naming_the_branch_holder() {
     let branch = "cyclix/busy/nightly";
     let holder = dl_tenant(
         tb,
-        "e2e-dl-hold",
+        &Tenant::new("e2e-dl-hold")
+            .agent_cmd("[sh, -c, \"sleep 8; cyclix-demo-agent\"]")
+            .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-busy",
-        "[sh, -c, \"sleep 8; cyclix-demo-agent\"]",
-        &format!("delivery:\n  remote: deliver\n  branch: {branch}"),
     );
     let waiter = dl_tenant(
         tb,
-        "e2e-dl-wait",
+        &Tenant::new("e2e-dl-wait").extra_yaml(&format!(
+            "delivery:\n  remote: deliver\n  branch: {branch}\n  lock_wait: 0s"
+        )),
         "dl-busy",
-        "[cyclix-demo-agent]",
-        &format!("delivery:\n  remote: deliver\n  branch: {branch}\n  lock_wait: 0s"),
     );
     let inject = format!(
         "systemctl --user start cyclix-run@{waiter}.service 2>/dev/null

@@ -4,7 +4,8 @@
 //! guarantee on the host (what exists, what is unchanged, what the record says), not only the
 //! exit code.
 
-use crate::common::run::{leftovers, prepared, record, tenant};
+use crate::common::run::{leftovers, prepared, record};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
 fn line<'a>(out: &'a str, key: &str) -> &'a str {
@@ -20,7 +21,7 @@ fn a_held_podman_storage_lock_fails_the_run_in_bounded_time_naming_the_holder_an
     let _only = crate::common::testbed::exclusive();
     let tb = prepared();
     let c = tb.cyclix_bin();
-    let t = tenant(tb, "e2e-lock", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-lock").write(tb);
     // The holder takes the same kind of lock podman takes (a POSIX write lock, fcntl F_SETLKW)
     // on podman's global storage lock and keeps it; it is not a process cyclix started.
     let script = format!(
@@ -132,13 +133,10 @@ fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let c = tb.cyclix_bin();
-    let t = tenant(
-        tb,
-        "e2e-oom",
-        r#"[python3, -c, "b = bytearray(1 << 30)"]
-  resources: { memory: 64M }"#,
-        "",
-    );
+    let t = Tenant::new("e2e-oom")
+        .agent_cmd(r#"[python3, -c, "b = bytearray(1 << 30)"]"#)
+        .agent_key("resources: { memory: 64M }")
+        .write(tb);
     let out = tb.user_sh(&format!(
         "before=$(podman ps -a -q | wc -l)/$(podman network ls -q | wc -l)/$(podman pod ls -q | wc -l)
          {c} run {t}; echo \"rc=$?\"
@@ -213,7 +211,7 @@ fn a_full_project_file_system_is_reported_as_enospc_with_files_intact_and_teardo
     let tb = prepared();
     let c = tb.cyclix_bin();
     let agent = r#"[sh, -c, "dd if=/dev/zero of=filler bs=64k 2>&1 | grep -m1 -o 'No space left on device'; head -c 65536 /dev/urandom > more.bin || echo WRITE-FAILED; git add -A; git -c user.name=a -c user.email=a@a commit -qm fill 2>&1 | tail -1; exit 3"]"#;
-    let t = tenant(tb, "e2e-enospc", agent, "");
+    let t = Tenant::new("e2e-enospc").agent_cmd(agent).write(tb);
     let fs = "/home/cyx/enospc-fs";
     let wts = format!("/home/cyx/.local/share/cyclix/worktrees/{t}");
     expect_success(
@@ -297,14 +295,11 @@ fn a_timer_firing_while_its_run_is_active_records_each_skip_and_starts_no_second
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let c = tb.cyclix_bin();
-    let t = tenant(
-        tb,
-        "e2e-tick",
+    let t = Tenant::new("e2e-tick")
         // 7 s: the leak watch's rounds (every 5 s) stay clear of the agent's end (a round
         // that races the container's exit is reported as a leak: see the report of issue 6).
-        r#"[sh, -c, "sleep 7 && exec cyclix-demo-agent"]"#,
-        "",
-    );
+        .agent_cmd(r#"[sh, -c, "sleep 7 && exec cyclix-demo-agent"]"#)
+        .write(tb);
     let script = format!(
         r#"set -u
 R=~/.local/state/cyclix/runs/{t}; D=~/.config/systemd/user/cyclix-run@{t}.timer.d

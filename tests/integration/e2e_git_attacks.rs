@@ -22,7 +22,8 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use crate::common::run::{leftovers, prepared, record, start, tenant};
+use crate::common::run::{leftovers, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// What every agent script starts with (POSIX sh; `N` is set before it). Defines the payload
@@ -264,7 +265,9 @@ fn setup(tb: &Testbed, t: &str, name: &str, body: &str) {
         )),
         "set up the user",
     );
-    tenant(tb, t, &agent_command(name, body), "");
+    Tenant::new(t)
+        .agent_cmd(&agent_command(name, body))
+        .write(tb);
 }
 
 /// The latest record of `t` and its text (`Null` when there is none).

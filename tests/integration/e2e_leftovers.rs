@@ -4,8 +4,9 @@
 //! leftovers, and the dead run's record says where it died).
 
 use crate::common::run::{
-    arm, dead_run, inject_mid_run, leftovers, prepared, record, record_of, start, tenant,
+    arm, dead_run, inject_mid_run, leftovers, prepared, record, record_of, start,
 };
+use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
 #[test]
@@ -15,12 +16,9 @@ fn b11_the_run_unit_holds_only_cyclix_and_the_agents_conmon_lives_in_the_agent_u
     // left (the shared helper `leftovers()` checks processes and cgroups too).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-b11cg",
-        r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#,
-        "",
-    );
+    let t = Tenant::new("e2e-b11cg")
+        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .write(tb);
     let out = tb.user_sh(&format!(
         r#"systemctl --user start --no-block cyclix-run@{t}.service
          a=
@@ -73,12 +71,9 @@ fn b11_a_process_left_in_a_cgroup_named_after_the_run_fails_the_audit() {
     // its cgroup, fail the run and list them. cyclix does not kill what it did not start.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-stray",
-        r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#,
-        "",
-    );
+    let t = Tenant::new("e2e-stray")
+        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .write(tb);
     let run = inject_mid_run(
         tb,
         &t,
@@ -113,12 +108,7 @@ fn refs_and_a_half_done_merge_the_agent_makes_stay_in_its_own_repository() {
     // only the run branch comes back (as a checked bundle), the user's refs are unchanged.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-refs",
-        r#"[sh, -c, "cyclix-demo-agent && git branch stray && git tag -f v-agent && git rev-parse HEAD > \"$(git rev-parse --git-dir)/MERGE_HEAD\""]"#,
-        "",
-    );
+    let t = Tenant::new("e2e-refs").agent_cmd(r#"[sh, -c, "cyclix-demo-agent && git branch stray && git tag -f v-agent && git rev-parse HEAD > \"$(git rev-parse --git-dir)/MERGE_HEAD\""]"#).write(tb);
     let before = expect_success(
         &tb.user_sh(&format!(
             "git -C ~/src/{t} for-each-ref --format='%(refname) %(objectname)'"
@@ -156,7 +146,9 @@ fn refs_and_a_half_done_merge_the_agent_makes_stay_in_its_own_repository() {
 fn a_run_without_commits_creates_no_branch_and_says_so() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-nocommit", r#"[sh, -c, "exit 3"]"#, "");
+    let t = Tenant::new("e2e-nocommit")
+        .agent_cmd(r#"[sh, -c, "exit 3"]"#)
+        .write(tb);
     let out = start(tb, &t);
     assert!(!out.status.success());
     let rec = record(tb, &t);
@@ -184,7 +176,7 @@ fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_i
     // removal: the finished record stays the truth.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-tdkill", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-tdkill").write(tb);
     let mut points: Vec<String> = cyclix::failpoint::TEARDOWN_STEPS
         .iter()
         .map(|s| format!("teardown.{s}"))
@@ -244,12 +236,7 @@ fn a_git_config_replaced_on_the_host_mid_run_is_a_host_change_and_never_reaches_
     // is its own, and the host's change is reported in the record, not a failure (issue 11).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-gitcfg",
-        r#"[sh, -c, "sleep 5; if grep -q cyclix /work/.git/config; then echo SAW-HOST-CONFIG; else echo OWN-CONFIG; fi; exec cyclix-demo-agent"]"#,
-        "",
-    );
+    let t = Tenant::new("e2e-gitcfg").agent_cmd(r#"[sh, -c, "sleep 5; if grep -q cyclix /work/.git/config; then echo SAW-HOST-CONFIG; else echo OWN-CONFIG; fi; exec cyclix-demo-agent"]"#).write(tb);
     let run = inject_mid_run(
         tb,
         &t,
@@ -293,7 +280,7 @@ fn the_gate_judges_the_committed_branch_not_uncommitted_edits_or_another_branch(
             r#"[sh, -c, "git checkout -q -b other && cyclix-demo-agent"]"#,
         ),
     ] {
-        let t = tenant(tb, name, agent, "");
+        let t = Tenant::new(name).agent_cmd(agent).write(tb);
         let out = start(tb, &t);
         let rec = record(tb, &t);
         assert!(!out.status.success(), "{rec:#}");

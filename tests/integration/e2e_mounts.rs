@@ -6,7 +6,8 @@
 //! the run's preflight. (Podman's storage from `podman info` is covered by unit tests over
 //! facts: on the testbed it lies below `~/.local/share` and `/run`, which validate refuses.)
 
-use crate::common::run::{leftovers, prepared, record, start, tenant};
+use crate::common::run::{leftovers, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
 /// The text the agent checks for in the mounted file.
@@ -25,14 +26,9 @@ fn a_read_only_mount_below_home_runs_passes_the_probes_and_the_agent_reads_it() 
     );
     // The agent fails (and so the run) unless it reads the marker through /mnt/x and cannot
     // write there; then it does the demo's fix.
-    let t = tenant(
-        tb,
-        "e2e-mount-ro",
-        &format!(
+    let t = Tenant::new("e2e-mount-ro").agent_cmd(&format!(
             "[sh, -c, \"grep -q {MARKER} /mnt/x/sub/hello.txt && ! touch /mnt/x/w 2>/dev/null && exec cyclix-demo-agent\"]"
-        ),
-        "mounts:\n  - { source: ~/datasets/e2e-mx, target: /mnt/x, read_only: true }",
-    );
+        )).extra_yaml("mounts:\n  - { source: ~/datasets/e2e-mx, target: /mnt/x, read_only: true }").write(tb);
     let c = tb.cyclix_bin();
     let validate = tb.user_sh(&format!(
         "{c} spec validate ~/.config/cyclix/tenants/{t}.yaml"
@@ -61,12 +57,11 @@ fn a_read_only_mount_below_home_runs_passes_the_probes_and_the_agent_reads_it() 
 fn a_writable_mount_of_the_project_root_is_refused_before_anything_exists() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-mount-repo",
-        "[cyclix-demo-agent]",
-        "mounts:\n  - { source: ~/src/e2e-mount-repo, target: /mnt/p, read_only: false }",
-    );
+    let t = Tenant::new("e2e-mount-repo")
+        .extra_yaml(
+            "mounts:\n  - { source: ~/src/e2e-mount-repo, target: /mnt/p, read_only: false }",
+        )
+        .write(tb);
     let c = tb.cyclix_bin();
     let out = tb.user_sh(&format!(
         "rm -rf ~/.local/state/cyclix/runs/{t} ~/.local/share/cyclix/worktrees/{t}
@@ -129,12 +124,9 @@ fn a_git_dir_deep_in_a_source_is_found_by_check_and_by_the_run_not_by_validate()
         ),
         "create a data set with a clone deep inside",
     );
-    let t = tenant(
-        tb,
-        "e2e-mount-deep",
-        "[cyclix-demo-agent]",
-        "mounts:\n  - { source: ~/datasets/e2e-deep, target: /mnt/d }",
-    );
+    let t = Tenant::new("e2e-mount-deep")
+        .extra_yaml("mounts:\n  - { source: ~/datasets/e2e-deep, target: /mnt/d }")
+        .write(tb);
     let c = tb.cyclix_bin();
     let out = tb.user_sh(&format!(
         "rm -rf ~/.local/state/cyclix/runs/{t}

@@ -3,25 +3,10 @@
 //! hardened container as the positive control. (Every probe passing inside a real run's agent
 //! container, as cyclix runs them before the agent, is `e2e_boundary`.)
 
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::common::run::demo_ready;
 use crate::common::testbed::{Testbed, expect_success};
-
-/// Images built and the demo project laid out: once per test process.
-fn prepared() -> &'static Testbed {
-    static READY: OnceLock<()> = OnceLock::new();
-    let tb = Testbed::get();
-    READY.get_or_init(|| {
-        let c = tb.cyclix_bin();
-        expect_success(
-            &tb.user_sh(&format!(
-                "set -e; {c} images build >/dev/null; {c} demo setup >/dev/null"
-            )),
-            "build images, set up the demo",
-        );
-    });
-    tb
-}
 
 /// The tests of this module run one at a time: the keyring test puts a key into the testbed
 /// user's keyring, which every `podman exec` of the other tests would see (P23).
@@ -89,7 +74,7 @@ const HARDENED: &str = "--cap-drop=all --security-opt=no-new-privileges --read-o
 fn weakened_containers_make_the_matching_probe_fail() {
     let _serial = serial();
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     // Positive controls: the same container with the full hardening passes both probes.
     assert_eq!(probe_in(tb, HARDENED, "P1")["verdict"], "PASS");
     assert_eq!(probe_in(tb, HARDENED, "P19")["verdict"], "PASS");
@@ -145,7 +130,7 @@ fn a_key_in_the_host_users_keyring_is_visible_to_podman_exec_and_p23_catches_it(
     // keyring `_ses`, which links the host user's user keyring `_uid.UID` with full user
     // permissions; the container's own init gets crun's fresh, empty keyring instead. So a
     // key the host user holds is readable by anything cyclix `podman exec`s into the sandbox.
-    let tb = prepared();
+    let tb = demo_ready();
     let script = format!(
         r#"set -u
 ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)

@@ -3,7 +3,8 @@
 //! Each test checks the run record AND the host: no container, pod, network, volume, secret,
 //! unit, worktree or run dir of the run is left; the run branch holds the agent's commit.
 
-use crate::common::run::{inject_mid_run, leftovers, prepared, record, start, tenant};
+use crate::common::run::{inject_mid_run, leftovers, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
 #[test]
@@ -73,7 +74,7 @@ fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
         ),
         ("e2e-gatefail", "[\"true\"]", "gate_failed", "gate_exit"),
     ] {
-        let t = tenant(tb, name, agent, "");
+        let t = Tenant::new(name).agent_cmd(agent).write(tb);
         let out = start(tb, &t);
         assert!(!out.status.success(), "{t}: the run unit must fail");
         let status = expect_success(
@@ -121,7 +122,9 @@ fn failing_agent_and_failing_gate_give_exit_1_and_the_same_clean_teardown() {
 fn a_second_run_of_a_busy_tenant_is_refused_with_the_holder_named() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-busy", r#"[sh, -c, "sleep 6; exit 0"]"#, "");
+    let t = Tenant::new("e2e-busy")
+        .agent_cmd(r#"[sh, -c, "sleep 6; exit 0"]"#)
+        .write(tb);
     let script = format!(
         r#"set -u
 systemctl --user start --no-block cyclix-run@{t}.service
@@ -174,15 +177,12 @@ fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
         &tb.user_sh("date -u -d '+20 seconds' '+%Y-%m-%d %H:%M:%S UTC'"),
         "date",
     );
-    let t = tenant(
-        tb,
-        "e2e-timer",
-        "[cyclix-demo-agent]",
-        &format!(
+    let t = Tenant::new("e2e-timer")
+        .extra_yaml(&format!(
             "schedule:\n  on_calendar: \"{}\"\n  persistent: false",
             when.trim()
-        ),
-    );
+        ))
+        .write(tb);
     let install = expect_success(
         &tb.user(&[&tb.cyclix_bin(), "install", "--tenant", &t]),
         "cyclix install",
@@ -213,12 +213,10 @@ fn the_proxy_enforces_the_allowlist_and_its_decisions_reach_the_record() {
     // both requests go through the proxy; the allowed host answers 200, the other gets 403.
     let tb = prepared();
     let agent = r#"[sh, -c, "curl -s -o /dev/null -w '%{http_code}' http://allowed.example/ > allowed.txt; curl -s -o /dev/null -w '%{http_code}' http://denied.example/ > denied.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A && git commit -qm 'egress probe'"]"#;
-    let t = tenant(
-        tb,
-        "e2e-egress",
-        agent,
-        "egress:\n  allow: [allowed.example]\n  ports: [80]",
-    );
+    let t = Tenant::new("e2e-egress")
+        .agent_cmd(agent)
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
     let out = start(tb, &t);
     let rec = record(tb, &t);
     assert!(
@@ -288,9 +286,12 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
     let hash = hash.trim();
     assert_eq!(hash.len(), 64, "{hash}");
     let agent = format!(
-        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && sleep 3 && exec cyclix-demo-agent\"]\n  env: [E2E_TOKEN]"
+        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && sleep 3 && exec cyclix-demo-agent\"]"
     );
-    tenant(tb, t, &agent, "");
+    Tenant::new(t)
+        .agent_cmd(&agent)
+        .agent_key("env: [E2E_TOKEN]")
+        .write(tb);
     // While the run is on, no process's argv may carry the value (`ps`): scan /proc/*/cmdline
     // of every process (the agent sleeps 3 s, so the scan sees the whole sandbox).
     let argv_scan = expect_success(
@@ -347,12 +348,9 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
 fn b24_a_timer_with_a_random_delay_keeps_its_next_elapse_across_reloads() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-b24",
-        "[cyclix-demo-agent]",
-        "schedule:\n  on_calendar: daily\n  persistent: false\n  randomized_delay: 6h",
-    );
+    let t = Tenant::new("e2e-b24")
+        .extra_yaml("schedule:\n  on_calendar: daily\n  persistent: false\n  randomized_delay: 6h")
+        .write(tb);
     let c = tb.cyclix_bin();
     let script = format!(
         r#"set -e
@@ -378,7 +376,9 @@ rm -rf ~/.config/cyclix/tenants/{t}.yaml ~/.config/systemd/user/cyclix-run@{t}.t
 fn cyclix_stop_interrupts_a_run_and_still_tears_it_down() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-stop", r#"[sh, -c, "sleep 120"]"#, "");
+    let t = Tenant::new("e2e-stop")
+        .agent_cmd(r#"[sh, -c, "sleep 120"]"#)
+        .write(tb);
     inject_mid_run(tb, &t, &format!("{} stop {t} || exit 9", tb.cyclix_bin()));
     let rec = record(tb, &t);
     assert_eq!(rec["result"], "error", "{rec:#}");
@@ -404,7 +404,7 @@ fn cyclix_start_waits_for_the_run_and_prints_its_summary() {
     // not deadlock (the reload lock covers queueing a job only).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-start", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-start").write(tb);
     let out = tb.user(&[&tb.cyclix_bin(), "start", &t, "--wait-s", "120"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "cyclix start failed: {out:?}");
@@ -423,15 +423,14 @@ fn host_tiers_run_only_when_set_and_their_records_say_no_isolation() {
         ("worktree", "e2e-wt", "version isolation only"),
         ("direct", "e2e-direct", "no isolation"),
     ] {
-        let gate = "\n  command: [python3, -c, 'import calc, sys; sys.exit(0 if calc.subtract(3, 1) == 2 else 1)']";
-        let t = tenant(tb, name, HOST_AGENT, &format!("tier: {tier}"));
-        // The gate must check the result on the host too: replace the pytest gate.
-        expect_success(
-            &tb.user_sh(&format!(
-                "python3 - <<'PY'\nimport os\np=os.path.expanduser('~/.config/cyclix/tenants/{t}.yaml')\ns=open(p).read()\ns=s.replace('\\n  command: [python3, -m, pytest, -q, -p, \"no:cacheprovider\"]', {gate:?})\nopen(p,'w').write(s)\nPY"
-            )),
-            "swap the gate",
-        );
+        // The gate must check the result on the host too: not the pytest gate.
+        let t = Tenant::new(name)
+            .agent_cmd(HOST_AGENT)
+            .gate_cmd(
+                "[python3, -c, 'import calc, sys; sys.exit(0 if calc.subtract(3, 1) == 2 else 1)']",
+            )
+            .tier(tier)
+            .write(tb);
         let out = start(tb, &t);
         let rec = record(tb, &t);
         assert!(out.status.success(), "{tier}: {rec:#}");
@@ -504,7 +503,7 @@ fn user_mistakes_found_right_before_a_run_are_findings_that_name_the_key() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let c = tb.cyclix_bin();
-    let t = tenant(tb, "e2e-mistake", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-mistake").write(tb);
     // The repository is not one any more, then the task file points at a FIFO.
     let out = tb.user_sh(&format!(
         "rm -rf ~/src/{t}/.git; {c} run {t}; echo \"rc=$?\"
@@ -536,12 +535,10 @@ fn a_report_only_run_logs_would_be_denials_says_so_and_keeps_private_ranges_deni
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let agent = r#"[sh, -c, "curl -s -o /dev/null http://denied.example/; curl -s -o /dev/null http://10.78.0.1:8080/; exec cyclix-demo-agent"]"#;
-    let t = tenant(
-        tb,
-        "e2e-report",
-        agent,
-        "egress:\n  allow: [allowed.example]\n  ports: [80]\n  report_only: true",
-    );
+    let t = Tenant::new("e2e-report")
+        .agent_cmd(agent)
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ports: [80]\n  report_only: true")
+        .write(tb);
     let out = start(tb, &t);
     let rec = record(tb, &t);
     assert!(out.status.success(), "{rec:#}");
@@ -576,7 +573,7 @@ fn the_plain_backend_runs_the_same_topology_end_to_end() {
     // commands; forced here on podman 5 to run the same lifecycle, probes included.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-plain", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-plain").write(tb);
     let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", "plain"]);
     let rec = record(tb, &t);
     assert!(out.status.success(), "{out:?}\n{rec:#}");
@@ -599,7 +596,9 @@ fn the_plain_backend_runs_the_same_topology_end_to_end() {
 fn after_cyclix_is_killed_mid_run_the_next_run_converges_to_zero_leftovers() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-kill", r#"[sh, -c, "sleep 60"]"#, "");
+    let t = Tenant::new("e2e-kill")
+        .agent_cmd(r#"[sh, -c, "sleep 60"]"#)
+        .write(tb);
     let dead = inject_mid_run(
         tb,
         &t,
@@ -697,12 +696,9 @@ fn daemon_reloads_mid_run_leave_the_run_and_its_units_unchanged() {
     // unit names, nothing rewritten) and the run finishes normally.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(
-        tb,
-        "e2e-reload",
-        r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#,
-        "",
-    );
+    let t = Tenant::new("e2e-reload")
+        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .write(tb);
     let run = inject_mid_run(
         tb,
         &t,
@@ -725,12 +721,10 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let agent = r#"[sh, -c, "sleep 3; curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > proxy.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A; git commit -qm probe"]"#;
-    let t = tenant(
-        tb,
-        "e2e-proxykill",
-        agent,
-        "egress:\n  allow: [allowed.example]\n  ports: [80]",
-    );
+    let t = Tenant::new("e2e-proxykill")
+        .agent_cmd(agent)
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
     let run = inject_mid_run(tb, &t, "podman kill cyclix-$run-proxy >/dev/null");
     let rec = record(tb, &t);
     assert_eq!(rec["result"], "error", "{rec:#}");

@@ -5,6 +5,7 @@
 //! anything else of the run is left.
 
 use crate::common::run::{inject_mid_run, leftovers, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// What the agent does: read the service's address and database from the context file
@@ -32,37 +33,14 @@ sleep "${HOLD:-0}"
 /// A tenant whose repo is a clone of the demo project plus `agent.sh` ([`AGENT`]); the gate
 /// shows the evidence the agent committed. `service` is the YAML of its one service.
 fn tenant(tb: &Testbed, name: &str, service: &str, hold_s: u32) -> String {
-    let script = format!(
-        r#"set -e
-rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
-git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}
-cat > ~/src/{name}/agent.sh <<'AGENT'
-HOLD={hold_s}
-{AGENT}
-AGENT
-git -C ~/src/{name} add agent.sh
-git -C ~/src/{name} -c user.name=t -c user.email=t@t commit -q -m "agent script"
-cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
-tenant: {name}
-repo: {{ path: ~/src/{name}, base: main }}
-task: {{ text: "Record evidence in the run's database." }}
-agent:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [sh, /work/agent.sh]
-  timeout: 2m
-gate:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [sh, -c, "cat db-evidence.txt && grep -q ' sum=42$' db-evidence.txt"]
-  timeout: 1m
-services:
-{service}
-SPEC
-"#
-    );
-    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
-    name.to_string()
+    Tenant::new(name)
+        .file("agent.sh", &format!("HOLD={hold_s}\n{AGENT}\n"))
+        .task("\"Record evidence in the run's database.\"")
+        .agent_cmd("[sh, /work/agent.sh]")
+        .gate_cmd(r#"[sh, -c, "cat db-evidence.txt && grep -q ' sum=42$' db-evidence.txt"]"#)
+        .gate_timeout("1m")
+        .services(service)
+        .write(tb)
 }
 
 /// The `PostgreSQL` service with its data volume and a `pg_isready` health check.

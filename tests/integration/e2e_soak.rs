@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::common::run::{arm, dead_run, leftovers, prepared, record, start, tenant};
+use crate::common::run::{arm, dead_run, leftovers, prepared, record, start};
+use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
 /// Every fail point a run passes (phases in order, teardown steps, after the record).
@@ -123,7 +124,7 @@ fn soak_100_runs_with_20_sigkills_leave_zero_leftovers_and_true_records() {
 
     let shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-soak", "[cyclix-demo-agent]", "");
+    let t = Tenant::new("e2e-soak").write(tb);
     // Only this soak's records count (an earlier soak on a testbed still up left its own).
     expect_success(
         &tb.user_sh(&format!("rm -rf ~/.local/state/cyclix/runs/{t}")),

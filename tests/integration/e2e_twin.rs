@@ -5,76 +5,9 @@
 //! network, volume, secret, unit, unit file, worktree, run dir or temporary branch of any of
 //! the three sides is left, and `cyclix leftovers` ties nothing to them.
 
-use std::sync::OnceLock;
-
+use crate::common::run::demo_ready;
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
-
-/// Images built and the demo laid out: once per test process.
-fn prepared() -> &'static Testbed {
-    static READY: OnceLock<()> = OnceLock::new();
-    let tb = Testbed::get();
-    READY.get_or_init(|| {
-        let c = tb.cyclix_bin();
-        expect_success(
-            &tb.user_sh(&format!("set -e; {c} images build; {c} demo setup")),
-            "build images, set up the demo",
-        );
-    });
-    tb
-}
-
-/// A tenant whose repo is a clone of the demo project plus `files` (path, contents) committed
-/// on `main`, whose gate has the quick suite `quick` (a YAML flow list).
-fn tenant(tb: &Testbed, name: &str, files: &[(&str, &str)], quick: &str) -> String {
-    tenant_with(tb, name, files, quick, "")
-}
-
-/// As [`tenant`], with `extra` spec lines appended (e.g. `services:`).
-fn tenant_with(
-    tb: &Testbed,
-    name: &str,
-    files: &[(&str, &str)],
-    quick: &str,
-    extra: &str,
-) -> String {
-    let mut script = format!(
-        "set -e\nrm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants\n\
-         git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}\n"
-    );
-    for (path, text) in files {
-        script.push_str(&format!(
-            "mkdir -p \"$(dirname ~/src/{name}/{path})\"\ncat > ~/src/{name}/{path} <<'FILE'\n{text}FILE\n\
-             git -C ~/src/{name} add {path}\n"
-        ));
-    }
-    if !files.is_empty() {
-        script.push_str(&format!(
-            "git -C ~/src/{name} -c user.name=t -c user.email=t@example.com commit -q -m fixture\n"
-        ));
-    }
-    script.push_str(&format!(
-        r#"cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
-tenant: {name}
-repo: {{ path: ~/src/{name}, base: main }}
-task: {{ text: "Fix the failing test." }}
-agent:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [cyclix-demo-agent]
-  timeout: 2m
-gate:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
-  quick: {quick}
-  timeout: 2m
-{extra}
-SPEC
-"#
-    ));
-    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
-    name.to_string()
-}
 
 /// The quick suite that writes `JUnit` XML to `$CYCLIX_RESULTS`.
 const JUNIT_QUICK: &str =
@@ -137,7 +70,7 @@ fn text(o: &[u8]) -> String {
 #[test]
 fn twin_demo_passes_with_identical_results_distinct_networks_and_nothing_left() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     let out = twin(tb, "demo", true);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -229,18 +162,16 @@ fn twin_demo_passes_with_identical_results_distinct_networks_and_nothing_left() 
 #[test]
 fn a_nondeterministic_project_fails_the_twin_and_the_report_names_the_differing_test() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
+    let tb = demo_ready();
     // Passes only where the run id ends in `-a`: environment A, never B or the reference. The
     // gate sees its own run id in CYCLIX_RUN, so the two environments always disagree.
-    let t = tenant(
-        tb,
-        "tw-flaky",
-        &[(
+    let t = Tenant::new("tw-flaky")
+        .file(
             "tests/test_env.py",
             "import os\n\n\ndef test_depends_on_the_environment():\n    assert os.environ[\"CYCLIX_RUN\"].endswith(\"-a\")\n",
-        )],
-        JUNIT_QUICK,
-    );
+        )
+        .gate_quick(JUNIT_QUICK)
+        .write(tb);
     let out = twin(tb, &t, false);
     let (report, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{report}\n{stderr}");
@@ -287,8 +218,10 @@ fn a_nondeterministic_project_fails_the_twin_and_the_report_names_the_differing_
 #[test]
 fn a_quick_suite_that_cannot_start_is_a_build_error_and_leaves_nothing() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
-    let t = tenant(tb, "tw-badargv", &[], "[/nonexistent/quick-suite, --fast]");
+    let tb = demo_ready();
+    let t = Tenant::new("tw-badargv")
+        .gate_quick("[/nonexistent/quick-suite, --fast]")
+        .write(tb);
     let out = twin(tb, &t, true);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -322,8 +255,7 @@ fn a_quick_suite_that_cannot_start_is_a_build_error_and_leaves_nothing() {
 }
 
 /// A `PostgreSQL` service with its data volume and a readiness check.
-const POSTGRES: &str = "services:
-  - name: db
+const POSTGRES: &str = "  - name: db
     image: localhost/cyclix-postgres:latest
     unpinned_local_image: true
     data: /var/lib/postgresql/data
@@ -335,8 +267,11 @@ const POSTGRES: &str = "services:
 #[test]
 fn a_twin_with_a_database_service_gives_each_environment_its_own_port_database_and_volume() {
     let _shared = crate::common::testbed::shared();
-    let tb = prepared();
-    let t = tenant_with(tb, "tw-svc", &[], JUNIT_QUICK, POSTGRES);
+    let tb = demo_ready();
+    let t = Tenant::new("tw-svc")
+        .gate_quick(JUNIT_QUICK)
+        .services(POSTGRES)
+        .write(tb);
     let out = twin(tb, &t, true);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");

@@ -1,6 +1,6 @@
 //! The run helpers the end-to-end tests share: the prepared testbed (images built, demo laid
-//! out, templates installed), tenants cloned from the demo project, run records, and the list
-//! of everything a run could leave on the host.
+//! out, and for runs templates installed), run records, and the list of everything a run could
+//! leave on the host. Tenants are written with [`crate::common::tenant::Tenant`].
 
 use std::sync::OnceLock;
 
@@ -23,33 +23,23 @@ pub fn prepared() -> &'static Testbed {
     tb
 }
 
-/// A tenant whose repo is a clone of the demo project, with the given agent command and extra
-/// spec lines; returns the tenant name.
-pub fn tenant(tb: &Testbed, name: &str, agent_cmd: &str, extra: &str) -> String {
-    let script = format!(
-        r#"set -e
-rm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants
-git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}
-cat > ~/.config/cyclix/tenants/{name}.yaml <<'SPEC'
-tenant: {name}
-repo: {{ path: ~/src/{name}, base: main }}
-task: {{ text: "Fix the failing test." }}
-agent:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: {agent_cmd}
-  timeout: 2m
-gate:
-  image: localhost/cyclix-agent-python:latest
-  unpinned_local_image: true
-  command: [python3, -m, pytest, -q, -p, "no:cacheprovider"]
-  timeout: 2m
-{extra}
-SPEC
-"#
+/// Images built and the demo project laid out (no templates installed): every time.
+pub fn demo_setup(tb: &Testbed) {
+    let c = tb.cyclix_bin();
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; {c} images build >/dev/null; {c} demo setup >/dev/null"
+        )),
+        "build images, set up the demo",
     );
-    expect_success(&tb.user_sh(&script), &format!("create tenant {name}"));
-    name.to_string()
+}
+
+/// [`demo_setup`] once per test process.
+pub fn demo_ready() -> &'static Testbed {
+    static READY: OnceLock<()> = OnceLock::new();
+    let tb = Testbed::get();
+    READY.get_or_init(|| demo_setup(tb));
+    tb
 }
 
 /// The latest run record of `tenant`.
