@@ -22,6 +22,16 @@ fn testbed_provides_systemd_257_rootless_podman_5_and_quadlet() {
         "root exit code"
     );
 
+    // `cyclix` is on PATH inside, and it is this checkout's build (issue 19 item 1).
+    let on_path = expect_success(
+        &tb.user_sh("readlink -f \"$(command -v cyclix)\"; cyclix --version"),
+        "cyclix on PATH",
+    );
+    assert!(
+        on_path.starts_with("/src/target/debug/cyclix\ncyclix "),
+        "cyclix on PATH: {on_path}"
+    );
+
     // The systemd 257 user manager is reachable over cyx's user bus.
     let version = expect_success(
         &tb.user(&[
