@@ -57,24 +57,3 @@ fn every_table_has_unique_documented_keys() {
         }
     }
 }
-
-#[test]
-fn the_top_level_keys_are_in_the_documented_order() {
-    assert_eq!(
-        names(top::KEYS),
-        [
-            "tenant",
-            "repo",
-            "tier",
-            "worktree_isolation",
-            "task",
-            "agent",
-            "gate",
-            "egress",
-            "mounts",
-            "services",
-            "schedule",
-            "delivery",
-        ]
-    );
-}

@@ -1,7 +1,16 @@
 //! Command lines (`command`, `quick`, `health.command`): argv lists, never shell strings.
 
 use crate::spec::Diagnostic;
+use crate::spec::keys::{Key, Kind};
 use crate::spec::located::Located;
+
+/// `command` of a container that must run something (`agent`, `gate`).
+pub(crate) const COMMAND: Key = Key::required(
+    "command",
+    Kind::StrList,
+    "the program to run and its arguments (a list, never a shell string)",
+    Some("`command: [PROGRAM, ARG, ...]`"),
+);
 
 /// Validates an argv list. `required`: the list must be present and non-empty.
 pub(crate) fn argv(

@@ -2,7 +2,7 @@
 
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
-use crate::spec::rules::argv::argv;
+use crate::spec::rules::argv::{self, argv};
 use crate::spec::rules::durations::bounded_duration;
 use crate::spec::rules::env::env_list;
 use crate::spec::rules::images::{self, RawImage, image};
@@ -47,12 +47,7 @@ pub(crate) struct RawResources {
 pub(crate) const KEYS: &[Key] = &[
     images::IMAGE,
     images::UNPINNED_LOCAL_IMAGE,
-    Key::required(
-        "command",
-        Kind::StrList,
-        "the agent's argv (a list, never a shell string)",
-        Some("`command: [PROGRAM, ARG, ...]`"),
-    ),
+    argv::COMMAND,
     Key::optional(
         "env",
         Kind::StrList,
@@ -104,6 +99,7 @@ fn decode_resources(d: &mut Decoder, node: &Node, path: &str) -> Option<RawResou
     })
 }
 
+/// Validates `agent:`: image, argv, env names, timeout (default 30m) and resources.
 pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent> {
     let image = image(&a.image, out);
     let command = argv(a.command.as_ref(), true, out);
@@ -122,6 +118,7 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
     })
 }
 
+/// Validates `agent.resources:`; absent limits stay unset.
 pub(crate) fn resources(r: &RawResources, out: &mut Vec<Diagnostic>) -> Option<Resources> {
     let before = out.len();
     let memory_bytes = r.memory.as_ref().and_then(|m| {

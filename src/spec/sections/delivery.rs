@@ -76,6 +76,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawDeli
     })
 }
 
+/// Validates `delivery:`; refused for tier `direct`, which has no run branch.
 pub(crate) fn validate(
     d: &RawDelivery,
     tier: Option<Tier>,

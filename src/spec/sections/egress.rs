@@ -49,6 +49,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawEgre
     })
 }
 
+/// Validates `egress:`: the allowlist (normalised, sorted, deduplicated) and the ports.
 pub(crate) fn validate(e: &RawEgress, out: &mut Vec<Diagnostic>) -> Option<Egress> {
     let before = out.len();
     let mut allow = BTreeSet::new();

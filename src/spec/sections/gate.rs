@@ -2,7 +2,7 @@
 
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
-use crate::spec::rules::argv::argv;
+use crate::spec::rules::argv::{self, argv};
 use crate::spec::rules::durations::bounded_duration;
 use crate::spec::rules::images::{self, RawImage, image};
 use crate::spec::yaml::{Decoder, Node};
@@ -30,12 +30,7 @@ pub(crate) struct RawGate {
 pub(crate) const KEYS: &[Key] = &[
     images::IMAGE,
     images::UNPINNED_LOCAL_IMAGE,
-    Key::required(
-        "command",
-        Kind::StrList,
-        "the gate's argv: the full test suite",
-        Some("`command: [PROGRAM, ARG, ...]`"),
-    ),
+    argv::COMMAND,
     Key::optional(
         "quick",
         Kind::StrList,
@@ -60,6 +55,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawGate
     })
 }
 
+/// Validates `gate:`: image, argv, the optional quick argv and the timeout (default 10m).
 pub(crate) fn validate(g: &RawGate, out: &mut Vec<Diagnostic>) -> Option<Gate> {
     let image = image(&g.image, out);
     let command = argv(g.command.as_ref(), true, out);

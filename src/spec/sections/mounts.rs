@@ -48,6 +48,8 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawMoun
     })
 }
 
+/// Validates `mounts:`: sources (denied roots, protected paths, `.git`, sockets, writable
+/// only inside the project) and targets (under /mnt/, no overlaps).
 pub(crate) fn validate(
     raw: &[RawMount],
     repo: Option<&Repo>,

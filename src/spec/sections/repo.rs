@@ -44,6 +44,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawRepo
     })
 }
 
+/// Validates `repo:`: the project path (mount rules, never the host's secrets) and the base ref.
 pub(crate) fn validate(r: &RawRepo, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Option<Repo> {
     // The project is bind-mounted read-write into the sandbox: same path rules as a mount.
     let path = r.path.as_ref().and_then(|p| {

@@ -54,6 +54,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawSche
     })
 }
 
+/// Validates `schedule:`: the calendar subset, `persistent` (default true), the delay.
 pub(crate) fn validate(s: &RawSchedule, out: &mut Vec<Diagnostic>) -> Option<Schedule> {
     let on_calendar = s.on_calendar.as_ref().and_then(|c| {
         calendar(&c.value)

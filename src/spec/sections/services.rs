@@ -164,6 +164,7 @@ fn decode_health(d: &mut Decoder, node: &Node, path: &str) -> Option<RawHealth> 
     })
 }
 
+/// Validates `services:`: unique names and ports, images, argv, env, data paths, health.
 pub(crate) fn validate(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<Vec<Service>> {
     let before = out.len();
     let mut result = Vec::new();

@@ -41,6 +41,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawTask
     })
 }
 
+/// Validates `task:`: exactly one of `text` (non-empty) and `file` (a readable host path).
 pub(crate) fn validate(t: &RawTask, ctx: &SpecContext, out: &mut Vec<Diagnostic>) -> Option<Task> {
     match (&t.text, &t.file) {
         (Some(_), Some(file)) => {
