@@ -12,6 +12,7 @@
 //! dirs inside a source, canonical forms of the protected paths, podman's real storage paths
 //! from `podman info`) is gathered by `host::mount_scan` and handed in as [`Protected`] values.
 
+use super::rules::paths::{components, is_within};
 use super::{Diagnostic, Mount, Spec};
 
 /// How much of the tree around a protected path is protected.
@@ -193,17 +194,6 @@ pub fn podman_paths(graph_root: &str, run_root: &str, volume_path: &str) -> Vec<
 fn normalise(p: &str) -> String {
     let comps: Vec<&str> = components(p).into_iter().filter(|c| *c != ".").collect();
     format!("/{}", comps.join("/"))
-}
-
-fn components(p: &str) -> Vec<&str> {
-    p.split('/').filter(|c| !c.is_empty()).collect()
-}
-
-/// Whether `path` is `root` or below it, component-wise (`/p/proj-evil` is not below `/p/proj`).
-fn is_within(path: &str, root: &str) -> bool {
-    let p = components(path);
-    let r = components(root);
-    p.len() >= r.len() && p.iter().zip(&r).all(|(a, b)| a == b)
 }
 
 /// The protected path `source` hits, if any: an exact hit first, then the deepest path the

@@ -140,6 +140,7 @@ impl Decoder {
     /// A boolean key (`Kind::Bool`): only the plain words `true` and `false`.
     pub(crate) fn boolean(&mut self, f: &Fields<'_>, name: &str) -> Option<Located<bool>> {
         let (key, node) = self.get(f, name)?;
+        debug_assert_eq!(key.kind, Kind::Bool, "`{name}` is not a boolean key");
         let path = child(&f.path, key.name);
         match (&node.value, node.style) {
             (Value::Bool, Style::Plain) if node.raw == "true" || node.raw == "false" => {
@@ -168,6 +169,10 @@ impl Decoder {
     /// A number key (`Kind::Integer`, or `Kind::Number` with a fraction), as written.
     pub(crate) fn number(&mut self, f: &Fields<'_>, name: &str) -> Option<Located<String>> {
         let (key, node) = self.get(f, name)?;
+        debug_assert!(
+            matches!(key.kind, Kind::Integer | Kind::Number),
+            "`{name}` is not a number key"
+        );
         let fraction = key.kind == Kind::Number;
         self.number_at(node, &child(&f.path, key.name), fraction)
     }
@@ -179,6 +184,7 @@ impl Decoder {
         name: &str,
     ) -> Option<Located<Vec<Located<String>>>> {
         let (key, node) = self.get(f, name)?;
+        debug_assert_eq!(key.kind, Kind::StrList, "`{name}` is not a string list key");
         let key = key.name;
         let path = child(&f.path, key);
         let Value::Seq(items) = &node.value else {
@@ -211,6 +217,11 @@ impl Decoder {
         name: &str,
     ) -> Option<Located<Vec<Located<String>>>> {
         let (key, node) = self.get(f, name)?;
+        debug_assert_eq!(
+            key.kind,
+            Kind::IntList,
+            "`{name}` is not an integer list key"
+        );
         let path = child(&f.path, key.name);
         let Value::Seq(items) = &node.value else {
             self.out.push(
@@ -237,6 +248,10 @@ impl Decoder {
         section: fn(&mut Self, &Node, &str) -> Option<T>,
     ) -> Option<T> {
         let (key, node) = self.get(f, name)?;
+        debug_assert!(
+            matches!(key.kind, Kind::Map(_)),
+            "`{name}` is not a mapping key"
+        );
         section(self, node, &child(&f.path, key.name))
     }
 
@@ -251,6 +266,10 @@ impl Decoder {
         let Some((key, node)) = self.get(f, name) else {
             return Vec::new();
         };
+        debug_assert!(
+            matches!(key.kind, Kind::MapList(_)),
+            "`{name}` is not a list-of-mappings key"
+        );
         let path = child(&f.path, key.name);
         let Value::Seq(items) = &node.value else {
             self.out.push(
