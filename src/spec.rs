@@ -9,7 +9,7 @@
 //! (with its size cap) and the symlink walk over mount sources are I/O and live in the adapters
 //! (`app`, `host::paths`).
 //!
-//! A spec that reaches this model has passed every check in `validate`: names are from the safe
+//! A spec that reaches this model has passed every section's `validate`: names are from the safe
 //! alphabet, images are pinned (or loudly opted out), the allowlist is normalised, mounts are
 //! component-wise inside their allowed roots. Fields document the unit key or podman flag they
 //! become.

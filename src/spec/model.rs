@@ -26,7 +26,7 @@ pub struct Spec {
     pub gate: Gate,
     /// The egress allowlist enforced by the run's proxy.
     pub egress: Egress,
-    /// Extra bind mounts into the agent container (validated; see `validate::mount`).
+    /// Extra bind mounts into the agent container (validated by `sections::mounts`).
     pub mounts: Vec<Mount>,
     /// Services started in the agent's pod (e.g. a database), reachable on `127.0.0.1:PORT`.
     pub services: Vec<Service>,
