@@ -1,0 +1,267 @@
+//! The validated spec model: what every other module consumes. Built only by the section
+//! validators (`sections/*.rs`) from the decoded raw form; fields document the unit key or
+//! podman flag they become.
+
+use serde::Serialize;
+
+use crate::tier::Tier;
+
+/// A validated tenant spec.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spec {
+    /// Tenant name: `^[a-z][a-z0-9-]{0,30}$`, no trailing `-`. Becomes the instance of
+    /// `cyclix-run@TENANT.service` and the `io.cyclix.tenant` label.
+    pub tenant: String,
+    /// The project: a git repository on the host and the commit a run starts from.
+    pub repo: Repo,
+    /// The configured isolation tier (see `tier`).
+    pub tier: Tier,
+    /// Legacy flag `worktree_isolation: true`: raises the tier floor to `worktree`, never lowers it.
+    pub legacy_worktree_isolation: bool,
+    /// What the agent is asked to do; written to a fixed path in the sandbox.
+    pub task: Task,
+    /// The agent container.
+    pub agent: Agent,
+    /// The gate container: the tenant's checks, run with `Network=none` after the agent exits.
+    pub gate: Gate,
+    /// The egress allowlist enforced by the run's proxy.
+    pub egress: Egress,
+    /// Extra bind mounts into the agent container (validated by `sections::mounts`).
+    pub mounts: Vec<Mount>,
+    /// Services started in the agent's pod (e.g. a database), reachable on `127.0.0.1:PORT`.
+    pub services: Vec<Service>,
+    /// When the tenant runs by itself (`cyclix-run@TENANT.timer`); `None` means on demand only.
+    pub schedule: Option<Schedule>,
+    /// Where a passed run's commits go (`delivery:`); `None`: they stay on the local run
+    /// branch only.
+    pub delivery: Option<Delivery>,
+}
+
+/// `delivery:`: pushing a passed run's branch to a remote of the user's repository, with a
+/// lease, one writer per branch, and a hold on CI/automation paths and secrets (`run::delivery`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delivery {
+    /// A remote name of the user's repository (`origin`): the push uses its URL and the
+    /// user's own credentials and ssh settings.
+    pub remote: String,
+    /// The branch on the remote; `None`: the run branch `cyclix/TENANT/RUN`. A fixed name
+    /// (`cyclix/acme/nightly`) is reused by fast-forward only.
+    pub branch: Option<String>,
+    /// Whether to push at all (`false`: everything is decided and recorded, nothing is sent).
+    pub push: bool,
+    /// Paths a delivery may touch although they are held by default (CI, automation): a
+    /// directory `dir/`, a file `path`, or `**/name` for a file name at any depth.
+    pub allow_paths: Vec<String>,
+    /// Extra held paths (same forms as `allow_paths`) on top of the built-in list.
+    pub hold_paths: Vec<String>,
+    /// How long a run waits for another run's hold on the same remote branch, in seconds
+    /// (`lock_wait`, 0 to 6h, default 10m); 0 refuses at once, naming the holder.
+    pub lock_wait_s: u64,
+}
+
+/// The tenant's git repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repo {
+    /// Absolute, normalised host path of the repository's work tree (`~/` expanded).
+    pub path: String,
+    /// The ref or commit the run's worktree starts from (e.g. `main`); validated with the rules
+    /// of `git check-ref-format` plus a plain 7–64 hex commit id.
+    pub base: String,
+}
+
+/// The task prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// Inline text (`task: {text: ...}`).
+    Text(String),
+    /// A host file (`task: {file: ...}`), absolute and normalised; read when the run is prepared.
+    File(String),
+}
+
+/// An OCI image reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Image {
+    /// `name@sha256:<64 hex>`: the only form accepted by default.
+    Pinned {
+        /// The full reference as written (`registry/repo[:tag]@sha256:...`).
+        reference: String,
+    },
+    /// A locally built image used without a digest (`localhost/...`), accepted only with the
+    /// explicit opt-out `unpinned_local_image: true`; reported loudly by `render` and in records.
+    UnpinnedLocal {
+        /// The reference as written, always under `localhost/`.
+        reference: String,
+    },
+}
+
+impl Image {
+    /// The reference string handed to podman (`Image=`).
+    #[must_use]
+    pub fn reference(&self) -> &str {
+        match self {
+            Image::Pinned { reference } | Image::UnpinnedLocal { reference } => reference,
+        }
+    }
+}
+
+/// Resource limits for the agent. `None` means the host's default.
+/// On a host that does not delegate the controller to the user manager they cannot be enforced
+/// (`cyclix check` warns); they are rendered all the same.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Resources {
+    /// Memory limit in bytes (`Memory=`), from `512M`, `2G` (powers of 1024). Range 16 MiB–1 TiB.
+    pub memory_bytes: Option<u64>,
+    /// CPU limit in thousandths of a CPU (`PodmanArgs=--cpus=`), from `0.5`, `2`. Range 0.01–256.
+    pub cpu_millis: Option<u32>,
+    /// Maximum number of processes (`PidsLimit=`), 16–65536.
+    pub pids: Option<u32>,
+}
+
+/// The agent container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Agent {
+    /// The image, pinned by digest.
+    pub image: Image,
+    /// The argv run in the container (`Exec=`); never passed through a shell by cyclix.
+    pub command: Vec<String>,
+    /// Names of variables whose values cyclix takes from its own environment at run time and
+    /// hands over as per-run podman secrets (`Secret=NAME,type=env`). Values never appear in
+    /// the spec, units or records.
+    pub env: Vec<String>,
+    /// Wall-clock budget for the agent, in seconds.
+    pub timeout_s: u64,
+    /// Resource limits.
+    pub resources: Resources,
+}
+
+/// The gate container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gate {
+    /// The image, pinned by digest.
+    pub image: Image,
+    /// The argv of the checks; exit status 0 means the gate passed.
+    pub command: Vec<String>,
+    /// `gate.quick`: the argv of the quick suite `cyclix twin` runs in each environment (and
+    /// in the reference); `None` means `command`. Validated like `command`. The suite may
+    /// write `JUnit` XML to the path in `$CYCLIX_RESULTS` for per-test results (README, "twin").
+    pub quick: Option<Vec<String>>,
+    /// Wall-clock budget for the gate, in seconds.
+    pub timeout_s: u64,
+}
+
+impl Gate {
+    /// The quick suite's argv: `gate.quick`, or `gate.command` when the spec has none.
+    #[must_use]
+    pub fn quick_argv(&self) -> &[String] {
+        self.quick.as_deref().unwrap_or(&self.command)
+    }
+}
+
+/// One allowlist entry, lowercased and in punycode (IDN converted).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "host")]
+pub enum HostPattern {
+    /// Exactly this host name.
+    Exact(String),
+    /// Any name strictly below this domain (`*.example.com` matches `a.example.com`, not
+    /// `example.com`); stored without the `*.`.
+    Subdomains(String),
+}
+
+/// The egress policy of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Egress {
+    /// Allowed hosts, sorted and de-duplicated. Empty means deny all.
+    pub allow: Vec<HostPattern>,
+    /// Allowed destination ports (plain HTTP and CONNECT), sorted; default `[443]`.
+    pub ports: Vec<u16>,
+    /// Log what would be denied without denying. Stated loudly wherever a run is reported.
+    pub report_only: bool,
+}
+
+/// An extra bind mount into the agent container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mount {
+    /// Absolute, normalised host path (`~/` expanded).
+    pub source: String,
+    /// Absolute, normalised path in the container, under `/mnt/`.
+    pub target: String,
+    /// Read-only unless `read_only: false`. No source may be, contain or lie inside a
+    /// protected path (`mount_guard`), so in effect every extra mount is read-only data.
+    pub read_only: bool,
+    /// 1-based line of `source` in the spec file (for the checks that run after validation:
+    /// `cyclix check` and the run's preflight name it as validation does).
+    #[serde(skip)]
+    pub source_line: usize,
+    /// 1-based column of `source` in the spec file.
+    #[serde(skip)]
+    pub source_column: usize,
+}
+
+/// A service container in the agent's pod (e.g. a database for the project's tests).
+///
+/// Per run, cyclix gives it a port (the spec's `port`, or a free one it picks and reserves so
+/// no two concurrent runs share it), a database name (`render::plan::database_name`), a data
+/// volume (when `data` is set) and waits for its health check before the agent is let go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Service {
+    /// Service name, same alphabet as tenant names; part of the container name.
+    pub name: String,
+    /// The image, pinned by digest.
+    pub image: Image,
+    /// The argv, or empty for the image's default command.
+    pub command: Vec<String>,
+    /// Env names handed over as secrets, as for the agent. Never one of
+    /// `validate::SERVICE_RESERVED_ENV` (cyclix sets those).
+    pub env: Vec<String>,
+    /// The TCP port the service listens on inside the pod (1024–65535), when the spec fixes
+    /// it; `None`: cyclix picks a free one per run. The agent finds it at `127.0.0.1:PORT`,
+    /// announced as `CYCLIX_SERVICE_<NAME>=127.0.0.1:PORT` and in the context file.
+    pub port: Option<u16>,
+    /// Absolute path in the service container where a per-run podman volume is mounted
+    /// (Quadlet `Volume=`), e.g. `/var/lib/postgresql/data`; removed at teardown.
+    pub data: Option<String>,
+    /// The readiness check: the service's unit is started only once it passes
+    /// (Quadlet `HealthCmd=` + `Notify=healthy`).
+    pub health: Option<Health>,
+}
+
+/// A service's health check (podman `--health-*`). It runs inside the service container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    /// The argv of the check (`HealthCmd=`, exec form); exit 0 means healthy.
+    pub command: Vec<String>,
+    /// Seconds between checks (`HealthInterval=`), 1–300, default 1.
+    pub interval_s: u64,
+    /// Seconds one check may take (`HealthTimeout=`), 1–300, default 5.
+    pub timeout_s: u64,
+    /// Failed checks in a row after which the service is unhealthy and the run fails
+    /// (`HealthRetries=`), 1–1000, default 30.
+    pub retries: u32,
+    /// Seconds after start during which failures do not count (`HealthStartPeriod=`), 0–600.
+    pub start_period_s: u64,
+}
+
+impl Health {
+    /// The longest a service may take to become healthy, in seconds: the start period plus
+    /// `retries` checks of at most `interval + timeout` each.
+    #[must_use]
+    pub fn budget_s(&self) -> u64 {
+        self.start_period_s + u64::from(self.retries) * (self.interval_s + self.timeout_s)
+    }
+}
+
+/// The tenant's schedule, rendered as a drop-in for `cyclix-run@TENANT.timer`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Schedule {
+    /// A systemd calendar expression (`OnCalendar=`, systemd.time(7)); validated by a pure
+    /// subset parser here and by `systemd-analyze calendar` on the testbed.
+    pub on_calendar: String,
+    /// `Persistent=`: catch up a run missed while the machine was off. Default true.
+    pub persistent: bool,
+    /// `RandomizedDelaySec=` in seconds, always paired with `FixedRandomDelay=true` (field
+    /// report B24). Default 0 (none).
+    pub randomized_delay_s: u64,
+}

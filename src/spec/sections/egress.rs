@@ -1,0 +1,101 @@
+//! `egress:` the hosts and ports the sandbox may reach through the proxy.
+
+use std::collections::BTreeSet;
+
+use crate::spec::keys::{Key, Kind};
+use crate::spec::located::Located;
+use crate::spec::rules::hosts::host_pattern;
+use crate::spec::rules::sizes::decimal_int;
+use crate::spec::yaml::{Decoder, Node};
+use crate::spec::{Diagnostic, Egress};
+
+/// `egress:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawEgress {
+    /// `egress.allow`.
+    pub(crate) allow: Option<Located<Vec<Located<String>>>>,
+    /// `egress.ports`, each as written (plain decimal integers).
+    pub(crate) ports: Option<Located<Vec<Located<String>>>>,
+    /// `egress.report_only`.
+    pub(crate) report_only: Option<Located<bool>>,
+}
+
+/// The keys of `egress:`.
+pub(crate) const KEYS: &[Key] = &[
+    Key::optional(
+        "allow",
+        Kind::StrList,
+        "hosts the sandbox may reach: `pypi.org`, `*.pythonhosted.org`",
+    ),
+    Key::optional(
+        "ports",
+        Kind::IntList,
+        "ports allowed on those hosts (default [443])",
+    ),
+    Key::optional(
+        "report_only",
+        Kind::Bool,
+        "log refused requests instead of blocking them",
+    ),
+];
+
+/// Reads `egress:` at `path`.
+pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawEgress> {
+    let f = d.mapping(node, path, KEYS)?;
+    Some(RawEgress {
+        allow: d.strings(&f, "allow"),
+        ports: d.numbers(&f, "ports"),
+        report_only: d.boolean(&f, "report_only"),
+    })
+}
+
+/// Validates `egress:`: the allowlist (normalised, sorted, deduplicated) and the ports.
+pub(crate) fn validate(e: &RawEgress, out: &mut Vec<Diagnostic>) -> Option<Egress> {
+    let before = out.len();
+    let mut allow = BTreeSet::new();
+    if let Some(list) = &e.allow {
+        for entry in &list.value {
+            match host_pattern(&entry.value) {
+                Ok(p) => {
+                    allow.insert(p);
+                }
+                Err(msg) => out.push(entry.diag(format!("invalid allowlist entry: {msg}")).hint(
+                    "write an exact host (`pypi.org`) or a leading wildcard (`*.pythonhosted.org`)",
+                )),
+            }
+        }
+    }
+    let mut ports = BTreeSet::new();
+    match &e.ports {
+        None => {
+            ports.insert(443);
+        }
+        Some(list) => {
+            if list.value.is_empty() {
+                out.push(
+                    list.diag("`ports` is empty")
+                        .hint("list at least one port, or remove the key for the default [443]"),
+                );
+            }
+            for p in &list.value {
+                match decimal_int(&p.value).and_then(|n| u16::try_from(n).ok()) {
+                    Some(n) if n >= 1 => {
+                        ports.insert(n);
+                    }
+                    _ => out.push(
+                        p.diag(format!("port `{}` is out of range", p.value))
+                            .hint("use a port number from 1 to 65535"),
+                    ),
+                }
+            }
+        }
+    }
+    if out.len() != before {
+        return None;
+    }
+    Some(Egress {
+        allow: allow.into_iter().collect(),
+        ports: ports.into_iter().collect(),
+        report_only: e.report_only.as_ref().is_some_and(|b| b.value),
+    })
+}
