@@ -21,7 +21,18 @@ use sha2::{Digest as _, Sha256};
 
 use super::Context;
 use super::sys::{self, TryCall};
-use super::verdict::{self as v, Attempt, Dns, Judged, Masked, Mount, Reply};
+use super::verdict::dns::Dns;
+use super::verdict::filesystem::Mount;
+use super::verdict::kernel::Masked;
+use super::verdict::proxy::Reply;
+use super::verdict::{Attempt, Judged};
+
+mod v {
+    pub use crate::probe::verdict::{
+        credentials::*, dns::*, escape::*, filesystem::*, kernel::*, network::*, privilege::*,
+        processes::*, proxy::*, sockets::*, *,
+    };
+}
 
 /// Deadline of one network attempt (below the probe's 2 s).
 const NET_TIMEOUT: Duration = Duration::from_secs(1);
