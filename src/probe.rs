@@ -16,6 +16,7 @@
 //! Layout: [`observe`] does the effectful observations, [`verdict`] is the pure judgement
 //! (table-driven tests), [`sys`] holds the only `unsafe` syscalls.
 
+pub mod clients;
 pub mod observe;
 pub mod sys;
 pub mod verdict;
@@ -245,47 +246,47 @@ pub type ProbeFn = fn(&Context) -> Judged;
 
 /// Every probe in run order.
 pub const PROBES: &[(&str, ProbeFn)] = &[
-    ("P1", observe::p1),
-    ("P2", observe::p2),
-    ("P3", observe::p3),
-    ("P4", observe::p4),
-    ("P5", observe::p5),
-    ("P6", observe::p6),
-    ("P7", observe::p7),
-    ("P8", observe::p8),
-    ("P9", observe::p9),
-    ("P10", observe::p10),
-    ("P11", observe::p11),
-    ("P12", observe::p12),
-    ("P13", observe::p13),
-    ("P14", observe::p14),
-    ("P15", observe::p15),
-    ("P16", observe::p16),
-    ("P17", observe::p17),
-    ("P18", observe::p18),
-    ("P19", observe::p19),
-    ("P20", observe::p20),
-    ("P21", observe::p21),
-    ("P22", observe::p22),
-    ("P23", observe::p23),
-    ("P24", observe::p24),
-    ("N1", observe::n1),
-    ("N2", observe::n2),
-    ("N3", observe::n3),
-    ("N4", observe::n4),
-    ("N5", observe::n5),
-    ("N6", observe::n6),
-    ("N7", observe::n7),
-    ("N8", observe::n8),
-    ("N9", observe::n9),
-    ("N10", observe::n10),
-    ("N11", observe::n11),
-    ("N12", observe::n12),
-    ("N13", observe::n13),
-    ("N14", observe::n14),
-    ("N15", observe::n15),
-    ("N16", observe::n16),
-    ("E1", observe::e1),
+    ("P1", observe::privilege::p1),
+    ("P2", observe::privilege::p2),
+    ("P3", observe::privilege::p3),
+    ("P4", observe::privilege::p4),
+    ("P5", observe::privilege::p5),
+    ("P6", observe::privilege::p6),
+    ("P7", observe::privilege::p7),
+    ("P8", observe::privilege::p8),
+    ("P9", observe::privilege::p9),
+    ("P10", observe::kernel::p10),
+    ("P11", observe::kernel::p11),
+    ("P12", observe::kernel::p12),
+    ("P13", observe::filesystem::p13),
+    ("P14", observe::filesystem::p14),
+    ("P15", observe::filesystem::p15),
+    ("P16", observe::filesystem::p16),
+    ("P17", observe::filesystem::p17),
+    ("P18", observe::filesystem::p18),
+    ("P19", observe::sockets::p19),
+    ("P20", observe::processes::p20),
+    ("P21", observe::processes::p21),
+    ("P22", observe::credentials::p22),
+    ("P23", observe::credentials::p23),
+    ("P24", observe::kernel::p24),
+    ("N1", observe::network::n1),
+    ("N2", observe::network::n2),
+    ("N3", observe::network::n3),
+    ("N4", observe::network::n4),
+    ("N5", observe::proxy::n5),
+    ("N6", observe::network::n6),
+    ("N7", observe::dns::n7),
+    ("N8", observe::proxy::n8),
+    ("N9", observe::proxy::n9),
+    ("N10", observe::proxy::n10),
+    ("N11", observe::proxy::n11),
+    ("N12", observe::proxy::n12),
+    ("N13", observe::proxy::n13),
+    ("N14", observe::proxy::n14),
+    ("N15", observe::network::n15),
+    ("N16", observe::proxy::n16),
+    ("E1", observe::escape::e1),
 ];
 
 /// Errors before any probe runs.
@@ -402,7 +403,7 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
     use anyhow::Context as _;
     use std::io::Write as _;
     if let Some(child) = &args.child {
-        return observe::child_main(child);
+        return observe::privilege::child_main(child);
     }
     let ctx: Context = match &args.context {
         Some(path) => {
