@@ -57,15 +57,22 @@ pub fn parse_mountinfo_line(l: &str) -> Option<Mount> {
 
 /// The host uid that `uid` maps to, from our `uid_map`.
 fn host_uid_of(uid: u32) -> Option<u32> {
-    let m = std::fs::read_to_string("/proc/self/uid_map").ok()?;
-    m.lines().find_map(|l| {
+    map_uid(&std::fs::read_to_string("/proc/self/uid_map").ok()?, uid)
+}
+
+/// The outside uid that `uid` maps to in a `uid_map` text (lines `INSIDE OUTSIDE COUNT`; the
+/// first line whose range holds `uid` decides); `None` when no line maps it.
+#[must_use]
+pub fn map_uid(uid_map: &str, uid: u32) -> Option<u32> {
+    uid_map.lines().find_map(|l| {
         let f: Vec<u64> = l
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
         let (inside, outside, len) = (*f.first()?, *f.get(1)?, *f.get(2)?);
         let u = u64::from(uid);
-        (u >= inside && u < inside + len).then(|| u32::try_from(outside + (u - inside)).ok())?
+        (u >= inside && u < inside.saturating_add(len))
+            .then(|| u32::try_from(outside.checked_add(u - inside)?).ok())?
     })
 }
 
@@ -183,4 +190,97 @@ pub fn p17(ctx: &Context) -> Judged {
 #[must_use]
 pub fn p18(ctx: &Context) -> Judged {
     v::p18(&mountinfo(), ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn a_mountinfo_line_gives_root_point_options_and_type() {
+        let l = "36 35 0:31 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw";
+        assert_eq!(
+            parse_mountinfo_line(l),
+            Some(Mount {
+                point: "/sys/fs/cgroup".into(),
+                root: "/".into(),
+                opts: strings(&["ro", "nosuid", "nodev", "noexec", "relatime"]),
+                fstype: "cgroup2".into(),
+            })
+        );
+        // No optional fields; a bind mount's root below its filesystem.
+        let l = "812 790 254:1 /home/u/p /work rw,relatime - ext4 /dev/vda1 rw";
+        let m = parse_mountinfo_line(l).expect("a valid line");
+        assert_eq!((m.root.as_str(), m.point.as_str()), ("/home/u/p", "/work"));
+        assert_eq!(
+            (m.opts, m.fstype.as_str()),
+            (strings(&["rw", "relatime"]), "ext4")
+        );
+    }
+
+    #[test]
+    fn octal_escapes_are_decoded() {
+        let l = r"90 35 0:50 /a\040b\011c /mnt/my\040dir\134x rw - tmpfs tmpfs rw";
+        let m = parse_mountinfo_line(l).expect("a valid line");
+        assert_eq!(m.root, "/a b\tc");
+        assert_eq!(m.point, "/mnt/my dir\\x");
+        assert_eq!(unescape(r"plain"), "plain");
+        // Not an escape: too short, not octal, or a lone backslash at the end.
+        assert_eq!(unescape(r"a\04"), r"a\04");
+        assert_eq!(unescape(r"a\089b"), r"a\089b");
+        assert_eq!(unescape("a\\"), "a\\");
+        // \377 is one byte that is not UTF-8 on its own: replaced, not a panic.
+        assert_eq!(unescape(r"x\377"), "x\u{fffd}");
+    }
+
+    #[test]
+    fn bad_mountinfo_lines_are_none() {
+        assert_eq!(parse_mountinfo_line(""), None);
+        assert_eq!(
+            parse_mountinfo_line("36 35 0:31 / /sys rw"),
+            None,
+            "no separator"
+        );
+        assert_eq!(
+            parse_mountinfo_line("36 35 / /sys - sysfs"),
+            None,
+            "five fields"
+        );
+        assert_eq!(
+            parse_mountinfo_line("1 2 3 / /x rw -"),
+            None,
+            "no \" - \" separator"
+        );
+        let m = parse_mountinfo_line("1 2 3 / /x rw - ").expect("six fields");
+        assert_eq!(m.fstype, "", "the type is missing, not invented");
+    }
+
+    #[test]
+    fn a_uid_maps_through_the_line_that_holds_it() {
+        let m = "         0       1000          1\n         1     200000      65536\n";
+        assert_eq!(map_uid(m, 0), Some(1000));
+        assert_eq!(map_uid(m, 1), Some(200_000));
+        assert_eq!(map_uid(m, 65536), Some(265_535));
+        assert_eq!(map_uid(m, 65537), None, "past the last range");
+        assert_eq!(
+            map_uid("0 0 4294967295", 1000),
+            Some(1000),
+            "the host's identity map"
+        );
+        assert_eq!(map_uid("", 0), None);
+        assert_eq!(
+            map_uid("0 1000\nx y z\n", 0),
+            None,
+            "short or unparsable lines"
+        );
+        assert_eq!(map_uid("0 4294967295 2", 1), None, "outside the u32 range");
+        assert_eq!(
+            map_uid("18446744073709551615 0 18446744073709551615", 0),
+            None
+        );
+    }
 }

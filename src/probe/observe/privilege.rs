@@ -19,10 +19,15 @@ use crate::probe::sys::{self, TryCall};
 use crate::probe::verdict::privilege as v;
 use crate::probe::verdict::{Attempt, Judged};
 
+/// The fields of a `/proc/PID/status` file ([`parse_status`]); empty when it cannot be read.
 fn status_fields(path: &str) -> BTreeMap<String, String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
+    parse_status(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// `Name:\tvalue` lines → name → value, both trimmed; lines without a `:` are skipped.
+#[must_use]
+pub fn parse_status(text: &str) -> BTreeMap<String, String> {
+    text.lines()
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect()
@@ -254,4 +259,37 @@ pub fn child_main(what: &str) -> anyhow::Result<bool> {
     }
     println!("{}", serde_json::to_string(&o)?);
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_become_trimmed_fields() {
+        let s = parse_status(
+            "Name:\tpasswd\nUid:\t0\t0\t0\t0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n",
+        );
+        assert_eq!(s.get("Name").map(String::as_str), Some("passwd"));
+        assert_eq!(s.get("Uid").map(String::as_str), Some("0\t0\t0\t0"));
+        assert_eq!(s.get("NoNewPrivs").map(String::as_str), Some("1"));
+        assert_eq!(s.len(), 4);
+    }
+
+    #[test]
+    fn odd_status_lines() {
+        assert!(parse_status("").is_empty());
+        assert!(parse_status("no colon here\n\n").is_empty());
+        let s = parse_status("Key:\nA: b: c\nKey: again\n");
+        assert_eq!(
+            s.get("A").map(String::as_str),
+            Some("b: c"),
+            "split at the first colon"
+        );
+        assert_eq!(
+            s.get("Key").map(String::as_str),
+            Some("again"),
+            "the last wins"
+        );
+    }
 }
