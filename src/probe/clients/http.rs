@@ -67,7 +67,17 @@ pub(crate) fn http(ctx: &Context, request_line: &str, host_header: &str) -> Repl
             }
         }
     };
-    let text = String::from_utf8_lossy(&buf).into_owned();
+    parse_reply(&buf, head_end)
+}
+
+/// The reply as read: the status code from the status line, the `X-Squid-Error` and
+/// `Location` headers (names matched without case) and the first 256 characters of the body;
+/// `head_end` is where the head's `\r\n\r\n` starts, `None` when it never came (all of
+/// `buf` is then the head). No status code: [`Attempt::Missing`] quoting the first 80
+/// characters.
+#[must_use]
+pub fn parse_reply(buf: &[u8], head_end: Option<usize>) -> Reply {
+    let text = String::from_utf8_lossy(buf).into_owned();
     let head = head_end.map_or(text.as_str(), |i| &text[..i.min(text.len())]);
     let mut lines = head.split("\r\n");
     let code = lines
@@ -99,16 +109,113 @@ pub(crate) fn http(ctx: &Context, request_line: &str, host_header: &str) -> Repl
     }
 }
 
+/// `GET URL` through the proxy, with the URL's host (and port) as `Host`.
 pub(crate) fn get(ctx: &Context, url: &str) -> Reply {
-    let host = url
-        .trim_start_matches("http://")
+    http(ctx, &format!("GET {url}"), host_of(url))
+}
+
+/// The `host[:port]` of an `http://` URL (the text up to the first `/` without the scheme).
+#[must_use]
+pub fn host_of(url: &str) -> &str {
+    url.trim_start_matches("http://")
         .split('/')
         .next()
         .unwrap_or("")
-        .to_string();
-    http(ctx, &format!("GET {url}"), &host)
 }
 
+/// `CONNECT TARGET` through the proxy.
 pub(crate) fn connect(ctx: &Context, target: &str) -> Reply {
     http(ctx, &format!("CONNECT {target}"), target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Reply {
+        let b = text.as_bytes();
+        parse_reply(b, b.windows(4).position(|w| w == b"\r\n\r\n"))
+    }
+
+    #[test]
+    fn a_squid_deny_gives_its_code_and_error_header() {
+        let r = parse(
+            "HTTP/1.1 403 Forbidden\r\nServer: squid\r\nX-Squid-Error: ERR_ACCESS_DENIED 0\r\n\r\n<html>denied",
+        );
+        assert_eq!(
+            r,
+            Reply::Status {
+                code: 403,
+                error_header: Some("ERR_ACCESS_DENIED 0".into()),
+                location: None,
+                body: "<html>denied".into(),
+            }
+        );
+        assert!(r.is_deny());
+    }
+
+    #[test]
+    fn headers_match_without_case_and_the_body_is_cut() {
+        let long = "x".repeat(300);
+        let r = parse(&format!(
+            "HTTP/1.1 302 Found\r\nlocation:  http://denied.example/ \r\nx-squid-error: E\r\n\r\n{long}"
+        ));
+        let Reply::Status {
+            code,
+            error_header,
+            location,
+            body,
+        } = r
+        else {
+            panic!("a status line: {r:?}")
+        };
+        assert_eq!(code, 302);
+        assert_eq!(location.as_deref(), Some("http://denied.example/"));
+        assert_eq!(error_header.as_deref(), Some("E"));
+        assert_eq!(body.len(), 256);
+        // The status line only (a CONNECT answer cut before the blank line).
+        assert_eq!(
+            parse_reply(b"HTTP/1.1 200 Connection established\r\n", None),
+            Reply::Status {
+                code: 200,
+                error_header: None,
+                location: None,
+                body: String::new(),
+            }
+        );
+    }
+
+    #[test]
+    fn no_status_code_is_missing() {
+        for bad in ["", "garbage", "HTTP/1.1\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n"] {
+            assert!(
+                matches!(parse(bad), Reply::Failed(Attempt::Missing(ref m)) if m.starts_with("no status line in")),
+                "{bad:?}"
+            );
+        }
+        let Reply::Failed(Attempt::Missing(m)) = parse(&"y".repeat(500)) else {
+            panic!("no status line")
+        };
+        assert_eq!(m, format!("no status line in {:?}", "y".repeat(80)));
+        // Bytes that are not UTF-8 in the body are replaced, not a failure.
+        let mut b = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        b.extend_from_slice(&[0xff, b'o', b'k']);
+        assert!(matches!(
+            parse_reply(&b, Some(15)),
+            Reply::Status { code: 200, ref body, .. } if body == "\u{fffd}ok"
+        ));
+    }
+
+    #[test]
+    fn the_host_of_a_url() {
+        assert_eq!(host_of("http://allowed.example/"), "allowed.example");
+        assert_eq!(host_of("http://10.213.7.2:3128/x/y"), "10.213.7.2:3128");
+        assert_eq!(host_of("http://h"), "h");
+        assert_eq!(
+            host_of("denied.example/path"),
+            "denied.example",
+            "no scheme"
+        );
+        assert_eq!(host_of(""), "");
+    }
 }

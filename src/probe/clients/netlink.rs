@@ -61,14 +61,7 @@ pub(crate) fn rtnetlink(msg_type: u16, payload: &[u8]) -> Attempt {
         Ok(fd) => fd,
         Err(e) => return Attempt::Errno(e as i32),
     };
-    let len = u32::try_from(16 + payload.len()).unwrap_or(0);
-    let mut m = Vec::new();
-    m.extend_from_slice(&len.to_ne_bytes());
-    m.extend_from_slice(&msg_type.to_ne_bytes());
-    m.extend_from_slice(&(0x1u16 | 0x4 | 0x200 | 0x400).to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    m.extend_from_slice(payload);
+    let m = request(msg_type, payload);
     if let Err(e) = sendto(
         fd.as_raw_fd(),
         &m,
@@ -84,16 +77,120 @@ pub(crate) fn rtnetlink(msg_type: u16, payload: &[u8]) -> Attempt {
     );
     let mut buf = [0u8; 4096];
     match recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()) {
-        Ok(n) if n >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == 2 => {
-            let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+        Ok(n) => parse_ack(&buf[..n]),
+        Err(nix::errno::Errno::EAGAIN) => Attempt::Timeout,
+        Err(e) => Attempt::Errno(e as i32),
+    }
+}
+
+/// One rtnetlink message: the `nlmsghdr` (length, `msg_type`, flags
+/// `NLM_F_REQUEST|NLM_F_ACK|NLM_F_CREATE|NLM_F_EXCL`, sequence 1, port 0) and `payload`.
+#[must_use]
+pub fn request(msg_type: u16, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(16 + payload.len()).unwrap_or(0);
+    let mut m = Vec::new();
+    m.extend_from_slice(&len.to_ne_bytes());
+    m.extend_from_slice(&msg_type.to_ne_bytes());
+    m.extend_from_slice(&(0x1u16 | 0x4 | 0x200 | 0x400).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(payload);
+    m
+}
+
+/// The kernel's answer to a request: an `NLMSG_ERROR` message (type 2) with error 0 is an ACK
+/// ([`Attempt::Ok`]), with `-errno` an [`Attempt::Errno`]; anything else (shorter than the
+/// header plus the error field, another type) is [`Attempt::Missing`].
+#[must_use]
+pub fn parse_ack(answer: &[u8]) -> Attempt {
+    match answer {
+        [
+            _,
+            _,
+            _,
+            _,
+            t0,
+            t1,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            e0,
+            e1,
+            e2,
+            e3,
+            ..,
+        ] if u16::from_ne_bytes([*t0, *t1]) == 2 => {
+            let err = i32::from_ne_bytes([*e0, *e1, *e2, *e3]);
             if err == 0 {
                 Attempt::Ok
             } else {
-                Attempt::Errno(-err)
+                Attempt::Errno(err.wrapping_neg())
             }
         }
-        Ok(_) => Attempt::Missing("unexpected netlink answer".into()),
-        Err(nix::errno::Errno::EAGAIN) => Attempt::Timeout,
-        Err(e) => Attempt::Errno(e as i32),
+        _ => Attempt::Missing("unexpected netlink answer".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer: `nlmsghdr` of type `typ`, then `err`, then the echoed request header.
+    fn answer(typ: u16, err: i32) -> Vec<u8> {
+        let mut a = 36u32.to_ne_bytes().to_vec();
+        a.extend_from_slice(&typ.to_ne_bytes());
+        a.extend_from_slice(&[0; 10]);
+        a.extend_from_slice(&err.to_ne_bytes());
+        a.extend_from_slice(&[0; 16]);
+        a
+    }
+
+    #[test]
+    fn acks_and_errors() {
+        assert_eq!(parse_ack(&answer(2, 0)), Attempt::Ok);
+        assert_eq!(
+            parse_ack(&answer(2, -libc::EPERM)),
+            Attempt::Errno(libc::EPERM)
+        );
+        assert_eq!(
+            parse_ack(&answer(2, -libc::EEXIST)[..20]),
+            Attempt::Errno(libc::EEXIST)
+        );
+        assert_eq!(
+            parse_ack(&answer(2, i32::MIN)),
+            Attempt::Errno(i32::MIN),
+            "no overflow"
+        );
+    }
+
+    #[test]
+    fn anything_else_is_unexpected() {
+        let unexpected = Attempt::Missing("unexpected netlink answer".into());
+        assert_eq!(parse_ack(&answer(24, 0)), unexpected, "not NLMSG_ERROR");
+        assert_eq!(parse_ack(&answer(2, 0)[..19]), unexpected, "too short");
+        assert_eq!(parse_ack(&[]), unexpected);
+    }
+
+    #[test]
+    fn the_request_header_and_the_route_message() {
+        let r = route_msg();
+        assert_eq!(r.len(), 12 + 8 + 8, "rtmsg, RTA_DST, RTA_OIF");
+        assert_eq!(r[..2], [2, 24], "AF_INET, /24");
+        assert_eq!(r[16..20], [192, 0, 2, 0]);
+        let m = request(24, &r);
+        assert_eq!(m.len(), 16 + r.len());
+        assert_eq!(m[..4], u32::try_from(m.len()).expect("small").to_ne_bytes());
+        assert_eq!(m[4..6], 24u16.to_ne_bytes());
+        assert_eq!(m[6..8], 0x605u16.to_ne_bytes(), "REQUEST|ACK|EXCL|CREATE");
+        assert_eq!(m[8..12], 1u32.to_ne_bytes(), "sequence 1");
+        assert_eq!(m[16..], r[..]);
+        assert_eq!(request(16, &[]).len(), 16);
     }
 }
