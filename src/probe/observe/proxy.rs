@@ -38,11 +38,7 @@ fn denies(ctx: &Context, reqs: &[(String, Reply)]) -> Judged {
         // stay enforced: N5 and N11 keep the strict verdict.
         return v::report_only_answers(reqs);
     }
-    if deny_all(ctx) {
-        v::proxy_denies_all(reqs, &control(ctx))
-    } else {
-        v::proxy_denies(reqs, &control(ctx))
-    }
+    enforced(ctx, reqs)
 }
 
 /// The strict verdict even in report-only runs (private and metadata targets stay denied).
@@ -52,6 +48,12 @@ fn strict_denies(ctx: &Context, reqs: &[(String, Reply)]) -> Judged {
         // name gets the proxy's own 503. Either way the proxy must not forward it.
         return v::proxy_not_forwarded(reqs);
     }
+    enforced(ctx, reqs)
+}
+
+/// An enforcing run: every request denied, with the control of a deny-all run or of an
+/// allowed host.
+fn enforced(ctx: &Context, reqs: &[(String, Reply)]) -> Judged {
     if deny_all(ctx) {
         v::proxy_denies_all(reqs, &control(ctx))
     } else {
