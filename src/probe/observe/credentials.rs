@@ -18,6 +18,24 @@ fn sha256_hex(b: &[u8]) -> String {
     })
 }
 
+/// The variables of an `environ` file (`NAME=value` entries separated by NUL bytes; empty
+/// entries skipped, an entry without `=` is a name with an empty value) as (NAME, sha256 of
+/// the value in lowercase hex): values are never kept.
+#[must_use]
+pub fn parse_environ(bytes: &[u8]) -> Vec<(String, String)> {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, val) = match kv.iter().position(|b| *b == b'=') {
+                Some(i) => (&kv[..i], &kv[i + 1..]),
+                None => (kv, &[][..]),
+            };
+            (String::from_utf8_lossy(k).into_owned(), sha256_hex(val))
+        })
+        .collect()
+}
+
 /// P22: our environment and every readable `/proc/*/environ`.
 #[must_use]
 pub fn p22(ctx: &Context) -> Judged {
@@ -36,16 +54,8 @@ pub fn p22(ctx: &Context) -> Judged {
             continue;
         };
         o.sources += 1;
-        for kv in bytes.split(|b| *b == 0).filter(|kv| !kv.is_empty()) {
-            let (k, val) = match kv.iter().position(|b| *b == b'=') {
-                Some(i) => (&kv[..i], &kv[i + 1..]),
-                None => (kv, &[][..]),
-            };
-            o.vars.push((
-                f.clone(),
-                String::from_utf8_lossy(k).into_owned(),
-                sha256_hex(val),
-            ));
+        for (k, hash) in parse_environ(&bytes) {
+            o.vars.push((f.clone(), k, hash));
         }
     }
     v::p22(&o, ctx)
@@ -93,4 +103,42 @@ pub fn p23(_: &Context) -> Judged {
     let masked = std::fs::metadata("/proc/keys")
         .is_ok_and(|m| m.file_type().is_char_device() && Some(m.rdev()) == null);
     v::p23(masked, &keyring(-3), &keyring(-4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EMPTY_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn environ_entries_become_names_and_value_hashes() {
+        let v = parse_environ(b"HOME=/root\0PATH=/usr/bin:/bin\0A=b=c\0");
+        let names: Vec<&str> = v.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["HOME", "PATH", "A"]);
+        assert_eq!(v[2].1, sha256_hex(b"b=c"), "split at the first =");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn odd_environ_entries() {
+        assert!(parse_environ(b"").is_empty());
+        assert!(parse_environ(b"\0\0").is_empty());
+        assert_eq!(
+            parse_environ(b"NOEQ\0E=\0"),
+            [
+                ("NOEQ".into(), EMPTY_SHA.into()),
+                ("E".into(), EMPTY_SHA.into())
+            ]
+        );
+        let v = parse_environ(b"X\xff=1\0=v");
+        assert_eq!(
+            v[0].0, "X\u{fffd}",
+            "a name that is not UTF-8 is shown, replaced"
+        );
+        assert_eq!(v[1], (String::new(), sha256_hex(b"v")));
+    }
 }

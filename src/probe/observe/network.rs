@@ -26,29 +26,49 @@ pub fn n1(ctx: &Context) -> Judged {
     match std::fs::read_to_string("/proc/net/route") {
         Ok(t) => {
             o.read_ok = true;
-            for l in t.lines().skip(1) {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                if f.len() > 7 && f[1] == "00000000" && f[7] == "00000000" {
-                    o.defaults.push(format!("v4 via {} dev {}", f[2], f[0]));
-                }
-            }
+            o.defaults = default_routes_v4(&t);
         }
         Err(_) => o.read_ok = false,
     }
-    for l in std::fs::read_to_string("/proc/net/ipv6_route")
-        .unwrap_or_default()
-        .lines()
-    {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        // dest, dest_len, ..., flags (8), dev (9); RTF_REJECT = 0x0200.
-        if f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" {
-            let flags = u32::from_str_radix(f[8], 16).unwrap_or(0);
-            if flags & 0x0200 == 0 && f[9] != "lo" {
-                o.defaults.push(format!("v6 dev {}", f[9]));
-            }
-        }
-    }
+    o.defaults.extend(default_routes_v6(
+        &std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default(),
+    ));
     v::n1(&o, ctx)
+}
+
+/// The default routes in a `/proc/net/route` text (a header line, then `Iface Destination
+/// Gateway Flags RefCnt Use Metric Mask …`): destination and mask `00000000`, as
+/// `v4 via GATEWAY dev IFACE` (the gateway in the file's hex).
+#[must_use]
+pub fn default_routes_v4(route: &str) -> Vec<String> {
+    route
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000")
+                .then(|| format!("v4 via {} dev {}", f[2], f[0]))
+        })
+        .collect()
+}
+
+/// The default routes in a `/proc/net/ipv6_route` text (no header: destination, its length,
+/// …, flags (field 9), device (field 10)): `::/0` without `RTF_REJECT` (0x0200) and not on
+/// `lo` (the kernel's own reject route), as `v6 dev DEV`.
+#[must_use]
+pub fn default_routes_v6(ipv6_route: &str) -> Vec<String> {
+    ipv6_route
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" {
+                let flags = u32::from_str_radix(f[8], 16).unwrap_or(0);
+                (flags & 0x0200 == 0 && f[9] != "lo").then(|| format!("v6 dev {}", f[9]))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// N2.
@@ -175,4 +195,55 @@ pub fn n15(_: &Context) -> Judged {
     };
     items.push(("ping 1.1.1.1".to_string(), ping));
     v::n15(&items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE_HEAD: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+
+    #[test]
+    fn v4_default_routes() {
+        let inside =
+            format!("{ROUTE_HEAD}eth0\t0007D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n");
+        assert!(
+            default_routes_v4(&inside).is_empty(),
+            "only the subnet route"
+        );
+        let host = format!(
+            "{ROUTE_HEAD}eth0\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+             eth0\t0000A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n"
+        );
+        assert_eq!(default_routes_v4(&host), ["v4 via 0100A8C0 dev eth0"]);
+        // The header alone, an empty file, short and odd lines.
+        assert!(default_routes_v4(ROUTE_HEAD).is_empty());
+        assert!(default_routes_v4("").is_empty());
+        assert!(default_routes_v4(&format!("{ROUTE_HEAD}eth0 00000000 x\n")).is_empty());
+        assert!(
+            default_routes_v4("eth0\t00000000\t0100A8C0\t3\t0\t0\t0\t00000000\n").is_empty(),
+            "the first line is the header"
+        );
+    }
+
+    #[test]
+    fn v6_default_routes_without_the_kernels_reject_route() {
+        let zero = "00000000000000000000000000000000";
+        let reject =
+            format!("{zero} 00 {zero} 00 {zero} ffffffff 00000001 00000000 00200200       lo\n");
+        assert!(default_routes_v6(&reject).is_empty(), "RTF_REJECT on lo");
+        let real = format!(
+            "{zero} 00 {zero} 00 fe800000000000000000000000000001 00000400 00000001 00000000 00450003     eth0\n"
+        );
+        assert_eq!(default_routes_v6(&real), ["v6 dev eth0"]);
+        let local = format!(
+            "fe800000000000000000000000000000 40 {zero} 00 {zero} 00000100 00000001 00000000 00000001     eth0\n"
+        );
+        assert!(default_routes_v6(&local).is_empty(), "not ::/0");
+        // Unparsable flags count as none; short lines are skipped.
+        let odd = format!("{zero} 00 {zero} 00 {zero} 0 1 0 zz eth1\n{zero} 00 short\n");
+        assert_eq!(default_routes_v6(&odd), ["v6 dev eth1"]);
+        assert!(default_routes_v6("").is_empty());
+    }
 }
