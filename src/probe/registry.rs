@@ -150,4 +150,40 @@ mod tests {
         );
         assert!(PROBES.iter().all(|p| !p.title.is_empty()));
     }
+
+    /// The verdicts stay pure: no verdict file names I/O (the list of the architecture test).
+    #[test]
+    fn the_verdict_files_do_no_io() {
+        let files = [
+            ("verdict.rs", include_str!("verdict.rs")),
+            ("credentials.rs", include_str!("verdict/credentials.rs")),
+            ("dns.rs", include_str!("verdict/dns.rs")),
+            ("escape.rs", include_str!("verdict/escape.rs")),
+            ("filesystem.rs", include_str!("verdict/filesystem.rs")),
+            ("kernel.rs", include_str!("verdict/kernel.rs")),
+            ("network.rs", include_str!("verdict/network.rs")),
+            ("privilege.rs", include_str!("verdict/privilege.rs")),
+            ("processes.rs", include_str!("verdict/processes.rs")),
+            ("proxy.rs", include_str!("verdict/proxy.rs")),
+            ("sockets.rs", include_str!("verdict/sockets.rs")),
+        ];
+        let forbidden = ["fs", "process", "env", "net"]
+            .map(|m| format!("std::{m}"))
+            .into_iter()
+            .chain(["zbus".to_string(), "Command::new".to_string()]);
+        let forbidden: Vec<String> = forbidden.collect();
+        let mut hits = Vec::new();
+        for (name, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                hits.extend(
+                    forbidden
+                        .iter()
+                        .filter(|f| code.contains(f.as_str()))
+                        .map(|f| format!("verdict/{name}:{}: {f}", n + 1)),
+                );
+            }
+        }
+        assert!(hits.is_empty(), "verdicts must stay pure: {hits:?}");
+    }
 }

@@ -24,8 +24,8 @@ pub fn in_subnet(ip: &str, cidr: &str) -> bool {
         return false;
     };
     let (Ok(ip), Ok(net), Ok(len)) = (
-        ip.parse::<std::net::Ipv4Addr>(),
-        net.parse::<std::net::Ipv4Addr>(),
+        ip.parse::<core::net::Ipv4Addr>(),
+        net.parse::<core::net::Ipv4Addr>(),
         len.parse::<u32>(),
     ) else {
         return false;
