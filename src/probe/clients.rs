@@ -1,5 +1,5 @@
 //! The low-level clients the observations use: an attempt's result as an [`Attempt`], direct
-//! TCP and UDP with a deadline ([`NET_TIMEOUT`]), HTTP/1.1 to the proxy ([`http`]), DNS
+//! TCP and UDP with a deadline (`NET_TIMEOUT`), HTTP/1.1 to the proxy ([`http`]), DNS
 //! ([`dns`]) and rtnetlink ([`netlink`]). Effectful; the pure reply parsers are unit-tested.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
