@@ -13,10 +13,14 @@
 //! check has a positive control. Each probe runs on its own thread with a hard deadline of
 //! [`PROBE_TIMEOUT`]; the suite stops starting probes after [`SUITE_BUDGET`].
 //!
-//! Layout: [`observe`] does the effectful observations, [`verdict`] is the pure judgement
-//! (table-driven tests), [`sys`] holds the only `unsafe` syscalls.
+//! Layout: [`registry`] lists every probe (id, title, run function, leak watch); [`observe`]
+//! does the effectful observations and [`verdict`] the pure judgement (table-driven tests),
+//! both split by probe family; [`clients`] holds the low-level HTTP, DNS and rtnetlink clients,
+//! [`sys`] the only `unsafe` syscalls.
 
+pub mod clients;
 pub mod observe;
+pub mod registry;
 pub mod sys;
 pub mod verdict;
 
@@ -26,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use registry::{PROBES, Probe, ProbeFn};
 use verdict::Judged;
 
 /// Hard deadline of one probe (§2: 2 s).
@@ -240,54 +245,6 @@ pub struct Summary {
     pub wall_ms: u64,
 }
 
-/// A probe: observes and judges.
-pub type ProbeFn = fn(&Context) -> Judged;
-
-/// Every probe in run order.
-pub const PROBES: &[(&str, ProbeFn)] = &[
-    ("P1", observe::p1),
-    ("P2", observe::p2),
-    ("P3", observe::p3),
-    ("P4", observe::p4),
-    ("P5", observe::p5),
-    ("P6", observe::p6),
-    ("P7", observe::p7),
-    ("P8", observe::p8),
-    ("P9", observe::p9),
-    ("P10", observe::p10),
-    ("P11", observe::p11),
-    ("P12", observe::p12),
-    ("P13", observe::p13),
-    ("P14", observe::p14),
-    ("P15", observe::p15),
-    ("P16", observe::p16),
-    ("P17", observe::p17),
-    ("P18", observe::p18),
-    ("P19", observe::p19),
-    ("P20", observe::p20),
-    ("P21", observe::p21),
-    ("P22", observe::p22),
-    ("P23", observe::p23),
-    ("P24", observe::p24),
-    ("N1", observe::n1),
-    ("N2", observe::n2),
-    ("N3", observe::n3),
-    ("N4", observe::n4),
-    ("N5", observe::n5),
-    ("N6", observe::n6),
-    ("N7", observe::n7),
-    ("N8", observe::n8),
-    ("N9", observe::n9),
-    ("N10", observe::n10),
-    ("N11", observe::n11),
-    ("N12", observe::n12),
-    ("N13", observe::n13),
-    ("N14", observe::n14),
-    ("N15", observe::n15),
-    ("N16", observe::n16),
-    ("E1", observe::e1),
-];
-
 /// Errors before any probe runs.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -314,21 +271,21 @@ pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeErro
 /// # Errors
 /// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
 pub fn run_with(
-    probes: &[(&str, ProbeFn)],
+    probes: &[Probe],
     ctx: &Context,
     only: &[String],
     timeout: Duration,
     budget: Duration,
 ) -> Result<Vec<ProbeResult>, ProbeError> {
     for id in only {
-        if !probes.iter().any(|(p, _)| p.eq_ignore_ascii_case(id)) {
+        if !probes.iter().any(|p| p.id.eq_ignore_ascii_case(id)) {
             return Err(ProbeError::UnknownId(id.clone()));
         }
     }
     let suite = Instant::now();
     let mut out = Vec::new();
-    for (id, f) in probes {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+    for p in probes {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(p.id)) {
             continue;
         }
         let start = Instant::now();
@@ -336,10 +293,10 @@ pub fn run_with(
         let judged = if left.is_zero() {
             verdict::over_budget(ms(budget))
         } else {
-            run_one(*f, ctx, timeout.min(left))
+            run_one(p.run, ctx, timeout.min(left))
         };
         out.push(ProbeResult {
-            id: (*id).to_string(),
+            id: p.id.to_string(),
             expect: judged.expect,
             got: judged.got,
             verdict: if judged.pass {
@@ -402,7 +359,7 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
     use anyhow::Context as _;
     use std::io::Write as _;
     if let Some(child) = &args.child {
-        return observe::child_main(child);
+        return observe::privilege::child_main(child);
     }
     let ctx: Context = match &args.context {
         Some(path) => {
@@ -467,7 +424,12 @@ mod tests {
         pass(c)
     }
 
-    const FAKE: &[(&str, ProbeFn)] = &[("A", pass), ("B", hang), ("C", pass), ("D", pass)];
+    const FAKE: &[Probe] = &[
+        Probe::new("A", "a", pass),
+        Probe::new("B", "b", hang),
+        Probe::new("C", "c", pass),
+        Probe::new("D", "d", pass),
+    ];
 
     #[test]
     fn context_defaults_and_unknown_keys() {

@@ -5,10 +5,9 @@
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-/// Probes re-run while the agent works (security-cases §2, the ★ rows).
-pub const WATCH_PROBES: &[&str] = &[
-    "P1", "P2", "P3", "P18", "P19", "P20", "P21", "P22", "N1", "N16",
-];
+/// Probes re-run while the agent works (security-cases §2, the ★ rows): the registry's
+/// watched entries (`probe::registry`).
+pub const WATCH_PROBES: &[&str] = &crate::probe::registry::WATCH;
 
 /// Names of host variables the sandbox must never see, besides the ones cyclix did not hand
 /// over on purpose: anything that looks like a credential or reaches a host service.

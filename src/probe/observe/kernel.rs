@@ -1,0 +1,126 @@
+//! The kernel surface (P10–P12, P24): `/dev`, the masked paths, kernel knobs opened for
+//! writing (no byte written), the kernel log and `/proc/kallsyms`.
+
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::path::Path;
+
+use nix::sys::stat::{Mode, SFlag, mknod};
+
+use super::unique;
+use crate::probe::Context;
+use crate::probe::clients::{io_attempt, nix_attempt};
+use crate::probe::sys::{self};
+use crate::probe::verdict::kernel as v;
+use crate::probe::verdict::kernel::Masked;
+use crate::probe::verdict::{Attempt, Judged};
+
+/// P10.
+#[must_use]
+pub fn p10(_: &Context) -> Judged {
+    let mut entries: Vec<String> = std::fs::read_dir("/dev")
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if Path::new("/dev/net/tun").exists() {
+        entries.push("net/tun".into());
+    }
+    let null_ok = std::fs::metadata("/dev/null")
+        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == nix::sys::stat::makedev(1, 3));
+    let target = format!("/tmp/{}", unique("mknod"));
+    let r = mknod(
+        target.as_str(),
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o600),
+        nix::sys::stat::makedev(1, 3),
+    );
+    if r.is_ok() {
+        let _ = std::fs::remove_file(&target);
+    }
+    v::p10(&v::DevObs {
+        entries,
+        null_ok,
+        mknod: nix_attempt(r),
+    })
+}
+
+/// P11.
+#[must_use]
+pub fn p11(_: &Context) -> Judged {
+    let null = std::fs::metadata("/dev/null").map(|m| m.rdev()).ok();
+    let items = v::MASKED_PATHS
+        .iter()
+        .map(|p| {
+            let m = match std::fs::metadata(p) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Masked::Absent,
+                Err(e) => Masked::Exposed(format!("stat: {e}")),
+                Ok(m) if m.file_type().is_char_device() && Some(m.rdev()) == null => {
+                    Masked::NullDev
+                }
+                Ok(m) if m.is_dir() => match std::fs::read_dir(p) {
+                    Ok(mut rd) => {
+                        if rd.next().is_none() {
+                            Masked::EmptyDir
+                        } else {
+                            Masked::Exposed("a non-empty directory".into())
+                        }
+                    }
+                    Err(e) => Masked::Exposed(format!("a directory we cannot list: {e}")),
+                },
+                Ok(_) => Masked::Exposed("a readable file".into()),
+            };
+            ((*p).to_string(), m)
+        })
+        .collect::<Vec<_>>();
+    v::p11(&items)
+}
+
+/// Kernel knobs P12 opens for writing (no byte is written).
+pub const KNOBS: &[&str] = &[
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sysrq-trigger",
+    "/sys/kernel/uevent_helper",
+    "/sys/fs/cgroup/cgroup.procs",
+];
+
+/// P12.
+#[must_use]
+pub fn p12(_: &Context) -> Judged {
+    let items: Vec<(String, Attempt)> = KNOBS
+        .iter()
+        .map(|p| {
+            (
+                (*p).to_string(),
+                io_attempt(std::fs::OpenOptions::new().write(true).open(p)),
+            )
+        })
+        .collect();
+    v::p12(&items)
+}
+
+/// P24.
+#[must_use]
+pub fn p24(_: &Context) -> Judged {
+    let mut buf = vec![0u8; 4096];
+    let syslog = Attempt::of(sys::syslog_read_all(&mut buf));
+    let ks = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let lines: Vec<&str> = ks.lines().take(5000).collect();
+    let nonzero = lines
+        .iter()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|a| a.bytes().any(|b| b != b'0'))
+        })
+        .count();
+    v::p24(&v::KernelObs {
+        syslog,
+        dmesg_restrict: std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict")
+            .ok()
+            .map(|s| s.trim().to_string()),
+        kallsyms: (lines.len(), nonzero),
+        modules_dir: Path::new("/lib/modules").exists(),
+    })
+}

@@ -1,0 +1,249 @@
+//! The network without the proxy (N1–N4, N6, N15): interfaces and routes, direct TCP/UDP,
+//! the gateway and the host, raw sockets and rtnetlink.
+
+use std::net::{SocketAddr, ToSocketAddrs as _, UdpSocket};
+
+use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
+
+use crate::probe::Context;
+use crate::probe::clients::netlink::{link_msg, route_msg, rtnetlink};
+use crate::probe::clients::{io_attempt, nix_attempt, tcp, udp};
+use crate::probe::verdict::network as v;
+use crate::probe::verdict::{Attempt, Judged};
+
+/// N1.
+#[must_use]
+pub fn n1(ctx: &Context) -> Judged {
+    let mut o = v::RouteObs::default();
+    if let Ok(ifs) = nix::ifaddrs::getifaddrs() {
+        for i in ifs {
+            let e = o.ifaces.entry(i.interface_name.clone()).or_default();
+            if let Some(a) = i.address.as_ref().and_then(|a| a.as_sockaddr_in()) {
+                e.push(a.ip().to_string());
+            }
+        }
+    }
+    match std::fs::read_to_string("/proc/net/route") {
+        Ok(t) => {
+            o.read_ok = true;
+            o.defaults = default_routes_v4(&t);
+        }
+        Err(_) => o.read_ok = false,
+    }
+    o.defaults.extend(default_routes_v6(
+        &std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default(),
+    ));
+    v::n1(&o, ctx)
+}
+
+/// The default routes in a `/proc/net/route` text (a header line, then `Iface Destination
+/// Gateway Flags RefCnt Use Metric Mask …`): destination and mask `00000000`, as
+/// `v4 via GATEWAY dev IFACE` (the gateway in the file's hex).
+#[must_use]
+pub fn default_routes_v4(route: &str) -> Vec<String> {
+    route
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000")
+                .then(|| format!("v4 via {} dev {}", f[2], f[0]))
+        })
+        .collect()
+}
+
+/// The default routes in a `/proc/net/ipv6_route` text (no header: destination, its length,
+/// …, flags (field 9), device (field 10)): `::/0` without `RTF_REJECT` (0x0200) and not on
+/// `lo` (the kernel's own reject route), as `v6 dev DEV`.
+#[must_use]
+pub fn default_routes_v6(ipv6_route: &str) -> Vec<String> {
+    ipv6_route
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" {
+                let flags = u32::from_str_radix(f[8], 16).unwrap_or(0);
+                (flags & 0x0200 == 0 && f[9] != "lo").then(|| format!("v6 dev {}", f[9]))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// N2.
+#[must_use]
+pub fn n2(_: &Context) -> Judged {
+    let items = vec![
+        ("tcp 1.1.1.1:443".to_string(), tcp("1.1.1.1:443")),
+        ("tcp 8.8.8.8:53".to_string(), tcp("8.8.8.8:53")),
+        ("udp 8.8.8.8:53".to_string(), udp("8.8.8.8:53")),
+        ("udp 8.8.8.8:443".to_string(), udp("8.8.8.8:443")),
+    ];
+    v::n2(&items)
+}
+
+/// N3.
+#[must_use]
+pub fn n3(_: &Context) -> Judged {
+    let items = vec![(
+        "tcp [2606:4700:4700::1111]:443".to_string(),
+        tcp("[2606:4700:4700::1111]:443"),
+    )];
+    let global: Vec<String> = nix::ifaddrs::getifaddrs()
+        .map(|ifs| {
+            ifs.filter_map(|i| {
+                i.address
+                    .and_then(|a| a.as_sockaddr_in6().map(nix::sys::socket::SockaddrIn6::ip))
+            })
+            .filter(|ip| {
+                let s = ip.segments();
+                !(ip.is_loopback() || s[0] & 0xffc0 == 0xfe80 || s[0] & 0xfe00 == 0xfc00)
+            })
+            .map(|ip| ip.to_string())
+            .collect()
+        })
+        .unwrap_or_default();
+    v::n3(&items, &global)
+}
+
+/// N4.
+#[must_use]
+pub fn n4(_: &Context) -> Judged {
+    let items = [
+        "169.254.169.254:80",
+        "100.100.100.200:80",
+        "100.96.0.96:80",
+        "100.80.80.80:80",
+        "[fd00:ec2::254]:80",
+    ]
+    .iter()
+    .map(|a| (format!("tcp {a}"), tcp(a)))
+    .collect::<Vec<_>>();
+    v::n4(&items)
+}
+
+/// N6.
+#[must_use]
+pub fn n6(ctx: &Context) -> Judged {
+    let hci = ("host.containers.internal", 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.find(SocketAddr::is_ipv4))
+        .map(|a| a.ip().to_string());
+    let mut items = Vec::new();
+    let mut targets = vec![ctx.gateway_ip.clone()];
+    match &hci {
+        Some(ip) => targets.push(ip.clone()),
+        None => items.push((
+            "host.containers.internal".to_string(),
+            Attempt::Missing("not resolvable".into()),
+        )),
+    }
+    for t in &targets {
+        for port in [22, 80, 443, 2375, 5432, 6379, 10250] {
+            items.push((format!("{t}:{port}"), tcp(&format!("{t}:{port}"))));
+        }
+    }
+    let ctl = ctx
+        .proxy_addr()
+        .map_or(Attempt::Missing("proxy address".into()), |(h, p)| {
+            tcp(&format!("{h}:{p}"))
+        });
+    v::n6(&items, &ctl)
+}
+
+/// N15: raw sockets, a route and a link change over rtnetlink, ICMP.
+#[must_use]
+pub fn n15(_: &Context) -> Judged {
+    let mut items = vec![
+        (
+            "AF_PACKET".to_string(),
+            nix_attempt(socket(
+                AddressFamily::Packet,
+                SockType::Raw,
+                SockFlag::empty(),
+                None,
+            )),
+        ),
+        (
+            "SOCK_RAW icmp".to_string(),
+            nix_attempt(socket(
+                AddressFamily::Inet,
+                SockType::Raw,
+                SockFlag::empty(),
+                SockProtocol::Icmp,
+            )),
+        ),
+    ];
+    items.push(("RTM_NEWROUTE".to_string(), rtnetlink(24, &route_msg())));
+    items.push((
+        "RTM_NEWLINK eth0 down".to_string(),
+        rtnetlink(16, &link_msg()),
+    ));
+    let ping = match socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::empty(),
+        SockProtocol::Icmp,
+    ) {
+        Ok(fd) => {
+            let s = UdpSocket::from(fd);
+            io_attempt(s.send_to(&[8, 0, 0xf7, 0xff, 0, 0, 0, 0], "1.1.1.1:0"))
+        }
+        Err(e) => Attempt::Errno(e as i32),
+    };
+    items.push(("ping 1.1.1.1".to_string(), ping));
+    v::n15(&items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE_HEAD: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+
+    #[test]
+    fn v4_default_routes() {
+        let inside =
+            format!("{ROUTE_HEAD}eth0\t0007D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n");
+        assert!(
+            default_routes_v4(&inside).is_empty(),
+            "only the subnet route"
+        );
+        let host = format!(
+            "{ROUTE_HEAD}eth0\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+             eth0\t0000A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n"
+        );
+        assert_eq!(default_routes_v4(&host), ["v4 via 0100A8C0 dev eth0"]);
+        // The header alone, an empty file, short and odd lines.
+        assert!(default_routes_v4(ROUTE_HEAD).is_empty());
+        assert!(default_routes_v4("").is_empty());
+        assert!(default_routes_v4(&format!("{ROUTE_HEAD}eth0 00000000 x\n")).is_empty());
+        assert!(
+            default_routes_v4("eth0\t00000000\t0100A8C0\t3\t0\t0\t0\t00000000\n").is_empty(),
+            "the first line is the header"
+        );
+    }
+
+    #[test]
+    fn v6_default_routes_without_the_kernels_reject_route() {
+        let zero = "00000000000000000000000000000000";
+        let reject =
+            format!("{zero} 00 {zero} 00 {zero} ffffffff 00000001 00000000 00200200       lo\n");
+        assert!(default_routes_v6(&reject).is_empty(), "RTF_REJECT on lo");
+        let real = format!(
+            "{zero} 00 {zero} 00 fe800000000000000000000000000001 00000400 00000001 00000000 00450003     eth0\n"
+        );
+        assert_eq!(default_routes_v6(&real), ["v6 dev eth0"]);
+        let local = format!(
+            "fe800000000000000000000000000000 40 {zero} 00 {zero} 00000100 00000001 00000000 00000001     eth0\n"
+        );
+        assert!(default_routes_v6(&local).is_empty(), "not ::/0");
+        // Unparsable flags count as none; short lines are skipped.
+        let odd = format!("{zero} 00 {zero} 00 {zero} 0 1 0 zz eth1\n{zero} 00 short\n");
+        assert_eq!(default_routes_v6(&odd), ["v6 dev eth1"]);
+        assert!(default_routes_v6("").is_empty());
+    }
+}

@@ -1,0 +1,60 @@
+//! Processes (P20, P21): namespace inodes, the pids in `/proc`, pid 1, the cgroup files.
+
+use super::ns_inode;
+use crate::probe::Context;
+use crate::probe::verdict::Judged;
+use crate::probe::verdict::processes as v;
+
+/// P20.
+#[must_use]
+pub fn p20(ctx: &Context) -> Judged {
+    let ns = v::PRIVATE_NS
+        .iter()
+        .filter_map(|n| Some(((*n).to_string(), ns_inode(n)?)))
+        .collect();
+    let pids = std::fs::read_dir("/proc").map_or(0, |rd| {
+        rd.filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .count()
+    });
+    let init_comm = std::fs::read_to_string("/proc/1/comm")
+        .ok()
+        .map(|s| s.trim().to_string());
+    v::p20(
+        &v::NsObs {
+            ns,
+            pids,
+            init_comm,
+        },
+        ctx,
+    )
+}
+
+/// P21.
+#[must_use]
+pub fn p21(ctx: &Context) -> Judged {
+    let rd = |f: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    v::p21(
+        &v::CgroupObs {
+            lines: std::fs::read_to_string("/proc/self/cgroup")
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect(),
+            controllers: rd("cgroup.controllers").unwrap_or_default(),
+            memory_max: rd("memory.max"),
+            pids_max: rd("pids.max"),
+            cpu_max: rd("cpu.max"),
+        },
+        ctx,
+    )
+}

@@ -1,0 +1,135 @@
+//! Processes (P20, P21): private namespaces, the pid count, pid 1, the cgroup and its limits.
+
+use std::collections::BTreeMap;
+
+use super::{Judged, judged};
+use crate::probe::Context;
+
+/// What P20 saw.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NsObs {
+    /// Our namespace inodes by name (`pid`, `net`, ...).
+    pub ns: BTreeMap<String, u64>,
+    /// Number of processes visible in `/proc`.
+    pub pids: usize,
+    /// `/proc/1/comm`.
+    pub init_comm: Option<String>,
+}
+
+/// Namespaces that must differ from the host's (§2 P20; `time` is shared by design).
+pub const PRIVATE_NS: &[&str] = &["pid", "net", "mnt", "ipc", "uts", "cgroup", "user"];
+
+/// P20: every namespace differs from the host-recorded one; few processes; pid 1 is our init.
+#[must_use]
+pub fn p20(o: &NsObs, ctx: &Context) -> Judged {
+    let mut why = Vec::new();
+    for n in PRIVATE_NS {
+        match (o.ns.get(*n), ctx.host_namespaces.get(*n)) {
+            (Some(a), Some(b)) if a == b => why.push(format!("{n} is the host's ({a})")),
+            (None, _) => why.push(format!("{n}: unreadable")),
+            (_, None) => why.push(format!(
+                "{n}: no host-recorded inode (positive control missing)"
+            )),
+            _ => {}
+        }
+    }
+    if o.pids == 0 || o.pids > ctx.max_pids {
+        why.push(format!(
+            "{} processes visible (want 1..={})",
+            o.pids, ctx.max_pids
+        ));
+    }
+    if o.init_comm.as_deref() != Some(ctx.init_comm.as_str()) {
+        why.push(format!("pid 1 is {:?}, not {}", o.init_comm, ctx.init_comm));
+    }
+    judged(
+        format!(
+            "pid net mnt ipc uts cgroup user ≠ host; ≤ {} pids; pid 1 = {}",
+            ctx.max_pids, ctx.init_comm
+        ),
+        format!("{} pids, pid 1 {:?}, ns {:?}", o.pids, o.init_comm, o.ns),
+        why.is_empty(),
+        why.join("; "),
+    )
+}
+
+/// What P21 saw.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CgroupObs {
+    /// `/proc/self/cgroup` lines.
+    pub lines: Vec<String>,
+    /// `cgroup.controllers` of our cgroup.
+    pub controllers: String,
+    /// `memory.max`, `pids.max`, `cpu.max` (`None` when the file is absent).
+    pub memory_max: Option<String>,
+    /// See `memory_max`.
+    pub pids_max: Option<String>,
+    /// See `memory_max`.
+    pub cpu_max: Option<String>,
+}
+
+/// P21: a private cgroup namespace, and the spec's limits in force.
+///
+/// Policy (measured on the testbed: no controller is delegated, `cgroup.controllers` is empty):
+/// limits are required exactly where the spec sets them (`context.limits`); an unset limit is
+/// not required. A configured limit whose controller file is missing or differs is a FAIL (a
+/// limit that is not enforced is worse than none, because the spec claims it).
+#[must_use]
+pub fn p21(o: &CgroupObs, ctx: &Context) -> Judged {
+    let mut why = Vec::new();
+    if o.lines.is_empty() {
+        why.push("/proc/self/cgroup unreadable".to_string());
+    }
+    let non_root: Vec<&String> = o
+        .lines
+        .iter()
+        .filter(|l| l.rsplit(':').next() != Some("/"))
+        .collect();
+    if !non_root.is_empty() {
+        why.push(format!("not a private cgroup ns: {non_root:?}"));
+    }
+    let l = &ctx.limits;
+    let mut check = |name: &str, want: Option<String>, got: &Option<String>| {
+        if let Some(w) = want
+            && got.as_deref().map(str::trim) != Some(w.as_str())
+        {
+            why.push(format!(
+                "{name}: want {w}, got {got:?} (controllers: '{}')",
+                o.controllers.trim()
+            ));
+        }
+    };
+    check(
+        "memory.max",
+        l.memory_bytes.map(|b| b.to_string()),
+        &o.memory_max,
+    );
+    check("pids.max", l.pids.map(|p| p.to_string()), &o.pids_max);
+    check(
+        "cpu.max",
+        l.cpu_millis
+            .map(|m| format!("{} 100000", u64::from(m) * 100)),
+        &o.cpu_max,
+    );
+    let configured = l.memory_bytes.is_some() || l.pids.is_some() || l.cpu_millis.is_some();
+    judged(
+        format!(
+            "every cgroup path /; limits as configured ({})",
+            if configured { "set" } else { "none configured" }
+        ),
+        format!(
+            "{:?}; controllers '{}'; memory.max {:?} pids.max {:?} cpu.max {:?}",
+            o.lines,
+            o.controllers.trim(),
+            o.memory_max,
+            o.pids_max,
+            o.cpu_max
+        ),
+        why.is_empty(),
+        if why.is_empty() && !configured {
+            "policy: the spec sets no limits, so none is required".to_string()
+        } else {
+            why.join("; ")
+        },
+    )
+}

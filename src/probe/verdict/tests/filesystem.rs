@@ -1,0 +1,165 @@
+//! The filesystem verdicts (P13–P18): passing and failing fixtures.
+
+use super::*;
+use crate::probe::verdict::filesystem::*;
+
+#[test]
+fn p13_to_p15_filesystems() {
+    let ro = vec![
+        mount("/", "/", "ro,relatime"),
+        mount("/sys", "/", "ro,nosuid"),
+        mount("/sys/fs/cgroup", "/", "ro,nosuid"),
+    ];
+    assert!(p13(&ro).pass);
+    let mut rw = ro.clone();
+    rw.push(mount("/sys", "/", "rw,nosuid"));
+    assert!(!p13(&rw).pass, "the last mount at /sys is rw");
+    assert!(!p13(&ro[..1]).pass, "missing /sys");
+
+    assert!(
+        p14(&items(&[
+            ("/probe-root", E(libc::EROFS)),
+            ("/usr/probe", E(libc::EROFS))
+        ]))
+        .pass
+    );
+    assert!(!p14(&items(&[("/probe-root", Attempt::Ok)])).pass);
+    assert!(
+        !p14(&items(&[("/probe-root", E(libc::EACCES))])).pass,
+        "exact errno"
+    );
+
+    let s = |p: &str, w: Attempt, o: &str| ScratchObs {
+        path: p.into(),
+        write: w,
+        mount: Some(mount(p, "/", o)),
+    };
+    let good: Vec<ScratchObs> = ["/tmp", "/var/tmp", "/run", "/dev/shm"]
+        .iter()
+        .map(|p| s(p, Attempt::Ok, "rw,nosuid,nodev"))
+        .collect();
+    assert!(p15(&good).pass);
+    let mut bad = good.clone();
+    bad[0] = s("/tmp", E(libc::EROFS), "rw,nosuid,nodev");
+    assert!(!p15(&bad).pass);
+    let mut bad = good;
+    bad[1] = s("/var/tmp", Attempt::Ok, "rw");
+    assert!(!p15(&bad).pass);
+}
+
+#[test]
+fn p16_project_mount_owner_and_flags() {
+    let c = ctx();
+    let o = ProjectObs {
+        cycle: Attempt::Ok,
+        owner: Some(0),
+        own_euid: 0,
+        host_uid_of_owner: Some(1000),
+        mount: Some(mount("/work", "/home/u/wt", "rw,nosuid,nodev,relatime")),
+    };
+    assert!(p16(&o, &c).pass);
+    let measured = ProjectObs {
+        mount: Some(mount("/work", "/home/u/wt", "rw,relatime")),
+        ..o.clone()
+    };
+    let j = p16(&measured, &c);
+    assert!(!j.pass && j.detail.contains("nosuid"), "{j:?}");
+    assert!(
+        !p16(
+            &ProjectObs {
+                host_uid_of_owner: Some(200_000),
+                ..o.clone()
+            },
+            &c
+        )
+        .pass
+    );
+    assert!(
+        !p16(
+            &ProjectObs {
+                cycle: E(libc::EROFS),
+                ..o
+            },
+            &c
+        )
+        .pass
+    );
+}
+
+#[test]
+fn p17_p18_git_paths_and_mount_allowlist() {
+    let absent = items(&[
+        ("/home/u/p/.git", E(libc::ENOENT)),
+        ("/home/u/p/.git/config", E(libc::ENOENT)),
+        ("/home/u/p", E(libc::ENOENT)),
+    ]);
+    assert!(p17(&absent, &Attempt::Ok).pass);
+    // The user's git dir visible at all (even read-only, EROFS on a write) is a FAIL.
+    for seen in [Attempt::Ok, E(libc::EROFS), E(libc::EACCES)] {
+        assert!(!p17(&items(&[("/home/u/p/.git", seen.clone())]), &Attempt::Ok).pass);
+    }
+
+    let c = ctx();
+    let base = vec![
+        mount("/", "/", "ro"),
+        mount("/work", "/home/u/wt", "rw"),
+        mount("/cyclix/task.md", "/cyclix/runs/r/task.md", "ro"),
+        mount("/proc/keys", "/null", "ro"),
+    ];
+    assert!(p18(&base, &c).pass, "{:?}", p18(&base, &c));
+    let mut git = base.clone();
+    git.push(mount("/home/u/p/.git", "/home/u/p/.git", "ro"));
+    assert!(
+        !p18(&git, &c).pass,
+        "the user's git dir mounted is unexpected"
+    );
+    let mut extra = base.clone();
+    extra.push(mount("/run/user/1000/bus", "/run/user/1000/bus", "rw"));
+    assert!(!p18(&extra, &c).pass);
+    let mut leak = base.clone();
+    leak.push(mount("/etc/hosts", "/home/u/.ssh/id_rsa", "ro"));
+    assert!(
+        !p18(&leak, &c).pass,
+        "a host home path behind an allowed point"
+    );
+    assert!(!p18(&[], &c).pass, "no mountinfo");
+
+    // Issue 11: a declared mount below /home passes (the README's `~/datasets/x`), also from
+    // a separate /home file system; anything else at its target, or writable, fails naming it.
+    for root in ["/home/u/datasets/x", "/u/datasets/x"] {
+        let mut ok = base.clone();
+        ok.push(mount("/mnt/x", root, "ro,nosuid"));
+        assert!(p18(&ok, &c).pass, "{root}: {:?}", p18(&ok, &c));
+    }
+    for (point, root, opts, why) in [
+        (
+            "/mnt/x",
+            "/home/u/.ssh",
+            "ro",
+            "/mnt/x <- /home/u/.ssh (the spec declares `/home/u/datasets/x` at /mnt/x, not this)",
+        ),
+        (
+            "/mnt/x",
+            "/home/u/datasets/x",
+            "rw",
+            "/mnt/x <- /home/u/datasets/x is writable (the spec declares it read_only)",
+        ),
+        (
+            "/cyclix/task.md",
+            "/home/u/datasets/x",
+            "ro",
+            "/cyclix/task.md <- /home/u/datasets/x (not a declared mount)",
+        ),
+    ] {
+        let mut bad = base.clone();
+        bad.push(mount(point, root, opts));
+        let j = p18(&bad, &c);
+        assert!(!j.pass, "{point} {root}");
+        assert!(j.detail.contains(why), "{point} {root}: {:?}", j.detail);
+        assert!(
+            j.got.contains(why),
+            "the summary names the mount: {:?}",
+            j.got
+        );
+    }
+}

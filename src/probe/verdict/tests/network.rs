@@ -1,0 +1,78 @@
+//! The network verdicts (N1–N4, N6, N15): passing and failing fixtures.
+
+use super::*;
+use crate::probe::verdict::network::*;
+
+#[test]
+fn n1_to_n4_routes_and_direct_connections() {
+    let c = ctx();
+    let mut o = RouteObs {
+        read_ok: true,
+        ..Default::default()
+    };
+    o.ifaces.insert("lo".into(), vec!["127.0.0.1".into()]);
+    o.ifaces.insert("eth0".into(), vec!["10.213.7.3".into()]);
+    assert!(n1(&o, &c).pass);
+    assert!(
+        !n1(
+            &RouteObs {
+                defaults: vec!["v4 via 0100D50A dev eth0".into()],
+                ..o.clone()
+            },
+            &c
+        )
+        .pass
+    );
+    let mut two = o.clone();
+    two.ifaces.insert("eth1".into(), vec!["10.89.0.5".into()]);
+    assert!(!n1(&two, &c).pass);
+    let mut wrong = o;
+    wrong.ifaces.insert("eth0".into(), vec!["10.88.0.3".into()]);
+    assert!(!n1(&wrong, &c).pass);
+
+    assert!(n2(&items(&[("tcp 1.1.1.1:443", E(libc::ENETUNREACH))])).pass);
+    assert!(
+        !n2(&items(&[("tcp 1.1.1.1:443", E(libc::ECONNREFUSED))])).pass,
+        "a route exists"
+    );
+    assert!(!n2(&items(&[("udp 8.8.8.8:53", Attempt::Ok)])).pass);
+    assert!(n3(&items(&[("v6", E(libc::ENETUNREACH))]), &[]).pass);
+    assert!(
+        !n3(
+            &items(&[("v6", E(libc::ENETUNREACH))]),
+            &["2001:db8::1".into()]
+        )
+        .pass
+    );
+    assert!(!n4(&items(&[("tcp 169.254.169.254:80", Attempt::Timeout)])).pass);
+    assert!(in_subnet("10.213.7.3", "10.213.7.0/24") && !in_subnet("10.213.8.3", "10.213.7.0/24"));
+}
+
+#[test]
+fn n6_the_gateway_and_the_host_refuse() {
+    assert!(
+        n6(
+            &items(&[
+                ("gw:22", E(libc::ECONNREFUSED)),
+                ("hci:22", E(libc::ENETUNREACH))
+            ]),
+            &Attempt::Ok
+        )
+        .pass
+    );
+    assert!(!n6(&items(&[("gw:22", Attempt::Ok)]), &Attempt::Ok).pass);
+    assert!(!n6(&items(&[("gw:22", Attempt::Timeout)]), &Attempt::Ok).pass);
+}
+
+#[test]
+fn n15_raw_sockets_and_netlink() {
+    let measured = items(&[
+        ("AF_PACKET", E(libc::EPERM)),
+        ("SOCK_RAW icmp", E(libc::EPERM)),
+        ("RTM_NEWROUTE", E(libc::EPERM)),
+        ("ping 1.1.1.1", E(libc::ENETUNREACH)),
+    ]);
+    assert!(n15(&measured).pass);
+    assert!(!n15(&items(&[("AF_PACKET", Attempt::Ok)])).pass);
+    assert!(!n15(&items(&[("ping 1.1.1.1", Attempt::Ok)])).pass);
+}
