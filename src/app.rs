@@ -66,11 +66,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         } => agent_wait::run(go, *timeout_s, argv),
         Command::BenchRender { tenants } => bench_cmd::run(*tenants),
         Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
-        Command::Probe(args) => Ok(if crate::probe::main(args)? {
-            Outcome::Ok
-        } else {
-            Outcome::Findings
-        }),
+        Command::Probe(args) => Ok(Outcome::from_passed(crate::probe::main(args)?)),
         Command::Leftovers { json } => leftovers_cmd::run(*json),
         Command::Twin {
             tenant,
@@ -78,14 +74,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             backend,
             json,
         } => twin_cmd::run(tenant, spec.as_deref(), *backend, *json),
-        Command::Unit(args) => {
-            let code = unit_cmd::run(args)?;
-            Ok(if code == std::process::ExitCode::SUCCESS {
-                Outcome::Ok
-            } else {
-                Outcome::Findings
-            })
-        }
+        Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => {
             let facts: Vec<&TierFacts> = match tier {
                 Some(t) => vec![t.facts()],

@@ -143,11 +143,7 @@ pub fn run(quick: bool, json: bool, tenant: Option<&str>) -> Result<Outcome> {
         table(&list, summary, elapsed_ms, std::io::stdout().is_terminal())
     };
     super::print_out(&text)?;
-    Ok(if summary.fail == 0 {
-        Outcome::Ok
-    } else {
-        Outcome::Findings
-    })
+    Ok(Outcome::from_passed(summary.fail == 0))
 }
 
 /// The tenants to check: T with `--tenant` (none if its spec does not exist: the checks report

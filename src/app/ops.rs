@@ -426,10 +426,9 @@ fn converge_and_execute(
     converge::remove(&records, &rec.run_id);
     print!("{}", record::summary(&rec));
     println!("  record: {}", path.display());
-    Ok(match rec.result.exit_code() {
-        0 => Outcome::Ok,
-        1 => Outcome::Findings,
-        _ => bail!(
+    Ok(match Outcome::from_code(rec.result.exit_code()) {
+        Some(o) => o,
+        None => bail!(
             "run {} failed in phase {}",
             rec.run_id,
             rec.failed_phase.as_deref().unwrap_or("?")
@@ -690,7 +689,7 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
         println!(
             "no tenant has a schedule; start runs with `systemctl --user start cyclix-run@TENANT`"
         );
-        return Ok(if ok { Outcome::Ok } else { Outcome::Findings });
+        return Ok(Outcome::from_passed(ok));
     }
     let names: Vec<&str> = timers.iter().map(String::as_str).collect();
     units.enable_unit_files(&names)?;
@@ -723,7 +722,7 @@ pub fn install(only: Option<&str>) -> Result<Outcome> {
             ok = false;
         }
     }
-    Ok(if ok { Outcome::Ok } else { Outcome::Findings })
+    Ok(Outcome::from_passed(ok))
 }
 
 pub(crate) fn run_unit(tenant: &str) -> Result<String> {

@@ -106,9 +106,5 @@ pub fn run(
     } else {
         print!("{}", report.text());
     }
-    Ok(if report.verdict.passed {
-        Outcome::Ok
-    } else {
-        Outcome::Findings
-    })
+    Ok(Outcome::from_passed(report.verdict.passed))
 }
