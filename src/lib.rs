@@ -32,6 +32,7 @@ pub mod failpoint;
 pub mod git;
 pub mod host;
 pub mod images;
+pub mod journal;
 pub mod podman;
 pub mod probe;
 pub mod process;
