@@ -1,7 +1,7 @@
 //! cyclix: runs AI coding agents in rootless-Podman sandboxes supervised by the systemd user
 //! manager, proves the boundary before the agent starts and leaves nothing behind.
 //!
-//! Pure core: [`spec`], [`tier`], [`render`]. Adapters ([`context`], [`host`]) and the
+//! Pure core: [`spec`], [`tier`], [`render`]. Adapters ([`context`], [`host`], [`journal`]) and the
 //! orchestrator ([`app`]) live beside them; [`exit`] is the one place for exit codes.
 
 /// `eprintln!` that never panics: a closed stderr (`cyclix ... 2>&1 | head`) is not an error

@@ -25,6 +25,11 @@ pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
         .join(format!("{tenant}.yaml"))
 }
 
+/// The real user manager over the session bus, its reload/job lock at
+/// `$XDG_RUNTIME_DIR/cyclix/systemd.lock`.
+///
+/// # Errors
+/// `$XDG_RUNTIME_DIR` is unset or the user bus cannot be reached.
 pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
     let lock = env.runtime_dir()?.join("cyclix/systemd.lock");
     ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
