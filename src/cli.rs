@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod unit;
+
 use crate::render::Backend;
 use crate::tier::Tier;
 
@@ -39,7 +41,7 @@ pub enum Command {
     #[command(subcommand)]
     Tier(TierCommand),
     /// Talk to the systemd user manager directly (plumbing): reload, start, stop, show, ...
-    Unit(crate::app::unit_cmd::UnitArgs),
+    Unit(unit::UnitArgs),
     /// Run one task for TENANT now, in this process (what `cyclix-run@TENANT.service` executes).
     Run {
         /// The tenant (its spec is `~/.config/cyclix/tenants/TENANT.yaml`).

@@ -43,3 +43,47 @@ pub fn for_error(err: &anyhow::Error) -> ExitCode {
     });
     ExitCode::from(if broken_pipe { OK } else { TOOL_FAILED })
 }
+
+impl Outcome {
+    /// [`Outcome::Ok`] when `passed`, else [`Outcome::Findings`].
+    #[must_use]
+    pub fn from_passed(passed: bool) -> Self {
+        if passed {
+            Outcome::Ok
+        } else {
+            Outcome::Findings
+        }
+    }
+
+    /// The outcome for an exit status a result computed itself (a run's
+    /// `RunResult::exit_code`): [`OK`] and [`FINDINGS`] map to theirs; [`TOOL_FAILED`] (or any
+    /// other code) is `None`, which the verb turns into an error (exit 2).
+    #[must_use]
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            OK => Some(Outcome::Ok),
+            FINDINGS => Some(Outcome::Findings),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_outcomes() {
+        for o in [Outcome::Ok, Outcome::Findings] {
+            let code = match o {
+                Outcome::Ok => OK,
+                Outcome::Findings => FINDINGS,
+            };
+            assert_eq!(Outcome::from_code(code), Some(o));
+            assert_eq!(ExitCode::from(o), ExitCode::from(code));
+        }
+        assert_eq!(Outcome::from_code(TOOL_FAILED), None);
+        assert_eq!(Outcome::from_passed(true), Outcome::Ok);
+        assert_eq!(Outcome::from_passed(false), Outcome::Findings);
+    }
+}

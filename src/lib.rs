@@ -1,8 +1,8 @@
 //! cyclix: runs AI coding agents in rootless-Podman sandboxes supervised by the systemd user
 //! manager, proves the boundary before the agent starts and leaves nothing behind.
 //!
-//! Pure core: [`spec`], [`tier`], [`render`]. Adapters ([`context`], [`host`]) and the
-//! orchestrator ([`app`]) live beside them; [`exit`] is the one place for exit codes.
+//! Pure core: [`spec`], [`tier`], [`render`], [`naming`] (every name of a run), [`layout`] (every
+//! path). Adapters ([`context`], [`host`], [`journal`]) and the orchestrator ([`app`]) live beside them; [`exit`] is the one place for exit codes.
 
 /// `eprintln!` that never panics: a closed stderr (`cyclix ... 2>&1 | head`) is not an error
 /// worth dying for (`eprintln!` panics on `EPIPE`).
@@ -32,6 +32,7 @@ pub mod failpoint;
 pub mod git;
 pub mod host;
 pub mod images;
+pub mod journal;
 pub mod layout;
 pub mod naming;
 pub mod podman;

@@ -19,15 +19,14 @@ use crate::spec;
 /// # Errors
 /// The embedded spec does not parse or a tenant does not render (a bug in cyclix), or the
 /// environment (`$HOME`) is unusable.
-pub fn run(tenants: usize) -> Result<Outcome> {
-    let env = HostEnv::from_env()?;
+pub fn run(env: &HostEnv, tenants: usize) -> Result<Outcome> {
     let bin = path_str(&current_exe()?);
     let t = Instant::now();
     let mut specs = Vec::with_capacity(tenants);
     for i in 0..tenants {
         let name = format!("bench{i:04}");
         let text = crate::demo::TENANT_YAML.replacen("tenant: demo", &format!("tenant: {name}"), 1);
-        let s = spec::parse(&text, &super::spec_context("<bench>", &env))
+        let s = spec::parse(&text, &super::spec_file::spec_context("<bench>", env))
             .map_err(|e| anyhow::anyhow!("parsing the bench spec {name}: {e:?}"))?;
         specs.push(s);
     }
@@ -37,7 +36,7 @@ pub fn run(tenants: usize) -> Result<Outcome> {
         .enumerate()
         .map(|(i, s)| {
             let id = format!("20261130t000000-{i:04x}");
-            super::default_run_context(s, &id, &env, None, None, None, &bin)
+            super::render_cmd::default_run_context(s, &id, env, None, None, None, &bin)
         })
         .collect();
     let t = Instant::now();

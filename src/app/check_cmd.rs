@@ -108,12 +108,11 @@ impl Summary {
 ///
 /// # Errors
 /// Failures of cyclix itself: `$HOME` unset, the tenants directory unreadable, stdout closed.
-pub fn run(quick: bool, json: bool, tenant: Option<&str>) -> Result<Outcome> {
+pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Result<Outcome> {
     let started = Instant::now();
-    let env = HostEnv::from_env()?;
-    let tenants = load_tenants(&env, tenant)?;
+    let tenants = load_tenants(env, tenant)?;
     let input = GatherInput {
-        env: &env,
+        env,
         runtime_dir_raw: context::runtime_dir_raw(),
         search_path: context::search_path(),
         quick,
@@ -143,11 +142,7 @@ pub fn run(quick: bool, json: bool, tenant: Option<&str>) -> Result<Outcome> {
         table(&list, summary, elapsed_ms, std::io::stdout().is_terminal())
     };
     super::print_out(&text)?;
-    Ok(if summary.fail == 0 {
-        Outcome::Ok
-    } else {
-        Outcome::Findings
-    })
+    Ok(Outcome::from_passed(summary.fail == 0))
 }
 
 /// The tenants to check: T with `--tenant` (none if its spec does not exist: the checks report
@@ -158,7 +153,7 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
         if let Err(e) = crate::spec::validate::tenant_name(t) {
             anyhow::bail!("--tenant `{t}`: {e}");
         }
-        let p = super::ops::tenant_spec_path(env, t);
+        let p = super::tenant::tenant_spec_path(env, t);
         if p.exists() {
             vec![(t.to_string(), p)]
         } else {
@@ -200,7 +195,7 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
 /// storage paths are compared in `checks` once `podman info` is in the facts.
 fn load_one(env: &HostEnv, name: &str, path: &Path) -> facts::Fact<crate::spec::Spec> {
     use crate::host::mount_scan;
-    match super::load_spec(path, env) {
+    match super::spec_file::load_spec(path, env) {
         Ok(Ok(spec)) if spec.tenant == name => {
             let found = mount_scan::scan(&spec, env, &[], mount_scan::DEEP);
             if found.diagnostics.is_empty() {

@@ -4,7 +4,8 @@
 
 use anyhow::Result;
 
-use super::ops::{now_ms, run_unit, unit_manager, utc_timestamp};
+use super::clock::{now_ms, utc_timestamp};
+use super::tenant::{run_unit, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::run::tick::{self, Skip, Ticked};
@@ -30,10 +31,9 @@ pub fn skip_line(s: &Skip) -> String {
 ///
 /// # Errors
 /// D-Bus failures, an unreadable `/proc/locks`, or a skip that cannot be written.
-pub fn run(tenant: &str) -> Result<Outcome> {
-    let env = HostEnv::from_env()?;
-    let unit = run_unit(tenant)?;
-    let units = unit_manager(&env)?;
+pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
+    let unit = run_unit(env, tenant)?;
+    let units = unit_manager(env)?;
     let lock_path = lock::path(env.runtime_dir()?, tenant);
     let records = record::tenant_dir(&env.state_home, tenant);
     match tick::tick(&units, tenant, &lock_path, &records, now_ms())? {

@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::ops;
+use super::clock::{new_run_id, now_ms};
+use super::tenant;
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::git::Git;
@@ -16,7 +17,6 @@ use crate::render::Backend;
 use crate::run::host::RealRunHost;
 use crate::run::lock::{self, Acquire, Holder};
 use crate::run::twin::{self, TwinInputs};
-use crate::spec::Task;
 use crate::tier::Tier;
 
 /// Runs the verb.
@@ -24,12 +24,12 @@ use crate::tier::Tier;
 /// # Errors
 /// Failures of cyclix itself (no runtime dir, no user bus, unreadable spec).
 pub fn run(
+    env: &HostEnv,
     tenant: &str,
     spec_path: Option<&Path>,
     force_backend: Option<Backend>,
     json: bool,
 ) -> Result<Outcome> {
-    let env = HostEnv::from_env()?;
     let runtime_dir = env.runtime_dir()?.clone();
     // A twin compares two sandboxed environments: only tier `container` has them.
     let container_only = |spec: &crate::spec::Spec| {
@@ -42,7 +42,7 @@ pub fn run(
         })
     };
     let Some((mut spec, backend)) =
-        ops::runnable_spec(&env, tenant, spec_path, force_backend, &container_only)?
+        tenant::runnable_spec(env, tenant, spec_path, force_backend, &container_only)?
     else {
         return Ok(Outcome::Findings);
     };
@@ -50,11 +50,11 @@ pub fn run(
     let commit = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
     spec.repo.base.clone_from(&commit);
     let quick = spec.gate.quick_argv().to_vec();
-    let id = ops::new_run_id(SystemTime::now(), std::process::id());
+    let id = new_run_id(SystemTime::now(), std::process::id());
     let holder = Holder {
         run_id: format!("{id}-a"),
         pid: std::process::id(),
-        started_ms: ops::now_ms(),
+        started_ms: now_ms(),
     };
     let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
         Acquire::Held(l) => l,
@@ -67,19 +67,12 @@ pub fn run(
             return Ok(Outcome::Findings);
         }
     };
-    let task = match &spec.task {
-        Task::Text(t) => t.clone(),
-        Task::File(f) => match ops::read_task_file(f) {
-            Ok(t) => t,
-            Err(problem) => {
-                crate::stderrln!("error: task.file: {problem}");
-                return Ok(Outcome::Findings);
-            }
-        },
+    let Some(task) = tenant::task_text(&spec) else {
+        return Ok(Outcome::Findings);
     };
     let side = |suffix: &str| {
-        ops::run_inputs(
-            &env,
+        tenant::run_inputs(
+            env,
             &runtime_dir,
             spec.clone(),
             format!("{id}-{suffix}"),
@@ -97,8 +90,8 @@ pub fn run(
         "cyclix: twin of tenant {tenant} at {}: environments {id}-a and {id}-b ({backend:?} units), reference {id}-ref",
         &commit[..12.min(commit.len())]
     );
-    let units = ops::unit_manager(&env)?;
-    let file = spec_path.map_or_else(|| ops::tenant_spec_path(&env, tenant), Path::to_path_buf);
+    let units = tenant::unit_manager(env)?;
+    let file = spec_path.map_or_else(|| tenant::tenant_spec_path(env, tenant), Path::to_path_buf);
     let host = RealRunHost::new().with_mount_guard(file.display().to_string(), env.clone());
     let report = twin::execute(&inputs, &units, &host);
     if json {
@@ -106,9 +99,5 @@ pub fn run(
     } else {
         print!("{}", report.text());
     }
-    Ok(if report.verdict.passed {
-        Outcome::Ok
-    } else {
-        Outcome::Findings
-    })
+    Ok(Outcome::from_passed(report.verdict.passed))
 }

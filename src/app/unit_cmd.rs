@@ -2,150 +2,33 @@
 //! e2e tests of the seam on the testbed (reload, start/stop/restart with a deadline,
 //! reset-failed, show, enable, disable).
 //!
-//! Owns: the clap types of the group ([`UnitArgs`], [`UnitCommand`], [`JobArgs`]), the duration
-//! parser for `--timeout`, and the printing of outcomes to stdout. The work is done by a
+//! Owns: the printing of outcomes to stdout (the clap types of the group, [`UnitArgs`],
+//! [`UnitCommand`] and [`crate::cli::unit::JobArgs`], are in `cli`). The work is done by a
 //! [`UnitManager`]: [`run`] connects the real one, [`execute`] takes any (tests use
 //! [`crate::systemd::FakeUnitManager`]).
 //!
 //! May not: talk D-Bus itself (that is `systemd/dbus.rs`) or shell out to `systemctl`.
 //!
-//! Exit codes: `0` success; `1` the job ran but the unit did not end up as asked (job failed,
-//! start skipped by a condition, deadline passed; the error is printed to stderr here); other
-//! failures (bus unavailable, unknown unit, D-Bus errors) are returned as `Err` for `main` to
-//! print.
+//! Outcomes (`crate::exit`): `Ok` success; `Findings` the job ran but the unit did not end up
+//! as asked (job failed, start skipped by a condition, deadline passed; the error is printed to
+//! stderr here); other failures (bus unavailable, unknown unit, D-Bus errors) are returned as
+//! `Err` for `main` to print.
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
 
+use crate::cli::unit::{UnitArgs, UnitCommand};
+use crate::exit::Outcome;
 use crate::systemd::{
-    self, JobMode, JobOutcome, NextElapse, Settled, UnitManager, UnitStatus, ZbusUnitManager,
+    self, JobOutcome, NextElapse, Settled, UnitManager, UnitStatus, ZbusUnitManager,
 };
-
-/// `cyclix unit`: drive the systemd user manager directly.
-#[derive(Debug, Clone, Args)]
-pub struct UnitArgs {
-    /// The user's runtime directory; the reload/job lock is `DIR/cyclix/systemd.lock`.
-    #[arg(long, env = "XDG_RUNTIME_DIR", value_name = "DIR")]
-    pub runtime_dir: PathBuf,
-
-    /// What to do.
-    #[command(subcommand)]
-    pub command: UnitCommand,
-}
-
-/// The verbs of `cyclix unit`.
-#[derive(Debug, Clone, Subcommand)]
-pub enum UnitCommand {
-    /// Reload the user manager (like `systemctl --user daemon-reload`; reruns Quadlet).
-    Reload,
-    /// Start a unit and wait until it is active (or a oneshot has finished).
-    Start(JobArgs),
-    /// Stop a unit and wait until it is inactive.
-    Stop(JobArgs),
-    /// Restart a unit and wait until it is active.
-    Restart(JobArgs),
-    /// Clear a unit's failed state.
-    ResetFailed {
-        /// Unit name, e.g. `foo.service`.
-        name: String,
-    },
-    /// Show a unit's state (and a timer's next elapse).
-    Show {
-        /// Unit name, e.g. `foo.service` or `foo.timer`.
-        name: String,
-        /// Print JSON instead of `Key=value` lines.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Enable unit files (symlinks in ~/.config/systemd/user/*.wants), then reload.
-    Enable {
-        /// Unit names.
-        #[arg(required = true)]
-        names: Vec<String>,
-    },
-    /// Disable unit files, then reload.
-    Disable {
-        /// Unit names.
-        #[arg(required = true)]
-        names: Vec<String>,
-    },
-}
-
-/// Arguments of `start`, `stop` and `restart`.
-#[derive(Debug, Clone, Args)]
-pub struct JobArgs {
-    /// Unit name, e.g. `foo.service`.
-    pub name: String,
-    /// How to treat conflicting queued jobs (systemctl --job-mode).
-    #[arg(long, value_enum, default_value_t = ModeArg::Replace)]
-    pub mode: ModeArg,
-    /// Deadline for the whole operation: `30s`, `500ms`, `2m`, `1h` or plain seconds.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub timeout: Duration,
-}
-
-/// `--mode` values; mirror [`JobMode`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    /// Replace conflicting queued jobs.
-    Replace,
-    /// Fail if a conflicting job is queued.
-    Fail,
-    /// Stop every unit the started one does not need.
-    Isolate,
-    /// Ignore all dependencies.
-    IgnoreDependencies,
-    /// Ignore requirement dependencies.
-    IgnoreRequirements,
-}
-
-impl From<ModeArg> for JobMode {
-    fn from(mode: ModeArg) -> Self {
-        match mode {
-            ModeArg::Replace => JobMode::Replace,
-            ModeArg::Fail => JobMode::Fail,
-            ModeArg::Isolate => JobMode::Isolate,
-            ModeArg::IgnoreDependencies => JobMode::IgnoreDependencies,
-            ModeArg::IgnoreRequirements => JobMode::IgnoreRequirements,
-        }
-    }
-}
-
-/// Parses `500ms`, `30s`, `2m`, `1h` or plain seconds (`45`) into a [`Duration`].
-///
-/// # Errors
-/// A message naming the accepted forms, for clap to show.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, suffix) = text.split_at(split);
-    let bad = || format!("invalid duration {text:?}; use e.g. 500ms, 30s, 2m, 1h or plain seconds");
-    let value: u64 = digits.parse().map_err(|_| bad())?;
-    let duration = match suffix {
-        "ms" => Duration::from_millis(value),
-        "" | "s" => Duration::from_secs(value),
-        "m" | "min" => Duration::from_secs(value.checked_mul(60).ok_or_else(bad)?),
-        "h" => Duration::from_secs(value.checked_mul(3600).ok_or_else(bad)?),
-        _ => return Err(bad()),
-    };
-    if duration.is_zero() {
-        return Err(format!("duration {text:?} must be greater than zero"));
-    }
-    Ok(duration)
-}
 
 /// Runs `cyclix unit ...` against the real user manager (session bus).
 ///
 /// # Errors
 /// The bus is unavailable, the unit is unknown, a D-Bus call failed, or stdout is closed.
-pub fn run(args: &UnitArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &UnitArgs) -> anyhow::Result<Outcome> {
     let lock = args.runtime_dir.join("cyclix").join("systemd.lock");
     let manager =
         ZbusUnitManager::session(lock).context("connecting to the systemd user manager")?;
@@ -161,7 +44,7 @@ pub fn execute(
     manager: &impl UnitManager,
     command: &UnitCommand,
     out: &mut impl Write,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     match command {
         UnitCommand::Reload => {
             manager.reload().context("reloading the user manager")?;
@@ -226,14 +109,14 @@ pub fn execute(
             write_changes(out, &changes)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Ok)
 }
 
-/// Prints a job's outcome; job-level failures go to stderr with exit code 1, the rest is `Err`.
+/// Prints a job's outcome; job-level failures go to stderr as findings, the rest is `Err`.
 fn job_result(
     result: Result<JobOutcome, systemd::Error>,
     out: &mut impl Write,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     match result {
         Ok(outcome) => {
             let verb = match (outcome.op, outcome.settled) {
@@ -253,7 +136,7 @@ fn job_result(
                 outcome.status.summary(),
                 outcome.elapsed_ms
             )?;
-            Ok(ExitCode::SUCCESS)
+            Ok(Outcome::Ok)
         }
         Err(
             err @ (systemd::Error::JobFailed { .. }
@@ -263,7 +146,7 @@ fn job_result(
             // The job ran and the unit did not end up as asked: a finding, exit 1.
             let mut stderr = std::io::stderr().lock();
             writeln!(stderr, "error: {err}")?;
-            Ok(ExitCode::from(1))
+            Ok(Outcome::Findings)
         }
         Err(err) => Err(err.into()),
     }
@@ -328,9 +211,11 @@ fn write_changes(out: &mut impl Write, changes: &[systemd::UnitFileChange]) -> s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::systemd::JobMode;
     use crate::systemd::fake::{Call, loaded_inactive};
     use crate::systemd::{ActiveState, Error, FakeUnitManager, Op};
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Debug, Parser)]
     struct TestCli {
@@ -345,7 +230,7 @@ mod tests {
         TestCli::try_parse_from(full).map(|cli| cli.unit)
     }
 
-    fn exec(fake: &FakeUnitManager, args: &[&str]) -> (ExitCode, String) {
+    fn exec(fake: &FakeUnitManager, args: &[&str]) -> (Outcome, String) {
         let parsed = parse(args).expect("valid args");
         let mut out = Vec::new();
         let code = execute(fake, &parsed.command, &mut out).expect("no tool error");
@@ -359,25 +244,13 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        for bad in ["", "s", "1.5s", "10x", "0s", "-1s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} must be rejected");
-        }
-    }
-
-    #[test]
     fn start_parses_mode_and_timeout_and_calls_the_manager() {
         let fake = FakeUnitManager::new();
         let (code, out) = exec(
             &fake,
             &["start", "a.service", "--mode", "fail", "--timeout", "5s"],
         );
-        assert_eq!(code, ExitCode::SUCCESS);
+        assert_eq!(code, Outcome::Ok);
         assert!(
             out.starts_with("started a.service: active/running"),
             "{out}"
@@ -398,7 +271,7 @@ mod tests {
         let fake = FakeUnitManager::new();
         fake.skip_next_start("c.service");
         let (code, out) = exec(&fake, &["start", "c.service"]);
-        assert_eq!(code, ExitCode::from(1));
+        assert_eq!(code, Outcome::Findings);
         assert!(out.is_empty(), "{out}");
 
         fake.fail_next(

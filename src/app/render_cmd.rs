@@ -1,0 +1,151 @@
+//! `cyclix render ...`: the units and files of one run, printed or written below a directory
+//! (nothing is installed or started).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use super::default_subnet_octet;
+use super::print_out;
+use super::spec_file::{load_spec, report_spec_error, spec_context};
+use crate::cli::RenderArgs;
+use crate::context::{HostEnv, current_exe, path_str};
+use crate::exit::Outcome;
+use crate::render::{self, RunContext};
+use crate::spec::{self, Spec};
+
+pub(crate) fn default_run_context(
+    spec: &Spec,
+    run_id: &str,
+    env: &HostEnv,
+    worktree: Option<&str>,
+    run_dir: Option<&str>,
+    octet: Option<u8>,
+    cyclix_bin: &str,
+) -> RunContext {
+    let runtime = env
+        .runtime_dir
+        .as_deref()
+        .map_or_else(|| "/run/user/unknown".to_string(), path_str);
+    RunContext {
+        run_id: run_id.to_string(),
+        worktree: worktree.map_or_else(
+            || {
+                path_str(
+                    &env.data_home
+                        .join("cyclix/worktrees")
+                        .join(&spec.tenant)
+                        .join(run_id),
+                )
+            },
+            str::to_string,
+        ),
+        run_dir: run_dir.map_or_else(|| format!("{runtime}/cyclix/runs/{run_id}"), str::to_string),
+        subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
+        proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: cyclix_bin.to_string(),
+        service_ports: crate::render::plan::preview_ports(spec),
+    }
+}
+
+/// Renders one run of `args.spec` (or the embedded demo) and prints or writes its files.
+///
+/// # Errors
+/// I/O failures; an invalid spec, run id or unrenderable value is a finding.
+pub fn run(env: &HostEnv, args: &RenderArgs) -> Result<Outcome> {
+    let loaded = match &args.spec {
+        Some(path) => load_spec(path, env)?,
+        None => spec::parse(
+            crate::demo::TENANT_YAML,
+            &spec_context("<embedded demo tenant.yaml>", env),
+        ),
+    };
+    let spec = match loaded {
+        Ok(s) => s,
+        Err(e) => return report_spec_error(&e, false),
+    };
+    if let Err(m) = spec::validate::run_id(&args.run_id) {
+        crate::stderrln!("error: --run-id `{}`: {m}", args.run_id);
+        return Ok(Outcome::Findings);
+    }
+    let bin = match &args.cyclix_bin {
+        Some(b) => b.clone(),
+        None => path_str(&current_exe()?),
+    };
+    let run = default_run_context(
+        &spec,
+        &args.run_id,
+        env,
+        args.worktree.as_deref(),
+        args.run_dir.as_deref(),
+        args.subnet_octet,
+        &bin,
+    );
+    let mut rendered = match render::render(&spec, &run, args.backend) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::stderrln!("error: cannot render the run: {e}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    let templates = match render::units::templates(&bin) {
+        Ok(t) => t,
+        Err(e) => {
+            crate::stderrln!("error: {e}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    rendered.files.extend(templates);
+    match render::units::timer_dropin(&spec) {
+        Ok(Some(d)) => rendered.files.push(d),
+        Ok(None) => {}
+        Err(e) => {
+            crate::stderrln!("error: {e}");
+            return Ok(Outcome::Findings);
+        }
+    }
+    for w in &rendered.warnings {
+        tracing::warn!("{w}");
+    }
+    if args.stdout {
+        let mut s = String::new();
+        for f in &rendered.files {
+            let _ = write!(
+                s,
+                "# ==> {}/{} <==\n{}\n",
+                f.dest.dir_name(),
+                f.name,
+                f.contents
+            );
+        }
+        print_out(&s)?;
+    } else if let Some(out) = &args.out {
+        write_tree(out, &rendered.files)?;
+        crate::stderrln!(
+            "wrote {} files below {}",
+            rendered.files.len(),
+            out.display()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// Writes rendered files below `root/<dest>/<name>`, each atomically (temp file + rename).
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn write_tree(root: &Path, files: &[render::RenderedFile]) -> Result<()> {
+    for f in files {
+        let path = root.join(f.dest.dir_name()).join(&f.name);
+        let dir = path
+            .parent()
+            .context("invariant: rendered files have a parent directory")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let tmp = dir.join(format!(".{}.tmp", f.name.replace('/', "_")));
+        std::fs::write(&tmp, &f.contents).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming into {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! `cyclix run TENANT`: one run, end to end, in this process (what `cyclix-run@TENANT.service`
+//! executes): the tenant lock, convergence of a run whose cyclix died, the lifecycle, the record
+//! and the summary.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Result, bail};
+
+use super::clock::{new_run_id, now_ms, utc_timestamp};
+use super::tenant::{self, run_inputs, runnable_spec, tenant_spec_path, unit_manager};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::git::Git;
+use crate::render::Backend;
+use crate::run::lifecycle::{self, RunInputs};
+use crate::run::lock::{self, Acquire, Holder};
+use crate::run::{converge, host::RealRunHost, record};
+
+/// `cyclix run TENANT`: one run, end to end. Exit status 0 gate passed, 1 gate or agent failed
+/// (or the spec/tier was refused), 2 cyclix failed.
+///
+/// # Errors
+/// Failures of cyclix before the lifecycle starts (no runtime dir, unreadable spec).
+pub fn run(
+    env: &HostEnv,
+    tenant: &str,
+    spec_path: Option<&Path>,
+    run_id: Option<&str>,
+    force_backend: Option<Backend>,
+    storage_lock_wait: Duration,
+) -> Result<Outcome> {
+    let runtime_dir = env.runtime_dir()?.clone();
+    let Some((spec, backend)) = runnable_spec(env, tenant, spec_path, force_backend, &|_| None)?
+    else {
+        return Ok(Outcome::Findings);
+    };
+    let run_id = match run_id {
+        Some(id) => {
+            if let Err(m) = crate::spec::validate::run_id(id) {
+                crate::stderrln!("error: --run-id `{id}`: {m}");
+                return Ok(Outcome::Findings);
+            }
+            id.to_string()
+        }
+        None => new_run_id(SystemTime::now(), std::process::id()),
+    };
+    let holder = Holder {
+        run_id: run_id.clone(),
+        pid: std::process::id(),
+        started_ms: now_ms(),
+    };
+    let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
+        Acquire::Held(l) => l,
+        Acquire::Busy(h) => {
+            if let Some(h) = h {
+                crate::stderrln!(
+                    "error: tenant {tenant} is already running run {} (pid {}, started {}); \
+                     wait for it, or stop it: `cyclix stop {tenant}` when it runs as \
+                     cyclix-run@{tenant}.service, else `kill -TERM {}` (it still tears down)",
+                    h.run_id,
+                    h.pid,
+                    utc_timestamp(h.started_ms),
+                    h.pid
+                );
+            } else {
+                crate::stderrln!("error: tenant {tenant} is already running (lock held)");
+            }
+            return Ok(Outcome::Findings);
+        }
+    };
+    let Some(task) = tenant::task_text(&spec) else {
+        return Ok(Outcome::Findings);
+    };
+    let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
+    inputs.deadlines.storage_lock = storage_lock_wait;
+    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    converge_and_execute(env, tenant, inputs, backend, &file)
+}
+
+/// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),
+/// leaves this run's marker, executes it, writes its record and prints the summary.
+fn converge_and_execute(
+    env: &HostEnv,
+    tenant: &str,
+    inputs: RunInputs,
+    backend: Backend,
+    spec_file: &Path,
+) -> Result<Outcome> {
+    let units = unit_manager(env)?;
+    let host = RealRunHost::new()
+        .with_graphroot(crate::run::storage_lock::graphroot(
+            &env.home,
+            &env.config_home,
+            &env.data_home,
+            crate::host::namespaces::host_uid(),
+        ))
+        .with_mount_guard(spec_file.display().to_string(), env.clone());
+    let records = record::tenant_dir(&env.state_home, tenant);
+    // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
+    let mut converged = Vec::new();
+    for dead in converge::orphans(&records) {
+        crate::stderrln!(
+            "cyclix: run {} of tenant {tenant} was left mid-way; finishing its teardown",
+            dead.run_id
+        );
+        let died_in = converge::last_phase(&records, &dead.run_id);
+        let rec = converge::converge(&dead, &units, &host, &inputs.run_id, died_in);
+        // A cyclix that died after writing its own record (between the record and the
+        // marker's removal) had finished: its record stays the truth.
+        let finished = records.join(format!("{}.json", dead.run_id)).exists();
+        if !finished {
+            record::write_only(&records, &rec)?;
+        }
+        converge::remove(&records, &dead.run_id);
+        converged.push(format!(
+            "converged run {} left by a cyclix that died{}: {} leftover(s)",
+            dead.run_id,
+            if finished {
+                " after writing its record"
+            } else {
+                ""
+            },
+            rec.leftovers.len()
+        ));
+    }
+    let mut inputs = inputs;
+    inputs.notices.extend(converged);
+    inputs.progress = Some(converge::phase_path(&records, &inputs.run_id));
+    converge::write(
+        &records,
+        &converge::Marker {
+            tenant: tenant.to_string(),
+            run_id: inputs.run_id.clone(),
+            pid: std::process::id(),
+            started_ms: now_ms(),
+            repo: PathBuf::from(&inputs.spec.repo.path),
+            worktree: inputs.paths.worktree.clone(),
+            run_dir: inputs.paths.run_dir.clone(),
+            quadlet_dir: inputs.paths.quadlet_dir.clone(),
+            units_dir: inputs.paths.units_dir.clone(),
+            extra_files: crate::run::tripwire::paths(&inputs.tripwire_dir, &inputs.run_id),
+            base: Git::new(&inputs.spec.repo.path)
+                .rev_parse_commit(&inputs.spec.repo.base)
+                .unwrap_or_default(),
+            private_repo: inputs.spec.tier == crate::tier::Tier::Container,
+        },
+    )?;
+    crate::stderrln!(
+        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
+        inputs.run_id
+    );
+    let rec = lifecycle::execute(&inputs, &units, &host);
+    let path = record::write(&records, &rec)?;
+    crate::failpoint::kill_point("record.written");
+    converge::remove(&records, &rec.run_id);
+    print!("{}", record::summary(&rec));
+    println!("  record: {}", path.display());
+    Ok(match Outcome::from_code(rec.result.exit_code()) {
+        Some(o) => o,
+        None => bail!(
+            "run {} failed in phase {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?")
+        ),
+    })
+}

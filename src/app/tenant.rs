@@ -1,0 +1,347 @@
+//! One tenant as the verbs see it: where its spec is, its run unit, its spec loaded and made
+//! runnable on this host (tier gate, preflight, enforceable limits), its task text, and the
+//! inputs of one of its runs resolved from the host. Shared by `run`, `twin`, `install`,
+//! `start`, `stop`, `status`, `logs`, `tick` and `check`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::context::{HostEnv, current_exe, path_str, secret_value};
+use crate::git::Git;
+use crate::podman::Podman;
+use crate::render::Backend;
+use crate::run::lifecycle::{Deadlines, RunInputs, RunPaths};
+use crate::run::record;
+use crate::spec::{Spec, Task};
+use crate::systemd::ZbusUnitManager;
+use crate::tier::{self, Runtime};
+
+/// `~/.config/cyclix/tenants/TENANT.yaml`.
+#[must_use]
+pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
+    env.config_home
+        .join("cyclix/tenants")
+        .join(format!("{tenant}.yaml"))
+}
+
+/// The real user manager over the session bus, its reload/job lock at
+/// `$XDG_RUNTIME_DIR/cyclix/systemd.lock`.
+///
+/// # Errors
+/// `$XDG_RUNTIME_DIR` is unset or the user bus cannot be reached.
+pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
+    let lock = env.runtime_dir()?.join("cyclix/systemd.lock");
+    ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
+}
+
+/// Refuses a tenant name that `spec::validate::tenant_name` rejects, naming it.
+///
+/// # Errors
+/// The name is not a tenant name.
+pub fn check_name(tenant: &str) -> Result<()> {
+    crate::spec::validate::tenant_name(tenant)
+        .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))
+}
+
+/// The run unit of `tenant` (`cyclix-run@TENANT.service`), once its name is valid and its spec
+/// exists.
+///
+/// # Errors
+/// An invalid tenant name, or no spec at [`tenant_spec_path`].
+pub(crate) fn run_unit(env: &HostEnv, tenant: &str) -> Result<String> {
+    check_name(tenant)?;
+    let spec = tenant_spec_path(env, tenant);
+    if !spec.exists() {
+        bail!(
+            "no tenant `{tenant}`: {} does not exist; write its spec (README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            spec.display()
+        );
+    }
+    Ok(format!("cyclix-run@{tenant}.service"))
+}
+
+fn load_tenant(
+    env: &HostEnv,
+    tenant: &str,
+    spec: Option<&Path>,
+) -> Result<std::result::Result<Spec, String>> {
+    let path = spec.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    if !path.exists() {
+        // A user's mistake, not cyclix failing: a finding (exit 1).
+        return Ok(Err(format!(
+            "error: no spec for tenant `{tenant}` at {}; write one (see README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            path.display()
+        )));
+    }
+    Ok(super::spec_file::load_spec(&path, env)?.map_err(|e| e.to_string()))
+}
+
+/// The tenant's spec as a run gets it, or `None` after printing why not (a finding, exit 1):
+/// loaded (no spec: a finding naming the path), its `tenant` matching, its tier through the
+/// tier gate (the configured tier, raised by the legacy flag, never lowered), the verb's own
+/// refusal of the granted spec (`refuse`: `twin` needs tier `container`), the preflight
+/// (mount sources, repository, base ref) and the resource limits this host can enforce; with
+/// the unit backend to use (`force_backend`, else detected). Shared by `run` and `twin`.
+///
+/// # Errors
+/// Failures of cyclix itself (an unreadable spec).
+pub(crate) fn runnable_spec(
+    env: &HostEnv,
+    tenant: &str,
+    spec_path: Option<&Path>,
+    force_backend: Option<Backend>,
+    refuse: &dyn Fn(&Spec) -> Option<String>,
+) -> Result<Option<(Spec, Backend)>> {
+    let mut spec = match load_tenant(env, tenant, spec_path)? {
+        Ok(s) => s,
+        Err(e) => {
+            crate::stderrln!("{e}");
+            return Ok(None);
+        }
+    };
+    if spec.tenant != tenant {
+        crate::stderrln!(
+            "error: the spec names tenant `{}`, not `{tenant}`",
+            spec.tenant
+        );
+        return Ok(None);
+    }
+    let (runtime, detected) = probe_runtime();
+    let backend = force_backend.unwrap_or(detected);
+    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+        Ok(t) => t,
+        Err(refusal) => {
+            crate::stderrln!("error: {refusal}");
+            return Ok(None);
+        }
+    };
+    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    if let Some(problem) = refuse(&spec)
+        .or_else(|| preflight(&spec, &file.display().to_string(), env))
+        .or_else(|| unenforceable_limits(&spec))
+    {
+        crate::stderrln!("error: {problem}");
+        return Ok(None);
+    }
+    Ok(Some((spec, backend)))
+}
+
+/// Whether Podman's Quadlet user generator is in a directory the user manager scans.
+fn quadlet_generator_installed() -> bool {
+    use crate::host::facts::{QUADLET_GENERATOR, USER_GENERATOR_DIRS};
+    USER_GENERATOR_DIRS
+        .iter()
+        .any(|d| Path::new(d).join(QUADLET_GENERATOR).exists())
+}
+
+/// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
+/// the tier gate decides on (never defaulted).
+fn probe_runtime() -> (Runtime, Backend) {
+    match Podman::new().version() {
+        Ok(v) => {
+            let major: u32 = v
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            (
+                Runtime::Usable,
+                // Quadlet only where its user generator is installed too (B01): podman 5
+                // without it gets the plain units, which carry the same topology.
+                if major >= 5 && quadlet_generator_installed() {
+                    Backend::Quadlet
+                } else {
+                    Backend::Plain
+                },
+            )
+        }
+        Err(e) => (Runtime::Unusable(e.to_string()), Backend::Plain),
+    }
+}
+
+/// User-fixable problems found right before a run, so they are findings (exit 1) that name
+/// the spec key, not cyclix failures: a mount source that is (now) a symlink, or that is,
+/// contains or lies inside a protected path or a git directory (the deep walk, podman's real
+/// storage: `host::mount_scan::run_refusal`), a repository that is not one, a base ref that
+/// does not exist.
+fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
+    for (i, m) in spec.mounts.iter().enumerate() {
+        if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
+            return Some(format!(
+                "mounts[{i}].source (checked right before the run): {e}"
+            ));
+        }
+    }
+    if let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env) {
+        return Some(format!("refused before the run:\n{refusal}"));
+    }
+    if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
+        return Some(format!(
+            "repo: {e:#}\n  fix: `repo.path` must be a git work tree and `repo.base` a branch, tag or commit in it"
+        ));
+    }
+    None
+}
+
+/// Why the spec's `agent.resources` cannot be enforced here (a controller not delegated to the
+/// user manager), or `None`. Such a run is refused before anything exists (`run::limits`).
+fn unenforceable_limits(spec: &Spec) -> Option<String> {
+    let r = &spec.agent.resources;
+    if crate::run::limits::needed(r).is_empty() {
+        return None;
+    }
+    let cg = crate::host::facts::cgroup_facts(crate::host::namespaces::host_uid());
+    crate::run::limits::refusal(r, cg.delegated.as_deref().map_err(String::as_str), &cg.file)
+}
+
+/// The largest task file cyclix reads, in bytes (1 MiB): a prompt, not a data set.
+pub const MAX_TASK_BYTES: u64 = 1024 * 1024;
+
+/// Reads `task.file`: a regular file (not a FIFO or device, which would hang), at most
+/// [`MAX_TASK_BYTES`], UTF-8. The error names the problem and the fix.
+pub(crate) fn read_task_file(path: &str) -> std::result::Result<String, String> {
+    use std::io::Read as _;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("`{path}`: {e}; fix the path in the spec"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "`{path}` is not a regular file; point `task.file` at a text file"
+        ));
+    }
+    if meta.len() > MAX_TASK_BYTES {
+        return Err(format!(
+            "`{path}` is {} bytes, more than {MAX_TASK_BYTES}; a task is a prompt",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TASK_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("`{path}`: {e}; save it as UTF-8 text"))?;
+    Ok(text)
+}
+
+/// The task of `spec` as text (`task.file` read by [`read_task_file`]), or `None` after
+/// printing why it cannot be read (a finding, exit 1).
+pub(crate) fn task_text(spec: &Spec) -> Option<String> {
+    match &spec.task {
+        Task::Text(t) => Some(t.clone()),
+        Task::File(f) => match read_task_file(f) {
+            Ok(t) => Some(t),
+            Err(problem) => {
+                crate::stderrln!("error: task.file: {problem}");
+                None
+            }
+        },
+    }
+}
+
+/// Everything the lifecycle needs for one run, resolved from the host: paths, secret values,
+/// the leak watch's list, the probe context.
+pub(crate) fn run_inputs(
+    env: &HostEnv,
+    runtime_dir: &Path,
+    spec: Spec,
+    run_id: String,
+    backend: Backend,
+    task: String,
+) -> Result<RunInputs> {
+    let tenant = spec.tenant.clone();
+    let tenant = tenant.as_str();
+    let secrets = secret_values(&spec, tenant)?;
+    let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
+    let watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
+    let host = crate::run::boundary::HostFacts {
+        namespaces: crate::host::namespaces::host_namespaces(),
+        uid: crate::host::namespaces::host_uid(),
+        lsm: crate::host::namespaces::host_lsm(),
+        sockets: vec![
+            path_str(&runtime_dir.join("bus")),
+            path_str(&runtime_dir.join("podman/podman.sock")),
+            "/run/podman/podman.sock".to_string(),
+            "/var/run/docker.sock".to_string(),
+        ],
+    };
+    let probe_context = crate::run::boundary::probe_context(&spec, &watched, &host);
+    Ok(RunInputs {
+        paths: RunPaths {
+            quadlet_dir: runtime_dir.join("containers/systemd"),
+            units_dir: runtime_dir.join("systemd/user"),
+            run_dir: runtime_dir.join("cyclix/runs").join(&run_id),
+            worktree: env
+                .data_home
+                .join("cyclix/worktrees")
+                .join(tenant)
+                .join(&run_id),
+            records_dir: Some(record::tenant_dir(&env.state_home, tenant)),
+        },
+        spec,
+        run_id,
+        backend,
+        task,
+        secrets,
+        deadlines: Deadlines::default(),
+        notices: env_file_notice(env, tenant).into_iter().collect(),
+        cyclix_bin: current_exe()?,
+        probe_context,
+        watched,
+        tripwire_dir: env.home.clone(),
+        probe_sockets: host.sockets.clone(),
+        interrupted: interrupt_flag()?,
+        progress: None,
+    })
+}
+
+/// The values of the variables the spec names (agent and services), from cyclix's own
+/// environment.
+fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut secrets = Vec::new();
+    for name in spec
+        .agent
+        .env
+        .iter()
+        .chain(spec.services.iter().flat_map(|s| s.env.iter()))
+    {
+        let Some(v) = secret_value(name) else {
+            bail!(
+                "agent.env names `{name}` but it is not set in cyclix's environment; set it for the user manager \
+                 (`systemctl --user set-environment {name}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)"
+            );
+        };
+        secrets.push((name.clone(), v));
+    }
+    Ok(secrets)
+}
+
+/// A loud notice when the tenant's env file (its secret values) is readable by others: the
+/// README asks for mode 0600.
+fn env_file_notice(env: &HostEnv, tenant: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env
+        .config_home
+        .join("cyclix/tenants")
+        .join(format!("{tenant}.env"));
+    let mode = std::fs::metadata(&path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        let n = format!(
+            "{} holds secret values but has mode {mode:04o}: others on this host can read them; `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+        crate::stderrln!("warning: {n}");
+        n
+    })
+}
+
+/// A flag SIGTERM and SIGINT set (`cyclix stop`, `systemctl --user stop`, Ctrl-C), so a run
+/// stops at its next check and still tears down; the default action (dying on the spot and
+/// leaving the run behind) is replaced.
+fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("installing the SIGTERM/SIGINT handler")?;
+    }
+    Ok(flag)
+}
