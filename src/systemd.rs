@@ -7,7 +7,7 @@
 //! [`settle`] that turns "the job finished" plus "the unit's state" into an outcome (field report
 //! B22), and [`Error`].
 //!
-//! May not: import zbus (that is `systemd/dbus.rs`, the only D-Bus code in the crate), read the
+//! May not: import zbus (that is `systemd/dbus.rs` and `systemd/dbus/`, the only D-Bus code in the crate), read the
 //! environment, or print. No zbus type appears in this module's API.
 //!
 //! Implementations: [`dbus::ZbusUnitManager`] (the real user manager over D-Bus) and
