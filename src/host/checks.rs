@@ -1,4 +1,4 @@
-//! The verdicts of `cyclix check`: PURE functions over [`HostFacts`] (no I/O, no environment,
+//! The verdicts of `cyclix check`: PURE functions over [`CheckFacts`] (no I/O, no environment,
 //! no clock). [`checks`] returns one [`Check`] per check, in a fixed order, each with a stable
 //! id, a [`Status`], what was found and, unless it passed, the exact fix.
 //!
@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use super::facts::HostFacts;
+use super::facts::CheckFacts;
 
 mod account;
 mod cgroups;
@@ -115,7 +115,7 @@ pub struct CheckOptions {
 
 /// Every check, in a fixed order.
 #[must_use]
-pub fn checks(f: &HostFacts, o: &CheckOptions) -> Vec<Check> {
+pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
     let mut v = vec![
         podman(f),
         quadlet(f),
@@ -174,7 +174,7 @@ fn at_least(v: Option<(u32, u32, u32)>, floor: (u32, u32)) -> bool {
     v.is_some_and(|(a, b, _)| (a, b) >= floor)
 }
 
-fn podman_version(f: &HostFacts) -> Option<(u32, u32, u32)> {
+fn podman_version(f: &CheckFacts) -> Option<(u32, u32, u32)> {
     match &f.podman.version {
         Some(Ok(v)) => parse_version(v),
         _ => None,

@@ -1,4 +1,4 @@
-//! Gathers [`HostFacts`] for `cyclix check`: the ONLY I/O of the check. Returns facts, never
+//! Gathers [`CheckFacts`] for `cyclix check`: the ONLY I/O of the check. Returns facts, never
 //! verdicts (those are `host::checks`, pure).
 //!
 //! Owns: reading the host's files (`/proc/self/status`, `/etc/passwd`, `/etc/subuid`,
@@ -87,7 +87,7 @@ pub type Fact<T> = Result<T, String>;
 
 /// Everything `check` decides on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HostFacts {
+pub struct CheckFacts {
     /// `--quick`: no `podman info`, no outcome test, image presence from `images.json`.
     pub quick: bool,
     /// Real uid of this process (`/proc/self/status`).
@@ -168,7 +168,7 @@ pub struct GatherInput<'a> {
 /// Gathers every fact, the slow sources in parallel.
 #[must_use]
 #[allow(clippy::similar_names)] // subuid/subgid, newuidmap/newgidmap: the files' and tools' names
-pub fn gather(input: &GatherInput<'_>) -> HostFacts {
+pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
     let uid = read_uid();
     let user = uid
         .and_then(user_name)
@@ -233,7 +233,7 @@ pub fn gather(input: &GatherInput<'_>) -> HostFacts {
             storage.driver = Some(info.graph_driver.clone());
             storage.source = "podman info".to_string();
         }
-        HostFacts {
+        CheckFacts {
             quick: input.quick,
             uid,
             user,

@@ -2,9 +2,9 @@
 //! linger (B08), sub-ids and the id mappers (B10), and the network-online stall (B07).
 
 use super::{Check, NETWORK_ONLINE_WAIT_SINCE, SUBID_MIN, at_least, podman_version};
-use crate::host::facts::{HostFacts, IdMapper, SubIds};
+use crate::host::facts::{CheckFacts, IdMapper, SubIds};
 
-pub(super) fn rootless(f: &HostFacts) -> Check {
+pub(super) fn rootless(f: &CheckFacts) -> Check {
     const ID: &str = "rootless";
     if f.uid == 0 {
         Check::fail(
@@ -23,7 +23,7 @@ pub(super) fn rootless(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn runtime_dir(f: &HostFacts) -> Check {
+pub(super) fn runtime_dir(f: &CheckFacts) -> Check {
     const ID: &str = "runtime-dir";
     let want = format!("/run/user/{}", f.uid);
     let fix = format!(
@@ -74,7 +74,7 @@ pub(super) fn runtime_dir(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn user_manager(f: &HostFacts) -> Check {
+pub(super) fn user_manager(f: &CheckFacts) -> Check {
     const ID: &str = "user-manager";
     match &f.manager_version {
         Ok(v) => Check::pass(ID, format!("systemd {v} (user manager over the user bus)")),
@@ -90,7 +90,7 @@ pub(super) fn user_manager(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn scheduled_tenants(f: &HostFacts) -> Vec<&str> {
+pub(super) fn scheduled_tenants(f: &CheckFacts) -> Vec<&str> {
     f.tenants
         .iter()
         .filter(|t| t.spec.as_ref().is_ok_and(|s| s.schedule.is_some()))
@@ -98,7 +98,7 @@ pub(super) fn scheduled_tenants(f: &HostFacts) -> Vec<&str> {
         .collect()
 }
 
-pub(super) fn linger(f: &HostFacts) -> Check {
+pub(super) fn linger(f: &CheckFacts) -> Check {
     const ID: &str = "linger";
     let fix = format!(
         "`loginctl enable-linger {}` (may need an admin: `sudo loginctl enable-linger {}`); \
@@ -139,7 +139,7 @@ pub(super) fn linger(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn owns(entry_owner: &str, f: &HostFacts) -> bool {
+pub(super) fn owns(entry_owner: &str, f: &CheckFacts) -> bool {
     entry_owner == f.user || entry_owner == f.uid.to_string()
 }
 
@@ -149,7 +149,7 @@ pub(super) fn free_start(ids: &[crate::host::facts::SubIdEntry]) -> u64 {
     end.max(100_000).div_ceil(SUBID_MIN) * SUBID_MIN
 }
 
-pub(super) fn subids(f: &HostFacts, s: &SubIds, id: &str, flag: &str) -> Check {
+pub(super) fn subids(f: &CheckFacts, s: &SubIds, id: &str, flag: &str) -> Check {
     let entries = match &s.entries {
         Ok(e) => e,
         Err(e) => {
@@ -289,7 +289,7 @@ pub(super) fn id_mapper(m: &IdMapper, cap: &str) -> Check {
     }
 }
 
-pub(super) fn network_online(f: &HostFacts) -> Check {
+pub(super) fn network_online(f: &CheckFacts) -> Check {
     const ID: &str = "network-online";
     let v = podman_version(f);
     if !at_least(v, NETWORK_ONLINE_WAIT_SINCE) || f.quadlet.generator.is_none() {

@@ -1,9 +1,9 @@
 //! Checks of cgroups (B09): v2, and the controllers delegated to the user manager.
 
 use super::{Check, LIMIT_CONTROLLERS};
-use crate::host::facts::HostFacts;
+use crate::host::facts::CheckFacts;
 
-pub(super) fn cgroup_v2(f: &HostFacts) -> Check {
+pub(super) fn cgroup_v2(f: &CheckFacts) -> Check {
     const ID: &str = "cgroup-v2";
     match f.cgroup.fs_type.as_deref() {
         Some("cgroup2") => Check::pass(ID, "/sys/fs/cgroup is cgroup2 (unified)"),
@@ -22,7 +22,7 @@ pub(super) fn cgroup_v2(f: &HostFacts) -> Check {
 }
 
 /// Which limit controllers each tenant's spec asks for: (tenant, controller).
-pub(super) fn asked_controllers(f: &HostFacts) -> Vec<(&str, &'static str)> {
+pub(super) fn asked_controllers(f: &CheckFacts) -> Vec<(&str, &'static str)> {
     let mut v = Vec::new();
     for t in &f.tenants {
         if let Ok(s) = &t.spec {
@@ -37,7 +37,7 @@ pub(super) fn asked_controllers(f: &HostFacts) -> Vec<(&str, &'static str)> {
 
 pub(super) const DELEGATE_FIX: &str = crate::run::limits::DELEGATE_FIX;
 
-pub(super) fn cgroup_delegation(f: &HostFacts) -> Check {
+pub(super) fn cgroup_delegation(f: &CheckFacts) -> Check {
     const ID: &str = "cgroup-delegation";
     let asked = asked_controllers(f);
     let delegated = match &f.cgroup.delegated {

@@ -1,9 +1,9 @@
 //! The verdict of the outcome test: a container on a run's internal network reaches nothing.
 
 use super::{Check, FAST_FAIL_MS, INSTALL_PODMAN};
-use crate::host::facts::HostFacts;
+use crate::host::facts::CheckFacts;
 
-pub(super) fn outcome(f: &HostFacts) -> Check {
+pub(super) fn outcome(f: &CheckFacts) -> Check {
     const ID: &str = "outcome";
     let o = match &f.outcome {
         None if f.quick => return Check::skip(ID, "--quick"),

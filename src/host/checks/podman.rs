@@ -6,14 +6,14 @@ use super::{
     Check, PODMAN_FLOOR, QUADLET_FLOOR, Status, at_least, parse_version, podman_version,
     runtime_dir,
 };
-use crate::host::facts::HostFacts;
+use crate::host::facts::CheckFacts;
 use crate::spec::mount_guard;
 use crate::tier::Runtime;
 
 pub(super) const INSTALL_PODMAN: &str = "install podman ≥ 5.0 and put it on $PATH (Debian 13/Ubuntu 24.04: \
      `sudo apt install podman`; Fedora: `sudo dnf install podman`)";
 
-pub(super) fn podman(f: &HostFacts) -> Check {
+pub(super) fn podman(f: &CheckFacts) -> Check {
     const ID: &str = "podman";
     let Some(path) = &f.podman.path else {
         return Check::fail(ID, "podman is not on $PATH", INSTALL_PODMAN);
@@ -77,7 +77,7 @@ pub(super) fn podman(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn quadlet(f: &HostFacts) -> Check {
+pub(super) fn quadlet(f: &CheckFacts) -> Check {
     const ID: &str = "quadlet";
     let wants_quadlet = at_least(podman_version(f), QUADLET_FLOOR);
     let searched = f.quadlet.searched.join(", ");
@@ -131,7 +131,7 @@ pub(super) fn quadlet(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn oci_runtime(f: &HostFacts) -> Check {
+pub(super) fn oci_runtime(f: &CheckFacts) -> Check {
     const ID: &str = "oci-runtime";
     if let Some(Ok(info)) = &f.info
         && !info.oci_runtime.is_empty()
@@ -154,7 +154,7 @@ pub(super) fn oci_runtime(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn network_backend(f: &HostFacts) -> Check {
+pub(super) fn network_backend(f: &CheckFacts) -> Check {
     const ID: &str = "network-backend";
     let fix = "install netavark and aardvark-dns: Debian/Ubuntu `sudo apt install netavark \
                aardvark-dns`; Fedora `sudo dnf install netavark aardvark-dns`; then `podman \
@@ -191,7 +191,7 @@ pub(super) fn network_backend(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn rootless_network(f: &HostFacts) -> Check {
+pub(super) fn rootless_network(f: &CheckFacts) -> Check {
     const ID: &str = "rootless-network";
     match (&f.pasta, &f.slirp4netns) {
         (Some(p), _) => Check::pass(ID, format!("pasta {p}")),
@@ -205,7 +205,7 @@ pub(super) fn rootless_network(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn storage_driver(f: &HostFacts) -> Check {
+pub(super) fn storage_driver(f: &CheckFacts) -> Check {
     const ID: &str = "storage-driver";
     let s = &f.storage;
     match s.driver.as_deref() {
@@ -232,7 +232,7 @@ pub(super) fn storage_driver(f: &HostFacts) -> Check {
     }
 }
 
-pub(super) fn podman_info(f: &HostFacts) -> Check {
+pub(super) fn podman_info(f: &CheckFacts) -> Check {
     const ID: &str = "podman-info";
     match &f.info {
         None if f.quick => Check::skip(ID, "--quick: `podman info` not run"),
@@ -281,7 +281,7 @@ pub(super) fn podman_info(f: &HostFacts) -> Check {
 
 /// Whether a rootless runtime is usable, from the facts (the tier gate's injected fact).
 #[must_use]
-pub fn runtime(f: &HostFacts) -> Runtime {
+pub fn runtime(f: &CheckFacts) -> Runtime {
     if f.podman.path.is_none() {
         return Runtime::Unusable("podman is not on $PATH".into());
     }
@@ -309,7 +309,7 @@ pub fn runtime(f: &HostFacts) -> Runtime {
 /// Podman's storage as this host has it: `podman info`'s graph root, run root and volume
 /// path, else (`--quick`, podman missing) the graph root from `storage.conf` or the default.
 #[must_use]
-pub fn podman_storage(f: &HostFacts) -> Vec<mount_guard::Protected> {
+pub fn podman_storage(f: &CheckFacts) -> Vec<mount_guard::Protected> {
     match &f.info {
         Some(Ok(i)) if !i.graph_root.is_empty() => {
             mount_guard::podman_paths(&i.graph_root, &i.run_root, &i.volume_path)

@@ -1,11 +1,11 @@
 //! Checks of each tenant: its spec against this host, mounts into podman's storage, its images.
 
 use super::{Check, podman_storage, runtime};
-use crate::host::facts::{HostFacts, ImageFact, TenantFacts};
+use crate::host::facts::{CheckFacts, ImageFact, TenantFacts};
 use crate::spec::{Spec, mount_guard};
 use crate::tier::{self, Tier};
 
-pub(super) fn spec(f: &HostFacts, t: &TenantFacts) -> Check {
+pub(super) fn spec(f: &CheckFacts, t: &TenantFacts) -> Check {
     let id = format!("spec:{}", t.name);
     let s = match &t.spec {
         Ok(s) => s,
@@ -44,7 +44,7 @@ pub(super) fn spec(f: &HostFacts, t: &TenantFacts) -> Check {
 
 /// FAIL `spec:T` when a mount source is, contains or lies inside podman's storage: what
 /// `spec validate` cannot know (the real paths come from `podman info`).
-pub(super) fn mounts_in_podman_storage(f: &HostFacts, t: &TenantFacts, s: &Spec) -> Option<Check> {
+pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec) -> Option<Check> {
     let found = mount_guard::refusals(s, &podman_storage(f));
     let fix = found.first()?.hint.clone().unwrap_or_default();
     let text = crate::spec::SpecError {
@@ -66,7 +66,7 @@ pub(super) fn image_fix(i: &ImageFact) -> String {
     }
 }
 
-pub(super) fn images(f: &HostFacts, t: &TenantFacts) -> Check {
+pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
     let id = format!("images:{}", t.name);
     if t.spec.is_err() {
         return Check::skip(&id, "the spec is invalid");

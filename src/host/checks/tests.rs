@@ -8,7 +8,7 @@ mod rows_tenants;
 
 use super::*;
 use crate::host::facts::{
-    CgroupFacts, HostFacts, IdMapper, ImageFact, OutcomeFacts, PodmanFacts, QuadletFacts,
+    CgroupFacts, CheckFacts, IdMapper, ImageFact, OutcomeFacts, PodmanFacts, QuadletFacts,
     RuntimeDirFacts, StepFacts, StorageFacts, SubIdEntry, SubIds, TenantFacts,
 };
 use crate::podman::PodmanInfo;
@@ -77,14 +77,14 @@ fn step(exit: i32, output: &str, ms: u64) -> StepFacts {
 }
 
 /// The testbed as `cyclix check` (full mode) saw it, with one tenant.
-fn good() -> HostFacts {
+fn good() -> CheckFacts {
     let mapper = |name: &str| IdMapper {
         name: name.into(),
         path: Some(format!("/usr/bin/{name}")),
         setuid_root: true,
         caps: None,
     };
-    HostFacts {
+    CheckFacts {
         quick: false,
         uid: 1000,
         user: "cyx".into(),
@@ -211,7 +211,7 @@ fn a_healthy_host_passes_every_check() {
         "the ids and their order are part of the JSON schema"
     );
 }
-type Mutation = fn(&mut HostFacts);
+type Mutation = fn(&mut CheckFacts);
 
 /// (row name, mutation, check id, expected status, text the found/fix must contain).
 type Row = (&'static str, Mutation, &'static str, Status, &'static str);
