@@ -62,6 +62,28 @@ fn failed(action: String, args: &[&str], out: process::Output) -> GitError {
     }
 }
 
+/// Runs `git -C dir SAFE_CONFIG args…` with `env` and `deadline` (for the calls that talk to a
+/// remote); a non-zero exit is [`GitError::Command`] via [`failed`].
+fn remote_git(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, Option<&str>)],
+    deadline: Duration,
+    action: impl Fn() -> String,
+) -> Result<process::Output> {
+    let opts = process::Opts {
+        deadline,
+        hint: HINT,
+        env,
+        ..process::Opts::default()
+    };
+    let out = git_with(dir, args, &opts, &action)?;
+    if !out.status.success() {
+        return Err(failed(action(), args, out));
+    }
+    Ok(out)
+}
+
 /// Options that keep a diff of untrusted commits from running anything or reading a work
 /// tree: no external diff, no textconv, every file as text (a secret in a "binary" file is
 /// shown), no rename detection (a renamed file shows its whole content), no colour.
@@ -141,16 +163,7 @@ impl Git {
         let want = format!("refs/heads/{branch}");
         let args = ["ls-remote", "--refs", remote, want.as_str()];
         let action = || format!("reading `{want}` on remote `{remote}`");
-        let opts = process::Opts {
-            deadline,
-            hint: HINT,
-            env,
-            ..process::Opts::default()
-        };
-        let out = git_with(&self.repo, &args, &opts, action)?;
-        if !out.status.success() {
-            return Err(failed(action(), &args, out));
-        }
+        let out = remote_git(&self.repo, &args, env, deadline, action)?;
         // ls-remote matches patterns against the tail of a ref: keep the exact name only.
         Ok(out.stdout.lines().find_map(|l| {
             let (sha, name) = l.split_once('\t')?;
@@ -190,16 +203,7 @@ impl Git {
             spec.as_str(),
         ];
         let action = || format!("fetching `refs/heads/{branch}` from remote `{remote}`");
-        let opts = process::Opts {
-            deadline,
-            hint: HINT,
-            env,
-            ..process::Opts::default()
-        };
-        let out = git_with(&self.repo, &args, &opts, action)?;
-        if !out.status.success() {
-            return Err(failed(action(), &args, out));
-        }
+        remote_git(&self.repo, &args, env, deadline, action)?;
         let tip = self.rev_parse_commit(tmp_ref);
         let del = ["update-ref", "-d", tmp_ref];
         let _ = git_with(&self.repo, &del, &process::Opts::default(), || {

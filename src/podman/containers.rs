@@ -22,15 +22,8 @@ impl Podman {
         deadline: Duration,
     ) -> Result<process::Output> {
         check_name("image reference", image)?;
-        let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut cmd: Vec<&str> = vec!["run", "--rm"];
-        for l in &label_args {
-            cmd.extend(["--label", l]);
-        }
-        cmd.extend(run_args);
-        cmd.push("--");
-        cmd.push(image);
-        cmd.extend(argv);
+        let label_args = label_args(labels);
+        let cmd = run_argv(&["run", "--rm"], &label_args, run_args, image, argv);
         process::run_status(&self.bin, &cmd, None, deadline, HINT).map_err(|source| {
             PodmanError::Command {
                 action: format!("running a container of {image}"),
@@ -59,15 +52,14 @@ impl Podman {
     ) -> Result<process::Output> {
         check_name("image reference", image)?;
         check_name("container", name)?;
-        let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut cmd: Vec<&str> = vec!["run", "--rm", "--name", name];
-        for l in &label_args {
-            cmd.extend(["--label", l]);
-        }
-        cmd.extend(run_args);
-        cmd.push("--");
-        cmd.push(image);
-        cmd.extend(argv);
+        let label_args = label_args(labels);
+        let cmd = run_argv(
+            &["run", "--rm", "--name", name],
+            &label_args,
+            run_args,
+            image,
+            argv,
+        );
         process::run_with(
             &self.bin,
             &cmd,
@@ -157,4 +149,29 @@ impl Podman {
             |out| Ok(parse_top(out)),
         )
     }
+}
+
+/// `KEY=VALUE` for each label.
+fn label_args(labels: &[(&str, &str)]) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The argv of `podman run`: `head`, a `--label` per label, `run_args`, `--`, the image and its
+/// command.
+fn run_argv<'a>(
+    head: &[&'a str],
+    label_args: &'a [String],
+    run_args: &[&'a str],
+    image: &'a str,
+    argv: &[&'a str],
+) -> Vec<&'a str> {
+    let mut cmd = head.to_vec();
+    for l in label_args {
+        cmd.extend(["--label", l.as_str()]);
+    }
+    cmd.extend(run_args);
+    cmd.push("--");
+    cmd.push(image);
+    cmd.extend(argv);
+    cmd
 }
