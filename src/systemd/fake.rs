@@ -2,8 +2,8 @@
 //! systemd (tier (a) of the D-Bus tests in STYLE.md; after youki's `TestSystemdClient`).
 //!
 //! Owns: an in-memory model of units (status + next timer elapse), the ordered list of calls it
-//! received, and queues of scripted errors. Does no I/O; always compiled so integration tests can
-//! use it too.
+//! received, and queues of scripted errors. Does no I/O; compiled for unit tests only (`cfg(test)`:
+//! nothing outside the crate's unit tests uses it).
 //!
 //! Default behaviour, unless scripted otherwise: every unit exists and is `loaded`/`inactive`;
 //! `start`/`restart` make it `active`/`running`, `stop` makes it `inactive`/`dead`,

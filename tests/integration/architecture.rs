@@ -47,6 +47,7 @@ fn pure_modules_do_no_io() {
         src.join("host/checks.rs"),
         src.join("twin.rs"),
     ];
+    rust_files(&src.join("host/checks"), &mut files);
     rust_files(&src.join("twin"), &mut files);
     rust_files(&src.join("spec"), &mut files);
     rust_files(&src.join("render"), &mut files);

@@ -1,0 +1,137 @@
+//! Checks of each tenant: its spec against this host, mounts into podman's storage, its images.
+
+use super::{Check, podman_storage, runtime};
+use crate::host::facts::{CheckFacts, ImageFact, TenantFacts};
+use crate::spec::{Spec, mount_guard};
+use crate::tier::{self, Tier};
+
+pub(super) fn spec(f: &CheckFacts, t: &TenantFacts) -> Check {
+    let id = format!("spec:{}", t.name);
+    let s = match &t.spec {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::fail(
+                &id,
+                format!("{} is invalid:\n{}", t.file, e.trim_end()),
+                format!(
+                    "fix the spec; `cyclix spec validate {}` lists every problem",
+                    t.file
+                ),
+            );
+        }
+    };
+    if let Some(fail) = mounts_in_podman_storage(f, t, s) {
+        return fail;
+    }
+    match tier::gate(s.tier, s.legacy_worktree_isolation, &runtime(f)) {
+        Err(refusal) => Check::fail(&id, format!("{}: {refusal}", t.file), {
+            "make a container runtime usable (the failed checks above), or set `tier: \
+             worktree` explicitly if version isolation is enough"
+                .to_string()
+        }),
+        Ok(Tier::Container) => Check::pass(&id, format!("{}: valid, tier container", t.file)),
+        Ok(other) => Check::warn(
+            &id,
+            format!(
+                "{}: valid, tier {other}: {}; `cyclix run` implements only tier container",
+                t.file,
+                other.facts().summary
+            ),
+            "set `tier: container`",
+        ),
+    }
+}
+
+/// FAIL `spec:T` when a mount source is, contains or lies inside podman's storage: what
+/// `spec validate` cannot know (the real paths come from `podman info`).
+pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec) -> Option<Check> {
+    let found = mount_guard::refusals(s, &podman_storage(f));
+    let fix = found.first()?.hint.clone().unwrap_or_default();
+    let text = crate::spec::SpecError {
+        file: t.file.clone(),
+        diagnostics: found,
+    }
+    .to_string();
+    Some(Check::fail(&format!("spec:{}", t.name), text, fix))
+}
+
+pub(super) fn image_fix(i: &ImageFact) -> String {
+    if i.reference == crate::images::PROXY_IMAGE || i.reference == crate::images::AGENT_PYTHON_IMAGE
+    {
+        "`cyclix images build`".to_string()
+    } else if i.reference.starts_with("localhost/") {
+        format!("build it: `podman build -t {} ...`", i.reference)
+    } else {
+        format!("`podman pull {}`", i.reference)
+    }
+}
+
+pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
+    let id = format!("images:{}", t.name);
+    if t.spec.is_err() {
+        return Check::skip(&id, "the spec is invalid");
+    }
+    if t.images.is_empty() {
+        return Check::skip(&id, "the tenant's tier runs no containers");
+    }
+    let how = if f.quick {
+        "image store"
+    } else {
+        "podman image exists"
+    };
+    let mut missing = Vec::new();
+    let mut unknown = Vec::new();
+    let mut unpinned = Vec::new();
+    let mut fixes = Vec::new();
+    for i in &t.images {
+        match &i.present {
+            Ok(true) => {}
+            Ok(false) => {
+                missing.push(format!("{} {}", i.role, i.reference));
+                let fix = image_fix(i);
+                if !fixes.contains(&fix) {
+                    fixes.push(fix);
+                }
+            }
+            Err(e) => unknown.push(format!("{} {}: {e}", i.role, i.reference)),
+        }
+        // The proxy is cyclix's own locally built image: pinned by cyclix, not by the spec.
+        if !i.pinned && i.role != "proxy" {
+            unpinned.push(format!("{} {}", i.role, i.reference));
+        }
+    }
+    if !missing.is_empty() {
+        return Check::fail(
+            &id,
+            format!("not in local storage ({how}): {}", missing.join(", ")),
+            fixes.join("; "),
+        );
+    }
+    if !unknown.is_empty() {
+        return Check::fail(
+            &id,
+            format!("cannot tell whether present: {}", unknown.join("; ")),
+            "run `podman images` to see podman's error",
+        );
+    }
+    let mut refs: Vec<&str> = Vec::new();
+    for i in &t.images {
+        if !refs.contains(&i.reference.as_str()) {
+            refs.push(&i.reference);
+        }
+    }
+    let all = refs.join(", ");
+    if unpinned.is_empty() {
+        Check::pass(&id, format!("present and pinned: {all}"))
+    } else {
+        Check::warn(
+            &id,
+            format!(
+                "present; not pinned by digest (unpinned_local_image opt-out): {}",
+                unpinned.join(", ")
+            ),
+            "pin each image by digest (`podman image inspect --format '{{.Digest}}' REF`, then \
+             `REF@sha256:...` in the spec) and drop `unpinned_local_image`",
+        )
+    }
+}

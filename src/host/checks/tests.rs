@@ -1,0 +1,404 @@
+//! Table-driven tests of every check from fixture facts: one healthy host (the testbed as
+//! `cyclix check` saw it), then one mutation per row with the expected status of one check.
+
+mod rows_account;
+mod rows_cgroups;
+mod rows_podman;
+mod rows_tenants;
+
+use super::*;
+use crate::host::facts::{
+    CgroupFacts, CheckFacts, IdMapper, ImageFact, OutcomeFacts, PodmanFacts, QuadletFacts,
+    RuntimeDirFacts, StepFacts, StorageFacts, SubIdEntry, SubIds, TenantFacts,
+};
+use crate::podman::PodmanInfo;
+use crate::spec::{self, SpecContext};
+
+const PINNED: &str =
+    "ghcr.io/acme/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn spec_yaml(name: &str, extra_agent: &str, tail: &str) -> String {
+    format!(
+        "tenant: {name}\nrepo: {{ path: ~/src/{name}, base: main }}\ntask: {{ text: hi }}\n\
+         agent:\n  image: {PINNED}\n  command: [run]\n{extra_agent}gate:\n  image: {PINNED}\n  \
+         command: [test]\n{tail}"
+    )
+}
+
+fn tenant(name: &str, yaml: &str) -> TenantFacts {
+    let ctx = SpecContext {
+        file: format!("{name}.yaml"),
+        home: "/home/cyx".into(),
+        runtime_dir: "/run/user/1000".into(),
+    };
+    let spec = spec::parse(yaml, &ctx).map_err(|e| e.to_string());
+    let images = spec
+        .as_ref()
+        .map(|s| {
+            crate::host::facts::needed_images(s)
+                .into_iter()
+                .map(|(role, reference, pinned)| ImageFact {
+                    role,
+                    reference,
+                    pinned,
+                    present: Ok(true),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    TenantFacts {
+        name: name.into(),
+        file: format!("/home/cyx/.config/cyclix/tenants/{name}.yaml"),
+        spec,
+        images,
+    }
+}
+
+fn subids(lines: &[(&str, u64, u64)], file: &str) -> SubIds {
+    SubIds {
+        file: file.into(),
+        entries: Ok(lines
+            .iter()
+            .map(|(o, s, c)| SubIdEntry {
+                owner: (*o).into(),
+                start: *s,
+                count: *c,
+            })
+            .collect()),
+    }
+}
+
+fn step(exit: i32, output: &str, ms: u64) -> StepFacts {
+    StepFacts {
+        exit: Some(exit),
+        output: output.into(),
+        elapsed_ms: ms,
+    }
+}
+
+/// The testbed as `cyclix check` (full mode) saw it, with one tenant.
+fn good() -> CheckFacts {
+    let mapper = |name: &str| IdMapper {
+        name: name.into(),
+        path: Some(format!("/usr/bin/{name}")),
+        setuid_root: true,
+        caps: None,
+    };
+    CheckFacts {
+        quick: false,
+        uid: 1000,
+        user: "cyx".into(),
+        runtime_dir: RuntimeDirFacts {
+            value: Some("/run/user/1000".into()),
+            is_dir: true,
+            owner: Some(1000),
+            mode: Some(0o700),
+        },
+        podman: PodmanFacts {
+            path: Some("/usr/bin/podman".into()),
+            version: Some(Ok("5.4.2".into())),
+            version_cached: false,
+        },
+        quadlet: QuadletFacts {
+            searched: crate::host::facts::USER_GENERATOR_DIRS
+                .iter()
+                .map(|d| (*d).to_string())
+                .collect(),
+            generator: Some("/usr/lib/systemd/user-generators/podman-user-generator".into()),
+            version: Some(Ok("5.4.2".into())),
+            dryrun: Some(Ok(true)),
+        },
+        manager_version: Ok("257.13-1~deb13u1".into()),
+        linger: Ok(true),
+        network_online: Ok("active".into()),
+        subuid: subids(&[("cyx", 200_000, 65_536)], "/etc/subuid"),
+        subgid: subids(&[("cyx", 200_000, 65_536)], "/etc/subgid"),
+        newuidmap: mapper("newuidmap"),
+        newgidmap: mapper("newgidmap"),
+        cgroup: CgroupFacts {
+            fs_type: Some("cgroup2".into()),
+            file: "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/cgroup.controllers"
+                .into(),
+            delegated: Ok(vec!["cpu".into(), "memory".into(), "pids".into()]),
+        },
+        oci_runtimes: vec!["/usr/bin/crun".into()],
+        netavark: Some("/usr/lib/podman/netavark".into()),
+        aardvark_dns: Some("/usr/lib/podman/aardvark-dns".into()),
+        pasta: Some("/usr/bin/pasta".into()),
+        slirp4netns: None,
+        storage: StorageFacts {
+            driver: Some("overlay".into()),
+            source: "podman info".into(),
+            graphroot: "/home/cyx/.local/share/containers/storage".into(),
+        },
+        info: Some(Ok(PodmanInfo {
+            version: "5.4.2".into(),
+            oci_runtime: "crun".into(),
+            oci_runtime_path: "/usr/bin/crun".into(),
+            network_backend: "netavark".into(),
+            dns_path: "/usr/lib/podman/aardvark-dns".into(),
+            pasta: "/usr/bin/pasta".into(),
+            slirp4netns: String::new(),
+            cgroup_manager: "systemd".into(),
+            cgroup_version: "v2".into(),
+            cgroup_controllers: vec![],
+            rootless: true,
+            graph_driver: "overlay".into(),
+            graph_root: "/srv/podman/storage".into(),
+            run_root: "/run/user/1000/containers".into(),
+            volume_path: "/srv/podman/storage/volumes".into(),
+        })),
+        uid_map: Some(Ok(vec!["0 1000 1".into(), "1 200000 65536".into()])),
+        tenants: vec![tenant("acme", &spec_yaml("acme", "", ""))],
+        outcome: Some(Ok(OutcomeFacts {
+            nonce: "abc".into(),
+            image: "docker.io/library/busybox:latest".into(),
+            network: "cyclix-check-abc".into(),
+            control: step(0, "", 120),
+            probe: step(
+                1,
+                "wget: can't connect to remote host (192.0.2.1): Network is unreachable",
+                90,
+            ),
+            leftovers: vec![],
+            cleanup_error: None,
+            elapsed_ms: 600,
+        })),
+    }
+}
+
+fn status_of(checks: &[Check], id: &str) -> Status {
+    checks
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("no check {id}"))
+        .status
+}
+
+#[test]
+fn a_healthy_host_passes_every_check() {
+    let c = checks(&good(), &CheckOptions::default());
+    for check in &c {
+        assert_eq!(check.status, Status::Pass, "{check:?}");
+        assert!(check.fix.is_none(), "{check:?}");
+    }
+    let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "podman",
+            "quadlet",
+            "rootless",
+            "runtime-dir",
+            "user-manager",
+            "linger",
+            "subuid",
+            "subgid",
+            "newuidmap",
+            "newgidmap",
+            "cgroup-v2",
+            "cgroup-delegation",
+            "oci-runtime",
+            "network-backend",
+            "rootless-network",
+            "storage-driver",
+            "podman-info",
+            "network-online",
+            "spec:acme",
+            "images:acme",
+            "outcome",
+        ],
+        "the ids and their order are part of the JSON schema"
+    );
+}
+type Mutation = fn(&mut CheckFacts);
+
+/// (row name, mutation, check id, expected status, text the found/fix must contain).
+type Row = (&'static str, Mutation, &'static str, Status, &'static str);
+
+/// Every row, family by family (`tests/rows_*.rs`).
+fn table() -> Vec<Row> {
+    [
+        rows_podman::podman_rows(),
+        rows_account::account_rows(),
+        rows_cgroups::cgroup_rows(),
+        rows_podman::runtime_rows(),
+        rows_account::network_online_rows(),
+        rows_tenants::tenant_rows(),
+    ]
+    .concat()
+}
+
+#[test]
+fn every_check_pass_warn_fail_from_fixture_facts() {
+    for (row, mutate, id, want, text) in table() {
+        let mut f = good();
+        mutate(&mut f);
+        let c = checks(&f, &CheckOptions::default());
+        let check = c
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("{row}: no check {id} in {c:#?}"));
+        assert_eq!(check.status, want, "{row}: {check:#?}");
+        let all = format!("{} {}", check.found, check.fix.as_deref().unwrap_or(""));
+        assert!(all.contains(text), "{row}: {text:?} not in {all:?}");
+        if matches!(want, Status::Warn | Status::Fail) {
+            assert!(check.fix.is_some(), "{row}: a {want:?} without a fix");
+        }
+    }
+}
+
+#[test]
+fn a_fault_fails_only_its_own_check() {
+    // The fault-injection rows of issue 4, each on an otherwise healthy host.
+    let rows: [(&str, Mutation, &str); 6] = [
+        (
+            "no subuid line",
+            |f| f.subuid = subids(&[], "/etc/subuid"),
+            "subuid",
+        ),
+        (
+            "small subgid",
+            |f| f.subgid = subids(&[("cyx", 200_000, 10)], "/etc/subgid"),
+            "subgid",
+        ),
+        (
+            "newuidmap",
+            |f| {
+                f.newuidmap.setuid_root = false;
+                f.newuidmap.caps = Some(Ok(String::new()));
+            },
+            "newuidmap",
+        ),
+        (
+            "generator",
+            |f| {
+                f.quadlet.generator = None;
+                f.quadlet.version = None;
+            },
+            "quadlet",
+        ),
+        (
+            "runtime dir",
+            |f| {
+                f.runtime_dir.value = Some("/run/user/1001".into());
+                f.runtime_dir.owner = Some(1001);
+            },
+            "runtime-dir",
+        ),
+        (
+            "image",
+            |f| f.tenants[0].images[1].present = Ok(false),
+            "images:acme",
+        ),
+    ];
+    for (row, mutate, id) in rows {
+        let mut f = good();
+        mutate(&mut f);
+        let failed: Vec<String> = checks(&f, &CheckOptions::default())
+            .into_iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(failed, [id], "{row}");
+    }
+}
+
+#[test]
+fn missing_tenant_named_with_tenant_is_a_fail() {
+    let c = checks(
+        &good(),
+        &CheckOptions {
+            tenant: Some("ghost".into()),
+        },
+    );
+    assert_eq!(status_of(&c, "spec:ghost"), Status::Fail);
+}
+
+#[test]
+fn versions_parse_leniently() {
+    assert_eq!(parse_version("5.4.2"), Some((5, 4, 2)));
+    assert_eq!(parse_version("4.3.1-dev"), Some((4, 3, 1)));
+    assert_eq!(parse_version("5.0.0-rc1"), Some((5, 0, 0)));
+    assert_eq!(parse_version("5"), Some((5, 0, 0)));
+    assert_eq!(parse_version("dev"), None);
+}
+
+#[test]
+fn statuses_serialise_lowercase() {
+    let c = Check::skip("x", "why");
+    assert_eq!(
+        serde_json::to_value(&c).expect("json"),
+        serde_json::json!({"id": "x", "status": "skip", "found": "why", "fix": null})
+    );
+}
+
+#[test]
+fn field_reports_b01_b07_b08_b09_b10_each_have_rows() {
+    let rows = table();
+    for b in ["B01", "B07", "B08", "B09", "B10"] {
+        assert!(
+            rows.iter().any(|(name, ..)| name.starts_with(b)),
+            "no row for field report {b}"
+        );
+    }
+}
+
+/// Issue 11: `spec validate` cannot know podman's real storage; `check` compares the mounts
+/// with `podman info`'s graph root (or, without it, the configured one) and FAILs `spec:T`.
+#[test]
+fn a_mount_into_podmans_storage_from_facts_fails_the_spec_check() {
+    let mounts = "mounts:\n  - { source: /srv/data, target: /mnt/data }\n  - { source: /srv/podman/storage/volumes/v, target: /mnt/v }\n";
+    let mut f = good();
+    f.tenants = vec![tenant("acme", &spec_yaml("acme", "", mounts))];
+    let all = checks(&f, &CheckOptions::default());
+    let c = all
+        .iter()
+        .find(|c| c.id == "spec:acme")
+        .expect("spec check");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.found.starts_with(
+            "/home/cyx/.config/cyclix/tenants/acme.yaml:12:15: mounts[1].source: mount source `/srv/podman/storage/volumes/v` lies inside podman's volume storage `/srv/podman/storage/volumes`"
+        ),
+        "{c:?}"
+    );
+    assert!(c.found.contains("\n  fix: mount a directory"), "{c:?}");
+    assert!(
+        c.fix
+            .as_deref()
+            .is_some_and(|x| x.starts_with("mount a directory")),
+        "{c:?}"
+    );
+    // --quick: no `podman info`; the configured graph root decides.
+    let mut q = good();
+    q.info = None;
+    q.storage.graphroot = "/var/lib/alt".into();
+    q.tenants = vec![tenant(
+        "acme",
+        &spec_yaml(
+            "acme",
+            "",
+            "mounts:\n  - { source: /var/lib/alt/overlay, target: /mnt/v }\n",
+        ),
+    )];
+    let all = checks(&q, &CheckOptions::default());
+    let c = all
+        .iter()
+        .find(|c| c.id == "spec:acme")
+        .expect("spec check");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(c.found.contains(":11:15: mounts[0].source: mount source `/var/lib/alt/overlay` lies inside podman's storage (graph root"), "{c:?}");
+    // A plain data directory stays a PASS.
+    let mut ok = good();
+    ok.tenants = vec![tenant(
+        "acme",
+        &spec_yaml(
+            "acme",
+            "",
+            "mounts:\n  - { source: ~/datasets/x, target: /mnt/x }\n",
+        ),
+    )];
+    let all = checks(&ok, &CheckOptions::default());
+    assert_eq!(status_of(&all, "spec:acme"), Status::Pass);
+}

@@ -1,0 +1,185 @@
+//! Table rows of the tenant checks: spec and tier gate, images, the outcome test.
+
+use super::*;
+
+/// Spec and tier gate, images, outcome.
+#[allow(clippy::too_many_lines)] // one row per case
+pub(super) fn tenant_rows() -> Vec<Row> {
+    vec![
+        // spec + tier gate
+        (
+            "invalid spec",
+            |f| f.tenants = vec![tenant("bad", "tenant: bad\nbogus: 1\n")],
+            "spec:bad",
+            Status::Fail,
+            "cyclix spec validate",
+        ),
+        (
+            "container tier without runtime is a FAIL",
+            |f| f.podman = PodmanFacts::default(),
+            "spec:acme",
+            Status::Fail,
+            "tier `container` is configured but no usable container runtime",
+        ),
+        (
+            "container tier when no container starts",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.control = step(126, "crun: permission denied", 50);
+                }
+            },
+            "spec:acme",
+            Status::Fail,
+            "a container did not start",
+        ),
+        (
+            "worktree tier without runtime is allowed",
+            |f| {
+                f.podman = PodmanFacts::default();
+                f.tenants = vec![tenant("wt", &spec_yaml("wt", "", "tier: worktree\n"))];
+            },
+            "spec:wt",
+            Status::Warn,
+            "tier worktree",
+        ),
+        // images
+        (
+            "image missing",
+            |f| f.tenants[0].images[0].present = Ok(false),
+            "images:acme",
+            Status::Fail,
+            "podman pull ghcr.io/acme/agent@sha256:",
+        ),
+        (
+            "proxy image missing",
+            |f| {
+                let last = f.tenants[0].images.len() - 1;
+                f.tenants[0].images[last].present = Ok(false);
+            },
+            "images:acme",
+            Status::Fail,
+            "cyclix images build",
+        ),
+        (
+            "image presence unknown",
+            |f| f.tenants[0].images[0].present = Err("podman failed".into()),
+            "images:acme",
+            Status::Fail,
+            "podman failed",
+        ),
+        (
+            "unpinned local image",
+            |f| {
+                f.tenants[0].images[0].pinned = false;
+            },
+            "images:acme",
+            Status::Warn,
+            "not pinned",
+        ),
+        (
+            "tier without containers",
+            |f| f.tenants = vec![tenant("wt", &spec_yaml("wt", "", "tier: worktree\n"))],
+            "images:wt",
+            Status::Skip,
+            "no containers",
+        ),
+        // outcome
+        (
+            "outcome skipped in quick mode",
+            |f| {
+                f.quick = true;
+                f.outcome = None;
+            },
+            "outcome",
+            Status::Skip,
+            "--quick",
+        ),
+        (
+            "outcome could not run",
+            |f| f.outcome = Some(Err("no probe image".into())),
+            "outcome",
+            Status::Fail,
+            "no probe image",
+        ),
+        (
+            "outcome: container does not start",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.control = step(126, "OCI runtime error", 40);
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "OCI runtime error",
+        ),
+        (
+            "outcome: reached outside",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.probe = step(0, "connected", 30);
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "reached 192.0.2.1",
+        ),
+        (
+            "outcome: dropped, not rejected",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.probe = step(1, "wget: download timed out", 5000);
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "did not fail fast",
+        ),
+        (
+            "outcome: leftovers",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.leftovers = vec!["network cyclix-check-abc".into()];
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "podman network rm",
+        ),
+        (
+            "outcome without podman is a failure, not a skip",
+            |f| {
+                f.podman = PodmanFacts::default();
+                f.info = None;
+                f.outcome = None;
+            },
+            "outcome",
+            Status::Fail,
+            "cannot run: podman is not on $PATH",
+        ),
+        (
+            "outcome: no probe tool in the image",
+            |f| {
+                if let Some(Ok(o)) = &mut f.outcome {
+                    o.probe = step(3, "no probe tool (python3, wget)", 40);
+                }
+            },
+            "outcome",
+            Status::Fail,
+            "podman pull docker.io/library/busybox:latest",
+        ),
+        (
+            "runtime dir with a trailing slash",
+            |f| f.runtime_dir.value = Some("/run/user/1000/".into()),
+            "runtime-dir",
+            Status::Pass,
+            "/run/user/1000/",
+        ),
+        (
+            "podman version from the cache",
+            |f| f.podman.version_cached = true,
+            "podman",
+            Status::Pass,
+            "remembered for this exact binary",
+        ),
+    ]
+}

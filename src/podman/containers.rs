@@ -1,0 +1,177 @@
+//! Containers: a one-shot `podman run --rm` (to the terminal or a file), forced removal,
+//! `exec`, `top`, and removing a tree inside the user namespace.
+
+use std::time::Duration;
+
+use super::{HINT, PODMAN_QUERY_DEADLINE, Podman, PodmanError, Result, check_name, parse_top};
+use crate::process;
+
+impl Podman {
+    /// Runs a throwaway container and returns its output whatever its exit status:
+    /// `podman run --rm --label K=V… RUN_ARGS… -- IMAGE ARGV…`. `deadline` bounds it.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman cannot be started or runs past `deadline`;
+    /// [`PodmanError::BadName`] for an image that starts with `-`.
+    pub fn run_rm(
+        &self,
+        labels: &[(&str, &str)],
+        run_args: &[&str],
+        image: &str,
+        argv: &[&str],
+        deadline: Duration,
+    ) -> Result<process::Output> {
+        check_name("image reference", image)?;
+        let label_args = label_args(labels);
+        let cmd = run_argv(&["run", "--rm"], &label_args, run_args, image, argv);
+        process::run_status(&self.bin, &cmd, None, deadline, HINT).map_err(|source| {
+            PodmanError::Command {
+                action: format!("running a container of {image}"),
+                source,
+            }
+        })
+    }
+
+    /// [`Podman::run_rm`] with the container's stdout written to the new file `out` (mode
+    /// 0600) instead of captured, and the client killed once it has written more than `cap`
+    /// bytes ([`process::ProcessError::TooLarge`]). The container itself is named `name`, so a
+    /// caller whose client was killed (deadline, cap) removes it with `podman rm -f NAME`.
+    ///
+    /// # Errors
+    /// As [`Podman::run_rm`], plus the cap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_rm_to_file(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        run_args: &[&str],
+        image: &str,
+        argv: &[&str],
+        deadline: Duration,
+        out: (&std::path::Path, u64),
+    ) -> Result<process::Output> {
+        check_name("image reference", image)?;
+        check_name("container", name)?;
+        let label_args = label_args(labels);
+        let cmd = run_argv(
+            &["run", "--rm", "--name", name],
+            &label_args,
+            run_args,
+            image,
+            argv,
+        );
+        process::run_with(
+            &self.bin,
+            &cmd,
+            &process::Opts {
+                deadline,
+                hint: HINT,
+                stdout_file: Some(out),
+                ..process::Opts::default()
+            },
+        )
+        .map_err(|source| PodmanError::Command {
+            action: format!("running container {name} of {image}"),
+            source,
+        })
+    }
+
+    /// Removes the container `name` at once if it exists (`podman rm --force --ignore
+    /// --time 0`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_force(&self, name: &str) -> Result<()> {
+        check_name("container", name)?;
+        self.run(
+            &["rm", "--force", "--ignore", "--time", "0", name],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("removing container {name}"),
+        )?;
+        Ok(())
+    }
+
+    /// Removes the tree `path` as plain files from inside the rootless user namespace
+    /// (`podman unshare rm -rf --one-file-system -- PATH`): there the user is root over every
+    /// file of its sub-uids, so files a container's non-root user made (owned by a sub-uid),
+    /// directories made unreadable (mode 000), FIFOs and very deep trees all go. Symlinks are
+    /// removed, never followed. `deadline` bounds it.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`]: podman failed, `rm` failed, or the deadline passed.
+    pub fn unshare_rm_tree(&self, path: &std::path::Path, deadline: Duration) -> Result<()> {
+        let p = path.to_string_lossy();
+        self.run(
+            &["unshare", "rm", "-rf", "--one-file-system", "--", &p],
+            None,
+            deadline,
+            || format!("removing {} (podman unshare rm -rf)", path.display()),
+        )?;
+        Ok(())
+    }
+
+    /// Runs `argv` inside the running container `container` (`podman exec`) and returns its
+    /// output whatever its exit status.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman cannot run or the deadline passes.
+    pub fn exec(
+        &self,
+        container: &str,
+        argv: &[&str],
+        deadline: Duration,
+    ) -> Result<process::Output> {
+        check_name("container", container)?;
+        let mut cmd = vec!["exec", container];
+        cmd.extend_from_slice(argv);
+        process::run_status(&self.bin, &cmd, None, deadline, HINT).map_err(|source| {
+            PodmanError::Command {
+                action: format!(
+                    "running {} in container {container}",
+                    argv.first().copied().unwrap_or("")
+                ),
+                source,
+            }
+        })
+    }
+
+    /// The host pids and command names of the processes in `container` (`podman top CONTAINER
+    /// hpid comm`), as the host sees them.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn top_hpids(&self, container: &str) -> Result<Vec<(u32, String)>> {
+        check_name("container", container)?;
+        self.query(
+            &["top", container, "hpid", "comm"],
+            &format!("listing the processes of container {container}"),
+            |out| Ok(parse_top(out)),
+        )
+    }
+}
+
+/// `KEY=VALUE` for each label.
+fn label_args(labels: &[(&str, &str)]) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The argv of `podman run`: `head`, a `--label` per label, `run_args`, `--`, the image and its
+/// command.
+fn run_argv<'a>(
+    head: &[&'a str],
+    label_args: &'a [String],
+    run_args: &[&'a str],
+    image: &'a str,
+    argv: &[&'a str],
+) -> Vec<&'a str> {
+    let mut cmd = head.to_vec();
+    for l in label_args {
+        cmd.extend(["--label", l.as_str()]);
+    }
+    cmd.extend(run_args);
+    cmd.push("--");
+    cmd.push(image);
+    cmd.extend(argv);
+    cmd
+}

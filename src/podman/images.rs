@@ -1,0 +1,127 @@
+//! Images: looking one up by reference and building one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{HINT, PODMAN_QUERY_DEADLINE, Podman, PodmanError, Result, check_name};
+use crate::process::{self, ProcessError};
+
+impl Podman {
+    /// The id of local image `reference` (`podman image inspect --format {{.Id}}`): running by
+    /// id pins the image for the call. Never pulls.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (the image is missing: `cyclix images build` builds it),
+    /// [`PodmanError::Output`].
+    pub fn image_id(&self, reference: &str) -> Result<String> {
+        check_name("image reference", reference)?;
+        let action = || {
+            format!(
+                "looking up the id of image {reference} (missing? `cyclix images build` builds it)"
+            )
+        };
+        let out = self.run(
+            &["image", "inspect", "--format", "{{.Id}}", "--", reference],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        let id = out.stdout.trim();
+        if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(id.to_string())
+        } else {
+            Err(PodmanError::Output {
+                action: action(),
+                detail: format!("not an image id: {id:?}"),
+            })
+        }
+    }
+
+    /// Whether image `reference` is in local storage (`podman image exists`: exit 0 yes, 1 no).
+    /// Never pulls.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] for any other exit (125: an invalid reference).
+    pub fn image_exists(&self, reference: &str) -> Result<bool> {
+        check_name("image reference", reference)?;
+        let action = || format!("looking up image {reference}");
+        let out = process::run_status(
+            &self.bin,
+            &["image", "exists", "--", reference],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            HINT,
+        )
+        .map_err(|source| PodmanError::Command {
+            action: action(),
+            source,
+        })?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(PodmanError::Command {
+                action: action(),
+                source: ProcessError::Failed {
+                    argv: format!("{} image exists -- {reference}", self.bin),
+                    status: out.status,
+                    stderr: out.stderr.trim().to_string(),
+                    stdout: out.stdout,
+                },
+            }),
+        }
+    }
+
+    /// Builds `containerfile` with `context_dir` as context and tags it `tag`
+    /// (`podman build --pull=missing --quiet --tag TAG --file FILE CONTEXT`); returns the image
+    /// id. `--pull=missing` pulls a base image only when it is not in local storage, so the same
+    /// call works online and offline (the testbed imports its bases; a missing base offline fails
+    /// with the registry's DNS error). `deadline` bounds the whole build.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (the build failed or ran past `deadline`; stderr has podman's
+    /// reason), [`PodmanError::Output`] (no image id printed).
+    pub fn build(
+        &self,
+        tag: &str,
+        containerfile: &Path,
+        context_dir: &Path,
+        deadline: Duration,
+    ) -> Result<String> {
+        check_name("image tag", tag)?;
+        let file = containerfile.to_string_lossy();
+        let context = context_dir.to_string_lossy();
+        let action = || {
+            format!(
+                "building image {tag} from {} (a base image that is not local must be \
+                 pullable: `podman pull` it or load it first)",
+                containerfile.display()
+            )
+        };
+        let out = self.run(
+            &[
+                "build",
+                "--pull=missing",
+                "--quiet",
+                "--tag",
+                tag,
+                "--file",
+                &file,
+                "--",
+                &context,
+            ],
+            None,
+            deadline,
+            action,
+        )?;
+        out.stdout
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| PodmanError::Output {
+                action: action(),
+                detail: "no image id on stdout".into(),
+            })
+    }
+}

@@ -1,0 +1,134 @@
+//! The inventory and removal of a run's objects by label: containers, pods, networks, volumes.
+
+use super::{
+    ContainerInfo, NetworkInfo, PODMAN_REMOVE_DEADLINE, PodInfo, Podman, Result, VolumeInfo,
+    check_name, parse_containers, parse_networks, parse_pods, parse_volumes,
+};
+
+impl Podman {
+    /// All containers, running or not, carrying `label` (`key=value`, or a bare `key` for any
+    /// value): `podman ps -a --filter label=LABEL --format json`.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn containers(&self, label: &str) -> Result<Vec<ContainerInfo>> {
+        let filter = format!("label={label}");
+        self.query(
+            &["ps", "--all", "--filter", &filter, "--format", "json"],
+            &format!("listing containers labelled {label}"),
+            parse_containers,
+        )
+    }
+
+    /// Pods carrying `label` (`podman pod ps --filter label=LABEL --format json`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn pods(&self, label: &str) -> Result<Vec<PodInfo>> {
+        let filter = format!("label={label}");
+        self.query(
+            &["pod", "ps", "--filter", &filter, "--format", "json"],
+            &format!("listing pods labelled {label}"),
+            parse_pods,
+        )
+    }
+
+    /// Networks carrying `label` (`podman network ls --filter label=LABEL --format json`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn networks(&self, label: &str) -> Result<Vec<NetworkInfo>> {
+        let filter = format!("label={label}");
+        self.query(
+            &["network", "ls", "--filter", &filter, "--format", "json"],
+            &format!("listing networks labelled {label}"),
+            parse_networks,
+        )
+    }
+
+    /// Every network (`podman network ls --format json`), e.g. to find a free subnet.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn all_networks(&self) -> Result<Vec<NetworkInfo>> {
+        self.query(
+            &["network", "ls", "--format", "json"],
+            "listing networks",
+            parse_networks,
+        )
+    }
+
+    /// Volumes carrying `label` (`podman volume ls --filter label=LABEL --format json`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn volumes(&self, label: &str) -> Result<Vec<VolumeInfo>> {
+        let filter = format!("label={label}");
+        self.query(
+            &["volume", "ls", "--filter", &filter, "--format", "json"],
+            &format!("listing volumes labelled {label}"),
+            parse_volumes,
+        )
+    }
+
+    fn remove(&self, what: &'static str, base: &[&str], ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for id in ids {
+            check_name(what, id)?;
+        }
+        let mut args = base.to_vec();
+        args.push("--");
+        args.extend(ids.iter().map(String::as_str));
+        self.run(&args, None, PODMAN_REMOVE_DEADLINE, || {
+            format!("removing {what}s {}", ids.join(" "))
+        })?;
+        Ok(())
+    }
+
+    /// Removes containers (ids or names) with their anonymous volumes, killing running ones
+    /// without a grace period (`podman rm --force --volumes --ignore --time 0`). Missing ones are
+    /// fine. An infra container goes with its pod ([`Podman::rm_pods`]).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_containers(&self, ids: &[String]) -> Result<()> {
+        self.remove(
+            "container",
+            &["rm", "--force", "--volumes", "--ignore", "--time", "0"],
+            ids,
+        )
+    }
+
+    /// Removes pods (ids or names) and their containers
+    /// (`podman pod rm --force --ignore --time 0`). Missing ones are fine.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_pods(&self, ids: &[String]) -> Result<()> {
+        self.remove(
+            "pod",
+            &["pod", "rm", "--force", "--ignore", "--time", "0"],
+            ids,
+        )
+    }
+
+    /// Removes networks (ids or names) and any container still using them
+    /// (`podman network rm --force`; exit 0 for missing names on 5.4).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_networks(&self, ids: &[String]) -> Result<()> {
+        self.remove("network", &["network", "rm", "--force"], ids)
+    }
+
+    /// Removes volumes even if in use (`podman volume rm --force`; exit 0 for missing names on
+    /// 5.4).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn rm_volumes(&self, ids: &[String]) -> Result<()> {
+        self.remove("volume", &["volume", "rm", "--force"], ids)
+    }
+}

@@ -1,0 +1,167 @@
+//! The lock that serialises cyclix's own reloads against queueing its jobs (B21): an
+//! in-process gate per lock file plus a `flock` on the file, so two cyclix processes of one user
+//! serialise too.
+
+use std::collections::BTreeMap;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::{Call, STATE_NOT_READ, ZbusUnitManager};
+use crate::systemd::Error;
+
+/// The in-process half of the reload/job lock, per lock file: how many jobs hold it and whether
+/// a reload does. (`flock` alone would also exclude threads, since each acquisition opens its own
+/// file description; the gate keeps threads from polling the file against each other.)
+static GATES: Mutex<BTreeMap<PathBuf, GateCount>> = Mutex::new(BTreeMap::new());
+
+#[derive(Debug, Default)]
+pub(super) struct GateCount {
+    jobs: usize,
+    reload: bool,
+}
+
+/// Who may hold the lock together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    /// Jobs: any number at once.
+    Shared,
+    /// Reload: alone.
+    Exclusive,
+}
+
+/// A held in-process gate; released on drop.
+pub(super) struct Gate {
+    path: PathBuf,
+    access: Access,
+}
+
+pub(super) fn gates() -> MutexGuard<'static, BTreeMap<PathBuf, GateCount>> {
+    // The counts stay consistent even if a holder panicked: they are updated in one step.
+    GATES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Gate {
+    pub(super) fn try_take(path: &Path, access: Access) -> Option<Gate> {
+        let mut gates = gates();
+        let count = gates.entry(path.to_owned()).or_default();
+        let free = match access {
+            Access::Shared => !count.reload,
+            Access::Exclusive => !count.reload && count.jobs == 0,
+        };
+        if !free {
+            return None;
+        }
+        match access {
+            Access::Shared => count.jobs += 1,
+            Access::Exclusive => count.reload = true,
+        }
+        Some(Gate {
+            path: path.to_owned(),
+            access,
+        })
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let mut gates = gates();
+        if let Some(count) = gates.get_mut(&self.path) {
+            match self.access {
+                Access::Shared => count.jobs = count.jobs.saturating_sub(1),
+                Access::Exclusive => count.reload = false,
+            }
+            if count.jobs == 0 && !count.reload {
+                gates.remove(&self.path);
+            }
+        }
+    }
+}
+
+/// A held lock: the in-process gate plus the `flock` on the lock file (released when the file
+/// closes).
+pub(super) struct LockGuard {
+    _file: File,
+    _gate: Gate,
+}
+
+/// Why the lock could not be taken.
+pub(super) enum LockFailure {
+    /// The deadline passed while another holder kept it.
+    Busy,
+    /// The lock file could not be created or locked.
+    Io(std::io::Error),
+}
+
+/// Takes the process gate and the `flock` on `path` (created mode 0600, its directory mode 0700),
+/// polling until `deadline` (2 ms, doubling to 50 ms between attempts).
+pub(super) fn acquire_lock(
+    path: &Path,
+    access: Access,
+    deadline: Instant,
+) -> Result<LockGuard, LockFailure> {
+    if let Some(dir) = path.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(LockFailure::Io)?;
+    }
+    let mut pause = Duration::from_millis(2);
+    let wait = |pause: &mut Duration| -> Result<(), LockFailure> {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(LockFailure::Busy);
+        }
+        std::thread::sleep((*pause).min(deadline - now));
+        *pause = (*pause * 2).min(Duration::from_millis(50));
+        Ok(())
+    };
+    let gate = loop {
+        match Gate::try_take(path, access) {
+            Some(gate) => break gate,
+            None => wait(&mut pause)?,
+        }
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(LockFailure::Io)?;
+    loop {
+        let attempt = match access {
+            Access::Shared => file.try_lock_shared(),
+            Access::Exclusive => file.try_lock(),
+        };
+        match attempt {
+            Ok(()) => {
+                return Ok(LockGuard {
+                    _file: file,
+                    _gate: gate,
+                });
+            }
+            Err(std::fs::TryLockError::WouldBlock) => wait(&mut pause)?,
+            Err(std::fs::TryLockError::Error(err)) => return Err(LockFailure::Io(err)),
+        }
+    }
+}
+
+impl ZbusUnitManager {
+    /// Takes the reload/job lock for `call`, within its deadline.
+    pub(super) fn lock(&self, call: &Call<'_>, access: Access) -> Result<LockGuard, Error> {
+        acquire_lock(&self.lock_path, access, call.deadline).map_err(|failure| match failure {
+            LockFailure::Busy => call.deadline_error(
+                "waiting for the cyclix systemd lock (another cyclix reload or job holds it)",
+                STATE_NOT_READ.to_owned(),
+            ),
+            LockFailure::Io(err) => Error::Lock {
+                path: self.lock_path.display().to_string(),
+                message: err.to_string(),
+            },
+        })
+    }
+}
