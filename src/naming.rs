@@ -156,6 +156,64 @@ pub fn volume_unit(stem: &str) -> String {
     format!("{stem}-volume.service")
 }
 
+/// The Quadlet file of a container stem: `STEM.container` (its unit: [`container_unit`]).
+#[must_use]
+pub fn container_file(stem: &str) -> String {
+    format!("{stem}.container")
+}
+
+/// The Quadlet file of a pod stem: `STEM.pod` (its unit: [`pod_unit`]); also how other
+/// Quadlet files refer to the pod (`Pod=STEM.pod`).
+#[must_use]
+pub fn pod_file(stem: &str) -> String {
+    format!("{stem}.pod")
+}
+
+/// The Quadlet file of a network stem: `STEM.network` (its unit: [`network_unit`]); also how
+/// containers refer to it (`Network=STEM.network`).
+#[must_use]
+pub fn network_file(stem: &str) -> String {
+    format!("{stem}.network")
+}
+
+/// The Quadlet file of a volume stem: `STEM.volume` (its unit: [`volume_unit`]); also how
+/// containers refer to it (`Volume=STEM.volume:…`).
+#[must_use]
+pub fn volume_file(stem: &str) -> String {
+    format!("{stem}.volume")
+}
+
+/// The run's database name for its services: `cyclix_<tenant>_<run>` with `-` as `_`, at
+/// most 63 bytes (the `PostgreSQL` identifier limit, `NAMEDATALEN - 1`). When it would be
+/// longer, the tenant part is shortened, never the run id, so the name stays unique per run
+/// on the host (run ids are). A valid unquoted SQL identifier: lowercase letters, digits and
+/// `_`, starting with a letter.
+#[must_use]
+pub fn database(tenant: &str, run_id: &str) -> String {
+    const MAX: usize = 63;
+    let run = run_id.replace('-', "_");
+    let room = MAX.saturating_sub("cyclix__".len() + run.len());
+    let tenant: String = tenant.replace('-', "_").chars().take(room).collect();
+    format!("cyclix_{}_{run}", tenant.trim_end_matches('_'))
+}
+
+/// The file names of the static unit templates in `~/.config/systemd/user/`.
+pub mod template {
+    /// The template that runs a tenant (`cyclix-run@TENANT.service`).
+    pub const RUN_SERVICE: &str = "cyclix-run@.service";
+    /// The template of a tenant's schedule (`cyclix-run@TENANT.timer`).
+    pub const RUN_TIMER: &str = "cyclix-run@.timer";
+    /// The template the timer triggers (`cyclix-tick@TENANT.service`).
+    pub const TICK_SERVICE: &str = "cyclix-tick@.service";
+}
+
+/// The drop-in of a tenant's timer carrying its schedule:
+/// `cyclix-run@TENANT.timer.d/schedule.conf`.
+#[must_use]
+pub fn schedule_dropin(tenant: &str) -> String {
+    format!("{}.d/schedule.conf", run_timer(tenant))
+}
+
 /// The systemd unit of a rendered file (Quadlet's naming for `.container`, `.pod`,
 /// `.network`, `.volume`; a `.service` is itself). `None`: not a unit file (e.g. a drop-in
 /// or the proxy's config).
@@ -323,6 +381,20 @@ mod tests {
             unit_of_file("cyclix-r1-gate.service").as_deref(),
             Some("cyclix-r1-gate.service")
         );
+        for stem in ["cyclix-r1-agent", "cyclix-r1-svc-db-data"] {
+            assert_eq!(
+                unit_of_file(&container_file(stem)),
+                Some(container_unit(stem))
+            );
+            assert_eq!(unit_of_file(&pod_file(stem)), Some(pod_unit(stem)));
+            assert_eq!(unit_of_file(&network_file(stem)), Some(network_unit(stem)));
+            assert_eq!(unit_of_file(&volume_file(stem)), Some(volume_unit(stem)));
+            assert_eq!(run_of(&volume_file(stem)).as_deref(), Some("r1"));
+        }
+        assert_eq!(
+            schedule_dropin("acme"),
+            "cyclix-run@acme.timer.d/schedule.conf"
+        );
         assert_eq!(unit_of_file("squid.conf"), None);
         assert_eq!(unit_of_file("noext"), None);
     }
@@ -352,5 +424,32 @@ mod tests {
         assert_eq!(l[0], ("io.cyclix.tenant".into(), "acme".into()));
         assert_eq!(l[2].1, "agent");
         assert_eq!(check_network("n1"), "cyclix-check-n1");
+    }
+
+    #[test]
+    fn database_names_are_per_run_identifiers_of_at_most_63_bytes() {
+        assert_eq!(
+            database("e2e-svc-pg", "20261130t140126-a979"),
+            "cyclix_e2e_svc_pg_20261130t140126_a979"
+        );
+        let long_tenant = "a".repeat(31);
+        let long_run = format!("r{}", "0".repeat(47));
+        let n = database(&long_tenant, &long_run);
+        assert_eq!(n.len(), 63, "{n}");
+        assert!(n.ends_with(&long_run), "the run id is never cut: {n}");
+        // Two runs of one tenant never share a name, also when the tenant part is cut.
+        assert_ne!(database(&long_tenant, &format!("{long_run}1")[1..]), n);
+        // A tenant part cut right after a `-` leaves no `__`.
+        let n = database("ab-cdefgh", &format!("r{}", "0".repeat(44)));
+        assert!(!n.contains("__"), "{n}");
+        for n in [n, database("x", "1")] {
+            assert!(n.len() <= 63);
+            assert!(n.starts_with(|c: char| c.is_ascii_lowercase()));
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{n}"
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::plan::{
 };
 use super::quadlet::{HEADER, esc_err, v};
 use super::{Dest, RenderError, RenderedFile};
+use crate::naming::{self, RunNames};
 
 const PODMAN: &str = "/usr/bin/podman";
 
@@ -33,11 +34,10 @@ fn cmd(podman: &str, args: &[String]) -> String {
 }
 
 fn label_args(plan: &RunPlan, role: &str) -> Vec<String> {
-    vec![
-        format!("--label=io.cyclix.tenant={}", plan.tenant),
-        format!("--label=io.cyclix.run={}", plan.run_id),
-        format!("--label=io.cyclix.role={role}"),
-    ]
+    naming::run_labels(&plan.tenant, &plan.run_id, role)
+        .iter()
+        .map(|(k, v)| format!("--label={k}={v}"))
+        .collect()
 }
 
 /// Renders the plan as plain systemd units.
@@ -74,7 +74,7 @@ fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderE
         "volume",
         &vol.stem,
         args,
-        format!("{}-volume.service", vol.stem),
+        naming::volume_unit(&vol.stem),
     )
 }
 
@@ -182,7 +182,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("RuntimeMaxSec", max.to_string());
     }
     s.add("Restart", "no");
-    Ok(file(format!("{}.service", c.stem), &u))
+    Ok(file(naming::container_unit(&c.stem), &u))
 }
 
 fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
@@ -221,7 +221,7 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
     }
     s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
     s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
-    Ok(file(format!("{}.service", h.stem), &u))
+    Ok(file(naming::container_unit(&h.stem), &u))
 }
 
 /// `CPUQuota=` for thousandths of a CPU: `1500` → `150%`, `15` → `1.5%`.
@@ -258,12 +258,12 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
         "network",
         &n.name,
         args,
-        format!("{}-network.service", n.stem),
+        naming::network_unit(&n.stem),
     )
 }
 
 fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
-    let net_unit = format!("{}-network.service", internal.stem);
+    let net_unit = naming::network_unit(&internal.stem);
     let mut u = UnitFile::new(HEADER);
     u.section("Unit")
         .add("Description", format!("cyclix run {} pod", plan.run_id))
@@ -280,7 +280,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
-        format!("--infra-name={pod}-infra"),
+        format!("--infra-name={}", RunNames::new(&plan.run_id).infra()),
     ];
     create.extend(label_args(plan, "pod"));
     create.push(pod.to_string());
@@ -336,7 +336,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
         .add("Environment", "PODMAN_SYSTEMD_UNIT=%n")
         .add("SyslogIdentifier", "%N");
-    file(format!("{pod}-pod.service"), &u)
+    file(naming::pod_unit(pod), &u)
 }
 
 /// The `podman run` arguments for `c` (after `podman`), and the units it binds to.
@@ -375,14 +375,14 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     match &c.net {
         Net::Pod => {
             if let Some(pod) = &plan.pod {
-                deps.push(format!("{pod}-pod.service"));
+                deps.push(naming::pod_unit(pod));
                 args.push(format!("--pod={pod}"));
             }
         }
         Net::Networks(attach) => {
             for a in attach {
                 let n = &plan.networks[a.network];
-                deps.push(format!("{}-network.service", n.stem));
+                deps.push(naming::network_unit(&n.stem));
                 args.push(match &a.ip {
                     Some(ip) => format!("--network={}:ip={ip}", n.name),
                     None => format!("--network={}", n.name),
@@ -413,7 +413,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     }
     for m in &c.volumes {
         let vol = &plan.volumes[m.volume];
-        deps.push(format!("{}-volume.service", vol.stem));
+        deps.push(naming::volume_unit(&vol.stem));
         args.push(format!(
             "--volume={}:{}:{}",
             vol.stem,

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{RenderError, RunContext};
+use crate::naming::{self, RunNames};
 use crate::spec::{Image, Spec};
 use crate::tier::Tier;
 
@@ -335,11 +336,7 @@ fn mount_path(key: &str, p: &str) -> Result<(), RenderError> {
 }
 
 fn labels(spec: &Spec, run: &RunContext, role: &str) -> Vec<(String, String)> {
-    vec![
-        ("io.cyclix.tenant".into(), spec.tenant.clone()),
-        ("io.cyclix.run".into(), run.run_id.clone()),
-        ("io.cyclix.role".into(), role.into()),
-    ]
+    naming::run_labels(&spec.tenant, &run.run_id, role)
 }
 
 fn is_local(image: &Image) -> bool {
@@ -358,10 +355,11 @@ fn tmpfs_tmp() -> String {
     "/tmp:rw,nosuid,nodev,mode=1777,size=1g".to_string()
 }
 
-/// Secret names are per run: `cyclix-<run>-<VAR>` (removed at teardown).
+/// Secret names are per run: `cyclix-<run>-<VAR>` (removed at teardown); a thin forwarder
+/// to [`RunNames::secret`] for callers outside render.
 #[must_use]
 pub fn secret_name(run_id: &str, var: &str) -> String {
-    format!("cyclix-{run_id}-{var}")
+    RunNames::new(run_id).secret(var)
 }
 
 fn check_service_ports(spec: &Spec, run: &RunContext) -> Result<(), RenderError> {
@@ -396,13 +394,12 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     }
 
     let r = &run.run_id;
-    let base = format!("cyclix-{r}");
+    let names = RunNames::new(r);
+    let base = names.base();
     let subnet = format!("10.213.{}.0/24", run.subnet_octet);
     let proxy_ip = format!("10.213.{}.2", run.subnet_octet);
     let pod_ip = format!("10.213.{}.3", run.subnet_octet);
     let warnings = warnings(spec);
-    let agent_stem = format!("{base}-agent");
-    let gate_stem = format!("{base}-gate");
     let task_env = vec![
         ("CYCLIX_TASK".to_string(), TASK_PATH.to_string()),
         ("CYCLIX_TENANT".to_string(), spec.tenant.clone()),
@@ -428,8 +425,8 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             ip_range: Some(format!("10.213.{}.128/25", run.subnet_octet)),
         },
         NetworkPlan {
-            stem: format!("{base}-egress"),
-            name: format!("{base}-egress"),
+            stem: names.egress(),
+            name: names.egress(),
             internal: false,
             subnet: None,
             ip_range: None,
@@ -444,27 +441,16 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     containers.push(agent_container(spec, run, agent_binds, agent_env));
     containers.push(gate_container(spec, run));
 
-    let svc = |stem: &str| format!("{stem}.service");
-    let mut infra = vec![svc(&format!("{base}-proxy"))];
-    infra.extend(
-        spec.services
-            .iter()
-            .map(|s| svc(&format!("{base}-svc-{}", s.name))),
-    );
-    let mut all = vec![svc(&agent_stem), svc(&gate_stem)];
-    all.extend(
-        spec.services
-            .iter()
-            .map(|s| svc(&format!("{base}-svc-{}", s.name))),
-    );
-    all.push(svc(&format!("{base}-proxy")));
-    all.push(format!("{base}-pod.service"));
-    all.extend(volumes.iter().map(|v| format!("{}-volume.service", v.stem)));
-    all.extend(
-        networks
-            .iter()
-            .map(|n| format!("{}-network.service", n.stem)),
-    );
+    let svc = naming::container_unit;
+    let service_units = spec.services.iter().map(|s| svc(&names.service(&s.name)));
+    let mut infra = vec![svc(&names.proxy())];
+    infra.extend(service_units.clone());
+    let mut all = vec![svc(&names.agent()), svc(&names.gate())];
+    all.extend(service_units);
+    all.push(svc(&names.proxy()));
+    all.push(naming::pod_unit(&base));
+    all.extend(volumes.iter().map(|v| naming::volume_unit(&v.stem)));
+    all.extend(networks.iter().map(|n| naming::network_unit(&n.stem)));
     Ok(RunPlan {
         tenant: spec.tenant.clone(),
         run_id: r.clone(),
@@ -480,26 +466,16 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         warnings,
         units: UnitNames {
             infra,
-            agent: svc(&agent_stem),
-            gate: svc(&gate_stem),
+            agent: svc(&names.agent()),
+            gate: svc(&names.gate()),
             all,
             services,
         },
     })
 }
 
-/// The run's database name: `cyclix_<tenant>_<run>` with `-` as `_`, at most 63 bytes (the
-/// `PostgreSQL` identifier limit, `NAMEDATALEN - 1`). When it would be longer, the tenant part
-/// is shortened, never the run id, so the name stays unique per run on the host (run ids are).
-/// A valid unquoted SQL identifier: lowercase letters, digits and `_`, starting with a letter.
-#[must_use]
-pub fn database_name(tenant: &str, run_id: &str) -> String {
-    const MAX: usize = 63;
-    let run = run_id.replace('-', "_");
-    let room = MAX.saturating_sub("cyclix__".len() + run.len());
-    let tenant: String = tenant.replace('-', "_").chars().take(room).collect();
-    format!("cyclix_{}_{run}", tenant.trim_end_matches('_'))
-}
+/// The run's database name ([`naming::database`]).
+pub use crate::naming::database as database_name;
 
 /// The ports `cyclix render` shows for `spec`'s services (nothing is reserved): each
 /// service's fixed `port`, else the next free one from [`PICKED_PORTS`] in spec order.
@@ -550,15 +526,15 @@ fn service_plans(spec: &Spec, run: &RunContext) -> Vec<ServicePlan> {
         .zip(&run.service_ports)
         .enumerate()
         .map(|(i, (s, port))| {
-            let stem = format!("cyclix-{}-svc-{}", run.run_id, s.name);
+            let stem = RunNames::new(&run.run_id).service(&s.name);
             ServicePlan {
                 name: s.name.clone(),
                 key: format!("services[{i}]"),
-                unit: format!("{stem}.service"),
+                unit: naming::container_unit(&stem),
                 host: SERVICE_HOST.into(),
                 port: *port,
                 database: database.clone(),
-                volume: s.data.as_ref().map(|_| format!("{stem}-data")),
+                volume: s.data.as_ref().map(|_| naming::data_volume(&stem)),
                 health: s.health.as_ref().map(|h| h.command.clone()),
                 start_timeout_s: start_timeout(&s.image)
                     + s.health.as_ref().map_or(0, crate::spec::Health::budget_s),
@@ -630,8 +606,8 @@ fn host_plan(
 ) -> RunPlan {
     let r = &run.run_id;
     let pod_ip = format!("10.213.{}.3", run.subnet_octet);
-    let agent_stem = format!("cyclix-{r}-agent");
-    let gate_stem = format!("cyclix-{r}-gate");
+    let names = RunNames::new(r);
+    let (agent_stem, gate_stem) = (names.agent(), names.gate());
     warnings.push(format!("tier `{}`: {}", tier, tier.facts().summary));
     let workdir = match tier {
         Tier::Direct => spec.repo.path.clone(),
@@ -681,11 +657,11 @@ fn host_plan(
     ];
     let units = UnitNames {
         infra: Vec::new(),
-        agent: format!("{agent_stem}.service"),
-        gate: format!("{gate_stem}.service"),
+        agent: naming::container_unit(&agent_stem),
+        gate: naming::container_unit(&gate_stem),
         all: vec![
-            format!("{agent_stem}.service"),
-            format!("{gate_stem}.service"),
+            naming::container_unit(&agent_stem),
+            naming::container_unit(&gate_stem),
         ],
         services: Vec::new(),
     };
@@ -707,10 +683,10 @@ fn host_plan(
 }
 
 fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPlan {
-    let (r, base) = (&run.run_id, format!("cyclix-{}", run.run_id));
+    let r = &run.run_id;
     let proxy_ip = proxy_ip.to_string();
     ContainerPlan {
-        stem: format!("{base}-proxy"),
+        stem: RunNames::new(r).proxy(),
         description: format!("cyclix run {r} (tenant {}): egress proxy", spec.tenant),
         image: run.proxy_image.clone(),
         pull_never: true,
@@ -757,9 +733,9 @@ fn service_container(
     s: &crate::spec::Service,
     p: &ServicePlan,
 ) -> ContainerPlan {
-    let (r, base) = (&run.run_id, format!("cyclix-{}", run.run_id));
+    let r = &run.run_id;
     ContainerPlan {
-        stem: format!("{base}-svc-{}", s.name),
+        stem: RunNames::new(r).service(&s.name),
         description: format!(
             "cyclix run {r} (tenant {}): service {}",
             spec.tenant, s.name
@@ -773,7 +749,7 @@ fn service_container(
         secrets: s
             .env
             .iter()
-            .map(|v| (secret_name(r, v), v.clone()))
+            .map(|v| (RunNames::new(r).secret(v), v.clone()))
             .collect(),
         exec: s.command.clone(),
         exec_key: format!("services[{i}].command"),
@@ -824,9 +800,8 @@ fn agent_container(
     agent_env: Vec<(String, String)>,
 ) -> ContainerPlan {
     let r = &run.run_id;
-    let agent_stem = format!("cyclix-{r}-agent");
     ContainerPlan {
-        stem: agent_stem.clone(),
+        stem: RunNames::new(r).agent(),
         description: format!("cyclix run {r} (tenant {}): agent", spec.tenant),
         image: spec.agent.image.reference().to_string(),
         pull_never: is_local(&spec.agent.image),
@@ -838,7 +813,7 @@ fn agent_container(
             .agent
             .env
             .iter()
-            .map(|v| (secret_name(r, v), v.clone()))
+            .map(|v| (RunNames::new(r).secret(v), v.clone()))
             .collect(),
         exec: agent_exec(spec),
         exec_key: "agent.command".into(),
@@ -858,9 +833,8 @@ fn agent_container(
 
 fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
     let r = &run.run_id;
-    let gate_stem = format!("cyclix-{r}-gate");
     ContainerPlan {
-        stem: gate_stem.clone(),
+        stem: RunNames::new(r).gate(),
         description: format!("cyclix run {r} (tenant {}): gate (no network)", spec.tenant),
         image: spec.gate.image.reference().to_string(),
         pull_never: is_local(&spec.gate.image),
@@ -899,7 +873,9 @@ fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
 /// or another branch the agent left checked out. It holds no `.git`.
 #[must_use]
 pub fn gate_tree(worktree: &str) -> String {
-    format!("{worktree}.gate")
+    crate::layout::gate_tree(std::path::Path::new(worktree))
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn warnings(spec: &Spec) -> Vec<String> {
@@ -1041,33 +1017,6 @@ mod tests {
             } else {
                 ports
             },
-        }
-    }
-
-    #[test]
-    fn database_names_are_per_run_identifiers_of_at_most_63_bytes() {
-        assert_eq!(
-            database_name("e2e-svc-pg", "20261130t140126-a979"),
-            "cyclix_e2e_svc_pg_20261130t140126_a979"
-        );
-        let long_tenant = "a".repeat(31);
-        let long_run = format!("r{}", "0".repeat(47));
-        let n = database_name(&long_tenant, &long_run);
-        assert_eq!(n.len(), 63, "{n}");
-        assert!(n.ends_with(&long_run), "the run id is never cut: {n}");
-        // Two runs of one tenant never share a name, also when the tenant part is cut.
-        assert_ne!(database_name(&long_tenant, &format!("{long_run}1")[1..]), n);
-        // A tenant part cut right after a `-` leaves no `__`.
-        let n = database_name("ab-cdefgh", &format!("r{}", "0".repeat(44)));
-        assert!(!n.contains("__"), "{n}");
-        for n in [n, database_name("x", "1")] {
-            assert!(n.len() <= 63);
-            assert!(n.starts_with(|c: char| c.is_ascii_lowercase()));
-            assert!(
-                n.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-                "{n}"
-            );
         }
     }
 
