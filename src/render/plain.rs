@@ -1,28 +1,22 @@
 //! Plain backend: `.service` units that run the same podman commands Quadlet would generate,
 //! for hosts without Quadlet (podman < 5.0, e.g. Debian 12's 4.3). Same topology, same
 //! hardening, same labels; the network units also remove their network when stopped (what
-//! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). Also renders the host units
-//! of the non-container tiers. Pure.
+//! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). The host tiers' units are
+//! `host`'s. Pure.
 
-use super::escape::{self, exec_line, exec_word};
+use super::common::{
+    HEADER, cpus_arg, health_cmd_json, labels, network_role, runtime_unit as file, v,
+};
+use super::escape::exec_word;
 use super::ini::UnitFile;
 use super::plan::{
-    ContainerPlan, HostServicePlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
-    VolumeMount, VolumePlan,
+    ContainerPlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S, VolumeMount,
+    VolumePlan,
 };
-use super::quadlet::{HEADER, esc_err, v};
-use super::{Dest, RenderError, RenderedFile};
+use super::{RenderError, RenderedFile};
 use crate::naming::{self, RunNames};
 
 const PODMAN: &str = "/usr/bin/podman";
-
-fn file(name: String, u: &UnitFile) -> RenderedFile {
-    RenderedFile {
-        dest: Dest::RuntimeUnits,
-        name,
-        contents: u.to_text(),
-    }
-}
 
 fn cmd(podman: &str, args: &[String]) -> String {
     let mut line = exec_word(podman);
@@ -34,21 +28,18 @@ fn cmd(podman: &str, args: &[String]) -> String {
 }
 
 fn label_args(plan: &RunPlan, role: &str) -> Vec<String> {
-    naming::run_labels(&plan.tenant, &plan.run_id, role)
+    labels(plan, role)
         .iter()
         .map(|(k, v)| format!("--label={k}={v}"))
         .collect()
 }
 
-/// Renders the plan as plain systemd units.
+/// Renders the plan's topology (networks, pod, volumes, containers) as plain systemd units.
 ///
 /// # Errors
 /// [`RenderError`] when a value cannot be carried in a unit file.
 pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     let mut files = Vec::new();
-    for h in &plan.host_services {
-        files.push(host_service(h)?);
-    }
     for n in &plan.networks {
         files.push(network_unit(plan, n)?);
     }
@@ -185,54 +176,6 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     Ok(file(naming::container_unit(&c.stem), &u))
 }
 
-fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
-    if h.exec.is_empty() {
-        return Err(RenderError {
-            key: h.exec_key.clone(),
-            message: "an empty command cannot run on the host".into(),
-        });
-    }
-    let mut u = UnitFile::new(HEADER);
-    u.section("Unit")
-        .add("Description", v("run", &h.description)?);
-    let mut s = u.section("Service");
-    s.add("Type", "exec");
-    s.add("WorkingDirectory", v(&h.exec_key, &h.workdir)?);
-    for (k, val) in &h.env {
-        s.add(
-            "Environment",
-            escape::quoted_value(&format!("{k}={val}")).map_err(|e| esc_err(&h.exec_key, &e))?,
-        );
-    }
-    if let Some(f) = &h.env_file {
-        s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
-    }
-    s.add("ExecStart", exec_line(&h.exec));
-    // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
-    // refuses a limit whose controller is not delegated (run::limits), so none is dropped.
-    if let Some(m) = h.memory_bytes {
-        s.add("MemoryMax", m.to_string());
-    }
-    if let Some(c) = h.cpu_millis {
-        s.add("CPUQuota", cpu_quota(c));
-    }
-    if let Some(p) = h.pids {
-        s.add("TasksMax", p.to_string());
-    }
-    s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
-    s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
-    Ok(file(naming::container_unit(&h.stem), &u))
-}
-
-/// `CPUQuota=` for thousandths of a CPU: `1500` → `150%`, `15` → `1.5%`.
-fn cpu_quota(millis: u32) -> String {
-    if millis.is_multiple_of(10) {
-        format!("{}%", millis / 10)
-    } else {
-        format!("{}.{}%", millis / 10, millis % 10)
-    }
-}
-
 fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
     let mut args = Vec::new();
     if n.internal {
@@ -244,14 +187,7 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     if let Some(r) = &n.ip_range {
         args.push(format!("--ip-range={r}"));
     }
-    args.extend(label_args(
-        plan,
-        if n.internal {
-            "network-internal"
-        } else {
-            "network-egress"
-        },
-    ));
+    args.extend(label_args(plan, network_role(n.internal)));
     args.push(n.name.clone());
     object_unit(
         plan,
@@ -422,10 +358,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         ));
     }
     if let Some(h) = &c.health {
-        args.push(format!(
-            "--health-cmd={}",
-            super::quadlet::health_cmd_json(&h.command)
-        ));
+        args.push(format!("--health-cmd={}", health_cmd_json(&h.command)));
         // The unit's ExecStartPost= drives the checks (`health_wait`): no timer of podman's.
         args.push("--health-interval=disable".into());
         args.push(format!("--health-timeout={}s", h.timeout_s));
@@ -450,7 +383,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         args.push(format!("--memory={m}"));
     }
     if let Some(cpu) = c.cpu_millis {
-        args.push(format!("--cpus={}.{:03}", cpu / 1000, cpu % 1000));
+        args.push(cpus_arg(cpu));
     }
     args.push(format!("--stop-timeout={STOP_TIMEOUT_S}"));
     if let Some(sig) = c.stop_signal {
@@ -459,17 +392,4 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     args.push(c.image.clone());
     args.extend(c.exec.iter().cloned());
     (deps, args)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cpu_quota;
-
-    #[test]
-    fn cpu_limits_become_cpu_quota_percentages() {
-        assert_eq!(cpu_quota(1500), "150%");
-        assert_eq!(cpu_quota(250), "25%");
-        assert_eq!(cpu_quota(15), "1.5%");
-        assert_eq!(cpu_quota(10), "1%");
-    }
 }

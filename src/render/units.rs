@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use super::common::v;
 use super::escape::exec_word;
-use super::quadlet::v;
 use super::{Dest, RenderError, RenderedFile};
 use crate::naming::{self, template};
 use crate::spec::Spec;
