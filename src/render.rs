@@ -8,7 +8,7 @@
 
 mod common;
 pub mod escape;
-pub mod host;
+pub mod host_units;
 pub mod ini;
 pub mod plain;
 pub mod plan;
@@ -138,7 +138,7 @@ pub fn render_plan(
 ) -> Result<Rendered, RenderError> {
     // The host tiers' units (none for tier `container`), then the backend's topology (none
     // for the host tiers).
-    let mut files = host::render(plan)?;
+    let mut files = host_units::render(plan)?;
     files.extend(match backend {
         Backend::Quadlet => quadlet::render(plan)?,
         Backend::Plain => plain::render(plan)?,

@@ -1,6 +1,6 @@
 //! What the backends share: the header of every generated file, value escaping with the
 //! spec key in the error, the run's labels and the podman flags both backends spell the same
-//! way. Depends on nothing but `escape` and the plan, so `quadlet`, `plain` and `host` (and a
+//! way. Depends on nothing but `escape` and the plan, so `quadlet`, `plain` and `host_units` (and a
 //! future backend) each import it and never each other. Pure.
 
 use super::escape::{self, EscapeError};

@@ -2,7 +2,7 @@
 //! for hosts without Quadlet (podman < 5.0, e.g. Debian 12's 4.3). Same topology, same
 //! hardening, same labels; the network units also remove their network when stopped (what
 //! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). The host tiers' units are
-//! `host`'s. Pure.
+//! `host_units`'s. Pure.
 
 use super::common::{
     HEADER, cpus_arg, health_cmd_json, labels, network_role, runtime_unit as file, v,

@@ -21,7 +21,7 @@ fn quadlet_section(u: &mut UnitFile) {
 }
 
 /// Renders the plan's topology (networks, pod, volumes, containers) as Quadlet files; the
-/// host tiers' units are `host`'s.
+/// host tiers' units are `host_units`'s.
 ///
 /// # Errors
 /// [`RenderError`] when a value cannot be carried by Quadlet (see `escape`).

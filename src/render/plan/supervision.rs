@@ -1,0 +1,92 @@
+//! How systemd supervises a run: the units by role and in stop order, and the start and stop
+//! budgets (field report B06). Pure.
+
+use serde::Serialize;
+
+use super::is_local;
+use super::services::ServicePlan;
+use super::topology::{NetworkPlan, VolumePlan};
+use crate::naming::{self, RunNames};
+use crate::spec::{Image, Spec};
+
+/// Seconds podman waits after SIGTERM before SIGKILL (`StopTimeout=`, `podman stop --time`).
+pub const STOP_TIMEOUT_S: u64 = 10;
+
+/// systemd's stop budget, strictly above [`STOP_TIMEOUT_S`] (field report B06).
+pub const UNIT_STOP_TIMEOUT_S: u64 = 30;
+
+/// Start budget when the image must already be local (`Pull=never`).
+pub const START_TIMEOUT_LOCAL_S: u64 = 60;
+
+/// Start budget when a pinned image may have to be pulled first (`Pull=missing`, B06).
+pub const START_TIMEOUT_PULL_S: u64 = 600;
+
+/// The units a run creates, by role. Names are systemd unit names (`*.service`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct UnitNames {
+    /// Infrastructure started before the agent, in order (proxy pulls in both networks; the
+    /// pod and services come up with the agent). Empty for non-container tiers.
+    pub infra: Vec<String>,
+    /// The agent's unit.
+    pub agent: String,
+    /// The gate's unit.
+    pub gate: String,
+    /// Every unit of the run, in stop order (agent and gate first, networks last), including
+    /// the generated `-network`/`-pod`/`-volume` oneshots that must be stopped too (testbed
+    /// NOTES).
+    pub all: Vec<String>,
+    /// The run's services, in spec order (empty for non-container tiers).
+    pub services: Vec<ServicePlan>,
+}
+
+pub(super) fn start_timeout(image: &Image) -> u64 {
+    if is_local(image) {
+        START_TIMEOUT_LOCAL_S
+    } else {
+        START_TIMEOUT_PULL_S
+    }
+}
+
+/// The units of a container run: the proxy and the services start before the agent; every
+/// unit is stopped agent and gate first, then the services, the proxy, the pod, the volumes
+/// and the networks last.
+pub(super) fn container_units(
+    names: &RunNames,
+    spec: &Spec,
+    volumes: &[VolumePlan],
+    networks: &[NetworkPlan],
+    services: Vec<ServicePlan>,
+) -> UnitNames {
+    let svc = naming::container_unit;
+    let service_units = spec.services.iter().map(|s| svc(&names.service(&s.name)));
+    let mut infra = vec![svc(&names.proxy())];
+    infra.extend(service_units.clone());
+    let mut all = vec![svc(&names.agent()), svc(&names.gate())];
+    all.extend(service_units);
+    all.push(svc(&names.proxy()));
+    all.push(naming::pod_unit(&names.base()));
+    all.extend(volumes.iter().map(|v| naming::volume_unit(&v.stem)));
+    all.extend(networks.iter().map(|n| naming::network_unit(&n.stem)));
+    UnitNames {
+        infra,
+        agent: svc(&names.agent()),
+        gate: svc(&names.gate()),
+        all,
+        services,
+    }
+}
+
+/// The units of a host-tier run: the agent's and the gate's, nothing else.
+pub(super) fn host_units(names: &RunNames) -> UnitNames {
+    let (agent, gate) = (
+        naming::container_unit(&names.agent()),
+        naming::container_unit(&names.gate()),
+    );
+    UnitNames {
+        infra: Vec::new(),
+        all: vec![agent.clone(), gate.clone()],
+        agent,
+        gate,
+        services: Vec::new(),
+    }
+}
