@@ -193,7 +193,7 @@ pub fn quick_gate(
     argv: &[String],
     results_host_dir: &str,
 ) -> Result<(), String> {
-    let gate_stem = plan.units.gate.trim_end_matches(".service").to_string();
+    let gate_stem = crate::naming::RunNames::new(&plan.run_id).gate();
     let gate = plan
         .containers
         .iter_mut()
