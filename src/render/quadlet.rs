@@ -12,12 +12,42 @@ use super::common::{
 };
 use super::escape;
 use super::ini::UnitFile;
-use super::plan::{ContainerPlan, Net, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S};
+use super::plan::{
+    ContainerPlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S, VolumePlan,
+};
 use super::{Dest, RenderError, RenderedFile};
 use crate::naming::{self, network_file, pod_file, volume_file};
 
-fn quadlet_section(u: &mut UnitFile) {
+/// The `[Quadlet]` section every file ends with, and the file for `Dest::Quadlet`.
+fn finish(mut u: UnitFile, name: String) -> RenderedFile {
     u.section("Quadlet").add("DefaultDependencies", "false");
+    RenderedFile {
+        dest: Dest::Quadlet,
+        name,
+        contents: u.to_text(),
+    }
+}
+
+/// The `[Service]` budgets of the generated pod and volume oneshots.
+fn object_budgets(u: &mut UnitFile) {
+    u.section("Service")
+        .add(
+            "TimeoutStartSec",
+            super::plan::START_TIMEOUT_LOCAL_S.to_string(),
+        )
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+}
+
+/// The run's labels of role `role` as `Label=` entries.
+fn label_entries(
+    s: &mut super::ini::Section<'_>,
+    plan: &RunPlan,
+    role: &str,
+) -> Result<(), RenderError> {
+    for (k, val) in labels(plan, role) {
+        s.add("Label", v("tenant", &format!("{k}={val}"))?);
+    }
+    Ok(())
 }
 
 /// Renders the plan's topology (networks, pod, volumes, containers) as Quadlet files; the
@@ -28,94 +58,77 @@ fn quadlet_section(u: &mut UnitFile) {
 pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     let mut files = Vec::new();
     for n in &plan.networks {
-        let mut u = UnitFile::new(HEADER);
-        u.section("Unit").add(
-            "Description",
-            v(
-                "run",
-                &format!("cyclix run {} network {}", plan.run_id, n.name),
-            )?,
-        );
-        let mut s = u.section("Network");
-        s.add("NetworkName", n.name.clone());
-        if n.internal {
-            s.add("Internal", "true");
-        }
-        if let Some(sub) = &n.subnet {
-            s.add("Subnet", sub.clone());
-        }
-        if let Some(range) = &n.ip_range {
-            s.add("IPRange", range.clone());
-        }
-        for (k, val) in labels(plan, network_role(n.internal)) {
-            s.add("Label", v("tenant", &format!("{k}={val}"))?);
-        }
-        quadlet_section(&mut u);
-        files.push(RenderedFile {
-            dest: Dest::Quadlet,
-            name: network_file(&n.stem),
-            contents: u.to_text(),
-        });
+        files.push(network(plan, n)?);
     }
-    if let (Some(pod), Some(internal)) = (&plan.pod, plan.networks.first()) {
-        let mut u = UnitFile::new(HEADER);
-        u.section("Unit")
-            .add("Description", format!("cyclix run {} pod", plan.run_id));
-        let mut s = u.section("Pod");
-        s.add("PodName", pod.clone());
-        s.add(
-            "Network",
-            format!("{}:ip={}", network_file(&internal.stem), plan.pod_ip),
-        );
-        // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
-        s.add("DNSOption", "timeout:1");
-        s.add("DNSOption", "attempts:1");
-        let label_args: Vec<String> = labels(plan, "pod")
-            .iter()
-            .map(|(k, val)| escape::exec_word(&format!("--label={k}={val}")))
-            .collect();
-        s.add("PodmanArgs", label_args.join(" "));
-        u.section("Service")
-            .add(
-                "TimeoutStartSec",
-                super::plan::START_TIMEOUT_LOCAL_S.to_string(),
-            )
-            .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
-        quadlet_section(&mut u);
-        files.push(RenderedFile {
-            dest: Dest::Quadlet,
-            name: pod_file(pod),
-            contents: u.to_text(),
-        });
+    if let (Some(pod_stem), Some(internal)) = (&plan.pod, plan.networks.first()) {
+        files.push(pod(plan, pod_stem, internal));
     }
     for vol in &plan.volumes {
-        let mut u = UnitFile::new(HEADER);
-        u.section("Unit").add(
-            "Description",
-            format!("cyclix run {} volume {}", plan.run_id, vol.stem),
-        );
-        let mut s = u.section("Volume");
-        s.add("VolumeName", vol.stem.clone());
-        for (k, val) in labels(plan, "volume") {
-            s.add("Label", v("tenant", &format!("{k}={val}"))?);
-        }
-        u.section("Service")
-            .add(
-                "TimeoutStartSec",
-                super::plan::START_TIMEOUT_LOCAL_S.to_string(),
-            )
-            .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
-        quadlet_section(&mut u);
-        files.push(RenderedFile {
-            dest: Dest::Quadlet,
-            name: volume_file(&vol.stem),
-            contents: u.to_text(),
-        });
+        files.push(volume(plan, vol)?);
     }
     for c in &plan.containers {
         files.push(container(plan, c)?);
     }
     Ok(files)
+}
+
+fn network(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit").add(
+        "Description",
+        v(
+            "run",
+            &format!("cyclix run {} network {}", plan.run_id, n.name),
+        )?,
+    );
+    let mut s = u.section("Network");
+    s.add("NetworkName", n.name.clone());
+    if n.internal {
+        s.add("Internal", "true");
+    }
+    if let Some(sub) = &n.subnet {
+        s.add("Subnet", sub.clone());
+    }
+    if let Some(range) = &n.ip_range {
+        s.add("IPRange", range.clone());
+    }
+    label_entries(&mut s, plan, network_role(n.internal))?;
+    Ok(finish(u, network_file(&n.stem)))
+}
+
+fn pod(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit")
+        .add("Description", format!("cyclix run {} pod", plan.run_id));
+    let mut s = u.section("Pod");
+    s.add("PodName", pod.to_string());
+    s.add(
+        "Network",
+        format!("{}:ip={}", network_file(&internal.stem), plan.pod_ip),
+    );
+    // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
+    s.add("DNSOption", "timeout:1");
+    s.add("DNSOption", "attempts:1");
+    let label_args: Vec<String> = labels(plan, "pod")
+        .iter()
+        .map(|(k, val)| escape::exec_word(&format!("--label={k}={val}")))
+        .collect();
+    s.add("PodmanArgs", label_args.join(" "));
+    object_budgets(&mut u);
+    finish(u, pod_file(pod))
+}
+
+fn volume(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderError> {
+    let mut u = UnitFile::new(HEADER);
+    u.section("Unit").add(
+        "Description",
+        format!("cyclix run {} volume {}", plan.run_id, vol.stem),
+    );
+    let mut s = u.section("Volume");
+    s.add("VolumeName", vol.stem.clone());
+    label_entries(&mut s, plan, "volume")?;
+    object_budgets(&mut u);
+    Ok(finish(u, volume_file(&vol.stem)))
 }
 
 /// The container's per-run volumes (`Volume=X.volume:PATH:nosuid,nodev`) and its health check
@@ -253,10 +266,5 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         svc.add("RuntimeMaxSec", max.to_string());
     }
     svc.add("Restart", "no");
-    quadlet_section(&mut u);
-    Ok(RenderedFile {
-        dest: Dest::Quadlet,
-        name: naming::container_file(&c.stem),
-        contents: u.to_text(),
-    })
+    Ok(finish(u, naming::container_file(&c.stem)))
 }
