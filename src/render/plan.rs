@@ -3,10 +3,14 @@
 //! Pure.
 //!
 //! By part: [`topology`] (networks, containers, volumes, the proxy and the gate), [`services`],
-//! [`agent`] (what the agent sees and is told), [`supervision`] (units, order, budgets) and
-//! [`host_tiers`] (the tiers without a container).
+//! [`agent`] (what the agent sees and is told), [`supervision`] (units and their order),
+//! [`budgets`] (pull policy, start and stop budgets) and [`host_tiers`] (the tiers without a
+//! container). The parts depend on one another one way only: `budgets` ← `topology` ←
+//! `services` ← `agent`; `supervision` uses `topology` and `services`; `host_tiers` uses
+//! `agent` and `supervision`.
 
 pub mod agent;
+pub mod budgets;
 pub mod host_tiers;
 pub mod services;
 pub mod supervision;
@@ -16,16 +20,17 @@ use serde::Serialize;
 
 pub use agent::{
     AGENT_WAIT_S, CONTEXT_FILE, CONTEXT_PATH, CTL_DIR, CTL_PATH, CYCLIX_BIN_PATH, GO_FILE,
-    PROBE_CONTEXT_FILE, REFUSED_FILE, TASK_FILE, TASK_PATH, WORKDIR, context_json,
+    PROBE_CONTEXT_FILE, REFUSED_FILE, TASK_FILE, TASK_PATH, context_json,
+};
+pub use budgets::{
+    START_TIMEOUT_LOCAL_S, START_TIMEOUT_PULL_S, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
 };
 pub use host_tiers::{HOST_ENV_FILE, HostServicePlan};
 pub use services::{PICKED_PORTS, SERVICE_HOST, ServicePlan, database_name, preview_ports};
-pub use supervision::{
-    START_TIMEOUT_LOCAL_S, START_TIMEOUT_PULL_S, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S, UnitNames,
-};
+pub use supervision::UnitNames;
 pub use topology::{
     Attach, Bind, ContainerPlan, Net, NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_PORT,
-    VolumeMount, VolumePlan, gate_tree,
+    VolumeMount, VolumePlan, WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};
@@ -103,10 +108,6 @@ fn mount_path(key: &str, p: &str) -> Result<(), RenderError> {
 
 fn labels(spec: &Spec, run: &RunContext, role: &str) -> Vec<(String, String)> {
     naming::run_labels(&spec.tenant, &run.run_id, role)
-}
-
-fn is_local(image: &Image) -> bool {
-    matches!(image, Image::UnpinnedLocal { .. })
 }
 
 fn tmpfs_tmp() -> String {

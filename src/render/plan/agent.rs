@@ -2,10 +2,10 @@
 //! control directory, the cyclix binary, the spec's mounts), its environment (the proxy, the
 //! services) and the wrapper that holds it back until the boundary is proven. Pure.
 
+use super::budgets::{is_local, start_timeout};
 use super::services::ServicePlan;
-use super::supervision::start_timeout;
-use super::topology::{Bind, ContainerPlan, Net, PROXY_PORT};
-use super::{RenderError, RunContext, RunPlan, is_local, labels, mount_path, tmpfs_tmp};
+use super::topology::{Bind, ContainerPlan, Net, PROXY_PORT, WORKDIR};
+use super::{RenderError, RunContext, RunPlan, labels, mount_path, tmpfs_tmp};
 use crate::naming::RunNames;
 use crate::spec::Spec;
 use crate::tier::Tier;
@@ -45,9 +45,6 @@ pub const PROBE_CONTEXT_FILE: &str = "probe.json";
 
 /// How long the agent container waits for the go file before it gives up, in seconds.
 pub const AGENT_WAIT_S: u64 = 300;
-
-/// Where the project worktree appears in the agent and gate containers.
-pub const WORKDIR: &str = "/work";
 
 pub(super) fn agent_container(
     spec: &Spec,

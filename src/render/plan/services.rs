@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::supervision::start_timeout;
+use super::budgets::{is_local, start_timeout};
 use super::topology::{ContainerPlan, Net, VolumeMount, VolumePlan};
-use super::{RunContext, is_local, labels, tmpfs_tmp};
+use super::{RunContext, labels, tmpfs_tmp};
 use crate::naming::{self, RunNames};
 use crate::spec::Spec;
 

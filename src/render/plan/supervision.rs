@@ -1,25 +1,12 @@
-//! How systemd supervises a run: the units by role and in stop order, and the start and stop
-//! budgets (field report B06). Pure.
+//! How systemd supervises a run: its units by role, in start and in stop order (the units'
+//! budgets are `budgets`'). Pure.
 
 use serde::Serialize;
 
-use super::is_local;
 use super::services::ServicePlan;
 use super::topology::{NetworkPlan, VolumePlan};
 use crate::naming::{self, RunNames};
-use crate::spec::{Image, Spec};
-
-/// Seconds podman waits after SIGTERM before SIGKILL (`StopTimeout=`, `podman stop --time`).
-pub const STOP_TIMEOUT_S: u64 = 10;
-
-/// systemd's stop budget, strictly above [`STOP_TIMEOUT_S`] (field report B06).
-pub const UNIT_STOP_TIMEOUT_S: u64 = 30;
-
-/// Start budget when the image must already be local (`Pull=never`).
-pub const START_TIMEOUT_LOCAL_S: u64 = 60;
-
-/// Start budget when a pinned image may have to be pulled first (`Pull=missing`, B06).
-pub const START_TIMEOUT_PULL_S: u64 = 600;
+use crate::spec::Spec;
 
 /// The units a run creates, by role. Names are systemd unit names (`*.service`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -37,14 +24,6 @@ pub struct UnitNames {
     pub all: Vec<String>,
     /// The run's services, in spec order (empty for non-container tiers).
     pub services: Vec<ServicePlan>,
-}
-
-pub(super) fn start_timeout(image: &Image) -> u64 {
-    if is_local(image) {
-        START_TIMEOUT_LOCAL_S
-    } else {
-        START_TIMEOUT_PULL_S
-    }
 }
 
 /// The units of a container run: the proxy and the services start before the agent; every

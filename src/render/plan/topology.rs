@@ -4,11 +4,13 @@
 
 use serde::Serialize;
 
-use super::agent::WORKDIR;
-use super::supervision::start_timeout;
-use super::{RunContext, START_TIMEOUT_LOCAL_S, is_local, labels, tmpfs_tmp};
+use super::budgets::{START_TIMEOUT_LOCAL_S, is_local, start_timeout};
+use super::{RunContext, labels, tmpfs_tmp};
 use crate::naming::RunNames;
 use crate::spec::Spec;
+
+/// Where the project worktree appears in the agent and gate containers.
+pub const WORKDIR: &str = "/work";
 
 /// Port the egress proxy listens on inside the run's internal network.
 pub const PROXY_PORT: u16 = 3128;
