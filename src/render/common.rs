@@ -46,6 +46,14 @@ pub(crate) fn labels(plan: &RunPlan, role: &str) -> Vec<(String, String)> {
     naming::run_labels(&plan.tenant, &plan.run_id, role)
 }
 
+/// The run's labels of role `role` as podman flags (`--label=KEY=VALUE`).
+pub(crate) fn label_flags(plan: &RunPlan, role: &str) -> Vec<String> {
+    labels(plan, role)
+        .iter()
+        .map(|(k, val)| format!("--label={k}={val}"))
+        .collect()
+}
+
 /// The role label of one of the run's networks.
 pub(crate) fn network_role(internal: bool) -> &'static str {
     if internal {

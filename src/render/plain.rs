@@ -5,7 +5,7 @@
 //! `host_units`'s. Pure.
 
 use super::common::{
-    HEADER, cpus_arg, health_cmd_json, labels, network_role, runtime_unit as file, v,
+    HEADER, cpus_arg, health_cmd_json, label_flags, network_role, runtime_unit as file, v,
 };
 use super::escape::exec_word;
 use super::ini::UnitFile;
@@ -25,13 +25,6 @@ fn cmd(podman: &str, args: &[String]) -> String {
         line.push_str(&exec_word(a));
     }
     line
-}
-
-fn label_args(plan: &RunPlan, role: &str) -> Vec<String> {
-    labels(plan, role)
-        .iter()
-        .map(|(k, v)| format!("--label={k}={v}"))
-        .collect()
 }
 
 /// Renders the plan's topology (networks, pod, volumes, containers) as plain systemd units.
@@ -58,7 +51,7 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
 /// A oneshot that creates the labelled volume and removes it when stopped (what the network
 /// units do for networks).
 fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderError> {
-    let mut args = label_args(plan, "volume");
+    let mut args = label_flags(plan, "volume");
     args.push(vol.stem.clone());
     object_unit(
         plan,
@@ -187,7 +180,7 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     if let Some(r) = &n.ip_range {
         args.push(format!("--ip-range={r}"));
     }
-    args.extend(label_args(plan, network_role(n.internal)));
+    args.extend(label_flags(plan, network_role(n.internal)));
     args.push(n.name.clone());
     object_unit(
         plan,
@@ -218,7 +211,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         "--dns-option=attempts:1".into(),
         format!("--infra-name={}", RunNames::new(&plan.run_id).infra()),
     ];
-    create.extend(label_args(plan, "pod"));
+    create.extend(label_flags(plan, "pod"));
     create.push(pod.to_string());
     // `%t`/`%N` are cyclix's own specifiers: written raw, never from user data.
     let raw = |args: &[&str]| {

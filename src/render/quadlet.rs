@@ -8,7 +8,7 @@
 //! an on-demand run never waits for the system's network-online target (B07). Pure.
 
 use super::common::{
-    HEADER, cpus_arg, esc_err, health_cmd_json, labels, network_role, quoted_pair, v,
+    HEADER, cpus_arg, esc_err, health_cmd_json, label_flags, labels, network_role, quoted_pair, v,
 };
 use super::escape;
 use super::ini::UnitFile;
@@ -109,9 +109,9 @@ fn pod(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
     // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
     s.add("DNSOption", "timeout:1");
     s.add("DNSOption", "attempts:1");
-    let label_args: Vec<String> = labels(plan, "pod")
+    let label_args: Vec<String> = label_flags(plan, "pod")
         .iter()
-        .map(|(k, val)| escape::exec_word(&format!("--label={k}={val}")))
+        .map(|f| escape::exec_word(f))
         .collect();
     s.add("PodmanArgs", label_args.join(" "));
     object_budgets(&mut u);
