@@ -156,6 +156,64 @@ pub fn volume_unit(stem: &str) -> String {
     format!("{stem}-volume.service")
 }
 
+/// The Quadlet file of a container stem: `STEM.container` (its unit: [`container_unit`]).
+#[must_use]
+pub fn container_file(stem: &str) -> String {
+    format!("{stem}.container")
+}
+
+/// The Quadlet file of a pod stem: `STEM.pod` (its unit: [`pod_unit`]); also how other
+/// Quadlet files refer to the pod (`Pod=STEM.pod`).
+#[must_use]
+pub fn pod_file(stem: &str) -> String {
+    format!("{stem}.pod")
+}
+
+/// The Quadlet file of a network stem: `STEM.network` (its unit: [`network_unit`]); also how
+/// containers refer to it (`Network=STEM.network`).
+#[must_use]
+pub fn network_file(stem: &str) -> String {
+    format!("{stem}.network")
+}
+
+/// The Quadlet file of a volume stem: `STEM.volume` (its unit: [`volume_unit`]); also how
+/// containers refer to it (`Volume=STEM.volume:…`).
+#[must_use]
+pub fn volume_file(stem: &str) -> String {
+    format!("{stem}.volume")
+}
+
+/// The run's database name for its services: `cyclix_<tenant>_<run>` with `-` as `_`, at
+/// most 63 bytes (the `PostgreSQL` identifier limit, `NAMEDATALEN - 1`). When it would be
+/// longer, the tenant part is shortened, never the run id, so the name stays unique per run
+/// on the host (run ids are). A valid unquoted SQL identifier: lowercase letters, digits and
+/// `_`, starting with a letter.
+#[must_use]
+pub fn database(tenant: &str, run_id: &str) -> String {
+    const MAX: usize = 63;
+    let run = run_id.replace('-', "_");
+    let room = MAX.saturating_sub("cyclix__".len() + run.len());
+    let tenant: String = tenant.replace('-', "_").chars().take(room).collect();
+    format!("cyclix_{}_{run}", tenant.trim_end_matches('_'))
+}
+
+/// The file names of the static unit templates in `~/.config/systemd/user/`.
+pub mod template {
+    /// The template that runs a tenant (`cyclix-run@TENANT.service`).
+    pub const RUN_SERVICE: &str = "cyclix-run@.service";
+    /// The template of a tenant's schedule (`cyclix-run@TENANT.timer`).
+    pub const RUN_TIMER: &str = "cyclix-run@.timer";
+    /// The template the timer triggers (`cyclix-tick@TENANT.service`).
+    pub const TICK_SERVICE: &str = "cyclix-tick@.service";
+}
+
+/// The drop-in of a tenant's timer carrying its schedule:
+/// `cyclix-run@TENANT.timer.d/schedule.conf`.
+#[must_use]
+pub fn schedule_dropin(tenant: &str) -> String {
+    format!("{}.d/schedule.conf", run_timer(tenant))
+}
+
 /// The systemd unit of a rendered file (Quadlet's naming for `.container`, `.pod`,
 /// `.network`, `.volume`; a `.service` is itself). `None`: not a unit file (e.g. a drop-in
 /// or the proxy's config).
@@ -252,105 +310,4 @@ pub fn check_network(nonce: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const RUN: &str = "20261130t124702-4efb";
-
-    #[test]
-    fn every_name_of_a_run_parses_back_to_its_run() {
-        let n = RunNames::new(RUN);
-        let svc = n.service("my-db");
-        let names = [
-            n.base(),
-            n.agent(),
-            n.gate(),
-            n.proxy(),
-            n.egress(),
-            n.infra(),
-            n.role("sentinel"),
-            svc.clone(),
-            data_volume(&svc),
-            n.secret("API_KEY"),
-            format!("{}.container", n.agent()),
-            format!("{}.pod", n.base()),
-            format!("{}.network", n.egress()),
-            format!("{}.volume", data_volume(&svc)),
-            pod_unit(&n.base()),
-            network_unit(&n.base()),
-            network_unit(&n.egress()),
-            volume_unit(&data_volume(&svc)),
-            container_unit(&svc),
-        ];
-        for name in names {
-            assert!(n.owns(&name), "{name}");
-            if name == n.secret("API_KEY") {
-                continue; // a secret's VAR is free text: owned by prefix, not parsed
-            }
-            assert_eq!(run_of(&name).as_deref(), Some(RUN), "{name}");
-        }
-    }
-
-    #[test]
-    fn names_of_other_runs_and_strangers_are_not_ours() {
-        let n = RunNames::new("r1");
-        assert!(!n.owns("cyclix-r10-agent"));
-        assert!(!n.owns("cyclix-r"));
-        assert!(!n.owns("other-r1-agent"));
-        assert_eq!(run_of("podman-xyz"), None);
-        assert_eq!(run_of("cyclix-"), None);
-        assert_eq!(
-            run_of("cyclix-20261130t124702-4efb-sentinel.x").as_deref(),
-            Some(RUN)
-        );
-    }
-
-    #[test]
-    fn unit_files_map_to_the_units_quadlet_generates() {
-        assert_eq!(
-            unit_of_file("cyclix-r1-agent.container").as_deref(),
-            Some("cyclix-r1-agent.service")
-        );
-        assert_eq!(
-            unit_of_file("cyclix-r1.pod").as_deref(),
-            Some("cyclix-r1-pod.service")
-        );
-        assert_eq!(
-            unit_of_file("cyclix-r1-egress.network").as_deref(),
-            Some("cyclix-r1-egress-network.service")
-        );
-        assert_eq!(
-            unit_of_file("cyclix-r1-gate.service").as_deref(),
-            Some("cyclix-r1-gate.service")
-        );
-        assert_eq!(unit_of_file("squid.conf"), None);
-        assert_eq!(unit_of_file("noext"), None);
-    }
-
-    #[test]
-    fn branches_round_trip() {
-        let b = branch("acme", RUN);
-        assert_eq!(b, "cyclix/acme/20261130t124702-4efb");
-        assert_eq!(parse_branch(&b), Some(("acme", RUN)));
-        assert_eq!(
-            parse_branch(&format!("refs/heads/{b}")),
-            Some(("acme", RUN))
-        );
-        assert_eq!(parse_branch("main"), None);
-        assert_eq!(parse_branch("cyclix/acme"), None);
-        assert_eq!(parse_branch("cyclix/acme/r/x"), None);
-    }
-
-    #[test]
-    fn instances_round_trip_and_labels_are_in_order() {
-        assert_eq!(tenant_of_instance(&run_service("acme")), Some("acme"));
-        assert_eq!(tenant_of_instance(&run_timer("acme")), Some("acme"));
-        assert_eq!(tenant_of_instance("cyclix-run@.timer"), None);
-        assert_eq!(tenant_of_instance("cyclix-tick@acme.service"), None);
-        assert_eq!(run_filter("r1"), "io.cyclix.run=r1");
-        let l = run_labels("acme", "r1", "agent");
-        assert_eq!(l[0], ("io.cyclix.tenant".into(), "acme".into()));
-        assert_eq!(l[2].1, "agent");
-        assert_eq!(check_network("n1"), "cyclix-check-n1");
-    }
-}
+mod tests;

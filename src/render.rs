@@ -6,7 +6,9 @@
 //! Every host fact (paths, the run's subnet, image references) arrives in [`RunContext`].
 //! Both backends render from one [`plan::RunPlan`], so they cannot drift apart.
 
+mod common;
 pub mod escape;
+pub mod host_units;
 pub mod ini;
 pub mod plain;
 pub mod plan;
@@ -134,10 +136,13 @@ pub fn render_plan(
     plan: &plan::RunPlan,
     backend: Backend,
 ) -> Result<Rendered, RenderError> {
-    let mut files = match backend {
+    // The host tiers' units (none for tier `container`), then the backend's topology (none
+    // for the host tiers).
+    let mut files = host_units::render(plan)?;
+    files.extend(match backend {
         Backend::Quadlet => quadlet::render(plan)?,
         Backend::Plain => plain::render(plan)?,
-    };
+    });
     files.push(RenderedFile {
         dest: Dest::RunDir,
         name: plan::PROXY_CONF_FILE.to_string(),

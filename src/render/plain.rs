@@ -1,27 +1,22 @@
 //! Plain backend: `.service` units that run the same podman commands Quadlet would generate,
 //! for hosts without Quadlet (podman < 5.0, e.g. Debian 12's 4.3). Same topology, same
 //! hardening, same labels; the network units also remove their network when stopped (what
-//! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). Also renders the host units
-//! of the non-container tiers. Pure.
+//! `NetworkDeleteOnStop=` does on podman ≥ 5.5, field report B12). The host tiers' units are
+//! `host_units`'s. Pure.
 
-use super::escape::{self, exec_line, exec_word};
+use super::common::{
+    HEADER, cpus_arg, health_cmd_json, label_flags, network_role, runtime_unit as file, v,
+};
+use super::escape::exec_word;
 use super::ini::UnitFile;
 use super::plan::{
-    ContainerPlan, HostServicePlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
-    VolumeMount, VolumePlan,
+    ContainerPlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S, VolumeMount,
+    VolumePlan,
 };
-use super::quadlet::{HEADER, esc_err, v};
-use super::{Dest, RenderError, RenderedFile};
+use super::{RenderError, RenderedFile};
+use crate::naming::{self, RunNames};
 
 const PODMAN: &str = "/usr/bin/podman";
-
-fn file(name: String, u: &UnitFile) -> RenderedFile {
-    RenderedFile {
-        dest: Dest::RuntimeUnits,
-        name,
-        contents: u.to_text(),
-    }
-}
 
 fn cmd(podman: &str, args: &[String]) -> String {
     let mut line = exec_word(podman);
@@ -32,23 +27,12 @@ fn cmd(podman: &str, args: &[String]) -> String {
     line
 }
 
-fn label_args(plan: &RunPlan, role: &str) -> Vec<String> {
-    vec![
-        format!("--label=io.cyclix.tenant={}", plan.tenant),
-        format!("--label=io.cyclix.run={}", plan.run_id),
-        format!("--label=io.cyclix.role={role}"),
-    ]
-}
-
-/// Renders the plan as plain systemd units.
+/// Renders the plan's topology (networks, pod, volumes, containers) as plain systemd units.
 ///
 /// # Errors
 /// [`RenderError`] when a value cannot be carried in a unit file.
 pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     let mut files = Vec::new();
-    for h in &plan.host_services {
-        files.push(host_service(h)?);
-    }
     for n in &plan.networks {
         files.push(network_unit(plan, n)?);
     }
@@ -67,14 +51,14 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
 /// A oneshot that creates the labelled volume and removes it when stopped (what the network
 /// units do for networks).
 fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderError> {
-    let mut args = label_args(plan, "volume");
+    let mut args = label_flags(plan, "volume");
     args.push(vol.stem.clone());
     object_unit(
         plan,
         "volume",
         &vol.stem,
         args,
-        format!("{}-volume.service", vol.stem),
+        naming::volume_unit(&vol.stem),
     )
 }
 
@@ -182,55 +166,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("RuntimeMaxSec", max.to_string());
     }
     s.add("Restart", "no");
-    Ok(file(format!("{}.service", c.stem), &u))
-}
-
-fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
-    if h.exec.is_empty() {
-        return Err(RenderError {
-            key: h.exec_key.clone(),
-            message: "an empty command cannot run on the host".into(),
-        });
-    }
-    let mut u = UnitFile::new(HEADER);
-    u.section("Unit")
-        .add("Description", v("run", &h.description)?);
-    let mut s = u.section("Service");
-    s.add("Type", "exec");
-    s.add("WorkingDirectory", v(&h.exec_key, &h.workdir)?);
-    for (k, val) in &h.env {
-        s.add(
-            "Environment",
-            escape::quoted_value(&format!("{k}={val}")).map_err(|e| esc_err(&h.exec_key, &e))?,
-        );
-    }
-    if let Some(f) = &h.env_file {
-        s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
-    }
-    s.add("ExecStart", exec_line(&h.exec));
-    // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
-    // refuses a limit whose controller is not delegated (run::limits), so none is dropped.
-    if let Some(m) = h.memory_bytes {
-        s.add("MemoryMax", m.to_string());
-    }
-    if let Some(c) = h.cpu_millis {
-        s.add("CPUQuota", cpu_quota(c));
-    }
-    if let Some(p) = h.pids {
-        s.add("TasksMax", p.to_string());
-    }
-    s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
-    s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
-    Ok(file(format!("{}.service", h.stem), &u))
-}
-
-/// `CPUQuota=` for thousandths of a CPU: `1500` → `150%`, `15` → `1.5%`.
-fn cpu_quota(millis: u32) -> String {
-    if millis.is_multiple_of(10) {
-        format!("{}%", millis / 10)
-    } else {
-        format!("{}.{}%", millis / 10, millis % 10)
-    }
+    Ok(file(naming::container_unit(&c.stem), &u))
 }
 
 fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError> {
@@ -244,26 +180,19 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     if let Some(r) = &n.ip_range {
         args.push(format!("--ip-range={r}"));
     }
-    args.extend(label_args(
-        plan,
-        if n.internal {
-            "network-internal"
-        } else {
-            "network-egress"
-        },
-    ));
+    args.extend(label_flags(plan, network_role(n.internal)));
     args.push(n.name.clone());
     object_unit(
         plan,
         "network",
         &n.name,
         args,
-        format!("{}-network.service", n.stem),
+        naming::network_unit(&n.stem),
     )
 }
 
 fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
-    let net_unit = format!("{}-network.service", internal.stem);
+    let net_unit = naming::network_unit(&internal.stem);
     let mut u = UnitFile::new(HEADER);
     u.section("Unit")
         .add("Description", format!("cyclix run {} pod", plan.run_id))
@@ -280,9 +209,9 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
-        format!("--infra-name={pod}-infra"),
+        format!("--infra-name={}", RunNames::new(&plan.run_id).infra()),
     ];
-    create.extend(label_args(plan, "pod"));
+    create.extend(label_flags(plan, "pod"));
     create.push(pod.to_string());
     // `%t`/`%N` are cyclix's own specifiers: written raw, never from user data.
     let raw = |args: &[&str]| {
@@ -336,7 +265,7 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
         .add("Environment", "PODMAN_SYSTEMD_UNIT=%n")
         .add("SyslogIdentifier", "%N");
-    file(format!("{pod}-pod.service"), &u)
+    file(naming::pod_unit(pod), &u)
 }
 
 /// The `podman run` arguments for `c` (after `podman`), and the units it binds to.
@@ -375,14 +304,14 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     match &c.net {
         Net::Pod => {
             if let Some(pod) = &plan.pod {
-                deps.push(format!("{pod}-pod.service"));
+                deps.push(naming::pod_unit(pod));
                 args.push(format!("--pod={pod}"));
             }
         }
         Net::Networks(attach) => {
             for a in attach {
                 let n = &plan.networks[a.network];
-                deps.push(format!("{}-network.service", n.stem));
+                deps.push(naming::network_unit(&n.stem));
                 args.push(match &a.ip {
                     Some(ip) => format!("--network={}:ip={ip}", n.name),
                     None => format!("--network={}", n.name),
@@ -413,7 +342,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     }
     for m in &c.volumes {
         let vol = &plan.volumes[m.volume];
-        deps.push(format!("{}-volume.service", vol.stem));
+        deps.push(naming::volume_unit(&vol.stem));
         args.push(format!(
             "--volume={}:{}:{}",
             vol.stem,
@@ -422,10 +351,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         ));
     }
     if let Some(h) = &c.health {
-        args.push(format!(
-            "--health-cmd={}",
-            super::quadlet::health_cmd_json(&h.command)
-        ));
+        args.push(format!("--health-cmd={}", health_cmd_json(&h.command)));
         // The unit's ExecStartPost= drives the checks (`health_wait`): no timer of podman's.
         args.push("--health-interval=disable".into());
         args.push(format!("--health-timeout={}s", h.timeout_s));
@@ -450,7 +376,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         args.push(format!("--memory={m}"));
     }
     if let Some(cpu) = c.cpu_millis {
-        args.push(format!("--cpus={}.{:03}", cpu / 1000, cpu % 1000));
+        args.push(cpus_arg(cpu));
     }
     args.push(format!("--stop-timeout={STOP_TIMEOUT_S}"));
     if let Some(sig) = c.stop_signal {
@@ -459,17 +385,4 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     args.push(c.image.clone());
     args.extend(c.exec.iter().cloned());
     (deps, args)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cpu_quota;
-
-    #[test]
-    fn cpu_limits_become_cpu_quota_percentages() {
-        assert_eq!(cpu_quota(1500), "150%");
-        assert_eq!(cpu_quota(250), "25%");
-        assert_eq!(cpu_quota(15), "1.5%");
-        assert_eq!(cpu_quota(10), "1%");
-    }
 }

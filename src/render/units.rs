@@ -2,9 +2,10 @@
 
 use std::fmt::Write as _;
 
+use super::common::v;
 use super::escape::exec_word;
-use super::quadlet::v;
 use super::{Dest, RenderError, RenderedFile};
+use crate::naming::{self, template};
 use crate::spec::Spec;
 
 /// `units/cyclix-run@.service` as shipped; `@CYCLIX@` is the binary's absolute path.
@@ -29,17 +30,17 @@ pub fn templates(cyclix_bin: &str) -> Result<Vec<RenderedFile>, RenderError> {
     Ok(vec![
         RenderedFile {
             dest: Dest::UserConfig,
-            name: "cyclix-run@.service".into(),
+            name: template::RUN_SERVICE.into(),
             contents: RUN_SERVICE_TEMPLATE.replace("@CYCLIX@", &exec_word(cyclix_bin)),
         },
         RenderedFile {
             dest: Dest::UserConfig,
-            name: "cyclix-run@.timer".into(),
+            name: template::RUN_TIMER.into(),
             contents: RUN_TIMER_TEMPLATE.into(),
         },
         RenderedFile {
             dest: Dest::UserConfig,
-            name: "cyclix-tick@.service".into(),
+            name: template::TICK_SERVICE.into(),
             contents: TICK_SERVICE_TEMPLATE.replace("@CYCLIX@", &exec_word(cyclix_bin)),
         },
     ])
@@ -69,7 +70,7 @@ pub fn timer_dropin(spec: &Spec) -> Result<Option<RenderedFile>, RenderError> {
     }
     Ok(Some(RenderedFile {
         dest: Dest::UserConfig,
-        name: format!("cyclix-run@{}.timer.d/schedule.conf", spec.tenant),
+        name: naming::schedule_dropin(&spec.tenant),
         contents: text,
     }))
 }

@@ -1,0 +1,219 @@
+//! The agent's container: what it sees (the work tree, the task, the context file, the
+//! control directory, the cyclix binary, the spec's mounts), its environment (the proxy, the
+//! services) and the wrapper that holds it back until the boundary is proven. Pure.
+
+use super::budgets::{is_local, start_timeout};
+use super::services::ServicePlan;
+use super::topology::{Bind, ContainerPlan, Net, PROXY_PORT, WORKDIR};
+use super::{RenderError, RunContext, RunPlan, labels, mount_path, tmpfs_tmp};
+use crate::naming::RunNames;
+use crate::spec::Spec;
+use crate::tier::Tier;
+
+/// The task's file name in the run directory.
+pub const TASK_FILE: &str = "task.md";
+
+/// The agent's context file's name in the run directory (JSON, see [`context_json`]).
+pub const CONTEXT_FILE: &str = "context.json";
+
+/// Where the context file appears in the agent container (read-only); also in
+/// `$CYCLIX_CONTEXT`.
+pub const CONTEXT_PATH: &str = "/cyclix/context.json";
+
+/// Where the task appears in the agent container (read-only); also in `$CYCLIX_TASK`.
+pub const TASK_PATH: &str = "/cyclix/task.md";
+
+/// Where the host's cyclix binary appears in the agent container (read-only): it runs the
+/// boundary probes (`cyclix probe`) and holds the agent back until they pass
+/// (`cyclix agent-wait`).
+pub const CYCLIX_BIN_PATH: &str = "/cyclix/bin/cyclix";
+
+/// The control directory's name in the run directory; mounted read-only at [`CTL_PATH`].
+pub const CTL_DIR: &str = "ctl";
+
+/// Where the control directory appears in the agent container.
+pub const CTL_PATH: &str = "/cyclix/ctl";
+
+/// The file cyclix creates in the control directory once every probe passed.
+pub const GO_FILE: &str = "go";
+
+/// The file cyclix creates in the control directory when the boundary was refused.
+pub const REFUSED_FILE: &str = "refused";
+
+/// The probe context's file name in the control directory.
+pub const PROBE_CONTEXT_FILE: &str = "probe.json";
+
+/// How long the agent container waits for the go file before it gives up, in seconds.
+pub const AGENT_WAIT_S: u64 = 300;
+
+pub(super) fn agent_container(
+    spec: &Spec,
+    run: &RunContext,
+    agent_binds: Vec<Bind>,
+    agent_env: Vec<(String, String)>,
+) -> ContainerPlan {
+    let r = &run.run_id;
+    ContainerPlan {
+        stem: RunNames::new(r).agent(),
+        description: format!("cyclix run {r} (tenant {}): agent", spec.tenant),
+        image: spec.agent.image.reference().to_string(),
+        pull_never: is_local(&spec.agent.image),
+        net: Net::Pod,
+        binds: agent_binds,
+        tmpfs: vec![tmpfs_tmp()],
+        env: agent_env,
+        secrets: spec
+            .agent
+            .env
+            .iter()
+            .map(|v| (RunNames::new(r).secret(v), v.clone()))
+            .collect(),
+        exec: agent_exec(spec),
+        exec_key: "agent.command".into(),
+        exec_key_offset: AGENT_WRAPPER_WORDS,
+        workdir: Some(WORKDIR.into()),
+        labels: labels(spec, run, "agent"),
+        memory_bytes: spec.agent.resources.memory_bytes,
+        cpu_millis: spec.agent.resources.cpu_millis,
+        pids: spec.agent.resources.pids,
+        runtime_max_s: Some(spec.agent.timeout_s),
+        start_timeout_s: start_timeout(&spec.agent.image),
+        stop_signal: None,
+        volumes: Vec::new(),
+        health: None,
+    }
+}
+
+pub(super) fn agent_env(
+    proxy_ip: &str,
+    task_env: Vec<(String, String)>,
+    services: &[ServicePlan],
+) -> Vec<(String, String)> {
+    let proxy_url = format!("http://{proxy_ip}:{PROXY_PORT}");
+    let mut agent_env: Vec<(String, String)> = Vec::new();
+    for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        agent_env.push((k.into(), proxy_url.clone()));
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        agent_env.push((k.into(), "localhost,127.0.0.1,::1".into()));
+    }
+    agent_env.push(("HOME".into(), "/tmp".into()));
+    agent_env.extend(task_env);
+    agent_env.push(("CYCLIX_CONTEXT".into(), CONTEXT_PATH.into()));
+    for s in services {
+        agent_env.push((s.env_var.clone(), format!("{}:{}", s.host, s.port)));
+        agent_env.push((format!("{}_PORT", s.env_var), s.port.to_string()));
+        agent_env.push((format!("{}_DATABASE", s.env_var), s.database.clone()));
+    }
+
+    agent_env
+}
+
+pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, RenderError> {
+    // The work tree is the run's private repository (its `.git` inside): nothing of the
+    // user's repository is mounted (issue 11; `git::private`).
+    let mut agent_binds = vec![Bind {
+        source: run.worktree.clone(),
+        target: WORKDIR.into(),
+        read_only: false,
+    }];
+    agent_binds.push(Bind {
+        source: run.cyclix_bin.clone(),
+        target: CYCLIX_BIN_PATH.into(),
+        read_only: true,
+    });
+    agent_binds.push(Bind {
+        source: format!("{}/{CTL_DIR}", run.run_dir),
+        target: CTL_PATH.into(),
+        read_only: true,
+    });
+    agent_binds.push(Bind {
+        source: format!("{}/{TASK_FILE}", run.run_dir),
+        target: TASK_PATH.into(),
+        read_only: true,
+    });
+    agent_binds.push(Bind {
+        source: format!("{}/{CONTEXT_FILE}", run.run_dir),
+        target: CONTEXT_PATH.into(),
+        read_only: true,
+    });
+    for (i, m) in spec.mounts.iter().enumerate() {
+        mount_path(&format!("mounts[{i}].source"), &m.source)?;
+        mount_path(&format!("mounts[{i}].target"), &m.target)?;
+        agent_binds.push(Bind {
+            source: m.source.clone(),
+            target: m.target.clone(),
+            read_only: m.read_only,
+        });
+    }
+
+    Ok(agent_binds)
+}
+
+/// Number of words `agent_exec` puts before the spec's argv.
+const AGENT_WRAPPER_WORDS: usize = 7;
+
+/// The agent's argv behind the wrapper that holds it back until the boundary is proven:
+/// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...`.
+fn agent_exec(spec: &Spec) -> Vec<String> {
+    let mut v = vec![
+        CYCLIX_BIN_PATH.to_string(),
+        "agent-wait".into(),
+        "--go".into(),
+        format!("{CTL_PATH}/{GO_FILE}"),
+        "--timeout-s".into(),
+        AGENT_WAIT_S.to_string(),
+        "--".into(),
+    ];
+    debug_assert_eq!(v.len(), AGENT_WRAPPER_WORDS);
+    v.extend(spec.agent.command.iter().cloned());
+    v
+}
+
+/// The agent's context file (`/cyclix/context.json`, `$CYCLIX_CONTEXT`): what the run gives
+/// the agent, as JSON (schema `cyclix-context/1`):
+///
+/// ```text
+/// {"schema": "cyclix-context/1", "tenant": T, "run": R, "task": PATH, "workdir": PATH,
+///  "proxy": URL or null, "services": [{"name", "host", "port", "address": "HOST:PORT",
+///  "database", "env"}]}
+/// ```
+///
+/// Fields only ever get added.
+#[must_use]
+pub fn context_json(plan: &RunPlan) -> String {
+    let container = plan.tier == Tier::Container;
+    let services: Vec<serde_json::Value> = plan
+        .units
+        .services
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "host": s.host,
+                "port": s.port,
+                "address": format!("{}:{}", s.host, s.port),
+                "database": s.database,
+                "env": s.env_var,
+            })
+        })
+        .collect();
+    // The host tiers' agent runs on the host: the paths are the host's.
+    let host = plan.host_services.first();
+    let task = host
+        .and_then(|h| h.env.iter().find(|(k, _)| k == "CYCLIX_TASK"))
+        .map_or(TASK_PATH, |(_, v)| v.as_str());
+    let workdir = host.map_or(WORKDIR, |h| h.workdir.as_str());
+    let v = serde_json::json!({
+        "schema": "cyclix-context/1",
+        "tenant": plan.tenant,
+        "run": plan.run_id,
+        "task": task,
+        "workdir": workdir,
+        "proxy": container.then(|| format!("http://{}:{PROXY_PORT}", plan.proxy_ip)),
+        "services": services,
+    });
+    let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,270 @@
+//! The plan's topology: the run's networks, the containers on them with their hardening,
+//! mounts and volumes, and the two containers of cyclix's own (the egress proxy, the gate).
+//! A backend translates these types one to one. Pure.
+
+use serde::Serialize;
+
+use super::budgets::{START_TIMEOUT_LOCAL_S, is_local, start_timeout};
+use super::{RunContext, labels, tmpfs_tmp};
+use crate::naming::RunNames;
+use crate::spec::Spec;
+
+/// Where the project worktree appears in the agent and gate containers.
+pub const WORKDIR: &str = "/work";
+
+/// Port the egress proxy listens on inside the run's internal network.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The proxy configuration's file name in the run directory.
+pub const PROXY_CONF_FILE: &str = "squid.conf";
+
+/// Where the proxy image reads its configuration (read-only bind mount).
+pub const PROXY_CONF_PATH: &str = "/etc/cyclix/squid.conf";
+
+/// A per-run podman volume (a service's `data`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VolumePlan {
+    /// Quadlet file stem (`cyclix-R-svc-db-data` → `.volume`, unit
+    /// `cyclix-R-svc-db-data-volume.service`); also the podman volume name (`VolumeName=`).
+    pub stem: String,
+}
+
+/// A volume mounted into a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VolumeMount {
+    /// Index into [`super::RunPlan::volumes`].
+    pub volume: usize,
+    /// Container path.
+    pub target: String,
+}
+
+impl VolumeMount {
+    /// The options every per-run volume is mounted with: no setuid files, no device nodes.
+    pub const OPTIONS: &'static str = "nosuid,nodev";
+}
+
+/// A podman network of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkPlan {
+    /// Quadlet file stem (`cyclix-R` → `cyclix-R.network`, unit `cyclix-R-network.service`).
+    pub stem: String,
+    /// The podman network name (`NetworkName=`).
+    pub name: String,
+    /// No route out (`Internal=true`, `--internal`).
+    pub internal: bool,
+    /// Fixed subnet, if any (`Subnet=`).
+    pub subnet: Option<String>,
+    /// The range podman hands out dynamic addresses from (`IPRange=`, `--ip-range`): the
+    /// upper half of the internal subnet, so nothing that joins it without a fixed address
+    /// can take the proxy's `.2` or the pod's `.3` (the proxy and the agent start as parallel
+    /// jobs; seen as `IPAM error: requested ip address ... is already allocated`).
+    pub ip_range: Option<String>,
+}
+
+/// A network attachment of a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Attach {
+    /// Index into [`super::RunPlan::networks`].
+    pub network: usize,
+    /// Fixed address on that network.
+    pub ip: Option<String>,
+}
+
+/// How a container is networked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Net {
+    /// Joins the run's pod (and so the pod's internal network).
+    Pod,
+    /// Attached to these networks.
+    Networks(Vec<Attach>),
+    /// `Network=none`: only loopback.
+    None,
+}
+
+/// A bind mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bind {
+    /// Host path.
+    pub source: String,
+    /// Container path.
+    pub target: String,
+    /// Read-only.
+    pub read_only: bool,
+}
+
+impl Bind {
+    /// The `--mount`/`Mount=` value: a bind mount, read-only when asked, always `nosuid` and
+    /// `nodev`, so a setuid file or a device node planted in the project is inert on the host
+    /// too (probe P16).
+    #[must_use]
+    pub fn mount_spec(&self) -> String {
+        let ro = if self.read_only { ",readonly=true" } else { "" };
+        format!(
+            "type=bind,source={},destination={}{ro},nosuid,nodev",
+            self.source, self.target
+        )
+    }
+}
+
+/// One container of the run with its stated hardening.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerPlan {
+    /// Quadlet file stem and container name (`cyclix-R-agent`); the unit is `STEM.service`.
+    pub stem: String,
+    /// `Description=` of the unit.
+    pub description: String,
+    /// Image reference.
+    pub image: String,
+    /// `Pull=never` for local images, `Pull=missing` for pinned ones.
+    pub pull_never: bool,
+    /// Networking.
+    pub net: Net,
+    /// Bind mounts (sources validated).
+    pub binds: Vec<Bind>,
+    /// tmpfs mounts as `PATH:OPTIONS`.
+    pub tmpfs: Vec<String>,
+    /// Environment (names and values are cyclix's own, never tenant secrets).
+    pub env: Vec<(String, String)>,
+    /// Per-run podman secrets handed over as environment variables: (secret name, variable).
+    pub secrets: Vec<(String, String)>,
+    /// argv (empty: the image's default command) and the spec key it came from.
+    pub exec: Vec<String>,
+    /// The spec key of `exec` for error messages.
+    pub exec_key: String,
+    /// How many leading words of `exec` are cyclix's own (the agent's `agent-wait` wrapper);
+    /// error messages index the spec's argv after them.
+    pub exec_key_offset: usize,
+    /// Working directory.
+    pub workdir: Option<String>,
+    /// Labels (`io.cyclix.tenant`, `io.cyclix.run`, `io.cyclix.role`).
+    pub labels: Vec<(String, String)>,
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<u64>,
+    /// CPU limit in thousandths of a CPU.
+    pub cpu_millis: Option<u32>,
+    /// Process limit.
+    pub pids: Option<u32>,
+    /// systemd stops the unit after this many seconds of running (`RuntimeMaxSec=`).
+    pub runtime_max_s: Option<u64>,
+    /// `TimeoutStartSec=` in seconds.
+    pub start_timeout_s: u64,
+    /// The stop signal, when not podman's default `SIGTERM` (`StopSignal=`, `--stop-signal`).
+    pub stop_signal: Option<&'static str>,
+    /// Per-run volumes mounted read-write (a service's `data`).
+    pub volumes: Vec<VolumeMount>,
+    /// The readiness check: the unit's start job completes only once it passes.
+    pub health: Option<crate::spec::Health>,
+}
+
+/// The run's networks: the internal one (`cyclix-R`, subnet `10.213.N.0/24`, dynamic
+/// addresses from its upper half) first, the egress one (`cyclix-R-egress`) second.
+pub(super) fn networks(names: &RunNames, subnet: &str, octet: u8) -> Vec<NetworkPlan> {
+    let base = names.base();
+    vec![
+        NetworkPlan {
+            stem: base.clone(),
+            name: base,
+            internal: true,
+            subnet: Some(subnet.to_string()),
+            ip_range: Some(format!("10.213.{octet}.128/25")),
+        },
+        NetworkPlan {
+            stem: names.egress(),
+            name: names.egress(),
+            internal: false,
+            subnet: None,
+            ip_range: None,
+        },
+    ]
+}
+
+pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPlan {
+    let r = &run.run_id;
+    let proxy_ip = proxy_ip.to_string();
+    ContainerPlan {
+        stem: RunNames::new(r).proxy(),
+        description: format!("cyclix run {r} (tenant {}): egress proxy", spec.tenant),
+        image: run.proxy_image.clone(),
+        pull_never: true,
+        net: Net::Networks(vec![
+            Attach {
+                network: 0,
+                ip: Some(proxy_ip.clone()),
+            },
+            Attach {
+                network: 1,
+                ip: None,
+            },
+        ]),
+        binds: vec![Bind {
+            source: format!("{}/{PROXY_CONF_FILE}", run.run_dir),
+            target: PROXY_CONF_PATH.into(),
+            read_only: true,
+        }],
+        tmpfs: Vec::new(),
+        env: Vec::new(),
+        secrets: Vec::new(),
+        exec: Vec::new(),
+        exec_key: "proxy".into(),
+        exec_key_offset: 0,
+        workdir: None,
+        labels: labels(spec, run, "proxy"),
+        memory_bytes: None,
+        cpu_millis: None,
+        pids: None,
+        runtime_max_s: None,
+        start_timeout_s: START_TIMEOUT_LOCAL_S,
+        // The proxy keeps no state (no cache; its log goes to the journal as it is written):
+        // SIGKILL stops it at once instead of squid's graceful shutdown (2–3 s, proxy-facts.md).
+        stop_signal: Some("SIGKILL"),
+        volumes: Vec::new(),
+        health: None,
+    }
+}
+
+pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
+    let r = &run.run_id;
+    ContainerPlan {
+        stem: RunNames::new(r).gate(),
+        description: format!("cyclix run {r} (tenant {}): gate (no network)", spec.tenant),
+        image: spec.gate.image.reference().to_string(),
+        pull_never: is_local(&spec.gate.image),
+        net: Net::None,
+        binds: vec![Bind {
+            source: gate_tree(&run.worktree),
+            target: WORKDIR.into(),
+            read_only: true,
+        }],
+        tmpfs: vec![tmpfs_tmp()],
+        env: vec![
+            ("HOME".into(), "/tmp".into()),
+            ("CYCLIX_TENANT".into(), spec.tenant.clone()),
+            ("CYCLIX_RUN".into(), r.clone()),
+        ],
+        secrets: Vec::new(),
+        exec: spec.gate.command.clone(),
+        exec_key: "gate.command".into(),
+        exec_key_offset: 0,
+        workdir: Some(WORKDIR.into()),
+        labels: labels(spec, run, "gate"),
+        memory_bytes: None,
+        cpu_millis: None,
+        pids: None,
+        runtime_max_s: Some(spec.gate.timeout_s),
+        start_timeout_s: start_timeout(&spec.gate.image),
+        stop_signal: None,
+        volumes: Vec::new(),
+        health: None,
+    }
+}
+
+/// The gate's tree beside the run's work tree (`WORKTREE.gate`): a clean checkout of the run
+/// branch's tip, made by an export container after the agent ended (`run::import`), so the
+/// gate judges exactly the commits that are imported and delivered — never uncommitted edits
+/// or another branch the agent left checked out. It holds no `.git`.
+#[must_use]
+pub fn gate_tree(worktree: &str) -> String {
+    crate::layout::gate_tree(std::path::Path::new(worktree))
+        .to_string_lossy()
+        .into_owned()
+}

@@ -1,0 +1,105 @@
+//! The decision log parser's tests.
+
+use super::*;
+
+const ALLOWED: &str = r#"{"ts":1796036893.841,"client":"10.90.0.10","method":"GET","host":"allowed.example","port":"80","url":"http://allowed.example/","status":"200","squid":"TCP_MISS","server":"203.0.113.10","reason":"allowlisted","ms":"1","bytes":"318"}"#;
+
+const DENIED: &str = r#"{"ts":1796036903.006,"client":"10.90.0.10","method":"CONNECT","host":"allowed.example","port":"443","url":"allowed.example:443","status":"403","squid":"TCP_DENIED","server":"-","reason":"resolves_to_private_ip","ms":"0","bytes":"3402"}"#;
+
+#[test]
+fn parses_real_log_lines() {
+    let d = parse_decision(ALLOWED).expect("allowed line");
+    assert_eq!(
+        d,
+        ProxyDecision {
+            ts_ms: 1_796_036_893_841,
+            client: "10.90.0.10".into(),
+            method: "GET".into(),
+            host: "allowed.example".into(),
+            port: Some(80),
+            url: "http://allowed.example/".into(),
+            status: Some(200),
+            squid_code: "TCP_MISS".into(),
+            server: Some("203.0.113.10".into()),
+            decision: Decision::Allowed,
+            duration_ms: Some(1),
+            bytes: Some(318),
+        }
+    );
+    let d = parse_decision(&format!("  {DENIED}\n")).expect("denied line");
+    assert_eq!(
+        d.decision,
+        Decision::Denied(DenyReason::ResolvesToPrivateIp)
+    );
+    assert_eq!(d.server, None);
+    assert_eq!(d.method, "CONNECT");
+    assert_eq!(d.status, Some(403));
+}
+
+#[test]
+fn parses_reasons_and_dashes() {
+    let line = DENIED
+        .replace("resolves_to_private_ip", "would_deny:port_not_allowed")
+        .replace(r#""status":"403""#, r#""status":"-""#)
+        .replace("1796036903.006", "1796036903.5");
+    let d = parse_decision(&line).expect("line");
+    assert_eq!(d.decision, Decision::WouldDeny(DenyReason::PortNotAllowed));
+    assert_eq!(d.status, None);
+    assert_eq!(d.ts_ms, 1_796_036_903_500);
+
+    let unannotated = DENIED.replace("resolves_to_private_ip", "-");
+    assert_eq!(
+        parse_decision(&unannotated).expect("line").decision,
+        Decision::Unannotated
+    );
+    let odd = DENIED.replace("resolves_to_private_ip", "would_deny:nonsense");
+    assert_eq!(
+        parse_decision(&odd).expect("line").decision,
+        Decision::Unrecognised("would_deny:nonsense".into())
+    );
+    for r in DenyReason::ALL {
+        assert_eq!(DenyReason::from_token(r.as_str()), Some(r));
+    }
+}
+
+/// Lines logged by squid 6.13 running the rendered configuration (see the module doc).
+const REAL_LINES: [&str; 5] = [
+    r#"{"ts":1796038440.761,"client":"10.89.7.1","method":"-","host":"-","port":"-","url":"error:transaction-end-before-headers","status":"0","squid":"NONE_NONE","server":"-","reason":"-","ms":"0","bytes":"0"}"#,
+    r#"{"ts":1796038440.957,"client":"10.89.7.10","method":"CONNECT","host":"allowed.example","port":"22","url":"allowed.example:22","status":"403","squid":"TCP_DENIED_ABORTED","server":"-","reason":"port_not_allowed","ms":"0","bytes":"292"}"#,
+    r#"{"ts":1796038441.228,"client":"10.89.7.10","method":"GET","host":"[::1]","port":"80","url":"http://[::1]/","status":"403","squid":"TCP_DENIED","server":"-","reason":"ip_literal","ms":"1","bytes":"3334"}"#,
+    r#"{"ts":1796038446.574,"client":"10.89.7.10","method":"GET","host":"unresolvable.example","port":"80","url":"http://unresolvable.example/","status":"503","squid":"TCP_MISS_ABORTED","server":"-","reason":"allowlisted","ms":"5001","bytes":"3497"}"#,
+    r#"{"ts":1796038455.067,"client":"10.89.7.10","method":"GET","host":"203.0.113.10","port":"80","url":"http://203.0.113.10/","status":"200","squid":"TCP_MISS","server":"203.0.113.10","reason":"would_deny:ip_literal","ms":"2","bytes":"261"}"#,
+];
+
+#[test]
+fn parses_lines_squid_wrote() {
+    let d: Vec<ProxyDecision> = REAL_LINES
+        .iter()
+        .map(|l| parse_decision(l).expect("real line"))
+        .collect();
+    // A connection closed before any request (e.g. a readiness probe).
+    assert_eq!(d[0].decision, Decision::Unannotated);
+    assert_eq!((d[0].port, d[0].status), (None, Some(0)));
+    assert_eq!(d[1].decision, Decision::Denied(DenyReason::PortNotAllowed));
+    assert_eq!(d[2].decision, Decision::Denied(DenyReason::IpLiteral));
+    assert_eq!(d[2].host, "[::1]");
+    // Allowed by policy, then DNS timed out after dns_timeout (5 s): status says 503.
+    assert_eq!(d[3].decision, Decision::Allowed);
+    assert_eq!((d[3].status, d[3].duration_ms), (Some(503), Some(5001)));
+    assert_eq!(d[4].decision, Decision::WouldDeny(DenyReason::IpLiteral));
+    assert_eq!(d[4].server.as_deref(), Some("203.0.113.10"));
+}
+
+#[test]
+fn rejects_non_log_lines() {
+    assert_eq!(parse_decision(""), None);
+    assert_eq!(
+        parse_decision("2026/11/30 11:29:43| Processing Configuration File"),
+        None
+    );
+    assert_eq!(parse_decision(r#"{"ts":1}"#), None);
+    assert_eq!(
+        parse_decision(&DENIED.replace("1796036903.006", "-1")),
+        None
+    );
+}
