@@ -55,6 +55,25 @@ impl HostEnv {
             "$XDG_RUNTIME_DIR is unset: log in through a real session (not `su`), or use `machinectl shell USER@` / `systemd-run --user`",
         )
     }
+
+    /// Every path cyclix uses, from these base directories ([`crate::layout`]).
+    #[must_use]
+    pub fn layout(&self) -> crate::layout::Layout {
+        crate::layout::Layout {
+            config_home: self.config_home.clone(),
+            data_home: self.data_home.clone(),
+            state_home: self.state_home.clone(),
+            runtime_dir: self.runtime_dir.clone(),
+        }
+    }
+
+    /// The paths under `$XDG_RUNTIME_DIR` ([`crate::layout::Runtime`]).
+    ///
+    /// # Errors
+    /// As [`HostEnv::runtime_dir`].
+    pub fn runtime(&self) -> Result<crate::layout::Runtime> {
+        Ok(crate::layout::Runtime(self.runtime_dir()?.clone()))
+    }
 }
 
 /// The directories of `$PATH`, in order (empty entries and relative ones dropped: podman and

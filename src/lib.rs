@@ -34,6 +34,7 @@ pub mod host;
 pub mod images;
 pub mod journal;
 pub mod layout;
+pub mod limits;
 pub mod naming;
 pub mod podman;
 pub mod probe;

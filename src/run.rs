@@ -8,7 +8,7 @@ pub mod host;
 pub mod import;
 pub(crate) mod import_phase;
 pub mod lifecycle;
-pub mod limits;
+pub use crate::limits;
 pub mod lock;
 pub mod procs;
 pub mod record;

@@ -148,7 +148,7 @@ pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Resu
 /// The tenants to check: T with `--tenant` (none if its spec does not exist: the checks report
 /// that), else every `*.yaml` in `~/.config/cyclix/tenants/`, sorted by name.
 fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
-    let dir = env.config_home.join("cyclix/tenants");
+    let dir = env.layout().tenants_dir();
     let files: Vec<(String, PathBuf)> = if let Some(t) = only {
         if let Err(e) = crate::spec::validate::tenant_name(t) {
             anyhow::bail!("--tenant `{t}`: {e}");

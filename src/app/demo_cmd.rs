@@ -13,7 +13,7 @@ use crate::git::Git;
 /// # Errors
 /// I/O or git failures.
 pub fn run(env: &HostEnv) -> Result<Outcome> {
-    let base = env.data_home.join("cyclix/demo");
+    let base = env.layout().demo_dir();
     let project = base.join("project");
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     std::fs::write(base.join("task.md"), crate::demo::TASK).context("writing the demo task")?;

@@ -21,11 +21,11 @@ use crate::systemd::{ActiveState, JobMode, UnitManager};
 /// # Errors
 /// I/O or D-Bus failures.
 pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
-    let unit_dir = env.config_home.join("systemd/user");
+    let unit_dir = env.layout().user_units_dir();
     let bin = path_str(&current_exe()?);
     let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut timers = Vec::new();
-    let tenants_dir = env.config_home.join("cyclix/tenants");
+    let tenants_dir = env.layout().tenants_dir();
     let mut specs: Vec<PathBuf> = match std::fs::read_dir(&tenants_dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -53,7 +53,7 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
                     render::units::timer_dropin(&spec).map_err(|e| anyhow::anyhow!("{e}"))?
                 {
                     files.push(d);
-                    timers.push(format!("cyclix-run@{}.timer", spec.tenant));
+                    timers.push(crate::naming::run_timer(&spec.tenant));
                 }
             }
             Err(e) => {

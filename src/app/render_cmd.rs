@@ -2,7 +2,7 @@
 //! (nothing is installed or started).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
@@ -32,16 +32,17 @@ pub(crate) fn default_run_context(
         run_id: run_id.to_string(),
         worktree: worktree.map_or_else(
             || {
-                path_str(
-                    &env.data_home
-                        .join("cyclix/worktrees")
-                        .join(&spec.tenant)
-                        .join(run_id),
-                )
+                path_str(&env.layout().worktree(&spec.tenant, run_id))
             },
             str::to_string,
         ),
-        run_dir: run_dir.map_or_else(|| format!("{runtime}/cyclix/runs/{run_id}"), str::to_string),
+        run_dir: run_dir.map_or_else(
+            || {
+                let runtime = crate::layout::Runtime(PathBuf::from(&runtime));
+                path_str(&runtime.run_dir(run_id))
+            },
+            str::to_string,
+        ),
         subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: cyclix_bin.to_string(),

@@ -17,7 +17,7 @@ pub fn run(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     let units = unit_manager(env)?;
     let st = units.unit_status(&unit)?;
-    let timer = format!("cyclix-run@{tenant}.timer");
+    let timer = crate::naming::run_timer(tenant);
     let next = units.timer_next_elapse(&timer).ok();
     // A damaged record must not hide the unit's state.
     let last = record::latest(&env.state_home, tenant).unwrap_or_else(|e| {

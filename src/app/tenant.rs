@@ -20,9 +20,7 @@ use crate::tier::{self, Runtime};
 /// `~/.config/cyclix/tenants/TENANT.yaml`.
 #[must_use]
 pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
-    env.config_home
-        .join("cyclix/tenants")
-        .join(format!("{tenant}.yaml"))
+    env.layout().tenant_spec(tenant)
 }
 
 /// The real user manager over the session bus, its reload/job lock at
@@ -31,7 +29,7 @@ pub fn tenant_spec_path(env: &HostEnv, tenant: &str) -> PathBuf {
 /// # Errors
 /// `$XDG_RUNTIME_DIR` is unset or the user bus cannot be reached.
 pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
-    let lock = env.runtime_dir()?.join("cyclix/systemd.lock");
+    let lock = env.runtime()?.systemd_lock();
     ZbusUnitManager::session(lock).context("connecting to the systemd user manager")
 }
 
@@ -58,7 +56,7 @@ pub(crate) fn run_unit(env: &HostEnv, tenant: &str) -> Result<String> {
             spec.display()
         );
     }
-    Ok(format!("cyclix-run@{tenant}.service"))
+    Ok(crate::naming::run_service(tenant))
 }
 
 fn load_tenant(
@@ -188,11 +186,11 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
 /// user manager), or `None`. Such a run is refused before anything exists (`run::limits`).
 fn unenforceable_limits(spec: &Spec) -> Option<String> {
     let r = &spec.agent.resources;
-    if crate::run::limits::needed(r).is_empty() {
+    if crate::limits::needed(r).is_empty() {
         return None;
     }
     let cg = crate::host::facts::cgroup_facts(crate::host::namespaces::host_uid());
-    crate::run::limits::refusal(r, cg.delegated.as_deref().map_err(String::as_str), &cg.file)
+    crate::limits::refusal(r, cg.delegated.as_deref().map_err(String::as_str), &cg.file)
 }
 
 /// The largest task file cyclix reads, in bytes (1 MiB): a prompt, not a data set.
@@ -318,10 +316,7 @@ fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
 /// README asks for mode 0600.
 fn env_file_notice(env: &HostEnv, tenant: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt as _;
-    let path = env
-        .config_home
-        .join("cyclix/tenants")
-        .join(format!("{tenant}.env"));
+    let path = env.layout().tenant_env(tenant);
     let mode = std::fs::metadata(&path).ok()?.permissions().mode() & 0o777;
     (mode & 0o077 != 0).then(|| {
         let n = format!(

@@ -29,7 +29,7 @@ use crate::systemd::{
 /// # Errors
 /// The bus is unavailable, the unit is unknown, a D-Bus call failed, or stdout is closed.
 pub fn run(args: &UnitArgs) -> anyhow::Result<Outcome> {
-    let lock = args.runtime_dir.join("cyclix").join("systemd.lock");
+    let lock = crate::layout::Runtime(args.runtime_dir.clone()).systemd_lock();
     let manager =
         ZbusUnitManager::session(lock).context("connecting to the systemd user manager")?;
     let stdout = std::io::stdout();

@@ -74,7 +74,7 @@ pub const HELPER_DIRS: [&str; 4] = [
 /// egress policy, never a real service).
 pub const OUTSIDE_ADDRESS: &str = "192.0.2.1";
 /// The label of every object the outcome test creates; the value is the run's nonce.
-pub const CHECK_LABEL: &str = "io.cyclix.check";
+pub const CHECK_LABEL: &str = crate::naming::label::CHECK;
 /// Images the outcome test may use, in order of preference (the first present one).
 pub const PROBE_IMAGES: [&str; 3] = [
     "docker.io/library/busybox:latest",

@@ -909,7 +909,7 @@ fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, created: &Created) 
 /// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
 fn agent_oom(units: &dyn UnitManager, unit: &str, r: &crate::spec::Resources) -> Option<String> {
     let st = units.unit_status(unit).ok()?;
-    super::limits::oom_cause(st.result.as_deref(), r)
+    crate::limits::oom_cause(st.result.as_deref(), r)
 }
 
 /// Commits on the run branch, the proxy's health and its decisions.

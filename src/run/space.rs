@@ -44,8 +44,8 @@ pub fn full_causes(looked: &[(&str, &Path, FsSpace)]) -> Vec<String> {
                 "project filesystem full (avail {} of {}) at {} ({what}): the run's writes there \
                  fail with ENOSPC (No space left on device); free space on that file system and \
                  run again",
-                super::limits::bytes(s.avail),
-                super::limits::bytes(s.total),
+                crate::limits::bytes(s.avail),
+                crate::limits::bytes(s.total),
                 path.display()
             ),
         ));

@@ -179,7 +179,7 @@ fn each_external_interface_is_called_from_its_one_adapter() {
 /// The probe verdicts, the limits, naming and layout are pure like the rest of the core.
 #[test]
 fn verdicts_limits_names_and_paths_are_pure() {
-    let pure = ["probe/verdict", "run/limits", "naming", "layout"];
+    let pure = ["probe/verdict", "limits", "naming", "layout"];
     let mut seen = 0;
     let mut hits = Vec::new();
     for (rel, code) in sources() {

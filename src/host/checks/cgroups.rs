@@ -26,8 +26,8 @@ pub(super) fn asked_controllers(f: &CheckFacts) -> Vec<(&str, &'static str)> {
     let mut v = Vec::new();
     for t in &f.tenants {
         if let Ok(s) = &t.spec {
-            // The same list `cyclix run` refuses on (run::limits).
-            for n in crate::run::limits::needed(&s.agent.resources) {
+            // The same list `cyclix run` refuses on (limits).
+            for n in crate::limits::needed(&s.agent.resources) {
                 v.push((t.name.as_str(), n.controller));
             }
         }
@@ -35,7 +35,7 @@ pub(super) fn asked_controllers(f: &CheckFacts) -> Vec<(&str, &'static str)> {
     v
 }
 
-pub(super) const DELEGATE_FIX: &str = crate::run::limits::DELEGATE_FIX;
+pub(super) const DELEGATE_FIX: &str = crate::limits::DELEGATE_FIX;
 
 pub(super) fn cgroup_delegation(f: &CheckFacts) -> Check {
     const ID: &str = "cgroup-delegation";
@@ -69,7 +69,7 @@ pub(super) fn cgroup_delegation(f: &CheckFacts) -> Check {
         .map(|(t, c)| format!("{t}: {c}"))
         .collect();
     if !unenforced.is_empty() {
-        // `cyclix run` refuses these tenants (run::limits): a limit is never silently dropped.
+        // `cyclix run` refuses these tenants (limits): a limit is never silently dropped.
         return Check::fail(
             ID,
             format!(

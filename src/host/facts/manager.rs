@@ -13,12 +13,14 @@ pub(super) struct DbusSide {
 }
 
 pub(super) fn dbus_side(input: &GatherInput<'_>, uid: u32) -> DbusSide {
-    let lock = input
-        .env
-        .runtime_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
-        .join("cyclix/systemd.lock");
+    let lock = crate::layout::Runtime(
+        input
+            .env
+            .runtime_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/nonexistent")),
+    )
+    .systemd_lock();
     match ZbusUnitManager::session(lock) {
         Ok(m) => dbus_facts(&m.with_call_timeout(DBUS_DEADLINE), uid),
         Err(e) => {

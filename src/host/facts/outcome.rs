@@ -92,7 +92,7 @@ pub(super) fn outcome_test(podman: &Podman) -> Fact<OutcomeFacts> {
             )
         })?;
     let nonce = nonce();
-    let network = format!("cyclix-check-{nonce}");
+    let network = crate::naming::check_network(&nonce);
     let labels = [(CHECK_LABEL, nonce.as_str())];
     podman
         .network_create_internal(&network, &labels)
