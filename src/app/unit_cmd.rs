@@ -4,8 +4,8 @@
 //!
 //! Owns: the printing of outcomes to stdout (the clap types of the group, [`UnitArgs`],
 //! [`UnitCommand`] and [`crate::cli::unit::JobArgs`], are in `cli`). The work is done by a
-//! [`UnitManager`]: [`run`] connects the real one, [`execute`] takes any (tests use
-//! [`crate::systemd::FakeUnitManager`]).
+//! [`UnitManager`]: [`run`] connects the real one, [`execute`] takes any (unit tests use
+//! `systemd::FakeUnitManager`).
 //!
 //! May not: talk D-Bus itself (that is `systemd/dbus.rs`) or shell out to `systemctl`.
 //!
