@@ -31,9 +31,7 @@ pub(crate) fn default_run_context(
     RunContext {
         run_id: run_id.to_string(),
         worktree: worktree.map_or_else(
-            || {
-                path_str(&env.layout().worktree(&spec.tenant, run_id))
-            },
+            || path_str(&env.layout().worktree(&spec.tenant, run_id)),
             str::to_string,
         ),
         run_dir: run_dir.map_or_else(

@@ -11,6 +11,10 @@ use super::reload_gate::Access;
 use super::{
     ALREADY_SUBSCRIBED, Call, FALLBACK_READ_BUDGET, STATE_NOT_READ, ZbusUnitManager, within,
 };
+
+/// How long a poll that finds the job gone waits for its `JobRemoved`, which systemd sends
+/// right after clearing `Unit.Job`, before it settles the job from the unit's state.
+const VANISH_GRACE: Duration = Duration::from_millis(500);
 use crate::systemd::{Error, JobMode, JobOutcome, JobResult, Op, settle};
 
 impl ZbusUnitManager {
@@ -63,6 +67,23 @@ impl ZbusUnitManager {
         Ok(current == *job)
     }
 
+    /// The result of `job` if its `JobRemoved` arrives by `until` (other jobs' signals are
+    /// skipped); `Ok(None)` when none came.
+    async fn job_removed_by(
+        call: &Call<'_>,
+        removed: &mut JobRemovedStream,
+        job: &OwnedObjectPath,
+        until: Instant,
+    ) -> Result<Option<JobResult>, Error> {
+        while let Some(Some(signal)) = within(until, removed.next()).await {
+            let args = signal.args().map_err(|err| call.map_err(err))?;
+            if *args.job() == **job {
+                return Ok(Some(JobResult::parse(args.result())));
+            }
+        }
+        Ok(None)
+    }
+
     /// Waits for `JobRemoved` of `job`. `Ok(None)`: the job vanished without a signal.
     pub(super) async fn wait_for_job(
         &self,
@@ -95,6 +116,15 @@ impl ZbusUnitManager {
                     if Instant::now() < call.deadline
                         && !self.job_still_queued(call, manager, job).await?
                     {
+                        // systemd clears `Unit.Job` just before it sends `JobRemoved`: a poll
+                        // between the two must not outrun the signal already on its way
+                        // (seen under load: a failed job read as vanished).
+                        let grace = Instant::now() + VANISH_GRACE;
+                        if let Some(result) =
+                            Self::job_removed_by(call, removed, job, grace).await?
+                        {
+                            return Ok(Some(result));
+                        }
                         tracing::warn!(%job, "job vanished without JobRemoved; reading unit state");
                         return Ok(None);
                     }
