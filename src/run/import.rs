@@ -171,7 +171,7 @@ pub fn run_export(
         // The one writable mount: the gate's tree, empty, beside the work tree.
         opts.push(format!(
             "--volume={}:/out:rw,nosuid,nodev",
-            super::lifecycle::gate_tree_of(&req.repo).display()
+            crate::layout::gate_tree(&req.repo).display()
         ));
     }
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();

@@ -20,7 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, anyhow, bail};
 
 use super::boundary::{self, Watched};
+use super::ledger::{Entry, Ledger};
+use super::phases::{audit, teardown};
 use super::record::{Phase, RunRecord, RunResult};
+use super::reserve::{reserve_ports, reserve_subnet};
 use super::seam::RunHost;
 use super::tripwire::{self, Tripwires};
 use crate::render::{self, Backend, Dest, RunContext, plan::TASK_FILE};
@@ -135,18 +138,6 @@ pub(crate) struct Recorder {
     progress: Option<PathBuf>,
 }
 
-/// Notes `what` (a phase, `teardown/STEP`) in the progress file, then passes the fail point
-/// of that name (`crate::failpoint`). Best effort: the note is for convergence's record only.
-fn reached(progress: Option<&Path>, point: &str, what: &str) {
-    if let Some(p) = progress {
-        let tmp = p.with_extension("phase.tmp");
-        if std::fs::write(&tmp, what).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
-        }
-    }
-    crate::failpoint::kill_point(point);
-}
-
 impl Recorder {
     /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set;
     /// each phase is noted in `progress` (for convergence) when given.
@@ -159,7 +150,7 @@ impl Recorder {
     }
 
     pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        reached(self.progress.as_deref(), &format!("phase.{name}"), name);
+        super::phases::reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
             && self
@@ -187,202 +178,59 @@ impl Recorder {
     }
 }
 
-/// The kind of work tree a run made.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WorkTree {
-    /// None yet.
-    #[default]
-    None,
-    /// A linked worktree of the user's repository (host tiers): removed with git.
-    Linked,
-    /// The run's private repository (tier `container`): removed as plain files, never with git.
-    Private,
-}
-
-/// What was created, so teardown undoes exactly that (plus a by-label sweep).
-#[derive(Debug, Default)]
-pub(crate) struct Created {
+/// What a run holds while it runs: its ledger (everything it created, on disk as it grows)
+/// and what it saw on the way, for the audit and the record.
+#[derive(Debug)]
+pub(crate) struct RunState {
+    /// What the run created ([`Ledger`]); teardown undoes exactly that (plus a by-label sweep).
+    pub(crate) ledger: Ledger,
+    /// The planted tripwires (and the sentinel's handle), once planted.
     pub(crate) tripwires: Option<Tripwires>,
-    pub(crate) subnet_reservation: Option<PathBuf>,
-    pub(crate) port_reservations: Vec<PathBuf>,
-    /// The run's work tree, once made.
-    pub(crate) tree: WorkTree,
-    /// The gate's clean checkout of the run branch (tier `container`), once made.
-    pub(crate) gate_tree: Option<PathBuf>,
-    pub(crate) run_dir: bool,
-    pub(crate) secrets: Vec<String>,
-    pub(crate) files: Vec<PathBuf>,
-    pub(crate) units: Vec<String>,
     /// The repository's refs before the run (for the audit's ref check; host tiers).
     pub(crate) refs_before: Option<Vec<(String, String)>>,
     /// The user's repository before the run (tier `container`: compared after the import).
     pub(crate) repo_before: Option<super::repo_state::RepoState>,
-    /// The run branch's full ref and the commit it was created at, once created.
-    pub(crate) branch: Option<(String, String)>,
+    /// The run branch (in the ledger before it is made) exists: made with the worktree (host
+    /// tiers) or by the import (tier `container`).
+    pub(crate) branch_made: bool,
     /// Set by teardown: a git operation was half done in the worktree when it was removed.
     pub(crate) in_progress: Option<String>,
-    /// cyclix asked podman (directly or through a unit) to create something of this run; until
-    /// then there is nothing of it in podman to remove or to audit.
-    pub(crate) podman: bool,
     /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
     pub(crate) notices: Vec<String>,
 }
 
-/// The run branch: `cyclix/TENANT/RUN`.
-#[must_use]
-pub fn branch_name(tenant: &str, run_id: &str) -> String {
-    format!("cyclix/{tenant}/{run_id}")
-}
-
-/// Reserves the run's `10.213.N.0/24` among concurrent runs: podman only learns of the network
-/// when its unit starts, so two runs that list the networks at the same time could pick the
-/// same subnet (seen in parallel e2e runs: "subnet … is already used"). A reservation is a file
-/// `RUNS_ROOT/../subnets/N` created exclusively and holding the run id; one whose run dir is
-/// gone (a run that died, converged since) is stale and reclaimed. Returns the octet and the
-/// file, which teardown removes.
-///
-/// # Errors
-/// When no subnet is free, or on I/O failures.
-pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result<(u8, PathBuf)> {
-    let dir = reservations_dir(runs_root, SUBNETS_DIR);
-    let start = u16::from(crate::app::default_subnet_octet(run_id));
-    for i in 0..254u16 {
-        let n = u8::try_from((start - 1 + i) % 254 + 1)
-            .map_err(|_| anyhow!("invariant: octet fits in u8"))?;
-        if used.iter().any(|u| u == &format!("10.213.{n}.0/24")) {
-            continue;
-        }
-        if let Claim::Ours(file) = claim(runs_root, &dir, &n.to_string(), run_id)? {
-            return Ok((n, file));
+impl RunState {
+    /// A run that has created nothing yet but its ledger.
+    pub(crate) fn new(ledger: Ledger) -> Self {
+        RunState {
+            ledger,
+            tripwires: None,
+            refs_before: None,
+            repo_before: None,
+            branch_made: false,
+            in_progress: None,
+            notices: Vec::new(),
         }
     }
-    bail!(
-        "all 254 run subnets 10.213.1-254.0/24 are in use; remove stale networks (`podman network ls`, `cyclix leftovers`)"
-    )
-}
 
-/// The directory (beside `runs/`) holding the subnet reservations, one file per octet.
-pub const SUBNETS_DIR: &str = "subnets";
-/// The directory (beside `runs/`) holding the service port reservations, one file per port.
-pub const PORTS_DIR: &str = "ports";
-
-fn reservations_dir(runs_root: &Path, kind: &str) -> PathBuf {
-    runs_root.parent().unwrap_or(runs_root).join(kind)
-}
-
-/// What claiming one reservation file gave.
-enum Claim {
-    /// Created, holding our run id.
-    Ours(PathBuf),
-    /// Held by this live run.
-    Held(String),
-}
-
-/// Claims `DIR/NAME` for `run_id`: created exclusively and holding the run id; a file whose
-/// run dir (`runs_root/OWNER`) is gone is stale (its run died and was converged) and is
-/// reclaimed once.
-fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str) -> Result<Claim> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join(name);
-    for attempt in 0..2 {
-        match std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .open(&file)
-        {
-            Ok(mut f) => {
-                std::io::Write::write_all(&mut f, run_id.as_bytes())
-                    .with_context(|| format!("writing {}", file.display()))?;
-                return Ok(Claim::Ours(file));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let owner = std::fs::read_to_string(&file).unwrap_or_default();
-                let owner = owner.trim().to_string();
-                if attempt == 1 || owner.is_empty() || runs_root.join(&owner).exists() {
-                    return Ok(Claim::Held(owner)); // held by a live run
-                }
-                let _ = std::fs::remove_file(&file); // stale: its run is gone
-            }
-            Err(e) => return Err(e).with_context(|| format!("reserving {}", file.display())),
-        }
+    /// Whether the run's work tree is its private repository (tier `container`).
+    pub(crate) fn private_tree(&self) -> bool {
+        self.ledger.worktree().is_some_and(|(_, private)| private)
     }
-    Ok(Claim::Held(String::new()))
-}
-
-/// Reserves the port of each of `spec`'s services among concurrent runs, so no two runs on
-/// this host ever share one (issue 6: "two runs at once never share a port"): a fixed `port`
-/// is reserved as written (held by another live run: an error naming it and the fix); the
-/// others are picked from [`crate::render::plan::PICKED_PORTS`], starting at a point derived
-/// from the run id. Reservations are files `RUNS_ROOT/../ports/PORT` holding the run id, as
-/// for subnets ([`reserve_subnet`]); every file created is pushed to `files` (teardown removes
-/// them) even when a later one fails.
-///
-/// # Errors
-/// A fixed port held by another run, no free port left, or I/O failures.
-pub fn reserve_ports(
-    runs_root: &Path,
-    run_id: &str,
-    services: &[crate::spec::Service],
-    files: &mut Vec<PathBuf>,
-) -> Result<Vec<u16>> {
-    let dir = reservations_dir(runs_root, PORTS_DIR);
-    let (lo, hi) = crate::render::plan::PICKED_PORTS;
-    let span = u32::from(hi - lo) + 1;
-    let fixed: Vec<u16> = services.iter().filter_map(|s| s.port).collect();
-    let mut ports = Vec::new();
-    // Fixed ports first, so a picked one never takes a port the spec names.
-    let mut by_index: Vec<Option<u16>> = vec![None; services.len()];
-    for (i, s) in services.iter().enumerate() {
-        let Some(p) = s.port else { continue };
-        match claim(runs_root, &dir, &p.to_string(), run_id)? {
-            Claim::Ours(f) => files.push(f),
-            Claim::Held(owner) => bail!(
-                "services[{i}] ({}): port {p} is held by run {owner}, which is running now; \
-                 remove `port` from the service so cyclix picks a free one per run, or wait for that run",
-                s.name
-            ),
-        }
-        by_index[i] = Some(p);
-    }
-    let start = u32::from(crate::app::default_subnet_octet(run_id)) * 37 % span;
-    let mut k = 0u32;
-    for (i, s) in services.iter().enumerate() {
-        if s.port.is_some() {
-            continue;
-        }
-        loop {
-            if k >= span {
-                bail!(
-                    "services[{i}] ({}): all ports {lo}-{hi} are reserved by running runs; \
-                     see `cyclix leftovers` for reservations of runs that are gone",
-                    s.name
-                );
-            }
-            let p = u16::try_from(u32::from(lo) + (start + k) % span)
-                .map_err(|_| anyhow!("invariant: port fits in u16"))?;
-            k += 1;
-            if fixed.contains(&p) {
-                continue;
-            }
-            if let Claim::Ours(f) = claim(runs_root, &dir, &p.to_string(), run_id)? {
-                files.push(f);
-                by_index[i] = Some(p);
-                break;
-            }
-        }
-    }
-    for p in by_index {
-        ports.push(p.context("invariant: every service got a port")?);
-    }
-    Ok(ports)
 }
 
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
-/// with their phase). The caller writes the record.
-pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn RunHost) -> RunRecord {
+/// with their phase). `ledger` (started by the caller, [`Ledger::create`]) names everything
+/// the run creates as it goes. The caller writes the record, then removes the ledger.
+pub fn execute(
+    inp: &RunInputs,
+    ledger: Ledger,
+    units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
+) -> RunRecord {
     let mut rec = new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
-    let mut created = Created::default();
+    let mut created = RunState::new(ledger);
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     rec.notices.append(&mut created.notices);
     match outcome {
@@ -411,21 +259,32 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     }
     if rec.result != RunResult::Passed {
         // Before teardown frees the space: a full project file system is named as the cause.
-        rec.causes.extend(project_space_causes(inp, host, &created));
+        rec.causes
+            .extend(project_space_causes(inp, host, &created.ledger));
     }
-    let torn = r.phase("teardown", || teardown(inp, units, host, &mut created));
+    let torn = r.phase("teardown", || {
+        teardown::teardown(&teardown_of(inp), units, host, &mut created)
+    });
     rec.notices.append(&mut created.notices);
-    if created.branch.is_none() {
+    if !created.branch_made {
         rec.branch.clear(); // never made: the record must not name a branch that never was
     }
-    let audit = r.phase("audit", || audit(inp, units, host, &created));
+    let audit = r.phase("audit", || {
+        audit::audit(&audit_of(inp), units, host, &created)
+    });
     match audit {
-        Ok(left) => rec.leftovers = left,
+        Ok(left) => rec.leftovers = crate::inventory::texts(&left),
         Err(e) => rec.leftovers.push(format!("audit could not run: {e:#}")),
     }
     if let Some(before) = &created.repo_before {
         // What cyclix created is exactly the run branch; anything else was done on the host.
-        let mut own: Vec<String> = created.branch.iter().map(|(b, _)| b.clone()).collect();
+        let mut own: Vec<String> = created
+            .ledger
+            .branch()
+            .filter(|_| created.branch_made)
+            .map(|(b, _)| b.to_string())
+            .into_iter()
+            .collect();
         // A delivery reads the remote tip at prepare and pushes: git updates the
         // remote-tracking ref of the delivered branch both times.
         if let Some(d) = &rec.delivery {
@@ -457,6 +316,28 @@ pub fn execute(inp: &RunInputs, units: &(dyn UnitManager + Sync), host: &dyn Run
     rec
 }
 
+/// What teardown needs of the run's inputs.
+pub(crate) fn teardown_of(inp: &RunInputs) -> teardown::Teardown<'_> {
+    teardown::Teardown {
+        run_id: &inp.run_id,
+        repo: Path::new(&inp.spec.repo.path),
+        stop: inp.deadlines.stop,
+        progress: inp.progress.as_deref(),
+        converging: false,
+    }
+}
+
+/// What the audit needs of the run's inputs.
+pub(crate) fn audit_of(inp: &RunInputs) -> audit::Audit<'_> {
+    audit::Audit {
+        run_id: &inp.run_id,
+        repo: Path::new(&inp.spec.repo.path),
+        direct: inp.spec.tier == Tier::Direct,
+        settle: inp.deadlines.settle,
+        poll: inp.deadlines.poll,
+    }
+}
+
 /// The run's record before its first phase (result `error` until a phase decides otherwise).
 pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     let spec = &inp.spec;
@@ -472,7 +353,7 @@ fn bring_up_and_run(
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     r: &mut Recorder,
-    created: &mut Created,
+    created: &mut RunState,
     rec: &mut RunRecord,
 ) -> Result<RunResult> {
     let spec = &inp.spec;
@@ -495,10 +376,11 @@ fn bring_up_and_run(
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
-    r.phase("install", || install(inp, &rendered, created))?;
-    created.units.clone_from(&rendered.units.all);
-    r.phase("reload", || reload_and_confirm(units, &rendered.units))?;
-    created.podman = true;
+    r.phase("install", || install(inp, &rendered, &mut created.ledger))?;
+    r.phase("reload", || {
+        record_units(&mut created.ledger, &rendered.units)?;
+        reload_and_confirm(units, &rendered.units)
+    })?;
     r.phase("start", || {
         start_units(inp, units, host, &rendered.units, rec)
     })?;
@@ -510,7 +392,7 @@ fn bring_up_and_run(
             result = RunResult::LeakDetected;
         }
     }
-    if created.tree == WorkTree::Private
+    if created.private_tree()
         && matches!(
             result,
             RunResult::Passed | RunResult::GateFailed | RunResult::AgentFailed
@@ -525,7 +407,7 @@ fn bring_up_and_run(
         // `container` has a branch only once the import created it.
         let tip = match spec.tier {
             Tier::Direct => "HEAD".to_string(),
-            Tier::Container if created.branch.is_none() => String::new(),
+            Tier::Container if !created.branch_made => String::new(),
             _ => rec.branch.clone(),
         };
         collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
@@ -571,7 +453,7 @@ pub(crate) fn run_context(inp: &RunInputs, octet: u8, service_ports: Vec<u16>) -
 pub(crate) fn install(
     inp: &RunInputs,
     rendered: &render::Rendered,
-    created: &mut Created,
+    ledger: &mut Ledger,
 ) -> Result<()> {
     for f in &rendered.files {
         let dir = match f.dest {
@@ -589,12 +471,20 @@ pub(crate) fn install(
                 inp.run_id
             );
         }
+        ledger.record(Entry::File { path: path.clone() })?;
         super::record::atomic_write(&path, f.contents.as_bytes())?;
         // Unit files and the proxy config hold no secret; the proxy reads its config as its
         // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .with_context(|| format!("setting the mode of {}", path.display()))?;
-        created.files.push(path);
+    }
+    Ok(())
+}
+
+/// Records the run's units in its ledger, before the reload loads them.
+pub(crate) fn record_units(ledger: &mut Ledger, names: &render::plan::UnitNames) -> Result<()> {
+    for u in &names.all {
+        ledger.record(Entry::Unit { name: u.clone() })?;
     }
     Ok(())
 }
@@ -788,7 +678,7 @@ fn agent_and_gate(
     units: &dyn UnitManager,
     host: &dyn RunHost,
     r: &mut Recorder,
-    created: &mut Created,
+    created: &mut RunState,
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
 ) -> Result<RunResult> {
@@ -828,10 +718,10 @@ fn agent_and_gate(
         return Ok(RunResult::AgentFailed);
     }
     let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
-    let private = created.tree == WorkTree::Private;
+    let private = created.private_tree();
     let branch = rec.branch.clone();
     let gate_exit = r.phase("gate", || {
-        if private && !gate_checkout(inp, host, &mut created.gate_tree, &branch)? {
+        if private && !gate_checkout(inp, host, &mut created.ledger, &branch)? {
             return Ok(None);
         }
         run_to_end(
@@ -857,24 +747,19 @@ fn agent_and_gate(
     })
 }
 
-/// The gate's tree beside the work tree `worktree` ([`crate::render::plan::gate_tree`]).
-pub(crate) fn gate_tree_of(worktree: &Path) -> PathBuf {
-    PathBuf::from(render::plan::gate_tree(&worktree.display().to_string()))
-}
-
 /// Makes the gate's tree: an empty directory beside the private repository, filled by an
 /// export container with the run branch's tip ([`crate::render::plan::gate_tree`]), so the
 /// gate judges exactly the commits that are imported. `false`: the branch is gone.
-/// `made` is set once the directory exists (for teardown).
+/// The tree is in `ledger` before it exists (for teardown).
 pub(crate) fn gate_checkout(
     inp: &RunInputs,
     host: &dyn RunHost,
-    made: &mut Option<PathBuf>,
+    ledger: &mut Ledger,
     branch: &str,
 ) -> Result<bool> {
-    let tree = gate_tree_of(&inp.paths.worktree);
+    let tree = crate::layout::gate_tree(&inp.paths.worktree);
+    ledger.record(Entry::GateTree { path: tree.clone() })?;
     std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    *made = Some(tree);
     let req = super::import::ExportRequest {
         run_id: inp.run_id.clone(),
         tenant: inp.spec.tenant.clone(),
@@ -889,11 +774,11 @@ pub(crate) fn gate_checkout(
 
 /// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
 /// of them is (nearly) full; nothing when they have room or cannot be looked at.
-fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, created: &Created) -> Vec<String> {
+fn project_space_causes(inp: &RunInputs, host: &dyn RunHost, ledger: &Ledger) -> Vec<String> {
     let repo = PathBuf::from(&inp.spec.repo.path);
     let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
     let mut looked = Vec::new();
-    if created.tree != WorkTree::None {
+    if ledger.worktree().is_some() && inp.paths.worktree.exists() {
         looked.push(("the run's worktree", inp.paths.worktree.clone()));
     } else if let Some(parent) = inp.paths.worktree.parent() {
         looked.push(("the worktrees directory", parent.to_path_buf()));
@@ -948,12 +833,12 @@ fn collect(
 }
 
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
-/// the task; worktree on the run branch; the run's secrets. Records what it created for
-/// teardown.
+/// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
+/// is created.
 pub(crate) fn prepare(
     inp: &RunInputs,
     host: &dyn RunHost,
-    created: &mut Created,
+    created: &mut RunState,
     branch: &str,
     base_override: Option<&str>,
 ) -> Result<(String, PathBuf, u8, Vec<u16>)> {
@@ -967,24 +852,28 @@ pub(crate) fn prepare(
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
     let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
+    let ledger = &mut created.ledger;
+    ledger.record(Entry::RunDir {
+        path: inp.paths.run_dir.clone(),
+    })?;
     std::fs::create_dir_all(&inp.paths.run_dir)
         .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
-    created.run_dir = true;
     let used = host.used_subnets()?;
     let runs_root = inp
         .paths
         .run_dir
         .parent()
         .context("invariant: the run dir has a parent")?;
-    let (octet, reservation) = reserve_subnet(runs_root, &inp.run_id, &used)?;
-    created.subnet_reservation = Some(reservation);
+    let reservations = |kind| Entry::Reservations {
+        dir: crate::layout::reservations_beside(runs_root, kind),
+    };
+    ledger.record(reservations(crate::layout::SUBNETS_DIR))?;
+    let (octet, _) = reserve_subnet(runs_root, &inp.run_id, &used)?;
     let ports = if spec.tier == Tier::Container {
-        reserve_ports(
-            runs_root,
-            &inp.run_id,
-            &spec.services,
-            &mut created.port_reservations,
-        )?
+        if !spec.services.is_empty() {
+            ledger.record(reservations(crate::layout::PORTS_DIR))?;
+        }
+        reserve_ports(runs_root, &inp.run_id, &spec.services, &mut Vec::new())?
     } else {
         // The host tiers run no services (their agent runs on the host, not in a pod).
         Vec::new()
@@ -995,21 +884,8 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
-        let tw = tripwire::plant(&inp.tripwire_dir, &common, &inp.run_id)?;
-        let mut ctx = inp.probe_context.clone();
-        let escape = crate::probe::Escape {
-            key: tw.key.display().to_string(),
-            outside: tw.outside.display().to_string(),
-            sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
-            sockets: inp.probe_sockets.clone(),
-        };
-        boundary::complete_context(&mut ctx, &inp.run_id, octet, &common, escape);
+        let tw = plant_and_describe(inp, &mut created.ledger, &common, octet, &ctl)?;
         created.tripwires = Some(tw);
-        std::fs::write(
-            ctl.join(render::plan::PROBE_CONTEXT_FILE),
-            serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
-        )
-        .context("writing the probe context")?;
     }
     if let Some(parent) = inp.paths.worktree.parent() {
         std::fs::create_dir_all(parent)
@@ -1019,46 +895,99 @@ pub(crate) fn prepare(
         // A private repository: nothing of the user's is mounted into any container, and the
         // run branch appears in the user's repository only when the import creates it.
         created.repo_before = Some(host.repo_state(&repo)?);
+        created.ledger.record(Entry::Worktree {
+            path: inp.paths.worktree.clone(),
+            private: true,
+        })?;
         host.private_repo(&repo, &inp.paths.worktree, branch, &base)?;
-        created.tree = WorkTree::Private;
     } else {
         created.refs_before = Some(host.refs(&repo)?);
+        created.ledger.record(Entry::Worktree {
+            path: inp.paths.worktree.clone(),
+            private: false,
+        })?;
+        created.ledger.record(Entry::Branch {
+            refname: format!("refs/heads/{branch}"),
+            base: base.clone(),
+        })?;
         host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
-        created.tree = WorkTree::Linked;
-        created.branch = Some((format!("refs/heads/{branch}"), base.clone()));
+        created.branch_made = true;
     }
     if spec.tier != Tier::Container {
-        // No container: the values go to the host unit through an env file (mode 0600) in
-        // the run directory, removed with it; the unit file only names the file.
-        let path = inp.paths.run_dir.join(render::plan::HOST_ENV_FILE);
-        let mut text = Vec::new();
-        for (var, value) in &inp.secrets {
-            text.extend_from_slice(var.as_bytes());
-            text.push(b'=');
-            text.extend_from_slice(&systemd_env_quote(value));
-            text.push(b'\n');
-        }
-        let mut f = std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
-        std::io::Write::write_all(&mut f, &text)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_host_env(inp)?;
         return Ok((base, common, octet, ports));
     }
-    created.podman = true;
+    created.ledger.record(Entry::Podman)?;
+    let names = crate::naming::RunNames::new(&inp.run_id);
     for (var, value) in &inp.secrets {
-        let name = render::plan::secret_name(&inp.run_id, var);
+        let name = names.secret(var);
         let labels = vec![
-            ("io.cyclix.tenant".to_string(), spec.tenant.clone()),
-            ("io.cyclix.run".to_string(), inp.run_id.clone()),
+            (
+                crate::naming::label::TENANT.to_string(),
+                spec.tenant.clone(),
+            ),
+            (crate::naming::label::RUN.to_string(), inp.run_id.clone()),
         ];
+        created
+            .ledger
+            .record(Entry::Secret { name: name.clone() })?;
         host.secret_create(&name, value, &labels)?;
-        created.secrets.push(name);
     }
     Ok((base, common, octet, ports))
+}
+
+/// Plants the run's tripwires (each in the ledger first) and writes the probes' context
+/// (what they must find, where the tripwires are) to the control directory `ctl`.
+fn plant_and_describe(
+    inp: &RunInputs,
+    ledger: &mut Ledger,
+    common: &Path,
+    octet: u8,
+    ctl: &Path,
+) -> Result<Tripwires> {
+    for path in tripwire::paths(&inp.tripwire_dir, &inp.run_id) {
+        ledger.record(Entry::Tripwire { path })?;
+    }
+    ledger.record(Entry::Sentinel {
+        name: tripwire::sentinel_name(&inp.run_id),
+    })?;
+    let tw = tripwire::plant(&inp.tripwire_dir, common, &inp.run_id)?;
+    let mut ctx = inp.probe_context.clone();
+    let escape = crate::probe::Escape {
+        key: tw.key.display().to_string(),
+        outside: tw.outside.display().to_string(),
+        sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
+        sockets: inp.probe_sockets.clone(),
+    };
+    boundary::complete_context(&mut ctx, &inp.run_id, octet, common, escape);
+    std::fs::write(
+        ctl.join(render::plan::PROBE_CONTEXT_FILE),
+        serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
+    )
+    .context("writing the probe context")?;
+    Ok(tw)
+}
+
+/// No container: the secret values go to the host unit through an env file (mode 0600) in
+/// the run directory, removed with it; the unit file only names the file.
+fn write_host_env(inp: &RunInputs) -> Result<()> {
+    let path = inp.paths.run_dir.join(render::plan::HOST_ENV_FILE);
+    let mut text = Vec::new();
+    for (var, value) in &inp.secrets {
+        text.extend_from_slice(var.as_bytes());
+        text.push(b'=');
+        text.extend_from_slice(&systemd_env_quote(value));
+        text.push(b'\n');
+    }
+    let mut f = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut f, &text)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// How many lines of the agent's and the gate's output the record keeps.
@@ -1337,267 +1266,6 @@ pub(crate) fn run_to_end(
     }
 }
 
-/// Teardown, step by step (each a point `teardown.STEP` of [`crate::failpoint::TEARDOWN_STEPS`],
-/// noted in the progress file): stop units, remove files, reload, remove the labelled podman
-/// objects, the secrets, the worktree (after noting a half-done git operation in it), the run
-/// branch if it has no commits (a temporary ref), the run dir. Every step runs whatever
-/// failed before it; the errors are joined.
-pub(crate) fn teardown(
-    inp: &RunInputs,
-    units: &dyn UnitManager,
-    host: &dyn RunHost,
-    c: &mut Created,
-) -> Result<()> {
-    let mut errors: Vec<String> = Vec::new();
-    let step = |name: &str| {
-        reached(
-            inp.progress.as_deref(),
-            &format!("teardown.{name}"),
-            &format!("teardown/{name}"),
-        );
-    };
-    if let Some(tw) = c.tripwires.as_mut() {
-        tripwire::remove(tw);
-    }
-    if let Some(r) = &c.subnet_reservation {
-        let _ = std::fs::remove_file(r);
-    }
-    for r in &c.port_reservations {
-        let _ = std::fs::remove_file(r);
-    }
-    let mut note = |what: &str, r: Result<()>| {
-        if let Err(e) = r {
-            errors.push(format!("{what}: {e:#}"));
-        }
-    };
-    step("stop-units");
-    for u in &c.units {
-        note(
-            &format!("stopping {u}"),
-            units
-                .stop(u, JobMode::Replace, inp.deadlines.stop)
-                .map(|_| ())
-                .map_err(Into::into),
-        );
-        // A failed unit stays loaded until its failure is reset; reset it so nothing remains.
-        let _ = units.reset_failed(u);
-    }
-    step("files");
-    for f in &c.files {
-        note(&format!("removing {}", f.display()), remove_file(f));
-    }
-    step("reload");
-    if !c.files.is_empty() {
-        note("reloading", units.reload().map_err(Into::into));
-    }
-    step("podman");
-    if inp.spec.tier == Tier::Container && c.podman {
-        note(
-            "removing the run's podman objects",
-            host.remove_run_objects(&inp.run_id),
-        );
-    }
-    step("secrets");
-    for s in &c.secrets {
-        note(&format!("removing secret {s}"), host.secret_remove(s));
-    }
-    step("worktree");
-    let repo = Path::new(&inp.spec.repo.path);
-    if let Some(tree) = &c.gate_tree {
-        note("removing the gate's tree", host.remove_tree(tree));
-    }
-    if c.tree == WorkTree::Private {
-        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
-        note(
-            "removing the run's private repository",
-            host.remove_tree(&inp.paths.worktree),
-        );
-    } else if c.tree == WorkTree::Linked {
-        if inp.paths.worktree.exists() {
-            // Removing the worktree also drops its git dir, where a half-done merge or rebase
-            // lives: note it first, the audit reports it.
-            c.in_progress = host.in_progress(&inp.paths.worktree).ok().flatten();
-        }
-        note(
-            "removing the worktree",
-            host.worktree_remove(repo, &inp.paths.worktree),
-        );
-    }
-    step("branch");
-    if let Some((branch, base)) = &c.branch {
-        // Compare-and-delete: a branch with the agent's commits has moved and is kept.
-        match host.delete_ref_at(repo, branch, base) {
-            Ok(true) => c.notices.push(format!(
-                "run branch {} deleted at teardown: it had no commits",
-                branch.trim_start_matches("refs/heads/")
-            )),
-            Ok(false) => {}
-            Err(e) => note("deleting the run branch (no commits)", Err(e)),
-        }
-    }
-    step("run-dir");
-    note("removing the import's staging dir", remove_import_dir(inp));
-    if c.run_dir && inp.paths.run_dir.exists() {
-        note(
-            "removing the run dir",
-            std::fs::remove_dir_all(&inp.paths.run_dir)
-                .with_context(|| format!("removing {}", inp.paths.run_dir.display())),
-        );
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        bail!("{}", errors.join("; "))
-    }
-}
-
-/// Removes the import's staging dir beside the record, if an import left it.
-fn remove_import_dir(inp: &RunInputs) -> Result<()> {
-    let Some(records) = &inp.paths.records_dir else {
-        return Ok(());
-    };
-    let staged = super::converge::import_dir(records, &inp.run_id);
-    if staged.exists() {
-        std::fs::remove_dir_all(&staged)
-            .with_context(|| format!("removing {}", staged.display()))?;
-    }
-    Ok(())
-}
-
-fn remove_file(p: &Path) -> Result<()> {
-    match std::fs::remove_file(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("removing {}", p.display())),
-    }
-}
-
-pub(crate) fn audit(
-    inp: &RunInputs,
-    units: &dyn UnitManager,
-    host: &dyn RunHost,
-    c: &Created,
-) -> Result<Vec<String>> {
-    let mut left = if inp.spec.tier == Tier::Container && c.podman {
-        host.inventory(&inp.run_id)?
-    } else {
-        Vec::new()
-    };
-    for u in &c.units {
-        // Inactive with its file gone is what systemd garbage-collects; running or failed stays.
-        let st = units.unit_status(u)?;
-        if !matches!(st.active_state, ActiveState::Inactive) {
-            left.push(format!("unit {u} still {}", st.summary()));
-        }
-    }
-    for f in &c.files {
-        if f.exists() {
-            left.push(format!("file {}", f.display()));
-        }
-    }
-    if inp.paths.worktree.exists() {
-        left.push(format!("worktree {}", inp.paths.worktree.display()));
-    }
-    if let Some(tree) = c.gate_tree.as_ref().filter(|t| t.exists()) {
-        left.push(format!("gate tree {}", tree.display()));
-    }
-    if inp.paths.run_dir.exists() {
-        left.push(format!("run dir {}", inp.paths.run_dir.display()));
-    }
-    let repo = Path::new(&inp.spec.repo.path);
-    if let Some(op) = &c.in_progress {
-        left.push(format!(
-            "{op} was in progress in the run's worktree when it was removed: the run's commits \
-             are not a finished result"
-        ));
-    }
-    if inp.spec.tier == Tier::Direct
-        && let Some(op) = host.in_progress(repo)?
-    {
-        left.push(format!(
-            "{op} in progress in {} (the direct tier's checkout); finish or abort it there",
-            repo.display()
-        ));
-    }
-    if let Some(before) = &c.refs_before {
-        let own = c.branch.as_ref().map_or("", |(b, _)| b.as_str());
-        left.extend(ref_changes(
-            before,
-            &host.refs(repo)?,
-            own,
-            inp.spec.tier == Tier::Direct,
-        ));
-    }
-    // conmon exits right after its container; give it `settle` before counting it (B11).
-    let t0 = Instant::now();
-    loop {
-        let procs = host.run_processes(&inp.run_id)?;
-        if procs.is_empty() || t0.elapsed() >= inp.deadlines.settle {
-            left.extend(procs);
-            break;
-        }
-        std::thread::sleep(inp.deadlines.poll);
-    }
-    Ok(left)
-}
-
-/// What changed in the repository's refs during a run outside its own branch `own`: refs
-/// created, deleted or moved (the agent's container can write the shared git dir's refs).
-/// Not counted: remote-tracking refs (`refs/remotes/`, moved by fetches), cyclix's run
-/// branches (`refs/heads/cyclix/`, written by concurrent runs of the same repository) and, for
-/// the direct tier (`heads_move`), branches (its commits land on the checked-out branch).
-#[must_use]
-pub fn ref_changes(
-    before: &[(String, String)],
-    after: &[(String, String)],
-    own: &str,
-    heads_move: bool,
-) -> Vec<String> {
-    let fix = |r: &str| {
-        format!(
-            "not the run's branch: the run wrote to the repository's refs; check it (`git log \
-             {r}`), then keep, restore or delete it (`git update-ref -d {r}`); if you changed it \
-             yourself meanwhile, ignore this"
-        )
-    };
-    let skip = |r: &str| {
-        r == own
-            || r.starts_with("refs/remotes/")
-            || r.starts_with("refs/heads/cyclix/")
-            || (heads_move && r.starts_with("refs/heads/"))
-    };
-    let short = |s: &str| s.get(..12).unwrap_or(s).to_string();
-    let find =
-        |v: &[(String, String)], r: &str| v.iter().find(|(n, _)| n == r).map(|(_, s)| s.clone());
-    let mut out = Vec::new();
-    for (r, sha) in after.iter().filter(|(r, _)| !skip(r)) {
-        match find(before, r) {
-            None => out.push(format!(
-                "ref {r} created during the run at {}: {}",
-                short(sha),
-                fix(r)
-            )),
-            Some(old) if &old != sha => out.push(format!(
-                "ref {r} moved during the run from {} to {}: {}",
-                short(&old),
-                short(sha),
-                fix(r)
-            )),
-            Some(_) => {}
-        }
-    }
-    for (r, sha) in before.iter().filter(|(r, _)| !skip(r)) {
-        if find(after, r).is_none() {
-            out.push(format!(
-                "ref {r} deleted during the run (was {}): {}",
-                short(sha),
-                fix(r)
-            ));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1704,7 +1372,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, crate::failpoint::PHASES);
@@ -1758,7 +1426,7 @@ mod tests {
         let units = FakeUnitManager::new();
         units.exit_after_start("cyclix-r1-agent.service", 3);
         let host = FakeRunHost::default();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(
             (rec.result, rec.agent_exit, rec.gate_exit),
             (RunResult::AgentFailed, Some(3), None)
@@ -1775,7 +1443,7 @@ mod tests {
         units.exit_after_start("cyclix-r1-agent.service", 0);
         units.exit_after_start("cyclix-r1-gate.service", 1);
         let host = FakeRunHost::default();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(
             (rec.result, rec.gate_exit),
             (RunResult::GateFailed, Some(1))
@@ -1815,7 +1483,7 @@ mod tests {
                 fail: vec![op.into()],
                 ..Default::default()
             };
-            let rec = execute(&w.inp, &units, &host);
+            let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
             fails_in(
                 match op {
                     "commits" => "collect",
@@ -1878,7 +1546,7 @@ mod tests {
             units.exit_after_start("cyclix-r1-gate.service", 0);
             script(&units);
             let host = FakeRunHost::default();
-            let rec = execute(&w.inp, &units, &host);
+            let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
             fails_in(phase, &rec);
             nothing_left(&w, &rec, &host);
         }
@@ -1891,7 +1559,7 @@ mod tests {
         w.inp.deadlines.slack = Duration::from_millis(30);
         let units = FakeUnitManager::new();
         let host = FakeRunHost::default();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         fails_in("agent", &rec);
         assert!(
             rec.error
@@ -1920,7 +1588,7 @@ mod tests {
             objects: std::sync::Mutex::new(vec!["network cyclix-r1".into()]),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Error);
         assert!(
             rec.leftovers.iter().any(|l| l == "network cyclix-r1"),
@@ -1947,7 +1615,7 @@ mod tests {
             refs_later: vec![("refs/heads/stray".into(), "a".repeat(40))],
             ..Default::default()
         };
-        let rec = execute(&inp, &units, &host);
+        let rec = execute(&inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         assert_eq!(
             rec.repo_changes,
@@ -1967,7 +1635,7 @@ mod tests {
             processes: vec!["process 77 (conmon): /usr/bin/conmon -n cyclix-r1-agent".into()],
             ..Default::default()
         };
-        let rec = execute(&inp, &units, &host);
+        let rec = execute(&inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.failed_phase.as_deref(), Some("audit"));
         assert!(rec.leftovers.join("\n").contains("process 77 (conmon)"));
     }
@@ -1986,7 +1654,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         let text = serde_json::to_string(&rec).expect("json");
         assert!(!text.contains("s3cret"), "{text}");
         assert!(
@@ -2005,7 +1673,7 @@ mod tests {
             refuse_bundle: Some("the bundle must hold exactly one ref".into()),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
         assert_eq!(rec.result.exit_code(), 1);
         let imp = rec.import.as_ref().expect("import");
@@ -2022,7 +1690,7 @@ mod tests {
             no_commits: true,
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         assert_eq!(
             rec.import.as_ref().map(|i| i.outcome.as_str()),
@@ -2058,7 +1726,7 @@ mod tests {
             .lock()
             .expect("lock")
             .push(("refs/heads/cyclix/acme/r1".into(), base.clone()));
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
         assert!(
             host.calls()
@@ -2076,7 +1744,7 @@ mod tests {
         assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
         // A direct-tier style change of an existing branch is a leftover on other tiers.
         assert_eq!(
-            ref_changes(
+            audit::ref_changes(
                 &[("refs/heads/main".into(), base.clone())],
                 &[("refs/heads/main".into(), "e".repeat(40))],
                 "refs/heads/cyclix/acme/r1",
@@ -2086,7 +1754,7 @@ mod tests {
             1
         );
         assert!(
-            ref_changes(
+            audit::ref_changes(
                 &[("refs/heads/main".into(), base.clone())],
                 &[("refs/heads/main".into(), "e".repeat(40))],
                 "refs/heads/cyclix/acme/r1",
@@ -2094,7 +1762,7 @@ mod tests {
             )
             .is_empty()
         );
-        let gone = ref_changes(&[("refs/tags/v1".into(), base)], &[], "x", true);
+        let gone = audit::ref_changes(&[("refs/tags/v1".into(), base)], &[], "x", true);
         assert!(
             gone[0].starts_with("ref refs/tags/v1 deleted during the run"),
             "{gone:?}"
@@ -2111,7 +1779,7 @@ mod tests {
             probe_report: Some((1, FAILING.into())),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::ProbeRefused, "{rec:?}");
         assert_eq!(rec.result.exit_code(), 1);
         assert_eq!(
@@ -2136,7 +1804,7 @@ mod tests {
             environ: vec![leak],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::ProbeRefused);
         assert_eq!(
             rec.refusal,
@@ -2154,7 +1822,7 @@ mod tests {
             watch_report: Some((1, FAILING.into())),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
         assert_eq!(rec.result.exit_code(), 1);
         assert_eq!(rec.watch_rounds, 1);
@@ -2181,7 +1849,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(100));
             flag.store(true, Ordering::SeqCst);
         });
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         t.join().expect("join");
         assert_eq!(rec.result, RunResult::Error);
         assert_eq!(rec.failed_phase.as_deref(), Some("agent"), "{rec:?}");
@@ -2203,7 +1871,7 @@ mod tests {
         units.exit_after_start("cyclix-r1-agent.service", 0);
         units.exit_after_start("cyclix-r1-gate.service", 0);
         let host = FakeRunHost::default();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         assert!(
             rec.notices.iter().any(|n| n.contains("tier `worktree`")),
@@ -2311,7 +1979,7 @@ mod tests {
             journal: vec!["FATAL: could not open port".into(), "s3cret".into()],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         fails_in("start", &rec);
         let e = rec.error.as_deref().unwrap_or_default();
         for want in [
@@ -2349,7 +2017,7 @@ mod tests {
             .expect("runs")
             .parent()
             .expect("root")
-            .join(PORTS_DIR);
+            .join(crate::layout::PORTS_DIR);
         assert_eq!(
             std::fs::read_dir(&ports).map_or(0, Iterator::count),
             0,
@@ -2371,61 +2039,13 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_runs_never_reserve_the_same_port_and_a_held_fixed_port_is_refused() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let runs = dir.path().join("runs");
-        let svc = |port: Option<u16>| crate::spec::Service {
-            name: "db".into(),
-            image: crate::spec::Image::UnpinnedLocal {
-                reference: "localhost/pg".into(),
-            },
-            command: Vec::new(),
-            env: Vec::new(),
-            port,
-            data: None,
-            health: None,
-        };
-        let mut seen = std::collections::BTreeSet::new();
-        let mut files = Vec::new();
-        for i in 0..50 {
-            let id = format!("r{i}");
-            std::fs::create_dir_all(runs.join(&id)).expect("run dir");
-            // Same run id seed for all: every run prefers the same first port.
-            let got =
-                reserve_ports(&runs, &id, &[svc(None), svc(None)], &mut files).expect("reserve");
-            for p in got {
-                assert!(seen.insert(p), "port {p} handed out twice");
-            }
-        }
-        assert_eq!(files.len(), 100);
-        // A fixed port held by a live run is refused, naming the holder and the fix.
-        let mut f1 = Vec::new();
-        std::fs::create_dir_all(runs.join("a")).expect("a");
-        std::fs::create_dir_all(runs.join("b")).expect("b");
-        reserve_ports(&runs, "a", &[svc(Some(5432))], &mut f1).expect("first");
-        let mut f2 = Vec::new();
-        let e = reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect_err("held");
-        assert_eq!(
-            e.to_string(),
-            "services[0] (db): port 5432 is held by run a, which is running now; remove `port` from the service so cyclix picks a free one per run, or wait for that run"
-        );
-        assert!(f2.is_empty());
-        // Once its run is gone (converged), the reservation is stale and reclaimed.
-        std::fs::remove_dir_all(runs.join("a")).expect("rm");
-        assert_eq!(
-            reserve_ports(&runs, "b", &[svc(Some(5432))], &mut f2).expect("reclaimed"),
-            [5432]
-        );
-    }
-
-    #[test]
     fn an_agent_killed_for_memory_is_an_agent_failure_whose_record_says_oom() {
         let mut w = world();
         w.inp.spec.agent.resources.memory_bytes = Some(64 << 20);
         let units = FakeUnitManager::new();
         units.end_after_start("cyclix-r1-agent.service", 137, "oom-kill");
         let host = FakeRunHost::default();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(
             (rec.result, rec.agent_exit),
             (RunResult::AgentFailed, Some(137)),
@@ -2442,7 +2062,7 @@ mod tests {
         let w = world();
         let units = FakeUnitManager::new();
         units.exit_after_start("cyclix-r1-agent.service", 137);
-        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &FakeRunHost::default());
         assert_eq!(rec.result, RunResult::AgentFailed);
         assert!(rec.causes.is_empty(), "{:?}", rec.causes);
     }
@@ -2460,7 +2080,7 @@ mod tests {
             watch_report: Some((137, String::new())),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
         nothing_left(&w, &rec, &host);
@@ -2473,7 +2093,7 @@ mod tests {
             watch_report: Some((137, String::new())),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
         assert!(
             rec.refusal[0].contains("exited 137 without a complete report"),
@@ -2491,7 +2111,7 @@ mod tests {
             fs_avail: Some(0),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
         assert_eq!(
             rec.causes.len(),
@@ -2525,7 +2145,7 @@ mod tests {
             fail: vec!["private_repo".into()],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &FakeUnitManager::new(), &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &FakeUnitManager::new(), &host);
         fails_in("prepare", &rec);
         assert!(
             rec.causes
@@ -2543,13 +2163,13 @@ mod tests {
             fs_avail: Some(0),
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed);
         assert!(!host.calls().iter().any(|c| c.starts_with("fs_space")));
         let w = world();
         let units = FakeUnitManager::new();
         units.exit_after_start("cyclix-r1-agent.service", 1);
-        let rec = execute(&w.inp, &units, &FakeRunHost::default());
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &FakeRunHost::default());
         assert!(rec.causes.is_empty(), "{:?}", rec.causes);
     }
 
@@ -2563,7 +2183,7 @@ mod tests {
             ..Default::default()
         };
         let t0 = Instant::now();
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert!(t0.elapsed() < Duration::from_secs(5), "the wait is bounded");
         fails_in("prepare", &rec);
         let err = rec.error.as_deref().unwrap_or_default();
@@ -2609,7 +2229,7 @@ mod tests {
             lock_held_looks: 12, // about 1.2 s at one look per 100 ms
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
         assert!(
             rec.notices
@@ -2631,7 +2251,7 @@ mod tests {
             fail: vec!["secret_create".into()],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &host);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
         fails_in("prepare", &rec);
         assert!(
             !rec.error
@@ -2647,31 +2267,11 @@ mod tests {
             fail: vec!["secret_create".into()],
             ..Default::default()
         };
-        let rec = execute(&w.inp, &units, &held_later);
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &held_later);
         let err = rec.error.as_deref().unwrap_or_default();
         assert!(
             err.contains("storage lock is held") && err.contains("pid 4711"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn concurrent_runs_never_reserve_the_same_subnet_and_stale_reservations_are_reclaimed() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let runs = dir.path().join("runs");
-        for id in ["a1", "a2", "a3"] {
-            std::fs::create_dir_all(runs.join(id)).expect("run dir");
-        }
-        // Same preferred octet for all: the run id decides it, so force a collision with one id.
-        let (n1, f1) = reserve_subnet(&runs, "a1", &[]).expect("first");
-        std::fs::create_dir_all(runs.join("a1-twin")).expect("dir");
-        let (n2, _) = reserve_subnet(&runs, "a1", &[]).expect("second with the same preference");
-        assert_ne!(n1, n2, "two live runs got one subnet");
-        // A reservation whose run dir is gone is stale and reclaimed.
-        std::fs::write(&f1, "gone-run").expect("stale owner");
-        let (n3, _) = reserve_subnet(&runs, "a1", &[]).expect("reclaim");
-        assert_eq!(n3, n1);
-        let used: Vec<String> = (1..=254).map(|n| format!("10.213.{n}.0/24")).collect();
-        assert!(reserve_subnet(&runs, "a2", &used).is_err());
     }
 }

@@ -193,7 +193,7 @@ impl RunRecord {
             phases: Vec::new(),
             agent_exit: None,
             gate_exit: None,
-            branch: super::lifecycle::branch_name(tenant, run_id),
+            branch: crate::naming::branch(tenant, run_id),
             base_commit: String::new(),
             commits: Vec::new(),
             probes: Vec::new(),

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use anyhow::{Result, bail};
 
 use super::record::CommitInfo;
+use crate::inventory::Leftover;
 
 /// Git, podman and journal operations of one run.
 pub trait RunHost {
@@ -100,11 +101,11 @@ pub trait RunHost {
     /// podman failed.
     fn remove_run_objects(&self, run_id: &str) -> Result<()>;
     /// Lists what is left of the run in podman: labelled containers, pods, networks, volumes,
-    /// and secrets named `cyclix-RUN-*`, each as `kind name`.
+    /// and secrets named `cyclix-RUN-*` ([`super::host::podman_leftovers`]).
     ///
     /// # Errors
     /// podman failed.
-    fn inventory(&self, run_id: &str) -> Result<Vec<String>>;
+    fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>>;
     /// Subnets of all existing podman networks (`10.213.7.0/24`, ...).
     ///
     /// # Errors
@@ -167,13 +168,14 @@ pub trait RunHost {
     /// What of run `run_id` is left in the host's process table and cgroup tree (field report
     /// B11): podman's helpers (conmon, pasta, rootlessport, slirp4netns) and the escape
     /// sentinel whose command line names the run (`cyclix-RUN…`), and cgroups named after the
-    /// run's units under the user manager (whatever runs in them), each as
-    /// `process PID (COMM): CMDLINE` or `cgroup PATH (N processes)`. A user's own
+    /// run's units under the user manager (whatever runs in them), each a
+    /// [`Kind::Process`](crate::inventory::Kind::Process) `PID (COMM): CMDLINE` or a
+    /// [`Kind::Cgroup`](crate::inventory::Kind::Cgroup) `PATH (N processes)`. A user's own
     /// `journalctl -u cyclix-RUN-agent` is not the run's.
     ///
     /// # Errors
     /// `/proc` or the cgroup tree cannot be read.
-    fn run_processes(&self, run_id: &str) -> Result<Vec<String>>;
+    fn run_processes(&self, run_id: &str) -> Result<Vec<Leftover>>;
     /// Kills run `run_id`'s escape sentinel (a `sleep` cyclix started, `argv[0]`
     /// `cyclix-RUN-sentinel`) left by a cyclix that died; never touches other processes.
     /// Returns how many it killed.
@@ -309,7 +311,7 @@ impl RunHost for FakeRunHost {
     }
     fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool> {
         self.call("export_gate_tree", &req.branch)?;
-        std::fs::create_dir_all(super::lifecycle::gate_tree_of(&req.repo))?;
+        std::fs::create_dir_all(crate::layout::gate_tree(&req.repo))?;
         Ok(true)
     }
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
@@ -375,9 +377,10 @@ impl RunHost for FakeRunHost {
         }
         Ok(())
     }
-    fn inventory(&self, run_id: &str) -> Result<Vec<String>> {
+    fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>> {
         self.call("inventory", run_id)?;
-        Ok(self.objects.lock().map(|o| o.clone()).unwrap_or_default())
+        let objects = self.objects.lock().map(|o| o.clone()).unwrap_or_default();
+        Ok(objects.into_iter().map(Leftover::finding).collect())
     }
     fn used_subnets(&self) -> Result<Vec<String>> {
         self.call("used_subnets", "")?;
@@ -439,9 +442,14 @@ impl RunHost for FakeRunHost {
         self.call("in_progress", &worktree.display().to_string())?;
         Ok(self.in_progress.clone())
     }
-    fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
+    fn run_processes(&self, run_id: &str) -> Result<Vec<Leftover>> {
         self.call("run_processes", run_id)?;
-        Ok(self.processes.clone())
+        Ok(self
+            .processes
+            .iter()
+            .cloned()
+            .map(Leftover::finding)
+            .collect())
     }
     fn kill_sentinel(&self, run_id: &str) -> Result<usize> {
         self.call("kill_sentinel", run_id)?;

@@ -21,7 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 
 use super::host::RealRunHost;
-use super::lifecycle::{self, Created, Recorder, RunInputs};
+use super::ledger::Ledger;
+use super::lifecycle::{self, Recorder, RunInputs, RunState};
+use super::phases::{audit, teardown};
 use super::seam::{FakeRunHost, RunHost};
 use crate::render::{self, plan::RunPlan};
 use crate::systemd::{JobMode, UnitManager};
@@ -239,7 +241,7 @@ fn environment(
     };
     let mut rec = lifecycle::new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), None);
-    let mut created = Created::default();
+    let mut created = RunState::new(Ledger::in_memory());
     let mut plan = None;
     let up = bring_up(
         inp,
@@ -284,13 +286,15 @@ fn environment(
     side.down_ms = Some(now_ms());
     // The temporary branch goes later, once every side is down (see `remove_branches`).
     let torn = r.phase("teardown", || {
-        lifecycle::teardown(inp, units, host, &mut created)
+        teardown::teardown(&lifecycle::teardown_of(inp), units, host, &mut created)
     });
     if let Err(e) = torn {
         side.error.get_or_insert_with(|| format!("{e:#}"));
     }
-    match r.phase("audit", || lifecycle::audit(inp, units, host, &created)) {
-        Ok(left) => side.leftovers = left,
+    match r.phase("audit", || {
+        audit::audit(&lifecycle::audit_of(inp), units, host, &created)
+    }) {
+        Ok(left) => side.leftovers = crate::inventory::texts(&left),
         Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
     }
     (side, plan)
@@ -305,7 +309,7 @@ fn bring_up(
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     r: &mut Recorder,
-    created: &mut Created,
+    created: &mut RunState,
     rec: &mut crate::run::record::RunRecord,
     plan_out: &mut Option<RunPlan>,
 ) -> Result<Option<render::plan::UnitNames>> {
@@ -313,7 +317,7 @@ fn bring_up(
     let (_, _common, octet, ports) = r.phase("prepare", || {
         let p = lifecycle::prepare(inp, host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !lifecycle::gate_checkout(inp, host, &mut created.gate_tree, &branch)? {
+        if !lifecycle::gate_checkout(inp, host, &mut created.ledger, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         Ok(p)
@@ -325,12 +329,13 @@ fn bring_up(
         *plan_out = Some(plan);
         Ok(rendered)
     })?;
-    r.phase("install", || lifecycle::install(inp, &rendered, created))?;
-    created.units.clone_from(&rendered.units.all);
+    r.phase("install", || {
+        lifecycle::install(inp, &rendered, &mut created.ledger)
+    })?;
     r.phase("reload", || {
+        lifecycle::record_units(&mut created.ledger, &rendered.units)?;
         lifecycle::reload_and_confirm(units, &rendered.units)
     })?;
-    created.podman = true;
     r.phase("start", || {
         lifecycle::start_units(inp, units, host, &rendered.units, rec)
     })?;
@@ -451,9 +456,9 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         ..Side::default()
     };
     let repo = PathBuf::from(&inp.spec.repo.path);
-    let branch = lifecycle::branch_name(&inp.spec.tenant, &inp.run_id);
+    let branch = crate::naming::branch(&inp.spec.tenant, &inp.run_id);
     let mut made_worktree = false;
-    let mut gate_tree = None;
+    let mut made = Ledger::in_memory();
     let run = (|| -> Result<SuiteRun> {
         let base = host.rev_parse(&repo, &inp.spec.repo.base)?;
         let results = results_dir(inp)?;
@@ -463,7 +468,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !lifecycle::gate_checkout(inp, host, &mut gate_tree, &branch)? {
+        if !lifecycle::gate_checkout(inp, host, &mut made, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is
@@ -472,7 +477,10 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         let plan = quick_plan(
             inp,
             quick,
-            (crate::app::default_subnet_octet(&inp.run_id), unused_ports),
+            (
+                super::reserve::default_subnet_octet(&inp.run_id),
+                unused_ports,
+            ),
             &results,
         )?;
         let gate_stem = plan.units.gate.trim_end_matches(".service");
@@ -495,7 +503,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
     }
-    if let Some(tree) = &gate_tree
+    if let Some(tree) = made.gate_tree()
         && let Err(e) = host.remove_tree(tree)
     {
         errors.push(format!("removing its gate tree: {e:#}"));
@@ -512,7 +520,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         side.error = Some(format!("teardown: {}", errors.join("; ")));
     }
     match host.inventory(&inp.run_id) {
-        Ok(left) => side.leftovers.extend(left),
+        Ok(left) => side.leftovers.extend(crate::inventory::texts(&left)),
         Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
     }
     for p in [&inp.paths.worktree, &inp.paths.run_dir] {
@@ -529,7 +537,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
 /// environment would lose its read-only `.git/config` (probe P17 saw it writable).
 fn remove_branches(host: &dyn TwinHost, repo: &Path, tenant: &str, sides: &mut [Side]) {
     for side in sides.iter_mut().filter(|s| !s.run_id.is_empty()) {
-        let branch = lifecycle::branch_name(tenant, &side.run_id);
+        let branch = crate::naming::branch(tenant, &side.run_id);
         if let Err(e) = host.branch_delete(repo, &branch) {
             side.error
                 .get_or_insert_with(|| format!("phase teardown: deleting branch {branch}: {e:#}"));
