@@ -7,6 +7,7 @@ pub mod delivery;
 pub mod host;
 pub mod import;
 pub(crate) mod import_phase;
+pub mod inputs;
 pub mod ledger;
 pub mod lifecycle;
 pub mod limits;

@@ -4,7 +4,12 @@
 //! `cyclix run`, `run::twin` for each side of a twin run; teardown and the audit also serve
 //! the convergence of a run whose cyclix died (`run::converge`), over its ledger.
 
+pub(crate) mod agent;
 pub(crate) mod audit;
+pub(crate) mod bring_up;
+pub(crate) mod collect;
+pub(crate) mod prepare;
+pub(crate) mod probe;
 pub(crate) mod teardown;
 
 use std::path::Path;

@@ -23,7 +23,7 @@ use anyhow::{Context as _, Result, bail};
 use super::host::RealRunHost;
 use super::ledger::Ledger;
 use super::lifecycle::{self, Recorder, RunInputs, RunState};
-use super::phases::{audit, teardown};
+use super::phases::{agent, audit, bring_up, collect, prepare, probe, teardown};
 use super::seam::{FakeRunHost, RunHost};
 use crate::render::{self, plan::RunPlan};
 use crate::systemd::{JobMode, UnitManager};
@@ -217,7 +217,7 @@ fn quick_plan(
     (octet, service_ports): (u8, Vec<u16>),
     results: &Path,
 ) -> Result<RunPlan> {
-    let run = lifecycle::run_context(inp, octet, service_ports);
+    let run = bring_up::run_context(inp, octet, service_ports);
     let mut plan = render::plan::plan(&inp.spec, &run)?;
     twin::quick_gate(&mut plan, quick, &results.display().to_string())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -315,9 +315,9 @@ fn bring_up(
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
     let (_, _common, octet, ports) = r.phase("prepare", || {
-        let p = lifecycle::prepare(inp, host, created, &branch, None)?;
+        let p = prepare::prepare(inp, host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !lifecycle::gate_checkout(inp, host, &mut created.ledger, &branch)? {
+        if !agent::gate_checkout(inp, host, &mut created.ledger, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         Ok(p)
@@ -330,14 +330,14 @@ fn bring_up(
         Ok(rendered)
     })?;
     r.phase("install", || {
-        lifecycle::install(inp, &rendered, &mut created.ledger)
+        bring_up::install(inp, &rendered, &mut created.ledger)
     })?;
     r.phase("reload", || {
-        lifecycle::record_units(&mut created.ledger, &rendered.units)?;
-        lifecycle::reload_and_confirm(units, &rendered.units)
+        bring_up::record_units(&mut created.ledger, &rendered.units)?;
+        bring_up::reload_and_confirm(units, &rendered.units)
     })?;
     r.phase("start", || {
-        lifecycle::start_units(inp, units, host, &rendered.units, rec)
+        bring_up::start_units(inp, units, host, &rendered.units, rec)
     })?;
     let agent = rendered
         .units
@@ -345,7 +345,7 @@ fn bring_up(
         .trim_end_matches(".service")
         .to_string();
     let proven = r.phase("probe", || {
-        lifecycle::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
+        probe::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
     })?;
     // No agent runs in a twin: its unit (held back in `agent-wait`) is stopped either way.
     r.phase("hold-agent", || {
@@ -363,7 +363,7 @@ fn quick_suite(
     gate: &str,
 ) -> Result<SuiteRun> {
     let budget = Duration::from_secs(inp.spec.gate.timeout_s) + inp.deadlines.slack;
-    let exit = lifecycle::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
+    let exit = agent::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
     let journal = host.unit_journal(gate)?;
     suite_result(inp, exit, &journal)
 }
@@ -374,7 +374,7 @@ fn quick_suite(
 fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRun> {
     if let Some(why) = twin::cannot_start(exit, output) {
         // The suite's own last words, not systemd's lines about the unit.
-        let tail = lifecycle::log_tail(output, &[]);
+        let tail = collect::log_tail(output, &[]);
         let own: Vec<&String> = tail.iter().filter(|l| !l.contains(&inp.run_id)).collect();
         let last = &own[own.len().saturating_sub(3)..];
         bail!(
@@ -468,7 +468,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !lifecycle::gate_checkout(inp, host, &mut made, &branch)? {
+        if !agent::gate_checkout(inp, host, &mut made, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is
