@@ -60,7 +60,7 @@ pub(crate) fn boundary_proven(
         &host.sandbox_environ(container)?,
         &inp.watched,
     ));
-    let network = format!("cyclix-{}", inp.run_id);
+    let network = crate::naming::RunNames::new(&inp.run_id).base();
     why.extend(boundary::network_strangers(
         &network,
         &host.network_members(&network)?,
