@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use super::boundary::ProcessEnv;
 use super::procs;
 use super::record::CommitInfo;
-use super::seam::RunHost;
+use super::seam::{RunGit, RunJournal, RunPodman, RunProcs};
 use crate::git::Git;
 use crate::inventory::{Kind, Leftover};
 use crate::naming;
@@ -144,7 +144,7 @@ pub fn podman_leftovers(pm: &Podman, run_id: Option<&str>) -> Result<Vec<Leftove
     Ok(out)
 }
 
-impl RunHost for RealRunHost {
+impl RunGit for RealRunHost {
     fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String> {
         Ok(Git::new(repo).rev_parse_commit(rev)?)
     }
@@ -169,6 +169,45 @@ impl RunHost for RealRunHost {
     fn private_repo(&self, repo: &Path, path: &Path, branch: &str, base: &str) -> Result<()> {
         Ok(crate::git::private::create(repo, path, branch, base)?)
     }
+    fn import_bundle(
+        &self,
+        repo: &Path,
+        bundle: &Path,
+        want: &str,
+        base: &str,
+        dest: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        Ok(crate::git::bundle::import(repo, bundle, want, base, dest)?.map_err(|r| r.0))
+    }
+    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState> {
+        let g = Git::new(repo);
+        let mut refs = g.refs()?;
+        refs.sort();
+        let common = g.common_dir()?;
+        let head = std::fs::read_to_string(common.join("HEAD"))
+            .map(|h| h.trim().to_string())
+            .with_context(|| format!("reading {}", common.join("HEAD").display()))?;
+        let mut worktrees = g.worktrees()?;
+        worktrees.sort();
+        Ok(super::repo_state::RepoState {
+            refs,
+            head,
+            files: super::repo_state::hash_files(&common),
+            worktrees,
+        })
+    }
+    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>> {
+        Ok(Git::new(repo).refs()?)
+    }
+    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool> {
+        Ok(Git::new(repo).delete_ref_at(refname, sha)?)
+    }
+    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
+        Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
+    }
+}
+
+impl RunPodman for RealRunHost {
     fn remove_tree(&self, path: &Path) -> Result<()> {
         if std::fs::symlink_metadata(path).is_err() {
             return Ok(());
@@ -209,33 +248,6 @@ impl RunHost for RealRunHost {
             std::fs::read(&req.out).with_context(|| format!("reading {}", req.out.display()))?;
         Ok(super::import::files_in_diff(&bytes))
     }
-    fn import_bundle(
-        &self,
-        repo: &Path,
-        bundle: &Path,
-        want: &str,
-        base: &str,
-        dest: &str,
-    ) -> Result<std::result::Result<String, String>> {
-        Ok(crate::git::bundle::import(repo, bundle, want, base, dest)?.map_err(|r| r.0))
-    }
-    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState> {
-        let g = Git::new(repo);
-        let mut refs = g.refs()?;
-        refs.sort();
-        let common = g.common_dir()?;
-        let head = std::fs::read_to_string(common.join("HEAD"))
-            .map(|h| h.trim().to_string())
-            .with_context(|| format!("reading {}", common.join("HEAD").display()))?;
-        let mut worktrees = g.worktrees()?;
-        worktrees.sort();
-        Ok(super::repo_state::RepoState {
-            refs,
-            head,
-            files: super::repo_state::hash_files(&common),
-            worktrees,
-        })
-    }
     fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()> {
         let l: Vec<(&str, &str)> = labels
             .iter()
@@ -262,14 +274,6 @@ impl RunHost for RealRunHost {
     }
     fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>> {
         podman_leftovers(&self.podman, Some(run_id))
-    }
-    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
-        if let Some((file, env)) = &self.mount_guard
-            && let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env)
-        {
-            anyhow::bail!("mounts refused right before the run:\n{refusal}");
-        }
-        Ok(())
     }
     fn used_subnets(&self) -> Result<Vec<String>> {
         Ok(self
@@ -323,6 +327,9 @@ impl RunHost for RealRunHost {
     fn network_members(&self, network: &str) -> Result<Vec<String>> {
         Ok(self.podman.network_containers(network)?)
     }
+}
+
+impl RunJournal for RealRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         let out = process::run(
             "journalctl",
@@ -342,14 +349,16 @@ impl RunHost for RealRunHost {
         .with_context(|| format!("reading the journal of {unit}"))?;
         Ok(out.stdout.lines().map(str::to_string).collect())
     }
-    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>> {
-        Ok(Git::new(repo).refs()?)
-    }
-    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool> {
-        Ok(Git::new(repo).delete_ref_at(refname, sha)?)
-    }
-    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
-        Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
+}
+
+impl RunProcs for RealRunHost {
+    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
+        if let Some((file, env)) = &self.mount_guard
+            && let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env)
+        {
+            anyhow::bail!("mounts refused right before the run:\n{refusal}");
+        }
+        Ok(())
     }
     fn run_processes(&self, run_id: &str) -> Result<Vec<Leftover>> {
         let needle = naming::RunNames::new(run_id).base();

@@ -24,7 +24,7 @@ use super::host::RealRunHost;
 use super::ledger::Ledger;
 use super::lifecycle::{self, Recorder, RunInputs, RunState};
 use super::phases::{agent, audit, bring_up, collect, prepare, probe, teardown};
-use super::seam::{FakeRunHost, RunHost};
+use super::seam::RunHost;
 use crate::render::{self, plan::RunPlan};
 use crate::systemd::{JobMode, UnitManager};
 use crate::twin::{self, Results, Side, SuiteRun};
@@ -84,48 +84,6 @@ impl TwinHost for RealRunHost {
             .map(str::to_string)
             .collect();
         Ok((out.status.code().unwrap_or(-1), lines))
-    }
-}
-
-impl TwinHost for FakeRunHost {
-    fn branch_delete(&self, _repo: &Path, branch: &str) -> Result<()> {
-        self.calls
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?
-            .push(format!("branch_delete {branch}"));
-        if self.fail.iter().any(|f| f == "branch_delete") {
-            bail!("injected failure in branch_delete");
-        }
-        Ok(())
-    }
-    fn branch_exists(&self, _repo: &Path, branch: &str) -> Result<bool> {
-        let calls = self.calls();
-        let added = calls.iter().any(|c| c == &format!("worktree_add {branch}"));
-        let deleted = calls
-            .iter()
-            .any(|c| c == &format!("branch_delete {branch}"))
-            && !self.fail.iter().any(|f| f == "branch_delete");
-        Ok(added && !deleted)
-    }
-    fn run_container(
-        &self,
-        flags: &[String],
-        image: &str,
-        argv: &[String],
-        _deadline: Duration,
-    ) -> Result<(i32, Vec<String>)> {
-        self.calls
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?
-            .push(format!(
-                "run_container {} {image} {}",
-                flags.join(" "),
-                argv.join(" ")
-            ));
-        if self.fail.iter().any(|f| f == "run_container") {
-            bail!("injected failure in run_container");
-        }
-        Ok((0, self.journal.clone()))
     }
 }
 

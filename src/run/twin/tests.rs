@@ -3,6 +3,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::*;
 use crate::run::lifecycle::{Deadlines, RunPaths};
+use crate::run::seam::FakeRunHost;
 use crate::spec::SpecContext;
 use crate::systemd::FakeUnitManager;
 use crate::systemd::fake::Call;
@@ -178,4 +179,46 @@ fn a_failing_side_still_meets_the_barriers_and_everything_is_torn_down() {
     }
     assert!(r.sides.iter().all(|s| s.leftovers.is_empty()));
     nothing_left(dir.path());
+}
+
+impl TwinHost for FakeRunHost {
+    fn branch_delete(&self, _repo: &Path, branch: &str) -> Result<()> {
+        self.calls
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(format!("branch_delete {branch}"));
+        if self.fail.iter().any(|f| f == "branch_delete") {
+            bail!("injected failure in branch_delete");
+        }
+        Ok(())
+    }
+    fn branch_exists(&self, _repo: &Path, branch: &str) -> Result<bool> {
+        let calls = self.calls();
+        let added = calls.iter().any(|c| c == &format!("worktree_add {branch}"));
+        let deleted = calls
+            .iter()
+            .any(|c| c == &format!("branch_delete {branch}"))
+            && !self.fail.iter().any(|f| f == "branch_delete");
+        Ok(added && !deleted)
+    }
+    fn run_container(
+        &self,
+        flags: &[String],
+        image: &str,
+        argv: &[String],
+        _deadline: Duration,
+    ) -> Result<(i32, Vec<String>)> {
+        self.calls
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(format!(
+                "run_container {} {image} {}",
+                flags.join(" "),
+                argv.join(" ")
+            ));
+        if self.fail.iter().any(|f| f == "run_container") {
+            bail!("injected failure in run_container");
+        }
+        Ok((0, self.journal.clone()))
+    }
 }
