@@ -109,8 +109,26 @@ fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
         ],
         ..Default::default()
     };
-    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    let records = w._dir.path().join("records");
+    let owner = crate::run::ledger::Owner {
+        tenant: "acme".into(),
+        run_id: "r1".into(),
+        pid: 1,
+        started_ms: 0,
+        repo: w.inp.spec.repo.path.clone().into(),
+    };
+    let at = crate::layout::RunFiles::new(&records, "r1").marker();
+    let ledger = Ledger::create(&at, &owner).expect("ledger");
+    let rec = execute(&w.inp, ledger, &units, &host);
     assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+    // The ledger on disk names every kind of thing such a run creates.
+    let (_, entries) = crate::run::ledger::read(&at).expect("the ledger reads back");
+    for kind in &crate::run::ledger::KINDS[1..] {
+        assert!(
+            entries.iter().any(|e| e.kind() == *kind),
+            "no {kind} in {entries:?}"
+        );
+    }
     let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, crate::failpoint::PHASES);
     // The proxy and the agent start as parallel jobs, in either order; the gate after both.
