@@ -15,7 +15,7 @@ mod faults;
 type Script = Box<dyn Fn(&FakeUnitManager)>;
 
 struct World {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     inp: RunInputs,
 }
 
@@ -68,7 +68,7 @@ fn world() -> World {
             value: b"canary-0123456789".to_vec(),
         }],
     };
-    World { _dir: dir, inp }
+    World { dir, inp }
 }
 
 fn nothing_left(w: &World, rec: &RunRecord, host: &FakeRunHost) {
@@ -109,7 +109,7 @@ fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
         ],
         ..Default::default()
     };
-    let records = w._dir.path().join("records");
+    let records = w.dir.path().join("records");
     let owner = crate::run::ledger::Owner {
         tenant: "acme".into(),
         run_id: "r1".into(),
