@@ -106,14 +106,4 @@ fn print_out(s: &str) -> Result<()> {
     out.flush().context("writing to stdout")
 }
 
-/// The third octet of the run's subnet when none is given: FNV-1a of the run id, in 1–254.
-/// Deterministic, so `render` stays reproducible; the orchestrator picks a free one instead.
-#[must_use]
-pub fn default_subnet_octet(run_id: &str) -> u8 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in run_id.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    u8::try_from(h % 254).map_or(1, |v| v + 1)
-}
+pub use crate::run::reserve::default_subnet_octet;

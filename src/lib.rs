@@ -32,6 +32,7 @@ pub mod failpoint;
 pub mod git;
 pub mod host;
 pub mod images;
+pub mod inventory;
 pub mod journal;
 pub mod layout;
 pub mod limits;

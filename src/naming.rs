@@ -267,6 +267,16 @@ pub fn run_of(name: &str) -> Option<String> {
     (!stem.is_empty()).then_some(stem)
 }
 
+/// The run id in a secret's name `cyclix-RUN-VAR` (a variable name has no `-`); `None`
+/// when the name is not cyclix's.
+#[must_use]
+pub fn run_of_secret(name: &str) -> Option<&str> {
+    name.strip_prefix(PREFIX)
+        .and_then(|r| r.rsplit_once('-'))
+        .map(|(r, _)| r)
+        .filter(|r| !r.is_empty())
+}
+
 /// The run branch: `cyclix/TENANT/RUN`.
 #[must_use]
 pub fn branch(tenant: &str, run_id: &str) -> String {

@@ -15,62 +15,32 @@ use serde::Serialize;
 
 use crate::context::HostEnv;
 use crate::exit::Outcome;
+use crate::inventory::{Kind, Leftover};
+use crate::layout::{Layout, RunFiles, Runtime};
 use crate::podman::Podman;
-use crate::run::converge::{self, Marker};
+use crate::run::ledger::{self, Owner};
 
 /// How long `cyclix leftovers` waits for podman's storage lock before it names the holder
 /// (below podman's own 30 s listing deadline).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// One thing left on the host.
+/// One thing left on the host, with what it is to its run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Leftover {
-    /// What it is.
-    pub kind: &'static str,
-    /// Its name or path.
-    pub name: String,
-    /// The run id it belongs to, when it can be told.
-    pub run: Option<String>,
+pub struct Listed {
+    /// What it is and whose.
+    #[serde(flatten)]
+    pub leftover: Leftover,
     /// `running`, `dead-run` or `untied`.
     pub status: &'static str,
     /// What to do about it.
     pub fix: String,
 }
 
-/// The run id in a per-run unit file name (`cyclix-RUN-agent.container`,
-/// `cyclix-RUN-egress-network.service`, `cyclix-RUN.pod`, ...). Pure.
-#[must_use]
-pub fn run_of_unit_file(file: &str) -> Option<String> {
-    let mut stem = file
-        .strip_prefix("cyclix-")?
-        .rsplit_once('.')?
-        .0
-        .to_string();
-    if let Some(i) = stem.find("-svc-") {
-        stem.truncate(i);
-    }
-    for suffix in [
-        "-network",
-        "-pod",
-        "-volume",
-        "-egress",
-        "-agent",
-        "-gate",
-        "-proxy",
-        "-sentinel",
-    ] {
-        if let Some(s) = stem.strip_suffix(suffix) {
-            stem = s.to_string();
-        }
-    }
-    (!stem.is_empty()).then_some(stem)
-}
-
-/// Classifies `run` against the markers: in use, left by a dead cyclix, or unknown. Pure
+/// Classifies `run` against the ledgers: in use, left by a dead cyclix, or unknown. Pure
 /// given `alive` (whether a pid still runs).
 fn status_of(
     run: Option<&str>,
-    markers: &BTreeMap<String, Marker>,
+    markers: &BTreeMap<String, Owner>,
     alive: &dyn Fn(u32) -> bool,
 ) -> (&'static str, String) {
     match run.and_then(|r| markers.get(r)) {
@@ -96,14 +66,17 @@ fn pid_alive(pid: u32) -> bool {
 /// podman or I/O failures.
 pub fn run(json: bool) -> Result<Outcome> {
     let env = HostEnv::from_env()?;
-    let runtime = env.runtime_dir()?.clone();
-    let runs_dir = env.state_home.join("cyclix/runs");
+    let runtime = Runtime(env.runtime_dir()?.clone());
+    let layout = Layout {
+        config_home: env.config_home.clone(),
+        data_home: env.data_home.clone(),
+        state_home: env.state_home.clone(),
+        runtime_dir: Some(runtime.0.clone()),
+    };
     let mut markers = BTreeMap::new();
-    if let Ok(rd) = std::fs::read_dir(&runs_dir) {
-        for t in rd.filter_map(Result::ok) {
-            for m in converge::orphans(&t.path()) {
-                markers.insert(m.run_id.clone(), m);
-            }
+    for tenant in names_in(&layout.records_root()) {
+        for (owner, _) in ledger::all(&layout.records_dir(&tenant)) {
+            markers.insert(owner.run_id.clone(), owner);
         }
     }
     // Every podman listing waits behind a held storage lock (security-cases §3): name the
@@ -129,17 +102,15 @@ pub fn run(json: bool) -> Result<Outcome> {
             crate::run::storage_lock::describe(&holders)
         );
     }
-    let mut found = podman_objects()?;
-    found.extend(files(&env, &runtime, &runs_dir, &markers));
+    let mut found = crate::run::host::podman_leftovers(&Podman::new(), None)?;
+    found.extend(files(&layout, &env.home, &runtime, &markers));
     found.extend(processes());
-    let list: Vec<Leftover> = found
+    let list: Vec<Listed> = found
         .into_iter()
-        .map(|(kind, name, run)| {
-            let (status, fix) = status_of(run.as_deref(), &markers, &pid_alive);
-            Leftover {
-                kind,
-                name,
-                run,
+        .map(|leftover| {
+            let (status, fix) = status_of(leftover.run.as_deref(), &markers, &pid_alive);
+            Listed {
+                leftover,
                 status,
                 fix,
             }
@@ -159,10 +130,10 @@ pub fn run(json: bool) -> Result<Outcome> {
         for l in &list {
             println!(
                 "{:<9} {:<9} {} ({})\n          {}",
-                l.kind,
+                l.leftover.kind,
                 l.status,
-                l.name,
-                l.run.as_deref().unwrap_or("-"),
+                l.leftover.name,
+                l.leftover.run.as_deref().unwrap_or("-"),
                 l.fix
             );
         }
@@ -174,130 +145,91 @@ pub fn run(json: bool) -> Result<Outcome> {
     })
 }
 
-/// Found things: (kind, name or path, run id if known).
-type Found = Vec<(&'static str, String, Option<String>)>;
-
-/// Everything labelled `io.cyclix.run` in podman, and the `cyclix-*` secrets.
-fn podman_objects() -> Result<Found> {
-    let mut found: Found = Vec::new();
-    let podman = Podman::new();
-    let label = "io.cyclix.run";
-    let run_label = |l: &crate::podman::Labels| l.get(label).cloned();
-    for c in podman.containers(label)? {
-        found.push(("container", c.names.join(","), run_label(&c.labels)));
-    }
-    for p in podman.pods(label)? {
-        found.push(("pod", p.name, run_label(&p.labels)));
-    }
-    for n in podman.networks(label)? {
-        found.push(("network", n.name, run_label(&n.labels)));
-    }
-    for v in podman.volumes(label)? {
-        found.push(("volume", v.name, run_label(&v.labels)));
-    }
-    for s in podman.secrets("cyclix-")? {
-        let run = s
-            .strip_prefix("cyclix-")
-            .and_then(|r| r.rsplit_once('-'))
-            .map(|(r, _)| r.to_string());
-        found.push(("secret", s, run));
-    }
-    Ok(found)
-}
-
 /// Processes named after a run (field report B11): conmon (`-n cyclix-RUN-agent`) and the
 /// escape sentinel (`argv[0]` `cyclix-RUN-sentinel`), tied to the run their name carries.
-fn processes() -> Found {
-    crate::run::procs::processes_naming(Path::new("/proc"), "cyclix-", std::process::id())
+fn processes() -> Vec<Leftover> {
+    let prefix = crate::naming::PREFIX;
+    crate::run::procs::processes_naming(Path::new("/proc"), prefix, std::process::id())
         .into_iter()
         .filter(|p| p.comm == "conmon" || p.argv0.ends_with("-sentinel"))
         .filter_map(|p| {
-            let token = p
-                .cmdline
-                .split(' ')
-                .find(|t| t.starts_with("cyclix-"))?
-                .to_string();
-            let run = run_of_unit_file(&format!("{token}.x"));
-            Some((
-                "process",
+            let token = p.cmdline.split(' ').find(|t| t.starts_with(prefix))?;
+            let run = crate::naming::run_of(&format!("{token}.x"));
+            Some(Leftover::new(
+                Kind::Process,
                 format!("{} ({}): {}", p.pid, p.comm, p.cmdline),
-                run,
+                run.as_deref(),
             ))
         })
         .collect()
 }
 
-/// Per-run files: unit files, worktrees, run dirs, tripwires, markers.
+/// Per-run files: unit files, worktrees, reservations, run dirs, tripwires (in `home`),
+/// ledgers.
 fn files(
-    env: &HostEnv,
-    runtime: &Path,
-    runs_dir: &Path,
-    markers: &BTreeMap<String, Marker>,
-) -> Found {
-    let mut found: Found = Vec::new();
-    for dir in [
-        runtime.join("containers/systemd"),
-        runtime.join("systemd/user"),
-    ] {
+    layout: &Layout,
+    home: &Path,
+    runtime: &Runtime,
+    markers: &BTreeMap<String, Owner>,
+) -> Vec<Leftover> {
+    let mut found = Vec::new();
+    let path = |p: &Path| p.display().to_string();
+    for dir in [runtime.quadlet_dir(), runtime.units_dir()] {
         for f in names_in(&dir)
             .into_iter()
-            .filter(|f| f.starts_with("cyclix-"))
+            .filter(|f| f.starts_with(crate::naming::PREFIX))
         {
-            let run = run_of_unit_file(&f);
-            found.push(("unit-file", dir.join(&f).display().to_string(), run));
+            let run = crate::naming::run_of(&f);
+            found.push(Leftover::new(
+                Kind::UnitFile,
+                path(&dir.join(&f)),
+                run.as_deref(),
+            ));
         }
     }
-    let wt = env.data_home.join("cyclix/worktrees");
+    let wt = layout.worktrees_root();
     for tenant in names_in(&wt) {
         for name in names_in(&wt.join(&tenant)) {
             // `RUN` is a run's private repository, `RUN.gate` its gate's tree.
-            let run = name.strip_suffix(".gate").unwrap_or(&name).to_string();
-            found.push((
-                "worktree",
-                wt.join(&tenant).join(&name).display().to_string(),
+            let run = name.strip_suffix(".gate").unwrap_or(&name);
+            found.push(Leftover::new(
+                Kind::Worktree,
+                path(&wt.join(&tenant).join(&name)),
                 Some(run),
             ));
         }
     }
     for (kind, dir) in [
-        ("subnet-reservation", crate::run::lifecycle::SUBNETS_DIR),
-        ("port-reservation", crate::run::lifecycle::PORTS_DIR),
+        (Kind::SubnetReservation, crate::layout::SUBNETS_DIR),
+        (Kind::PortReservation, crate::layout::PORTS_DIR),
     ] {
-        let dir = runtime.join("cyclix").join(dir);
+        let dir = runtime.reservations(dir);
         for n in names_in(&dir) {
             let run = std::fs::read_to_string(dir.join(&n))
                 .ok()
                 .map(|r| r.trim().to_string());
-            found.push((kind, dir.join(&n).display().to_string(), run));
+            found.push(Leftover::new(kind, path(&dir.join(&n)), run.as_deref()));
         }
     }
-    for run in names_in(&runtime.join("cyclix/runs")) {
-        found.push((
-            "run-dir",
-            runtime.join("cyclix/runs").join(&run).display().to_string(),
-            Some(run),
+    for run in names_in(&runtime.runs_root()) {
+        found.push(Leftover::new(
+            Kind::RunDir,
+            path(&runtime.run_dir(&run)),
+            Some(&run),
         ));
     }
-    for f in names_in(&env.home) {
-        if let Some(run) = f
-            .strip_prefix(".cyclix-canary-key-")
-            .or_else(|| f.strip_prefix(".cyclix-escape-"))
-        {
-            found.push((
-                "tripwire",
-                env.home.join(&f).display().to_string(),
-                Some(run.to_string()),
+    for f in names_in(home) {
+        if let Some(run) = crate::run::tripwire::run_of_file(&f) {
+            found.push(Leftover::new(
+                Kind::Tripwire,
+                path(&home.join(&f)),
+                Some(run),
             ));
         }
     }
     for m in markers.values() {
-        found.push((
-            "marker",
-            converge::marker_path(&runs_dir.join(&m.tenant), &m.run_id)
-                .display()
-                .to_string(),
-            Some(m.run_id.clone()),
-        ));
+        let file = RunFiles::new(&layout.records_dir(&m.tenant), &m.run_id).marker();
+        found.push(Leftover::new(Kind::Marker, path(&file), Some(&m.run_id)));
     }
     found
 }
@@ -319,39 +251,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn run_ids_come_back_from_unit_file_names() {
-        for (f, run) in [
-            ("cyclix-20261130t1-ab12-agent.container", "20261130t1-ab12"),
-            ("cyclix-r1.pod", "r1"),
-            ("cyclix-r1-egress.network", "r1"),
-            ("cyclix-r1-egress-network.service", "r1"),
-            ("cyclix-r1-svc-db.container", "r1"),
-            ("cyclix-r1-pod.service", "r1"),
-        ] {
-            assert_eq!(run_of_unit_file(f).as_deref(), Some(run), "{f}");
-        }
-        assert_eq!(run_of_unit_file("other.container"), None);
-        assert_eq!(
-            run_of_unit_file("cyclix-20261130t124702-4efb-sentinel.x").as_deref(),
-            Some("20261130t124702-4efb")
-        );
-    }
-
-    #[test]
     fn leftovers_are_tied_to_running_dead_or_no_runs() {
-        let m = |pid| Marker {
+        let m = |pid| Owner {
             tenant: "acme".into(),
             run_id: "r1".into(),
             pid,
             started_ms: 0,
             repo: "/r".into(),
-            worktree: "/w".into(),
-            run_dir: "/d".into(),
-            quadlet_dir: "/q".into(),
-            units_dir: "/u".into(),
-            extra_files: vec![],
-            base: String::new(),
-            private_repo: true,
         };
         let markers = BTreeMap::from([("r1".to_string(), m(42))]);
         assert_eq!(status_of(Some("r1"), &markers, &|_| true).0, "running");

@@ -11,7 +11,6 @@ use super::clock::{new_run_id, now_ms, utc_timestamp};
 use super::tenant::{self, run_inputs, runnable_spec, tenant_spec_path, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
-use crate::git::Git;
 use crate::render::Backend;
 use crate::run::lifecycle::{self, RunInputs};
 use crate::run::lock::{self, Acquire, Holder};
@@ -97,63 +96,30 @@ fn converge_and_execute(
         ))
         .with_mount_guard(spec_file.display().to_string(), env.clone());
     let records = record::tenant_dir(&env.state_home, tenant);
-    // We hold the tenant lock: a marker of another run means its cyclix died mid-run.
-    let mut converged = Vec::new();
-    for dead in converge::orphans(&records) {
-        crate::stderrln!(
-            "cyclix: run {} of tenant {tenant} was left mid-way; finishing its teardown",
-            dead.run_id
-        );
-        let died_in = converge::last_phase(&records, &dead.run_id);
-        let rec = converge::converge(&dead, &units, &host, &inputs.run_id, died_in);
-        // A cyclix that died after writing its own record (between the record and the
-        // marker's removal) had finished: its record stays the truth.
-        let finished = records.join(format!("{}.json", dead.run_id)).exists();
-        if !finished {
-            record::write_only(&records, &rec)?;
-        }
-        converge::remove(&records, &dead.run_id);
-        converged.push(format!(
-            "converged run {} left by a cyclix that died{}: {} leftover(s)",
-            dead.run_id,
-            if finished {
-                " after writing its record"
-            } else {
-                ""
-            },
-            rec.leftovers.len()
-        ));
-    }
+    // We hold the tenant lock: a ledger of another run means its cyclix died mid-run.
     let mut inputs = inputs;
+    let converged = converge::converge_tenant(&records, &units, &host, &inputs.run_id)?;
     inputs.notices.extend(converged);
-    inputs.progress = Some(converge::phase_path(&records, &inputs.run_id));
-    converge::write(
-        &records,
-        &converge::Marker {
+    let files = crate::layout::RunFiles::new(&records, &inputs.run_id);
+    inputs.progress = Some(files.phase());
+    let ledger = crate::run::ledger::Ledger::create(
+        &files.marker(),
+        &crate::run::ledger::Owner {
             tenant: tenant.to_string(),
             run_id: inputs.run_id.clone(),
             pid: std::process::id(),
-            started_ms: now_ms(),
+            started_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
             repo: PathBuf::from(&inputs.spec.repo.path),
-            worktree: inputs.paths.worktree.clone(),
-            run_dir: inputs.paths.run_dir.clone(),
-            quadlet_dir: inputs.paths.quadlet_dir.clone(),
-            units_dir: inputs.paths.units_dir.clone(),
-            extra_files: crate::run::tripwire::paths(&inputs.tripwire_dir, &inputs.run_id),
-            base: Git::new(&inputs.spec.repo.path)
-                .rev_parse_commit(&inputs.spec.repo.base)
-                .unwrap_or_default(),
-            private_repo: inputs.spec.tier == crate::tier::Tier::Container,
         },
     )?;
     crate::stderrln!(
         "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
         inputs.run_id
     );
-    let rec = lifecycle::execute(&inputs, &units, &host);
+    let rec = lifecycle::execute(&inputs, ledger, &units, &host);
     let path = record::write(&records, &rec)?;
     crate::failpoint::kill_point("record.written");
-    converge::remove(&records, &rec.run_id);
+    crate::run::ledger::remove(&records, &rec.run_id);
     print!("{}", record::summary(&rec));
     println!("  record: {}", path.display());
     Ok(match Outcome::from_code(rec.result.exit_code()) {

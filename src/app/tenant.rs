@@ -183,7 +183,7 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
 }
 
 /// Why the spec's `agent.resources` cannot be enforced here (a controller not delegated to the
-/// user manager), or `None`. Such a run is refused before anything exists (`run::limits`).
+/// user manager), or `None`. Such a run is refused before anything exists (`limits`).
 fn unenforceable_limits(spec: &Spec) -> Option<String> {
     let r = &spec.agent.resources;
     if crate::limits::needed(r).is_empty() {

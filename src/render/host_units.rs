@@ -38,7 +38,7 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
     }
     s.add("ExecStart", exec_line(&h.exec));
     // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
-    // refuses a limit whose controller is not delegated (run::limits), so none is dropped.
+    // refuses a limit whose controller is not delegated (limits), so none is dropped.
     if let Some(m) = h.memory_bytes {
         s.add("MemoryMax", m.to_string());
     }

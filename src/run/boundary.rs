@@ -153,7 +153,7 @@ pub fn complete_context(
         "http://10.213.{octet}.2:{}",
         crate::render::plan::PROXY_PORT
     );
-    ctx.proxy_name = format!("cyclix-{run_id}-proxy");
+    ctx.proxy_name = crate::naming::RunNames::new(run_id).proxy();
     ctx.subnet = format!("10.213.{octet}.0/24");
     ctx.gateway_ip = format!("10.213.{octet}.1");
     ctx.git_dir = git_dir.display().to_string();

@@ -1,5 +1,6 @@
-//! The real [`RunHost`]: git through `git`, podman through `podman`, the journal through
-//! `journalctl --user` (the journal has no stable D-Bus API for reading entries).
+//! The real [`RunHost`]: git through [`crate::git`], podman through [`crate::podman`], the
+//! journal through [`crate::journal`] (`journalctl --user`: the journal has no stable D-Bus
+//! API for reading entries).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,19 +10,17 @@ use anyhow::{Context as _, Result};
 use super::boundary::ProcessEnv;
 use super::procs;
 use super::record::CommitInfo;
-use super::seam::RunHost;
+use super::seam::{RunGit, RunJournal, RunPodman, RunProcs};
 use crate::git::Git;
+use crate::inventory::{Kind, Leftover};
+use crate::naming;
 use crate::podman::Podman;
-use crate::process;
 
 /// Deadline for removing a run's private repository as plain files: 300 s (a 10,000-deep
 /// tree takes about a second).
 pub const REMOVE_TREE_DEADLINE: Duration = Duration::from_secs(300);
 
-/// Deadline for reading a unit's journal.
-pub const JOURNAL_DEADLINE: Duration = Duration::from_secs(30);
-
-/// Delegates to [`Git`], [`Podman`] and `journalctl`.
+/// Delegates to [`Git`], [`Podman`] and [`crate::journal`].
 #[derive(Debug, Default)]
 pub struct RealRunHost {
     podman: Podman,
@@ -60,11 +59,7 @@ impl RealRunHost {
     }
 }
 
-fn run_label(run_id: &str) -> String {
-    format!("io.cyclix.run={run_id}")
-}
-
-/// Everything of one run that podman lists.
+/// Everything of runs that podman lists.
 struct Listing {
     containers: Vec<crate::podman::ContainerInfo>,
     pods: Vec<crate::podman::PodInfo>,
@@ -73,37 +68,80 @@ struct Listing {
     secrets: Vec<String>,
 }
 
-impl RealRunHost {
-    /// Lists the run's labelled containers, pods, networks, volumes (and, with `secrets`, its
-    /// `cyclix-RUN-` secrets) with one podman process per kind, all at once: each podman call
-    /// costs 40-60 ms on the testbed, mostly its own start-up, so five in a row were most of
-    /// the audit (bench/run, issue 7).
-    fn listing(&self, run_id: &str, secrets: bool) -> Result<Listing> {
-        let label = run_label(run_id);
-        let prefix = format!("cyclix-{run_id}-");
-        let pm = &self.podman;
-        std::thread::scope(|scope| {
-            let containers = scope.spawn(|| pm.containers(&label));
-            let pods = scope.spawn(|| pm.pods(&label));
-            let networks = scope.spawn(|| pm.networks(&label));
-            let volumes = scope.spawn(|| pm.volumes(&label));
-            let names = secrets.then(|| scope.spawn(|| pm.secrets(&prefix)));
-            let panicked = |what: &str| anyhow::anyhow!("listing the run's {what} panicked");
-            Ok(Listing {
-                containers: containers.join().map_err(|_| panicked("containers"))??,
-                pods: pods.join().map_err(|_| panicked("pods"))??,
-                networks: networks.join().map_err(|_| panicked("networks"))??,
-                volumes: volumes.join().map_err(|_| panicked("volumes"))??,
-                secrets: match names {
-                    Some(h) => h.join().map_err(|_| panicked("secrets"))??,
-                    None => Vec::new(),
-                },
-            })
+/// Lists the containers, pods, networks and volumes labelled `label` (a podman label filter)
+/// and, with `secrets`, the secrets whose names start with it, with one podman process per
+/// kind, all at once: each podman call costs 40-60 ms on the testbed, mostly its own start-up,
+/// so five in a row were most of the audit (bench/run, issue 7).
+fn listing(pm: &Podman, label: &str, secrets: Option<&str>) -> Result<Listing> {
+    std::thread::scope(|scope| {
+        let containers = scope.spawn(|| pm.containers(label));
+        let pods = scope.spawn(|| pm.pods(label));
+        let networks = scope.spawn(|| pm.networks(label));
+        let volumes = scope.spawn(|| pm.volumes(label));
+        let names = secrets.map(|prefix| scope.spawn(move || pm.secrets(prefix)));
+        let panicked = |what: &str| anyhow::anyhow!("listing the run's {what} panicked");
+        Ok(Listing {
+            containers: containers.join().map_err(|_| panicked("containers"))??,
+            pods: pods.join().map_err(|_| panicked("pods"))??,
+            networks: networks.join().map_err(|_| panicked("networks"))??,
+            volumes: volumes.join().map_err(|_| panicked("volumes"))??,
+            secrets: match names {
+                Some(h) => h.join().map_err(|_| panicked("secrets"))??,
+                None => Vec::new(),
+            },
         })
-    }
+    })
 }
 
-impl RunHost for RealRunHost {
+/// What podman holds of cyclix's runs, as leftovers tied to the run their label (a secret:
+/// its name) carries: one run's (`run_id`) or, with `None`, every run's (`cyclix leftovers`).
+/// In order: containers (detail: their state), pods, networks, volumes, secrets.
+///
+/// # Errors
+/// podman failed.
+pub fn podman_leftovers(pm: &Podman, run_id: Option<&str>) -> Result<Vec<Leftover>> {
+    let (label, prefix) = match run_id {
+        Some(r) => (naming::run_filter(r), naming::RunNames::new(r).prefix()),
+        None => (naming::label::RUN.to_string(), naming::PREFIX.to_string()),
+    };
+    let l = listing(pm, &label, Some(&prefix))?;
+    let run_of = |labels: &crate::podman::Labels| labels.get(naming::label::RUN).cloned();
+    let mut out = Vec::new();
+    for c in l.containers {
+        out.push(Leftover {
+            run: run_of(&c.labels),
+            ..Leftover::new(Kind::Container, c.names.join(","), None).with_detail(c.state)
+        });
+    }
+    for p in l.pods {
+        out.push(Leftover {
+            run: run_of(&p.labels),
+            ..Leftover::new(Kind::Pod, p.name, None)
+        });
+    }
+    for n in l.networks {
+        out.push(Leftover {
+            run: run_of(&n.labels),
+            ..Leftover::new(Kind::Network, n.name, None)
+        });
+    }
+    for v in l.volumes {
+        out.push(Leftover {
+            run: run_of(&v.labels),
+            ..Leftover::new(Kind::Volume, v.name, None)
+        });
+    }
+    for s in l.secrets {
+        let run = naming::run_of_secret(&s).map(str::to_string);
+        out.push(Leftover {
+            run,
+            ..Leftover::new(Kind::Secret, s, None)
+        });
+    }
+    Ok(out)
+}
+
+impl RunGit for RealRunHost {
     fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String> {
         Ok(Git::new(repo).rev_parse_commit(rev)?)
     }
@@ -128,6 +166,45 @@ impl RunHost for RealRunHost {
     fn private_repo(&self, repo: &Path, path: &Path, branch: &str, base: &str) -> Result<()> {
         Ok(crate::git::private::create(repo, path, branch, base)?)
     }
+    fn import_bundle(
+        &self,
+        repo: &Path,
+        bundle: &Path,
+        want: &str,
+        base: &str,
+        dest: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        Ok(crate::git::bundle::import(repo, bundle, want, base, dest)?.map_err(|r| r.0))
+    }
+    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState> {
+        let g = Git::new(repo);
+        let mut refs = g.refs()?;
+        refs.sort();
+        let common = g.common_dir()?;
+        let head = std::fs::read_to_string(common.join("HEAD"))
+            .map(|h| h.trim().to_string())
+            .with_context(|| format!("reading {}", common.join("HEAD").display()))?;
+        let mut worktrees = g.worktrees()?;
+        worktrees.sort();
+        Ok(super::repo_state::RepoState {
+            refs,
+            head,
+            files: super::repo_state::hash_files(&common),
+            worktrees,
+        })
+    }
+    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>> {
+        Ok(Git::new(repo).refs()?)
+    }
+    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool> {
+        Ok(Git::new(repo).delete_ref_at(refname, sha)?)
+    }
+    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
+        Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
+    }
+}
+
+impl RunPodman for RealRunHost {
     fn remove_tree(&self, path: &Path) -> Result<()> {
         if std::fs::symlink_metadata(path).is_err() {
             return Ok(());
@@ -168,33 +245,6 @@ impl RunHost for RealRunHost {
             std::fs::read(&req.out).with_context(|| format!("reading {}", req.out.display()))?;
         Ok(super::import::files_in_diff(&bytes))
     }
-    fn import_bundle(
-        &self,
-        repo: &Path,
-        bundle: &Path,
-        want: &str,
-        base: &str,
-        dest: &str,
-    ) -> Result<std::result::Result<String, String>> {
-        Ok(crate::git::bundle::import(repo, bundle, want, base, dest)?.map_err(|r| r.0))
-    }
-    fn repo_state(&self, repo: &Path) -> Result<super::repo_state::RepoState> {
-        let g = Git::new(repo);
-        let mut refs = g.refs()?;
-        refs.sort();
-        let common = g.common_dir()?;
-        let head = std::fs::read_to_string(common.join("HEAD"))
-            .map(|h| h.trim().to_string())
-            .with_context(|| format!("reading {}", common.join("HEAD").display()))?;
-        let mut worktrees = g.worktrees()?;
-        worktrees.sort();
-        Ok(super::repo_state::RepoState {
-            refs,
-            head,
-            files: super::repo_state::hash_files(&common),
-            worktrees,
-        })
-    }
     fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()> {
         let l: Vec<(&str, &str)> = labels
             .iter()
@@ -207,7 +257,7 @@ impl RunHost for RealRunHost {
         Ok(())
     }
     fn remove_run_objects(&self, run_id: &str) -> Result<()> {
-        let l = self.listing(run_id, false)?;
+        let l = listing(&self.podman, &naming::run_filter(run_id), None)?;
         // Removal keeps the dependency order: containers, pods, networks, volumes.
         self.podman
             .rm_containers(&l.containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
@@ -219,31 +269,8 @@ impl RunHost for RealRunHost {
             .rm_volumes(&l.volumes.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
         Ok(())
     }
-    fn inventory(&self, run_id: &str) -> Result<Vec<String>> {
-        let l = self.listing(run_id, true)?;
-        let mut out = Vec::new();
-        out.extend(
-            l.containers
-                .into_iter()
-                .map(|c| format!("container {} ({})", c.names.join(","), c.state)),
-        );
-        out.extend(l.pods.into_iter().map(|p| format!("pod {}", p.name)));
-        out.extend(
-            l.networks
-                .into_iter()
-                .map(|n| format!("network {}", n.name)),
-        );
-        out.extend(l.volumes.into_iter().map(|v| format!("volume {}", v.name)));
-        out.extend(l.secrets.into_iter().map(|s| format!("secret {s}")));
-        Ok(out)
-    }
-    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
-        if let Some((file, env)) = &self.mount_guard
-            && let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env)
-        {
-            anyhow::bail!("mounts refused right before the run:\n{refusal}");
-        }
-        Ok(())
+    fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>> {
+        podman_leftovers(&self.podman, Some(run_id))
     }
     fn used_subnets(&self) -> Result<Vec<String>> {
         Ok(self
@@ -297,36 +324,25 @@ impl RunHost for RealRunHost {
     fn network_members(&self, network: &str) -> Result<Vec<String>> {
         Ok(self.podman.network_containers(network)?)
     }
+}
+
+impl RunJournal for RealRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
-        let out = process::run(
-            "journalctl",
-            &[
-                "--user",
-                "--unit",
-                unit,
-                "--output",
-                "cat",
-                "--no-pager",
-                "--quiet",
-            ],
-            None,
-            JOURNAL_DEADLINE,
-            " (is journalctl installed? the run's proxy decisions are read from the user journal)",
-        )
-        .with_context(|| format!("reading the journal of {unit}"))?;
-        Ok(out.stdout.lines().map(str::to_string).collect())
+        crate::journal::unit_messages(unit)
     }
-    fn refs(&self, repo: &Path) -> Result<Vec<(String, String)>> {
-        Ok(Git::new(repo).refs()?)
+}
+
+impl RunProcs for RealRunHost {
+    fn check_mounts(&self, spec: &crate::spec::Spec) -> Result<()> {
+        if let Some((file, env)) = &self.mount_guard
+            && let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env)
+        {
+            anyhow::bail!("mounts refused right before the run:\n{refusal}");
+        }
+        Ok(())
     }
-    fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool> {
-        Ok(Git::new(repo).delete_ref_at(refname, sha)?)
-    }
-    fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
-        Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
-    }
-    fn run_processes(&self, run_id: &str) -> Result<Vec<String>> {
-        let needle = format!("cyclix-{run_id}");
+    fn run_processes(&self, run_id: &str) -> Result<Vec<Leftover>> {
+        let needle = naming::RunNames::new(run_id).base();
         let sentinel = super::tripwire::sentinel_name(run_id);
         let procs: Vec<procs::Proc> =
             procs::processes_naming(Path::new("/proc"), &needle, std::process::id())
@@ -343,7 +359,7 @@ impl RunHost for RealRunHost {
                 )
             })
             .unwrap_or_default();
-        Ok(procs::findings(&procs, &cgroups))
+        Ok(procs::findings(&procs, &cgroups, run_id))
     }
     fn kill_sentinel(&self, run_id: &str) -> Result<usize> {
         let name = super::tripwire::sentinel_name(run_id);

@@ -165,13 +165,13 @@ pub fn run_export(
     cap: u64,
 ) -> anyhow::Result<i32> {
     use anyhow::Context as _;
-    let name = format!("cyclix-{}-export-{kind}", req.run_id);
+    let name = crate::naming::RunNames::new(&req.run_id).role(&format!("export-{kind}"));
     let mut opts = run_args(&req.repo);
     if kind == "tree" {
         // The one writable mount: the gate's tree, empty, beside the work tree.
         opts.push(format!(
             "--volume={}:/out:rw,nosuid,nodev",
-            super::lifecycle::gate_tree_of(&req.repo).display()
+            crate::layout::gate_tree(&req.repo).display()
         ));
     }
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
@@ -179,9 +179,9 @@ pub fn run_export(
     let cmd = argv(kind, &req.base, &branch_ref);
     let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
     let labels = [
-        ("io.cyclix.run", req.run_id.as_str()),
-        ("io.cyclix.tenant", req.tenant.as_str()),
-        ("io.cyclix.role", "export"),
+        (crate::naming::label::RUN, req.run_id.as_str()),
+        (crate::naming::label::TENANT, req.tenant.as_str()),
+        (crate::naming::label::ROLE, "export"),
     ];
     let r = podman.run_rm_to_file(
         &name,

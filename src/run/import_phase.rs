@@ -5,7 +5,8 @@
 use anyhow::{Context as _, Result};
 
 use super::import::{Export, ExportRequest};
-use super::lifecycle::{Created, RunInputs};
+use super::ledger::Entry;
+use super::lifecycle::{RunInputs, RunState};
 use super::record::{ImportRecord, RunRecord, RunResult};
 use super::seam::RunHost;
 
@@ -18,7 +19,7 @@ use super::seam::RunHost;
 pub(crate) fn import(
     inp: &RunInputs,
     host: &dyn RunHost,
-    created: &mut Created,
+    created: &mut RunState,
     base: &str,
     rec: &mut RunRecord,
     result: &mut RunResult,
@@ -27,9 +28,12 @@ pub(crate) fn import(
     // On disk beside the record (the run dir is on the runtime tmpfs, which a bundle near the
     // cap could fill); a twin side has no records dir and no import.
     let dir = match &inp.paths.records_dir {
-        Some(records) => super::converge::import_dir(records, &inp.run_id),
+        Some(records) => crate::layout::RunFiles::new(records, &inp.run_id).import_dir(),
         None => inp.paths.run_dir.join("import"),
     };
+    created
+        .ledger
+        .record(Entry::ImportDir { path: dir.clone() })?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -56,11 +60,15 @@ pub(crate) fn import(
         Ok(Export::Bundle) => {
             let dest = format!("refs/heads/{}", rec.branch);
             let repo = std::path::Path::new(&inp.spec.repo.path);
+            created.ledger.record(Entry::Branch {
+                refname: dest.clone(),
+                base: base.to_string(),
+            })?;
             match host.import_bundle(repo, &req.out, &dest, base, &dest)? {
                 Ok(tip) => {
                     "imported".clone_into(&mut out.outcome);
                     out.tip.clone_from(&tip);
-                    created.branch = Some((dest, base.to_string()));
+                    created.branch_made = true;
                 }
                 Err(why) => {
                     "refused".clone_into(&mut out.outcome);
@@ -110,7 +118,7 @@ fn uncommitted(
         Ok(n) => {
             out.uncommitted_files = n;
             if let Some(dir) = &inp.paths.records_dir {
-                let kept = dir.join(format!("{}.uncommitted.diff", inp.run_id));
+                let kept = crate::layout::RunFiles::new(dir, &inp.run_id).uncommitted_diff();
                 match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
                     Ok(()) => out.uncommitted_diff = Some(kept),

@@ -41,9 +41,7 @@ pub enum Acquire {
 /// `$XDG_RUNTIME_DIR/cyclix/locks/TENANT.lock`.
 #[must_use]
 pub fn path(runtime_dir: &Path, tenant: &str) -> PathBuf {
-    runtime_dir
-        .join("cyclix/locks")
-        .join(format!("{tenant}.lock"))
+    crate::layout::Runtime(runtime_dir.to_path_buf()).tenant_lock(tenant)
 }
 
 /// Tries to take the lock without waiting; on success writes `holder` into it.

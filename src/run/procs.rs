@@ -8,6 +8,7 @@
 //! after one of the run's units under the user manager's cgroup (`user@UID.service`). The
 //! readers take the `/proc` and cgroup roots as arguments so the unit tests use a temp dir.
 
+use crate::inventory::{Kind, Leftover};
 use std::path::{Path, PathBuf};
 
 /// How deep below `user@UID.service` cgroups are searched (`app.slice/UNIT/…`: Quadlet's
@@ -135,8 +136,9 @@ pub fn cgroups_naming(root: &Path, needle: &str) -> Vec<(PathBuf, usize)> {
 
 /// The findings for run `run_id`: leftover processes and cgroups, as the audit words them.
 #[must_use]
-pub fn findings(procs: &[Proc], cgroups: &[(PathBuf, usize)]) -> Vec<String> {
-    let mut out: Vec<String> = procs
+pub fn findings(procs: &[Proc], cgroups: &[(PathBuf, usize)], run_id: &str) -> Vec<Leftover> {
+    let run = Some(run_id);
+    let mut out: Vec<Leftover> = procs
         .iter()
         .map(|p| {
             let mut line = p.cmdline.clone();
@@ -148,14 +150,20 @@ pub fn findings(procs: &[Proc], cgroups: &[(PathBuf, usize)]) -> Vec<String> {
                 line.truncate(cut);
                 line.push('…');
             }
-            format!("process {} ({}): {line}", p.pid, p.comm)
+            Leftover::new(
+                Kind::Process,
+                format!("{} ({}): {line}", p.pid, p.comm),
+                run,
+            )
         })
         .collect();
-    out.extend(
-        cgroups
-            .iter()
-            .map(|(p, n)| format!("cgroup {} ({n} processes)", p.display())),
-    );
+    out.extend(cgroups.iter().map(|(p, n)| {
+        Leftover::new(
+            Kind::Cgroup,
+            format!("{} ({n} processes)", p.display()),
+            run,
+        )
+    }));
     out
 }
 
@@ -208,7 +216,7 @@ mod tests {
         let pids: Vec<u32> = found.iter().map(|p| p.pid).collect();
         assert_eq!(pids, [10, 12]);
         assert_eq!(found[1].argv0, "cyclix-r1-sentinel");
-        let f = findings(&found, &[]);
+        let f = crate::inventory::texts(&findings(&found, &[], "r1"));
         assert_eq!(
             f[0],
             "process 10 (conmon): /usr/bin/conmon -n cyclix-r1-agent"
@@ -240,7 +248,7 @@ mod tests {
         let found = cgroups_naming(t.path(), "cyclix-r1");
         assert_eq!(found, vec![(unit.clone(), 2)]);
         assert_eq!(
-            findings(&[], &found),
+            crate::inventory::texts(&findings(&[], &found, "r1")),
             vec![format!("cgroup {} (2 processes)", unit.display())]
         );
     }
@@ -253,7 +261,7 @@ mod tests {
             cmdline: "é".repeat(200),
             argv0: String::new(),
         };
-        let f = findings(&[p], &[]);
+        let f = crate::inventory::texts(&findings(&[p], &[], "r1"));
         assert!(f[0].ends_with('…') && f[0].len() < 200, "{}", f[0]);
     }
 }

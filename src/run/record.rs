@@ -193,7 +193,7 @@ impl RunRecord {
             phases: Vec::new(),
             agent_exit: None,
             gate_exit: None,
-            branch: super::lifecycle::branch_name(tenant, run_id),
+            branch: crate::naming::branch(tenant, run_id),
             base_commit: String::new(),
             commits: Vec::new(),
             probes: Vec::new(),
@@ -299,7 +299,7 @@ fn import_lines(import: Option<&ImportRecord>) -> String {
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
 #[must_use]
 pub fn tenant_dir(state_home: &Path, tenant: &str) -> PathBuf {
-    state_home.join("cyclix/runs").join(tenant)
+    crate::layout::records_root(state_home).join(tenant)
 }
 
 /// Writes `record` atomically to `dir/RUN.json` only (not `latest.json`): for a converged,
@@ -309,7 +309,7 @@ pub fn tenant_dir(state_home: &Path, tenant: &str) -> PathBuf {
 /// I/O failures, naming the file.
 pub fn write_only(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}.json", record.run_id));
+    let path = crate::layout::RunFiles::new(dir, &record.run_id).record();
     atomic_write(
         &path,
         &serde_json::to_vec_pretty(record).context("serialising the run record")?,
@@ -323,7 +323,7 @@ pub fn write_only(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
 /// I/O failures, naming the file.
 pub fn write(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}.json", record.run_id));
+    let path = crate::layout::RunFiles::new(dir, &record.run_id).record();
     let json = serde_json::to_vec_pretty(record).context("serialising the run record")?;
     atomic_write(&path, &json)?;
     let latest = dir.join("latest.json");

@@ -73,7 +73,7 @@ pub fn decide(
     Decision::Skip(Skip {
         time_ms: now_ms,
         tenant: tenant.to_string(),
-        trigger: format!("cyclix-run@{tenant}.timer"),
+        trigger: crate::naming::run_timer(tenant),
         active_run: holder.map(|h| h.run_id.clone()),
         active_since_ms: holder.map(|h| h.started_ms),
         active_pid: holder.map(|h| h.pid),
@@ -103,7 +103,7 @@ pub fn tick(
     records: &Path,
     now_ms: u128,
 ) -> Result<Ticked> {
-    let unit = format!("cyclix-run@{tenant}.service");
+    let unit = crate::naming::run_service(tenant);
     let status = units.unit_status(&unit)?;
     let held = !super::storage_lock::file_lock_holders(lock_path)?.is_empty();
     let holder = super::lock::peek(lock_path);

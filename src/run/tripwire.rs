@@ -42,10 +42,19 @@ pub fn paths(dir: &Path, run_id: &str) -> Vec<PathBuf> {
     ]
 }
 
+/// The run id in the name of a file [`plant`] creates (`.cyclix-canary-key-RUN`,
+/// `.cyclix-escape-RUN`); `None` for any other name.
+#[must_use]
+pub fn run_of_file(file_name: &str) -> Option<&str> {
+    file_name
+        .strip_prefix(".cyclix-canary-key-")
+        .or_else(|| file_name.strip_prefix(".cyclix-escape-"))
+}
+
 /// The sentinel's `argv[0]`: `cyclix-RUN-sentinel` (found by the run id if its cyclix died).
 #[must_use]
 pub fn sentinel_name(run_id: &str) -> String {
-    format!("cyclix-{run_id}-sentinel")
+    crate::naming::RunNames::new(run_id).role("sentinel")
 }
 
 /// Plants the tripwires of run `run_id`: the key and the outside path in `dir` (the user's

@@ -21,8 +21,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 
 use super::host::RealRunHost;
-use super::lifecycle::{self, Created, Recorder, RunInputs};
-use super::seam::{FakeRunHost, RunHost};
+use super::ledger::Ledger;
+use super::lifecycle::{self, Recorder, RunInputs, RunState};
+use super::phases::{agent, audit, bring_up, collect, prepare, probe, teardown};
+use super::seam::RunHost;
 use crate::render::{self, plan::RunPlan};
 use crate::systemd::{JobMode, UnitManager};
 use crate::twin::{self, Results, Side, SuiteRun};
@@ -82,48 +84,6 @@ impl TwinHost for RealRunHost {
             .map(str::to_string)
             .collect();
         Ok((out.status.code().unwrap_or(-1), lines))
-    }
-}
-
-impl TwinHost for FakeRunHost {
-    fn branch_delete(&self, _repo: &Path, branch: &str) -> Result<()> {
-        self.calls
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?
-            .push(format!("branch_delete {branch}"));
-        if self.fail.iter().any(|f| f == "branch_delete") {
-            bail!("injected failure in branch_delete");
-        }
-        Ok(())
-    }
-    fn branch_exists(&self, _repo: &Path, branch: &str) -> Result<bool> {
-        let calls = self.calls();
-        let added = calls.iter().any(|c| c == &format!("worktree_add {branch}"));
-        let deleted = calls
-            .iter()
-            .any(|c| c == &format!("branch_delete {branch}"))
-            && !self.fail.iter().any(|f| f == "branch_delete");
-        Ok(added && !deleted)
-    }
-    fn run_container(
-        &self,
-        flags: &[String],
-        image: &str,
-        argv: &[String],
-        _deadline: Duration,
-    ) -> Result<(i32, Vec<String>)> {
-        self.calls
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?
-            .push(format!(
-                "run_container {} {image} {}",
-                flags.join(" "),
-                argv.join(" ")
-            ));
-        if self.fail.iter().any(|f| f == "run_container") {
-            bail!("injected failure in run_container");
-        }
-        Ok((0, self.journal.clone()))
     }
 }
 
@@ -215,7 +175,7 @@ fn quick_plan(
     (octet, service_ports): (u8, Vec<u16>),
     results: &Path,
 ) -> Result<RunPlan> {
-    let run = lifecycle::run_context(inp, octet, service_ports);
+    let run = bring_up::run_context(inp, octet, service_ports);
     let mut plan = render::plan::plan(&inp.spec, &run)?;
     twin::quick_gate(&mut plan, quick, &results.display().to_string())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -239,7 +199,7 @@ fn environment(
     };
     let mut rec = lifecycle::new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), None);
-    let mut created = Created::default();
+    let mut created = RunState::new(Ledger::in_memory());
     let mut plan = None;
     let up = bring_up(
         inp,
@@ -284,13 +244,15 @@ fn environment(
     side.down_ms = Some(now_ms());
     // The temporary branch goes later, once every side is down (see `remove_branches`).
     let torn = r.phase("teardown", || {
-        lifecycle::teardown(inp, units, host, &mut created)
+        teardown::teardown(&lifecycle::teardown_of(inp), units, host, &mut created)
     });
     if let Err(e) = torn {
         side.error.get_or_insert_with(|| format!("{e:#}"));
     }
-    match r.phase("audit", || lifecycle::audit(inp, units, host, &created)) {
-        Ok(left) => side.leftovers = left,
+    match r.phase("audit", || {
+        audit::audit(&lifecycle::audit_of(inp), units, host, &created)
+    }) {
+        Ok(left) => side.leftovers = crate::inventory::texts(&left),
         Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
     }
     (side, plan)
@@ -305,15 +267,15 @@ fn bring_up(
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     r: &mut Recorder,
-    created: &mut Created,
+    created: &mut RunState,
     rec: &mut crate::run::record::RunRecord,
     plan_out: &mut Option<RunPlan>,
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
     let (_, _common, octet, ports) = r.phase("prepare", || {
-        let p = lifecycle::prepare(inp, host, created, &branch, None)?;
+        let p = prepare::prepare(inp, host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !lifecycle::gate_checkout(inp, host, &mut created.gate_tree, &branch)? {
+        if !agent::gate_checkout(inp, host, &mut created.ledger, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         Ok(p)
@@ -325,14 +287,15 @@ fn bring_up(
         *plan_out = Some(plan);
         Ok(rendered)
     })?;
-    r.phase("install", || lifecycle::install(inp, &rendered, created))?;
-    created.units.clone_from(&rendered.units.all);
-    r.phase("reload", || {
-        lifecycle::reload_and_confirm(units, &rendered.units)
+    r.phase("install", || {
+        bring_up::install(inp, &rendered, &mut created.ledger)
     })?;
-    created.podman = true;
+    r.phase("reload", || {
+        bring_up::record_units(&mut created.ledger, &rendered.units)?;
+        bring_up::reload_and_confirm(units, &rendered.units)
+    })?;
     r.phase("start", || {
-        lifecycle::start_units(inp, units, host, &rendered.units, rec)
+        bring_up::start_units(inp, units, host, &rendered.units, rec)
     })?;
     let agent = rendered
         .units
@@ -340,7 +303,7 @@ fn bring_up(
         .trim_end_matches(".service")
         .to_string();
     let proven = r.phase("probe", || {
-        lifecycle::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
+        probe::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
     })?;
     // No agent runs in a twin: its unit (held back in `agent-wait`) is stopped either way.
     r.phase("hold-agent", || {
@@ -358,7 +321,7 @@ fn quick_suite(
     gate: &str,
 ) -> Result<SuiteRun> {
     let budget = Duration::from_secs(inp.spec.gate.timeout_s) + inp.deadlines.slack;
-    let exit = lifecycle::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
+    let exit = agent::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
     let journal = host.unit_journal(gate)?;
     suite_result(inp, exit, &journal)
 }
@@ -369,7 +332,7 @@ fn quick_suite(
 fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRun> {
     if let Some(why) = twin::cannot_start(exit, output) {
         // The suite's own last words, not systemd's lines about the unit.
-        let tail = lifecycle::log_tail(output, &[]);
+        let tail = collect::log_tail(output, &[]);
         let own: Vec<&String> = tail.iter().filter(|l| !l.contains(&inp.run_id)).collect();
         let last = &own[own.len().saturating_sub(3)..];
         bail!(
@@ -451,9 +414,9 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         ..Side::default()
     };
     let repo = PathBuf::from(&inp.spec.repo.path);
-    let branch = lifecycle::branch_name(&inp.spec.tenant, &inp.run_id);
+    let branch = crate::naming::branch(&inp.spec.tenant, &inp.run_id);
     let mut made_worktree = false;
-    let mut gate_tree = None;
+    let mut made = Ledger::in_memory();
     let run = (|| -> Result<SuiteRun> {
         let base = host.rev_parse(&repo, &inp.spec.repo.base)?;
         let results = results_dir(inp)?;
@@ -463,7 +426,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !lifecycle::gate_checkout(inp, host, &mut gate_tree, &branch)? {
+        if !agent::gate_checkout(inp, host, &mut made, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is
@@ -472,7 +435,10 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         let plan = quick_plan(
             inp,
             quick,
-            (crate::app::default_subnet_octet(&inp.run_id), unused_ports),
+            (
+                super::reserve::default_subnet_octet(&inp.run_id),
+                unused_ports,
+            ),
             &results,
         )?;
         let gate_stem = plan.units.gate.trim_end_matches(".service");
@@ -495,7 +461,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
     }
-    if let Some(tree) = &gate_tree
+    if let Some(tree) = made.gate_tree()
         && let Err(e) = host.remove_tree(tree)
     {
         errors.push(format!("removing its gate tree: {e:#}"));
@@ -512,7 +478,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         side.error = Some(format!("teardown: {}", errors.join("; ")));
     }
     match host.inventory(&inp.run_id) {
-        Ok(left) => side.leftovers.extend(left),
+        Ok(left) => side.leftovers.extend(crate::inventory::texts(&left)),
         Err(e) => side.leftovers.push(format!("audit could not run: {e:#}")),
     }
     for p in [&inp.paths.worktree, &inp.paths.run_dir] {
@@ -529,7 +495,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
 /// environment would lose its read-only `.git/config` (probe P17 saw it writable).
 fn remove_branches(host: &dyn TwinHost, repo: &Path, tenant: &str, sides: &mut [Side]) {
     for side in sides.iter_mut().filter(|s| !s.run_id.is_empty()) {
-        let branch = lifecycle::branch_name(tenant, &side.run_id);
+        let branch = crate::naming::branch(tenant, &side.run_id);
         if let Err(e) = host.branch_delete(repo, &branch) {
             side.error
                 .get_or_insert_with(|| format!("phase teardown: deleting branch {branch}: {e:#}"));
@@ -545,186 +511,4 @@ fn remove_branches(host: &dyn TwinHost, repo: &Path, tenant: &str, sides: &mut [
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
-
-    use super::*;
-    use crate::run::lifecycle::{Deadlines, RunPaths};
-    use crate::spec::SpecContext;
-    use crate::systemd::FakeUnitManager;
-    use crate::systemd::fake::Call;
-
-    fn inputs(dir: &Path, run_id: &str) -> RunInputs {
-        let repo = dir.join("repo");
-        std::fs::create_dir_all(repo.join(".git")).expect("repo");
-        let yaml = format!(
-            "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
-             agent: {{image: localhost/a, unpinned_local_image: true, command: [agent]}}\n\
-             gate: {{image: localhost/a, unpinned_local_image: true, command: [check], quick: [check, --quick]}}\n",
-            repo.display()
-        );
-        let ctx = SpecContext {
-            file: "t.yaml".into(),
-            home: "/home/t".into(),
-            runtime_dir: "/run/user/1000".into(),
-        };
-        RunInputs {
-            spec: crate::spec::parse(&yaml, &ctx).expect("spec"),
-            run_id: run_id.into(),
-            backend: crate::render::Backend::Quadlet,
-            paths: RunPaths {
-                quadlet_dir: dir.join("quadlet"),
-                units_dir: dir.join("units"),
-                run_dir: dir.join("runs").join(run_id),
-                worktree: dir.join("wt").join(run_id),
-                records_dir: None,
-            },
-            task: "fix it".into(),
-            secrets: Vec::new(),
-            deadlines: Deadlines {
-                poll: Duration::from_millis(1),
-                ..Deadlines::default()
-            },
-            notices: Vec::new(),
-            cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
-            interrupted: Arc::new(AtomicBool::new(false)),
-            probe_context: serde_json::from_value(serde_json::json!({
-                "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
-                "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
-            }))
-            .expect("context"),
-            probe_sockets: Vec::new(),
-            tripwire_dir: dir.to_path_buf(),
-            watched: Vec::new(),
-            progress: None,
-        }
-    }
-
-    fn twin_inputs(dir: &Path) -> TwinInputs {
-        TwinInputs {
-            a: inputs(dir, "t1-a"),
-            b: inputs(dir, "t1-b"),
-            reference: inputs(dir, "t1-ref"),
-            quick: vec!["check".into(), "--quick".into()],
-        }
-    }
-
-    fn nothing_left(dir: &Path) {
-        for d in ["quadlet", "units", "wt"] {
-            let n = std::fs::read_dir(dir.join(d)).map_or(0, Iterator::count);
-            assert_eq!(n, 0, "files left in {d}");
-        }
-        let runs = std::fs::read_dir(dir.join("runs")).map_or(0, Iterator::count);
-        assert_eq!(runs, 0, "run dirs left");
-    }
-
-    #[test]
-    fn both_environments_come_up_run_the_quick_suite_and_no_agent_runs() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let t = twin_inputs(dir.path());
-        let units = FakeUnitManager::new();
-        units.exit_after_start("cyclix-t1-a-gate.service", 0);
-        units.exit_after_start("cyclix-t1-b-gate.service", 0);
-        let host = FakeRunHost::default();
-        let r = execute(&t, &units, &host);
-        assert!(r.verdict.passed, "{}", r.text());
-        assert_eq!(r.commit, "main");
-        for s in &r.sides {
-            assert_eq!(s.suite.as_ref().map(|x| x.exit), Some(0), "{s:?}");
-            assert!(s.leftovers.is_empty(), "{s:?}");
-        }
-        assert!(r.overlap_ms.is_some(), "both were up at once");
-        assert_ne!(r.sides[0].subnet, r.sides[1].subnet);
-        assert!(r.shared.is_empty() && r.names_compared > 20);
-        // The agent units were started (held in agent-wait), then stopped; never let go.
-        let stopped = |u: &str| {
-            units
-                .calls()
-                .iter()
-                .any(|c| matches!(c, Call::Stop { unit, .. } if unit == u))
-        };
-        assert!(stopped("cyclix-t1-a-agent.service") && stopped("cyclix-t1-b-agent.service"));
-        let calls = host.calls();
-        for b in ["cyclix/acme/t1-a", "cyclix/acme/t1-b", "cyclix/acme/t1-ref"] {
-            assert!(calls.contains(&format!("branch_delete {b}")), "{calls:?}");
-        }
-        // Branches go only when every side is down (`git branch -D` rewrites .git/config).
-        let first_delete = calls.iter().position(|c| c.starts_with("branch_delete"));
-        let last_teardown = calls
-            .iter()
-            .rposition(|c| c.starts_with("worktree_remove") || c.starts_with("remove_run_objects"));
-        assert!(first_delete > last_teardown, "{calls:?}");
-        let reference = calls
-            .iter()
-            .find(|c| c.starts_with("run_container "))
-            .expect("the reference ran");
-        for flag in [
-            "--network=none",
-            "--read-only",
-            "--cap-drop=all",
-            "CYCLIX_RESULTS=",
-        ] {
-            assert!(reference.contains(flag), "{flag} missing: {reference}");
-        }
-        assert!(
-            reference.ends_with("localhost/a check --quick"),
-            "{reference}"
-        );
-        assert!(!reference.contains(" -d "), "{reference}");
-        nothing_left(dir.path());
-    }
-
-    #[test]
-    fn a_failing_side_still_meets_the_barriers_and_everything_is_torn_down() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let t = twin_inputs(dir.path());
-        let units = FakeUnitManager::new();
-        units.exit_after_start("cyclix-t1-a-gate.service", 0);
-        units.exit_after_start("cyclix-t1-b-gate.service", 0);
-        // Every worktree fails: both environments and the reference are build errors.
-        let host = FakeRunHost {
-            fail: vec!["private_repo".into()],
-            ..Default::default()
-        };
-        let r = execute(&t, &units, &host);
-        assert!(!r.verdict.passed);
-        let builds: Vec<&str> = r
-            .verdict
-            .failures
-            .iter()
-            .filter(|f| f.class == twin::FailureClass::Build)
-            .map(|f| f.detail.as_str())
-            .collect();
-        assert_eq!(builds.len(), 3, "{builds:?}");
-        assert!(builds[0].contains("phase prepare"), "{builds:?}");
-        nothing_left(dir.path());
-
-        // A failed probe in one environment: the other still runs its suite, both go down.
-        let dir = tempfile::tempdir().expect("tmp");
-        let t = twin_inputs(dir.path());
-        let units = FakeUnitManager::new();
-        units.exit_after_start("cyclix-t1-a-gate.service", 0);
-        units.exit_after_start("cyclix-t1-b-gate.service", 0);
-        let host = FakeRunHost {
-            probe_report: Some((
-                1,
-                "{\"id\":\"N8\",\"expect\":\"403\",\"got\":\"200\",\"verdict\":\"FAIL\"}\n{\"summary\":true,\"pass\":0,\"fail\":1}\n".into(),
-            )),
-            ..Default::default()
-        };
-        let r = execute(&t, &units, &host);
-        let classes: Vec<twin::FailureClass> = r.verdict.failures.iter().map(|f| f.class).collect();
-        assert!(classes.contains(&twin::FailureClass::Probe), "{}", r.text());
-        // (Which environment probes first is a race; at least one gets the failing report.)
-        assert!(r.sides.iter().any(|s| !s.probe_failures.is_empty()));
-        for s in r.sides.iter().filter(|s| !s.probe_failures.is_empty()) {
-            assert!(
-                s.suite.is_none(),
-                "a refused environment ran its suite: {s:?}"
-            );
-        }
-        assert!(r.sides.iter().all(|s| s.leftovers.is_empty()));
-        nothing_left(dir.path());
-    }
-}
+mod tests;

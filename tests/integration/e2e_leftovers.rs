@@ -1,7 +1,7 @@
 //! Issue 6 on the real stack: what a run leaves beyond podman objects and files (processes and
 //! cgroups, field report B11; refs the run wrote; a half-done merge; its empty branch), and
-//! SIGKILL of cyclix at each teardown step (security-cases §3: the next run converges to zero
-//! leftovers, and the dead run's record says where it died).
+//! SIGKILL of cyclix at each teardown step and after each kind of ledger append (security-cases
+//! §3: the next run converges to zero leftovers, and the dead run's record says where it died).
 
 use crate::common::run::{
     arm, dead_run, inject_mid_run, leftovers, prepared, record, record_of, start,
@@ -226,6 +226,80 @@ fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_i
         }
         assert_eq!(dead_run(tb, &t), None, "{point}: a marker is left");
     }
+}
+
+#[test]
+fn sigkill_after_each_kind_of_ledger_append_converges_to_zero_leftovers() {
+    // Issue 12 "Done when": cyclix dies (SIGKILL) right after each kind of ledger append,
+    // i.e. with the thing named but not yet made; the next run converges it to zero
+    // leftovers. One run per kind: each run is killed at its kind's point and converges the
+    // run killed before it; a last, unarmed run converges the last one and passes. The agent
+    // gets a secret so that every kind occurs.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-ledgerkill";
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf 'E2E_TOKEN=%s\\n' \"$(head -c 12 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the secret",
+    );
+    let t = Tenant::new(t)
+        .agent_cmd("[cyclix-demo-agent]")
+        .agent_key("env: [E2E_TOKEN]")
+        .write(tb);
+    let reset = || {
+        expect_success(
+            &tb.user_sh(&format!(
+                "systemctl --user reset-failed cyclix-run@{t}.service || true"
+            )),
+            "reset",
+        );
+    };
+    let converged = |dead: &str, point: &str| {
+        let old = record_of(tb, &t, dead);
+        assert_eq!(old["failed_phase"], "interrupted", "{point}: {old:#}");
+        assert!(
+            old["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("finished the teardown")),
+            "{point}: {old:#}"
+        );
+        assert_eq!(
+            old["leftovers"].as_array().map(Vec::len),
+            Some(0),
+            "{point}: {old:#}"
+        );
+        let left = leftovers(tb, dead, &t);
+        assert!(left.trim().is_empty(), "{point}: run {dead} left:\n{left}");
+    };
+    let mut prev: Option<(String, String)> = None;
+    for kind in cyclix::run::ledger::KINDS {
+        let point = format!("ledger.{kind}");
+        arm(tb, &t, &point);
+        let out = start(tb, &t);
+        arm(tb, &t, "");
+        assert!(!out.status.success(), "{point}: the run was not killed");
+        reset();
+        if let Some((dead, at)) = &prev {
+            converged(dead, at);
+        }
+        let dead = dead_run(tb, &t).unwrap_or_else(|| panic!("{point}: no ledger left"));
+        prev = Some((dead, point));
+    }
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{rec:#}");
+    let (dead, at) = prev.expect("a killed run");
+    assert!(
+        rec["notices"]
+            .to_string()
+            .contains(&format!("converged run {dead}")),
+        "{rec:#}"
+    );
+    converged(&dead, &at);
+    assert_eq!(dead_run(tb, &t), None, "a ledger is left");
 }
 
 #[test]

@@ -1,0 +1,105 @@
+//! What one run needs, resolved by the caller (`cyclix run`, the twin): the spec, the run
+//! id, where its files go, its secrets and deadlines.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::boundary::Watched;
+use crate::render::Backend;
+use crate::spec::Spec;
+
+/// Deadlines of the lifecycle, in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// Starting one unit (job + state), e.g. the proxy or the pod.
+    pub start: Duration,
+    /// Stopping one unit.
+    pub stop: Duration,
+    /// Polling interval while the agent or gate runs.
+    pub poll: Duration,
+    /// Slack on top of the spec's agent/gate timeouts (systemd's `RuntimeMaxSec=` fires first).
+    pub slack: Duration,
+    /// The whole pre-agent probe run (`cyclix probe` in the agent container).
+    pub probe: Duration,
+    /// Interval of the leak watch (★ probes + host-side environment scan) while the agent runs.
+    pub watch: Duration,
+    /// How long the audit waits for the run's processes (conmon, B11) to be gone after
+    /// teardown before it counts them as leftovers.
+    pub settle: Duration,
+    /// How long a run waits for podman's storage lock to be free before it creates anything
+    /// (security-cases §3; `cyclix run --storage-lock-wait`).
+    pub storage_lock: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            start: Duration::from_secs(90),
+            stop: Duration::from_secs(45),
+            poll: Duration::from_millis(100),
+            slack: Duration::from_secs(60),
+            probe: Duration::from_secs(30),
+            watch: Duration::from_secs(5),
+            settle: Duration::from_secs(3),
+            storage_lock: super::storage_lock::DEFAULT_WAIT,
+        }
+    }
+}
+
+/// Where a run's files go (resolved by the caller from the host environment).
+#[derive(Debug, Clone)]
+pub struct RunPaths {
+    /// Quadlet's runtime user directory (`$XDG_RUNTIME_DIR/containers/systemd`).
+    pub quadlet_dir: PathBuf,
+    /// The runtime user unit directory (`$XDG_RUNTIME_DIR/systemd/user`).
+    pub units_dir: PathBuf,
+    /// This run's state directory (`$XDG_RUNTIME_DIR/cyclix/runs/RUN`).
+    pub run_dir: PathBuf,
+    /// This run's work tree: for tier `container` the run's private repository (`.git`
+    /// inside; `git::private`), for tier `worktree` a linked worktree of the user's
+    /// repository.
+    pub worktree: PathBuf,
+    /// The tenant's records directory, where the run's uncommitted diff is kept beside its
+    /// record (`RUN.uncommitted.diff`); `None`: not kept.
+    pub records_dir: Option<PathBuf>,
+}
+
+/// Everything one run needs, resolved by the caller.
+#[derive(Debug, Clone)]
+pub struct RunInputs {
+    /// The validated spec.
+    pub spec: Spec,
+    /// The run id.
+    pub run_id: String,
+    /// Unit flavour.
+    pub backend: Backend,
+    /// Paths.
+    pub paths: RunPaths,
+    /// The task text (from `task.text` or the file `task.file`, read by the caller).
+    pub task: String,
+    /// Secret values by variable name (read from cyclix's own environment by the caller).
+    pub secrets: Vec<(String, Vec<u8>)>,
+    /// Deadlines.
+    pub deadlines: Deadlines,
+    /// Notices to carry into the record (e.g. the tier's "no isolation").
+    pub notices: Vec<String>,
+    /// Absolute path of the cyclix binary, mounted into the agent container.
+    pub cyclix_bin: PathBuf,
+    /// What the probes must find (written to the control directory as `probe.json`).
+    pub probe_context: crate::probe::Context,
+    /// Host variables the sandbox must never see (by name and by value).
+    pub watched: Vec<Watched>,
+    /// Where the escape tripwires are planted (the user's home: never mounted into a sandbox).
+    pub tripwire_dir: PathBuf,
+    /// Host sockets the escape probe tries to reach (user bus, podman socket).
+    pub probe_sockets: Vec<String>,
+    /// Set by SIGTERM/SIGINT (`cyclix stop`, `systemctl --user stop`, Ctrl-C): the run stops
+    /// at the next check, and teardown and the audit still run.
+    pub interrupted: Arc<AtomicBool>,
+    /// Where the run notes the phase (and teardown step) it is in, one line, replaced at each
+    /// (`RUN.phase` beside the run's marker): convergence reads it to say where a cyclix that
+    /// died was. `None`: not noted.
+    pub progress: Option<PathBuf>,
+}

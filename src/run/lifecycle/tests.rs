@@ -1,0 +1,524 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::render::Backend;
+use crate::run::boundary::Watched;
+use crate::run::record;
+use crate::run::seam::FakeRunHost;
+use crate::spec::SpecContext;
+use crate::systemd::fake::Call;
+use crate::systemd::{FakeUnitManager, Op};
+
+mod faults;
+
+type Script = Box<dyn Fn(&FakeUnitManager)>;
+
+struct World {
+    dir: tempfile::TempDir,
+    inp: RunInputs,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().expect("tmp");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).expect("repo");
+    let yaml = format!(
+        "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
+         agent: {{image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}}\n\
+         gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n",
+        repo.display()
+    );
+    let ctx = SpecContext {
+        file: "t.yaml".into(),
+        home: "/home/t".into(),
+        runtime_dir: "/run/user/1000".into(),
+    };
+    let spec = crate::spec::parse(&yaml, &ctx).expect("spec");
+    let inp = RunInputs {
+        spec,
+        run_id: "r1".into(),
+        backend: Backend::Quadlet,
+        paths: RunPaths {
+            quadlet_dir: dir.path().join("quadlet"),
+            units_dir: dir.path().join("units"),
+            run_dir: dir.path().join("run/r1"),
+            worktree: dir.path().join("wt/r1"),
+            records_dir: Some(dir.path().join("records")),
+        },
+        task: "fix it".into(),
+        secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
+        deadlines: Deadlines {
+            poll: Duration::from_millis(1),
+            ..Deadlines::default()
+        },
+        notices: Vec::new(),
+        cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
+        interrupted: Arc::new(AtomicBool::new(false)),
+        progress: None,
+        probe_context: serde_json::from_value(serde_json::json!({
+            "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+            "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
+        }))
+        .expect("context"),
+        probe_sockets: Vec::new(),
+        tripwire_dir: dir.path().to_path_buf(),
+        watched: vec![Watched {
+            name: "CYCLIX_CANARY".into(),
+            value: b"canary-0123456789".to_vec(),
+        }],
+    };
+    World { dir, inp }
+}
+
+fn nothing_left(w: &World, rec: &RunRecord, host: &FakeRunHost) {
+    assert!(rec.leftovers.is_empty(), "leftovers: {:?}", rec.leftovers);
+    assert!(!w.inp.paths.worktree.exists(), "worktree left");
+    assert!(!w.inp.paths.run_dir.exists(), "run dir left");
+    for d in [&w.inp.paths.quadlet_dir, &w.inp.paths.units_dir] {
+        let n = std::fs::read_dir(d).map_or(0, Iterator::count);
+        assert_eq!(n, 0, "files left in {}", d.display());
+    }
+    assert!(
+        host.objects.lock().expect("lock").is_empty(),
+        "podman objects left"
+    );
+}
+
+fn started(units: &FakeUnitManager) -> Vec<String> {
+    units
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Start { unit, .. } => Some(unit.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let host = FakeRunHost {
+        journal: vec![
+            r#"{"status":"403","host":"x"}"#.into(),
+            "squid started".into(),
+        ],
+        ..Default::default()
+    };
+    let records = w.dir.path().join("records");
+    let owner = crate::run::ledger::Owner {
+        tenant: "acme".into(),
+        run_id: "r1".into(),
+        pid: 1,
+        started_ms: 0,
+        repo: w.inp.spec.repo.path.clone().into(),
+    };
+    let at = crate::layout::RunFiles::new(&records, "r1").marker();
+    let ledger = Ledger::create(&at, &owner).expect("ledger");
+    let rec = execute(&w.inp, ledger, &units, &host);
+    assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+    // The ledger on disk names every kind of thing such a run creates.
+    let (_, entries) = crate::run::ledger::read(&at).expect("the ledger reads back");
+    for kind in &crate::run::ledger::KINDS[1..] {
+        assert!(
+            entries.iter().any(|e| e.kind() == *kind),
+            "no {kind} in {entries:?}"
+        );
+    }
+    let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, crate::failpoint::PHASES);
+    // The proxy and the agent start as parallel jobs, in either order; the gate after both.
+    let mut order = started(&units);
+    order[..2].sort();
+    assert_eq!(
+        order,
+        [
+            "cyclix-r1-agent.service",
+            "cyclix-r1-proxy.service",
+            "cyclix-r1-gate.service"
+        ]
+    );
+    assert!(rec.agent_ready_ms.is_some() && rec.go_ms >= rec.agent_ready_ms);
+    assert_eq!((rec.agent_exit, rec.gate_exit), (Some(0), Some(0)));
+    assert_eq!(rec.branch, "cyclix/acme/r1");
+    assert_eq!(rec.commits.len(), 1);
+    assert_eq!(
+        rec.egress_decisions.len(),
+        1,
+        "only JSON lines are decisions"
+    );
+    assert_eq!(rec.secret_names, ["API_KEY"]);
+    assert!(
+        !serde_json::to_string(&rec)
+            .expect("json")
+            .contains("s3cret"),
+        "a secret value reached the record"
+    );
+    nothing_left(&w, &rec, &host);
+    // every unit of the run was stopped, including the generated -network/-pod oneshots
+    let stopped: Vec<String> = units
+        .calls()
+        .iter()
+        .filter(|c| c.op() == Op::Stop)
+        .flat_map(|c| c.units().into_iter().map(str::to_owned))
+        .collect();
+    for u in [
+        "cyclix-r1-pod.service",
+        "cyclix-r1-network.service",
+        "cyclix-r1-egress-network.service",
+    ] {
+        assert!(stopped.iter().any(|s| s == u), "{u} not stopped");
+    }
+}
+
+#[test]
+fn agent_and_gate_failures_are_results_not_errors() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 3);
+    let host = FakeRunHost::default();
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(
+        (rec.result, rec.agent_exit, rec.gate_exit),
+        (RunResult::AgentFailed, Some(3), None)
+    );
+    assert_eq!(rec.result.exit_code(), 1);
+    assert!(
+        !started(&units).contains(&"cyclix-r1-gate.service".to_string()),
+        "gate ran after a failed agent"
+    );
+    nothing_left(&w, &rec, &host);
+
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 1);
+    let host = FakeRunHost::default();
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(
+        (rec.result, rec.gate_exit),
+        (RunResult::GateFailed, Some(1))
+    );
+    nothing_left(&w, &rec, &host);
+}
+
+fn fails_in(phase: &str, rec: &RunRecord) {
+    assert_eq!(rec.result, RunResult::Error, "{rec:?}");
+    assert_eq!(rec.failed_phase.as_deref(), Some(phase), "{rec:?}");
+    assert!(
+        rec.error
+            .as_deref()
+            .is_some_and(|e| e.contains(&format!("phase {phase}"))),
+        "{:?}",
+        rec.error
+    );
+    assert_eq!(rec.result.exit_code(), 2);
+}
+
+#[test]
+fn every_phase_failure_is_named_and_torn_down() {
+    for op in [
+        "rev_parse",
+        "used_subnets",
+        "repo_state",
+        "private_repo",
+        "import_bundle",
+        "secret_create",
+        "commits",
+    ] {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            fail: vec![op.into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+        fails_in(
+            match op {
+                "commits" => "collect",
+                "import_bundle" => "import",
+                _ => "prepare",
+            },
+            &rec,
+        );
+        nothing_left(&w, &rec, &host);
+    }
+    let cases: Vec<(&str, Script)> = vec![
+        (
+            "reload",
+            Box::new(|u: &FakeUnitManager| {
+                u.fail_next(
+                    Op::Reload,
+                    None,
+                    crate::systemd::Error::Dbus {
+                        op: Op::Reload,
+                        unit: "user manager".into(),
+                        message: "boom".into(),
+                    },
+                );
+            }),
+        ),
+        (
+            "reload",
+            Box::new(|u: &FakeUnitManager| u.set_missing("cyclix-r1-pod.service")),
+        ),
+        (
+            "start",
+            Box::new(|u: &FakeUnitManager| {
+                u.fail_next(
+                    Op::Start,
+                    Some("cyclix-r1-proxy.service"),
+                    crate::systemd::Error::StartSkipped {
+                        unit: "cyclix-r1-proxy.service".into(),
+                    },
+                );
+            }),
+        ),
+        // The agent unit starts next to the proxy, so its failure is the start phase's.
+        (
+            "start",
+            Box::new(|u: &FakeUnitManager| {
+                u.fail_next(
+                    Op::Start,
+                    Some("cyclix-r1-agent.service"),
+                    crate::systemd::Error::NoSuchUnit {
+                        unit: "cyclix-r1-agent.service".into(),
+                    },
+                );
+            }),
+        ),
+    ];
+    for (phase, script) in cases {
+        let w = world();
+        let units = FakeUnitManager::new();
+        units.exit_after_start("cyclix-r1-agent.service", 0);
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        script(&units);
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+        fails_in(phase, &rec);
+        nothing_left(&w, &rec, &host);
+    }
+}
+
+#[test]
+fn an_agent_that_never_ends_is_stopped_at_its_budget() {
+    let mut w = world();
+    w.inp.spec.agent.timeout_s = 0;
+    w.inp.deadlines.slack = Duration::from_millis(30);
+    let units = FakeUnitManager::new();
+    let host = FakeRunHost::default();
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    fails_in("agent", &rec);
+    assert!(
+        rec.error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not finish")),
+        "{:?}",
+        rec.error
+    );
+    nothing_left(&w, &rec, &host);
+}
+
+#[test]
+fn anything_left_after_teardown_fails_the_run() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let host = FakeRunHost::default();
+    host.objects
+        .lock()
+        .expect("lock")
+        .push("network cyclix-r1".into());
+    // the fake keeps non-secret objects until remove_run_objects; make removal fail
+    let host = FakeRunHost {
+        fail: vec!["remove_run_objects".into()],
+        objects: std::sync::Mutex::new(vec!["network cyclix-r1".into()]),
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::Error);
+    assert!(
+        rec.leftovers.iter().any(|l| l == "network cyclix-r1"),
+        "{:?}",
+        rec.leftovers
+    );
+}
+
+#[test]
+fn changes_on_the_host_are_reported_not_failed_and_processes_are_leftovers() {
+    let base = "0123456789abcdef0123456789abcdef01234567".to_string();
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let mut inp = w.inp.clone();
+    inp.deadlines.settle = Duration::from_millis(50);
+    let host = FakeRunHost {
+        refs: std::sync::Mutex::new(vec![
+            ("refs/heads/main".into(), base.clone()),
+            ("refs/tags/v1".into(), base.clone()),
+        ]),
+        // Made on the host while the run was on (the sandbox cannot write there).
+        refs_later: vec![("refs/heads/stray".into(), "a".repeat(40))],
+        ..Default::default()
+    };
+    let rec = execute(&inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+    assert_eq!(
+        rec.repo_changes,
+        vec![format!(
+            "ref refs/heads/stray created at {}",
+            "a".repeat(12)
+        )]
+    );
+    // The imported run branch is what cyclix created: never reported.
+    assert!(
+        !rec.repo_changes
+            .iter()
+            .any(|c| c.contains("cyclix/acme/r1"))
+    );
+    assert!(record::summary(&rec).contains("CHANGED ON THE HOST"));
+    let host = FakeRunHost {
+        processes: vec!["process 77 (conmon): /usr/bin/conmon -n cyclix-r1-agent".into()],
+        ..Default::default()
+    };
+    let rec = execute(&inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.failed_phase.as_deref(), Some("audit"));
+    assert!(rec.leftovers.join("\n").contains("process 77 (conmon)"));
+}
+
+#[test]
+fn secret_values_the_agent_put_in_requests_or_logs_are_never_recorded() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let host = FakeRunHost {
+        journal: vec![
+            r#"{"status":"403","host":"s3cret.evil.example","url":"http://x/?k=s3cret"}"#.into(),
+            "leaking s3cret here".into(),
+        ],
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    let text = serde_json::to_string(&rec).expect("json");
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(
+        rec.egress_decisions[0]["url"] == "http://x/?k=***",
+        "{rec:?}"
+    );
+}
+
+#[test]
+fn a_refused_bundle_or_no_commits_imports_nothing() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let host = FakeRunHost {
+        refuse_bundle: Some("the bundle must hold exactly one ref".into()),
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+    assert_eq!(rec.result.exit_code(), 1);
+    let imp = rec.import.as_ref().expect("import");
+    assert_eq!(imp.outcome, "refused");
+    assert!(
+        rec.causes[0].contains("exactly one ref"),
+        "{:?}",
+        rec.causes
+    );
+    assert!(rec.commits.is_empty() && rec.branch.is_empty(), "{rec:?}");
+    assert!(!host.calls().iter().any(|c| c.starts_with("commits")));
+    nothing_left(&w, &rec, &host);
+    let host = FakeRunHost {
+        no_commits: true,
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+    assert_eq!(
+        rec.import.as_ref().map(|i| i.outcome.as_str()),
+        Some("no-commits")
+    );
+    assert!(!host.calls().iter().any(|c| c.starts_with("import_bundle")));
+    assert!(record::summary(&rec).contains("branch: none (nothing imported"));
+    // The import runs after the escape check, and no host git ever runs in the private
+    // repository: it is removed as plain files.
+    let calls = host.calls();
+    assert!(
+        calls.iter().any(|c| c.starts_with("remove_tree")),
+        "{calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.starts_with("worktree")),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn a_run_branch_without_commits_is_deleted_only_while_it_points_at_the_base() {
+    let base = "0123456789abcdef0123456789abcdef01234567".to_string();
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 3);
+    let host = FakeRunHost {
+        refs: std::sync::Mutex::new(vec![("refs/heads/main".into(), base.clone())]),
+        ..Default::default()
+    };
+    // The fake worktree_add does not create the branch; the real git does, at the base.
+    host.refs
+        .lock()
+        .expect("lock")
+        .push(("refs/heads/cyclix/acme/r1".into(), base.clone()));
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+    assert!(
+        host.calls()
+            .contains(&format!("delete_ref_at refs/heads/cyclix/acme/r1 {base}")),
+        "{:?}",
+        host.calls()
+    );
+    assert!(
+        rec.notices
+            .iter()
+            .any(|n| n.contains("deleted at teardown")),
+        "{:?}",
+        rec.notices
+    );
+    assert!(rec.leftovers.is_empty(), "{:?}", rec.leftovers);
+    // A direct-tier style change of an existing branch is a leftover on other tiers.
+    assert_eq!(
+        audit::ref_changes(
+            &[("refs/heads/main".into(), base.clone())],
+            &[("refs/heads/main".into(), "e".repeat(40))],
+            "refs/heads/cyclix/acme/r1",
+            false
+        )
+        .len(),
+        1
+    );
+    assert!(
+        audit::ref_changes(
+            &[("refs/heads/main".into(), base.clone())],
+            &[("refs/heads/main".into(), "e".repeat(40))],
+            "refs/heads/cyclix/acme/r1",
+            true
+        )
+        .is_empty()
+    );
+    let gone = audit::ref_changes(&[("refs/tags/v1".into(), base)], &[], "x", true);
+    assert!(
+        gone[0].starts_with("ref refs/tags/v1 deleted during the run"),
+        "{gone:?}"
+    );
+}

@@ -1,0 +1,267 @@
+//! The agent phase (and the gate after it): the agent runs to its end under the leak watch
+//! (tier `container`) or as a plain user unit (host tiers); a unit that outlives its budget or
+//! a stop request is stopped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::super::inputs::{Deadlines, RunInputs};
+use super::super::ledger::{Entry, Ledger};
+use super::super::lifecycle::{Recorder, RunState};
+use super::super::seam::RunHost;
+use super::probe::{WATCH_EXIT_GRACE, prove, watch_round};
+use crate::render::{self};
+use crate::run::record::{RunRecord, RunResult};
+use crate::systemd::{ActiveState, Error as UnitError, JobMode, UnitManager};
+use crate::tier::Tier;
+
+/// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
+/// (if it succeeded) the gate.
+pub(crate) fn agent_and_gate(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut RunState,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<RunResult> {
+    let spec = &inp.spec;
+    let agent = names.agent.trim_end_matches(".service").to_string();
+    let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
+    let end = if spec.tier == Tier::Container {
+        let proven = r.phase("probe", || {
+            prove(inp, host, &agent, created.tripwires.as_mut(), rec)
+        })?;
+        if !proven {
+            return Ok(RunResult::ProbeRefused);
+        }
+        r.phase("agent", || {
+            watch_to_end(inp, units, host, &names.agent, &agent, agent_budget, rec)
+        })?
+    } else {
+        // The host tiers run the agent as a plain user unit: nothing to probe or watch.
+        AgentEnd::Exit(r.phase("agent", || {
+            run_to_end(
+                units,
+                &names.agent,
+                inp.deadlines,
+                agent_budget,
+                &inp.interrupted,
+            )
+        })?)
+    };
+    let code = match end {
+        AgentEnd::Leak => return Ok(RunResult::LeakDetected),
+        AgentEnd::Exit(code) => code,
+    };
+    rec.agent_exit = Some(code);
+    if code != 0 {
+        rec.causes
+            .extend(agent_oom(units, &names.agent, &spec.agent.resources));
+        return Ok(RunResult::AgentFailed);
+    }
+    let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+    let private = created.private_tree();
+    let branch = rec.branch.clone();
+    let gate_exit = r.phase("gate", || {
+        if private && !gate_checkout(inp, host, &mut created.ledger, &branch)? {
+            return Ok(None);
+        }
+        run_to_end(
+            units,
+            &names.gate,
+            inp.deadlines,
+            gate_budget,
+            &inp.interrupted,
+        )
+        .map(Some)
+    })?;
+    let Some(gate_exit) = gate_exit else {
+        rec.causes.push(format!(
+            "the agent deleted or renamed its branch {branch} in its repository: nothing to gate or import"
+        ));
+        return Ok(RunResult::AgentFailed);
+    };
+    rec.gate_exit = Some(gate_exit);
+    Ok(if gate_exit == 0 {
+        RunResult::Passed
+    } else {
+        RunResult::GateFailed
+    })
+}
+
+/// How the agent's time ended.
+pub(crate) enum AgentEnd {
+    /// It exited with this status (0 for success).
+    Exit(i32),
+    /// The leak watch stopped it (the reasons are in `rec.refusal`).
+    Leak,
+}
+
+/// Waits for the (already started) agent to end, re-running the ★ probes and the host-side
+/// environment scan every `deadlines.watch`; stops the agent on the first finding.
+pub(crate) fn watch_to_end(
+    inp: &RunInputs,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    unit: &str,
+    container: &str,
+    budget: Duration,
+    rec: &mut RunRecord,
+) -> Result<AgentEnd> {
+    let d = inp.deadlines;
+    let interrupted = &inp.interrupted;
+    let t0 = Instant::now();
+    let mut next_watch = Instant::now() + d.watch;
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(AgentEnd::Exit(code));
+        }
+        if Instant::now() >= next_watch {
+            let (mut findings, incomplete) = watch_round(inp, host, container);
+            next_watch = Instant::now() + d.watch;
+            // The agent may have ended during the round: that is not a finding. A round that
+            // only failed to run (the container was exiting: `podman exec` 137, `top` on a
+            // stopped container) gets a moment for the unit to show its end.
+            let grace = if findings.is_empty() && !incomplete.is_empty() {
+                WATCH_EXIT_GRACE
+            } else {
+                Duration::ZERO
+            };
+            if let Some(code) = ended_within(units, unit, grace, d.poll)? {
+                return Ok(AgentEnd::Exit(code));
+            }
+            findings.extend(incomplete);
+            rec.watch_rounds += 1;
+            if !findings.is_empty() {
+                rec.refusal = findings;
+                units.stop(unit, JobMode::Replace, d.stop)?;
+                return Ok(AgentEnd::Leak);
+            }
+        }
+        keep_waiting(units, unit, d, t0.elapsed() > budget, budget, interrupted)?;
+        std::thread::sleep(d.poll);
+    }
+}
+
+/// The two reasons to stop waiting for a running `unit`: its budget is spent, or cyclix was
+/// asked to stop. Either way the unit is stopped and the error says why.
+pub(crate) fn keep_waiting(
+    units: &dyn UnitManager,
+    unit: &str,
+    d: Deadlines,
+    overdue: bool,
+    budget: Duration,
+    interrupted: &AtomicBool,
+) -> Result<()> {
+    if overdue {
+        let _ = units.stop(unit, JobMode::Replace, d.stop);
+        bail!(
+            "{unit} did not finish within {} s; stopped it",
+            budget.as_secs()
+        );
+    }
+    if interrupted.load(Ordering::SeqCst) {
+        let _ = units.stop(unit, JobMode::Replace, d.stop);
+        bail!("interrupted (SIGTERM or SIGINT) while {unit} ran; stopped it, tearing down");
+    }
+    Ok(())
+}
+
+/// [`ended`], looking again every `poll` for up to `grace`.
+pub(crate) fn ended_within(
+    units: &dyn UnitManager,
+    unit: &str,
+    grace: Duration,
+    poll: Duration,
+) -> Result<Option<i32>> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(Some(code));
+        }
+        if t0.elapsed() >= grace {
+            return Ok(None);
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// `Some(exit status)` once `unit` has ended, `None` while it runs.
+pub(crate) fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> {
+    let st = units.unit_status(unit)?;
+    Ok(match st.active_state {
+        ActiveState::Inactive | ActiveState::Failed if !st.job_pending => {
+            Some(match st.result.as_deref() {
+                Some("success") => 0,
+                Some("timeout") => {
+                    bail!("{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)")
+                }
+                _ => st.exec_main_status.filter(|s| *s != 0).unwrap_or(1),
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Starts `unit` and waits until it has finished; returns its exit status (0 for success).
+pub(crate) fn run_to_end(
+    units: &dyn UnitManager,
+    unit: &str,
+    d: Deadlines,
+    budget: Duration,
+    interrupted: &AtomicBool,
+) -> Result<i32> {
+    let t0 = Instant::now();
+    match units.start(unit, JobMode::Replace, d.start) {
+        // A start that "failed" may be a container that already ended with an error: that is
+        // an exit status read below, not a cyclix failure. Anything else is.
+        Ok(_) | Err(UnitError::JobFailed { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    loop {
+        if let Some(code) = ended(units, unit)? {
+            return Ok(code);
+        }
+        keep_waiting(units, unit, d, t0.elapsed() > budget, budget, interrupted)?;
+        std::thread::sleep(d.poll);
+    }
+}
+
+/// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
+pub(crate) fn agent_oom(
+    units: &dyn UnitManager,
+    unit: &str,
+    r: &crate::spec::Resources,
+) -> Option<String> {
+    let st = units.unit_status(unit).ok()?;
+    crate::limits::oom_cause(st.result.as_deref(), r)
+}
+
+/// Makes the gate's tree: an empty directory beside the private repository, filled by an
+/// export container with the run branch's tip ([`crate::render::plan::gate_tree`]), so the
+/// gate judges exactly the commits that are imported. `false`: the branch is gone.
+/// The tree is in `ledger` before it exists (for teardown).
+pub(crate) fn gate_checkout(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    ledger: &mut Ledger,
+    branch: &str,
+) -> Result<bool> {
+    let tree = crate::layout::gate_tree(&inp.paths.worktree);
+    ledger.record(Entry::GateTree { path: tree.clone() })?;
+    std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
+    let req = crate::run::import::ExportRequest {
+        run_id: inp.run_id.clone(),
+        tenant: inp.spec.tenant.clone(),
+        repo: inp.paths.worktree.clone(),
+        branch: branch.to_string(),
+        base: String::new(),
+        out: inp.paths.run_dir.join("gate-tree.out"),
+    };
+    let _ = std::fs::remove_file(&req.out);
+    host.export_gate_tree(&req)
+}

@@ -1,0 +1,215 @@
+//! Bring-up: the run's host facts for the renderer, then install (the rendered files), reload
+//! (+ confirm every unit is loaded, B01) and start (the proxy, the services and the held-back
+//! agent unit).
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use super::super::inputs::RunInputs;
+use super::super::ledger::{Entry, Ledger};
+use super::super::lifecycle::now_ms;
+use super::super::seam::RunHost;
+use super::collect::log_tail;
+use crate::render::{self, Dest, RunContext};
+use crate::run::record::RunRecord;
+use crate::systemd::{JobMode, LoadState, UnitManager};
+use crate::tier::Tier;
+
+/// The run's host facts for the renderer.
+pub(crate) fn run_context(inp: &RunInputs, octet: u8, service_ports: Vec<u16>) -> RunContext {
+    RunContext {
+        run_id: inp.run_id.clone(),
+        worktree: inp.paths.worktree.display().to_string(),
+        run_dir: inp.paths.run_dir.display().to_string(),
+        subnet_octet: octet,
+        proxy_image: crate::images::PROXY_IMAGE.to_string(),
+        cyclix_bin: inp.cyclix_bin.display().to_string(),
+        service_ports,
+    }
+}
+
+/// The install phase: writes the rendered files (never over an existing one), recording each
+/// for teardown.
+pub(crate) fn install(
+    inp: &RunInputs,
+    rendered: &render::Rendered,
+    ledger: &mut Ledger,
+) -> Result<()> {
+    for f in &rendered.files {
+        let dir = match f.dest {
+            Dest::Quadlet => &inp.paths.quadlet_dir,
+            Dest::RuntimeUnits => &inp.paths.units_dir,
+            Dest::RunDir => &inp.paths.run_dir,
+            Dest::UserConfig => continue,
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(&f.name);
+        if path.exists() {
+            bail!(
+                "{} exists already: another run with the id {} is installed",
+                path.display(),
+                inp.run_id
+            );
+        }
+        ledger.record(Entry::File { path: path.clone() })?;
+        crate::run::record::atomic_write(&path, f.contents.as_bytes())?;
+        // Unit files and the proxy config hold no secret; the proxy reads its config as its
+        // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .with_context(|| format!("setting the mode of {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Records the run's units in its ledger, before the reload loads them.
+pub(crate) fn record_units(ledger: &mut Ledger, names: &render::plan::UnitNames) -> Result<()> {
+    for u in &names.all {
+        ledger.record(Entry::Unit { name: u.clone() })?;
+    }
+    Ok(())
+}
+
+/// The reload phase: Reload, then confirm every unit of the run is loaded (B01).
+pub(crate) fn reload_and_confirm(
+    units: &dyn UnitManager,
+    names: &render::plan::UnitNames,
+) -> Result<()> {
+    units.reload()?;
+    for u in &names.all {
+        let state = units.load_unit(u)?;
+        if state != LoadState::Loaded {
+            bail!(
+                "unit {u} is {state} after the reload: the generator did not produce it \
+                 (is Quadlet's user generator installed? `cyclix check` tells)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
+/// unit. The agent unit starts as a job of its own next to the proxy's (systemd runs
+/// independent jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes
+/// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
+/// `rec.agent_ready_ms`.
+pub(crate) fn start_units(
+    inp: &RunInputs,
+    units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<()> {
+    let container = inp.spec.tier == Tier::Container;
+    std::thread::scope(|s| {
+        let agent = container
+            .then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.deadlines.start)));
+        let mut infra: Result<()> = Ok(());
+        for u in &names.infra {
+            let service = names.services.iter().find(|s| &s.unit == u);
+            // A service's start job lasts until its health check passed: wait as long as its
+            // unit's own TimeoutStartSec= (plus slack), so systemd's verdict comes first.
+            let deadline = service.map_or(inp.deadlines.start, |s| {
+                inp.deadlines
+                    .start
+                    .max(Duration::from_secs(s.start_timeout_s + 15))
+            });
+            if let Err(e) = units.start(u, JobMode::Replace, deadline) {
+                infra = Err(match service {
+                    Some(svc) => service_failed(inp, svc, host, &e.into()),
+                    None => e.into(),
+                });
+                break;
+            }
+        }
+        if let Some(h) = agent {
+            h.join()
+                .map_err(|_| anyhow!("starting {} panicked", names.agent))??;
+            rec.agent_ready_ms = Some(now_ms());
+        }
+        infra?;
+        Ok(())
+    })
+}
+
+/// The error of a service whose start job failed: the service, what it was waiting for, the
+/// last lines it printed, and the fix.
+pub(crate) fn service_failed(
+    inp: &RunInputs,
+    svc: &render::plan::ServicePlan,
+    host: &dyn RunHost,
+    cause: &anyhow::Error,
+) -> anyhow::Error {
+    use std::fmt::Write as _;
+    let health = inp
+        .spec
+        .services
+        .iter()
+        .find(|s| s.name == svc.name)
+        .and_then(|s| s.health.as_ref());
+    let mut msg = match health {
+        Some(h) => format!(
+            "service `{}` ({}) never became healthy: its health check `{}` did not pass \
+             (every {} s, timeout {} s, {} retries, start period {} s: at most {} s)",
+            svc.name,
+            svc.unit,
+            shell_words(svc.health.as_deref().unwrap_or_default()),
+            h.interval_s,
+            h.timeout_s,
+            h.retries,
+            h.start_period_s,
+            h.budget_s()
+        ),
+        None => format!("service `{}` ({}) did not start", svc.name, svc.unit),
+    };
+    let _ = write!(msg, " [{cause:#}]");
+    if let Ok(journal) = host.unit_journal(&svc.unit) {
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        let tail = log_tail(&journal, &secrets);
+        let tail: Vec<&String> = tail.iter().rev().take(5).rev().collect();
+        if !tail.is_empty() {
+            msg.push_str("; it printed: ");
+            msg.push_str(
+                &tail
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+        }
+    }
+    let _ = write!(
+        msg,
+        "; fix: see `journalctl --user -u {}`; check `{}.image` and `{}.command`{}",
+        svc.unit,
+        svc.key,
+        svc.key,
+        if health.is_some() {
+            format!(
+                ", that `{k}.health.command` passes once the service is up (it runs inside the service container, with PGPORT/CYCLIX_PORT set), or raise `{k}.health.retries`",
+                k = svc.key
+            )
+        } else {
+            String::new()
+        }
+    );
+    anyhow!(msg)
+}
+
+/// An argv for people, as a shell would take it: plain words as they are, others in single
+/// quotes.
+pub(crate) fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+-,".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,103 @@
+//! The collect phase: the run branch's commits, the proxy's health and decisions, the tails
+//! of the agent's and the gate's logs (secret values redacted); and, for a run that did not
+//! pass, a full project file system named as the cause.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use super::super::inputs::RunInputs;
+use super::super::ledger::Ledger;
+use super::super::seam::RunHost;
+use crate::render::{self};
+use crate::run::record::RunRecord;
+use crate::systemd::{ActiveState, UnitManager};
+
+/// Commits on the run branch, the proxy's health and its decisions.
+pub(crate) fn collect(
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    repo: &Path,
+    base: &str,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+    tip: &str,
+) -> Result<()> {
+    // An empty tip: nothing was imported (tier `container`), so there are no commits to list.
+    if !tip.is_empty() {
+        rec.commits = host.commits(repo, base, tip)?;
+    }
+    if let Some(proxy) = names.infra.first() {
+        // Fail closed is not enough: a proxy that died means the run did not have the
+        // egress its spec states, so the run is not trustworthy as a result.
+        let st = units.unit_status(proxy)?;
+        if st.active_state != ActiveState::Active {
+            bail!(
+                "the egress proxy {proxy} is {} while the run was on: the agent had no egress; \
+                 see `journalctl --user -u {proxy}`",
+                st.summary()
+            );
+        }
+        rec.egress_decisions = host
+            .unit_journal(proxy)?
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+            .filter(serde_json::Value::is_object)
+            .collect();
+    }
+    Ok(())
+}
+
+/// How many lines of the agent's and the gate's output the record keeps.
+pub const LOG_TAIL_LINES: usize = 40;
+
+/// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
+/// event lines, container ids and conmon's warnings left out, every secret value replaced by
+/// `***`.
+pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
+    let mut lines: Vec<String> = journal
+        .iter()
+        .filter(|l| !l.contains(" UTC m=+") && !l.starts_with("conmon ") && !l.is_empty())
+        // `podman run -d` prints the new container's id (plain units, Quadlet's too).
+        .filter(|l| !(l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit())))
+        .map(|l| {
+            // The agent's bytes: no terminal escape or bidi control reaches a terminal.
+            crate::text::printable(&redact(l, secrets))
+        })
+        .collect();
+    let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
+    lines.drain(..skip);
+    lines
+}
+
+/// `text` with every secret value of at least 4 bytes (as text) replaced by `***`.
+pub(crate) fn redact(text: &str, secrets: &[&[u8]]) -> String {
+    let mut t = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= 4) {
+        t = t.replace(&*String::from_utf8_lossy(s), "***");
+    }
+    t
+}
+
+/// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
+/// of them is (nearly) full; nothing when they have room or cannot be looked at.
+pub(crate) fn project_space_causes(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    ledger: &Ledger,
+) -> Vec<String> {
+    let repo = PathBuf::from(&inp.spec.repo.path);
+    let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
+    let mut looked = Vec::new();
+    if ledger.worktree().is_some() && inp.paths.worktree.exists() {
+        looked.push(("the run's worktree", inp.paths.worktree.clone()));
+    } else if let Some(parent) = inp.paths.worktree.parent() {
+        looked.push(("the worktrees directory", parent.to_path_buf()));
+    }
+    looked.push(("the repository's git dir", git));
+    let spaces: Vec<(&str, &Path, crate::run::space::FsSpace)> = looked
+        .iter()
+        .filter_map(|(what, p)| Some((*what, p.as_path(), host.fs_space(p).ok()?)))
+        .collect();
+    crate::run::space::full_causes(&spaces)
+}

@@ -1,0 +1,220 @@
+//! The prepare phase: the base commit, the run dir with the task, the subnet and port
+//! reservations, the tripwires and the probes' context, the work tree on the run branch and
+//! the run's secrets; each is in the ledger before it is created. It first waits, bounded,
+//! for podman's storage lock (security-cases §3, `run::storage_lock`).
+
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+
+use super::super::boundary;
+use super::super::inputs::RunInputs;
+use super::super::ledger::{Entry, Ledger};
+use super::super::lifecycle::RunState;
+use super::super::reserve::{reserve_ports, reserve_subnet};
+use super::super::seam::RunHost;
+use super::super::tripwire::{self, Tripwires};
+use crate::render::{self, plan::TASK_FILE};
+use crate::tier::Tier;
+
+/// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
+/// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
+/// is created.
+pub(crate) fn prepare(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    created: &mut RunState,
+    branch: &str,
+    base_override: Option<&str>,
+) -> Result<(String, PathBuf, u8, Vec<u16>)> {
+    let spec = &inp.spec;
+    host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
+    let repo = PathBuf::from(&spec.repo.path);
+    if spec.tier == Tier::Container {
+        // Before anything exists: a stuck holder fails the run here, with nothing to undo.
+        wait_for_storage_lock(inp, host, &mut created.notices)?;
+    }
+    // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
+    let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
+    let common = host.common_dir(&repo)?;
+    let ledger = &mut created.ledger;
+    ledger.record(Entry::RunDir {
+        path: inp.paths.run_dir.clone(),
+    })?;
+    std::fs::create_dir_all(&inp.paths.run_dir)
+        .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
+    let used = host.used_subnets()?;
+    let runs_root = inp
+        .paths
+        .run_dir
+        .parent()
+        .context("invariant: the run dir has a parent")?;
+    let reservations = |kind| Entry::Reservations {
+        dir: crate::layout::reservations_beside(runs_root, kind),
+    };
+    ledger.record(reservations(crate::layout::SUBNETS_DIR))?;
+    let (octet, _) = reserve_subnet(runs_root, &inp.run_id, &used)?;
+    let ports = if spec.tier == Tier::Container {
+        if !spec.services.is_empty() {
+            ledger.record(reservations(crate::layout::PORTS_DIR))?;
+        }
+        reserve_ports(runs_root, &inp.run_id, &spec.services, &mut Vec::new())?
+    } else {
+        // The host tiers run no services (their agent runs on the host, not in a pod).
+        Vec::new()
+    };
+    std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
+        .context("writing the task file")?;
+    let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
+    // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
+    if spec.tier == Tier::Container {
+        let tw = plant_and_describe(inp, &mut created.ledger, &common, octet, &ctl)?;
+        created.tripwires = Some(tw);
+    }
+    if let Some(parent) = inp.paths.worktree.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    if spec.tier == Tier::Container {
+        // A private repository: nothing of the user's is mounted into any container, and the
+        // run branch appears in the user's repository only when the import creates it.
+        created.repo_before = Some(host.repo_state(&repo)?);
+        created.ledger.record(Entry::Worktree {
+            path: inp.paths.worktree.clone(),
+            private: true,
+        })?;
+        host.private_repo(&repo, &inp.paths.worktree, branch, &base)?;
+    } else {
+        created.refs_before = Some(host.refs(&repo)?);
+        created.ledger.record(Entry::Worktree {
+            path: inp.paths.worktree.clone(),
+            private: false,
+        })?;
+        created.ledger.record(Entry::Branch {
+            refname: format!("refs/heads/{branch}"),
+            base: base.clone(),
+        })?;
+        host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
+        created.branch_made = true;
+    }
+    if spec.tier != Tier::Container {
+        write_host_env(inp)?;
+        return Ok((base, common, octet, ports));
+    }
+    created.ledger.record(Entry::Podman)?;
+    let names = crate::naming::RunNames::new(&inp.run_id);
+    for (var, value) in &inp.secrets {
+        let name = names.secret(var);
+        let labels = vec![
+            (
+                crate::naming::label::TENANT.to_string(),
+                spec.tenant.clone(),
+            ),
+            (crate::naming::label::RUN.to_string(), inp.run_id.clone()),
+        ];
+        created
+            .ledger
+            .record(Entry::Secret { name: name.clone() })?;
+        host.secret_create(&name, value, &labels)?;
+    }
+    Ok((base, common, octet, ports))
+}
+
+/// Plants the run's tripwires (each in the ledger first) and writes the probes' context
+/// (what they must find, where the tripwires are) to the control directory `ctl`.
+pub(crate) fn plant_and_describe(
+    inp: &RunInputs,
+    ledger: &mut Ledger,
+    common: &Path,
+    octet: u8,
+    ctl: &Path,
+) -> Result<Tripwires> {
+    for path in tripwire::paths(&inp.tripwire_dir, &inp.run_id) {
+        ledger.record(Entry::Tripwire { path })?;
+    }
+    ledger.record(Entry::Sentinel {
+        name: tripwire::sentinel_name(&inp.run_id),
+    })?;
+    let tw = tripwire::plant(&inp.tripwire_dir, common, &inp.run_id)?;
+    let mut ctx = inp.probe_context.clone();
+    let escape = crate::probe::Escape {
+        key: tw.key.display().to_string(),
+        outside: tw.outside.display().to_string(),
+        sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
+        sockets: inp.probe_sockets.clone(),
+    };
+    boundary::complete_context(&mut ctx, &inp.run_id, octet, common, escape);
+    std::fs::write(
+        ctl.join(render::plan::PROBE_CONTEXT_FILE),
+        serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
+    )
+    .context("writing the probe context")?;
+    Ok(tw)
+}
+
+/// No container: the secret values go to the host unit through an env file (mode 0600) in
+/// the run directory, removed with it; the unit file only names the file.
+pub(crate) fn write_host_env(inp: &RunInputs) -> Result<()> {
+    let path = inp.paths.run_dir.join(render::plan::HOST_ENV_FILE);
+    let mut text = Vec::new();
+    for (var, value) in &inp.secrets {
+        text.extend_from_slice(var.as_bytes());
+        text.push(b'=');
+        text.extend_from_slice(&systemd_env_quote(value));
+        text.push(b'\n');
+    }
+    let mut f = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut f, &text)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// A value for a systemd `EnvironmentFile=` line: double-quoted, with `\\`, `"`, `$` and
+/// newlines escaped (systemd.exec(5), `EnvironmentFile=`).
+pub(crate) fn systemd_env_quote(v: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'"'];
+    for &b in v {
+        match b {
+            b'\\' | b'"' | b'$' | b'`' => {
+                out.push(b'\\');
+                out.push(b);
+            }
+            b'\n' => out.extend_from_slice(b"\\n"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+    out
+}
+
+/// Waits (at most `deadlines.storage_lock`) until no other process holds podman's storage
+/// locks; a holder that stays is named in the error (security-cases §3). A wait longer than a
+/// second is noted in the record.
+pub(crate) fn wait_for_storage_lock(
+    inp: &RunInputs,
+    host: &dyn RunHost,
+    notices: &mut Vec<String>,
+) -> Result<()> {
+    let waited = crate::run::storage_lock::wait_free(
+        || host.storage_lock_holders(),
+        inp.deadlines.storage_lock,
+        Duration::from_millis(100).min(inp.deadlines.storage_lock),
+        || inp.interrupted.load(Ordering::SeqCst),
+    )?;
+    if waited >= Duration::from_secs(1) {
+        notices.push(format!(
+            "waited {} ms for podman's storage lock before the run could start",
+            waited.as_millis()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! Teardown over a run's ledger: undoes exactly what the ledger names (plus a by-label sweep
+//! of podman), for a live run at its end and for a run whose cyclix died (convergence). Every
+//! step runs whatever failed before it; the errors are joined.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+
+use super::super::ledger::Entry;
+use super::super::lifecycle::RunState;
+use super::super::seam::RunHost;
+use super::super::tripwire;
+use crate::systemd::{Error as UnitError, JobMode, UnitManager};
+
+/// What teardown needs besides the ledger.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Teardown<'a> {
+    /// The run id (podman objects by label, reservations by content).
+    pub(crate) run_id: &'a str,
+    /// The user's repository (linked worktrees, the run branch).
+    pub(crate) repo: &'a Path,
+    /// How long one unit's stop may take.
+    pub(crate) stop: Duration,
+    /// Where each step is noted (`RUN.phase`); `None`: not noted.
+    pub(crate) progress: Option<&'a Path>,
+    /// Finishing the teardown of a run whose cyclix died: no fail points, a unit that is not
+    /// loaded has nothing to stop, and the tripwires go by the names the ledger holds.
+    pub(crate) converging: bool,
+}
+
+/// Teardown, step by step (each a point `teardown.STEP` of [`crate::failpoint::TEARDOWN_STEPS`],
+/// noted in the progress file): stop units, remove files, reload, remove the labelled podman
+/// objects, the secrets, the worktree (after noting a half-done git operation in it), the run
+/// branch if it has no commits (a temporary ref), the run dir. Tripwires and reservations go
+/// first. Every step runs whatever failed before it; the errors are joined.
+///
+/// # Errors
+/// The failed steps, each as `what: why`, joined with `; `.
+pub(crate) fn teardown(
+    t: &Teardown<'_>,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    st: &mut RunState,
+) -> Result<()> {
+    let mut errors: Vec<String> = Vec::new();
+    let step = |name: &str| {
+        if !t.converging {
+            super::reached(
+                t.progress,
+                &format!("teardown.{name}"),
+                &format!("teardown/{name}"),
+            );
+        }
+    };
+    let mut note = |what: &str, r: Result<()>| {
+        if let Err(e) = r {
+            errors.push(format!("{what}: {e:#}"));
+        }
+    };
+    tripwires_and_reservations(t, host, st, &mut note);
+    let ledger = &st.ledger;
+    step("stop-units");
+    for u in ledger.units() {
+        let stopped = match units.stop(u, JobMode::Replace, t.stop) {
+            Err(UnitError::NoSuchUnit { .. }) if t.converging => Ok(()),
+            r => r.map(|_| ()).map_err(Into::into),
+        };
+        note(&format!("stopping {u}"), stopped);
+        // A failed unit stays loaded until its failure is reset; reset it so nothing remains.
+        let _ = units.reset_failed(u);
+    }
+    step("files");
+    for f in ledger.files() {
+        note(&format!("removing {}", f.display()), remove_file(f));
+    }
+    step("reload");
+    if ledger.files().next().is_some() {
+        note("reloading", units.reload().map_err(Into::into));
+    }
+    step("podman");
+    if ledger.podman() {
+        note(
+            "removing the run's podman objects",
+            host.remove_run_objects(t.run_id),
+        );
+    }
+    step("secrets");
+    for s in ledger.names(|e| match e {
+        Entry::Secret { name } => Some(name),
+        _ => None,
+    }) {
+        note(&format!("removing secret {s}"), host.secret_remove(s));
+    }
+    step("worktree");
+    if let Some(tree) = ledger.gate_tree() {
+        note("removing the gate's tree", host.remove_tree(tree));
+    }
+    match ledger.worktree() {
+        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
+        Some((tree, true)) => note(
+            "removing the run's private repository",
+            host.remove_tree(tree),
+        ),
+        Some((tree, false)) => {
+            if tree.exists() {
+                // Removing the worktree also drops its git dir, where a half-done merge or
+                // rebase lives: note it first, the audit reports it.
+                st.in_progress = host.in_progress(tree).ok().flatten();
+            }
+            note("removing the worktree", host.worktree_remove(t.repo, tree));
+        }
+        None => {}
+    }
+    step("branch");
+    if let Some((branch, base)) = ledger.branch() {
+        // Compare-and-delete: a branch with the agent's commits has moved and is kept.
+        match host.delete_ref_at(t.repo, branch, base) {
+            Ok(true) => st.notices.push(format!(
+                "run branch {} deleted at teardown: it had no commits",
+                branch.trim_start_matches("refs/heads/")
+            )),
+            Ok(false) => {}
+            Err(e) => note("deleting the run branch (no commits)", Err(e)),
+        }
+    }
+    step("run-dir");
+    for e in ledger.entries() {
+        match e {
+            Entry::ImportDir { path } if path.exists() => note(
+                "removing the import's staging dir",
+                std::fs::remove_dir_all(path)
+                    .with_context(|| format!("removing {}", path.display())),
+            ),
+            Entry::RunDir { path } if path.exists() => note(
+                "removing the run dir",
+                std::fs::remove_dir_all(path)
+                    .with_context(|| format!("removing {}", path.display())),
+            ),
+            _ => {}
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", errors.join("; "))
+    }
+}
+
+/// Removes the tripwires (through their handle in a live run, else by the names in the
+/// ledger) and releases the run's reservations.
+fn tripwires_and_reservations(
+    t: &Teardown<'_>,
+    host: &dyn RunHost,
+    st: &mut RunState,
+    note: &mut impl FnMut(&str, Result<()>),
+) {
+    let ledger = &st.ledger;
+    if let Some(tw) = st.tripwires.as_mut() {
+        tripwire::remove(tw);
+    } else {
+        // Not planted by this process (or never finished): by the names in the ledger.
+        for e in ledger.entries() {
+            match e {
+                Entry::Tripwire { path } => {
+                    note(&format!("removing {}", path.display()), remove_file(path));
+                }
+                Entry::Sentinel { .. } => note(
+                    "killing the escape sentinel",
+                    host.kill_sentinel(t.run_id).map(|_| ()),
+                ),
+                _ => {}
+            }
+        }
+    }
+    for e in ledger.entries() {
+        if let Entry::Reservations { dir } = e {
+            note(
+                &format!("releasing the run's reservations in {}", dir.display()),
+                release_reservations(dir, t.run_id),
+            );
+        }
+    }
+}
+
+/// Removes the reservation files in `dir` that hold `run_id` ([`super::super::reserve`]).
+fn release_reservations(dir: &Path, run_id: &str) -> Result<()> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(()); // none was ever made
+    };
+    for f in rd.filter_map(Result::ok).map(|e| e.path()) {
+        if std::fs::read_to_string(&f).is_ok_and(|o| o.trim() == run_id) {
+            remove_file(&f)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_file(p: &Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", p.display())),
+    }
+}
