@@ -9,3 +9,4 @@ pub mod facts;
 pub mod mount_scan;
 pub mod namespaces;
 pub mod paths;
+pub mod storage_conf;

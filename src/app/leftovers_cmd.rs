@@ -81,7 +81,7 @@ pub fn run(json: bool) -> Result<Outcome> {
     }
     // Every podman listing waits behind a held storage lock (security-cases §3): name the
     // holder at once instead of timing out 30 s later without it.
-    let graphroot = crate::run::storage_lock::graphroot(
+    let graphroot = crate::host::storage_conf::graphroot(
         &env.home,
         &env.config_home,
         &env.data_home,

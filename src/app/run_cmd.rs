@@ -88,7 +88,7 @@ fn converge_and_execute(
 ) -> Result<Outcome> {
     let units = unit_manager(env)?;
     let host = RealRunHost::new()
-        .with_graphroot(crate::run::storage_lock::graphroot(
+        .with_graphroot(crate::host::storage_conf::graphroot(
             &env.home,
             &env.config_home,
             &env.data_home,

@@ -236,58 +236,7 @@ pub fn wait_free(
     }
 }
 
-/// The graph root from `storage.conf` texts (containers-storage.conf(5)), highest precedence
-/// first: the user's file's `graphroot`, then `rootless_storage_path` of any file (`$HOME`
-/// and `$UID` expanded); `None` means podman's default, `$XDG_DATA_HOME/containers/storage`.
-/// Pure.
-#[must_use]
-pub fn graphroot_from_conf(
-    user_conf: Option<&str>,
-    system_conf: Option<&str>,
-    home: &Path,
-    uid: u32,
-) -> Option<PathBuf> {
-    let key = |text: &str, want: &str| -> Option<String> {
-        let mut in_storage = false;
-        for line in text.lines() {
-            let l = line.trim();
-            if l.starts_with('[') {
-                in_storage = l == "[storage]";
-                continue;
-            }
-            let Some((k, v)) = l.split_once('=') else {
-                continue;
-            };
-            if in_storage && k.trim() == want {
-                let v = v.trim().trim_matches('"').trim_matches('\'');
-                if !v.is_empty() {
-                    return Some(v.to_string());
-                }
-            }
-        }
-        None
-    };
-    let expand = |v: String| {
-        PathBuf::from(
-            v.replace("$HOME", &home.display().to_string())
-                .replace("$UID", &uid.to_string()),
-        )
-    };
-    user_conf
-        .and_then(|t| key(t, "graphroot").or_else(|| key(t, "rootless_storage_path")))
-        .or_else(|| system_conf.and_then(|t| key(t, "rootless_storage_path")))
-        .map(expand)
-}
-
-/// The rootless graph root of the user: `~/.config/containers/storage.conf`,
-/// `/etc/containers/storage.conf`, else `data_home/containers/storage`.
-#[must_use]
-pub fn graphroot(home: &Path, config_home: &Path, data_home: &Path, uid: u32) -> PathBuf {
-    let user = std::fs::read_to_string(config_home.join("containers/storage.conf")).ok();
-    let system = std::fs::read_to_string("/etc/containers/storage.conf").ok();
-    graphroot_from_conf(user.as_deref(), system.as_deref(), home, uid)
-        .unwrap_or_else(|| data_home.join("containers/storage"))
-}
+pub use crate::host::storage_conf::{graphroot, graphroot_from_conf};
 
 /// Who holds podman's storage locks below `graphroot` right now (not this process), with
 /// their command lines. Lock files that do not exist are skipped.
@@ -507,22 +456,5 @@ garbage line
             ),
             Err(WaitError::Interrupted)
         ));
-    }
-
-    #[test]
-    fn the_graph_root_follows_storage_conf() {
-        let home = Path::new("/home/u");
-        assert_eq!(graphroot_from_conf(None, None, home, 1000), None);
-        let sys =
-            "[storage]\ndriver = \"overlay\"\nrootless_storage_path = \"$HOME/podman-$UID\"\n";
-        assert_eq!(
-            graphroot_from_conf(None, Some(sys), home, 1000),
-            Some(PathBuf::from("/home/u/podman-1000"))
-        );
-        let user = "[storage]\ngraphroot = \"/data/u/storage\"\n[storage.options]\ngraphroot = \"/nope\"\n";
-        assert_eq!(
-            graphroot_from_conf(Some(user), Some(sys), home, 1000),
-            Some(PathBuf::from("/data/u/storage"))
-        );
     }
 }

@@ -76,42 +76,21 @@ pub fn needed_images(spec: &Spec) -> Vec<(String, String, bool)> {
     v
 }
 
-/// The value of `key = "value"` in the `[storage]` table of a `storage.conf` (TOML subset:
-/// podman's files are flat `key = "string"` lines).
-#[must_use]
-pub fn storage_conf_value(text: &str, key: &str) -> Option<String> {
-    let mut in_storage = false;
-    for line in text.lines() {
-        let l = line.trim();
-        if l.starts_with('[') {
-            in_storage = l == "[storage]";
-            continue;
-        }
-        if !in_storage {
-            continue;
-        }
-        if let Some((k, v)) = l.split_once('=')
-            && k.trim() == key
-        {
-            let v = v.split('#').next().unwrap_or_default().trim();
-            return Some(v.trim_matches('"').to_string()).filter(|s| !s.is_empty());
-        }
-    }
-    None
-}
+pub use crate::host::storage_conf::value as storage_conf_value;
 
 pub(super) fn storage_facts(env: &HostEnv) -> StorageFacts {
     let user_conf = env.config_home.join("containers/storage.conf");
     let user_text = fs::read_to_string(&user_conf).ok();
-    let graphroot = user_text
-        .as_deref()
-        .and_then(|t| storage_conf_value(t, "graphroot"))
-        .unwrap_or_else(|| {
-            env.data_home
-                .join("containers/storage")
-                .to_string_lossy()
-                .into_owned()
-        });
+    // The same graph root the run's storage-lock wait looks at (`rootless_storage_path`
+    // included).
+    let graphroot = crate::host::storage_conf::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    )
+    .to_string_lossy()
+    .into_owned();
     let mut confs = vec![(user_conf.to_string_lossy().into_owned(), user_text)];
     for sys in [
         "/etc/containers/storage.conf",
