@@ -88,7 +88,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::BenchRender { tenants } => bench_cmd::run(&env()?, *tenants),
         Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
         Command::Probe(args) => Ok(Outcome::from_passed(crate::probe::main(args)?)),
-        Command::Leftovers { json } => leftovers_cmd::run(*json),
+        Command::Leftovers { json } => leftovers_cmd::run(&env()?, *json),
         Command::Twin {
             tenant,
             spec,

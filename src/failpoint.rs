@@ -10,8 +10,9 @@
 //!
 //! Point names: `phase.NAME` at the start of each run phase (`phase.prepare`, …,
 //! `phase.teardown`, `phase.audit`), `teardown.STEP` before each teardown step
-//! ([`TEARDOWN_STEPS`]), and `record.written` between writing the run record and removing the
-//! run's marker.
+//! ([`TEARDOWN_STEPS`]), `ledger.KIND` right after each append of that kind to the run's
+//! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
+//! removing the run's ledger.
 
 /// The phases of a run of tier `container` that gets to its gate, in order, each a point
 /// `phase.NAME` (the run record's `phases` list the same names). A passed run of a spec with

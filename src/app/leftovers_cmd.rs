@@ -64,15 +64,9 @@ fn pid_alive(pid: u32) -> bool {
 ///
 /// # Errors
 /// podman or I/O failures.
-pub fn run(json: bool) -> Result<Outcome> {
-    let env = HostEnv::from_env()?;
-    let runtime = Runtime(env.runtime_dir()?.clone());
-    let layout = Layout {
-        config_home: env.config_home.clone(),
-        data_home: env.data_home.clone(),
-        state_home: env.state_home.clone(),
-        runtime_dir: Some(runtime.0.clone()),
-    };
+pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
+    let runtime = env.runtime()?;
+    let layout = env.layout();
     let mut markers = BTreeMap::new();
     for tenant in names_in(&layout.records_root()) {
         for (owner, _) in ledger::all(&layout.records_dir(&tenant)) {

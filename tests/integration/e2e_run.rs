@@ -725,7 +725,15 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
         .agent_cmd(agent)
         .egress_allow(&["allowed.example"], &[80])
         .write(tb);
-    let run = inject_mid_run(tb, &t, "podman kill cyclix-$run-proxy >/dev/null");
+    // Kill the proxy once the agent has been let go (its `ctl/go`; it then sleeps 3 s before
+    // its requests): on a loaded host the probe phase outlasts `inject_mid_run`'s 1 s, and a
+    // proxy killed during the probes is a refusal before the agent ever runs.
+    let run = inject_mid_run(
+        tb,
+        &t,
+        "for i in $(seq 1 300); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
+         podman kill cyclix-$run-proxy >/dev/null",
+    );
     let rec = record(tb, &t);
     assert_eq!(rec["result"], "error", "{rec:#}");
     assert!(
