@@ -2,13 +2,32 @@
 //! a bundle (see [`super::import`]), checked and fetched into the user's repository as the run
 //! branch; the uncommitted work is kept as a diff beside the record.
 
+use std::path::Path;
+
 use anyhow::{Context as _, Result};
 
 use super::import::{Export, ExportRequest};
 use super::ledger::Entry;
-use super::lifecycle::{RunInputs, RunState};
+use super::lifecycle::RunState;
 use super::record::{ImportRecord, RunRecord, RunResult};
 use super::seam::RunHost;
+
+/// What the import phase needs of the run's inputs.
+pub(crate) struct ImportInputs<'a> {
+    /// The run id.
+    pub(crate) run_id: &'a str,
+    /// The tenant.
+    pub(crate) tenant: &'a str,
+    /// The user's repository (the run branch is fetched into it).
+    pub(crate) repo: &'a Path,
+    /// The run's private repository.
+    pub(crate) worktree: &'a Path,
+    /// The run's state directory (the import directory when there is no records directory).
+    pub(crate) run_dir: &'a Path,
+    /// The tenant's records directory (the import directory and the kept diff go beside the
+    /// record); `None`: a twin side.
+    pub(crate) records_dir: Option<&'a Path>,
+}
 
 /// Runs the export containers and the import; a refused or failed export turns a passing (or
 /// gate-failed) run into `AgentFailed` with the reason as a cause: the agent's output was not
@@ -17,7 +36,7 @@ use super::seam::RunHost;
 /// # Errors
 /// I/O on the import directory, git could not run.
 pub(crate) fn import(
-    inp: &RunInputs,
+    inp: &ImportInputs<'_>,
     host: &dyn RunHost,
     created: &mut RunState,
     base: &str,
@@ -27,9 +46,9 @@ pub(crate) fn import(
     use std::os::unix::fs::DirBuilderExt as _;
     // On disk beside the record (the run dir is on the runtime tmpfs, which a bundle near the
     // cap could fill); a twin side has no records dir and no import.
-    let dir = match &inp.paths.records_dir {
-        Some(records) => crate::layout::RunFiles::new(records, &inp.run_id).import_dir(),
-        None => inp.paths.run_dir.join("import"),
+    let dir = match inp.records_dir {
+        Some(records) => crate::layout::RunFiles::new(records, inp.run_id).import_dir(),
+        None => inp.run_dir.join("import"),
     };
     created
         .ledger
@@ -40,9 +59,9 @@ pub(crate) fn import(
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
     let req = ExportRequest {
-        run_id: inp.run_id.clone(),
-        tenant: inp.spec.tenant.clone(),
-        repo: inp.paths.worktree.clone(),
+        run_id: inp.run_id.to_string(),
+        tenant: inp.tenant.to_string(),
+        repo: inp.worktree.to_path_buf(),
         branch: rec.branch.clone(),
         base: base.to_string(),
         out: dir.join("run.bundle"),
@@ -59,7 +78,7 @@ pub(crate) fn import(
         }
         Ok(Export::Bundle) => {
             let dest = format!("refs/heads/{}", rec.branch);
-            let repo = std::path::Path::new(&inp.spec.repo.path);
+            let repo = inp.repo;
             created.ledger.record(Entry::Branch {
                 refname: dest.clone(),
                 base: base.to_string(),
@@ -103,7 +122,7 @@ pub(crate) fn import(
 
 /// Exports the uncommitted diff and keeps it beside the record when it touches any file.
 fn uncommitted(
-    inp: &RunInputs,
+    inp: &ImportInputs<'_>,
     host: &dyn RunHost,
     req: &ExportRequest,
     out: &mut ImportRecord,
@@ -117,8 +136,8 @@ fn uncommitted(
         Ok(0) => {}
         Ok(n) => {
             out.uncommitted_files = n;
-            if let Some(dir) = &inp.paths.records_dir {
-                let kept = crate::layout::RunFiles::new(dir, &inp.run_id).uncommitted_diff();
+            if let Some(dir) = inp.records_dir {
+                let kept = crate::layout::RunFiles::new(dir, inp.run_id).uncommitted_diff();
                 match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
                     Ok(()) => out.uncommitted_diff = Some(kept),

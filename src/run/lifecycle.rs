@@ -319,6 +319,18 @@ pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
     }
 }
 
+/// What the import phase (tier `container`) needs of the run's inputs.
+fn import_of(inp: &RunInputs) -> super::import_phase::ImportInputs<'_> {
+    super::import_phase::ImportInputs {
+        run_id: &inp.run_id,
+        tenant: &inp.spec.tenant,
+        repo: Path::new(&inp.spec.repo.path),
+        worktree: &inp.paths.worktree,
+        run_dir: &inp.paths.run_dir,
+        records_dir: inp.paths.records_dir.as_deref(),
+    }
+}
+
 /// The run's record before its first phase (result `error` until a phase decides otherwise).
 pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     let spec = &inp.spec;
@@ -395,7 +407,7 @@ fn bring_up_and_run(
         )
     {
         r.phase("import", || {
-            super::import_phase::import(inp, host, created, &base, rec, &mut result)
+            super::import_phase::import(&import_of(inp), host, created, &base, rec, &mut result)
         })?;
     }
     r.phase("collect", || {
