@@ -2,7 +2,7 @@
 //! a bundle (see [`super::import`]), checked and fetched into the user's repository as the run
 //! branch; the uncommitted work is kept as a diff beside the record.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
@@ -12,18 +12,39 @@ use super::lifecycle::RunState;
 use super::record::{ImportRecord, RunRecord, RunResult};
 use super::seam::RunHost;
 
-/// What the import phase needs of the run's inputs.
-pub(crate) struct ImportInputs<'a> {
+/// The run's private repository as the export containers see it (tier `container`): what
+/// the gate's checkout and the import need of the run's inputs.
+pub(crate) struct PrivateTree<'a> {
     /// The run id.
     pub(crate) run_id: &'a str,
     /// The tenant.
     pub(crate) tenant: &'a str,
-    /// The user's repository (the run branch is fetched into it).
-    pub(crate) repo: &'a Path,
     /// The run's private repository.
     pub(crate) worktree: &'a Path,
-    /// The run's state directory (the import directory when there is no records directory).
+    /// The run's state directory.
     pub(crate) run_dir: &'a Path,
+}
+
+impl PrivateTree<'_> {
+    /// An export of `branch` (since `base`; empty: its whole tree) to `out`.
+    pub(crate) fn request(&self, branch: &str, base: &str, out: PathBuf) -> ExportRequest {
+        ExportRequest {
+            run_id: self.run_id.to_string(),
+            tenant: self.tenant.to_string(),
+            repo: self.worktree.to_path_buf(),
+            branch: branch.to_string(),
+            base: base.to_string(),
+            out,
+        }
+    }
+}
+
+/// What the import phase needs of the run's inputs.
+pub(crate) struct ImportInputs<'a> {
+    /// The run's private repository.
+    pub(crate) tree: PrivateTree<'a>,
+    /// The user's repository (the run branch is fetched into it).
+    pub(crate) repo: &'a Path,
     /// The tenant's records directory (the import directory and the kept diff go beside the
     /// record); `None`: a twin side.
     pub(crate) records_dir: Option<&'a Path>,
@@ -47,8 +68,8 @@ pub(crate) fn import(
     // On disk beside the record (the run dir is on the runtime tmpfs, which a bundle near the
     // cap could fill); a twin side has no records dir and no import.
     let dir = match inp.records_dir {
-        Some(records) => crate::layout::RunFiles::new(records, inp.run_id).import_dir(),
-        None => inp.run_dir.join("import"),
+        Some(records) => crate::layout::RunFiles::new(records, inp.tree.run_id).import_dir(),
+        None => inp.tree.run_dir.join("import"),
     };
     created
         .ledger
@@ -58,14 +79,7 @@ pub(crate) fn import(
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    let req = ExportRequest {
-        run_id: inp.run_id.to_string(),
-        tenant: inp.tenant.to_string(),
-        repo: inp.worktree.to_path_buf(),
-        branch: rec.branch.clone(),
-        base: base.to_string(),
-        out: dir.join("run.bundle"),
-    };
+    let req = inp.tree.request(&rec.branch, base, dir.join("run.bundle"));
     let mut out = ImportRecord::default();
     match host.export_bundle(&req) {
         Ok(Export::NoCommits) => "no-commits".clone_into(&mut out.outcome),
@@ -137,7 +151,7 @@ fn uncommitted(
         Ok(n) => {
             out.uncommitted_files = n;
             if let Some(dir) = inp.records_dir {
-                let kept = crate::layout::RunFiles::new(dir, inp.run_id).uncommitted_diff();
+                let kept = crate::layout::RunFiles::new(dir, inp.tree.run_id).uncommitted_diff();
                 match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
                     Ok(()) => out.uncommitted_diff = Some(kept),

@@ -296,9 +296,9 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
     }
 }
 
-/// What the gate's checkout (tier `container`) needs of the run's inputs.
-pub(crate) fn checkout_of(inp: &RunInputs) -> agent::GateCheckout<'_> {
-    agent::GateCheckout {
+/// The run's private repository (tier `container`), for the gate's checkout and the import.
+pub(crate) fn private_tree_of(inp: &RunInputs) -> super::import_phase::PrivateTree<'_> {
+    super::import_phase::PrivateTree {
         run_id: &inp.run_id,
         tenant: &inp.spec.tenant,
         worktree: &inp.paths.worktree,
@@ -315,18 +315,15 @@ pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
         deadlines: inp.deadlines,
         interrupted: &inp.interrupted,
         probe: probe_of(inp),
-        checkout: checkout_of(inp),
+        checkout: private_tree_of(inp),
     }
 }
 
 /// What the import phase (tier `container`) needs of the run's inputs.
 fn import_of(inp: &RunInputs) -> super::import_phase::ImportInputs<'_> {
     super::import_phase::ImportInputs {
-        run_id: &inp.run_id,
-        tenant: &inp.spec.tenant,
+        tree: private_tree_of(inp),
         repo: Path::new(&inp.spec.repo.path),
-        worktree: &inp.paths.worktree,
-        run_dir: &inp.paths.run_dir,
         records_dir: inp.paths.records_dir.as_deref(),
     }
 }

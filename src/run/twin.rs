@@ -276,7 +276,7 @@ fn bring_up(
         let p = prepare::prepare(&lifecycle::prepare_of(inp), host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
         if !agent::gate_checkout(
-            &lifecycle::checkout_of(inp),
+            &lifecycle::private_tree_of(inp),
             host,
             &mut created.ledger,
             &branch,
@@ -443,7 +443,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !agent::gate_checkout(&lifecycle::checkout_of(inp), host, &mut made, &branch)? {
+        if !agent::gate_checkout(&lifecycle::private_tree_of(inp), host, &mut made, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is

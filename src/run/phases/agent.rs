@@ -2,12 +2,12 @@
 //! (tier `container`) or as a plain user unit (host tiers); a unit that outlives its budget or
 //! a stop request is stopped.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
+use super::super::import_phase::PrivateTree;
 use super::super::inputs::Deadlines;
 use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::{Recorder, RunState};
@@ -33,19 +33,7 @@ pub(crate) struct AgentInputs<'a> {
     /// What the probes and the leak watch need.
     pub(crate) probe: Probe<'a>,
     /// Where the gate's tree comes from (tier `container`).
-    pub(crate) checkout: GateCheckout<'a>,
-}
-
-/// What [`gate_checkout`] needs of the run's inputs.
-pub(crate) struct GateCheckout<'a> {
-    /// The run id.
-    pub(crate) run_id: &'a str,
-    /// The tenant.
-    pub(crate) tenant: &'a str,
-    /// The run's work tree (its private repository); the gate tree is beside it.
-    pub(crate) worktree: &'a Path,
-    /// The run's state directory (the export's output goes there).
-    pub(crate) run_dir: &'a Path,
+    pub(crate) checkout: PrivateTree<'a>,
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
@@ -276,7 +264,7 @@ pub(crate) fn agent_oom(
 /// gate judges exactly the commits that are imported. `false`: the branch is gone.
 /// The tree is in `ledger` before it exists (for teardown).
 pub(crate) fn gate_checkout(
-    inp: &GateCheckout<'_>,
+    inp: &PrivateTree<'_>,
     host: &dyn RunHost,
     ledger: &mut Ledger,
     branch: &str,
@@ -284,14 +272,7 @@ pub(crate) fn gate_checkout(
     let tree = crate::layout::gate_tree(inp.worktree);
     ledger.record(Entry::GateTree { path: tree.clone() })?;
     std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    let req = crate::run::import::ExportRequest {
-        run_id: inp.run_id.to_string(),
-        tenant: inp.tenant.to_string(),
-        repo: inp.worktree.to_path_buf(),
-        branch: branch.to_string(),
-        base: String::new(),
-        out: inp.run_dir.join("gate-tree.out"),
-    };
+    let req = inp.request(branch, "", inp.run_dir.join("gate-tree.out"));
     let _ = std::fs::remove_file(&req.out);
     host.export_gate_tree(&req)
 }
