@@ -2,13 +2,53 @@
 //! a bundle (see [`super::import`]), checked and fetched into the user's repository as the run
 //! branch; the uncommitted work is kept as a diff beside the record.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context as _, Result};
 
 use super::import::{Export, ExportRequest};
 use super::ledger::Entry;
-use super::lifecycle::{RunInputs, RunState};
+use super::lifecycle::RunState;
 use super::record::{ImportRecord, RunRecord, RunResult};
 use super::seam::RunHost;
+
+/// The run's private repository as the export containers see it (tier `container`): what
+/// the gate's checkout and the import need of the run's inputs.
+pub(crate) struct PrivateTree<'a> {
+    /// The run id.
+    pub(crate) run_id: &'a str,
+    /// The tenant.
+    pub(crate) tenant: &'a str,
+    /// The run's private repository.
+    pub(crate) worktree: &'a Path,
+    /// The run's state directory.
+    pub(crate) run_dir: &'a Path,
+}
+
+impl PrivateTree<'_> {
+    /// An export of `branch` (since `base`; empty: its whole tree) to `out`.
+    pub(crate) fn request(&self, branch: &str, base: &str, out: PathBuf) -> ExportRequest {
+        ExportRequest {
+            run_id: self.run_id.to_string(),
+            tenant: self.tenant.to_string(),
+            repo: self.worktree.to_path_buf(),
+            branch: branch.to_string(),
+            base: base.to_string(),
+            out,
+        }
+    }
+}
+
+/// What the import phase needs of the run's inputs.
+pub(crate) struct ImportInputs<'a> {
+    /// The run's private repository.
+    pub(crate) tree: PrivateTree<'a>,
+    /// The user's repository (the run branch is fetched into it).
+    pub(crate) repo: &'a Path,
+    /// The tenant's records directory (the import directory and the kept diff go beside the
+    /// record); `None`: a twin side.
+    pub(crate) records_dir: Option<&'a Path>,
+}
 
 /// Runs the export containers and the import; a refused or failed export turns a passing (or
 /// gate-failed) run into `AgentFailed` with the reason as a cause: the agent's output was not
@@ -17,7 +57,7 @@ use super::seam::RunHost;
 /// # Errors
 /// I/O on the import directory, git could not run.
 pub(crate) fn import(
-    inp: &RunInputs,
+    inp: &ImportInputs<'_>,
     host: &dyn RunHost,
     created: &mut RunState,
     base: &str,
@@ -27,9 +67,9 @@ pub(crate) fn import(
     use std::os::unix::fs::DirBuilderExt as _;
     // On disk beside the record (the run dir is on the runtime tmpfs, which a bundle near the
     // cap could fill); a twin side has no records dir and no import.
-    let dir = match &inp.paths.records_dir {
-        Some(records) => crate::layout::RunFiles::new(records, &inp.run_id).import_dir(),
-        None => inp.paths.run_dir.join("import"),
+    let dir = match inp.records_dir {
+        Some(records) => crate::layout::RunFiles::new(records, inp.tree.run_id).import_dir(),
+        None => inp.tree.run_dir.join("import"),
     };
     created
         .ledger
@@ -39,14 +79,7 @@ pub(crate) fn import(
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    let req = ExportRequest {
-        run_id: inp.run_id.clone(),
-        tenant: inp.spec.tenant.clone(),
-        repo: inp.paths.worktree.clone(),
-        branch: rec.branch.clone(),
-        base: base.to_string(),
-        out: dir.join("run.bundle"),
-    };
+    let req = inp.tree.request(&rec.branch, base, dir.join("run.bundle"));
     let mut out = ImportRecord::default();
     match host.export_bundle(&req) {
         Ok(Export::NoCommits) => "no-commits".clone_into(&mut out.outcome),
@@ -59,7 +92,7 @@ pub(crate) fn import(
         }
         Ok(Export::Bundle) => {
             let dest = format!("refs/heads/{}", rec.branch);
-            let repo = std::path::Path::new(&inp.spec.repo.path);
+            let repo = inp.repo;
             created.ledger.record(Entry::Branch {
                 refname: dest.clone(),
                 base: base.to_string(),
@@ -103,7 +136,7 @@ pub(crate) fn import(
 
 /// Exports the uncommitted diff and keeps it beside the record when it touches any file.
 fn uncommitted(
-    inp: &RunInputs,
+    inp: &ImportInputs<'_>,
     host: &dyn RunHost,
     req: &ExportRequest,
     out: &mut ImportRecord,
@@ -117,8 +150,8 @@ fn uncommitted(
         Ok(0) => {}
         Ok(n) => {
             out.uncommitted_files = n;
-            if let Some(dir) = &inp.paths.records_dir {
-                let kept = crate::layout::RunFiles::new(dir, &inp.run_id).uncommitted_diff();
+            if let Some(dir) = inp.records_dir {
+                let kept = crate::layout::RunFiles::new(dir, inp.tree.run_id).uncommitted_diff();
                 match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
                     Ok(()) => out.uncommitted_diff = Some(kept),

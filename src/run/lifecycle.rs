@@ -22,12 +22,12 @@ pub use super::inputs::{Deadlines, RunInputs, RunPaths};
 use super::ledger::Ledger;
 pub use super::phases::collect::LOG_TAIL_LINES;
 use super::phases::{
-    agent::agent_and_gate,
+    agent::{self, agent_and_gate},
     audit,
-    bring_up::{install, record_units, reload_and_confirm, run_context, start_units},
+    bring_up::{self, install, record_units, reload_and_confirm, run_context, start_units},
     collect::{collect, log_tail, project_space_causes, redact},
-    prepare::prepare,
-    teardown,
+    prepare::{self, prepare},
+    probe, teardown,
 };
 use super::record::{Phase, RunRecord, RunResult};
 use super::seam::RunHost;
@@ -170,8 +170,12 @@ pub fn execute(
     }
     if rec.result != RunResult::Passed {
         // Before teardown frees the space: a full project file system is named as the cause.
-        rec.causes
-            .extend(project_space_causes(inp, host, &created.ledger));
+        rec.causes.extend(project_space_causes(
+            Path::new(&inp.spec.repo.path),
+            &inp.paths.worktree,
+            host,
+            &created.ledger,
+        ));
     }
     let torn = r.phase("teardown", || {
         teardown::teardown(&teardown_of(inp), units, host, &mut created)
@@ -249,6 +253,81 @@ pub(crate) fn audit_of(inp: &RunInputs) -> audit::Audit<'_> {
     }
 }
 
+/// What the prepare phase needs of the run's inputs.
+pub(crate) fn prepare_of(inp: &RunInputs) -> prepare::Prepare<'_> {
+    prepare::Prepare {
+        spec: &inp.spec,
+        run_id: &inp.run_id,
+        run_dir: &inp.paths.run_dir,
+        worktree: &inp.paths.worktree,
+        task: &inp.task,
+        secrets: &inp.secrets,
+        storage_lock: inp.deadlines.storage_lock,
+        interrupted: &inp.interrupted,
+        tripwires: prepare::Plant {
+            run_id: &inp.run_id,
+            tripwire_dir: &inp.tripwire_dir,
+            probe_context: &inp.probe_context,
+            probe_sockets: &inp.probe_sockets,
+        },
+    }
+}
+
+/// What bring-up (render facts, install, start) needs of the run's inputs.
+pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
+    bring_up::BringUp {
+        run_id: &inp.run_id,
+        paths: &inp.paths,
+        cyclix_bin: &inp.cyclix_bin,
+        tier: inp.spec.tier,
+        services: &inp.spec.services,
+        start: inp.deadlines.start,
+        secrets: &inp.secrets,
+    }
+}
+
+/// What the probes and the leak watch need of the run's inputs.
+pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
+    probe::Probe {
+        run_id: &inp.run_id,
+        run_dir: &inp.paths.run_dir,
+        deadline: inp.deadlines.probe,
+        watched: &inp.watched,
+    }
+}
+
+/// The run's private repository (tier `container`), for the gate's checkout and the import.
+pub(crate) fn private_tree_of(inp: &RunInputs) -> super::import_phase::PrivateTree<'_> {
+    super::import_phase::PrivateTree {
+        run_id: &inp.run_id,
+        tenant: &inp.spec.tenant,
+        worktree: &inp.paths.worktree,
+        run_dir: &inp.paths.run_dir,
+    }
+}
+
+/// What the agent phase (probe, agent, gate) needs of the run's inputs.
+pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
+    agent::AgentInputs {
+        tier: inp.spec.tier,
+        agent: &inp.spec.agent,
+        gate_timeout_s: inp.spec.gate.timeout_s,
+        deadlines: inp.deadlines,
+        interrupted: &inp.interrupted,
+        probe: probe_of(inp),
+        checkout: private_tree_of(inp),
+    }
+}
+
+/// What the import phase (tier `container`) needs of the run's inputs.
+fn import_of(inp: &RunInputs) -> super::import_phase::ImportInputs<'_> {
+    super::import_phase::ImportInputs {
+        tree: private_tree_of(inp),
+        repo: Path::new(&inp.spec.repo.path),
+        records_dir: inp.paths.records_dir.as_deref(),
+    }
+}
+
 /// The run's record before its first phase (result `error` until a phase decides otherwise).
 pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     let spec = &inp.spec;
@@ -275,27 +354,42 @@ fn bring_up_and_run(
         let from = delivery.as_ref().and_then(|d| d.base_override.clone());
         Ok((
             delivery,
-            prepare(inp, host, created, &rec.branch, from.as_deref())?,
+            prepare(
+                &prepare_of(inp),
+                host,
+                created,
+                &rec.branch,
+                from.as_deref(),
+            )?,
         ))
     })?;
     rec.delivery = delivery.as_ref().map(|d| d.record.clone());
     rec.base_commit.clone_from(&base);
-    let run_ctx = run_context(inp, octet, service_ports);
+    let up = bring_up_of(inp);
+    let run_ctx = run_context(&up, octet, service_ports);
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
-    r.phase("install", || install(inp, &rendered, &mut created.ledger))?;
+    r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
     r.phase("reload", || {
         record_units(&mut created.ledger, &rendered.units)?;
         reload_and_confirm(units, &rendered.units)
     })?;
     r.phase("start", || {
-        start_units(inp, units, host, &rendered.units, rec)
+        start_units(&up, units, host, &rendered.units, rec)
     })?;
-    let mut result = agent_and_gate(inp, units, host, r, created, &rendered.units, rec)?;
+    let mut result = agent_and_gate(
+        &agent_of(inp),
+        units,
+        host,
+        r,
+        created,
+        &rendered.units,
+        rec,
+    )?;
     if let Some(tw) = created.tripwires.as_mut() {
         let tripped = r.phase("escape-check", || tripwire::check(tw))?;
         if !tripped.is_empty() {
@@ -310,7 +404,7 @@ fn bring_up_and_run(
         )
     {
         r.phase("import", || {
-            super::import_phase::import(inp, host, created, &base, rec, &mut result)
+            super::import_phase::import(&import_of(inp), host, created, &base, rec, &mut result)
         })?;
     }
     r.phase("collect", || {

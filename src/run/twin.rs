@@ -175,7 +175,7 @@ fn quick_plan(
     (octet, service_ports): (u8, Vec<u16>),
     results: &Path,
 ) -> Result<RunPlan> {
-    let run = bring_up::run_context(inp, octet, service_ports);
+    let run = bring_up::run_context(&lifecycle::bring_up_of(inp), octet, service_ports);
     let mut plan = render::plan::plan(&inp.spec, &run)?;
     twin::quick_gate(&mut plan, quick, &results.display().to_string())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -273,9 +273,14 @@ fn bring_up(
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
     let (_, _common, octet, ports) = r.phase("prepare", || {
-        let p = prepare::prepare(inp, host, created, &branch, None)?;
+        let p = prepare::prepare(&lifecycle::prepare_of(inp), host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !agent::gate_checkout(inp, host, &mut created.ledger, &branch)? {
+        if !agent::gate_checkout(
+            &lifecycle::private_tree_of(inp),
+            host,
+            &mut created.ledger,
+            &branch,
+        )? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         Ok(p)
@@ -288,14 +293,20 @@ fn bring_up(
         Ok(rendered)
     })?;
     r.phase("install", || {
-        bring_up::install(inp, &rendered, &mut created.ledger)
+        bring_up::install(&lifecycle::bring_up_of(inp), &rendered, &mut created.ledger)
     })?;
     r.phase("reload", || {
         bring_up::record_units(&mut created.ledger, &rendered.units)?;
         bring_up::reload_and_confirm(units, &rendered.units)
     })?;
     r.phase("start", || {
-        bring_up::start_units(inp, units, host, &rendered.units, rec)
+        bring_up::start_units(
+            &lifecycle::bring_up_of(inp),
+            units,
+            host,
+            &rendered.units,
+            rec,
+        )
     })?;
     let agent = rendered
         .units
@@ -303,7 +314,13 @@ fn bring_up(
         .trim_end_matches(".service")
         .to_string();
     let proven = r.phase("probe", || {
-        probe::boundary_proven(inp, host, &agent, created.tripwires.as_mut(), rec)
+        probe::boundary_proven(
+            &lifecycle::probe_of(inp),
+            host,
+            &agent,
+            created.tripwires.as_mut(),
+            rec,
+        )
     })?;
     // No agent runs in a twin: its unit (held back in `agent-wait`) is stopped either way.
     r.phase("hold-agent", || {
@@ -426,7 +443,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !agent::gate_checkout(inp, host, &mut made, &branch)? {
+        if !agent::gate_checkout(&lifecycle::private_tree_of(inp), host, &mut made, &branch)? {
             anyhow::bail!("the private repository has no branch {branch}");
         }
         // The reference runs only the gate container: no network, no services. Its plan is

@@ -7,20 +7,39 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
-use super::super::inputs::{Deadlines, RunInputs};
+use super::super::import_phase::PrivateTree;
+use super::super::inputs::Deadlines;
 use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::{Recorder, RunState};
 use super::super::seam::RunHost;
-use super::probe::{WATCH_EXIT_GRACE, prove, watch_round};
+use super::probe::{Probe, WATCH_EXIT_GRACE, prove, watch_round};
 use crate::render::{self};
 use crate::run::record::{RunRecord, RunResult};
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, UnitManager};
 use crate::tier::Tier;
 
+/// What the agent phase (probe, agent, gate) needs of the run's inputs.
+pub(crate) struct AgentInputs<'a> {
+    /// The run's tier (tier `container`: probes and the leak watch).
+    pub(crate) tier: Tier,
+    /// The spec's agent (its timeout and resources).
+    pub(crate) agent: &'a crate::spec::Agent,
+    /// The spec's gate timeout, in seconds.
+    pub(crate) gate_timeout_s: u64,
+    /// Deadlines.
+    pub(crate) deadlines: Deadlines,
+    /// Set by SIGTERM/SIGINT: the agent or gate unit is stopped.
+    pub(crate) interrupted: &'a AtomicBool,
+    /// What the probes and the leak watch need.
+    pub(crate) probe: Probe<'a>,
+    /// Where the gate's tree comes from (tier `container`).
+    pub(crate) checkout: PrivateTree<'a>,
+}
+
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
 /// (if it succeeded) the gate.
 pub(crate) fn agent_and_gate(
-    inp: &RunInputs,
+    inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
     host: &dyn RunHost,
     r: &mut Recorder,
@@ -28,12 +47,11 @@ pub(crate) fn agent_and_gate(
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
 ) -> Result<RunResult> {
-    let spec = &inp.spec;
     let agent = names.agent.trim_end_matches(".service").to_string();
-    let agent_budget = Duration::from_secs(spec.agent.timeout_s) + inp.deadlines.slack;
-    let end = if spec.tier == Tier::Container {
+    let agent_budget = Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack;
+    let end = if inp.tier == Tier::Container {
         let proven = r.phase("probe", || {
-            prove(inp, host, &agent, created.tripwires.as_mut(), rec)
+            prove(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)
         })?;
         if !proven {
             return Ok(RunResult::ProbeRefused);
@@ -49,7 +67,7 @@ pub(crate) fn agent_and_gate(
                 &names.agent,
                 inp.deadlines,
                 agent_budget,
-                &inp.interrupted,
+                inp.interrupted,
             )
         })?)
     };
@@ -60,14 +78,14 @@ pub(crate) fn agent_and_gate(
     rec.agent_exit = Some(code);
     if code != 0 {
         rec.causes
-            .extend(agent_oom(units, &names.agent, &spec.agent.resources));
+            .extend(agent_oom(units, &names.agent, &inp.agent.resources));
         return Ok(RunResult::AgentFailed);
     }
-    let gate_budget = Duration::from_secs(spec.gate.timeout_s) + inp.deadlines.slack;
+    let gate_budget = Duration::from_secs(inp.gate_timeout_s) + inp.deadlines.slack;
     let private = created.private_tree();
     let branch = rec.branch.clone();
     let gate_exit = r.phase("gate", || {
-        if private && !gate_checkout(inp, host, &mut created.ledger, &branch)? {
+        if private && !gate_checkout(&inp.checkout, host, &mut created.ledger, &branch)? {
             return Ok(None);
         }
         run_to_end(
@@ -75,7 +93,7 @@ pub(crate) fn agent_and_gate(
             &names.gate,
             inp.deadlines,
             gate_budget,
-            &inp.interrupted,
+            inp.interrupted,
         )
         .map(Some)
     })?;
@@ -104,7 +122,7 @@ pub(crate) enum AgentEnd {
 /// Waits for the (already started) agent to end, re-running the ★ probes and the host-side
 /// environment scan every `deadlines.watch`; stops the agent on the first finding.
 pub(crate) fn watch_to_end(
-    inp: &RunInputs,
+    inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
     host: &dyn RunHost,
     unit: &str,
@@ -113,7 +131,7 @@ pub(crate) fn watch_to_end(
     rec: &mut RunRecord,
 ) -> Result<AgentEnd> {
     let d = inp.deadlines;
-    let interrupted = &inp.interrupted;
+    let interrupted = inp.interrupted;
     let t0 = Instant::now();
     let mut next_watch = Instant::now() + d.watch;
     loop {
@@ -121,7 +139,7 @@ pub(crate) fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let (mut findings, incomplete) = watch_round(inp, host, container);
+            let (mut findings, incomplete) = watch_round(&inp.probe, host, container);
             next_watch = Instant::now() + d.watch;
             // The agent may have ended during the round: that is not a finding. A round that
             // only failed to run (the container was exiting: `podman exec` 137, `top` on a
@@ -246,22 +264,15 @@ pub(crate) fn agent_oom(
 /// gate judges exactly the commits that are imported. `false`: the branch is gone.
 /// The tree is in `ledger` before it exists (for teardown).
 pub(crate) fn gate_checkout(
-    inp: &RunInputs,
+    inp: &PrivateTree<'_>,
     host: &dyn RunHost,
     ledger: &mut Ledger,
     branch: &str,
 ) -> Result<bool> {
-    let tree = crate::layout::gate_tree(&inp.paths.worktree);
+    let tree = crate::layout::gate_tree(inp.worktree);
     ledger.record(Entry::GateTree { path: tree.clone() })?;
     std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    let req = crate::run::import::ExportRequest {
-        run_id: inp.run_id.clone(),
-        tenant: inp.spec.tenant.clone(),
-        repo: inp.paths.worktree.clone(),
-        branch: branch.to_string(),
-        base: String::new(),
-        out: inp.paths.run_dir.join("gate-tree.out"),
-    };
+    let req = inp.request(branch, "", inp.run_dir.join("gate-tree.out"));
     let _ = std::fs::remove_file(&req.out);
     host.export_gate_tree(&req)
 }

@@ -2,11 +2,12 @@
 //! (+ confirm every unit is loaded, B01) and start (the proxy, the services and the held-back
 //! agent unit).
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use super::super::inputs::RunInputs;
+use super::super::inputs::RunPaths;
 use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::now_ms;
 use super::super::seam::RunHost;
@@ -16,10 +17,28 @@ use crate::run::record::RunRecord;
 use crate::systemd::{JobMode, LoadState, UnitManager};
 use crate::tier::Tier;
 
+/// What bring-up (the renderer's host facts, install, start) needs of the run's inputs.
+pub(crate) struct BringUp<'a> {
+    /// The run id.
+    pub(crate) run_id: &'a str,
+    /// Where the run's files go.
+    pub(crate) paths: &'a RunPaths,
+    /// Absolute path of the cyclix binary, mounted into the agent container.
+    pub(crate) cyclix_bin: &'a Path,
+    /// The run's tier (tier `container`: the agent unit starts here too).
+    pub(crate) tier: Tier,
+    /// The spec's services (their health checks, for a service that never became healthy).
+    pub(crate) services: &'a [crate::spec::Service],
+    /// The deadline of one unit start (`Deadlines::start`).
+    pub(crate) start: Duration,
+    /// Secret values by variable name (redacted from a failed service's log lines).
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
+}
+
 /// The run's host facts for the renderer.
-pub(crate) fn run_context(inp: &RunInputs, octet: u8, service_ports: Vec<u16>) -> RunContext {
+pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>) -> RunContext {
     RunContext {
-        run_id: inp.run_id.clone(),
+        run_id: inp.run_id.to_string(),
         worktree: inp.paths.worktree.display().to_string(),
         run_dir: inp.paths.run_dir.display().to_string(),
         subnet_octet: octet,
@@ -32,7 +51,7 @@ pub(crate) fn run_context(inp: &RunInputs, octet: u8, service_ports: Vec<u16>) -
 /// The install phase: writes the rendered files (never over an existing one), recording each
 /// for teardown.
 pub(crate) fn install(
-    inp: &RunInputs,
+    inp: &BringUp<'_>,
     rendered: &render::Rendered,
     ledger: &mut Ledger,
 ) -> Result<()> {
@@ -94,25 +113,23 @@ pub(crate) fn reload_and_confirm(
 /// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
 /// `rec.agent_ready_ms`.
 pub(crate) fn start_units(
-    inp: &RunInputs,
+    inp: &BringUp<'_>,
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
 ) -> Result<()> {
-    let container = inp.spec.tier == Tier::Container;
+    let container = inp.tier == Tier::Container;
     std::thread::scope(|s| {
-        let agent = container
-            .then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.deadlines.start)));
+        let agent =
+            container.then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.start)));
         let mut infra: Result<()> = Ok(());
         for u in &names.infra {
             let service = names.services.iter().find(|s| &s.unit == u);
             // A service's start job lasts until its health check passed: wait as long as its
             // unit's own TimeoutStartSec= (plus slack), so systemd's verdict comes first.
-            let deadline = service.map_or(inp.deadlines.start, |s| {
-                inp.deadlines
-                    .start
-                    .max(Duration::from_secs(s.start_timeout_s + 15))
+            let deadline = service.map_or(inp.start, |s| {
+                inp.start.max(Duration::from_secs(s.start_timeout_s + 15))
             });
             if let Err(e) = units.start(u, JobMode::Replace, deadline) {
                 infra = Err(match service {
@@ -135,14 +152,13 @@ pub(crate) fn start_units(
 /// The error of a service whose start job failed: the service, what it was waiting for, the
 /// last lines it printed, and the fix.
 pub(crate) fn service_failed(
-    inp: &RunInputs,
+    inp: &BringUp<'_>,
     svc: &render::plan::ServicePlan,
     host: &dyn RunHost,
     cause: &anyhow::Error,
 ) -> anyhow::Error {
     use std::fmt::Write as _;
     let health = inp
-        .spec
         .services
         .iter()
         .find(|s| s.name == svc.name)

@@ -2,11 +2,10 @@
 //! of the agent's and the gate's logs (secret values redacted); and, for a run that did not
 //! pass, a full project file system named as the cause.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use super::super::inputs::RunInputs;
 use super::super::ledger::Ledger;
 use super::super::seam::RunHost;
 use crate::render::{self};
@@ -82,16 +81,16 @@ pub(crate) fn redact(text: &str, secrets: &[&[u8]]) -> String {
 /// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
 /// of them is (nearly) full; nothing when they have room or cannot be looked at.
 pub(crate) fn project_space_causes(
-    inp: &RunInputs,
+    repo: &Path,
+    worktree: &Path,
     host: &dyn RunHost,
     ledger: &Ledger,
 ) -> Vec<String> {
-    let repo = PathBuf::from(&inp.spec.repo.path);
-    let git = host.common_dir(&repo).unwrap_or_else(|_| repo.join(".git"));
+    let git = host.common_dir(repo).unwrap_or_else(|_| repo.join(".git"));
     let mut looked = Vec::new();
-    if ledger.worktree().is_some() && inp.paths.worktree.exists() {
-        looked.push(("the run's worktree", inp.paths.worktree.clone()));
-    } else if let Some(parent) = inp.paths.worktree.parent() {
+    if ledger.worktree().is_some() && worktree.exists() {
+        looked.push(("the run's worktree", worktree.to_path_buf()));
+    } else if let Some(parent) = worktree.parent() {
         looked.push(("the worktrees directory", parent.to_path_buf()));
     }
     looked.push(("the repository's git dir", git));

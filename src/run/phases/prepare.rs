@@ -5,50 +5,88 @@
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
 use super::super::boundary;
-use super::super::inputs::RunInputs;
 use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::RunState;
 use super::super::reserve::{reserve_ports, reserve_subnet};
 use super::super::seam::RunHost;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self, plan::TASK_FILE};
+use crate::spec::Spec;
 use crate::tier::Tier;
+
+/// What the prepare phase needs of the run's inputs.
+pub(crate) struct Prepare<'a> {
+    /// The validated spec (its mounts are checked; repository, tier, services, tenant).
+    pub(crate) spec: &'a Spec,
+    /// The run id.
+    pub(crate) run_id: &'a str,
+    /// This run's state directory (created here, with the task and control directory).
+    pub(crate) run_dir: &'a Path,
+    /// This run's work tree (created here).
+    pub(crate) worktree: &'a Path,
+    /// The task text.
+    pub(crate) task: &'a str,
+    /// Secret values by variable name.
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
+    /// How long to wait for podman's storage lock (`Deadlines::storage_lock`).
+    pub(crate) storage_lock: Duration,
+    /// Set by SIGTERM/SIGINT: the wait for the storage lock ends.
+    pub(crate) interrupted: &'a AtomicBool,
+    /// What the tripwires and the probes' context need.
+    pub(crate) tripwires: Plant<'a>,
+}
+
+/// What [`plant_and_describe`] needs of the run's inputs.
+pub(crate) struct Plant<'a> {
+    /// The run id.
+    pub(crate) run_id: &'a str,
+    /// Where the escape tripwires are planted.
+    pub(crate) tripwire_dir: &'a Path,
+    /// What the probes must find (completed here, then written as `probe.json`).
+    pub(crate) probe_context: &'a crate::probe::Context,
+    /// Host sockets the escape probe tries to reach.
+    pub(crate) probe_sockets: &'a [String],
+}
 
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
 /// is created.
 pub(crate) fn prepare(
-    inp: &RunInputs,
+    inp: &Prepare<'_>,
     host: &dyn RunHost,
     created: &mut RunState,
     branch: &str,
     base_override: Option<&str>,
 ) -> Result<(String, PathBuf, u8, Vec<u16>)> {
-    let spec = &inp.spec;
+    let spec = inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
     if spec.tier == Tier::Container {
         // Before anything exists: a stuck holder fails the run here, with nothing to undo.
-        wait_for_storage_lock(inp, host, &mut created.notices)?;
+        wait_for_storage_lock(
+            inp.storage_lock,
+            inp.interrupted,
+            host,
+            &mut created.notices,
+        )?;
     }
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
     let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
     let ledger = &mut created.ledger;
     ledger.record(Entry::RunDir {
-        path: inp.paths.run_dir.clone(),
+        path: inp.run_dir.to_path_buf(),
     })?;
-    std::fs::create_dir_all(&inp.paths.run_dir)
-        .with_context(|| format!("creating run dir {}", inp.paths.run_dir.display()))?;
+    std::fs::create_dir_all(inp.run_dir)
+        .with_context(|| format!("creating run dir {}", inp.run_dir.display()))?;
     let used = host.used_subnets()?;
     let runs_root = inp
-        .paths
         .run_dir
         .parent()
         .context("invariant: the run dir has a parent")?;
@@ -56,26 +94,25 @@ pub(crate) fn prepare(
         dir: crate::layout::reservations_beside(runs_root, kind),
     };
     ledger.record(reservations(crate::layout::SUBNETS_DIR))?;
-    let (octet, _) = reserve_subnet(runs_root, &inp.run_id, &used)?;
+    let (octet, _) = reserve_subnet(runs_root, inp.run_id, &used)?;
     let ports = if spec.tier == Tier::Container {
         if !spec.services.is_empty() {
             ledger.record(reservations(crate::layout::PORTS_DIR))?;
         }
-        reserve_ports(runs_root, &inp.run_id, &spec.services, &mut Vec::new())?
+        reserve_ports(runs_root, inp.run_id, &spec.services, &mut Vec::new())?
     } else {
         // The host tiers run no services (their agent runs on the host, not in a pod).
         Vec::new()
     };
-    std::fs::write(inp.paths.run_dir.join(TASK_FILE), &inp.task)
-        .context("writing the task file")?;
-    let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    std::fs::write(inp.run_dir.join(TASK_FILE), inp.task).context("writing the task file")?;
+    let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
-        let tw = plant_and_describe(inp, &mut created.ledger, &common, octet, &ctl)?;
+        let tw = plant_and_describe(&inp.tripwires, &mut created.ledger, &common, octet, &ctl)?;
         created.tripwires = Some(tw);
     }
-    if let Some(parent) = inp.paths.worktree.parent() {
+    if let Some(parent) = inp.worktree.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
@@ -84,37 +121,40 @@ pub(crate) fn prepare(
         // run branch appears in the user's repository only when the import creates it.
         created.repo_before = Some(host.repo_state(&repo)?);
         created.ledger.record(Entry::Worktree {
-            path: inp.paths.worktree.clone(),
+            path: inp.worktree.to_path_buf(),
             private: true,
         })?;
-        host.private_repo(&repo, &inp.paths.worktree, branch, &base)?;
+        host.private_repo(&repo, inp.worktree, branch, &base)?;
     } else {
         created.refs_before = Some(host.refs(&repo)?);
         created.ledger.record(Entry::Worktree {
-            path: inp.paths.worktree.clone(),
+            path: inp.worktree.to_path_buf(),
             private: false,
         })?;
         created.ledger.record(Entry::Branch {
             refname: format!("refs/heads/{branch}"),
             base: base.clone(),
         })?;
-        host.worktree_add(&repo, &inp.paths.worktree, branch, &base)?;
+        host.worktree_add(&repo, inp.worktree, branch, &base)?;
         created.branch_made = true;
     }
     if spec.tier != Tier::Container {
-        write_host_env(inp)?;
+        write_host_env(inp.run_dir, inp.secrets)?;
         return Ok((base, common, octet, ports));
     }
     created.ledger.record(Entry::Podman)?;
-    let names = crate::naming::RunNames::new(&inp.run_id);
-    for (var, value) in &inp.secrets {
+    let names = crate::naming::RunNames::new(inp.run_id);
+    for (var, value) in inp.secrets {
         let name = names.secret(var);
         let labels = vec![
             (
                 crate::naming::label::TENANT.to_string(),
                 spec.tenant.clone(),
             ),
-            (crate::naming::label::RUN.to_string(), inp.run_id.clone()),
+            (
+                crate::naming::label::RUN.to_string(),
+                inp.run_id.to_string(),
+            ),
         ];
         created
             .ledger
@@ -127,27 +167,27 @@ pub(crate) fn prepare(
 /// Plants the run's tripwires (each in the ledger first) and writes the probes' context
 /// (what they must find, where the tripwires are) to the control directory `ctl`.
 pub(crate) fn plant_and_describe(
-    inp: &RunInputs,
+    inp: &Plant<'_>,
     ledger: &mut Ledger,
     common: &Path,
     octet: u8,
     ctl: &Path,
 ) -> Result<Tripwires> {
-    for path in tripwire::paths(&inp.tripwire_dir, &inp.run_id) {
+    for path in tripwire::paths(inp.tripwire_dir, inp.run_id) {
         ledger.record(Entry::Tripwire { path })?;
     }
     ledger.record(Entry::Sentinel {
-        name: tripwire::sentinel_name(&inp.run_id),
+        name: tripwire::sentinel_name(inp.run_id),
     })?;
-    let tw = tripwire::plant(&inp.tripwire_dir, common, &inp.run_id)?;
+    let tw = tripwire::plant(inp.tripwire_dir, common, inp.run_id)?;
     let mut ctx = inp.probe_context.clone();
     let escape = crate::probe::Escape {
         key: tw.key.display().to_string(),
         outside: tw.outside.display().to_string(),
         sentinel_pid: i32::try_from(tw.sentinel_pid()).unwrap_or(i32::MAX),
-        sockets: inp.probe_sockets.clone(),
+        sockets: inp.probe_sockets.to_vec(),
     };
-    boundary::complete_context(&mut ctx, &inp.run_id, octet, common, escape);
+    boundary::complete_context(&mut ctx, inp.run_id, octet, common, escape);
     std::fs::write(
         ctl.join(render::plan::PROBE_CONTEXT_FILE),
         serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
@@ -158,10 +198,10 @@ pub(crate) fn plant_and_describe(
 
 /// No container: the secret values go to the host unit through an env file (mode 0600) in
 /// the run directory, removed with it; the unit file only names the file.
-pub(crate) fn write_host_env(inp: &RunInputs) -> Result<()> {
-    let path = inp.paths.run_dir.join(render::plan::HOST_ENV_FILE);
+pub(crate) fn write_host_env(run_dir: &Path, secrets: &[(String, Vec<u8>)]) -> Result<()> {
+    let path = run_dir.join(render::plan::HOST_ENV_FILE);
     let mut text = Vec::new();
-    for (var, value) in &inp.secrets {
+    for (var, value) in secrets {
         text.extend_from_slice(var.as_bytes());
         text.push(b'=');
         text.extend_from_slice(&systemd_env_quote(value));
@@ -196,19 +236,20 @@ pub(crate) fn systemd_env_quote(v: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Waits (at most `deadlines.storage_lock`) until no other process holds podman's storage
+/// Waits (at most `wait`) until no other process holds podman's storage
 /// locks; a holder that stays is named in the error (security-cases §3). A wait longer than a
 /// second is noted in the record.
 pub(crate) fn wait_for_storage_lock(
-    inp: &RunInputs,
+    wait: Duration,
+    interrupted: &AtomicBool,
     host: &dyn RunHost,
     notices: &mut Vec<String>,
 ) -> Result<()> {
     let waited = crate::run::storage_lock::wait_free(
         || host.storage_lock_holders(),
-        inp.deadlines.storage_lock,
-        Duration::from_millis(100).min(inp.deadlines.storage_lock),
-        || inp.interrupted.load(Ordering::SeqCst),
+        wait,
+        Duration::from_millis(100).min(wait),
+        || interrupted.load(Ordering::SeqCst),
     )?;
     if waited >= Duration::from_secs(1) {
         notices.push(format!(

@@ -2,29 +2,41 @@
 //! its processes' environments are scanned from the host, strangers on its network and the
 //! tripwires are looked at; then the agent goes (`ctl/go`) or is refused (`ctl/refused`).
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
 use super::super::boundary;
-use super::super::inputs::RunInputs;
 use super::super::lifecycle::now_ms;
 use super::super::seam::RunHost;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self};
 use crate::run::record::RunRecord;
 
+/// What the probe phase and the leak watch need of the run's inputs.
+pub(crate) struct Probe<'a> {
+    /// The run id (its network is named after it).
+    pub(crate) run_id: &'a str,
+    /// The run's state directory (its control directory gets the verdict file).
+    pub(crate) run_dir: &'a Path,
+    /// The deadline of one probe run (`Deadlines::probe`).
+    pub(crate) deadline: Duration,
+    /// Host variables the sandbox must never see.
+    pub(crate) watched: &'a [boundary::Watched],
+}
+
 /// Starts the agent's unit (its container holds the agent back in `agent-wait`), runs the
 /// probes inside that very container, scans its processes' environments from the host, and
 /// then lets the agent go (`ctl/go`) or refuses (`ctl/refused`). Returns whether it went.
 pub(crate) fn prove(
-    inp: &RunInputs,
+    inp: &Probe<'_>,
     host: &dyn RunHost,
     container: &str,
     tripwires: Option<&mut Tripwires>,
     rec: &mut RunRecord,
 ) -> Result<bool> {
-    let ctl = inp.paths.run_dir.join(render::plan::CTL_DIR);
+    let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     let go = boundary_proven(inp, host, container, tripwires, rec)?;
     let file = ctl.join(if go {
         render::plan::GO_FILE
@@ -41,14 +53,14 @@ pub(crate) fn prove(
 /// strangers on the run's network and checks the tripwires. Sets `rec.probes` and
 /// `rec.refusal`; returns whether everything passed.
 pub(crate) fn boundary_proven(
-    inp: &RunInputs,
+    inp: &Probe<'_>,
     host: &dyn RunHost,
     container: &str,
     tripwires: Option<&mut Tripwires>,
     rec: &mut RunRecord,
 ) -> Result<bool> {
     // The agent unit was started in the start phase, next to the proxy.
-    let (exit, stdout) = host.probe(container, &[], inp.deadlines.probe)?;
+    let (exit, stdout) = host.probe(container, &[], inp.deadline)?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
     rec.probes = probes;
     if !ok && why.is_empty() {
@@ -58,9 +70,9 @@ pub(crate) fn boundary_proven(
     }
     why.extend(boundary::leaks(
         &host.sandbox_environ(container)?,
-        &inp.watched,
+        inp.watched,
     ));
-    let network = crate::naming::RunNames::new(&inp.run_id).base();
+    let network = crate::naming::RunNames::new(inp.run_id).base();
     why.extend(boundary::network_strangers(
         &network,
         &host.network_members(&network)?,
@@ -76,12 +88,12 @@ pub(crate) fn boundary_proven(
 /// One leak-watch round: (findings, reasons the round could not complete). A round that
 /// cannot run is itself a finding (fail closed) unless the agent turns out to have ended.
 pub(crate) fn watch_round(
-    inp: &RunInputs,
+    inp: &Probe<'_>,
     host: &dyn RunHost,
     container: &str,
 ) -> (Vec<String>, Vec<String>) {
     let mut incomplete = Vec::new();
-    let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadlines.probe) {
+    let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadline) {
         Ok((exit, out)) => {
             let (_, ok, why) = boundary::judge(exit, &out);
             if !ok && why.is_empty() {
@@ -97,7 +109,7 @@ pub(crate) fn watch_round(
         }
     };
     match host.sandbox_environ(container) {
-        Ok(procs) => findings.extend(boundary::leaks(&procs, &inp.watched)),
+        Ok(procs) => findings.extend(boundary::leaks(&procs, inp.watched)),
         Err(e) => incomplete.push(format!("the sandbox environment could not be read: {e:#}")),
     }
     (findings, incomplete)
