@@ -303,16 +303,6 @@ pub fn run_timer(tenant: &str) -> String {
     format!("cyclix-run@{tenant}.timer")
 }
 
-/// The tenant of a `cyclix-run@TENANT.service` / `.timer` instance; `None` otherwise.
-#[must_use]
-pub fn tenant_of_instance(unit: &str) -> Option<&str> {
-    let inst = unit.strip_prefix("cyclix-run@")?;
-    let t = inst
-        .strip_suffix(".service")
-        .or_else(|| inst.strip_suffix(".timer"))?;
-    (!t.is_empty()).then_some(t)
-}
-
 /// The network `cyclix check` creates for its own probe (`cyclix-check-NONCE`).
 #[must_use]
 pub fn check_network(nonce: &str) -> String {

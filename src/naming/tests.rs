@@ -104,11 +104,9 @@ fn branches_round_trip() {
 }
 
 #[test]
-fn instances_round_trip_and_labels_are_in_order() {
-    assert_eq!(tenant_of_instance(&run_service("acme")), Some("acme"));
-    assert_eq!(tenant_of_instance(&run_timer("acme")), Some("acme"));
-    assert_eq!(tenant_of_instance("cyclix-run@.timer"), None);
-    assert_eq!(tenant_of_instance("cyclix-tick@acme.service"), None);
+fn instances_and_labels_are_in_order() {
+    assert_eq!(run_service("acme"), "cyclix-run@acme.service");
+    assert_eq!(run_timer("acme"), "cyclix-run@acme.timer");
     assert_eq!(run_filter("r1"), "io.cyclix.run=r1");
     let l = run_labels("acme", "r1", "agent");
     assert_eq!(l[0], ("io.cyclix.tenant".into(), "acme".into()));
