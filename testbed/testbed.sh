@@ -514,8 +514,8 @@ t0=$(now); podman build -q -t localhost/tbst-derived -f /tmp/tbst-Containerfile 
 if podman image exists $DEB; then
   [ "$(podman run --rm $DEB sh -c '. /etc/os-release; echo $VERSION_CODENAME')" = trixie ] && ok "debian:trixie glibc image runs" || bad "debian image"
   # The base packages the project's Containerfiles need (images/base-packages.txt).
-  out=$(podman run --rm --network none $DEB sh -c 'python3 -m pytest --version 2>&1 && git --version && squid -v | head -1 && curl --version | head -1 | cut -d" " -f1-2') \
-    && ok "debian image has pytest, git, squid, curl: $(echo "$out" | tr '\n' '|')" || bad "debian image base packages: $out"
+  out=$(podman run --rm --network none $DEB sh -c 'python3 -m pytest --version 2>&1 && git --version && squid-openssl -v | head -1 && curl --version | head -1 | cut -d" " -f1-2') \
+    && ok "debian image has pytest, git, squid-openssl, curl: $(echo "$out" | tr '\n' '|')" || bad "debian image base packages: $out"
 else
   echo "SKIP: debian image (TB_DEBIAN_IMAGE=0)"
 fi
