@@ -34,6 +34,15 @@
 #   10.78.0.1/24      private.example   busybox httpd :8080, /srv/www/private
 #                                       (page "hello-from-outside"; a PRIVATE address:
 #                                       the production policy must deny it)
+#   203.0.113.10:443  allowed.example   TLS or not (testbed/fixtures/outside_tls.py allowed):
+#                                       TLS gets "hello-from-allowed.example-tls", other bytes
+#                                       an SSH-like banner + echo (tunnel tests, issue 13)
+#   203.0.113.20/32   api.example       :443 TLS stand-in of a model API host; records every
+#                                       request in /run/testbed-api/requests.jsonl
+#                                       (testbed/fixtures/outside_tls.py api)
+# The TLS listeners' certificate (SAN allowed.example, api.example) comes from a test CA made
+# once per rootfs; its certificate is /srv/testbed-ca.pem inside (world-readable; tests give it
+# to the proxy through the spec's `egress.ca_certs`).
 # The names are in the testbed's /etc/hosts; podman copies the host's
 # /etc/hosts into containers (containers.conf base_hosts_file default), so
 # containers (e.g. the squid proxy) resolve them too. Nothing serves DNS:
@@ -86,10 +95,10 @@ LOCK=$TB_DIR.lock
 # systemd-container (machined, needed by `systemd-run -M user@ --user`),
 # busybox-static (source of the tiny scratch image and the HTTP test hosts),
 # git (cyclix drives git worktrees on the host side), python3 (test helpers).
-PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3
+PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl
 # Bump the leading version when configure_rootfs changes in a way that needs a
 # re-bootstrap (plain config edits are re-applied on every `up` anyway).
-STAMP_WANT="v4 $TB_SUITE $PKGS"
+STAMP_WANT="v5 $TB_SUITE $PKGS"
 
 log() { printf '[testbed %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -178,6 +187,38 @@ build_rootfs() {
   rm -rf "$ROOTFS"; mv "$ROOTFS.new" "$ROOTFS"      # atomic: a half-built rootfs never counts as cache
 }
 
+# One TLS fixture listener (testbed/fixtures/outside_tls.py): name, mode, listen address.
+tls_unit() {
+  local R=$1 name=$2 mode=$3 listen=$4
+  cat >"$R/etc/systemd/system/testbed-tls-$name.service" <<EOF
+[Unit]
+Description=Testbed "outside" TLS listener $listen ($mode)
+Requires=testbed-net.service
+After=testbed-net.service
+[Service]
+ExecStart=/usr/bin/python3 /usr/local/lib/testbed/outside_tls.py $mode $listen
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+# The test CA and the listeners' certificate (made once per rootfs with the rootfs' openssl).
+make_test_ca() {
+  local R=$1 d=$1/etc/testbed-tls
+  [ -s "$d/server.pem" ] && [ -s "$R/srv/testbed-ca.pem" ] && return 0
+  mkdir -p "$d"
+  chroot "$R" sh -ec '
+    cd /etc/testbed-tls
+    openssl req -x509 -newkey rsa:2048 -nodes -days 36500 -subj "/CN=cyclix testbed CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+      -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=api.example" -keyout server.key -out server.csr 2>/dev/null
+    printf "subjectAltName=DNS:api.example,DNS:allowed.example\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n" >ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 36500 -extfile ext -out server.pem 2>/dev/null
+    rm -f server.csr ext; chmod 0600 ca.key server.key' || die "making the testbed test CA failed"
+  install -m 0644 "$d/ca.pem" "$R/srv/testbed-ca.pem"
+}
+
 # One busybox httpd per listener: name, listen address (ip:port), document root.
 http_unit() {
   local R=$1 name=$2 listen=$3 root=$4
@@ -225,6 +266,7 @@ configure_rootfs() {
 203.0.113.10	allowed.example
 198.51.100.10	denied.example
 10.78.0.1	private.example
+203.0.113.20	api.example
 EOF
   # The cgroup2 tree nspawn gets here has NO controllers (host binds pids/cpu/memory
   # to v1), so podman's default pids_limit=2048 makes crun fail with
@@ -263,6 +305,7 @@ ExecStart=/usr/sbin/ip addr replace 10.77.0.1/24 dev tb0
 ExecStart=/usr/sbin/ip addr replace 10.78.0.1/24 dev tb1
 ExecStart=/usr/sbin/ip addr replace 203.0.113.10/32 dev tb1
 ExecStart=/usr/sbin/ip addr replace 198.51.100.10/32 dev tb1
+ExecStart=/usr/sbin/ip addr replace 203.0.113.20/32 dev tb1
 ExecStart=/usr/sbin/ip link set tb0 up
 ExecStart=/usr/sbin/ip link set tb1 up
 ExecStart=/usr/sbin/ip route replace default via 10.77.0.254 dev tb0
@@ -285,8 +328,13 @@ EOF
   http_unit "$R" allowed 203.0.113.10:80 /srv/www/allowed
   http_unit "$R" allowed-8080 203.0.113.10:8080 /srv/www/allowed
   http_unit "$R" denied 198.51.100.10:80 /srv/www/denied
+  make_test_ca "$R"
+  install -D -m 0644 "$PROJECT_ROOT/testbed/fixtures/outside_tls.py" "$R/usr/local/lib/testbed/outside_tls.py"
+  tls_unit "$R" allowed allowed 203.0.113.10:443
+  tls_unit "$R" api api 203.0.113.20:443
   systemctl --root="$R" enable testbed-net.service testbed-http-private.service testbed-http-allowed.service \
-    testbed-http-allowed-8080.service testbed-http-denied.service >/dev/null 2>&1
+    testbed-http-allowed-8080.service testbed-http-denied.service testbed-tls-allowed.service \
+    testbed-tls-api.service >/dev/null 2>&1
   # No tty is attached (--console=pipe): a console getty would just respawn.
   systemctl --root="$R" mask console-getty.service systemd-networkd-wait-online.service >/dev/null 2>&1
 }
@@ -528,6 +576,12 @@ podman network create --internal st-int >/dev/null; podman network create st-ext
 out=$(podman run --rm --network st-ext $IMG sh -c 'wget -T 3 -qO- http://allowed.example/; wget -T 3 -qO- http://allowed.example:8080/; wget -T 3 -qO- http://denied.example/; wget -T 3 -qO- http://private.example:8080/' 2>&1 | tr '\n' ' ')
 [ "$out" = "hello-from-allowed.example hello-from-allowed.example hello-from-denied.example hello-from-outside " ] \
   && ok "outside hosts by name from a container (allowed.example:80/8080, denied.example, private.example:8080)" || bad "outside hosts: $out"
+tls=$(podman run --rm --network pasta -v /srv/testbed-ca.pem:/ca.pem:ro $DEB sh -c \
+  'curl -s -m 5 --cacert /ca.pem https://allowed.example/; echo; curl -s -m 5 --cacert /ca.pem https://api.example/v1/x; echo; python3 -c "import socket; s=socket.create_connection((\"allowed.example\", 443), 5); s.sendall(b\"SSH-2.0-x\\r\\n\"); print(s.recv(64).decode())"' 2>&1 | tr '\n' ' ')
+case "$tls" in
+  *hello-from-allowed.example-tls*stand_in*api.example*SSH-2.0-testbed-outside*) ok "outside TLS hosts (allowed.example:443, api.example:443 with the test CA; non-TLS gets the banner)" ;;
+  *) bad "outside TLS hosts: $tls" ;;
+esac
 podman network rm -f st-int st-ext >/dev/null
 # -- 4. quadlet: .network(Internal) .network .volume .pod .container x3 + template service + timer
 mkdir -p $Q $U
