@@ -12,6 +12,7 @@ pub mod images_cmd;
 pub mod install_cmd;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
+pub mod pause_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
 pub mod spec_cmd;
@@ -68,6 +69,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             start_cmd::run(&env()?, tenant, Duration::from_secs(*wait_s))
         }
         Command::Stop { tenant } => stop_cmd::run(&env()?, tenant),
+        Command::Pause { tenant } => pause_cmd::pause(&env()?, tenant),
+        Command::Resume { tenant } => pause_cmd::resume(&env()?, tenant),
         Command::Tick { tenant } => tick_cmd::run(&env()?, tenant),
         Command::Status { tenant, json } => status_cmd::run(&env()?, tenant, *json),
         Command::Logs { tenant, lines } => {

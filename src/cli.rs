@@ -94,6 +94,17 @@ pub enum Command {
         /// The tenant.
         tenant: String,
     },
+    /// Pause TENANT's schedule: stop and disable its timer; `cyclix install` keeps it off until
+    /// `cyclix resume TENANT`. A run in progress goes on; runs started by hand are not refused.
+    Pause {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Undo `cyclix pause TENANT` and install its timer again (when its spec has a schedule).
+    Resume {
+        /// The tenant.
+        tenant: String,
+    },
     /// Show TENANT's run unit, timer and last run record.
     Status {
         /// The tenant.

@@ -86,6 +86,18 @@ impl Layout {
         self.worktrees_root().join(tenant).join(run_id)
     }
 
+    /// `$XDG_STATE_HOME/cyclix/paused`: one file per paused tenant (`cyclix pause`).
+    #[must_use]
+    pub fn paused_dir(&self) -> PathBuf {
+        self.state_home.join("cyclix/paused")
+    }
+
+    /// `…/paused/TENANT`: present while the tenant is paused; it holds when and why.
+    #[must_use]
+    pub fn pause_marker(&self, tenant: &str) -> PathBuf {
+        self.paused_dir().join(tenant)
+    }
+
     /// `$XDG_DATA_HOME/cyclix/demo`: the demo tenant's repository and files.
     #[must_use]
     pub fn demo_dir(&self) -> PathBuf {

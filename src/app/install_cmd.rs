@@ -1,6 +1,11 @@
-//! `cyclix install [--tenant T]`: the unit templates and the timers of scheduled tenants.
+//! `cyclix install [--tenant T]`: the unit templates, and timers that follow the specs: a
+//! scheduled tenant's timer is installed and started; a timer whose tenant has no schedule any
+//! more, no spec, or is paused is stopped, disabled and its drop-in removed (issue 19, item 2).
 
-use std::path::PathBuf;
+pub mod timers;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -12,11 +17,16 @@ use crate::exit::Outcome;
 use crate::render;
 use crate::run::record;
 use crate::systemd::{ActiveState, JobMode, UnitManager};
+use timers::SpecState;
+
+/// How long starting or stopping one timer may take.
+const TIMER_JOB_DEADLINE: Duration = Duration::from_secs(30);
 
 /// `cyclix install`: writes the unit templates (with this binary's absolute path) to
 /// `~/.config/systemd/user/`, a timer drop-in for every tenant with a schedule (or only for
-/// `only`), reloads,
-/// enables and starts those timers, and fails if a timer has no next elapse (B25).
+/// `only`) that is not paused, removes the timers of tenants that have no schedule, no spec
+/// or are paused, reloads, enables and starts the kept timers, and fails if a timer has no
+/// next elapse (B25).
 ///
 /// # Errors
 /// I/O or D-Bus failures.
@@ -24,7 +34,6 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     let unit_dir = env.layout().user_units_dir();
     let bin = path_str(&current_exe()?);
     let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut timers = Vec::new();
     let tenants_dir = env.layout().tenants_dir();
     let mut specs: Vec<PathBuf> = match std::fs::read_dir(&tenants_dir) {
         Ok(rd) => rd
@@ -34,34 +43,26 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         Err(_) => Vec::new(),
     };
     specs.sort();
+    let installed = timers::installed(&unit_dir);
     if let Some(t) = only {
         specs.retain(|p| p.file_stem().is_some_and(|s| s == t));
-        if specs.is_empty() {
+        if specs.is_empty() && !installed.contains(t) {
             bail!(
                 "no spec for tenant `{t}` at {}",
                 tenant_spec_path(env, t).display()
             );
         }
     }
-    // One bad spec must not keep the other tenants' timers from being installed: report it,
-    // go on, and exit 1 at the end.
-    let mut ok = true;
-    for p in &specs {
-        match super::spec_file::load_spec(p, env)? {
-            Ok(spec) => {
-                if let Some(d) =
-                    render::units::timer_dropin(&spec).map_err(|e| anyhow::anyhow!("{e}"))?
-                {
-                    files.push(d);
-                    timers.push(crate::naming::run_timer(&spec.tenant));
-                }
-            }
-            Err(e) => {
-                crate::stderrln!("{e}\n  (its timer is not installed; the other tenants are)");
-                ok = false;
-            }
-        }
-    }
+    let (states, dropins, ok) = load_states(env, &specs)?;
+    let mut ok = ok;
+    let paused = paused_tenants(&env.layout().paused_dir());
+    let plan = timers::plan(&states, &installed, &paused, only);
+    files.extend(
+        dropins
+            .into_iter()
+            .filter(|(t, _)| plan.install.contains(t))
+            .map(|(_, d)| d),
+    );
     for f in &files {
         let path = unit_dir.join(&f.name);
         std::fs::create_dir_all(path.parent().context("invariant: unit path has a parent")?)?;
@@ -69,43 +70,154 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         println!("wrote {}", path.display());
     }
     let units = unit_manager(env)?;
+    for (t, why) in &plan.remove {
+        remove_timer(&units, &unit_dir, t)?;
+        println!(
+            "removed {} (stopped, disabled, drop-in deleted): {}",
+            crate::naming::run_timer(t),
+            why.text()
+        );
+    }
     units.reload()?;
-    if timers.is_empty() {
+    for t in &plan.paused {
+        println!(
+            "{} not installed: the tenant is paused (`cyclix resume {t}`)",
+            crate::naming::run_timer(t)
+        );
+    }
+    for t in &plan.left {
+        println!(
+            "{} left as it was: its spec does not load (fix it and run `cyclix install` again)",
+            crate::naming::run_timer(t)
+        );
+    }
+    if plan.install.is_empty() {
         println!(
             "no tenant has a schedule; start runs with `systemctl --user start cyclix-run@TENANT`"
         );
         return Ok(Outcome::from_passed(ok));
     }
+    let timers: Vec<String> = plan
+        .install
+        .iter()
+        .map(|t| crate::naming::run_timer(t))
+        .collect();
     let names: Vec<&str> = timers.iter().map(String::as_str).collect();
     units.enable_unit_files(&names)?;
     for t in &timers {
-        units.start(t, JobMode::Replace, Duration::from_secs(30))?;
-        let next = units.timer_next_elapse(t)?;
-        let service = t.replace(".timer", ".service");
-        let fired = units.unit_status(&service)?;
-        if !next.is_scheduled()
-            && matches!(
-                fired.active_state,
-                ActiveState::Activating | ActiveState::Active
-            )
-        {
-            // Persistent=true catching up a missed run fires at once; the next elapse is only
-            // computed when that run ends.
-            println!(
-                "{t} fired at once (a missed run caught up, Persistent=true); {service} is {}",
-                fired.summary()
-            );
-        } else if next.is_scheduled() {
-            println!("enabled {t}: next elapse {}", elapse_text(next));
-        } else {
-            crate::stderrln!(
-                "error: {t} has no next elapse: it would never fire (check its OnCalendar=); disabled it again"
-            );
-            // Never leave an enabled timer that cannot fire looking healthy (B25).
-            let _ = units.stop(t, JobMode::Replace, Duration::from_secs(30));
-            let _ = units.disable_unit_files(&[t.as_str()]);
-            ok = false;
-        }
+        ok &= start_timer(&units, t)?;
     }
     Ok(Outcome::from_passed(ok))
+}
+
+/// What each spec in `specs` says about its timer, the drop-ins of the scheduled ones, and
+/// false when a spec did not load. One bad spec must not keep the other tenants' timers from
+/// being installed: it is reported, its timer left as it was, and `install` exits 1 at the end.
+#[allow(clippy::type_complexity)]
+fn load_states(
+    env: &HostEnv,
+    specs: &[PathBuf],
+) -> Result<(
+    Vec<(String, SpecState)>,
+    Vec<(String, render::RenderedFile)>,
+    bool,
+)> {
+    let mut ok = true;
+    let mut states = Vec::new();
+    let mut dropins = Vec::new();
+    for p in specs {
+        let Some(tenant) = p.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        match super::spec_file::load_spec(p, env)? {
+            Ok(spec) => {
+                let d = render::units::timer_dropin(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+                states.push((
+                    spec.tenant.clone(),
+                    if d.is_some() {
+                        SpecState::Scheduled
+                    } else {
+                        SpecState::Unscheduled
+                    },
+                ));
+                dropins.extend(d.map(|d| (spec.tenant.clone(), d)));
+            }
+            Err(e) => {
+                crate::stderrln!(
+                    "{e}\n  (its timer is left as it was; the other tenants are installed)"
+                );
+                states.push((tenant.to_owned(), SpecState::Broken));
+                ok = false;
+            }
+        }
+    }
+    Ok((states, dropins, ok))
+}
+
+/// Starts timer `t` and reports its next elapse; false (after disabling it again) when it has
+/// none and would never fire (B25).
+fn start_timer(units: &impl UnitManager, t: &str) -> Result<bool> {
+    units.start(t, JobMode::Replace, TIMER_JOB_DEADLINE)?;
+    let next = units.timer_next_elapse(t)?;
+    let service = t.replace(".timer", ".service");
+    let fired = units.unit_status(&service)?;
+    if !next.is_scheduled()
+        && matches!(
+            fired.active_state,
+            ActiveState::Activating | ActiveState::Active
+        )
+    {
+        // Persistent=true catching up a missed run fires at once; the next elapse is only
+        // computed when that run ends.
+        println!(
+            "{t} fired at once (a missed run caught up, Persistent=true); {service} is {}",
+            fired.summary()
+        );
+    } else if next.is_scheduled() {
+        println!("enabled {t}: next elapse {}", elapse_text(next));
+    } else {
+        crate::stderrln!(
+            "error: {t} has no next elapse: it would never fire (check its OnCalendar=); disabled it again"
+        );
+        // Never leave an enabled timer that cannot fire looking healthy (B25).
+        let _ = units.stop(t, JobMode::Replace, TIMER_JOB_DEADLINE);
+        let _ = units.disable_unit_files(&[t]);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Stops and disables tenant `t`'s timer and deletes its drop-in (and the drop-in directory
+/// when nothing else is in it). A run the timer started is not touched. The caller reloads.
+///
+/// # Errors
+/// D-Bus failures, or the drop-in cannot be removed.
+pub(crate) fn remove_timer(units: &impl UnitManager, unit_dir: &Path, t: &str) -> Result<()> {
+    let timer = crate::naming::run_timer(t);
+    units.stop(&timer, JobMode::Replace, TIMER_JOB_DEADLINE)?;
+    units.disable_unit_files(&[timer.as_str()])?;
+    let dropin = unit_dir.join(crate::naming::schedule_dropin(t));
+    match std::fs::remove_file(&dropin) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing {}", dropin.display())),
+    }
+    if let Some(dir) = dropin.parent() {
+        // Only an empty directory goes: a person's own drop-ins there stay.
+        let _ = std::fs::remove_dir(dir);
+    }
+    Ok(())
+}
+
+/// The paused tenants: the names of the files in `dir` (missing dir: none).
+#[must_use]
+pub(crate) fn paused_tenants(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|t| crate::spec::validate::tenant_name(t).is_ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }

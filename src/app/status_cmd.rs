@@ -29,8 +29,10 @@ pub fn run(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             crate::stderrln!("warning: the skipped triggers cannot be read: {e:#}");
             (Vec::new(), 0)
         });
+    let paused = super::pause_cmd::paused(env, tenant);
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
+            "paused": paused,
             "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
             "last_run": last});
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -40,6 +42,9 @@ pub fn run(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     match next {
         Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
         _ => println!("{timer}: not scheduled"),
+    }
+    if let Some(why) = &paused {
+        println!("{tenant} is paused ({why}); `cyclix resume {tenant}` undoes it");
     }
     if let Some(s) = skips.last() {
         println!(

@@ -33,6 +33,13 @@ pub fn skip_line(s: &Skip) -> String {
 /// D-Bus failures, an unreadable `/proc/locks`, or a skip that cannot be written.
 pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
+    // A paused tenant's timer is off; one started by hand anyway still starts no run.
+    if let Some(why) = super::pause_cmd::paused(env, tenant) {
+        crate::stderrln!(
+            "cyclix: {tenant} is paused ({why}): the trigger starts no run; `cyclix resume {tenant}` undoes the pause"
+        );
+        return Ok(Outcome::Ok);
+    }
     let units = unit_manager(env)?;
     let lock_path = lock::path(env.runtime_dir()?, tenant);
     let records = record::tenant_dir(&env.state_home, tenant);

@@ -19,6 +19,7 @@ mod e2e_leftovers;
 mod e2e_mounts;
 mod e2e_probe;
 mod e2e_run;
+mod e2e_schedule;
 mod e2e_services;
 mod e2e_soak;
 mod e2e_twin;

@@ -1,0 +1,77 @@
+//! `cyclix pause TENANT` / `cyclix resume TENANT`: stop a tenant's schedule for a while
+//! (issue 19, item 2). A pause is a file in `$XDG_STATE_HOME/cyclix/paused/` — it outlives
+//! reboots and `cyclix install`, which keeps a paused tenant's timer off and says so. A run
+//! started by hand (`cyclix start`, `systemctl --user start cyclix-run@T`) is not refused: a
+//! pause is about the schedule.
+
+use anyhow::{Context as _, Result};
+
+use super::install_cmd::remove_timer;
+use super::tenant::{run_unit, unit_manager};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::run::record;
+use crate::systemd::{ActiveState, UnitManager};
+
+/// `cyclix pause TENANT`: writes the pause marker, then stops and disables the tenant's timer
+/// and removes its drop-in. A run in progress goes on (`cyclix stop` stops it).
+///
+/// # Errors
+/// An unknown tenant, I/O or D-Bus failures.
+pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
+    let unit = run_unit(env, tenant)?;
+    let marker = env.layout().pause_marker(tenant);
+    std::fs::create_dir_all(marker.parent().context("invariant: marker has a parent")?)?;
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let when = super::clock::utc_timestamp(ms);
+    record::atomic_write(
+        &marker,
+        format!("paused at {when} by `cyclix pause {tenant}`\n").as_bytes(),
+    )?;
+    let units = unit_manager(env)?;
+    remove_timer(&units, &env.layout().user_units_dir(), tenant)?;
+    units.reload()?;
+    println!(
+        "paused {tenant}: {} is stopped and disabled and stays so across `cyclix install` until `cyclix resume {tenant}`",
+        crate::naming::run_timer(tenant)
+    );
+    let st = units.unit_status(&unit)?;
+    if matches!(
+        st.active_state,
+        ActiveState::Active | ActiveState::Activating
+    ) {
+        println!(
+            "a run is in progress ({unit}: {}); `cyclix stop {tenant}` stops it",
+            st.summary()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix resume TENANT`: removes the pause marker and installs the tenant's timer again
+/// (as `cyclix install --tenant TENANT` does) when its spec has a schedule.
+///
+/// # Errors
+/// An unknown tenant, I/O or D-Bus failures.
+pub fn resume(env: &HostEnv, tenant: &str) -> Result<Outcome> {
+    run_unit(env, tenant)?;
+    let marker = env.layout().pause_marker(tenant);
+    match std::fs::remove_file(&marker) {
+        Ok(()) => println!("resumed {tenant}"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!("{tenant} was not paused");
+        }
+        Err(e) => return Err(e).with_context(|| format!("removing {}", marker.display())),
+    }
+    super::install_cmd::run(env, Some(tenant))
+}
+
+/// The pause marker's text (`paused at …`) when `tenant` is paused.
+#[must_use]
+pub fn paused(env: &HostEnv, tenant: &str) -> Option<String> {
+    std::fs::read_to_string(env.layout().pause_marker(tenant))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}

@@ -1,0 +1,116 @@
+//! Timers follow the specs (issue 19, item 2), on the real user manager: `cyclix install`
+//! removes the timer and drop-in of a tenant whose spec lost its `schedule` or is gone, and a
+//! paused tenant's timer stays off across `install` until `cyclix resume`. Every step checks
+//! systemd itself (`is-enabled`, `is-active`) and the drop-in file, not only cyclix's words.
+//! `install` runs with `--tenant` only: the testbed is shared with tests whose tenants have
+//! schedules of their own.
+
+use crate::common::run::prepared;
+use crate::common::tenant::Tenant;
+use crate::common::testbed::{Testbed, expect_success};
+
+/// `is-enabled` and `is-active` of the tenant's timer, and whether its drop-in exists.
+fn timer_state(tb: &Testbed, t: &str) -> String {
+    let out = tb.user_sh(&format!(
+        "printf '%s %s %s' \"$(systemctl --user is-enabled cyclix-run@{t}.timer 2>&1 | head -1)\" \
+         \"$(systemctl --user is-active cyclix-run@{t}.timer)\" \
+         \"$(test -e ~/.config/systemd/user/cyclix-run@{t}.timer.d/schedule.conf && echo dropin || echo no-dropin)\""
+    ));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn cyclix(tb: &Testbed, args: &[&str]) -> String {
+    let bin = tb.cyclix_bin();
+    let mut argv = vec![bin.as_str()];
+    argv.extend_from_slice(args);
+    expect_success(&tb.user(&argv), &format!("cyclix {}", args.join(" ")))
+}
+
+#[test]
+fn install_converges_timers_on_the_specs_and_a_pause_holds_until_resume() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    // A time that never comes during the test: 03:00 on 1 January.
+    let scheduled = Tenant::new("e2e-sched")
+        .extra_yaml("schedule:\n  on_calendar: \"*-01-01 03:00:00\"\n  persistent: false");
+    let t = scheduled.write(tb);
+    let out = cyclix(tb, &["install", "--tenant", &t]);
+    assert!(
+        out.contains(&format!("enabled cyclix-run@{t}.timer: next elapse")),
+        "{out}"
+    );
+    assert_eq!(
+        timer_state(tb, &t),
+        "enabled active dropin",
+        "after install"
+    );
+
+    // Paused: off at once, and `install` keeps it off and says why.
+    let out = cyclix(tb, &["pause", &t]);
+    assert!(out.contains(&format!("paused {t}")), "{out}");
+    let off = timer_state(tb, &t);
+    assert!(
+        off.ends_with(" inactive no-dropin") && !off.starts_with("enabled"),
+        "after pause: {off}"
+    );
+    let out = cyclix(tb, &["install", "--tenant", &t]);
+    assert!(out.contains("not installed: the tenant is paused"), "{out}");
+    assert_eq!(timer_state(tb, &t), off, "install must honour the pause");
+    let status = cyclix(tb, &["status", &t]);
+    assert!(
+        status.contains(&format!("{t} is paused (paused at ")),
+        "{status}"
+    );
+    // The timer started by hand while paused: its tick starts no run.
+    let tick = tb.user(&[&tb.cyclix_bin(), "tick", &t]);
+    assert!(tick.status.success(), "{tick:?}");
+    assert!(
+        String::from_utf8_lossy(&tick.stderr).contains("is paused"),
+        "{tick:?}"
+    );
+    let active = tb.user_sh(&format!(
+        "systemctl --user is-active cyclix-run@{t}.service"
+    ));
+    assert_eq!(String::from_utf8_lossy(&active.stdout).trim(), "inactive");
+
+    let out = cyclix(tb, &["resume", &t]);
+    assert!(
+        out.contains(&format!("resumed {t}")) && out.contains("next elapse"),
+        "{out}"
+    );
+    assert_eq!(timer_state(tb, &t), "enabled active dropin", "after resume");
+
+    // The schedule removed from the spec: install removes the timer and its drop-in.
+    Tenant::new("e2e-sched").write(tb);
+    let out = cyclix(tb, &["install", "--tenant", &t]);
+    assert!(
+        out.contains(&format!("removed cyclix-run@{t}.timer"))
+            && out.contains("no `schedule` any more"),
+        "{out}"
+    );
+    let gone = timer_state(tb, &t);
+    assert!(
+        gone.ends_with(" inactive no-dropin") && !gone.starts_with("enabled"),
+        "{gone}"
+    );
+
+    // The spec deleted: install still finds the installed timer and removes it.
+    scheduled.write(tb);
+    cyclix(tb, &["install", "--tenant", &t]);
+    assert_eq!(
+        timer_state(tb, &t),
+        "enabled active dropin",
+        "scheduled again"
+    );
+    expect_success(
+        &tb.user_sh(&format!("rm ~/.config/cyclix/tenants/{t}.yaml")),
+        "delete the spec",
+    );
+    let out = cyclix(tb, &["install", "--tenant", &t]);
+    assert!(out.contains("its spec is gone"), "{out}");
+    let gone = timer_state(tb, &t);
+    assert!(
+        gone.ends_with(" inactive no-dropin") && !gone.starts_with("enabled"),
+        "{gone}"
+    );
+}
