@@ -107,10 +107,33 @@ fn assert_clean(tb: &Testbed, rec: &serde_json::Value, tenant: &str) {
 fn a_postgres_service_gets_its_own_database_volume_and_port_and_leaves_nothing() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant(tb, "e2e-svc-pg", POSTGRES, 0);
-    let out = start(tb, &t);
+    // The agent holds 4 s after its commit: `cyclix leftovers` in the middle of the run must
+    // tie every object of it — the service, the pod's infra container and every conmon — and
+    // exit 0 (issue 19, item 3: the infra conmon was "untied").
+    let t = tenant(tb, "e2e-svc-pg", POSTGRES, 4);
+    let run = inject_mid_run(
+        tb,
+        &t,
+        &format!(
+            "{} leftovers > /tmp/leftovers-$run.txt 2>&1; echo \"exit=$?\" >> /tmp/leftovers-$run.txt",
+            tb.cyclix_bin()
+        ),
+    );
+    let mid = expect_success(
+        &tb.user_sh(&format!(
+            "cat /tmp/leftovers-{run}.txt; rm -f /tmp/leftovers-{run}.txt"
+        )),
+        "cyclix leftovers mid-run",
+    );
+    assert!(mid.trim_end().ends_with("exit=0"), "{mid}");
+    assert!(!mid.contains("untied"), "{mid}");
+    for role in ["infra", "agent", "proxy", "svc-db"] {
+        assert!(
+            mid.contains("(conmon): ") && mid.contains(&format!("-n cyclix-{run}-{role} ")),
+            "the {role} conmon must be listed and tied:\n{mid}"
+        );
+    }
     let rec = record(tb, &t);
-    assert!(out.status.success(), "{out:?}\n{rec:#}");
     assert_eq!(rec["result"], "passed", "{rec:#}");
     crate::e2e_boundary::assert_all_probes_pass(&rec);
     let run_id = rec["run_id"].as_str().expect("run id");
