@@ -19,11 +19,11 @@ fn timer_state(tb: &Testbed, t: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn cyclix(tb: &Testbed, args: &[&str]) -> String {
+fn cyclix(tb: &Testbed, words: &[&str]) -> String {
     let bin = tb.cyclix_bin();
-    let mut argv = vec![bin.as_str()];
-    argv.extend_from_slice(args);
-    expect_success(&tb.user(&argv), &format!("cyclix {}", args.join(" ")))
+    let mut command = vec![bin.as_str()];
+    command.extend_from_slice(words);
+    expect_success(&tb.user(&command), &format!("cyclix {}", words.join(" ")))
 }
 
 #[test]
