@@ -72,7 +72,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Pause { tenant } => pause_cmd::pause(&env()?, tenant),
         Command::Resume { tenant } => pause_cmd::resume(&env()?, tenant),
         Command::Tick { tenant } => tick_cmd::run(&env()?, tenant),
-        Command::Status { tenant, json } => status_cmd::run(&env()?, tenant, *json),
+        Command::Status { tenant, json } => status_cmd::run(&env()?, tenant.as_deref(), *json),
         Command::Logs { tenant, lines } => {
             // The tenant's name is judged before `$HOME` is needed.
             tenant::check_name(tenant)?;

@@ -105,10 +105,11 @@ pub enum Command {
         /// The tenant.
         tenant: String,
     },
-    /// Show TENANT's run unit, timer and last run record.
+    /// Show TENANT's run unit, a run in progress (id, phase, time in it), timer and last run
+    /// record; with no TENANT, one line per tenant.
     Status {
-        /// The tenant.
-        tenant: String,
+        /// The tenant (default: every tenant, one line each).
+        tenant: Option<String>,
         /// JSON instead of text.
         #[arg(long)]
         json: bool,

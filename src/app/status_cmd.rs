@@ -1,6 +1,11 @@
-//! `cyclix status TENANT [--json]`: the run unit, the timer and the last run record.
+//! `cyclix status [TENANT] [--json]`: the run unit, the timer, a run in progress (its id,
+//! phase and how long it has been in it) and the last run record; with no tenant, one line per
+//! tenant (issue 19, item 5).
+
+use std::time::SystemTime;
 
 use anyhow::Result;
+use serde::Serialize;
 
 use super::clock::elapse_text;
 use super::tenant::{run_unit, unit_manager};
@@ -9,13 +14,143 @@ use crate::exit::Outcome;
 use crate::run::record;
 use crate::systemd::UnitManager;
 
-/// `cyclix status TENANT`: the run unit's state, the timer's next elapse and the last record.
+/// A run in progress, from the tenant lock's holder and the run's phase note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CurrentRun {
+    /// The run id.
+    pub run_id: String,
+    /// The pid of the cyclix process running it.
+    pub pid: u32,
+    /// When it started (`YYYY-MM-DD HH:MM:SS UTC`).
+    pub started: String,
+    /// The phase it noted last (`probe`, `agent`, `teardown/files`, …), `None` before the first.
+    pub phase: Option<String>,
+    /// Seconds since it entered that phase (the phase note's modification time).
+    pub in_phase_s: Option<u64>,
+}
+
+/// The run of `tenant` in progress: someone holds the tenant lock (seen in `/proc/locks`,
+/// never taken here) and its file names the holder. `None` when no run holds it.
+#[must_use]
+pub fn current_run(env: &HostEnv, tenant: &str) -> Option<CurrentRun> {
+    let lock_path = env.runtime().ok()?.tenant_lock(tenant);
+    let held = crate::run::storage_lock::file_lock_holders(&lock_path).is_ok_and(|h| !h.is_empty());
+    let holder = held.then(|| crate::run::lock::peek(&lock_path)).flatten()?;
+    let dir = record::tenant_dir(&env.state_home, tenant);
+    let note = crate::layout::RunFiles::new(&dir, &holder.run_id).phase();
+    let in_phase_s = std::fs::metadata(note)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .map(|d| d.as_secs());
+    Some(CurrentRun {
+        phase: crate::run::ledger::last_phase(&dir, &holder.run_id),
+        in_phase_s,
+        started: super::clock::utc_timestamp(holder.started_ms),
+        pid: holder.pid,
+        run_id: holder.run_id,
+    })
+}
+
+/// `run R in progress: phase P for N s (started T, pid P)`.
+#[must_use]
+pub fn current_line(c: &CurrentRun) -> String {
+    let phase = c.phase.as_deref().map_or_else(
+        || "starting".to_owned(),
+        |p| match c.in_phase_s {
+            Some(s) => format!("phase {p} for {s} s"),
+            None => format!("phase {p}"),
+        },
+    );
+    format!(
+        "run {} in progress: {phase} (started {}, pid {})",
+        c.run_id, c.started, c.pid
+    )
+}
+
+/// `cyclix status [TENANT]`: one tenant in full, or every tenant in one line each.
 ///
 /// # Errors
 /// D-Bus or record read failures.
-pub fn run(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
+pub fn run(env: &HostEnv, tenant: Option<&str>, json: bool) -> Result<Outcome> {
+    match tenant {
+        Some(t) => one(env, t, json),
+        None => all(env, json),
+    }
+}
+
+/// `cyclix status` with no tenant: for each spec in the tenants directory, the run unit's
+/// state, a run in progress, the timer's next elapse, a pause and the last result.
+fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
+    let mut tenants: Vec<String> = std::fs::read_dir(env.layout().tenants_dir())
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter_map(|n| n.strip_suffix(".yaml").map(str::to_owned))
+                .filter(|t| crate::spec::validate::tenant_name(t).is_ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    tenants.sort();
+    let units = unit_manager(env)?;
+    let mut rows = Vec::new();
+    for t in &tenants {
+        let st = units.unit_status(&crate::naming::run_service(t))?;
+        let next = units
+            .timer_next_elapse(&crate::naming::run_timer(t))
+            .ok()
+            .filter(crate::systemd::NextElapse::is_scheduled);
+        let last = record::latest(&env.state_home, t).ok().flatten();
+        rows.push(serde_json::json!({
+            "tenant": t,
+            "unit_state": st.summary(),
+            "current_run": current_run(env, t),
+            "timer_next_elapse": next.map(elapse_text),
+            "paused": super::pause_cmd::paused(env, t),
+            "last_result": last.as_ref().map(|r| format!("{:?}", r.result)),
+            "last_run": last.as_ref().map(|r| r.run_id.clone()),
+        }));
+    }
+    if json {
+        let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(Outcome::Ok);
+    }
+    if rows.is_empty() {
+        println!(
+            "no tenants in {} (`cyclix demo setup` lays out the demo tenant)",
+            env.layout().tenants_dir().display()
+        );
+    }
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+    for r in &rows {
+        let now = r["current_run"]["run_id"]
+            .as_str()
+            .map_or_else(String::new, |id| format!(" · running {id}"));
+        let timer = if r["paused"].is_string() {
+            "paused".to_owned()
+        } else {
+            r["timer_next_elapse"]
+                .as_str()
+                .map_or_else(|| "no timer".to_owned(), |n| format!("next {n}"))
+        };
+        println!(
+            "{:<20} {}{now} · {timer} · last {} ({})",
+            text(&r["tenant"]),
+            text(&r["unit_state"]),
+            text(&r["last_result"]),
+            text(&r["last_run"]),
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `cyclix status TENANT`: the run unit's state, a run in progress, the timer's next elapse
+/// and the last record.
+fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     let units = unit_manager(env)?;
+    let current = current_run(env, tenant);
     let st = units.unit_status(&unit)?;
     let timer = crate::naming::run_timer(tenant);
     let next = units.timer_next_elapse(&timer).ok();
@@ -32,13 +167,16 @@ pub fn run(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     let paused = super::pause_cmd::paused(env, tenant);
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
-            "paused": paused,
+            "paused": paused, "current_run": current,
             "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
             "last_run": last});
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
     println!("{unit}: {}", st.summary());
+    if let Some(c) = &current {
+        println!("{}", current_line(c));
+    }
     match next {
         Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
         _ => println!("{timer}: not scheduled"),

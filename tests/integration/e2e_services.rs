@@ -107,17 +107,41 @@ fn assert_clean(tb: &Testbed, rec: &serde_json::Value, tenant: &str) {
 fn a_postgres_service_gets_its_own_database_volume_and_port_and_leaves_nothing() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    // The agent holds 4 s after its commit: `cyclix leftovers` in the middle of the run must
-    // tie every object of it — the service, the pod's infra container and every conmon — and
-    // exit 0 (issue 19, item 3: the infra conmon was "untied").
+    // The agent holds 4 s after its commit. In the middle of the run (issue 19, items 3 and 5;
+    // one run for all of them to save CI time): `cyclix leftovers` must tie every object of it
+    // — the service, the pod's infra container and every conmon — and exit 0 (the infra conmon
+    // was "untied"); `cyclix status` names the run in progress and its phase, for the tenant
+    // and in the all-tenants list; `cyclix start` returns at once naming it (exit 1).
     let t = tenant(tb, "e2e-svc-pg", POSTGRES, 4);
+    let c = tb.cyclix_bin();
     let run = inject_mid_run(
         tb,
         &t,
         &format!(
-            "{} leftovers > /tmp/leftovers-$run.txt 2>&1; echo \"exit=$?\" >> /tmp/leftovers-$run.txt",
-            tb.cyclix_bin()
+            "{c} leftovers > /tmp/leftovers-$run.txt 2>&1; echo \"exit=$?\" >> /tmp/leftovers-$run.txt
+             {{ {c} status {t}; echo \"exit=$?\"; {c} status; {c} status --json; timeout 20 {c} start {t}; echo \"start-exit=$?\"; }} > /tmp/status-$run.txt 2>&1"
         ),
+    );
+    let status = expect_success(
+        &tb.user_sh(&format!(
+            "cat /tmp/status-{run}.txt; rm -f /tmp/status-{run}.txt"
+        )),
+        "cyclix status/start mid-run",
+    );
+    assert!(
+        status.contains(&format!("run {run} in progress: phase ")),
+        "{status}"
+    );
+    assert!(status.contains(&format!("· running {run} ·")), "{status}");
+    assert!(
+        status.contains(&format!("\"run_id\": \"{run}\"")),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!(
+            "cyclix-run@{t}.service is busy: run {run} in progress"
+        )) && status.contains("start-exit=1"),
+        "{status}"
     );
     let mid = expect_success(
         &tb.user_sh(&format!(
