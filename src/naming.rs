@@ -250,6 +250,8 @@ const SUFFIXES: [&str; 9] = [
 /// (`spec::validate::run_id`).
 #[must_use]
 pub fn run_of(name: &str) -> Option<String> {
+    // A drop-in directory names its unit: `cyclix-RUN-pod.service.d`.
+    let name = name.strip_suffix(".d").unwrap_or(name);
     let rest = name.strip_prefix(PREFIX)?;
     let mut stem = match rest.rsplit_once('.') {
         Some((s, ext)) if !ext.contains('-') => s,

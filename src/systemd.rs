@@ -35,7 +35,7 @@ pub use fake::FakeUnitManager;
 pub use settle::settle;
 pub use types::{
     ActiveState, ExecMainCode, JobMode, JobOutcome, JobResult, LoadState, NextElapse, Op,
-    ParseJobModeError, Settled, UnitFileChange, UnitStatus,
+    ParseJobModeError, Settled, UnitFileChange, UnitIdentity, UnitStatus,
 };
 
 /// What cyclix needs from the systemd user manager.
@@ -100,6 +100,13 @@ pub trait UnitManager {
     /// [`Error::BusUnavailable`], [`Error::Dbus`] (e.g. an invalid unit name),
     /// [`Error::Deadline`].
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error>;
+
+    /// Reads which start of `unit` is running: `Unit.InvocationID` and, for a service,
+    /// `Service.MainPID` (org.freedesktop.systemd1(5)).
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
+    fn unit_identity(&self, unit: &str) -> Result<UnitIdentity, Error>;
 
     /// Reads when the timer `unit` (a `.timer`) elapses next (`NextElapseUSecRealtime`,
     /// `NextElapseUSecMonotonic`). Neither being set means the timer will never fire again

@@ -24,6 +24,7 @@ fn every_name_of_a_run_parses_back_to_its_run() {
         format!("{}.network", n.egress()),
         format!("{}.volume", data_volume(&svc)),
         pod_unit(&n.base()),
+        format!("{}.d", pod_unit(&n.base())),
         network_unit(&n.base()),
         network_unit(&n.egress()),
         volume_unit(&data_volume(&svc)),

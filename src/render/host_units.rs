@@ -50,6 +50,7 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
     }
     s.add("RuntimeMaxSec", h.runtime_max_s.to_string());
     s.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+    s.add("Restart", "no");
     Ok(runtime_unit(naming::container_unit(&h.stem), &u))
 }
 

@@ -103,7 +103,8 @@ fn object_unit(
             super::plan::START_TIMEOUT_LOCAL_S.to_string(),
         )
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
-        .add("SyslogIdentifier", "%N");
+        .add("SyslogIdentifier", "%N")
+        .add("Restart", "no");
     Ok(file(unit_name, &u))
 }
 
@@ -264,7 +265,10 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         )
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
         .add("Environment", "PODMAN_SYSTEMD_UNIT=%n")
-        .add("SyslogIdentifier", "%N");
+        .add("SyslogIdentifier", "%N")
+        // A pod that died stays dead: a new one is a network namespace the probes never saw
+        // (issue 20, item 1).
+        .add("Restart", "no");
     file(naming::pod_unit(pod), &u)
 }
 

@@ -28,14 +28,18 @@ fn finish(mut u: UnitFile, name: String) -> RenderedFile {
     }
 }
 
-/// The `[Service]` budgets of the generated pod and volume oneshots.
+/// The `[Service]` budgets of the generated pod and volume oneshots, and `Restart=no`: a
+/// part of the sandbox that died stays dead (Quadlet's `.pod` default is
+/// `Restart=on-failure`, podman-systemd.unit(5); a restarted pod is a new network namespace
+/// the probes never saw — issue 20, item 1).
 fn object_budgets(u: &mut UnitFile) {
     u.section("Service")
         .add(
             "TimeoutStartSec",
             super::plan::START_TIMEOUT_LOCAL_S.to_string(),
         )
-        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+        .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string())
+        .add("Restart", "no");
 }
 
 /// The run's labels of role `role` as `Label=` entries.
@@ -62,6 +66,7 @@ pub fn render(plan: &RunPlan) -> Result<Vec<RenderedFile>, RenderError> {
     }
     if let (Some(pod_stem), Some(internal)) = (&plan.pod, plan.networks.first()) {
         files.push(pod(plan, pod_stem, internal));
+        files.push(pod_restart_dropin(pod_stem));
     }
     for vol in &plan.volumes {
         files.push(volume(plan, vol)?);
@@ -93,8 +98,27 @@ fn network(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderError>
         s.add("IPRange", range.clone());
     }
     label_entries(&mut s, plan, network_role(n.internal))?;
+    // A oneshot's default, stated: no unit of a run is ever restarted (issue 20, item 1).
+    u.section("Service").add("Restart", "no");
     Ok(finish(u, network_file(&n.stem)))
 }
+
+/// Quadlet (podman 5.4) writes `Restart=on-failure` into the pod's generated service and drops
+/// the `Restart=` of the `.pod` file's `[Service]` section (measured with `quadlet --dryrun`;
+/// `.container`, `.network` and `.volume` keep theirs). A systemd drop-in in the runtime unit
+/// directory is applied after the generated unit (systemd.unit(5), "drop-in"), so this one
+/// makes the pod `Restart=no` after all (issue 20, item 1).
+fn pod_restart_dropin(pod: &str) -> RenderedFile {
+    let mut u = UnitFile::new(HEADER);
+    u.section("Service").add("Restart", "no");
+    super::common::runtime_unit(
+        format!("{}.d/{POD_RESTART_DROPIN}", naming::pod_unit(pod)),
+        &u,
+    )
+}
+
+/// The file name of the pod's `Restart=no` drop-in (in `POD-pod.service.d/`).
+pub const POD_RESTART_DROPIN: &str = "10-cyclix-no-restart.conf";
 
 fn pod(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
     let mut u = UnitFile::new(HEADER);

@@ -41,8 +41,8 @@ use zbus::Connection;
 use zbus::proxy::CacheProperties;
 
 use super::{
-    Error, JobMode, JobOutcome, LoadState, MANAGER, NextElapse, Op, UnitFileChange, UnitManager,
-    UnitStatus,
+    Error, JobMode, JobOutcome, LoadState, MANAGER, NextElapse, Op, UnitFileChange, UnitIdentity,
+    UnitManager, UnitStatus,
 };
 use crate::systemd::ActiveState;
 
@@ -394,6 +394,12 @@ impl UnitManager for ZbusUnitManager {
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
         let call = self.call(Op::Status, unit, self.call_timeout);
         async_io::block_on(self.read_status(&call))
+    }
+
+    #[tracing::instrument(skip_all, fields(unit = %unit))]
+    fn unit_identity(&self, unit: &str) -> Result<UnitIdentity, Error> {
+        let call = self.call(Op::Identity, unit, self.call_timeout);
+        async_io::block_on(self.read_identity(&call))
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::{
     ActiveState, Error, JobMode, JobOutcome, JobResult, LoadState, NextElapse, Op, UnitFileChange,
-    UnitManager, UnitStatus, settle,
+    UnitIdentity, UnitManager, UnitStatus, settle,
 };
 
 /// One call the fake received, with its arguments.
@@ -406,6 +406,23 @@ impl UnitManager for FakeUnitManager {
             state.units.insert(unit.to_owned(), status);
         }
         Ok(state.status(unit))
+    }
+
+    /// Not recorded as a call. The identity of the N-th start (or restart) of `unit`:
+    /// invocation `UNIT#N`, main pid N, so a restart shows as a change.
+    fn unit_identity(&self, unit: &str) -> Result<UnitIdentity, Error> {
+        let starts = self
+            .state()
+            .calls
+            .iter()
+            .filter(|c| {
+                matches!(c, Call::Start { unit: u, .. } | Call::Restart { unit: u, .. } if u == unit)
+            })
+            .count();
+        Ok(UnitIdentity {
+            invocation_id: format!("{unit}#{starts}"),
+            main_pid: u32::try_from(starts).unwrap_or(u32::MAX),
+        })
     }
 
     fn timer_next_elapse(&self, unit: &str) -> Result<NextElapse, Error> {

@@ -222,6 +222,8 @@ pub enum Op {
     Linger,
     /// Reading a system unit's state (system bus).
     SystemStatus,
+    /// Reading a unit's `InvocationID` and `MainPID`.
+    Identity,
 }
 
 impl Op {
@@ -242,6 +244,7 @@ impl Op {
             Op::Version => "read the version of",
             Op::Linger => "read linger of",
             Op::SystemStatus => "read system state of",
+            Op::Identity => "read the invocation of",
         }
     }
 }
@@ -250,6 +253,16 @@ impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Which start of a unit is running: what changes when the unit is restarted (issue 20, item
+/// 1: a sandbox that changed after its proof is not the one the probes proved).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UnitIdentity {
+    /// `InvocationID` in lowercase hex (32 digits; empty while the unit never ran).
+    pub invocation_id: String,
+    /// `MainPID` of a service (0: none, or not a service).
+    pub main_pid: u32,
 }
 
 /// How the main process of a service last ended: the `ExecMainCode` property, a `si_code` of

@@ -166,3 +166,47 @@ fn golden_cases_render_exactly() {
         failures.join("\n\n")
     );
 }
+
+/// Issue 20, item 1: no unit of a run is ever restarted (a restarted pod is a network
+/// namespace the probes never saw). Every per-run unit file of every golden case, both
+/// backends, states `Restart=no`.
+#[test]
+fn every_run_unit_of_every_case_has_restart_no() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut seen = 0;
+    for (name, text) in read_tree(&root) {
+        let per_run = name.contains("/expected/")
+            && (name.contains("/quadlet/quadlet/") || name.contains("/units/"));
+        let unit = [".container", ".pod", ".network", ".volume", ".service"]
+            .iter()
+            .any(|x| name.ends_with(x));
+        if per_run && unit {
+            seen += 1;
+            assert!(
+                text.lines().any(|l| l == "Restart=no"),
+                "{name} has no Restart=no:\n{text}"
+            );
+        }
+    }
+    assert!(
+        seen > 20,
+        "only {seen} per-run unit files found under {}",
+        root.display()
+    );
+    // Quadlet overrides a `.pod`'s own `Restart=` (podman 5.4): each pod needs its drop-in.
+    let tree = read_tree(&root);
+    for name in tree.keys().filter(|n| n.ends_with(".pod")) {
+        let stem = name
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.strip_suffix(".pod"))
+            .unwrap_or_default();
+        let case = name.split("/quadlet/quadlet/").next().unwrap_or_default();
+        let dropin = format!("{case}/quadlet/units/{stem}-pod.service.d/10-cyclix-no-restart.conf");
+        assert!(
+            tree.get(&dropin)
+                .is_some_and(|t| t.lines().any(|l| l == "Restart=no")),
+            "{name}: no {dropin} with Restart=no"
+        );
+    }
+}

@@ -18,6 +18,7 @@ mod e2e_git_attacks;
 mod e2e_leftovers;
 mod e2e_mounts;
 mod e2e_probe;
+mod e2e_proven;
 mod e2e_run;
 mod e2e_schedule;
 mod e2e_services;

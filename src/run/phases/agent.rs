@@ -12,6 +12,7 @@ use super::super::inputs::Deadlines;
 use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::{Recorder, RunState};
 use super::super::seam::RunHost;
+use super::invocations;
 use super::probe::{Probe, WATCH_EXIT_GRACE, prove, watch_round};
 use crate::render::{self};
 use crate::run::record::{RunRecord, RunResult};
@@ -50,15 +51,41 @@ pub(crate) fn agent_and_gate(
     let agent = names.agent.trim_end_matches(".service").to_string();
     let agent_budget = Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack;
     let end = if inp.tier == Tier::Container {
+        let mut noted = invocations::Proven::default();
         let proven = r.phase("probe", || {
+            // What is up now is what the probes prove: noted first, compared from then on.
+            let up: Vec<&str> = names
+                .all
+                .iter()
+                .map(String::as_str)
+                .filter(|u| *u != names.gate)
+                .collect();
+            noted = invocations::note(units, &up)?;
             prove(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)
         })?;
         if !proven {
             return Ok(RunResult::ProbeRefused);
         }
-        r.phase("agent", || {
-            watch_to_end(inp, units, host, &names.agent, &agent, agent_budget, rec)
-        })?
+        let end = r.phase("agent", || {
+            watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, rec)
+        })?;
+        // The agent is done: nothing of the proven sandbox may have changed meanwhile.
+        let pod = names.all.iter().find(|u| u.ends_with("-pod.service"));
+        let ended: Vec<&str> = std::iter::once(names.agent.as_str())
+            .chain(pod.map(String::as_str))
+            .collect();
+        let changed = invocations::changes(units, &noted, &ended);
+        if matches!(end, AgentEnd::Exit(_)) && !changed.is_empty() {
+            rec.refusal = changed;
+            return Ok(RunResult::LeakDetected);
+        }
+        // An agent that failed may have been taken down by a part of its sandbox (the pod's
+        // infra container killed stops the pod and, bound to it, the agent): say which.
+        if matches!(end, AgentEnd::Exit(c) if c != 0) {
+            rec.causes
+                .extend(invocations::changes(units, &noted, &ended[..1]));
+        }
+        end
     } else {
         // The host tiers run the agent as a plain user unit: nothing to probe or watch.
         AgentEnd::Exit(r.phase("agent", || {
@@ -120,16 +147,19 @@ pub(crate) enum AgentEnd {
 }
 
 /// Waits for the (already started) agent to end, re-running the ★ probes and the host-side
-/// environment scan every `deadlines.watch`; stops the agent on the first finding.
+/// environment scan every `deadlines.watch`, and comparing the run's units with the
+/// invocations `noted` before the probes; stops the agent on the first finding. The agent's
+/// container is named as its unit without `.service`.
 pub(crate) fn watch_to_end(
     inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
     host: &dyn RunHost,
     unit: &str,
-    container: &str,
     budget: Duration,
+    noted: &invocations::Proven,
     rec: &mut RunRecord,
 ) -> Result<AgentEnd> {
+    let container = unit.trim_end_matches(".service");
     let d = inp.deadlines;
     let interrupted = inp.interrupted;
     let t0 = Instant::now();
@@ -140,11 +170,15 @@ pub(crate) fn watch_to_end(
         }
         if Instant::now() >= next_watch {
             let (mut findings, incomplete) = watch_round(&inp.probe, host, container);
+            // Units of the run that changed since the probes (checked once more at the end
+            // of the agent, where its pod may stop with it).
+            let changed = invocations::changes(units, noted, &[]);
             next_watch = Instant::now() + d.watch;
             // The agent may have ended during the round: that is not a finding. A round that
             // only failed to run (the container was exiting: `podman exec` 137, `top` on a
-            // stopped container) gets a moment for the unit to show its end.
-            let grace = if findings.is_empty() && !incomplete.is_empty() {
+            // stopped container), or saw only a changed unit (the pod stopping because the
+            // agent is exiting), gets a moment for the unit to show its end.
+            let grace = if findings.is_empty() && !(incomplete.is_empty() && changed.is_empty()) {
                 WATCH_EXIT_GRACE
             } else {
                 Duration::ZERO
@@ -153,6 +187,7 @@ pub(crate) fn watch_to_end(
                 return Ok(AgentEnd::Exit(code));
             }
             findings.extend(incomplete);
+            findings.extend(changed);
             rec.watch_rounds += 1;
             if !findings.is_empty() {
                 rec.refusal = findings;

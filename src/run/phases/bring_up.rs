@@ -64,6 +64,12 @@ pub(crate) fn install(
         };
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(&f.name);
+        // A drop-in (`UNIT.d/NAME.conf`) needs its directory; it goes with its last file
+        // at teardown.
+        if let Some(parent) = path.parent().filter(|p| *p != dir.as_path()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
         if path.exists() {
             bail!(
                 "{} exists already: another run with the id {} is installed",

@@ -73,6 +73,9 @@ pub(crate) fn teardown(
     step("files");
     for f in ledger.files() {
         note(&format!("removing {}", f.display()), remove_file(f));
+        if let Some(d) = dropin_dir(f) {
+            note(&format!("removing {}", d.display()), remove_dir(d));
+        }
     }
     step("reload");
     if ledger.files().next().is_some() {
@@ -194,6 +197,27 @@ fn release_reservations(dir: &Path, run_id: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The directory of a drop-in file of the run (`…/cyclix-RUN-pod.service.d/NAME.conf`); it
+/// goes with its last file.
+fn dropin_dir(file: &Path) -> Option<&Path> {
+    file.parent().filter(|d| {
+        d.extension().is_some_and(|x| x == "d")
+            && d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(crate::naming::PREFIX))
+    })
+}
+
+/// Removes the empty directory `d` (gone already: fine).
+fn remove_dir(d: &Path) -> Result<()> {
+    match std::fs::remove_dir(d) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", d.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn remove_file(p: &Path) -> Result<()> {

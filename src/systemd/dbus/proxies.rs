@@ -103,6 +103,11 @@ pub(super) trait Unit {
     /// The queued or running job: (id, path); `(0, "/")` if none.
     #[zbus(property)]
     fn job(&self) -> zbus::Result<(u32, OwnedObjectPath)>;
+
+    /// 16 random bytes, new each time the unit is started (`$INVOCATION_ID`, systemd.exec(5));
+    /// empty while the unit never ran.
+    #[zbus(property, name = "InvocationID")]
+    fn invocation_id(&self) -> zbus::Result<Vec<u8>>;
 }
 
 #[proxy(
@@ -122,6 +127,10 @@ pub(super) trait Service {
 
     #[zbus(property, name = "Type")]
     fn service_type(&self) -> zbus::Result<String>;
+
+    /// The main process's pid; 0 when there is none.
+    #[zbus(property, name = "MainPID")]
+    fn main_pid(&self) -> zbus::Result<u32>;
 }
 
 #[proxy(

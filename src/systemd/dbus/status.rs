@@ -6,7 +6,9 @@ use zbus::zvariant::OwnedObjectPath;
 
 use super::proxies::{ServiceProxy, TimerProxy, UnitProxy};
 use super::{Call, ZbusUnitManager};
-use crate::systemd::{ActiveState, Error, ExecMainCode, LoadState, UnitStatus, unit_type};
+use crate::systemd::{
+    ActiveState, Error, ExecMainCode, LoadState, UnitIdentity, UnitStatus, unit_type,
+};
 
 impl ZbusUnitManager {
     /// Reads the unit's state at `path`.
@@ -103,6 +105,31 @@ impl ZbusUnitManager {
             .cache_properties(CacheProperties::No)
             .build()
             .await
+    }
+
+    /// Loads the unit and reads its `InvocationID` and (a service's) `MainPID`.
+    pub(super) async fn read_identity(&self, call: &Call<'_>) -> Result<UnitIdentity, Error> {
+        const PHASE: &str = "reading the unit's invocation";
+        let manager = self.manager(call).await?;
+        let path = call
+            .run("loading the unit", manager.load_unit(call.unit))
+            .await?;
+        let unit = call.run(PHASE, self.unit_proxy(path.clone())).await?;
+        let id = call.run(PHASE, unit.invocation_id()).await?;
+        let main_pid = if unit_type(call.unit) == Some("service") {
+            let service = call.run(PHASE, self.service_proxy(path)).await?;
+            call.run(PHASE, service.main_pid()).await?
+        } else {
+            0
+        };
+        Ok(UnitIdentity {
+            invocation_id: id.iter().fold(String::with_capacity(32), |mut s, b| {
+                use std::fmt::Write as _;
+                let _ = write!(s, "{b:02x}");
+                s
+            }),
+            main_pid,
+        })
     }
 
     /// Loads the unit and reads its state.
