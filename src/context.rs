@@ -129,6 +129,16 @@ pub fn all_env() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The run canary's variables in cyclix's environment (`run::canary`): (`CYCLIX_CANARY`,
+/// `CYCLIX_FRESH_PID`), each `None` when unset or not UTF-8.
+#[must_use]
+pub fn canary_env() -> (Option<String>, Option<String>) {
+    (
+        std::env::var(crate::run::canary::VAR).ok(),
+        std::env::var(crate::run::canary::FRESH_PID_VAR).ok(),
+    )
+}
+
 /// Whether cyclix's environment names an ssh command for git (`GIT_SSH_COMMAND` or
 /// `GIT_SSH`): a delivery then leaves ssh to it rather than adding `BatchMode=yes`.
 #[must_use]

@@ -280,7 +280,13 @@ impl RunPodman for RealRunHost {
             .flat_map(|n| n.subnets)
             .collect())
     }
-    fn probe(&self, container: &str, only: &[&str], deadline: Duration) -> Result<(i32, String)> {
+    fn probe(
+        &self,
+        container: &str,
+        only: &[&str],
+        watch: bool,
+        deadline: Duration,
+    ) -> Result<(i32, String)> {
         let ctx = format!(
             "{}/{}",
             crate::render::plan::CTL_PATH,
@@ -295,6 +301,9 @@ impl RunPodman for RealRunHost {
         ];
         if !only.is_empty() {
             argv.extend(["--only", joined.as_str()]);
+        }
+        if watch {
+            argv.push("--watch");
         }
         let out = self.podman.exec(container, &argv, deadline)?;
         Ok((out.status.code().unwrap_or(-1), out.stdout))

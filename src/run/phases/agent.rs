@@ -139,8 +139,14 @@ pub(crate) fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let (mut findings, incomplete) = watch_round(&inp.probe, host, container);
+            let round = watch_round(&inp.probe, host, container, d.watch);
             next_watch = Instant::now() + d.watch;
+            for n in round.named {
+                if !rec.agent_named.contains(&n) {
+                    rec.agent_named.push(n);
+                }
+            }
+            let (mut findings, incomplete) = (round.findings, round.incomplete);
             // The agent may have ended during the round: that is not a finding. A round that
             // only failed to run (the container was exiting: `podman exec` 137, `top` on a
             // stopped container) gets a moment for the unit to show its end.
