@@ -129,14 +129,11 @@ pub fn all_env() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// The run canary's variables in cyclix's environment (`run::canary`): (`CYCLIX_CANARY`,
-/// `CYCLIX_FRESH_PID`), each `None` when unset or not UTF-8.
+/// The value of `name` in cyclix's environment; `None` when unset or not UTF-8 (the run
+/// canary's variables, `run::canary`).
 #[must_use]
-pub fn canary_env() -> (Option<String>, Option<String>) {
-    (
-        std::env::var(crate::run::canary::VAR).ok(),
-        std::env::var(crate::run::canary::FRESH_PID_VAR).ok(),
-    )
+pub fn utf8_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Whether cyclix's environment names an ssh command for git (`GIT_SSH_COMMAND` or

@@ -158,6 +158,9 @@ pub fn keyctl_describe(key: i32, buf: &mut [u8]) -> Result<i64, i32> {
 /// ptrace it and read `/proc/PID/mem`, `environ`, `fd`) or 2 (`SUID_DUMP_ROOT`); prctl(2).
 /// `nix::sys::prctl::get_dumpable` folds 2 into `true`, which would misreport a process that
 /// an unprivileged peer cannot trace.
+///
+/// # Errors
+/// The errno of prctl (none is documented for this option).
 pub fn get_dumpable() -> Result<i64, i32> {
     // SAFETY: PR_GET_DUMPABLE takes no pointer arguments.
     ret(libc::c_long::from(unsafe {

@@ -66,7 +66,10 @@ pub fn random() -> anyhow::Result<[u8; RANDOM_BYTES]> {
 /// # Errors
 /// The random bytes cannot be read, or the exec failed.
 pub fn ensure() -> anyhow::Result<()> {
-    let (canary, fresh) = crate::context::canary_env();
+    let (canary, fresh) = (
+        crate::context::utf8_var(VAR),
+        crate::context::utf8_var(FRESH_PID_VAR),
+    );
     if is_fresh(canary.as_deref(), fresh.as_deref(), std::process::id()) {
         return Ok(());
     }

@@ -154,10 +154,19 @@ fn the_watch_probe_cannot_be_traced_read_stopped_or_killed_unseen_and_the_canary
     let (_, rec, log, sha1) = attacked_run(tb, "e2e-w-stop", "stop", 2, false);
     let ctl: serde_json::Value = serde_json::from_str(after(&log, "CONTROL")).expect("json");
     for a in ["seize", "attach", "mem", "environ", "fd_link", "fd_open"] {
-        assert_eq!(ctl[a], "ok", "positive control: {a} on the agent's own sleep: {ctl}");
+        assert_eq!(
+            ctl[a], "ok",
+            "positive control: {a} on the agent's own sleep: {ctl}"
+        );
     }
-    assert_eq!(ctl["sigstop"], "T", "positive control: SIGSTOP stops a sleep: {ctl}");
-    assert_eq!(ctl["sigkill"], -9, "positive control: SIGKILL kills a sleep: {ctl}");
+    assert_eq!(
+        ctl["sigstop"], "T",
+        "positive control: SIGSTOP stops a sleep: {ctl}"
+    );
+    assert_eq!(
+        ctl["sigkill"], -9,
+        "positive control: SIGKILL kills a sleep: {ctl}"
+    );
     let attacks: Vec<serde_json::Value> = log
         .lines()
         .filter_map(|l| l.strip_prefix("ATTACK "))

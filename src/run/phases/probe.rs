@@ -171,3 +171,52 @@ fn named_by_p22(probes: &[serde_json::Value]) -> Vec<String> {
 /// How long a watch round that could not run waits for the agent unit to show that it ended
 /// (its container exiting during the round) before the round counts as a finding.
 pub(crate) const WATCH_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::seam::{FakeRunHost, RunPodman as _};
+
+    fn inp() -> Probe<'static> {
+        Probe {
+            run_id: "r1",
+            run_dir: Path::new("/nonexistent"),
+            deadline: Duration::from_secs(30),
+            watched: &[],
+        }
+    }
+
+    #[test]
+    fn a_round_that_does_not_come_back_is_named_with_a_deadline_of_one_interval() {
+        let host = FakeRunHost {
+            fail: vec!["probe".into()],
+            ..Default::default()
+        };
+        let r = watch_round(&inp(), &host, "c", Duration::from_secs(5));
+        assert!(r.findings.is_empty());
+        assert_eq!(r.incomplete.len(), 1, "{r:?}");
+        assert!(
+            r.incomplete[0].contains("did not come back within its deadline of 5000 ms"),
+            "the round's deadline is the interval, not the 30 s probe deadline: {r:?}"
+        );
+    }
+
+    #[test]
+    fn garbled_output_is_incomplete_and_p22_names_are_collected() {
+        let host = FakeRunHost {
+            watch_report: Some((0, "garbage\n".into())),
+            ..Default::default()
+        };
+        let _ = host.probe("c", &[], false, Duration::from_secs(1));
+        let r = watch_round(&inp(), &host, "c", Duration::from_secs(5));
+        assert!(r.incomplete[0].contains("cut short or garbled"), "{r:?}");
+        let named = format!(
+            "{{\"id\":\"P22\",\"verdict\":\"PASS\",\"detail\":\"{}/proc/9/environ: CYCLIX_CANARY\"}}\n",
+            crate::probe::verdict::credentials::NAMED_ONLY
+        );
+        assert_eq!(
+            named_by_p22(&[serde_json::from_str(named.trim()).expect("json")]),
+            ["P22: /proc/9/environ: CYCLIX_CANARY"]
+        );
+    }
+}
