@@ -120,6 +120,9 @@ fn attacked_run(
 p=$(systemctl --user show -P MainPID cyclix-run@{t}.service)
 v=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^CYCLIX_CANARY=//p')
 printf '%s' "$v" | sha256sum | cut -d' ' -f1 > /tmp/{t}.sha
+printf '%s' "$v" > /tmp/{t}.v
+grep -lF -f /tmp/{t}.v /proc/[0-9]*/cmdline 2>/dev/null | wc -l > /tmp/{t}.argv
+grep -lF -f /tmp/{t}.v /proc/$p/environ | wc -l >> /tmp/{t}.argv
 {leak}"#,
         leak = if leak {
             "printf 'LEAKED=%s\\n' \"$v\" > /tmp/leak.env; podman exec -d --env-file /tmp/leak.env $a sleep 300 >/dev/null; rm /tmp/leak.env"
@@ -131,6 +134,20 @@ printf '%s' "$v" | sha256sum | cut -d' ' -f1 > /tmp/{t}.sha
     let sha = expect_success(&tb.user_sh(&format!("cat /tmp/{t}.sha")), "canary sha")
         .trim()
         .to_string();
+    // The value never in an argv (looked at mid-run), a unit file, the journal or a record.
+    let nowhere = expect_success(
+        &tb.user_sh(&format!(
+            "cat /tmp/{t}.argv; grep -rlF -f /tmp/{t}.v ~/.local/state/cyclix ~/.config/systemd/user \
+             ~/.config/containers $XDG_RUNTIME_DIR/systemd $XDG_RUNTIME_DIR/containers $XDG_RUNTIME_DIR/cyclix/runs; \
+             journalctl --user --no-pager -o cat | grep -cF -f /tmp/{t}.v; rm -f /tmp/{t}.v"
+        )),
+        "look for the canary",
+    );
+    assert_eq!(
+        nowhere.split_whitespace().collect::<Vec<_>>(),
+        ["0", "1", "0"],
+        "{t}: the canary's value must be in no argv (first count; the second, cyclix's own environ, is the positive control), file (listed) or journal line (last count)"
+    );
     let log = expect_success(
         &tb.user_sh(&format!(
             "journalctl --user -o cat -u cyclix-{run}-agent.service --no-pager"
