@@ -197,7 +197,7 @@ pub fn network_strangers(network: &str, members: &[String]) -> Vec<String> {
 }
 
 /// One process's environment as seen from the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProcessEnv {
     /// Host pid.
     pub pid: u32,
@@ -205,6 +205,10 @@ pub struct ProcessEnv {
     pub comm: String,
     /// `NAME=VALUE` entries.
     pub vars: Vec<(String, Vec<u8>)>,
+    /// Why `/proc/PID/environ` of this live process could not be read from the host (e.g.
+    /// `EACCES`); `None` when it was read. The host user owns the container's user namespace,
+    /// so this should never happen: a process the scan cannot see is a finding.
+    pub unreadable: Option<String>,
 }
 
 /// The findings of the host-side scan before the agent runs ([`sightings`] with nothing in the
@@ -236,6 +240,12 @@ pub struct Sightings {
 pub fn sightings(procs: &[ProcessEnv], watched: &[Watched], agent_running: bool) -> Sightings {
     let mut out = Sightings::default();
     for p in procs {
+        if let Some(why) = &p.unreadable {
+            out.leaks.push(format!(
+                "pid {} ({}): its environment cannot be read from the host ({why}): the leak watch cannot see it",
+                p.pid, p.comm
+            ));
+        }
         for (name, value) in &p.vars {
             for w in watched {
                 let by_value = w.value.len() >= MIN_VALUE_LEN;
@@ -328,6 +338,7 @@ mod tests {
             pid: 7,
             comm: "sh".into(),
             vars: vec![("HOME".into(), b"/tmp".to_vec())],
+            unreadable: None,
         };
         assert!(leaks(std::slice::from_ref(&clean), &watched).is_empty());
         let by_name = ProcessEnv {
@@ -367,7 +378,18 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_vec()))
                 .collect(),
+            unreadable: None,
         };
+        let hidden = ProcessEnv {
+            unreadable: Some("EACCES".into()),
+            ..p(vec![])
+        };
+        assert_eq!(
+            sightings(&[hidden], &watched, true).leaks,
+            [
+                "pid 9 (python3): its environment cannot be read from the host (EACCES): the leak watch cannot see it"
+            ]
+        );
         let named = p(vec![("CYCLIX_CANARY", b"x")]);
         let s = sightings(std::slice::from_ref(&named), &watched, true);
         assert!(s.leaks.is_empty(), "{s:?}");

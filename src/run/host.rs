@@ -311,9 +311,25 @@ impl RunPodman for RealRunHost {
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();
         for (pid, comm) in self.podman.top_hpids(container)? {
-            // A process that exited between the listing and the read is simply gone.
-            let Ok(raw) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
+            // A process that exited between the listing and the read is simply gone; any
+            // other error leaves a live process unseen, which the scan reports.
+            let raw = match std::fs::read(format!("/proc/{pid}/environ")) {
+                Ok(raw) => raw,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ESRCH) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    out.push(ProcessEnv {
+                        pid,
+                        comm,
+                        vars: Vec::new(),
+                        unreadable: Some(e.to_string()),
+                    });
+                    continue;
+                }
             };
             let vars = raw
                 .split(|b| *b == 0)
@@ -326,7 +342,12 @@ impl RunPodman for RealRunHost {
                     ))
                 })
                 .collect();
-            out.push(ProcessEnv { pid, comm, vars });
+            out.push(ProcessEnv {
+                pid,
+                comm,
+                vars,
+                unreadable: None,
+            });
         }
         Ok(out)
     }

@@ -156,6 +156,11 @@ pub(crate) fn watch_to_end(
                 Duration::ZERO
             };
             if let Some(code) = ended_within(units, unit, grace, d.poll)? {
+                // Not a finding (the container was going away), but not hidden either: an
+                // agent that killed the watch probe and exited at once shows here.
+                rec.notices.extend(incomplete.into_iter().map(|i| {
+                    format!("the last watch round did not complete as the agent ended: {i}")
+                }));
                 return Ok(AgentEnd::Exit(code));
             }
             findings.extend(incomplete);
