@@ -212,6 +212,10 @@ pub struct ProbeArgs {
     /// The host-written context (JSON, `cyclix::probe::Context`).
     #[arg(long)]
     pub context: Option<PathBuf>,
+    /// Internal: a leak-watch round while the agent runs: first W0 (this process is not
+    /// dumpable and not traced), and P22 records a variable merely named like a watched one.
+    #[arg(long, hide = true)]
+    pub watch: bool,
     /// Internal: run one probe child (`userns`) in a fresh process.
     #[arg(long, hide = true)]
     pub child: Option<String>,

@@ -129,6 +129,13 @@ pub fn all_env() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The value of `name` in cyclix's environment; `None` when unset or not UTF-8 (the run
+/// canary's variables, `run::canary`).
+#[must_use]
+pub fn utf8_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 /// Whether cyclix's environment names an ssh command for git (`GIT_SSH_COMMAND` or
 /// `GIT_SSH`): a delivery then leaves ssh to it rather than adding `BatchMode=yes`.
 #[must_use]

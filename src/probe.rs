@@ -86,6 +86,15 @@ pub struct Context {
     /// sha256 (lowercase hex) of values that must not appear in any environment (P22).
     #[serde(default)]
     pub forbidden_env_sha256: Vec<String>,
+    /// Those of [`Context::forbidden_env_names`] whose values are watched by sha256 (at least
+    /// `run::boundary::MIN_VALUE_LEN` bytes): during the watch, such a name with another value
+    /// is the agent's doing (recorded by P22, not a failure); any other forbidden name fails.
+    #[serde(default)]
+    pub value_watched_env_names: Vec<String>,
+    /// Set by `cyclix probe --watch` (never read from the context file): the agent is running,
+    /// so a variable in the sandbox may be its doing (P22).
+    #[serde(skip)]
+    pub watch: bool,
     /// Secret-looking names that are allowed (the spec's `agent.env` names).
     #[serde(default)]
     pub allowed_env_names: Vec<String>,
@@ -295,20 +304,21 @@ pub fn run_with(
         } else {
             run_one(p.run, ctx, timeout.min(left))
         };
-        out.push(ProbeResult {
-            id: p.id.to_string(),
-            expect: judged.expect,
-            got: judged.got,
-            verdict: if judged.pass {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            },
-            detail: judged.detail,
-            ms: ms(start.elapsed()),
-        });
+        out.push(result(p.id, judged, start));
     }
     Ok(out)
+}
+
+/// The JSON line of probe `id`, judged `j`, started at `start`.
+fn result(id: &str, j: Judged, start: Instant) -> ProbeResult {
+    ProbeResult {
+        id: id.to_string(),
+        expect: j.expect,
+        got: j.got,
+        verdict: if j.pass { Verdict::Pass } else { Verdict::Fail },
+        detail: j.detail,
+        ms: ms(start.elapsed()),
+    }
 }
 
 fn ms(d: Duration) -> u64 {
@@ -361,7 +371,11 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
     if let Some(child) = &args.child {
         return observe::privilege::child_main(child);
     }
-    let ctx: Context = match &args.context {
+    // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
+    let guard = args
+        .watch
+        .then(|| result("W0", observe::processes::w0(), Instant::now()));
+    let mut ctx: Context = match &args.context {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading the probe context {}", path.display()))?;
@@ -384,8 +398,10 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect();
+    ctx.watch = args.watch;
     let start = Instant::now();
-    let results = run(&ctx, &only)?;
+    let mut results: Vec<ProbeResult> = guard.into_iter().collect();
+    results.extend(run(&ctx, &only)?);
     let sum = summary(&results, start.elapsed());
     let mut out = std::io::stdout().lock();
     for r in &results {

@@ -320,6 +320,29 @@ pub fn run_with(program: &str, args: &[&str], opts: &Opts<'_>) -> Result<Output,
     })
 }
 
+/// Replaces this process with a fresh image of its own binary (`/proc/self/exe`: the very
+/// inode running now, even if the file was replaced), the same argv (`argv[0]` included) and
+/// pid, and the environment plus `env` (each overriding a variable of that name). The values
+/// travel in the environment only, never in argv or a log. Returns only when the exec failed.
+#[must_use]
+pub fn reexec_self(env: &[(&str, &str)]) -> anyhow::Error {
+    use std::os::unix::process::CommandExt as _;
+    let mut args = std::env::args_os();
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    if let Some(arg0) = args.next() {
+        cmd.arg0(arg0);
+    }
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    tracing::debug!(
+        "re-executing /proc/self/exe with {} more variables",
+        env.len()
+    );
+    anyhow::Error::new(cmd.exec()).context("re-executing cyclix (/proc/self/exe)")
+}
+
 /// [`run_status`], and a non-zero exit is an error.
 ///
 /// # Errors

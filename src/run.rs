@@ -2,8 +2,10 @@
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
 pub mod boundary;
+pub mod canary;
 pub mod converge;
 pub mod delivery;
+pub mod exec_only;
 pub mod host;
 pub mod import;
 pub(crate) mod import_phase;

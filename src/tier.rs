@@ -84,6 +84,8 @@ pub const TIERS: [TierFacts; 3] = [
             "exfiltration to an allowed host (the allowlist is by name; TLS SNI/domain fronting is not inspected)",
             "the agent's changes to the project itself: review the run branch before merging it",
             "resource exhaustion where cgroup controllers are not delegated to the user manager",
+            "a leaked secret in a process that overwrote its own environment: the leak watch scans /proc/PID/environ (from the host, every watch interval), which shows the memory the process holds there now, not what it was started with",
+            "a leaked secret the agent re-encodes (base64, split, reversed, hashed) before printing or sending it: the leak watch matches watched values as written",
         ],
     },
 ];

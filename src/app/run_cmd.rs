@@ -29,6 +29,9 @@ pub fn run(
     force_backend: Option<Backend>,
     storage_lock_wait: Duration,
 ) -> Result<Outcome> {
+    // Before anything of the run exists: this process gets its own random canary (it re-executes
+    // itself once to carry it in its initial environment; see `run::canary`).
+    crate::run::canary::ensure()?;
     let runtime_dir = env.runtime_dir()?.clone();
     let Some((spec, backend)) = runnable_spec(env, tenant, spec_path, force_backend, &|_| None)?
     else {

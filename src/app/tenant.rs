@@ -281,7 +281,9 @@ pub(crate) fn run_inputs(
         secrets,
         deadlines: Deadlines::default(),
         notices: env_file_notice(env, tenant).into_iter().collect(),
-        cyclix_bin: current_exe()?,
+        // The agent container mounts an execute-only copy: its probes are non-dumpable from
+        // their first instruction (`run::exec_only`).
+        cyclix_bin: crate::run::exec_only::copy(&current_exe()?, runtime_dir)?,
         probe_context,
         watched,
         tripwire_dir: env.home.clone(),

@@ -153,3 +153,17 @@ pub fn keyctl_describe(key: i32, buf: &mut [u8]) -> Result<i64, i32> {
         )
     })
 }
+
+/// `prctl(PR_GET_DUMPABLE)`: 0 (`SUID_DUMP_DISABLE`), 1 (`SUID_DUMP_USER`: its owner may
+/// ptrace it and read `/proc/PID/mem`, `environ`, `fd`) or 2 (`SUID_DUMP_ROOT`); prctl(2).
+/// `nix::sys::prctl::get_dumpable` folds 2 into `true`, which would misreport a process that
+/// an unprivileged peer cannot trace.
+///
+/// # Errors
+/// The errno of prctl (none is documented for this option).
+pub fn get_dumpable() -> Result<i64, i32> {
+    // SAFETY: PR_GET_DUMPABLE takes no pointer arguments.
+    ret(libc::c_long::from(unsafe {
+        libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0)
+    }))
+}

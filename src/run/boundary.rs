@@ -124,6 +124,7 @@ pub fn probe_context(
         "host_uid": host.uid,
         "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
         "forbidden_env_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
+        "value_watched_env_names": value_watched_names(watched),
         "allowed_env_names": spec.agent.env.clone(),
         "workdir": crate::render::plan::WORKDIR,
         "expected_binds": expected_binds,
@@ -139,6 +140,17 @@ pub fn probe_context(
         },
     });
     serde_json::from_value(ctx).expect("invariant: the probe context built here matches its schema")
+}
+
+/// The watched names whose values are checked (P22 records such a name with another value as
+/// the agent's doing instead of failing): those of at least [`MIN_VALUE_LEN`] bytes. Pure.
+#[must_use]
+pub fn value_watched_names(watched: &[Watched]) -> Vec<String> {
+    watched
+        .iter()
+        .filter(|w| w.value.len() >= MIN_VALUE_LEN)
+        .map(|w| w.name.clone())
+        .collect()
 }
 
 /// The per-run fields of the probe context.
@@ -185,7 +197,7 @@ pub fn network_strangers(network: &str, members: &[String]) -> Vec<String> {
 }
 
 /// One process's environment as seen from the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProcessEnv {
     /// Host pid.
     pub pid: u32,
@@ -193,25 +205,64 @@ pub struct ProcessEnv {
     pub comm: String,
     /// `NAME=VALUE` entries.
     pub vars: Vec<(String, Vec<u8>)>,
+    /// Why `/proc/PID/environ` of this live process could not be read from the host (e.g.
+    /// `EACCES`); `None` when it was read. The host user owns the container's user namespace,
+    /// so this should never happen: a process the scan cannot see is a finding.
+    pub unreadable: Option<String>,
 }
 
-/// Every sighting of a watched variable, by name or by value, in the sandbox's processes:
-/// `pid P (comm): NAME` or `pid P (comm): the value of NAME in VAR`. Pure.
+/// The findings of the host-side scan before the agent runs ([`sightings`] with nothing in the
+/// sandbox yet the agent's doing): every sighting of a watched variable, by value or by name,
+/// fails. Pure.
 #[must_use]
 pub fn leaks(procs: &[ProcessEnv], watched: &[Watched]) -> Vec<String> {
-    let mut out = Vec::new();
+    sightings(procs, watched, false).leaks
+}
+
+/// What the host-side scan saw of the watched variables (issue 13 item 3).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sightings {
+    /// Findings that fail the run: `pid P (comm): the value of host variable W is in VAR`, or
+    /// `pid P (comm): variable W is set` where the name alone decides.
+    pub leaks: Vec<String>,
+    /// Variables merely named like a watched one, with another value, set while the agent ran:
+    /// the agent's doing (it can `export CYCLIX_CANARY=x`), recorded, not a leak.
+    pub named: Vec<String>,
+}
+
+/// Looks for the watched variables in the sandbox's processes. A watched VALUE anywhere (in
+/// any variable, as a substring) is a leak. A variable merely NAMED like a watched one is a
+/// leak only where no value check decides: before the agent runs (`agent_running` false:
+/// nothing in the sandbox is the agent's doing yet) or when the watched value is shorter than
+/// [`MIN_VALUE_LEN`] (watched by name only); otherwise it is recorded in
+/// [`Sightings::named`]. Pure.
+#[must_use]
+pub fn sightings(procs: &[ProcessEnv], watched: &[Watched], agent_running: bool) -> Sightings {
+    let mut out = Sightings::default();
     for p in procs {
+        if let Some(why) = &p.unreadable {
+            out.leaks.push(format!(
+                "pid {} ({}): its environment cannot be read from the host ({why}): the leak watch cannot see it",
+                p.pid, p.comm
+            ));
+        }
         for (name, value) in &p.vars {
             for w in watched {
-                if name == &w.name {
-                    out.push(format!(
+                let by_value = w.value.len() >= MIN_VALUE_LEN;
+                if by_value && contains(value, &w.value) {
+                    out.leaks.push(format!(
+                        "pid {} ({}): the value of host variable {} is in {name}",
+                        p.pid, p.comm, w.name
+                    ));
+                } else if name == &w.name && (!by_value || !agent_running) {
+                    out.leaks.push(format!(
                         "pid {} ({}): variable {name} is set",
                         p.pid, p.comm
                     ));
-                } else if w.value.len() >= MIN_VALUE_LEN && contains(value, &w.value) {
-                    out.push(format!(
-                        "pid {} ({}): the value of host variable {} is in {name}",
-                        p.pid, p.comm, w.name
+                } else if name == &w.name {
+                    out.named.push(format!(
+                        "pid {} ({}): variable {name} is set, not to the watched value (the agent's doing)",
+                        p.pid, p.comm
                     ));
                 }
             }
@@ -287,6 +338,7 @@ mod tests {
             pid: 7,
             comm: "sh".into(),
             vars: vec![("HOME".into(), b"/tmp".to_vec())],
+            unreadable: None,
         };
         assert!(leaks(std::slice::from_ref(&clean), &watched).is_empty());
         let by_name = ProcessEnv {
@@ -305,6 +357,67 @@ mod tests {
             leaks(&[by_value], &watched),
             ["pid 7 (sh): the value of host variable CYCLIX_CANARY is in X"]
         );
+    }
+
+    #[test]
+    fn a_name_alone_is_the_agents_doing_unless_no_value_check_decides() {
+        let watched = vec![
+            Watched {
+                name: "CYCLIX_CANARY".into(),
+                value: b"cyclix-canary-0123456789".to_vec(),
+            },
+            Watched {
+                name: "GH_PIN".into(),
+                value: b"1234".to_vec(),
+            },
+        ];
+        let p = |vars: Vec<(&str, &[u8])>| ProcessEnv {
+            pid: 9,
+            comm: "python3".into(),
+            vars: vars
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_vec()))
+                .collect(),
+            unreadable: None,
+        };
+        let hidden = ProcessEnv {
+            unreadable: Some("EACCES".into()),
+            ..p(vec![])
+        };
+        assert_eq!(
+            sightings(&[hidden], &watched, true).leaks,
+            [
+                "pid 9 (python3): its environment cannot be read from the host (EACCES): the leak watch cannot see it"
+            ]
+        );
+        let named = p(vec![("CYCLIX_CANARY", b"x")]);
+        let s = sightings(std::slice::from_ref(&named), &watched, true);
+        assert!(s.leaks.is_empty(), "{s:?}");
+        assert_eq!(
+            s.named,
+            [
+                "pid 9 (python3): variable CYCLIX_CANARY is set, not to the watched value (the agent's doing)"
+            ]
+        );
+        assert_eq!(
+            sightings(&[named], &watched, false).leaks,
+            ["pid 9 (python3): variable CYCLIX_CANARY is set"],
+            "before the agent runs a name alone fails"
+        );
+        let value = p(vec![("CYCLIX_CANARY", b"cyclix-canary-0123456789")]);
+        let s = sightings(&[value], &watched, true);
+        assert_eq!(
+            (s.leaks.len(), s.named.len()),
+            (1, 0),
+            "the watched value under its own name is a leak: {s:?}"
+        );
+        let short = p(vec![("GH_PIN", b"9999")]);
+        assert_eq!(
+            sightings(&[short], &watched, true).leaks,
+            ["pid 9 (python3): variable GH_PIN is set"],
+            "a value too short to check: the name alone fails"
+        );
+        assert_eq!(value_watched_names(&watched), ["CYCLIX_CANARY"]);
     }
 
     #[test]

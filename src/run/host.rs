@@ -280,7 +280,13 @@ impl RunPodman for RealRunHost {
             .flat_map(|n| n.subnets)
             .collect())
     }
-    fn probe(&self, container: &str, only: &[&str], deadline: Duration) -> Result<(i32, String)> {
+    fn probe(
+        &self,
+        container: &str,
+        only: &[&str],
+        watch: bool,
+        deadline: Duration,
+    ) -> Result<(i32, String)> {
         let ctx = format!(
             "{}/{}",
             crate::render::plan::CTL_PATH,
@@ -296,15 +302,34 @@ impl RunPodman for RealRunHost {
         if !only.is_empty() {
             argv.extend(["--only", joined.as_str()]);
         }
+        if watch {
+            argv.push("--watch");
+        }
         let out = self.podman.exec(container, &argv, deadline)?;
         Ok((out.status.code().unwrap_or(-1), out.stdout))
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();
         for (pid, comm) in self.podman.top_hpids(container)? {
-            // A process that exited between the listing and the read is simply gone.
-            let Ok(raw) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
+            // A process that exited between the listing and the read is simply gone; any
+            // other error leaves a live process unseen, which the scan reports.
+            let raw = match std::fs::read(format!("/proc/{pid}/environ")) {
+                Ok(raw) => raw,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ESRCH) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    out.push(ProcessEnv {
+                        pid,
+                        comm,
+                        vars: Vec::new(),
+                        unreadable: Some(e.to_string()),
+                    });
+                    continue;
+                }
             };
             let vars = raw
                 .split(|b| *b == 0)
@@ -317,7 +342,12 @@ impl RunPodman for RealRunHost {
                     ))
                 })
                 .collect();
-            out.push(ProcessEnv { pid, comm, vars });
+            out.push(ProcessEnv {
+                pid,
+                comm,
+                vars,
+                unreadable: None,
+            });
         }
         Ok(out)
     }

@@ -105,6 +105,11 @@ pub struct RunRecord {
     pub refusal: Vec<String>,
     /// How many times the leak watch ran while the agent worked.
     pub watch_rounds: u32,
+    /// Variables merely named like a watched one (e.g. `CYCLIX_CANARY`) that the sandbox set
+    /// with another value while the agent ran: the agent's doing, recorded, not a leak (issue
+    /// 13 item 3). `pid P (comm): …` from the host-side scan, `P22: …` from the watch probe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_named: Vec<String>,
     /// The last lines the agent printed (its unit's journal, podman's own event lines left
     /// out, secret values replaced by `***`).
     pub agent_log: Vec<String>,
@@ -201,6 +206,7 @@ impl RunRecord {
             gate_log: Vec::new(),
             refusal: Vec::new(),
             watch_rounds: 0,
+            agent_named: Vec::new(),
             egress_decisions: Vec::new(),
             secret_names: Vec::new(),
             notices: Vec::new(),

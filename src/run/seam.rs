@@ -140,7 +140,8 @@ pub trait RunPodman {
     /// podman failed.
     fn used_subnets(&self) -> Result<Vec<String>>;
     /// Runs `cyclix probe` inside the running agent container `container` (only the probes in
-    /// `only`, or all when empty) and returns its exit status and stdout (JSON lines).
+    /// `only`, or all when empty; with `watch`, as a leak-watch round: `--watch`, which adds
+    /// the W0 guard line) and returns its exit status and stdout (JSON lines).
     ///
     /// # Errors
     /// podman failed or the deadline passed.
@@ -148,6 +149,7 @@ pub trait RunPodman {
         &self,
         container: &str,
         only: &[&str],
+        watch: bool,
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
     /// The environment of every process in `container`, read on the host from

@@ -179,6 +179,9 @@ fn the_user_bus_mounted_into_the_agent_is_refused() {
     assert_refused("b-bus", code, &rec, "P19");
 }
 
+/// `cyclix run` replaces the `CYCLIX_CANARY` given here with its own random one (`run::canary`),
+/// so the drop-in's variable is a name-only sighting: before the agent runs, that refuses.
+/// The value case (the real canary reaching a running agent) is in `e2e_watch`.
 #[test]
 fn a_canary_forwarded_into_the_agent_is_refused() {
     let _shared = crate::common::testbed::shared();

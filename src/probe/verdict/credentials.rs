@@ -25,10 +25,22 @@ pub const SECRET_MARKS: &[&str] = &[
     "xdg_runtime_dir",
 ];
 
-/// P22: no forbidden name, no secret-looking name that is not allowed, no forbidden value.
+/// How a passing P22 line's `detail` starts when it records variables merely named like a
+/// watched one (the agent's doing during the watch); the host copies them into the run record.
+pub const NAMED_ONLY: &str = "named like a watched variable, not its value (the agent's doing): ";
+
+/// P22: no forbidden value; no forbidden name where the name decides; no secret-looking name
+/// that is not allowed.
+///
+/// A forbidden name whose value is watched by sha256 (`ctx.value_watched_env_names`) and does
+/// not carry it is, during the watch (`ctx.watch`), the agent's doing: it passes and is listed
+/// in the detail after [`NAMED_ONLY`]. Before the agent runs, or for a name whose value is too
+/// short to check, the name alone fails. Values are compared whole (sha256); the host-side scan
+/// also finds a watched value inside a longer one.
 #[must_use]
 pub fn p22(o: &EnvObs, ctx: &Context) -> Judged {
     let mut why = Vec::new();
+    let mut named_only = Vec::new();
     if o.sources == 0 || o.vars.is_empty() {
         why.push("positive control failed: no environment could be read".to_string());
     }
@@ -36,28 +48,37 @@ pub fn p22(o: &EnvObs, ctx: &Context) -> Judged {
     for (src, name, hash) in &o.vars {
         let lower = name.to_ascii_lowercase();
         let allowed = ctx.allowed_env_names.contains(name);
-        if ctx.forbidden_env_names.contains(name) {
-            why.push(format!("{src}: forbidden name {name}"));
-        } else if !allowed && SECRET_MARKS.iter().any(|m| lower.contains(m)) {
-            why.push(format!("{src}: secret-looking name {name}"));
-        }
-        if ctx
+        let forbidden_value = ctx
             .forbidden_env_sha256
             .iter()
-            .any(|h| h.eq_ignore_ascii_case(hash))
-        {
+            .any(|h| h.eq_ignore_ascii_case(hash));
+        if forbidden_value {
             why.push(format!("{src}: {name} carries a forbidden value"));
+        } else if ctx.forbidden_env_names.contains(name) {
+            if ctx.watch && ctx.value_watched_env_names.contains(name) {
+                named_only.push(format!("{src}: {name}"));
+            } else {
+                why.push(format!("{src}: forbidden name {name}"));
+            }
+        } else if !allowed && SECRET_MARKS.iter().any(|m| lower.contains(m)) {
+            why.push(format!("{src}: secret-looking name {name}"));
         }
         if !names.contains(name) {
             names.push(name.clone());
         }
     }
     why.dedup();
+    let pass = why.is_empty();
+    let detail = if pass && !named_only.is_empty() {
+        format!("{NAMED_ONLY}{}", named_only.join(", "))
+    } else {
+        why.join("; ")
+    };
     judged(
         "no forbidden name or value; secret-looking names only if allowlisted",
         format!("{} sources, names {}", o.sources, names.join(",")),
-        why.is_empty(),
-        why.join("; "),
+        pass,
+        detail,
     )
 }
 

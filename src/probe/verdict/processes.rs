@@ -133,3 +133,35 @@ pub fn p21(o: &CgroupObs, ctx: &Context) -> Judged {
         },
     )
 }
+
+/// W0, the watch probe's own guard (`cyclix probe --watch`, issue 13 item 3): the process is
+/// not dumpable (`dumpable` from `PR_GET_DUMPABLE`: 0 or 2, never 1) from its first instruction
+/// and nobody traces it (`tracer`: `TracerPid` of `/proc/self/status`, 0). Non-dumpable is what
+/// makes the kernel refuse ptrace and `/proc/PID/{mem,environ,fd}` to the agent's same-uid
+/// processes (ptrace(2) "Ptrace access mode checking"); the binary being execute-only makes
+/// the kernel set it inside execve (`would_dump`), before any code of the probe runs, so a 1
+/// here means the execute-only copy did not take effect, and a tracer means one attached
+/// before the exec.
+#[must_use]
+pub fn w0(dumpable: Result<i64, i32>, tracer: Option<u32>) -> Judged {
+    let d = match dumpable {
+        Ok(d) => d.to_string(),
+        Err(e) => super::errno_name(e),
+    };
+    let t = tracer.map_or_else(|| "unknown".to_string(), |t| t.to_string());
+    let undumpable = matches!(dumpable, Ok(0 | 2));
+    let untraced = tracer == Some(0);
+    let mut why = Vec::new();
+    if !undumpable {
+        why.push("the watch probe is dumpable: the agent could ptrace it or read its memory (is the bind-mounted cyclix binary readable inside?)");
+    }
+    if !untraced {
+        why.push("the watch probe is traced (or its TracerPid unreadable)");
+    }
+    judged(
+        "not dumpable (0 or 2), TracerPid 0",
+        format!("dumpable {d}, TracerPid {t}"),
+        undumpable && untraced,
+        why.join("; "),
+    )
+}

@@ -41,6 +41,8 @@ fn ctx() -> Context {
         host_uid: 1000,
         forbidden_env_names: vec!["CYCLIX_PROBE_CANARY".into()],
         forbidden_env_sha256: vec!["ab".repeat(32)],
+        value_watched_env_names: vec![],
+        watch: false,
         allowed_env_names: vec!["API_TOKEN".into()],
         workdir: "/work".into(),
         git_dir: "/home/u/p/.git".into(),

@@ -169,11 +169,17 @@ pub(crate) fn watch_to_end(
             return Ok(AgentEnd::Exit(code));
         }
         if Instant::now() >= next_watch {
-            let (mut findings, incomplete) = watch_round(&inp.probe, host, container);
+            let round = watch_round(&inp.probe, host, container, d.watch);
             // Units of the run that changed since the probes (checked once more at the end
             // of the agent, where its pod may stop with it).
             let changed = invocations::changes(units, noted, &[]);
             next_watch = Instant::now() + d.watch;
+            for n in round.named {
+                if !rec.agent_named.contains(&n) {
+                    rec.agent_named.push(n);
+                }
+            }
+            let (mut findings, incomplete) = (round.findings, round.incomplete);
             // The agent may have ended during the round: that is not a finding. A round that
             // only failed to run (the container was exiting: `podman exec` 137, `top` on a
             // stopped container), or saw only a changed unit (the pod stopping because the
@@ -184,6 +190,11 @@ pub(crate) fn watch_to_end(
                 Duration::ZERO
             };
             if let Some(code) = ended_within(units, unit, grace, d.poll)? {
+                // Not a finding (the container was going away), but not hidden either: an
+                // agent that killed the watch probe and exited at once shows here.
+                rec.notices.extend(incomplete.into_iter().map(|i| {
+                    format!("the last watch round did not complete as the agent ended: {i}")
+                }));
                 return Ok(AgentEnd::Exit(code));
             }
             findings.extend(incomplete);

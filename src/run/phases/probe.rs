@@ -60,7 +60,7 @@ pub(crate) fn boundary_proven(
     rec: &mut RunRecord,
 ) -> Result<bool> {
     // The agent unit was started in the start phase, next to the proxy.
-    let (exit, stdout) = host.probe(container, &[], inp.deadline)?;
+    let (exit, stdout) = host.probe(container, &[], false, inp.deadline)?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
     rec.probes = probes;
     if !ok && why.is_empty() {
@@ -85,36 +85,138 @@ pub(crate) fn boundary_proven(
     Ok(go)
 }
 
-/// One leak-watch round: (findings, reasons the round could not complete). A round that
-/// cannot run is itself a finding (fail closed) unless the agent turns out to have ended.
+/// What one leak-watch round found.
+#[derive(Debug, Default)]
+pub(crate) struct Round {
+    /// Findings that fail the run (failed watch probes, watched values, names that decide).
+    pub(crate) findings: Vec<String>,
+    /// Why the round did not come back whole: the watch probe killed, stopped or hung past the
+    /// round's deadline, garbled output, the environments unreadable. A finding too (fail
+    /// closed) unless the agent turns out to have ended.
+    pub(crate) incomplete: Vec<String>,
+    /// Variables merely named like a watched one (the agent's doing), from the host-side scan
+    /// and from P22: recorded, not findings.
+    pub(crate) named: Vec<String>,
+}
+
+/// One leak-watch round: the ★ probes inside the agent container (`--watch`: with the W0
+/// guard) with a deadline of at most one watch `interval`, so a watch probe the agent stopped
+/// or hung is seen within one interval, and the host-side scan of every sandbox process's
+/// environment (authoritative: it does not depend on the sandbox's cooperation).
 pub(crate) fn watch_round(
     inp: &Probe<'_>,
     host: &dyn RunHost,
     container: &str,
-) -> (Vec<String>, Vec<String>) {
-    let mut incomplete = Vec::new();
-    let mut findings = match host.probe(container, boundary::WATCH_PROBES, inp.deadline) {
+    interval: Duration,
+) -> Round {
+    let deadline = inp.deadline.min(interval);
+    let mut r = Round::default();
+    match host.probe(container, boundary::WATCH_PROBES, true, deadline) {
         Ok((exit, out)) => {
-            let (_, ok, why) = boundary::judge(exit, &out);
+            let (probes, ok, why) = boundary::judge(exit, &out);
             if !ok && why.is_empty() {
-                incomplete.push(format!(
-                    "the watch probes exited {exit} without a complete report"
-                ));
+                r.incomplete.push(cut_short(exit, &probes));
+            } else if !probes.iter().any(|p| p.get("id").and_then(serde_json::Value::as_str) == Some("W0")) {
+                r.incomplete.push("the watch round's report has no W0 guard line (not the watch probe's output)".into());
             }
-            why
+            r.findings = why;
+            r.named = named_by_p22(&probes);
         }
-        Err(e) => {
-            incomplete.push(format!("the watch probes could not run: {e:#}"));
-            Vec::new()
-        }
-    };
-    match host.sandbox_environ(container) {
-        Ok(procs) => findings.extend(boundary::leaks(&procs, inp.watched)),
-        Err(e) => incomplete.push(format!("the sandbox environment could not be read: {e:#}")),
+        Err(e) => r.incomplete.push(format!(
+            "the watch round did not come back within its deadline of {} ms (the watch probe was stopped, hung or could not run): {e:#}",
+            deadline.as_millis()
+        )),
     }
-    (findings, incomplete)
+    match host.sandbox_environ(container) {
+        Ok(procs) => {
+            let s = boundary::sightings(&procs, inp.watched, true);
+            r.findings.extend(s.leaks);
+            r.named.extend(s.named);
+        }
+        Err(e) => r
+            .incomplete
+            .push(format!("the sandbox environment could not be read: {e:#}")),
+    }
+    r
+}
+
+/// Why a watch round's report is incomplete: the probe killed by a signal (podman exec exits
+/// 128+N), or its output cut short or garbled.
+fn cut_short(exit: i32, probes: &[serde_json::Value]) -> String {
+    if exit > 128 && exit < 160 {
+        format!(
+            "the watch probe was killed by signal {} (podman exec exited {exit}) after {} of its report lines",
+            exit - 128,
+            probes.len()
+        )
+    } else {
+        format!(
+            "the watch probes exited {exit} without a complete report ({} probe lines, no summary: cut short or garbled)",
+            probes.len()
+        )
+    }
+}
+
+/// The variables a passing P22 line records as merely named like a watched one.
+fn named_by_p22(probes: &[serde_json::Value]) -> Vec<String> {
+    probes
+        .iter()
+        .filter(|p| p.get("id").and_then(serde_json::Value::as_str) == Some("P22"))
+        .filter_map(|p| p.get("detail").and_then(serde_json::Value::as_str))
+        .filter_map(|d| d.strip_prefix(crate::probe::verdict::credentials::NAMED_ONLY))
+        .map(|d| format!("P22: {d}"))
+        .collect()
 }
 
 /// How long a watch round that could not run waits for the agent unit to show that it ended
 /// (its container exiting during the round) before the round counts as a finding.
 pub(crate) const WATCH_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::seam::{FakeRunHost, RunPodman as _};
+
+    fn inp() -> Probe<'static> {
+        Probe {
+            run_id: "r1",
+            run_dir: Path::new("/nonexistent"),
+            deadline: Duration::from_secs(30),
+            watched: &[],
+        }
+    }
+
+    #[test]
+    fn a_round_that_does_not_come_back_is_named_with_a_deadline_of_one_interval() {
+        let host = FakeRunHost {
+            fail: vec!["probe".into()],
+            ..Default::default()
+        };
+        let r = watch_round(&inp(), &host, "c", Duration::from_secs(5));
+        assert!(r.findings.is_empty());
+        assert_eq!(r.incomplete.len(), 1, "{r:?}");
+        assert!(
+            r.incomplete[0].contains("did not come back within its deadline of 5000 ms"),
+            "the round's deadline is the interval, not the 30 s probe deadline: {r:?}"
+        );
+    }
+
+    #[test]
+    fn garbled_output_is_incomplete_and_p22_names_are_collected() {
+        let host = FakeRunHost {
+            watch_report: Some((0, "garbage\n".into())),
+            ..Default::default()
+        };
+        let _ = host.probe("c", &[], false, Duration::from_secs(1));
+        let r = watch_round(&inp(), &host, "c", Duration::from_secs(5));
+        assert!(r.incomplete[0].contains("cut short or garbled"), "{r:?}");
+        let named = format!(
+            "{{\"id\":\"P22\",\"verdict\":\"PASS\",\"detail\":\"{}/proc/9/environ: CYCLIX_CANARY\"}}\n",
+            crate::probe::verdict::credentials::NAMED_ONLY
+        );
+        assert_eq!(
+            named_by_p22(&[serde_json::from_str(named.trim()).expect("json")]),
+            ["P22: /proc/9/environ: CYCLIX_CANARY"]
+        );
+    }
+}

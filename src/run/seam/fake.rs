@@ -234,6 +234,7 @@ impl RunPodman for FakeRunHost {
         &self,
         container: &str,
         only: &[&str],
+        watch: bool,
         _deadline: std::time::Duration,
     ) -> Result<(i32, String)> {
         let first = !self.calls().iter().any(|c| c.starts_with("probe "));
@@ -245,7 +246,16 @@ impl RunPodman for FakeRunHost {
                 .clone()
                 .or_else(|| self.probe_report.clone())
         };
-        Ok(report.unwrap_or((0, PASSING_REPORT.to_string())))
+        let (code, out) = report.unwrap_or((0, PASSING_REPORT.to_string()));
+        // A real watch round starts with the W0 guard line (`cyclix probe --watch`).
+        Ok(if watch && !out.is_empty() {
+            (
+                code,
+                format!("{{\"id\":\"W0\",\"verdict\":\"PASS\"}}\n{out}"),
+            )
+        } else {
+            (code, out)
+        })
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<super::super::boundary::ProcessEnv>> {
         self.call("sandbox_environ", container)?;

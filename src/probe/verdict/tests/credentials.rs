@@ -31,6 +31,45 @@ fn p22_environment() {
 }
 
 #[test]
+fn p22_a_name_alone_is_the_agents_doing_during_the_watch_only() {
+    let mut c = ctx();
+    c.value_watched_env_names = vec!["CYCLIX_PROBE_CANARY".into()];
+    let forbidden = "ab".repeat(32);
+    let o = |name: &str, hash: &str| EnvObs {
+        vars: vec![
+            ("/proc/self/environ".into(), "HOME".into(), "01".into()),
+            ("/proc/7/environ".into(), name.into(), hash.into()),
+        ],
+        sources: 2,
+    };
+    let named = o("CYCLIX_PROBE_CANARY", "03");
+    assert!(
+        !p22(&named, &c).pass,
+        "before the agent runs a name alone fails"
+    );
+    c.watch = true;
+    let j = p22(&named, &c);
+    assert!(j.pass, "{j:?}");
+    assert_eq!(
+        j.detail,
+        format!("{NAMED_ONLY}/proc/7/environ: CYCLIX_PROBE_CANARY")
+    );
+    assert!(
+        !p22(&o("CYCLIX_PROBE_CANARY", &forbidden), &c).pass,
+        "the watched value under its name fails"
+    );
+    assert!(
+        !p22(&o("ELSEWHERE", &forbidden), &c).pass,
+        "the watched value under another name fails"
+    );
+    c.value_watched_env_names.clear();
+    assert!(
+        !p22(&named, &c).pass,
+        "a name whose value is not checked fails by name"
+    );
+}
+
+#[test]
 fn p23_keyrings() {
     let empty_user = Keyring {
         own: "keyring;0;65534;1f3f0000;_uid.0".into(),

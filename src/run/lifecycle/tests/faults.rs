@@ -32,7 +32,8 @@ fn a_host_secret_in_the_sandbox_refuses_before_the_agent_starts() {
     let leak = crate::run::boundary::ProcessEnv {
         pid: 4242,
         comm: "catatonit".into(),
-        vars: vec![("CYCLIX_CANARY".into(), b"canary-0123456789".to_vec())],
+        vars: vec![("CYCLIX_CANARY".into(), b"x".to_vec())],
+        unreadable: None,
     };
     let host = FakeRunHost {
         environ: vec![leak],
@@ -315,6 +316,13 @@ fn a_watch_round_that_races_the_agents_exit_is_not_a_leak() {
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
     assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
     assert!(rec.refusal.is_empty(), "{:?}", rec.refusal);
+    assert!(
+        rec.notices
+            .iter()
+            .any(|n| n.contains("the last watch round did not complete as the agent ended")),
+        "the lost round is recorded: {:?}",
+        rec.notices
+    );
     nothing_left(&w, &rec, &host);
     // A round that cannot run while the agent keeps running is still a finding.
     let mut w = world();
@@ -328,7 +336,7 @@ fn a_watch_round_that_races_the_agents_exit_is_not_a_leak() {
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
     assert_eq!(rec.result, RunResult::LeakDetected, "{rec:?}");
     assert!(
-        rec.refusal[0].contains("exited 137 without a complete report"),
+        rec.refusal[0].contains("the watch probe was killed by signal 9 (podman exec exited 137)"),
         "{:?}",
         rec.refusal
     );
