@@ -1,0 +1,160 @@
+use super::*;
+use crate::spec::{Egress, HostPattern};
+
+fn cred(env: &str, host: &str, header: &str, scheme: CredentialScheme) -> Credential {
+    Credential {
+        env: env.into(),
+        host: host.into(),
+        header: header.into(),
+        scheme,
+        paths: vec!["/v1/messages".into(), "/v1/models/*".into()],
+        methods: vec!["POST".into(), "GET".into()],
+        port: 443,
+        placeholder_prefix: "sk-ant-api03-".into(),
+        base_url_env: "ANTHROPIC_BASE_URL".into(),
+        line: 1,
+    }
+}
+
+fn conf(creds: &[Credential], placeholders: &[String], ca_files: usize) -> String {
+    let e = Egress {
+        allow: vec![HostPattern::Exact("allowed.example".into())],
+        ports: vec![80, 443],
+        report_only: false,
+        ca_certs: Vec::new(),
+    };
+    super::super::squid_conf(&ProxyPlan {
+        egress: &e,
+        agent_subnet: "10.213.7.0/24",
+        listen_port: 3128,
+        credentials: creds,
+        placeholders,
+        ca_files,
+    })
+}
+
+const HEX: &str = "0123456789abcdef0123456789abcdef";
+
+#[test]
+fn a_credential_gets_its_own_reverse_proxy_port_and_peer() {
+    let c = vec![cred(
+        "ANTHROPIC_API_KEY",
+        "api.example",
+        "x-api-key",
+        CredentialScheme::Raw,
+    )];
+    let p = vec![placeholder("sk-ant-api03-", HEX)];
+    let text = conf(&c, &p, 2);
+    for line in [
+        "http_port 3129 accel defaultsite=api.example no-vhost name=cred0",
+        "cache_peer api.example parent 443 0 no-query no-digest no-netdb-exchange originserver tls tls-default-ca=on tls-cafile=/etc/cyclix/ca/0.pem tls-cafile=/etc/cyclix/ca/1.pem name=cred0_peer",
+        "acl cred0_port myportname cred0",
+        "acl cred0_method method POST GET",
+        "acl cred0_path urlpath_regex ^/v1/messages(\\?.*)?$ ^/v1/models/[A-Za-z0-9/_.~:@+-]*(\\?.*)?$",
+        "cache_peer_access cred0_peer allow cred0_port",
+        "cache_peer_access cred0_peer deny all",
+        "never_direct allow cred0_port",
+        "request_header_access Authorization deny cred0_port",
+        "request_header_access Proxy-Authorization deny cred0_port",
+        "request_header_access x-api-key deny cred0_port",
+        "request_header_access x-goog-api-key deny cred0_port",
+        "request_header_access Surrogate-Capability deny cred0_port",
+        "acl placeholder0 req_header x-api-key -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
+        "acl placeholder0_url url_regex -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
+        "include /etc/cyclix/credentials.conf",
+        "http_access deny cred0_port !cred0_method r_cred_method",
+        "http_access deny cred0_port !cred0_path r_cred_path",
+        "http_access allow cred0_port r_cred",
+        "http_access deny placeholder0 r_placeholder",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing `{line}` in:\n{text}"
+        );
+    }
+    // The credential rules come right after the client check, before the forward rules.
+    let at = |needle: &str| text.find(needle).expect(needle);
+    assert!(at("http_access deny !agents") < at("http_access allow cred0_port"));
+    assert!(at("http_access deny placeholder0 ") < at("http_access deny ip_literal"));
+    // The include comes after every ACL it names.
+    assert!(at("acl cred0_port") < at("include /etc/cyclix/credentials.conf"));
+}
+
+#[test]
+fn without_credentials_nothing_changes() {
+    let text = conf(&[], &[], 0);
+    assert!(!text.contains("cred"), "{text}");
+    assert!(!text.contains("include"), "{text}");
+}
+
+#[test]
+fn a_bad_placeholder_renders_no_credential_port() {
+    let c = vec![cred(
+        "ANTHROPIC_API_KEY",
+        "api.example",
+        "x-api-key",
+        CredentialScheme::Raw,
+    )];
+    for p in [
+        vec![],
+        vec!["no-token-here".to_string()],
+        vec!["cyclix-placeholder-X Y".to_string()],
+    ] {
+        let text = conf(&c, &p, 0);
+        assert!(!text.contains("accel"), "{text}");
+        assert!(!text.contains("http_access allow cred0_port"), "{text}");
+    }
+}
+
+#[test]
+fn the_include_file_carries_the_value_in_its_scheme() {
+    let c = vec![
+        cred("A_KEY", "a.example", "x-api-key", CredentialScheme::Raw),
+        cred(
+            "B_TOKEN",
+            "b.example",
+            "authorization",
+            CredentialScheme::Bearer,
+        ),
+    ];
+    let text = include_file(&c, &[b"sk-1%2", b"tok"]).expect("include");
+    assert!(
+        text.contains("request_header_add x-api-key \"sk-1%%2\" cred0_port\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("request_header_add authorization \"Bearer tok\" cred1_port\n"),
+        "{text}"
+    );
+    for bad in [&b"a b"[..], b"a\"b", b"a\\b", b"a\nb", b"", "é".as_bytes()] {
+        let e = include_file(&c[..1], &[bad]).expect_err("refused");
+        assert_eq!(e.env, "A_KEY");
+        assert!(!e.to_string().contains("a b"), "the value is never named");
+    }
+}
+
+#[test]
+fn a_declared_header_outside_the_known_ones_is_stripped_and_watched() {
+    let c = vec![cred(
+        "X_KEY",
+        "x.example",
+        "x-custom-auth",
+        CredentialScheme::Raw,
+    )];
+    let text = conf(&c, &[placeholder("", HEX)], 0);
+    assert!(
+        text.contains("request_header_access x-custom-auth deny cred0_port\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("acl placeholder0 req_header x-custom-auth -i cyclix-placeholder-"),
+        "{text}"
+    );
+}
+
+#[test]
+fn path_patterns_are_anchored_and_escaped() {
+    assert_eq!(path_regex("/v1/messages"), "^/v1/messages(\\?.*)?$");
+    assert_eq!(path_regex("/a.b+c"), "^/a\\.b\\+c(\\?.*)?$");
+    assert_eq!(path_regex("/v1/*"), "^/v1/[A-Za-z0-9/_.~:@+-]*(\\?.*)?$");
+}
