@@ -183,10 +183,16 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
         if !headers.iter().any(|h| h.eq_ignore_ascii_case(&c.header)) {
             headers.push(&c.header);
         }
-        for h in headers {
-            let _ = writeln!(out, "acl placeholder{i} req_header {h} -i {tok}");
+        // One `req_header` ACL per header name (squid refuses a second name under one ACL),
+        // grouped with the URL check by `any-of`.
+        let mut parts = Vec::new();
+        for (j, h) in headers.iter().enumerate() {
+            let _ = writeln!(out, "acl placeholder{i}_h{j} req_header {h} -i {tok}");
+            parts.push(format!("placeholder{i}_h{j}"));
         }
         let _ = writeln!(out, "acl placeholder{i}_url url_regex -i {tok}");
+        parts.push(format!("placeholder{i}_url"));
+        let _ = writeln!(out, "acl placeholder{i} any-of {}", parts.join(" "));
     }
     out.push_str("# The real header lines (a podman secret only this container mounts).\n");
     let _ = writeln!(out, "include {CREDENTIALS_INCLUDE_PATH}");
@@ -235,10 +241,8 @@ pub(super) fn render_rules(out: &mut String, plan: &ProxyPlan) {
     }
     out.push_str("# A placeholder anywhere else is worthless: refused.\n");
     for i in 0..plan.credentials.len() {
-        let hdr = format!("placeholder{i}");
-        let url = format!("placeholder{i}_url");
-        access(out, "deny", &[&hdr, DenyReason::Placeholder.acl()]);
-        access(out, "deny", &[&url, DenyReason::Placeholder.acl()]);
+        let any = format!("placeholder{i}");
+        access(out, "deny", &[&any, DenyReason::Placeholder.acl()]);
     }
 }
 

@@ -59,7 +59,9 @@ fn a_credential_gets_its_own_reverse_proxy_port_and_peer() {
         "request_header_access x-api-key deny cred0_port",
         "request_header_access x-goog-api-key deny cred0_port",
         "request_header_access Surrogate-Capability deny cred0_port",
-        "acl placeholder0 req_header x-api-key -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
+        "acl placeholder0_h0 req_header Authorization -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
+        "acl placeholder0_h2 req_header x-api-key -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
+        "acl placeholder0 any-of placeholder0_h0 placeholder0_h1 placeholder0_h2 placeholder0_h3 placeholder0_url",
         "acl placeholder0_url url_regex -i cyclix-placeholder-0123456789abcdef0123456789abcdef",
         "include /etc/cyclix/credentials.conf",
         "http_access deny cred0_port !cred0_method r_cred_method",
@@ -147,7 +149,7 @@ fn a_declared_header_outside_the_known_ones_is_stripped_and_watched() {
         "{text}"
     );
     assert!(
-        text.contains("acl placeholder0 req_header x-custom-auth -i cyclix-placeholder-"),
+        text.contains("acl placeholder0_h4 req_header x-custom-auth -i cyclix-placeholder-"),
         "{text}"
     );
 }
