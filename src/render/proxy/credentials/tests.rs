@@ -160,3 +160,130 @@ fn path_patterns_are_anchored_and_escaped() {
     assert_eq!(path_regex("/a.b+c"), "^/a\\.b\\+c(\\?.*)?$");
     assert_eq!(path_regex("/v1/*"), "^/v1/[A-Za-z0-9/_.~:@+-]*(\\?.*)?$");
 }
+
+fn spec_with_credential() -> crate::spec::Spec {
+    let yaml = "tenant: shop\nrepo: {path: /home/u/shop, base: main}\ntask: {text: x}\n\
+         agent:\n  image: localhost/a\n  unpinned_local_image: true\n  command: [agent]\n  credentials:\n    - {env: ANTHROPIC_API_KEY, host: api.anthropic.com, header: x-api-key, paths: [/v1/messages]}\n\
+         gate: {image: localhost/a, unpinned_local_image: true, command: [check]}\n\
+         egress: {ca_certs: [/etc/corp-ca.pem]}\n";
+    let ctx = crate::spec::SpecContext {
+        file: "t.yaml".into(),
+        home: "/home/u".into(),
+        runtime_dir: "/run/user/1000".into(),
+    };
+    crate::spec::parse(yaml, &ctx).expect("spec")
+}
+
+fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
+    crate::render::RunContext {
+        run_id: "20261130t140126-a979".into(),
+        worktree: "/w".into(),
+        run_dir: "/run/user/1000/cyclix/runs/r".into(),
+        subnet_octet: 9,
+        proxy_image: "localhost/p".into(),
+        cyclix_bin: "/usr/bin/cyclix".into(),
+        service_ports: Vec::new(),
+        placeholders,
+    }
+}
+
+#[test]
+fn the_agent_gets_the_placeholder_and_the_base_url_and_only_the_proxy_the_secret() {
+    let spec = spec_with_credential();
+    let ph = placeholder("sk-ant-api03-", HEX);
+    let plan = crate::render::plan::plan(&spec, &run_ctx(vec![ph.clone()])).expect("plan");
+    let agent = plan
+        .containers
+        .iter()
+        .find(|c| c.stem.ends_with("-agent"))
+        .expect("agent");
+    let env = |k: &str| {
+        agent
+            .env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(env("ANTHROPIC_API_KEY"), Some(ph.as_str()));
+    assert_eq!(env("ANTHROPIC_BASE_URL"), Some("http://10.213.9.2:3129"));
+    assert_eq!(env("NO_PROXY"), Some("localhost,127.0.0.1,::1,10.213.9.2"));
+    assert!(
+        agent.secrets.is_empty() && agent.secret_files.is_empty(),
+        "{agent:?}"
+    );
+    let proxy = plan
+        .containers
+        .iter()
+        .find(|c| c.stem.ends_with("-proxy"))
+        .expect("proxy");
+    assert_eq!(
+        proxy.secret_files,
+        [(
+            "cyclix-20261130t140126-a979-CYCLIX_PROXY_CREDENTIALS".to_string(),
+            CREDENTIALS_INCLUDE_PATH.to_string()
+        )]
+    );
+    assert!(
+        proxy
+            .binds
+            .iter()
+            .any(|b| b.source == "/etc/corp-ca.pem" && b.target == ca_path(0) && b.read_only)
+    );
+    for c in &plan.containers {
+        if !c.stem.ends_with("-proxy") {
+            assert!(
+                c.secret_files.is_empty()
+                    && !c.binds.iter().any(|b| b.source == "/etc/corp-ca.pem"),
+                "{}",
+                c.stem
+            );
+        }
+    }
+}
+
+#[test]
+fn a_run_without_a_proper_placeholder_per_credential_is_not_rendered() {
+    let spec = spec_with_credential();
+    for bad in [
+        vec![],
+        vec![placeholder("sk-ant-api03-", "short")],
+        vec![placeholder("wrong-", HEX)],
+        vec![
+            placeholder("sk-ant-api03-", HEX),
+            placeholder("sk-ant-api03-", HEX),
+        ],
+    ] {
+        let e = crate::render::plan::plan(&spec, &run_ctx(bad)).expect_err("refused");
+        assert_eq!(e.key, "run.placeholders");
+    }
+}
+
+#[test]
+fn the_leak_watch_looks_for_a_credential_by_value_not_by_name() {
+    use crate::run::boundary::{ProcessEnv, credential_watch, leaks};
+    let values = [(
+        "ANTHROPIC_API_KEY".to_string(),
+        b"sk-real-0123456789".to_vec(),
+    )];
+    let watched = credential_watch(values.iter());
+    let holder = ProcessEnv {
+        pid: 7,
+        comm: "agent".into(),
+        vars: vec![(
+            "ANTHROPIC_API_KEY".into(),
+            b"sk-ant-api03-cyclix-placeholder-00".to_vec(),
+        )],
+    };
+    assert!(
+        leaks(std::slice::from_ref(&holder), &watched).is_empty(),
+        "the placeholder is allowed"
+    );
+    let leaked = ProcessEnv {
+        vars: vec![("X".into(), b"pre sk-real-0123456789".to_vec())],
+        ..holder
+    };
+    assert_eq!(
+        leaks(&[leaked], &watched),
+        ["pid 7 (agent): the value of host variable ANTHROPIC_API_KEY (credential value) is in X"]
+    );
+}
