@@ -147,12 +147,16 @@ filectl=$(podman exec -i "$a" sh -c 'cat > /tmp/.n; grep -rlsF -f /tmp/.n /etc /
 # The proxy alone holds it: its mounted include file (control for the scans above).
 proxyfile=$(podman exec "$p" cat /etc/cyclix/credentials.conf | grep -cF -f /tmp/cred-needle || true)
 proxyenv=$(podman exec "$p" cat /proc/1/environ | tr '\0' '\n' | grep -cF -f /tmp/cred-needle || true)
+# The proxy's memory with the credential configuration, after its TLS requests (KiB, RSS),
+# with the pod's infra container (the budget is 40 MiB for both).
+rss=$(podman top "$p" rss | tail -n +2 | awk '{{s+=$1}} END {{print s+0}}')
+infra=$(podman top "cyclix-$run-infra" rss 2>/dev/null | tail -n +2 | awk '{{s+=$1}} END {{print s+0}}')
 podman exec "$a" touch /tmp/cred-go
 for i in $(seq 1 900); do
   s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ "$s" = activating ] || break; sleep 0.1
 done
 systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null || true
-echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhits=$argvhits argvctl=$argvctl filehits=$filehits filectl=$filectl proxyfile=$proxyfile proxyenv=$proxyenv"
+echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhits=$argvhits argvctl=$argvctl filehits=$filehits filectl=$filectl proxyfile=$proxyfile proxyenv=$proxyenv proxyrss=$rss infrarss=$infra"
 "#
         )),
         "run with a credential and scan it from the host",
@@ -175,6 +179,12 @@ echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhi
     ] {
         assert_eq!(field(&scan, name), want, "{name}: {scan}");
     }
+    let rss = field(&scan, "proxyrss") + field(&scan, "infrarss");
+    eprintln!("proxy + infra RSS with a credential: {rss} KiB ({scan})");
+    assert!(
+        field(&scan, "proxyrss") > 0 && rss < 40 * 1024,
+        "the proxy's memory budget (40 MiB with the infra container): {scan}"
+    );
     assert!(field(&scan, "argvctl") >= 1, "argv control: {scan}");
     assert!(
         field(&scan, "envctl") >= 1,
