@@ -228,7 +228,45 @@ pub(crate) fn validate(
             });
         }
     }
+    base_urls_distinct(raw, &result, agent_env, out);
     (out.len() == before).then_some(result)
+}
+
+/// A credential's base-URL variable names no other variable the agent gets: not one of
+/// `agent.env`, nor another credential's variable or base URL (the container would get the
+/// name twice, one value silently winning).
+fn base_urls_distinct(
+    raw: &[RawCredential],
+    result: &[Credential],
+    agent_env: Option<&Located<Vec<Located<String>>>>,
+    out: &mut Vec<Diagnostic>,
+) {
+    if result.len() != raw.len() {
+        return; // an entry already has a problem; its names are not known
+    }
+    let in_env = |n: &str| agent_env.is_some_and(|l| l.value.iter().any(|e| e.value == n));
+    for (i, (r, c)) in raw.iter().zip(result).enumerate() {
+        let clash = in_env(&c.base_url_env)
+            || result.iter().enumerate().any(|(j, o)| {
+                o.env == c.base_url_env || (j != i && o.base_url_env == c.base_url_env)
+            });
+        if clash {
+            let at = r
+                .base_url_env
+                .as_ref()
+                .map_or_else(|| r.at.diag(""), |b| b.diag(""));
+            out.push(
+                Diagnostic {
+                    message: format!(
+                        "the base-URL variable `{}` is also another variable the agent gets",
+                        c.base_url_env
+                    ),
+                    ..at
+                }
+                .hint("set `base_url_env` to a name of its own, e.g. ANTHROPIC_BASE_URL"),
+            );
+        }
+    }
 }
 
 fn scheme_of(s: Option<&Located<String>>, out: &mut Vec<Diagnostic>) -> Option<CredentialScheme> {

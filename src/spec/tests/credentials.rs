@@ -136,3 +136,16 @@ fn an_api_key_in_agent_env_warns_with_the_fix() {
     ));
     assert_eq!(crate::spec::env_key_warnings(&with_cred).len(), 1);
 }
+
+#[test]
+fn a_base_url_variable_of_its_own() {
+    let e = err(&agent_with(
+        "  env: [A_BASE_URL]\n  credentials:\n    - {env: A_KEY, host: a.example, header: x-api-key, paths: [/v1]}\n    - {env: B_KEY, host: b.example, header: x-api-key, paths: [/v1], base_url_env: A_BASE_URL}\n",
+    ));
+    assert_eq!(e.diagnostics.len(), 2, "{e}");
+    assert!(
+        e.to_string()
+            .contains("the base-URL variable `A_BASE_URL` is also another variable"),
+        "{e}"
+    );
+}
