@@ -61,6 +61,17 @@ for _ in range(1200):
 print(f"WATCHED {rounds}", flush=True)
 "#;
 
+/// The agent of the leak test: one request through the base URL, printed as `NOCA STATUS`.
+const NO_CA_AGENT: &str = r#"import os, urllib.request, urllib.error
+try:
+    with urllib.request.urlopen(urllib.request.Request(os.environ["E2E_BASE_URL"] + "/v1/messages", data=b"{}", method="POST"), timeout=20) as r:
+        print(f"NOCA {r.status}", flush=True)
+except urllib.error.HTTPError as e:
+    print(f"NOCA {e.code}", flush=True)
+except Exception as e:
+    print(f"NOCA 0 {e!r}", flush=True)
+"#;
+
 /// Shell: the real value as a needle file for `grep -F -f` (never in an argv).
 fn needle(t: &str) -> String {
     format!(
@@ -420,10 +431,13 @@ fn the_leak_watch_stops_a_run_whose_sandbox_holds_the_real_value() {
         )),
         "make the key",
     );
+    // No `ca_certs` here: the stand-in's certificate (test CA) must then fail the proxy's
+    // verification against the system CAs (control for the verification the main test relies on).
     Tenant::new(t)
-        .agent_cmd(r#"[sh, -c, "sleep 60"]"#)
+        .file("noca.py", NO_CA_AGENT)
+        .agent_cmd(r#"[sh, -c, "python3 /work/noca.py; exec sleep 60"]"#)
         .agent_key("credentials:\n    - {env: E2E_API_KEY, host: api.example, header: x-api-key, paths: [/v1/messages]}")
-        .extra_yaml("egress:\n  allow: [allowed.example]\n  ca_certs: [/srv/testbed-ca.pem]")
+        .extra_yaml("egress:\n  allow: [allowed.example]")
         .write(tb);
     let run = inject_mid_run(
         tb,
@@ -435,6 +449,17 @@ fn the_leak_watch_stops_a_run_whose_sandbox_holds_the_real_value() {
     );
     let rec = record_of(tb, t, &run);
     assert_eq!(rec["result"], "leak_detected", "{rec:#}");
+    let noca = rec["agent_log"]
+        .as_array()
+        .expect("agent log")
+        .iter()
+        .filter_map(|l| l.as_str())
+        .find_map(|l| l.strip_prefix("NOCA "))
+        .unwrap_or_else(|| panic!("no NOCA line: {rec:#}"));
+    assert!(
+        noca.starts_with("502") || noca.starts_with("503"),
+        "a host whose certificate the proxy cannot verify gets no request: {noca}"
+    );
     let refusal = rec["refusal"].to_string();
     assert!(
         refusal.contains("the value of host variable E2E_API_KEY (credential value) is in LEAKED"),
