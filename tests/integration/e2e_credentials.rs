@@ -10,7 +10,7 @@ use crate::common::run::{inject_mid_run, leftovers, prepared, record, record_of}
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
-/// The agent: six requests through the base URL, three through the forward proxy, its own
+/// The agent: eight requests to the credential port, three through the forward proxy, its own
 /// view of the variables; prints one `CRED {json}` line, then waits (bounded) for the test's
 /// scans to finish (`/tmp/cred-go`, created from the host with `podman exec`).
 const AGENT: &str = r#"import json, os, time, urllib.request, urllib.error
@@ -33,6 +33,18 @@ out["get"] = call("GET", f"{base}/v1/models/m1?m={MARK}-get")
 out["path"] = call("POST", f"{base}/v1/other?m={MARK}-path")
 out["method"] = call("DELETE", f"{base}/v1/messages?m={MARK}-method")
 out["dots"] = call("GET", f"{base}/v1/models/../../admin?m={MARK}-dots")
+# Attacks on the credential port: used as a forward proxy for another host (absolute URL),
+# and a CONNECT through it: the first still goes to api.example only, the second is refused.
+via = urllib.request.build_opener(urllib.request.ProxyHandler({"http": base}))
+try:
+    with via.open(urllib.request.Request(f"http://denied.example/v1/messages?m={MARK}-abs", data=b"{}", method="POST"), timeout=20) as r:
+        out["abs"] = [r.status, r.read().decode()[:300]]
+except urllib.error.HTTPError as e:
+    out["abs"] = [e.code, ""]
+import http.client
+c = http.client.HTTPConnection(base.split("//")[1].split(":")[0], int(base.rsplit(":", 1)[1]), timeout=20)
+c.request("CONNECT", "denied.example:443")
+out["connect"] = [c.getresponse().status, ""]
 out["plain_control"] = call("GET", f"http://allowed.example/?m={MARK}-control")
 out["plain_header"] = call("GET", f"http://allowed.example/?m={MARK}-hdr", {"x-api-key": ph})
 out["plain_url"] = call("GET", f"http://allowed.example/{ph}?m={MARK}-url")
@@ -235,7 +247,7 @@ echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhi
         "{got}"
     );
     let status = |k: &str| got[k][0].as_i64().unwrap_or(-1);
-    for k in ["ok", "own", "get"] {
+    for k in ["ok", "own", "get", "abs"] {
         assert_eq!(status(k), 200, "{k}: {got}");
         assert!(
             got[k][1]
@@ -244,6 +256,11 @@ echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhi
             "{k}: {got}"
         );
     }
+    // Squid refuses CONNECT on an accel port itself (405) before any access rule.
+    assert!(
+        matches!(status("connect"), 403 | 405),
+        "CONNECT through the credential port: {got}"
+    );
     for k in ["path", "method", "dots", "plain_header", "plain_url"] {
         assert_eq!(status(k), 403, "{k} must be refused: {got}");
     }
@@ -292,7 +309,7 @@ echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhi
             .iter()
             .filter(|d| d["reason"] == "credential_added")
             .count()
-            >= 3,
+            >= 4,
         "{decisions:#?}"
     );
     // The stand-in: the real key exactly once per request, never the placeholder, never the
@@ -317,8 +334,14 @@ echo "scanned=$scanned envhits=$envhits agentenv=$agentenv envctl=$envctl argvhi
     let paths: Vec<&str> = reqs.iter().filter_map(|r| r["path"].as_str()).collect();
     assert_eq!(
         reqs.len(),
-        3,
+        4,
         "only the allowed requests reached the host: {paths:?}"
+    );
+    assert!(
+        reqs.iter().all(|r| r["headers"]
+            .to_string()
+            .contains("[\"Host\",\"api.example\"]")),
+        "every request carried Host api.example (the absolute URL for denied.example too): {log}"
     );
     for r in &reqs {
         let headers = r["headers"].as_array().expect("headers");
