@@ -4,6 +4,7 @@
 //! paths that get bind-mounted; `facts`: everything `cyclix check` reads), and the pure
 //! verdicts over those facts (`checks`).
 
+pub mod ca_certs;
 pub mod checks;
 pub mod facts;
 pub mod mount_scan;

@@ -103,6 +103,10 @@ pub struct RunContext {
     /// caller picked and reserved for this run (`run::lifecycle::reserve_port`);
     /// [`plan::preview_ports`] gives the ports `cyclix render` shows.
     pub service_ports: Vec<u16>,
+    /// The run's placeholder of each `agent.credentials` entry, in spec order: what the
+    /// agent's variable holds instead of the key (`proxy::credentials::placeholder`, random
+    /// per run); [`plan::preview_placeholders`] gives the ones `cyclix render` shows.
+    pub placeholders: Vec<String>,
 }
 
 /// Why rendering failed. Each names the spec key or context field.
@@ -150,6 +154,9 @@ pub fn render_plan(
             egress: &spec.egress,
             agent_subnet: &plan.subnet,
             listen_port: plan::PROXY_PORT,
+            credentials: &spec.agent.credentials,
+            placeholders: &plan.placeholders,
+            ca_files: spec.egress.ca_certs.len(),
         }),
     });
     files.push(RenderedFile {

@@ -27,9 +27,10 @@ pub mod yaml;
 use std::fmt;
 
 pub use model::{
-    Agent, Delivery, Egress, Gate, Health, HostPattern, Image, Mount, Repo, Resources, Schedule,
-    Service, Spec, Task,
+    Agent, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health, HostPattern,
+    Image, Mount, Repo, Resources, Schedule, Service, Spec, Task,
 };
+pub use sections::credentials::{KNOWN_KEY_HOSTS, default_base_url_env, env_key_warnings};
 
 /// Largest spec file cyclix reads, in bytes (256 KiB, security-cases §4 "Huge or hostile file").
 /// The size is checked before parsing.

@@ -45,6 +45,7 @@ pub(crate) fn default_run_context(
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: cyclix_bin.to_string(),
         service_ports: crate::render::plan::preview_ports(spec),
+        placeholders: crate::render::plan::preview_placeholders(spec),
     }
 }
 

@@ -81,7 +81,11 @@ pub fn load_spec_with_notes(
         Ok(s) => s,
         Err(e) => return Ok((Err(e), Vec::new())),
     };
-    let found = crate::host::mount_scan::scan(&spec, env, &[], crate::host::mount_scan::SHALLOW);
+    let mut found =
+        crate::host::mount_scan::scan(&spec, env, &[], crate::host::mount_scan::SHALLOW);
+    found
+        .diagnostics
+        .extend(crate::host::ca_certs::check(&spec));
     if found.diagnostics.is_empty() {
         Ok((Ok(spec), found.notes))
     } else {

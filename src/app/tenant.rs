@@ -248,8 +248,24 @@ pub(crate) fn run_inputs(
     let tenant = spec.tenant.clone();
     let tenant = tenant.as_str();
     let secrets = secret_values(&spec, tenant)?;
+    // Refused before anything exists: a value the proxy's header line cannot carry.
+    crate::run::phases::prepare::credential_include(&spec, &secrets)?;
+    let placeholders = spec
+        .agent
+        .credentials
+        .iter()
+        .map(|c| {
+            random_hex16()
+                .map(|h| crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &h))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
-    let watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
+    let mut watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
+    watched.extend(crate::run::boundary::credential_watch(
+        secrets
+            .iter()
+            .filter(|(k, _)| spec.agent.credentials.iter().any(|c| &c.env == k)),
+    ));
     let host = crate::run::boundary::HostFacts {
         namespaces: crate::host::namespaces::host_namespaces(),
         uid: crate::host::namespaces::host_uid(),
@@ -279,6 +295,7 @@ pub(crate) fn run_inputs(
         backend,
         task,
         secrets,
+        placeholders,
         deadlines: Deadlines::default(),
         notices: env_file_notice(env, tenant).into_iter().collect(),
         // The agent container mounts an execute-only copy: its probes are non-dumpable from
@@ -311,7 +328,34 @@ fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
         };
         secrets.push((name.clone(), v));
     }
+    for (i, c) in spec.agent.credentials.iter().enumerate() {
+        let Some(v) = secret_value(&c.env) else {
+            bail!(
+                "line {}: agent.credentials[{i}].env names `{}` but it is not set in cyclix's environment; set it for the user manager \
+                 (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",
+                c.line,
+                c.env,
+                c.env
+            );
+        };
+        secrets.push((c.env.clone(), v));
+    }
     Ok(secrets)
+}
+
+/// 16 random bytes from the kernel (`/dev/urandom`) as 32 lowercase hex digits: a
+/// placeholder's unguessable part.
+fn random_hex16() -> Result<String> {
+    use std::fmt::Write as _;
+    use std::io::Read as _;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom for a credential placeholder")?;
+    Ok(b.iter().fold(String::with_capacity(32), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    }))
 }
 
 /// A loud notice when the tenant's env file (its secret values) is readable by others: the

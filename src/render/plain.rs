@@ -367,6 +367,12 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     for (secret, var) in &c.secrets {
         args.push(format!("--secret={secret},type=env,target={var}"));
     }
+    for (secret, path) in &c.secret_files {
+        args.push(format!(
+            "--secret={}",
+            super::quadlet::secret_file(secret, path)
+        ));
+    }
     if let Some(w) = &c.workdir {
         args.push(format!("--workdir={w}"));
     }

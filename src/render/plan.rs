@@ -29,8 +29,8 @@ pub use host_tiers::{HOST_ENV_FILE, HostServicePlan};
 pub use services::{PICKED_PORTS, SERVICE_HOST, ServicePlan, database_name, preview_ports};
 pub use supervision::UnitNames;
 pub use topology::{
-    Attach, Bind, ContainerPlan, Net, NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_PORT,
-    VolumeMount, VolumePlan, WORKDIR, gate_tree,
+    Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, Net, NetworkPlan, PROXY_CONF_FILE,
+    PROXY_CONF_PATH, PROXY_PORT, VolumeMount, VolumePlan, WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};
@@ -70,6 +70,9 @@ pub struct RunPlan {
     pub warnings: Vec<String>,
     /// Unit names by role.
     pub units: UnitNames,
+    /// The credential placeholders the agent holds (one per `agent.credentials` entry; not
+    /// secret: the proxy refuses them anywhere but the credential's own port).
+    pub placeholders: Vec<String>,
 }
 
 fn err(key: &str, message: impl Into<String>) -> RenderError {
@@ -135,6 +138,53 @@ fn check_service_ports(spec: &Spec, run: &RunContext) -> Result<(), RenderError>
     ))
 }
 
+/// The run's credential placeholders ([`RunContext::placeholders`]): one per
+/// `agent.credentials` entry, each of the `credentials::placeholder` shape.
+fn placeholders<'a>(spec: &Spec, run: &'a RunContext) -> Result<&'a [String], RenderError> {
+    let n = spec.agent.credentials.len();
+    if run.placeholders.len() != n {
+        return Err(err(
+            "run.placeholders",
+            format!(
+                "{} placeholder(s) for {n} credential(s)",
+                run.placeholders.len()
+            ),
+        ));
+    }
+    for (c, p) in spec.agent.credentials.iter().zip(&run.placeholders) {
+        let hex = p
+            .strip_prefix(&c.placeholder_prefix)
+            .and_then(|rest| rest.strip_prefix("cyclix-placeholder-"));
+        if !hex.is_some_and(|h| {
+            h.len() == 32
+                && h.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        }) {
+            return Err(err(
+                "run.placeholders",
+                format!(
+                    "the placeholder for `{}` is not of the form PREFIX + cyclix-placeholder- + 32 hex",
+                    c.env
+                ),
+            ));
+        }
+    }
+    Ok(&run.placeholders)
+}
+
+/// Placeholders for a plan that is only shown (`cyclix render`, goldens): `0` × 32 as the
+/// hex part. A run uses random ones (`app::tenant::run_inputs`).
+#[must_use]
+pub fn preview_placeholders(spec: &Spec) -> Vec<String> {
+    spec.agent
+        .credentials
+        .iter()
+        .map(|c| {
+            crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &"0".repeat(32))
+        })
+        .collect()
+}
+
 fn check_run_id(id: &str) -> Result<(), RenderError> {
     crate::spec::validate::run_id(id).map_err(|m| err("run.run_id", m))
 }
@@ -175,6 +225,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         host_services: Vec::new(),
         warnings: warnings(spec),
         units: UnitNames::default(),
+        placeholders: Vec::new(),
     };
     if plan.tier != Tier::Container {
         host_tiers::fill(&mut plan, spec, run, &task_env);
@@ -184,7 +235,15 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     check_service_ports(spec, run)?;
     let networks = topology::networks(&names, &plan.subnet, run.subnet_octet);
     let services = services::service_plans(spec, run);
-    let agent_env = agent::agent_env(&plan.proxy_ip, task_env, &services);
+    let placeholders = placeholders(spec, run)?;
+    let credentials: Vec<(&crate::spec::Credential, &str)> = spec
+        .agent
+        .credentials
+        .iter()
+        .zip(placeholders.iter().map(String::as_str))
+        .collect();
+    let agent_env = agent::agent_env(&plan.proxy_ip, task_env, &services, &credentials);
+    plan.placeholders = placeholders.to_vec();
     let agent_binds = agent::agent_binds(spec, run)?;
     let mut containers = vec![topology::proxy_container(spec, run, &plan.proxy_ip)];
     let (service_containers, volumes) = services::service_containers(spec, run, &services);
@@ -217,6 +276,7 @@ fn warnings(spec: &Spec) -> Vec<String> {
         );
     }
 
+    warnings.extend(crate::spec::env_key_warnings(spec));
     warnings
 }
 

@@ -31,11 +31,13 @@
 //! tunnel the client may send any TLS SNI (domain fronting); stopping that needs TLS
 //! interception, which cyclix does not do.
 
+pub mod credentials;
 mod decision;
 mod squid;
 
 pub use decision::{
-    Decision, DenyReason, ProxyDecision, REASON_ALLOWLISTED, WOULD_DENY_PREFIX, parse_decision,
+    Decision, DenyReason, ProxyDecision, REASON_ALLOWLISTED, REASON_CREDENTIAL, WOULD_DENY_PREFIX,
+    parse_decision,
 };
 pub use squid::squid_conf;
 
@@ -53,6 +55,12 @@ pub struct ProxyPlan<'a> {
     pub agent_subnet: &'a str,
     /// The TCP port squid listens on (`http_port`), normally 3128.
     pub listen_port: u16,
+    /// `agent.credentials`: each gets a reverse-proxy port ([`credentials`]).
+    pub credentials: &'a [crate::spec::Credential],
+    /// The run's placeholder of each credential, in the same order (`credentials::placeholder`).
+    pub placeholders: &'a [String],
+    /// How many `egress.ca_certs` files are mounted at `credentials::ca_path(0..N)`.
+    pub ca_files: usize,
 }
 
 /// Destination ranges the proxy never connects to, in any mode (`acl to_private dst`).

@@ -248,6 +248,9 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     for (secret, var) in &c.secrets {
         s.add("Secret", format!("{secret},type=env,target={var}"));
     }
+    for (secret, path) in &c.secret_files {
+        s.add("Secret", secret_file(secret, path));
+    }
     if let Some(w) = &c.workdir {
         s.add("WorkingDir", w.clone());
     }
@@ -291,4 +294,11 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     }
     svc.add("Restart", "no");
     Ok(finish(u, naming::container_file(&c.stem)))
+}
+
+/// A secret mounted as a file: `NAME,type=mount,target=PATH,uid=U,gid=U,mode=0400` (podman
+/// `--secret`, `Secret=`), owned by squid's user in the proxy image, readable by it only.
+pub(crate) fn secret_file(secret: &str, path: &str) -> String {
+    let uid = crate::render::proxy::credentials::PROXY_UID;
+    format!("{secret},type=mount,target={path},uid={uid},gid={uid},mode=0400")
 }

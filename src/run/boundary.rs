@@ -56,6 +56,19 @@ pub fn watch_list(env: &[(String, Vec<u8>)], handed: &[String]) -> Vec<Watched> 
         .collect()
 }
 
+/// The leak watch's entries for `agent.credentials` values (`(env, value)`): watched by
+/// VALUE only. The sandbox holds the credential's variable with a placeholder by design, so
+/// the entry's name is a label (`ENV (credential value)`) no variable can be named by
+/// accident; a real value found anywhere in a sandbox environment fails the run.
+pub fn credential_watch<'a>(values: impl Iterator<Item = &'a (String, Vec<u8>)>) -> Vec<Watched> {
+    values
+        .map(|(n, v)| Watched {
+            name: format!("{n} (credential value)"),
+            value: v.clone(),
+        })
+        .collect()
+}
+
 /// Lowercase hex sha256 of `v`.
 #[must_use]
 pub fn sha256_hex(v: &[u8]) -> String {
@@ -125,7 +138,7 @@ pub fn probe_context(
         "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
         "forbidden_env_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
         "value_watched_env_names": value_watched_names(watched),
-        "allowed_env_names": spec.agent.env.clone(),
+        "allowed_env_names": spec.agent.env.iter().chain(spec.agent.credentials.iter().map(|c| &c.env)).cloned().collect::<Vec<_>>(),
         "workdir": crate::render::plan::WORKDIR,
         "expected_binds": expected_binds,
         "declared_mounts": spec.mounts.iter().map(|m| serde_json::json!({
@@ -168,6 +181,8 @@ pub fn complete_context(
     ctx.proxy_name = crate::naming::RunNames::new(run_id).proxy();
     ctx.subnet = format!("10.213.{octet}.0/24");
     ctx.gateway_ip = format!("10.213.{octet}.1");
+    // With credentials the agent's NO_PROXY lists the proxy (`render::plan::agent`).
+    ctx.no_proxy_allowed.push(format!("10.213.{octet}.2"));
     ctx.git_dir = git_dir.display().to_string();
     ctx.escape = Some(escape);
 }

@@ -79,8 +79,13 @@ pub struct RunInputs {
     pub paths: RunPaths,
     /// The task text (from `task.text` or the file `task.file`, read by the caller).
     pub task: String,
-    /// Secret values by variable name (read from cyclix's own environment by the caller).
+    /// Secret values by variable name (read from cyclix's own environment by the caller):
+    /// `agent.env`, the services' `env` and the `agent.credentials` values (these go only
+    /// into the proxy's include file, never to a container as a variable).
     pub secrets: Vec<(String, Vec<u8>)>,
+    /// The run's placeholder of each `agent.credentials` entry, in spec order (random per
+    /// run; `render::proxy::credentials::placeholder`).
+    pub placeholders: Vec<String>,
     /// Deadlines.
     pub deadlines: Deadlines,
     /// Notices to carry into the record (e.g. the tier's "no isolation").

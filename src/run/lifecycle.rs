@@ -283,6 +283,7 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
         services: &inp.spec.services,
         start: inp.deadlines.start,
         secrets: &inp.secrets,
+        placeholders: &inp.placeholders,
     }
 }
 

@@ -134,6 +134,49 @@ pub struct Agent {
     pub timeout_s: u64,
     /// Resource limits.
     pub resources: Resources,
+    /// `agent.credentials`: API keys the egress proxy adds for one host each; the agent's
+    /// variable holds a per-run placeholder and never the value (issue 13).
+    pub credentials: Vec<Credential>,
+}
+
+/// How a credential's value is written into its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialScheme {
+    /// The header is the value (`x-api-key: KEY`).
+    Raw,
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+}
+
+/// One `agent.credentials` entry: the proxy adds the value of `env` (from cyclix's
+/// environment or the tenant's 0600 env file) as `header` to requests for `host`, on a
+/// reverse-proxy port of its own that the agent reaches at `$base_url_env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Credential {
+    /// The variable holding the key on the host; in the sandbox it holds the placeholder.
+    pub env: String,
+    /// The API host (exact, lowercase punycode), reached over TLS on `port`.
+    pub host: String,
+    /// The header carrying the key, lowercase (`x-api-key`, `authorization`).
+    pub header: String,
+    /// How the value is written into the header.
+    pub scheme: CredentialScheme,
+    /// Allowed request paths: exact (an optional query string allowed), or `/dir/*` for
+    /// everything below `/dir/`.
+    pub paths: Vec<String>,
+    /// Allowed request methods (uppercase), default `[POST]`.
+    pub methods: Vec<String>,
+    /// The host's TLS port (default 443).
+    pub port: u16,
+    /// What the placeholder starts with (a vendor's key prefix, so the CLI's own key check
+    /// accepts it): `sk-ant-api03-` for `ANTHROPIC_API_KEY`, `sk-proj-` for `OPENAI_API_KEY`.
+    pub placeholder_prefix: String,
+    /// The variable the agent's CLI reads its base URL from (`ANTHROPIC_BASE_URL`).
+    pub base_url_env: String,
+    /// 1-based line of the entry in the spec file (for the run's "not set" error).
+    #[serde(skip)]
+    pub line: usize,
 }
 
 /// The gate container.
@@ -179,6 +222,23 @@ pub struct Egress {
     pub ports: Vec<u16>,
     /// Log what would be denied without denying. Stated loudly wherever a run is reported.
     pub report_only: bool,
+    /// `egress.ca_certs`: PEM files of extra CAs the proxy trusts when it originates TLS to a
+    /// credential's host (besides the system CAs), e.g. a corporate gateway's. Mounted
+    /// read-only into the proxy container only.
+    pub ca_certs: Vec<CaCert>,
+}
+
+/// One `egress.ca_certs` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CaCert {
+    /// Absolute, normalised host path of the PEM file (`~/` expanded).
+    pub path: String,
+    /// 1-based line of the entry in the spec file (the file is read after validation).
+    #[serde(skip)]
+    pub line: usize,
+    /// 1-based column of the entry.
+    #[serde(skip)]
+    pub column: usize,
 }
 
 /// An extra bind mount into the agent container.

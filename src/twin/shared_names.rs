@@ -49,6 +49,10 @@ pub const SHAREABLE: &[(&str, &str)] = &[
     ("env#name", "variable names"),
     ("labels#name", "label keys"),
     ("secrets[*]", "the variable a per-run secret becomes"),
+    (
+        "secret_files[*]",
+        "the proxy's path of a per-run secret file",
+    ),
     ("env[HOME]", "/tmp inside the container"),
     ("env[NO_PROXY]", "loopback addresses inside the pod"),
     ("env[no_proxy]", "loopback addresses inside the pod"),

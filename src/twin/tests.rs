@@ -224,6 +224,7 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         proxy_image: "localhost/cyclix-proxy:latest".into(),
         cyclix_bin: "/usr/bin/cyclix".into(),
         service_ports: vec![service_port],
+        placeholders: Vec::new(),
     };
     crate::render::plan::plan(&spec, &run).expect("plan")
 }

@@ -49,6 +49,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         proxy_image: cyclix::images::PROXY_IMAGE.into(),
         cyclix_bin: CYCLIX_BIN.into(),
         service_ports: cyclix::render::plan::preview_ports(spec),
+        placeholders: cyclix::render::plan::preview_placeholders(spec),
     }
 }
 

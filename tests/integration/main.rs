@@ -12,6 +12,7 @@ mod common;
 mod e2e_bench;
 mod e2e_boundary;
 mod e2e_check;
+mod e2e_credentials;
 mod e2e_delivery;
 mod e2e_faults;
 mod e2e_git_attacks;

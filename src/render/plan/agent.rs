@@ -7,7 +7,7 @@ use super::services::ServicePlan;
 use super::topology::{Bind, ContainerPlan, Net, PROXY_PORT, WORKDIR};
 use super::{RenderError, RunContext, RunPlan, labels, mount_path, tmpfs_tmp};
 use crate::naming::RunNames;
-use crate::spec::Spec;
+use crate::spec::{Credential, Spec};
 use crate::tier::Tier;
 
 /// The task's file name in the run directory.
@@ -62,6 +62,7 @@ pub(super) fn agent_container(
         binds: agent_binds,
         tmpfs: vec![tmpfs_tmp()],
         env: agent_env,
+        secret_files: Vec::new(),
         secrets: spec
             .agent
             .env
@@ -84,18 +85,39 @@ pub(super) fn agent_container(
     }
 }
 
+/// The agent's environment: the proxy variables, `HOME`, the task and context, the
+/// services' addresses, and per credential its placeholder (`$ENV`) and base URL
+/// (`$BASE_URL_ENV` = `http://PROXY:PORT` of the credential's port). With credentials,
+/// `NO_PROXY` also lists the proxy's address, so a CLI sends its base-URL requests to the
+/// credential port itself rather than through the forward port.
 pub(super) fn agent_env(
     proxy_ip: &str,
     task_env: Vec<(String, String)>,
     services: &[ServicePlan],
+    credentials: &[(&Credential, &str)],
 ) -> Vec<(String, String)> {
     let proxy_url = format!("http://{proxy_ip}:{PROXY_PORT}");
     let mut agent_env: Vec<(String, String)> = Vec::new();
     for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
         agent_env.push((k.into(), proxy_url.clone()));
     }
+    let no_proxy = if credentials.is_empty() {
+        "localhost,127.0.0.1,::1".to_string()
+    } else {
+        format!("localhost,127.0.0.1,::1,{proxy_ip}")
+    };
     for k in ["NO_PROXY", "no_proxy"] {
-        agent_env.push((k.into(), "localhost,127.0.0.1,::1".into()));
+        agent_env.push((k.into(), no_proxy.clone()));
+    }
+    for (i, (c, placeholder)) in credentials.iter().enumerate() {
+        agent_env.push((c.env.clone(), (*placeholder).to_string()));
+        agent_env.push((
+            c.base_url_env.clone(),
+            format!(
+                "http://{proxy_ip}:{}",
+                crate::render::proxy::credentials::port_of(i)
+            ),
+        ));
     }
     agent_env.push(("HOME".into(), "/tmp".into()));
     agent_env.extend(task_env);

@@ -136,6 +136,7 @@ fn service_container(
         binds: Vec::new(),
         tmpfs: vec![tmpfs_tmp()],
         env: service_env(s, p),
+        secret_files: Vec::new(),
         secrets: s
             .env
             .iter()

@@ -24,6 +24,7 @@ fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
         subnet_octet: 9,
         proxy_image: "localhost/p".into(),
         cyclix_bin: "/usr/bin/cyclix".into(),
+        placeholders: crate::render::plan::preview_placeholders(spec),
         service_ports: if ports.is_empty() {
             preview_ports(spec)
         } else {

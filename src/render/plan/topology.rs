@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::budgets::{START_TIMEOUT_LOCAL_S, is_local, start_timeout};
 use super::{RunContext, labels, tmpfs_tmp};
 use crate::naming::RunNames;
+use crate::render::proxy::credentials;
 use crate::spec::Spec;
 
 /// Where the project worktree appears in the agent and gate containers.
@@ -127,6 +128,10 @@ pub struct ContainerPlan {
     pub env: Vec<(String, String)>,
     /// Per-run podman secrets handed over as environment variables: (secret name, variable).
     pub secrets: Vec<(String, String)>,
+    /// Per-run podman secrets mounted as files (`type=mount`), readable by
+    /// [`crate::render::proxy::credentials::PROXY_UID`] only (mode 0400): (secret name,
+    /// container path). Only the proxy has one (the credential header lines).
+    pub secret_files: Vec<(String, String)>,
     /// argv (empty: the image's default command) and the spec key it came from.
     pub exec: Vec<String>,
     /// The spec key of `exec` for error messages.
@@ -178,6 +183,30 @@ pub(super) fn networks(names: &RunNames, subnet: &str, octet: u8) -> Vec<Network
     ]
 }
 
+/// The suffix of the proxy's credential secret (`cyclix-RUN-CYCLIX_PROXY_CREDENTIALS`): the
+/// squid include file with the real header lines ([`credentials::include_file`]).
+pub const CREDENTIALS_SECRET_VAR: &str = "CYCLIX_PROXY_CREDENTIALS";
+
+/// The proxy's bind mounts: its configuration, and each `egress.ca_certs` file read-only at
+/// [`credentials::ca_path`].
+fn proxy_binds(spec: &Spec, run: &RunContext) -> Vec<Bind> {
+    let mut binds = vec![Bind {
+        source: format!("{}/{PROXY_CONF_FILE}", run.run_dir),
+        target: PROXY_CONF_PATH.into(),
+        read_only: true,
+    }];
+    if !spec.agent.credentials.is_empty() {
+        for (i, c) in spec.egress.ca_certs.iter().enumerate() {
+            binds.push(Bind {
+                source: c.path.clone(),
+                target: credentials::ca_path(i),
+                read_only: true,
+            });
+        }
+    }
+    binds
+}
+
 pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPlan {
     let r = &run.run_id;
     let proxy_ip = proxy_ip.to_string();
@@ -196,14 +225,18 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
                 ip: None,
             },
         ]),
-        binds: vec![Bind {
-            source: format!("{}/{PROXY_CONF_FILE}", run.run_dir),
-            target: PROXY_CONF_PATH.into(),
-            read_only: true,
-        }],
+        binds: proxy_binds(spec, run),
         tmpfs: Vec::new(),
         env: Vec::new(),
         secrets: Vec::new(),
+        secret_files: if spec.agent.credentials.is_empty() {
+            Vec::new()
+        } else {
+            vec![(
+                RunNames::new(r).secret(CREDENTIALS_SECRET_VAR),
+                credentials::CREDENTIALS_INCLUDE_PATH.to_string(),
+            )]
+        },
         exec: Vec::new(),
         exec_key: "proxy".into(),
         exec_key_offset: 0,
@@ -242,6 +275,7 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
             ("CYCLIX_RUN".into(), r.clone()),
         ],
         secrets: Vec::new(),
+        secret_files: Vec::new(),
         exec: spec.gate.command.clone(),
         exec_key: "gate.command".into(),
         exec_key_offset: 0,

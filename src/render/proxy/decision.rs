@@ -19,6 +19,14 @@ pub enum DenyReason {
     ResolvesToPrivateIp,
     /// No rule allowed the request (the final `deny all`).
     NoRuleMatched,
+    /// A credential's port got a method its `methods` do not list (`agent.credentials`).
+    CredentialMethod,
+    /// A credential's port got a path its `paths` do not match (or one with a `.`/`..`
+    /// segment).
+    CredentialPath,
+    /// A request on the forward port carried a run's credential placeholder (in an auth
+    /// header or the URL): it is worthless anywhere but the credential's own port.
+    Placeholder,
 }
 
 impl DenyReason {
@@ -32,6 +40,14 @@ impl DenyReason {
         DenyReason::NoRuleMatched,
     ];
 
+    /// The credential reasons, rendered only when the spec has `agent.credentials`
+    /// (`credentials.rs`).
+    pub const CREDENTIAL: [DenyReason; 3] = [
+        DenyReason::CredentialMethod,
+        DenyReason::CredentialPath,
+        DenyReason::Placeholder,
+    ];
+
     /// The token logged in the `reason` field (e.g. `domain_not_allowlisted`).
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -42,13 +58,19 @@ impl DenyReason {
             DenyReason::PortNotAllowed => "port_not_allowed",
             DenyReason::ResolvesToPrivateIp => "resolves_to_private_ip",
             DenyReason::NoRuleMatched => "no_rule_matched",
+            DenyReason::CredentialMethod => "credential_method_not_allowed",
+            DenyReason::CredentialPath => "credential_path_not_allowed",
+            DenyReason::Placeholder => "placeholder_refused",
         }
     }
 
     /// The reason for a logged token, if it is one of ours.
     #[must_use]
     pub fn from_token(token: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == token)
+        Self::ALL
+            .into_iter()
+            .chain(Self::CREDENTIAL)
+            .find(|r| r.as_str() == token)
     }
 
     /// The squid ACL name that annotates this reason (`r_` + a short name).
@@ -60,6 +82,9 @@ impl DenyReason {
             DenyReason::PortNotAllowed => "r_port",
             DenyReason::ResolvesToPrivateIp => "r_private",
             DenyReason::NoRuleMatched => "r_no_rule",
+            DenyReason::CredentialMethod => "r_cred_method",
+            DenyReason::CredentialPath => "r_cred_path",
+            DenyReason::Placeholder => "r_placeholder",
         }
     }
 
@@ -72,12 +97,19 @@ impl DenyReason {
             DenyReason::PortNotAllowed => "rw_port",
             DenyReason::ResolvesToPrivateIp => "rw_private",
             DenyReason::NoRuleMatched => "rw_no_rule",
+            DenyReason::CredentialMethod => "rw_cred_method",
+            DenyReason::CredentialPath => "rw_cred_path",
+            DenyReason::Placeholder => "rw_placeholder",
         }
     }
 }
 
 /// Reason token logged for an allowed request.
 pub const REASON_ALLOWLISTED: &str = "allowlisted";
+
+/// Reason token logged for a request on a credential's port that the proxy forwarded with
+/// the real key added (`agent.credentials`).
+pub const REASON_CREDENTIAL: &str = "credential_added";
 
 /// Prefix of the reason token logged in report-only mode for a request the enforcing
 /// configuration would have denied: `would_deny:<reason>` (e.g. `would_deny:port_not_allowed`).
@@ -101,7 +133,7 @@ pub enum Decision {
 
 impl Decision {
     fn from_token(token: &str) -> Self {
-        if token == REASON_ALLOWLISTED {
+        if token == REASON_ALLOWLISTED || token == REASON_CREDENTIAL {
             return Decision::Allowed;
         }
         if token == "-" || token.is_empty() {

@@ -143,6 +143,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
         "deny",
         &["!agents", DenyReason::ClientNotAllowed.acl()],
     );
+    super::credentials::render_rules(&mut out, plan);
     let no_ports = egress.ports.is_empty();
     let finished = if egress.report_only {
         render_report_only_rules(&mut out, &domains, no_ports);
@@ -170,6 +171,7 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
     });
     out.push_str("\n# Container-friendly operation (read-only root, no daemons).\n");
     let _ = writeln!(out, "http_port {}", plan.listen_port);
+    super::credentials::render_ports(out, plan);
     // Unresolvable names and unreachable servers fail fast instead of squid's 30 s/1 min
     // defaults. A report-only run forwards what an enforcing run would deny, so there the
     // budget is 1 s: a tool still gets an answer (503/504 from the proxy) at once.
@@ -267,6 +269,7 @@ fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_
         }
         out.push_str("# Matches once any reason annotation is set.\nacl noted note reason\n");
     }
+    super::credentials::render_acls(out, plan);
 }
 
 /// Enforcing rules after the client check. Returns true when the rules already end in an

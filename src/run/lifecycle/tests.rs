@@ -48,6 +48,7 @@ fn world() -> World {
         },
         task: "fix it".into(),
         secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
+        placeholders: Vec::new(),
         deadlines: Deadlines {
             poll: Duration::from_millis(1),
             ..Deadlines::default()

@@ -33,6 +33,8 @@ pub(crate) struct BringUp<'a> {
     pub(crate) start: Duration,
     /// Secret values by variable name (redacted from a failed service's log lines).
     pub(crate) secrets: &'a [(String, Vec<u8>)],
+    /// The run's credential placeholders (`RunInputs::placeholders`).
+    pub(crate) placeholders: &'a [String],
 }
 
 /// The run's host facts for the renderer.
@@ -45,6 +47,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         proxy_image: crate::images::PROXY_IMAGE.to_string(),
         cyclix_bin: inp.cyclix_bin.display().to_string(),
         service_ports,
+        placeholders: inp.placeholders.to_vec(),
     }
 }
 

@@ -138,30 +138,82 @@ pub(crate) fn prepare(
         host.worktree_add(&repo, inp.worktree, branch, &base)?;
         created.branch_made = true;
     }
+    // A credential's value is among the run's secrets (for redaction and the delivery scan)
+    // but goes to no container as a variable: only into the proxy's include file below.
+    let handed = |var: &str| !spec.agent.credentials.iter().any(|c| c.env == var);
+    let to_containers: Vec<(String, Vec<u8>)> = inp
+        .secrets
+        .iter()
+        .filter(|(var, _)| handed(var))
+        .cloned()
+        .collect();
     if spec.tier != Tier::Container {
-        write_host_env(inp.run_dir, inp.secrets)?;
+        write_host_env(inp.run_dir, &to_containers)?;
         return Ok((base, common, octet, ports));
     }
+    create_secrets(inp, host, created, &to_containers)?;
+    Ok((base, common, octet, ports))
+}
+
+/// The run's podman secrets (each in the ledger first): one per variable a container
+/// receives, and the proxy's credential include file when the spec has credentials.
+fn create_secrets(
+    inp: &Prepare<'_>,
+    host: &dyn RunHost,
+    created: &mut RunState,
+    to_containers: &[(String, Vec<u8>)],
+) -> Result<()> {
+    let spec = inp.spec;
     created.ledger.record(Entry::Podman)?;
     let names = crate::naming::RunNames::new(inp.run_id);
-    for (var, value) in inp.secrets {
+    let labels = vec![
+        (
+            crate::naming::label::TENANT.to_string(),
+            spec.tenant.clone(),
+        ),
+        (
+            crate::naming::label::RUN.to_string(),
+            inp.run_id.to_string(),
+        ),
+    ];
+    for (var, value) in to_containers {
         let name = names.secret(var);
-        let labels = vec![
-            (
-                crate::naming::label::TENANT.to_string(),
-                spec.tenant.clone(),
-            ),
-            (
-                crate::naming::label::RUN.to_string(),
-                inp.run_id.to_string(),
-            ),
-        ];
         created
             .ledger
             .record(Entry::Secret { name: name.clone() })?;
         host.secret_create(&name, value, &labels)?;
     }
-    Ok((base, common, octet, ports))
+    if !spec.agent.credentials.is_empty() {
+        let include = credential_include(spec, inp.secrets)?;
+        let name = names.secret(render::plan::CREDENTIALS_SECRET_VAR);
+        created
+            .ledger
+            .record(Entry::Secret { name: name.clone() })?;
+        host.secret_create(&name, include.as_bytes(), &labels)?;
+    }
+    Ok(())
+}
+
+/// The proxy's include file (`render::proxy::credentials::include_file`) from the values of
+/// the spec's credentials among `secrets`.
+///
+/// # Errors
+/// A credential whose value is missing or cannot be carried in a header.
+pub(crate) fn credential_include(
+    spec: &crate::spec::Spec,
+    secrets: &[(String, Vec<u8>)],
+) -> Result<String> {
+    let mut values: Vec<&[u8]> = Vec::new();
+    for c in &spec.agent.credentials {
+        let Some((_, v)) = secrets.iter().find(|(k, _)| *k == c.env) else {
+            anyhow::bail!("agent.credentials: no value for `{}`", c.env);
+        };
+        values.push(v);
+    }
+    Ok(render::proxy::credentials::include_file(
+        &spec.agent.credentials,
+        &values,
+    )?)
 }
 
 /// Plants the run's tripwires (each in the ledger first) and writes the probes' context

@@ -35,6 +35,7 @@ fn inputs(dir: &Path, run_id: &str) -> RunInputs {
         },
         task: "fix it".into(),
         secrets: Vec::new(),
+        placeholders: Vec::new(),
         deadlines: Deadlines {
             poll: Duration::from_millis(1),
             ..Deadlines::default()

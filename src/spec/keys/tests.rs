@@ -41,6 +41,7 @@ fn every_table_has_unique_documented_keys() {
             "schedule",
             "delivery",
             "agent.resources",
+            "agent.credentials",
             "services.health",
         ]
     );

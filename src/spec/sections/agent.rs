@@ -1,4 +1,5 @@
-//! `agent:` the agent's container: image, argv, secrets by name, timeout and resource limits.
+//! `agent:` the agent's container: image, argv, secrets by name, timeout, resource limits and
+//! the credentials that stay outside (`credentials.rs`).
 
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
@@ -30,6 +31,8 @@ pub(crate) struct RawAgent {
     pub(crate) timeout: Option<Located<String>>,
     /// `agent.resources`.
     pub(crate) resources: Option<RawResources>,
+    /// `agent.credentials` (absent = empty).
+    pub(crate) credentials: Vec<super::credentials::RawCredential>,
 }
 
 /// `agent.resources:`.
@@ -63,6 +66,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Map(RESOURCE_KEYS),
         "memory, CPU and process limits",
     ),
+    Key::optional(
+        "credentials",
+        Kind::MapList(super::credentials::KEYS),
+        "API keys the egress proxy adds for one host each (the agent gets a placeholder)",
+    ),
 ];
 
 /// The keys of `agent.resources:`.
@@ -86,6 +94,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawAgen
         env: d.strings(&f, "env"),
         timeout: d.string(&f, "timeout"),
         resources: d.section(&f, "resources", decode_resources),
+        credentials: d.list(&f, "credentials", super::credentials::decode),
     })
 }
 
@@ -109,12 +118,14 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
         None => Some(Resources::default()),
         Some(r) => resources(r, out),
     };
+    let credentials = super::credentials::validate(&a.credentials, a.env.as_ref(), out);
     Some(Agent {
         image: image?,
         command: command?,
         env: env?,
         timeout_s: timeout_s?,
         resources: resources?,
+        credentials: credentials?,
     })
 }
 

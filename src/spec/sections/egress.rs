@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use crate::spec::keys::{Key, Kind};
 use crate::spec::located::Located;
 use crate::spec::rules::hosts::host_pattern;
+use crate::spec::rules::paths::mount_path;
 use crate::spec::rules::sizes::decimal_int;
 use crate::spec::yaml::{Decoder, Node};
-use crate::spec::{Diagnostic, Egress};
+use crate::spec::{CaCert, Diagnostic, Egress, SpecContext};
 
 /// `egress:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub(crate) struct RawEgress {
     pub(crate) ports: Option<Located<Vec<Located<String>>>>,
     /// `egress.report_only`.
     pub(crate) report_only: Option<Located<bool>>,
+    /// `egress.ca_certs`.
+    pub(crate) ca_certs: Option<Located<Vec<Located<String>>>>,
 }
 
 /// The keys of `egress:`.
@@ -37,6 +40,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Bool,
         "log refused requests instead of blocking them",
     ),
+    Key::optional(
+        "ca_certs",
+        Kind::StrList,
+        "PEM files of extra CAs the proxy trusts for credential hosts (besides the system CAs)",
+    ),
 ];
 
 /// Reads `egress:` at `path`.
@@ -46,11 +54,16 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawEgre
         allow: d.strings(&f, "allow"),
         ports: d.numbers(&f, "ports"),
         report_only: d.boolean(&f, "report_only"),
+        ca_certs: d.strings(&f, "ca_certs"),
     })
 }
 
 /// Validates `egress:`: the allowlist (normalised, sorted, deduplicated) and the ports.
-pub(crate) fn validate(e: &RawEgress, out: &mut Vec<Diagnostic>) -> Option<Egress> {
+pub(crate) fn validate(
+    e: &RawEgress,
+    ctx: &SpecContext,
+    out: &mut Vec<Diagnostic>,
+) -> Option<Egress> {
     let before = out.len();
     let mut allow = BTreeSet::new();
     if let Some(list) = &e.allow {
@@ -90,6 +103,7 @@ pub(crate) fn validate(e: &RawEgress, out: &mut Vec<Diagnostic>) -> Option<Egres
             }
         }
     }
+    let ca_certs = ca_certs(e.ca_certs.as_ref(), ctx, out);
     if out.len() != before {
         return None;
     }
@@ -97,5 +111,35 @@ pub(crate) fn validate(e: &RawEgress, out: &mut Vec<Diagnostic>) -> Option<Egres
         allow: allow.into_iter().collect(),
         ports: ports.into_iter().collect(),
         report_only: e.report_only.as_ref().is_some_and(|b| b.value),
+        ca_certs,
     })
+}
+
+/// `egress.ca_certs`: absolute (or `~/`) paths, normalised, free of podman mount-option
+/// characters, each once. The files themselves are read after validation
+/// (`host::ca_certs::check`): a missing, unreadable or non-PEM file is reported there.
+fn ca_certs(
+    list: Option<&Located<Vec<Located<String>>>>,
+    ctx: &SpecContext,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<CaCert> {
+    let mut result: Vec<CaCert> = Vec::new();
+    for p in list.map(|l| l.value.as_slice()).unwrap_or_default() {
+        let Some(path) = mount_path(p, Some(&ctx.home), out) else {
+            continue;
+        };
+        if result.iter().any(|c| c.path == path) {
+            out.push(
+                p.diag(format!("`{path}` is listed twice"))
+                    .hint("list each CA file once"),
+            );
+            continue;
+        }
+        result.push(CaCert {
+            path,
+            line: p.line,
+            column: p.column,
+        });
+    }
+    result
 }

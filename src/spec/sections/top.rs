@@ -176,9 +176,13 @@ pub(crate) fn validate(
             allow: Vec::new(),
             ports: vec![443],
             report_only: false,
+            ca_certs: Vec::new(),
         }),
-        Some(e) => egress::validate(e, out),
+        Some(e) => egress::validate(e, ctx, out),
     };
+    if let (Some(a), Some(t)) = (&raw.agent, tier) {
+        credentials_need_proxy(a, crate::tier::floor(t, legacy), out);
+    }
     let mounts = mounts::validate(&raw.mounts, repo.as_ref(), ctx, out);
     let services = services::validate(&raw.services, out);
     let schedule = match &raw.schedule {
@@ -206,4 +210,21 @@ pub(crate) fn validate(
         schedule: schedule?,
         delivery: delivery?,
     })
+}
+
+/// Credentials are added by the egress proxy: a tier without one (`direct`, `worktree`: the
+/// agent runs on the host with the host's network) cannot keep a key outside, so a spec with
+/// `agent.credentials` there is refused.
+fn credentials_need_proxy(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnostic>) {
+    if tier == Tier::Container {
+        return;
+    }
+    if let Some(c) = a.credentials.first() {
+        out.push(
+            c.at.diag(format!(
+                "tier `{tier}` has no egress proxy, so a credential cannot stay outside the agent"
+            ))
+            .hint("use `tier: container`, or pass the key through `agent.env` knowing the agent then holds it"),
+        );
+    }
 }

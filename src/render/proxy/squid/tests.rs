@@ -11,6 +11,7 @@ fn egress(allow: &[HostPattern], ports: &[u16], report_only: bool) -> Egress {
         allow: allow.to_vec(),
         ports: ports.to_vec(),
         report_only,
+        ca_certs: Vec::new(),
     }
 }
 
@@ -27,6 +28,9 @@ fn render(e: &Egress) -> String {
         egress: e,
         agent_subnet: "10.89.7.0/24",
         listen_port: 3128,
+        credentials: &[],
+        placeholders: &[],
+        ca_files: 0,
     })
 }
 
@@ -171,6 +175,9 @@ fn unsafe_hosts_and_subnets_fail_closed() {
         egress: &e,
         agent_subnet: "10.0.0.0/8\nhttp_access allow all",
         listen_port: 3128,
+        credentials: &[],
+        placeholders: &[],
+        ca_files: 0,
     });
     assert!(!conf.contains("acl agents"));
     assert_eq!(
@@ -230,6 +237,9 @@ fn rendering_is_deterministic_and_port_is_configurable() {
         egress: &e,
         agent_subnet: "fd00:1::/64",
         listen_port: 8888,
+        credentials: &[],
+        placeholders: &[],
+        ca_files: 0,
     };
     assert_eq!(squid_conf(&plan), squid_conf(&plan));
     let conf = squid_conf(&plan);
