@@ -24,6 +24,8 @@ fn parses_real_log_lines() {
             decision: Decision::Allowed,
             duration_ms: Some(1),
             bytes: Some(318),
+            sni: None,
+            error: None,
         }
     );
     let d = parse_decision(&format!("  {DENIED}\n")).expect("denied line");

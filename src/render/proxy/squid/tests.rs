@@ -49,7 +49,7 @@ fn normal_config_has_the_measured_directives_in_order() {
     );
     let conf = render(&e);
     for line in [
-        "http_port 3128",
+        "http_port 3128 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off",
         "cache deny all",
         "pid_filename none",
         "pinger_enable off",
@@ -233,7 +233,10 @@ fn rendering_is_deterministic_and_port_is_configurable() {
     };
     assert_eq!(squid_conf(&plan), squid_conf(&plan));
     let conf = squid_conf(&plan);
-    assert!(has_line(&conf, "http_port 8888"));
+    assert!(has_line(
+        &conf,
+        "http_port 8888 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off"
+    ));
     assert!(has_line(&conf, "acl agents src fd00:1::/64"));
     assert!(has_line(
         &conf,
@@ -264,5 +267,6 @@ fn every_reason_the_config_logs_parses_back() {
             seen += 1;
         }
     }
-    assert_eq!(seen, DenyReason::ALL.len() + 1 + 3);
+    // Every reason, allowlisted, three would_deny of the access rules, two of the tunnels.
+    assert_eq!(seen, DenyReason::ALL.len() + 1 + 3 + 2);
 }

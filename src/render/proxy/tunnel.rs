@@ -1,0 +1,158 @@
+//! A tunnel is what it says (issue 13, field report B31): every `CONNECT` the access rules
+//! allowed must carry TLS whose `ClientHello` names the CONNECT host (SNI) exactly; anything else
+//! is cut. Squid's own `ssl_bump` does it without decrypting anything: it peeks at the
+//! `ClientHello` (step 1), splices (a blind tunnel) when the external ACL `sni_eq` says the SNI
+//! equals the CONNECT host, and terminates (closes both sides) otherwise; bytes that are not TLS
+//! at all hit `on_unsupported_protocol`, which closes the connection. No certificate is minted
+//! (`generate-host-certificates=off`) and the port's certificate is never presented. Pure.
+//!
+//! Measured against squid 6.13 (`squid-openssl`, Debian trixie) with this configuration:
+//! a real TLS client whose SNI is the CONNECT host gets its tunnel (`TCP_TUNNEL`, reason
+//! `allowlisted`); another SNI or none is closed at once (reason `sni_mismatch`); an SSH
+//! banner after `200 Connection established` is closed at once (`not_tls`).
+
+use std::fmt::Write as _;
+
+use super::{DenyReason, WOULD_DENY_PREFIX};
+
+/// The certificate the `ssl-bump` port must have at startup; never presented, because the
+/// rules only peek, splice and terminate (made at image build time: `images/proxy/Containerfile`).
+pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
+
+/// The external ACL helper shipped in the proxy image (`images/proxy/cyclix-sni-eq`): reads
+/// `HOST SNI` per line, answers `OK` when both are the same non-empty text, else `ERR`.
+pub const SNI_EQ_HELPER: &str = "/usr/local/libexec/cyclix-sni-eq";
+
+/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at.
+pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16) {
+    let _ = writeln!(
+        out,
+        "http_port {listen_port} ssl-bump tls-cert={NEVER_PRESENTED_CERT} generate-host-certificates=off"
+    );
+}
+
+/// The ACLs of the tunnel rules. `would_deny` annotations only in report-only mode.
+pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
+    out.push_str(
+        "# Tunnels: the ClientHello's SNI must equal the CONNECT host (ttl=0: asked every time).\n\
+         acl step1 at_step SslBump1\n",
+    );
+    let _ = writeln!(
+        out,
+        "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
+         acl sni_ok external sni_eq"
+    );
+    if report_only {
+        for reason in [DenyReason::NotTls, DenyReason::SniMismatch] {
+            let _ = writeln!(
+                out,
+                "acl {} annotate_transaction reason={WOULD_DENY_PREFIX}{}",
+                reason.would_acl(),
+                reason.as_str()
+            );
+        }
+        // A tunnel an earlier rule already marked keeps that first reason.
+        let earlier: Vec<String> = [
+            DenyReason::IpLiteral,
+            DenyReason::DomainNotAllowlisted,
+            DenyReason::PortNotAllowed,
+        ]
+        .iter()
+        .map(|r| format!("{WOULD_DENY_PREFIX}{}", r.as_str()))
+        .collect();
+        let _ = writeln!(out, "acl would_denied note reason {}", earlier.join(" "));
+    }
+}
+
+/// The tunnel rules: peek at step 1; splice a matching SNI; terminate (enforcing) or splice and
+/// annotate (report-only) the rest; non-TLS bytes are closed (enforcing) or tunnelled and
+/// annotated (report-only). Squid evaluates these only for a `CONNECT` that `http_access`
+/// allowed.
+pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
+    out.push_str(
+        "\n# Tunnels: nothing is decrypted; peek at the ClientHello, then splice or cut.\n",
+    );
+    out.push_str("ssl_bump peek step1\n");
+    if report_only {
+        let (rw_sni, rw_tls) = (
+            DenyReason::SniMismatch.would_acl(),
+            DenyReason::NotTls.would_acl(),
+        );
+        out.push_str("# REPORT-ONLY: a mismatch is tunnelled and logged as would_deny:*.\n");
+        let _ = writeln!(
+            out,
+            "ssl_bump splice would_denied\nssl_bump splice sni_ok\nssl_bump splice all {rw_sni}\n\
+             on_unsupported_protocol tunnel would_denied\non_unsupported_protocol tunnel all {rw_tls}"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "ssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}",
+            DenyReason::SniMismatch.acl(),
+            DenyReason::NotTls.acl()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(report_only: bool) -> Vec<String> {
+        let mut out = String::new();
+        render_tunnel_acls(&mut out, report_only);
+        render_tunnel_rules(&mut out, report_only);
+        out.lines()
+            .filter(|l| l.starts_with("ssl_bump") || l.starts_with("on_unsupported_protocol"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn enforcing_peeks_splices_a_matching_sni_and_cuts_the_rest() {
+        assert_eq!(
+            rules(false),
+            [
+                "ssl_bump peek step1",
+                "ssl_bump splice sni_ok",
+                "ssl_bump terminate all r_sni",
+                "on_unsupported_protocol respond all r_not_tls",
+            ]
+        );
+        let mut acls = String::new();
+        render_tunnel_acls(&mut acls, false);
+        assert!(acls.contains(
+            "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni /usr/local/libexec/cyclix-sni-eq\n"
+        ));
+        assert!(!acls.contains("would_deny"));
+    }
+
+    #[test]
+    fn report_only_tunnels_everything_and_keeps_the_first_reason() {
+        let r = rules(true);
+        assert_eq!(r[0], "ssl_bump peek step1");
+        assert!(
+            r.iter()
+                .all(|l| !l.contains("terminate") && !l.contains("respond")),
+            "{r:?}"
+        );
+        assert!(r.contains(&"ssl_bump splice all rw_sni".to_string()));
+        assert!(r.contains(&"on_unsupported_protocol tunnel all rw_not_tls".to_string()));
+        let mut acls = String::new();
+        render_tunnel_acls(&mut acls, true);
+        assert!(acls.contains("acl rw_sni annotate_transaction reason=would_deny:sni_mismatch\n"));
+        assert!(acls.contains(
+            "acl would_denied note reason would_deny:ip_literal would_deny:domain_not_allowlisted would_deny:port_not_allowed\n"
+        ));
+    }
+
+    /// The paths the configuration names are the ones the proxy image has.
+    #[test]
+    fn the_image_ships_the_helper_and_the_certificate() {
+        let containerfile = include_str!("../../../images/proxy/Containerfile");
+        assert!(containerfile.contains(&format!("COPY cyclix-sni-eq {SNI_EQ_HELPER}\n")));
+        assert!(containerfile.contains(&format!("-keyout {NEVER_PRESENTED_CERT}")));
+        let helper = include_str!("../../../images/proxy/cyclix-sni-eq");
+        assert!(helper.starts_with("#!/bin/sh\n"));
+    }
+}
