@@ -425,7 +425,9 @@ pub fn n17(
             Tunnel::Timeout => why.push(format!(
                 "{what}: neither answered nor cut within the deadline"
             )),
-            other => why.push(format!("{what}: not cut, {}", other.text())),
+            other @ Tunnel::Answered { .. } => {
+                why.push(format!("{what}: not cut, {}", other.text()))
+            }
         }
     }
     if let Some(c) = control
