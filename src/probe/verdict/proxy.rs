@@ -426,7 +426,7 @@ pub fn n17(
                 "{what}: neither answered nor cut within the deadline"
             )),
             other @ Tunnel::Answered { .. } => {
-                why.push(format!("{what}: not cut, {}", other.text()))
+                why.push(format!("{what}: not cut, {}", other.text()));
             }
         }
     }
