@@ -425,12 +425,39 @@ pub fn summary(r: &RunRecord) -> String {
     let denied = r
         .egress_decisions
         .iter()
-        .filter(|d| d.get("status").and_then(|v| v.as_str()) == Some("403"))
+        .filter(|d| {
+            // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
+            d.get("status").and_then(|v| v.as_str()) == Some("403")
+                || d.get("reason")
+                    .and_then(|v| v.as_str())
+                    .and_then(crate::render::proxy::DenyReason::from_token)
+                    .is_some()
+        })
+        .count();
+    let cut = r
+        .egress_decisions
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.get("reason")
+                    .and_then(|v| v.as_str())
+                    .and_then(crate::render::proxy::DenyReason::from_token),
+                Some(
+                    crate::render::proxy::DenyReason::NotTls
+                        | crate::render::proxy::DenyReason::SniMismatch
+                )
+            )
+        })
         .count();
     let _ = writeln!(
         s,
-        "  egress: {} requests, {denied} denied",
-        r.egress_decisions.len()
+        "  egress: {} requests, {denied} denied{}",
+        r.egress_decisions.len(),
+        if cut > 0 {
+            format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
+        } else {
+            String::new()
+        }
     );
     s.push_str(&delivery_line(r));
     for n in &r.notices {

@@ -140,7 +140,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
             "deny",
             &["all", DenyReason::ClientNotAllowed.acl()],
         );
-        return out;
+        return super::tunnel::answer_refused_connects_at_once(&out);
     }
     access(
         &mut out,
@@ -157,7 +157,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
     if !finished {
         access(&mut out, "deny", &["all", DenyReason::NoRuleMatched.acl()]);
     }
-    out
+    super::tunnel::answer_refused_connects_at_once(&out)
 }
 
 /// The header and the global settings: read-only-root operation, DNS, headers, the log.

@@ -15,6 +15,17 @@ use std::fmt::Write as _;
 
 use super::{DenyReason, WOULD_DENY_PREFIX};
 
+/// The ACL that ends each `CONNECT` copy of a deny line; `deny_info` keys the 407 on it.
+const REFUSED_CONNECT: &str = "r_connect_407";
+
+/// The reasons the access rules of a report-only configuration log as `would_deny:*` and let
+/// through (`squid::render_report_only_rules`).
+const REPORTED: [DenyReason; 3] = [
+    DenyReason::IpLiteral,
+    DenyReason::DomainNotAllowlisted,
+    DenyReason::PortNotAllowed,
+];
+
 /// The certificate the `ssl-bump` port must have at startup; never presented, because the
 /// rules only peek, splice and terminate (made at image build time: `images/proxy/Containerfile`).
 pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
@@ -42,6 +53,13 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
         "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
          acl sni_ok external sni_eq"
     );
+    let _ = writeln!(
+        out,
+        "# A refused CONNECT is answered 407 at once (see `answer_refused_connects_at_once`).\n\
+         acl connect_m method CONNECT\n\
+         acl {REFUSED_CONNECT} annotate_transaction refused=connect\n\
+         deny_info 407:ERR_ACCESS_DENIED {REFUSED_CONNECT}"
+    );
     if report_only {
         for reason in [DenyReason::NotTls, DenyReason::SniMismatch] {
             let _ = writeln!(
@@ -52,14 +70,10 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
             );
         }
         // A tunnel an earlier rule already marked keeps that first reason.
-        let earlier: Vec<String> = [
-            DenyReason::IpLiteral,
-            DenyReason::DomainNotAllowlisted,
-            DenyReason::PortNotAllowed,
-        ]
-        .iter()
-        .map(|r| format!("{WOULD_DENY_PREFIX}{}", r.as_str()))
-        .collect();
+        let earlier: Vec<String> = REPORTED
+            .iter()
+            .map(|r| format!("{WOULD_DENY_PREFIX}{}", r.as_str()))
+            .collect();
         let _ = writeln!(out, "acl would_denied note reason {}", earlier.join(" "));
     }
 }
@@ -94,6 +108,34 @@ pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
     }
 }
 
+/// Gives every `http_access deny` line a `CONNECT` copy just before it, ending in the ACL
+/// whose `deny_info` answers 407, so a refused `CONNECT` gets its answer at once.
+///
+/// Why: on an `ssl-bump` port squid answers a `CONNECT` that `http_access` denied with
+/// `200 Connection established`, then bumps the client to deliver the error inside TLS
+/// (presenting the port's certificate) and waits for a ClientHello; a tool that sends none
+/// hangs (measured on squid 6.13: `CONNECT denied.example:443` got 200, then nothing for
+/// 3 s). The one denial squid never delays is a 407 ("Do not bump during authentication",
+/// `ClientRequestContext::sslBumpAccessCheck`), so refused tunnels are answered 407 with
+/// squid's `ERR_ACCESS_DENIED` page and `X-Squid-Error`, and no `Proxy-Authenticate`
+/// (no authentication is configured; measured: curl and Python fail at once). The reason is
+/// logged as before; plain HTTP denials stay 403. Report-only lines (`!all`) never match and
+/// are not copied. Run last, over the whole configuration, so every deny line is covered,
+/// whichever section rendered it.
+pub(super) fn answer_refused_connects_at_once(conf: &str) -> String {
+    let mut out = String::with_capacity(conf.len() + 1024);
+    for line in conf.lines() {
+        if let Some(conds) = line.strip_prefix("http_access deny ")
+            && !conds.split_whitespace().any(|c| c == "!all")
+        {
+            let _ = writeln!(out, "http_access deny connect_m {conds} {REFUSED_CONNECT}");
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,12 +167,19 @@ mod tests {
             "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni /usr/local/libexec/cyclix-sni-eq\n"
         ));
         assert!(!acls.contains("would_deny"));
+        assert!(acls.contains("deny_info 407:ERR_ACCESS_DENIED r_connect_407\n"));
     }
 
     #[test]
     fn report_only_tunnels_everything_and_keeps_the_first_reason() {
         let r = rules(true);
-        assert_eq!(r[0], "ssl_bump peek step1");
+        assert_eq!(
+            r[..2],
+            [
+                "ssl_bump splice step1 !tunnel_allowed",
+                "ssl_bump peek step1"
+            ]
+        );
         assert!(
             r.iter()
                 .all(|l| !l.contains("terminate") && !l.contains("respond")),
@@ -144,6 +193,21 @@ mod tests {
         assert!(acls.contains(
             "acl would_denied note reason would_deny:ip_literal would_deny:domain_not_allowlisted would_deny:port_not_allowed\n"
         ));
+    }
+
+    #[test]
+    fn every_deny_line_gets_a_connect_copy_answered_407() {
+        let conf = "acl a src all\nhttp_access deny !agents r_client\nhttp_access deny x rw_x !all\nhttp_access allow a r_ok\nhttp_access deny all r_no_rule\n";
+        assert_eq!(
+            answer_refused_connects_at_once(conf),
+            "acl a src all\n\
+             http_access deny connect_m !agents r_client r_connect_407\n\
+             http_access deny !agents r_client\n\
+             http_access deny x rw_x !all\n\
+             http_access allow a r_ok\n\
+             http_access deny connect_m all r_no_rule r_connect_407\n\
+             http_access deny all r_no_rule\n"
+        );
     }
 
     /// The paths the configuration names are the ones the proxy image has.
