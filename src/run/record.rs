@@ -422,6 +422,42 @@ pub fn summary(r: &RunRecord) -> String {
     }
     s.push_str(&import_lines(r.import.as_ref()));
     s.push_str(&branch_lines(r));
+    s.push_str(&egress_line(r));
+    s.push_str(&delivery_line(r));
+    for n in &r.notices {
+        let _ = writeln!(s, "  NOTICE: {n}");
+    }
+    for c in &r.repo_changes {
+        let _ = writeln!(
+            s,
+            "  CHANGED ON THE HOST during the run (not by the sandbox): {c}"
+        );
+    }
+    if r.leftovers.is_empty() {
+        let _ = writeln!(s, "  leftovers: none");
+    } else {
+        for l in &r.leftovers {
+            let _ = writeln!(s, "  LEFTOVER: {l}");
+        }
+    }
+    let total = r
+        .phases
+        .first()
+        .zip(r.phases.last())
+        .map_or(0, |(a, b)| b.end_ms.saturating_sub(a.start_ms));
+    let times: Vec<String> = r
+        .phases
+        .iter()
+        .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
+        .collect();
+    let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+/// The summary's egress line: requests, denials (403/407 and cut tunnels), cut tunnels.
+fn egress_line(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let denied = r
         .egress_decisions
         .iter()
@@ -459,34 +495,6 @@ pub fn summary(r: &RunRecord) -> String {
             String::new()
         }
     );
-    s.push_str(&delivery_line(r));
-    for n in &r.notices {
-        let _ = writeln!(s, "  NOTICE: {n}");
-    }
-    for c in &r.repo_changes {
-        let _ = writeln!(
-            s,
-            "  CHANGED ON THE HOST during the run (not by the sandbox): {c}"
-        );
-    }
-    if r.leftovers.is_empty() {
-        let _ = writeln!(s, "  leftovers: none");
-    } else {
-        for l in &r.leftovers {
-            let _ = writeln!(s, "  LEFTOVER: {l}");
-        }
-    }
-    let total = r
-        .phases
-        .first()
-        .zip(r.phases.last())
-        .map_or(0, |(a, b)| b.end_ms.saturating_sub(a.start_ms));
-    let times: Vec<String> = r
-        .phases
-        .iter()
-        .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
-        .collect();
-    let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
     s
 }
 

@@ -30,9 +30,28 @@ fn render(e: &Egress) -> String {
     })
 }
 
+/// The `http_access` lines without the `CONNECT` copies of the deny lines (those are
+/// `tunnel::answer_refused_connects_at_once`'s, tested there), after checking that each deny
+/// line that can match has its copy right before it.
 fn access_lines(conf: &str) -> Vec<&str> {
-    conf.lines()
+    let all: Vec<&str> = conf
+        .lines()
         .filter(|l| l.starts_with("http_access "))
+        .collect();
+    for (i, l) in all.iter().enumerate() {
+        if let Some(conds) = l.strip_prefix("http_access deny ")
+            && !conds.starts_with("connect_m ")
+            && !conds.ends_with(" !all")
+        {
+            assert_eq!(
+                i.checked_sub(1).map(|j| all[j]),
+                Some(format!("http_access deny connect_m {conds} r_connect_407").as_str()),
+                "{l} has no CONNECT copy"
+            );
+        }
+    }
+    all.into_iter()
+        .filter(|l| !l.starts_with("http_access deny connect_m "))
         .collect()
 }
 
