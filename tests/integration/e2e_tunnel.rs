@@ -276,7 +276,7 @@ fn a_spec_allowing_80_and_8080_runs_with_every_probe_passing() {
         .expect("N9");
     let got = n9["got"].as_str().unwrap_or_default();
     assert!(
-        !got.contains(":8080=") && got.contains("allowed.example:22=403"),
+        !got.contains(":8080=") && got.contains("allowed.example:22=407"),
         "N9 tries only ports the spec does not allow: {n9:#}"
     );
     let branch = rec["branch"].as_str().expect("branch");
