@@ -31,7 +31,10 @@
 //! `ClientHello` whose SNI is the CONNECT host exactly; another SNI (domain fronting), no SNI, or
 //! bytes that are not TLS (SSH over port 443) are cut at once and logged `sni_mismatch` /
 //! `not_tls`. Squid only peeks at the `ClientHello` (`ssl_bump peek`, then `splice` or
-//! `terminate`): nothing is decrypted and no certificate is minted (module `tunnel`).
+//! `terminate`): nothing is decrypted and no certificate is minted (module `tunnel`). Because
+//! the forward port is then an `ssl-bump` port, a refused `CONNECT` is answered 407 (squid
+//! would otherwise answer 200 and bump it to deliver the 403 inside TLS). Report-only mode keeps
+//! a plain forward port and does not check tunnels (see `tunnel::render_tunnel_rules`).
 //! Still not covered (accepted, documented risk): what flows inside a spliced tunnel after a
 //! matching `ClientHello` is encrypted and stays unseen, so an HTTP `Host` inside it that names
 //! another site of the same front (CDN domain fronting with an honest SNI) and a server on

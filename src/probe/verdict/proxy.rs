@@ -187,7 +187,7 @@ pub fn n13(reply: &Reply, allowed_marker: &str) -> Judged {
         "200 from the allowed host (decided on the URI) or 403",
         reply.text(),
         pass,
-        "policy: TLS SNI inside an allowed CONNECT (domain fronting) is an accepted, documented risk",
+        "policy: the SNI inside an allowed CONNECT is N17's; an HTTP Host inside an honest TLS tunnel stays unseen",
     )
 }
 

@@ -117,6 +117,10 @@ fn access(out: &mut String, action: &str, conds: &[&str]) {
 ///    (every mode);
 /// 6. allowed → `allowlisted`.
 ///
+/// In an enforcing configuration a refused `CONNECT` is answered 407 instead of 403 (each deny
+/// line gets a `CONNECT` copy: `tunnel::answer_refused_connects_at_once`), and an allowed one
+/// must carry TLS naming its host (module `tunnel`).
+///
 /// With `report_only`, steps 2–4 only annotate: the request goes on and is logged with
 /// `would_deny:<reason>` (the reason the enforcing configuration would have logged first).
 /// Steps 1 and 5 stay enforced: report-only mode must never open the cloud metadata endpoint,
@@ -157,6 +161,9 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
     if !finished {
         access(&mut out, "deny", &["all", DenyReason::NoRuleMatched.acl()]);
     }
+    if egress.report_only {
+        return out; // a plain forward port: denials are answered at once as they are
+    }
     super::tunnel::answer_refused_connects_at_once(&out)
 }
 
@@ -173,7 +180,7 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
         "enforcing\n"
     });
     out.push_str("\n# Container-friendly operation (read-only root, no daemons).\n");
-    super::tunnel::render_tunnel_port(out, plan.listen_port);
+    super::tunnel::render_tunnel_port(out, plan.listen_port, plan.egress.report_only);
     // Unresolvable names and unreachable servers fail fast instead of squid's 30 s/1 min
     // defaults. A report-only run forwards what an enforcing run would deny, so there the
     // budget is 1 s: a tool still gets an answer (503/504 from the proxy) at once.

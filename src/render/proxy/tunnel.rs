@@ -13,18 +13,10 @@
 
 use std::fmt::Write as _;
 
-use super::{DenyReason, WOULD_DENY_PREFIX};
+use super::DenyReason;
 
 /// The ACL that ends each `CONNECT` copy of a deny line; `deny_info` keys the 407 on it.
 const REFUSED_CONNECT: &str = "r_connect_407";
-
-/// The reasons the access rules of a report-only configuration log as `would_deny:*` and let
-/// through (`squid::render_report_only_rules`).
-const REPORTED: [DenyReason; 3] = [
-    DenyReason::IpLiteral,
-    DenyReason::DomainNotAllowlisted,
-    DenyReason::PortNotAllowed,
-];
 
 /// The certificate the `ssl-bump` port must have at startup; never presented, because the
 /// rules only peek, splice and terminate (made at image build time: `images/proxy/Containerfile`).
@@ -34,16 +26,24 @@ pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
 /// `HOST SNI` per line, answers `OK` when both are the same non-empty text, else `ERR`.
 pub const SNI_EQ_HELPER: &str = "/usr/local/libexec/cyclix-sni-eq";
 
-/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at.
-pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16) {
-    let _ = writeln!(
-        out,
-        "http_port {listen_port} ssl-bump tls-cert={NEVER_PRESENTED_CERT} generate-host-certificates=off"
-    );
+/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at; in
+/// report-only mode a plain port (see [`render_tunnel_rules`] for why).
+pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16, report_only: bool) {
+    if report_only {
+        let _ = writeln!(out, "http_port {listen_port}");
+    } else {
+        let _ = writeln!(
+            out,
+            "http_port {listen_port} ssl-bump tls-cert={NEVER_PRESENTED_CERT} generate-host-certificates=off"
+        );
+    }
 }
 
-/// The ACLs of the tunnel rules. `would_deny` annotations only in report-only mode.
+/// The ACLs of the tunnel rules (none in report-only mode).
 pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
+    if report_only {
+        return;
+    }
     out.push_str(
         "# Tunnels: the ClientHello's SNI must equal the CONNECT host (ttl=0: asked every time).\n\
          acl step1 at_step SslBump1\n",
@@ -51,61 +51,39 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
     let _ = writeln!(
         out,
         "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
-         acl sni_ok external sni_eq"
-    );
-    let _ = writeln!(
-        out,
-        "# A refused CONNECT is answered 407 at once (see `answer_refused_connects_at_once`).\n\
+         acl sni_ok external sni_eq\n\
+         # A refused CONNECT is answered 407 at once (squid would bump it to deliver a 403).\n\
          acl connect_m method CONNECT\n\
          acl {REFUSED_CONNECT} annotate_transaction refused=connect\n\
          deny_info 407:ERR_ACCESS_DENIED {REFUSED_CONNECT}"
     );
-    if report_only {
-        for reason in [DenyReason::NotTls, DenyReason::SniMismatch] {
-            let _ = writeln!(
-                out,
-                "acl {} annotate_transaction reason={WOULD_DENY_PREFIX}{}",
-                reason.would_acl(),
-                reason.as_str()
-            );
-        }
-        // A tunnel an earlier rule already marked keeps that first reason.
-        let earlier: Vec<String> = REPORTED
-            .iter()
-            .map(|r| format!("{WOULD_DENY_PREFIX}{}", r.as_str()))
-            .collect();
-        let _ = writeln!(out, "acl would_denied note reason {}", earlier.join(" "));
-    }
 }
 
-/// The tunnel rules: peek at step 1; splice a matching SNI; terminate (enforcing) or splice and
-/// annotate (report-only) the rest; non-TLS bytes are closed (enforcing) or tunnelled and
-/// annotated (report-only). Squid evaluates these only for a `CONNECT` that `http_access`
-/// allowed.
+/// The tunnel rules: peek at step 1; splice a matching SNI; terminate the rest; close non-TLS
+/// bytes. Squid evaluates these only for a `CONNECT` that `http_access` allowed.
+///
+/// Report-only mode renders none of it (a plain forward port, tunnels unchecked and not
+/// logged as `would_deny:*`): on an `ssl-bump` port squid answers `200` to every `CONNECT` it
+/// lets through before it resolves or connects anything, so the names report-only lets
+/// through would get `200`-then-close instead of squid's own fast 503, and its probes (N5,
+/// N10, N11: "answered by the proxy, never forwarded") could no longer tell the proxy's
+/// answer from a forwarded one (measured: `CONNECT metadata.google.internal:80` got 200).
 pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
+    if report_only {
+        out.push_str(
+            "\n# REPORT-ONLY: tunnels are not peeked at (no ssl-bump): their content is unchecked.\n",
+        );
+        return;
+    }
     out.push_str(
         "\n# Tunnels: nothing is decrypted; peek at the ClientHello, then splice or cut.\n",
     );
-    out.push_str("ssl_bump peek step1\n");
-    if report_only {
-        let (rw_sni, rw_tls) = (
-            DenyReason::SniMismatch.would_acl(),
-            DenyReason::NotTls.would_acl(),
-        );
-        out.push_str("# REPORT-ONLY: a mismatch is tunnelled and logged as would_deny:*.\n");
-        let _ = writeln!(
-            out,
-            "ssl_bump splice would_denied\nssl_bump splice sni_ok\nssl_bump splice all {rw_sni}\n\
-             on_unsupported_protocol tunnel would_denied\non_unsupported_protocol tunnel all {rw_tls}"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "ssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}",
-            DenyReason::SniMismatch.acl(),
-            DenyReason::NotTls.acl()
-        );
-    }
+    let _ = writeln!(
+        out,
+        "ssl_bump peek step1\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}",
+        DenyReason::SniMismatch.acl(),
+        DenyReason::NotTls.acl()
+    );
 }
 
 /// Gives every `http_access deny` line a `CONNECT` copy just before it, ending in the ACL
@@ -171,22 +149,14 @@ mod tests {
     }
 
     #[test]
-    fn report_only_tunnels_everything_and_keeps_the_first_reason() {
-        let r = rules(true);
-        assert_eq!(r[0], "ssl_bump peek step1");
-        assert!(
-            r.iter()
-                .all(|l| !l.contains("terminate") && !l.contains("respond")),
-            "{r:?}"
-        );
-        assert!(r.contains(&"ssl_bump splice all rw_sni".to_string()));
-        assert!(r.contains(&"on_unsupported_protocol tunnel all rw_not_tls".to_string()));
+    fn report_only_renders_a_plain_port_and_no_tunnel_rules() {
+        assert!(rules(true).is_empty());
+        let mut port = String::new();
+        render_tunnel_port(&mut port, 3128, true);
+        assert_eq!(port, "http_port 3128\n");
         let mut acls = String::new();
         render_tunnel_acls(&mut acls, true);
-        assert!(acls.contains("acl rw_sni annotate_transaction reason=would_deny:sni_mismatch\n"));
-        assert!(acls.contains(
-            "acl would_denied note reason would_deny:ip_literal would_deny:domain_not_allowlisted would_deny:port_not_allowed\n"
-        ));
+        assert!(acls.is_empty());
     }
 
     #[test]
