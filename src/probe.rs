@@ -61,6 +61,11 @@ pub struct Context {
     /// An allowlisted port of that host (`80`); unused when `allowed_host` is empty.
     #[serde(default)]
     pub allowed_port: u16,
+    /// Every port of `egress.ports` (`[80, 8080]`): the deny probes try only ports outside it
+    /// ([`Context::denied_ports`]), N17 tunnels to 443 when it is here. Empty (an older
+    /// context): `allowed_port` alone.
+    #[serde(default)]
+    pub allowed_ports: Vec<u16>,
     /// A text the allowed host's `/` page contains (N13), e.g. `hello-from-allowed.example`;
     /// empty: any 200 counts.
     #[serde(default)]
@@ -196,6 +201,36 @@ fn default_no_proxy() -> Vec<String> {
 }
 
 impl Context {
+    /// The spec's allowed ports: [`Context::allowed_ports`], or `allowed_port` alone when that
+    /// list is empty (and nothing for a deny-all run without either).
+    #[must_use]
+    pub fn allowed_ports(&self) -> Vec<u16> {
+        if self.allowed_ports.is_empty() && self.allowed_port != 0 {
+            vec![self.allowed_port]
+        } else {
+            self.allowed_ports.clone()
+        }
+    }
+
+    /// `n` ports the spec does not allow, for the deny probes (N9): the usual suspects first
+    /// (22 SSH, 8080 HTTP-alt, 25 SMTP, 3306, 5432, 6379, 8443), then the lowest free ports
+    /// from 1 up, so any set of allowed ports leaves `n` to try (65535 ports, at most
+    /// `egress.ports` of them allowed).
+    #[must_use]
+    pub fn denied_ports(&self, n: usize) -> Vec<u16> {
+        let allowed = self.allowed_ports();
+        [22, 8080, 25, 3306, 5432, 6379, 8443]
+            .into_iter()
+            .chain(1..=u16::MAX)
+            .filter(|p| !allowed.contains(p))
+            .fold(Vec::new(), |mut out, p| {
+                if out.len() < n && !out.contains(&p) {
+                    out.push(p);
+                }
+                out
+            })
+    }
+
     /// The proxy's IP address from [`Context::proxy_url`].
     #[must_use]
     pub fn proxy_ip(&self) -> Option<String> {
@@ -227,7 +262,7 @@ pub enum Verdict {
 /// One probe's JSON line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeResult {
-    /// `P1` … `P24`, `N1` … `N16`.
+    /// `P1` … `P24`, `N1` … `N17`, `E1`.
     pub id: String,
     /// What the probe expected.
     pub expect: String,
@@ -258,7 +293,7 @@ pub struct Summary {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// `--only` named an unknown probe.
-    #[error("unknown probe id `{0}` in --only; use P1–P24 or N1–N16")]
+    #[error("unknown probe id `{0}` in --only; use P1–P24, N1–N17 or E1")]
     UnknownId(String),
 }
 
@@ -526,6 +561,6 @@ mod tests {
             ),
             Err(ProbeError::UnknownId(_))
         ));
-        assert_eq!(PROBES.len(), 41, "P1–P24, N1–N16 and E1");
+        assert_eq!(PROBES.len(), 42, "P1–P24, N1–N17 and E1");
     }
 }

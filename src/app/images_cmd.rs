@@ -24,6 +24,10 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
         include_str!("../../images/proxy/Containerfile"),
     ),
     (
+        "images/proxy/cyclix-sni-eq",
+        include_str!("../../images/proxy/cyclix-sni-eq"),
+    ),
+    (
         "images/postgres/Containerfile",
         include_str!("../../images/postgres/Containerfile"),
     ),

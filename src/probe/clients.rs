@@ -13,6 +13,7 @@ pub(crate) const NET_TIMEOUT: Duration = Duration::from_secs(1);
 pub mod dns;
 pub mod http;
 pub mod netlink;
+pub mod tunnel;
 
 pub(crate) fn io_attempt<T>(r: std::io::Result<T>) -> Attempt {
     match r {

@@ -95,6 +95,7 @@ pub const PROBES: &[Probe] = &[
     Probe::new("N14", "redirects are not followed",                    proxy::n14),
     Probe::new("N15", "raw sockets, netlink changes, ping refused",    network::n15),
     Probe::new("N16", "the proxy variables point at the proxy",        proxy::n16).watched(),
+    Probe::new("N17", "a tunnel carries TLS for its own name",         proxy::n17),
     Probe::new("E1",  "escape attempts fail",                          escape::e1),
 ];
 
@@ -135,7 +136,7 @@ mod tests {
         let ids: Vec<&str> = PROBES.iter().map(|p| p.id).collect();
         let want: Vec<String> = (1..=24)
             .map(|i| format!("P{i}"))
-            .chain((1..=16).map(|i| format!("N{i}")))
+            .chain((1..=17).map(|i| format!("N{i}")))
             .chain(["E1".to_string()])
             .collect();
         assert_eq!(

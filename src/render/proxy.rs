@@ -27,19 +27,31 @@
 //!   with reason `allowlisted` (the policy allowed it; the status tells the failure).
 //! - Squid adds `Cache-Control: max-age=259200` to forwarded plain-HTTP requests.
 //!
-//! Not covered (accepted, documented risk, security case N13): inside an allowed `CONNECT`
-//! tunnel the client may send any TLS SNI (domain fronting); stopping that needs TLS
-//! interception, which cyclix does not do.
+//! Tunnels (issue 13, field report B31, probe N17): an allowed `CONNECT` must carry a TLS
+//! `ClientHello` whose SNI is the CONNECT host exactly; another SNI (domain fronting), no SNI, or
+//! bytes that are not TLS (SSH over port 443) are cut at once and logged `sni_mismatch` /
+//! `not_tls`. Squid only peeks at the `ClientHello` (`ssl_bump peek`, then `splice` or
+//! `terminate`): nothing is decrypted and no certificate is minted (module `tunnel`). Because
+//! the forward port is then an `ssl-bump` port, a refused `CONNECT` is answered 407 (squid
+//! would otherwise answer 200 and bump it to deliver the 403 inside TLS). Report-only mode keeps
+//! a plain forward port and does not check tunnels (see `tunnel::render_tunnel_rules`).
+//! Still not covered (accepted, documented risk): what flows inside a spliced tunnel after a
+//! matching `ClientHello` is encrypted and stays unseen, so an HTTP `Host` inside it that names
+//! another site of the same front (CDN domain fronting with an honest SNI) and a server on
+//! the allowed name that multiplexes protocols (e.g. `sslh` on 443) are the allowed server's
+//! business; only decrypting would see them, which cyclix does not do.
 
 pub mod credentials;
 mod decision;
 mod squid;
+mod tunnel;
 
 pub use decision::{
     Decision, DenyReason, ProxyDecision, REASON_ALLOWLISTED, REASON_CREDENTIAL, WOULD_DENY_PREFIX,
     parse_decision,
 };
 pub use squid::squid_conf;
+pub use tunnel::{NEVER_PRESENTED_CERT, SNI_EQ_HELPER};
 
 use crate::spec::Egress;
 

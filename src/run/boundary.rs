@@ -132,6 +132,7 @@ pub fn probe_context(
         "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
         "allowed_host": allowed.clone().unwrap_or_default(),
         "allowed_port": if allowed.is_some() { spec.egress.ports.first().copied().unwrap_or(443) } else { 0 },
+        "allowed_ports": spec.egress.ports,
         "denied_host": denied,
         "host_namespaces": host.namespaces.iter().filter_map(|(k, v)| ns_inode(v).map(|n| (k.clone(), Value::from(n)))).collect::<serde_json::Map<_, _>>(),
         "host_uid": host.uid,

@@ -428,16 +428,7 @@ pub fn summary(r: &RunRecord) -> String {
     }
     s.push_str(&import_lines(r.import.as_ref()));
     s.push_str(&branch_lines(r));
-    let denied = r
-        .egress_decisions
-        .iter()
-        .filter(|d| d.get("status").and_then(|v| v.as_str()) == Some("403"))
-        .count();
-    let _ = writeln!(
-        s,
-        "  egress: {} requests, {denied} denied",
-        r.egress_decisions.len()
-    );
+    s.push_str(&egress_line(r));
     s.push_str(&delivery_line(r));
     for n in &r.notices {
         let _ = writeln!(s, "  NOTICE: {n}");
@@ -466,6 +457,50 @@ pub fn summary(r: &RunRecord) -> String {
         .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
         .collect();
     let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+/// The summary's egress line: requests, denials (403/407 and cut tunnels), cut tunnels.
+fn egress_line(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let denied = r
+        .egress_decisions
+        .iter()
+        .filter(|d| {
+            // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
+            d.get("status").and_then(|v| v.as_str()) == Some("403")
+                || d.get("reason")
+                    .and_then(|v| v.as_str())
+                    .and_then(crate::render::proxy::DenyReason::from_token)
+                    .is_some()
+        })
+        .count();
+    let cut = r
+        .egress_decisions
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.get("reason")
+                    .and_then(|v| v.as_str())
+                    .and_then(crate::render::proxy::DenyReason::from_token),
+                Some(
+                    crate::render::proxy::DenyReason::NotTls
+                        | crate::render::proxy::DenyReason::SniMismatch
+                )
+            )
+        })
+        .count();
+    let _ = writeln!(
+        s,
+        "  egress: {} requests, {denied} denied{}",
+        r.egress_decisions.len(),
+        if cut > 0 {
+            format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
+        } else {
+            String::new()
+        }
+    );
     s
 }
 

@@ -123,7 +123,7 @@ pub fn assert_all_probes_pass(rec: &serde_json::Value) {
     let ids: Vec<&str> = probes.iter().filter_map(|p| p["id"].as_str()).collect();
     let want: Vec<String> = (1..=24)
         .map(|i| format!("P{i}"))
-        .chain((1..=16).map(|i| format!("N{i}")))
+        .chain((1..=17).map(|i| format!("N{i}")))
         .chain(["E1".to_string()])
         .collect();
     assert_eq!(ids, want, "every probe must report, in order");

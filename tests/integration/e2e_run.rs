@@ -244,7 +244,14 @@ fn the_proxy_enforces_the_allowlist_and_its_decisions_reach_the_record() {
         "a direct connection must fail (no route out):\n{files}"
     );
     let decisions = rec["egress_decisions"].as_array().expect("decisions");
-    let find = |host: &str| decisions.iter().find(|d| d["host"] == host).cloned();
+    // The agent's GETs (the probes' CONNECTs to the same hosts come first; refused CONNECTs
+    // are answered 407, see render::proxy::tunnel).
+    let find = |host: &str| {
+        decisions
+            .iter()
+            .find(|d| d["host"] == host && d["method"] == "GET")
+            .cloned()
+    };
     let allowed = find("allowed.example").expect("a decision for allowed.example");
     let denied = find("denied.example").expect("a decision for denied.example");
     assert_eq!(

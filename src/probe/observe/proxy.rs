@@ -1,13 +1,14 @@
-//! The egress proxy (N5, N8–N14, N16): requests through the proxy with their positive
+//! The egress proxy (N5, N8–N14, N16, N17): requests through the proxy with their positive
 //! control, chosen for deny-all and report-only runs; the proxy variables.
 
 use std::collections::BTreeMap;
 
 use crate::probe::Context;
 use crate::probe::clients::http::{connect, get, http};
+use crate::probe::clients::tunnel::{SSH_BANNER, client_hello, tunnel};
 use crate::probe::verdict::Judged;
 use crate::probe::verdict::proxy as v;
-use crate::probe::verdict::proxy::Reply;
+use crate::probe::verdict::proxy::{Reply, Tunnel};
 
 fn allowed_url(ctx: &Context) -> String {
     if ctx.allowed_port == 80 {
@@ -90,7 +91,8 @@ pub fn n8(ctx: &Context) -> Judged {
     v::n8(&g, &c)
 }
 
-/// N9.
+/// N9: the denied host (on an allowed port) and two ports of the allowed host that the spec
+/// does not allow (derived from `egress.ports`, so `ports: [80, 8080]` is tested on others).
 #[must_use]
 pub fn n9(ctx: &Context) -> Judged {
     // A deny-all run has no allowed port: try the usual TLS port on the denied host.
@@ -105,8 +107,8 @@ pub fn n9(ctx: &Context) -> Judged {
             get(ctx, &format!("http://{}/", ctx.denied_host)),
         ),
     ];
-    for port in [22, 8080] {
-        if port != p && !deny_all(ctx) {
+    if !deny_all(ctx) {
+        for port in ctx.denied_ports(2) {
             items.push((
                 format!("CONNECT {}:{port}", ctx.allowed_host),
                 connect(ctx, &format!("{}:{port}", ctx.allowed_host)),
@@ -278,4 +280,33 @@ pub fn n16(ctx: &Context) -> Judged {
     .filter_map(|k| Some(((*k).to_string(), std::env::var(k).ok()?)))
     .collect();
     v::n16(&env, ctx)
+}
+
+/// N17: through an allowed `CONNECT`, an SSH banner and a `ClientHello` naming another host are
+/// cut; the honest `ClientHello` is the positive control when the port is 443. The three tunnels
+/// run at once so the probe stays well inside its deadline.
+#[must_use]
+pub fn n17(ctx: &Context) -> Judged {
+    if deny_all(ctx) {
+        return v::n17_deny_all(&connect(ctx, &format!("{}:443", ctx.denied_host)));
+    }
+    let port = if ctx.allowed_ports().contains(&443) {
+        443
+    } else {
+        ctx.allowed_port
+    };
+    let target = format!("{}:{port}", ctx.allowed_host);
+    let (ssh, other, control) = std::thread::scope(|s| {
+        let ssh = s.spawn(|| tunnel(ctx, &target, SSH_BANNER));
+        let other = s.spawn(|| tunnel(ctx, &target, &client_hello(&ctx.denied_host)));
+        let control = (port == 443)
+            .then(|| s.spawn(|| tunnel(ctx, &target, &client_hello(&ctx.allowed_host))));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Tunnel>| {
+            h.join().unwrap_or(Tunnel::NotEstablished(Reply::Failed(
+                crate::probe::verdict::Attempt::Missing("the tunnel thread panicked".into()),
+            )))
+        };
+        (join(ssh), join(other), control.map(join))
+    });
+    v::n17(&ssh, &other, control.as_ref(), ctx.report_only)
 }

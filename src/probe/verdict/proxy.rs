@@ -187,7 +187,7 @@ pub fn n13(reply: &Reply, allowed_marker: &str) -> Judged {
         "200 from the allowed host (decided on the URI) or 403",
         reply.text(),
         pass,
-        "policy: TLS SNI inside an allowed CONNECT (domain fronting) is an accepted, documented risk",
+        "policy: the SNI inside an allowed CONNECT is N17's; an HTTP Host inside an honest TLS tunnel stays unseen",
     )
 }
 
@@ -325,5 +325,135 @@ pub fn proxy_not_forwarded(items: &[(String, Reply)]) -> Judged {
         } else {
             format!("forwarded or unanswered: {}", bad.join(", "))
         },
+    )
+}
+
+/// What one tunnel through the proxy did with its first bytes (N17).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tunnel {
+    /// The `CONNECT` was not answered `200` (its reply: a deny, a failure).
+    NotEstablished(Reply),
+    /// The tunnel was established, and after the first bytes it was closed (EOF or reset)
+    /// without a single byte coming back, `ms` after they were sent.
+    Cut {
+        /// Milliseconds from sending the first bytes to the close.
+        ms: u64,
+    },
+    /// Bytes came back through the tunnel (the first at most 64): someone behind the proxy
+    /// answered what was sent.
+    Answered {
+        /// The first bytes received.
+        first: Vec<u8>,
+    },
+    /// Established, but neither a byte nor a close within the deadline: not cut.
+    Timeout,
+}
+
+impl Tunnel {
+    /// Short text: `cut after 0 ms`, `answered "SSH-2.0-…"`, `timeout`, `CONNECT 403 (…)`.
+    #[must_use]
+    pub fn text(&self) -> String {
+        match self {
+            Tunnel::NotEstablished(r) => format!("CONNECT {}", r.text()),
+            Tunnel::Cut { ms } => format!("cut after {ms} ms"),
+            Tunnel::Answered { first } => {
+                let shown: String = first
+                    .iter()
+                    .map(|b| {
+                        if b.is_ascii_graphic() || *b == b' ' {
+                            char::from(*b).to_string()
+                        } else {
+                            format!("\\x{b:02x}")
+                        }
+                    })
+                    .collect();
+                format!(
+                    "answered \"{}\"",
+                    shown.chars().take(80).collect::<String>()
+                )
+            }
+            Tunnel::Timeout => "timeout (not cut)".into(),
+        }
+    }
+
+    /// A TLS record came back (handshake 0x16 or alert 0x15): a TLS server got the hello.
+    fn tls_answer(&self) -> bool {
+        matches!(self, Tunnel::Answered { first } if matches!(first.first(), Some(0x15 | 0x16)))
+    }
+}
+
+/// N17 (issue 13, field report B31): a tunnel is what it says. Through an allowed `CONNECT`,
+/// an SSH banner (`ssh`) and a TLS `ClientHello` naming another host (`other_sni`) must each be
+/// cut by the proxy with no byte back; a timeout is a FAIL (not cut). `control` is the same
+/// tunnel with a `ClientHello` naming the CONNECT host, attempted when the tunnel's port is 443:
+/// a TLS record must come back (the proxy splices honest TLS, so the cuts are about the
+/// content). `None`: the port is not 443 and nothing says a TLS server listens there; the
+/// `200` of each CONNECT is then the positive control.
+///
+/// A report-only run (`egress.report_only`) logs `would_deny:not_tls` / `would_deny:sni_mismatch`
+/// and passes the bytes on: each tunnel must then be established, nothing more (a server that
+/// waits on the bytes is not a proxy that drops them).
+#[must_use]
+pub fn n17(
+    ssh: &Tunnel,
+    other_sni: &Tunnel,
+    control: Option<&Tunnel>,
+    report_only: bool,
+) -> Judged {
+    let got = format!(
+        "ssh-banner: {}; other-sni: {}; control: {}",
+        ssh.text(),
+        other_sni.text(),
+        control.map_or_else(|| "not attempted (port is not 443)".into(), Tunnel::text)
+    );
+    let mut why = Vec::new();
+    for (what, t) in [
+        ("SSH banner", ssh),
+        ("ClientHello with another SNI", other_sni),
+    ] {
+        match t {
+            Tunnel::NotEstablished(r) => {
+                why.push(format!(
+                    "{what}: the CONNECT itself was not established: {}",
+                    r.text()
+                ));
+            }
+            // Report-only passes the bytes on: what the server does with them (answer, close,
+            // wait) is its business; the proxy's 200 was the answer the probe needed.
+            _ if report_only => {}
+            Tunnel::Cut { .. } => {}
+            Tunnel::Timeout => why.push(format!(
+                "{what}: neither answered nor cut within the deadline"
+            )),
+            other @ Tunnel::Answered { .. } => {
+                why.push(format!("{what}: not cut, {}", other.text()));
+            }
+        }
+    }
+    if let Some(c) = control
+        && !report_only
+        && !c.tls_answer()
+    {
+        why.push(format!(
+            "positive control failed: a ClientHello naming the CONNECT host got {}",
+            c.text()
+        ));
+    }
+    let expect = if report_only {
+        "report-only run: each tunnel established (would_deny:not_tls / would_deny:sni_mismatch logged, not enforced)"
+    } else {
+        "SSH banner and another SNI: cut with no byte back; control (port 443): a TLS record back"
+    };
+    judged(expect, got, why.is_empty(), why.join("; "))
+}
+
+/// N17 in a deny-all run (empty allowlist): no tunnel may be established at all.
+#[must_use]
+pub fn n17_deny_all(connect: &Reply) -> Judged {
+    judged(
+        "deny-all run: CONNECT 403 from the proxy (X-Squid-Error)",
+        format!("CONNECT {}", connect.text()),
+        connect.is_deny(),
+        "policy: with an empty allowlist no tunnel exists whose content could be checked",
     )
 }

@@ -29,6 +29,7 @@ fn ctx() -> Context {
         gateway_ip: "10.213.7.1".into(),
         allowed_host: "allowed.example".into(),
         allowed_port: 80,
+        allowed_ports: vec![80],
         allowed_marker: "hello".into(),
         denied_host: "denied.example".into(),
         redirect_url: None,

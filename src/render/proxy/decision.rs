@@ -17,6 +17,12 @@ pub enum DenyReason {
     PortNotAllowed,
     /// The host resolves to (or is) an address in [`super::PRIVATE_RANGES`]. Enforced in every mode.
     ResolvesToPrivateIp,
+    /// An allowed `CONNECT` tunnel's first bytes were not a TLS `ClientHello` (e.g. an SSH
+    /// banner): squid's `on_unsupported_protocol` closed it (issue 13, field report B31).
+    NotTls,
+    /// An allowed `CONNECT` tunnel's `ClientHello` named another host than the CONNECT (or no
+    /// host): squid's `ssl_bump terminate` closed it; the SNI seen is logged (`sni`).
+    SniMismatch,
     /// No rule allowed the request (the final `deny all`).
     NoRuleMatched,
     /// A credential's port got a method its `methods` do not list (`agent.credentials`).
@@ -31,12 +37,14 @@ pub enum DenyReason {
 
 impl DenyReason {
     /// Every reason, in rule order.
-    pub const ALL: [DenyReason; 6] = [
+    pub const ALL: [DenyReason; 8] = [
         DenyReason::ClientNotAllowed,
         DenyReason::IpLiteral,
         DenyReason::DomainNotAllowlisted,
         DenyReason::PortNotAllowed,
         DenyReason::ResolvesToPrivateIp,
+        DenyReason::NotTls,
+        DenyReason::SniMismatch,
         DenyReason::NoRuleMatched,
     ];
 
@@ -57,6 +65,8 @@ impl DenyReason {
             DenyReason::DomainNotAllowlisted => "domain_not_allowlisted",
             DenyReason::PortNotAllowed => "port_not_allowed",
             DenyReason::ResolvesToPrivateIp => "resolves_to_private_ip",
+            DenyReason::NotTls => "not_tls",
+            DenyReason::SniMismatch => "sni_mismatch",
             DenyReason::NoRuleMatched => "no_rule_matched",
             DenyReason::CredentialMethod => "credential_method_not_allowed",
             DenyReason::CredentialPath => "credential_path_not_allowed",
@@ -81,6 +91,8 @@ impl DenyReason {
             DenyReason::DomainNotAllowlisted => "r_domain",
             DenyReason::PortNotAllowed => "r_port",
             DenyReason::ResolvesToPrivateIp => "r_private",
+            DenyReason::NotTls => "r_not_tls",
+            DenyReason::SniMismatch => "r_sni",
             DenyReason::NoRuleMatched => "r_no_rule",
             DenyReason::CredentialMethod => "r_cred_method",
             DenyReason::CredentialPath => "r_cred_path",
@@ -96,6 +108,8 @@ impl DenyReason {
             DenyReason::DomainNotAllowlisted => "rw_domain",
             DenyReason::PortNotAllowed => "rw_port",
             DenyReason::ResolvesToPrivateIp => "rw_private",
+            DenyReason::NotTls => "rw_not_tls",
+            DenyReason::SniMismatch => "rw_sni",
             DenyReason::NoRuleMatched => "rw_no_rule",
             DenyReason::CredentialMethod => "rw_cred_method",
             DenyReason::CredentialPath => "rw_cred_path",
@@ -179,6 +193,11 @@ pub struct ProxyDecision {
     pub duration_ms: Option<u64>,
     /// Bytes sent to the client (`%<st`); `None` when logged as `-`.
     pub bytes: Option<u64>,
+    /// The SNI of a tunnel's TLS `ClientHello` (`%ssl::>sni`); `None` when squid logged `-` (no
+    /// tunnel, not TLS, no SNI) or the line predates the field.
+    pub sni: Option<String>,
+    /// Squid's error code (`%err_code`, e.g. `ERR_PROTOCOL_UNKNOWN`); `None` for `-`.
+    pub error: Option<String>,
 }
 
 /// The JSON object one log line holds; every value but `ts` is a string in squid's output.
@@ -196,6 +215,10 @@ struct RawLine {
     reason: String,
     ms: String,
     bytes: String,
+    #[serde(default)]
+    sni: String,
+    #[serde(default)]
+    err: String,
 }
 
 /// Decodes one line of the proxy's access log (the `jsonl` format [`super::squid_conf`] renders).
@@ -215,10 +238,12 @@ pub fn parse_decision(line: &str) -> Option<ProxyDecision> {
         url: raw.url,
         status: dash_or(&raw.status),
         squid_code: raw.squid,
-        server: (raw.server != "-" && !raw.server.is_empty()).then_some(raw.server),
+        server: text_or_none(raw.server),
         decision: Decision::from_token(&raw.reason),
         duration_ms: dash_or(&raw.ms),
         bytes: dash_or(&raw.bytes),
+        sni: text_or_none(raw.sni),
+        error: text_or_none(raw.err),
     })
 }
 
@@ -237,6 +262,11 @@ fn ts_to_ms(ts: &serde_json::Number) -> Option<u64> {
         millis *= 10;
     }
     secs.checked_mul(1000)?.checked_add(millis)
+}
+
+/// A text log field, or `None` for squid's `-` or an empty field.
+fn text_or_none(field: String) -> Option<String> {
+    (field != "-" && !field.is_empty()).then_some(field)
 }
 
 /// A numeric log field, or `None` for squid's `-` (or anything not a number).

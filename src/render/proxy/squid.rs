@@ -8,8 +8,10 @@ use crate::spec::HostPattern;
 
 /// The JSON-lines access log format: one object per request, `%"` quotes and escapes each
 /// value so URLs with `"` or `\` still give valid JSON (measured). `%{reason}note` is the
-/// annotation set by the `annotate_transaction` ACL on the `http_access` line that decided.
-const LOGFORMAT: &str = r#"logformat jsonl {"ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st"}"#;
+/// annotation set by the `annotate_transaction` ACL on the `http_access` (or `ssl_bump`,
+/// `on_unsupported_protocol`) line that decided; `%ssl::>sni` is the SNI a tunnel's `ClientHello`
+/// carried and `%err_code` squid's error (`ERR_PROTOCOL_UNKNOWN` for non-TLS bytes in a tunnel).
+const LOGFORMAT: &str = r#"logformat jsonl {"ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st","sni":"%"ssl::>sni","err":"%err_code"}"#;
 
 /// Hosts whose text could be pasted into squid.conf as one token: `[a-z0-9.-]`, labels
 /// non-empty, at most 253 bytes. The spec validator guarantees this already; a host that fails
@@ -115,6 +117,10 @@ fn access(out: &mut String, action: &str, conds: &[&str]) {
 ///    (every mode);
 /// 6. allowed → `allowlisted`.
 ///
+/// In an enforcing configuration a refused `CONNECT` is answered 407 instead of 403 (each deny
+/// line gets a `CONNECT` copy: `tunnel::answer_refused_connects_at_once`), and an allowed one
+/// must carry TLS naming its host (module `tunnel`).
+///
 /// With `report_only`, steps 2–4 only annotate: the request goes on and is logged with
 /// `would_deny:<reason>` (the reason the enforcing configuration would have logged first).
 /// Steps 1 and 5 stay enforced: report-only mode must never open the cloud metadata endpoint,
@@ -127,6 +133,8 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
     let mut out = String::new();
     render_settings(&mut out, plan);
     render_acls(&mut out, plan, &domains, client_ok);
+    super::tunnel::render_tunnel_acls(&mut out, egress.report_only);
+    super::tunnel::render_tunnel_rules(&mut out, egress.report_only);
 
     out.push_str("\n# Access rules: the first line that matches decides.\n");
     if !client_ok {
@@ -136,7 +144,7 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
             "deny",
             &["all", DenyReason::ClientNotAllowed.acl()],
         );
-        return out;
+        return super::tunnel::answer_refused_connects_at_once(&out);
     }
     access(
         &mut out,
@@ -154,7 +162,10 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
     if !finished {
         access(&mut out, "deny", &["all", DenyReason::NoRuleMatched.acl()]);
     }
-    out
+    if egress.report_only {
+        return out; // a plain forward port: denials are answered at once as they are
+    }
+    super::tunnel::answer_refused_connects_at_once(&out)
 }
 
 /// The header and the global settings: read-only-root operation, DNS, headers, the log.
@@ -170,7 +181,7 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
         "enforcing\n"
     });
     out.push_str("\n# Container-friendly operation (read-only root, no daemons).\n");
-    let _ = writeln!(out, "http_port {}", plan.listen_port);
+    super::tunnel::render_tunnel_port(out, plan.listen_port, plan.egress.report_only);
     super::credentials::render_ports(out, plan);
     // Unresolvable names and unreachable servers fail fast instead of squid's 30 s/1 min
     // defaults. A report-only run forwards what an enforcing run would deny, so there the

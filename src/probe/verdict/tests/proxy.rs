@@ -108,3 +108,62 @@ fn report_only_keeps_private_targets_unforwarded() {
         "forwarded"
     );
 }
+
+#[test]
+fn n17_a_tunnel_is_what_it_says() {
+    let cut = Tunnel::Cut { ms: 0 };
+    let banner = Tunnel::Answered {
+        first: b"SSH-2.0-testbed-outside\r\n".to_vec(),
+    };
+    let tls = Tunnel::Answered {
+        first: vec![0x16, 0x03, 0x03, 0x00, 0x7a],
+    };
+    assert!(n17(&cut, &cut, Some(&tls), false).pass);
+    assert!(
+        n17(&cut, &cut, None, false).pass,
+        "no TLS port: CONNECT 200 is the control"
+    );
+    let j = n17(&banner, &cut, Some(&tls), false);
+    assert!(
+        !j.pass && j.got.contains("SSH-2.0-testbed-outside"),
+        "{j:?}"
+    );
+    assert!(
+        !n17(&cut, &tls, Some(&tls), false).pass,
+        "another SNI got TLS back"
+    );
+    let t = n17(&Tunnel::Timeout, &cut, Some(&tls), false);
+    assert!(
+        !t.pass && t.detail.contains("deadline"),
+        "a timeout FAILS: {t:?}"
+    );
+    assert!(
+        !n17(&cut, &cut, Some(&cut), false).pass,
+        "positive control: a proxy that cuts every tunnel"
+    );
+    assert!(!n17(&cut, &cut, Some(&banner), false).pass);
+    let denied = Tunnel::NotEstablished(deny());
+    assert!(
+        !n17(&denied, &cut, Some(&tls), false).pass,
+        "nothing was tested"
+    );
+    // Report-only: established is enough (the server may wait); a refused CONNECT fails.
+    assert!(n17(&banner, &tls, Some(&tls), true).pass);
+    assert!(n17(&Tunnel::Timeout, &tls, None, true).pass);
+    assert!(!n17(&denied, &tls, None, true).pass);
+    assert!(n17_deny_all(&deny()).pass);
+    assert!(!n17_deny_all(&ok200("")).pass);
+}
+
+#[test]
+fn deny_probes_derive_the_denied_ports_from_the_spec() {
+    let mut c = ctx();
+    c.allowed_ports = vec![80, 8080];
+    assert_eq!(c.denied_ports(2), [22, 25]);
+    c.allowed_ports = vec![22, 8080, 25, 3306, 5432, 6379, 8443, 1, 2];
+    assert_eq!(c.denied_ports(3), [3, 4, 5]);
+    c.allowed_ports = vec![];
+    c.allowed_port = 22;
+    assert_eq!(c.allowed_ports(), [22]);
+    assert_eq!(c.denied_ports(2), [8080, 25]);
+}

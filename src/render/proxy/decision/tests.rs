@@ -24,6 +24,8 @@ fn parses_real_log_lines() {
             decision: Decision::Allowed,
             duration_ms: Some(1),
             bytes: Some(318),
+            sni: None,
+            error: None,
         }
     );
     let d = parse_decision(&format!("  {DENIED}\n")).expect("denied line");
@@ -102,4 +104,26 @@ fn rejects_non_log_lines() {
         parse_decision(&DENIED.replace("1796036903.006", "-1")),
         None
     );
+}
+
+/// Tunnel lines squid 6.13 wrote with the rendered configuration (issue 13): an SSH banner cut,
+/// another SNI cut (the SNI seen is logged), an honest tunnel.
+#[test]
+fn parses_tunnel_lines_with_their_sni_and_error() {
+    let not_tls = r#"{"ts":1796140065.808,"client":"10.88.0.9","method":"CONNECT","host":"allowed.example","port":"443","url":"allowed.example:443","status":"200","squid":"NONE_NONE","server":"-","reason":"not_tls","ms":"0","bytes":"0","sni":"-","err":"ERR_PROTOCOL_UNKNOWN"}"#;
+    let d = parse_decision(not_tls).expect("line");
+    assert_eq!(d.decision, Decision::Denied(DenyReason::NotTls));
+    assert_eq!(
+        (d.sni, d.error.as_deref()),
+        (None, Some("ERR_PROTOCOL_UNKNOWN"))
+    );
+    let sni = not_tls
+        .replace(r#""reason":"not_tls""#, r#""reason":"sni_mismatch""#)
+        .replace(r#""sni":"-""#, r#""sni":"denied.example""#)
+        .replace(r#""err":"ERR_PROTOCOL_UNKNOWN""#, r#""err":"-""#);
+    let d = parse_decision(&sni).expect("line");
+    assert_eq!(d.decision, Decision::Denied(DenyReason::SniMismatch));
+    assert_eq!((d.sni.as_deref(), d.error), (Some("denied.example"), None));
+    // A line of an older configuration (no sni/err fields) still parses.
+    assert_eq!(parse_decision(ALLOWED).expect("line").sni, None);
 }

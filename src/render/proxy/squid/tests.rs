@@ -34,9 +34,29 @@ fn render(e: &Egress) -> String {
     })
 }
 
+/// The `http_access` lines without the `CONNECT` copies of the deny lines (those are
+/// `tunnel::answer_refused_connects_at_once`'s, tested there), after checking that each deny
+/// line that can match has its copy right before it.
 fn access_lines(conf: &str) -> Vec<&str> {
-    conf.lines()
+    let all: Vec<&str> = conf
+        .lines()
         .filter(|l| l.starts_with("http_access "))
+        .collect();
+    for (i, l) in all.iter().enumerate() {
+        if let Some(conds) = l.strip_prefix("http_access deny ")
+            && !conds.starts_with("connect_m ")
+            && !conds.ends_with(" !all")
+            && conf.contains(" ssl-bump ")
+        {
+            assert_eq!(
+                i.checked_sub(1).map(|j| all[j]),
+                Some(format!("http_access deny connect_m {conds} r_connect_407").as_str()),
+                "{l} has no CONNECT copy"
+            );
+        }
+    }
+    all.into_iter()
+        .filter(|l| !l.starts_with("http_access deny connect_m "))
         .collect()
 }
 
@@ -53,7 +73,7 @@ fn normal_config_has_the_measured_directives_in_order() {
     );
     let conf = render(&e);
     for line in [
-        "http_port 3128",
+        "http_port 3128 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off",
         "cache deny all",
         "pid_filename none",
         "pinger_enable off",
@@ -243,7 +263,10 @@ fn rendering_is_deterministic_and_port_is_configurable() {
     };
     assert_eq!(squid_conf(&plan), squid_conf(&plan));
     let conf = squid_conf(&plan);
-    assert!(has_line(&conf, "http_port 8888"));
+    assert!(has_line(
+        &conf,
+        "http_port 8888 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off"
+    ));
     assert!(has_line(&conf, "acl agents src fd00:1::/64"));
     assert!(has_line(
         &conf,
@@ -274,5 +297,6 @@ fn every_reason_the_config_logs_parses_back() {
             seen += 1;
         }
     }
+    // Every reason, allowlisted, three would_deny of the access rules.
     assert_eq!(seen, DenyReason::ALL.len() + 1 + 3);
 }

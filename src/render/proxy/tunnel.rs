@@ -1,0 +1,186 @@
+//! A tunnel is what it says (issue 13, field report B31): every `CONNECT` the access rules
+//! allowed must carry TLS whose `ClientHello` names the CONNECT host (SNI) exactly; anything else
+//! is cut. Squid's own `ssl_bump` does it without decrypting anything: it peeks at the
+//! `ClientHello` (step 1), splices (a blind tunnel) when the external ACL `sni_eq` says the SNI
+//! equals the CONNECT host, and terminates (closes both sides) otherwise; bytes that are not TLS
+//! at all hit `on_unsupported_protocol`, which closes the connection. No certificate is minted
+//! (`generate-host-certificates=off`) and the port's certificate is never presented. Pure.
+//!
+//! Measured against squid 6.13 (`squid-openssl`, Debian trixie) with this configuration:
+//! a real TLS client whose SNI is the CONNECT host gets its tunnel (`TCP_TUNNEL`, reason
+//! `allowlisted`); another SNI or none is closed at once (reason `sni_mismatch`); an SSH
+//! banner after `200 Connection established` is closed at once (`not_tls`).
+
+use std::fmt::Write as _;
+
+use super::DenyReason;
+
+/// The ACL that ends each `CONNECT` copy of a deny line; `deny_info` keys the 407 on it.
+const REFUSED_CONNECT: &str = "r_connect_407";
+
+/// The certificate the `ssl-bump` port must have at startup; never presented, because the
+/// rules only peek, splice and terminate (made at image build time: `images/proxy/Containerfile`).
+pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
+
+/// The external ACL helper shipped in the proxy image (`images/proxy/cyclix-sni-eq`): reads
+/// `HOST SNI` per line, answers `OK` when both are the same non-empty text, else `ERR`.
+pub const SNI_EQ_HELPER: &str = "/usr/local/libexec/cyclix-sni-eq";
+
+/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at; in
+/// report-only mode a plain port (see [`render_tunnel_rules`] for why).
+pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16, report_only: bool) {
+    if report_only {
+        let _ = writeln!(out, "http_port {listen_port}");
+    } else {
+        let _ = writeln!(
+            out,
+            "http_port {listen_port} ssl-bump tls-cert={NEVER_PRESENTED_CERT} generate-host-certificates=off"
+        );
+    }
+}
+
+/// The ACLs of the tunnel rules (none in report-only mode).
+pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
+    if report_only {
+        return;
+    }
+    out.push_str(
+        "# Tunnels: the ClientHello's SNI must equal the CONNECT host (ttl=0: asked every time).\n\
+         acl step1 at_step SslBump1\n",
+    );
+    let _ = writeln!(
+        out,
+        "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
+         acl sni_ok external sni_eq\n\
+         # A refused CONNECT is answered 407 at once (squid would bump it to deliver a 403).\n\
+         acl connect_m method CONNECT\n\
+         acl {REFUSED_CONNECT} annotate_transaction refused=connect\n\
+         deny_info 407:ERR_ACCESS_DENIED {REFUSED_CONNECT}"
+    );
+}
+
+/// The tunnel rules: peek at step 1; splice a matching SNI; terminate the rest; close non-TLS
+/// bytes. Squid evaluates these only for a `CONNECT` that `http_access` allowed.
+///
+/// Report-only mode renders none of it (a plain forward port, tunnels unchecked and not
+/// logged as `would_deny:*`): on an `ssl-bump` port squid answers `200` to every `CONNECT` it
+/// lets through before it resolves or connects anything, so the names report-only lets
+/// through would get `200`-then-close instead of squid's own fast 503, and its probes (N5,
+/// N10, N11: "answered by the proxy, never forwarded") could no longer tell the proxy's
+/// answer from a forwarded one (measured: `CONNECT metadata.google.internal:80` got 200).
+pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
+    if report_only {
+        out.push_str(
+            "\n# REPORT-ONLY: tunnels are not peeked at (no ssl-bump): their content is unchecked.\n",
+        );
+        return;
+    }
+    out.push_str(
+        "\n# Tunnels: nothing is decrypted; peek at the ClientHello, then splice or cut.\n",
+    );
+    let _ = writeln!(
+        out,
+        "ssl_bump peek step1\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}",
+        DenyReason::SniMismatch.acl(),
+        DenyReason::NotTls.acl()
+    );
+}
+
+/// Gives every `http_access deny` line a `CONNECT` copy just before it, ending in the ACL
+/// whose `deny_info` answers 407, so a refused `CONNECT` gets its answer at once.
+///
+/// Why: on an `ssl-bump` port squid answers a `CONNECT` that `http_access` denied with
+/// `200 Connection established`, then bumps the client to deliver the error inside TLS
+/// (presenting the port's certificate) and waits for a `ClientHello`; a tool that sends none
+/// hangs (measured on squid 6.13: `CONNECT denied.example:443` got 200, then nothing for
+/// 3 s). The one denial squid never delays is a 407 ("Do not bump during authentication",
+/// `ClientRequestContext::sslBumpAccessCheck`), so refused tunnels are answered 407 with
+/// squid's `ERR_ACCESS_DENIED` page and `X-Squid-Error`, and no `Proxy-Authenticate`
+/// (no authentication is configured; measured: curl and Python fail at once). The reason is
+/// logged as before; plain HTTP denials stay 403. Report-only lines (`!all`) never match and
+/// are not copied. Run last, over the whole configuration, so every deny line is covered,
+/// whichever section rendered it.
+pub(super) fn answer_refused_connects_at_once(conf: &str) -> String {
+    let mut out = String::with_capacity(conf.len() + 1024);
+    for line in conf.lines() {
+        if let Some(conds) = line.strip_prefix("http_access deny ")
+            && !conds.split_whitespace().any(|c| c == "!all")
+        {
+            let _ = writeln!(out, "http_access deny connect_m {conds} {REFUSED_CONNECT}");
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(report_only: bool) -> Vec<String> {
+        let mut out = String::new();
+        render_tunnel_acls(&mut out, report_only);
+        render_tunnel_rules(&mut out, report_only);
+        out.lines()
+            .filter(|l| l.starts_with("ssl_bump") || l.starts_with("on_unsupported_protocol"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn enforcing_peeks_splices_a_matching_sni_and_cuts_the_rest() {
+        assert_eq!(
+            rules(false),
+            [
+                "ssl_bump peek step1",
+                "ssl_bump splice sni_ok",
+                "ssl_bump terminate all r_sni",
+                "on_unsupported_protocol respond all r_not_tls",
+            ]
+        );
+        let mut acls = String::new();
+        render_tunnel_acls(&mut acls, false);
+        assert!(acls.contains(
+            "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni /usr/local/libexec/cyclix-sni-eq\n"
+        ));
+        assert!(!acls.contains("would_deny"));
+        assert!(acls.contains("deny_info 407:ERR_ACCESS_DENIED r_connect_407\n"));
+    }
+
+    #[test]
+    fn report_only_renders_a_plain_port_and_no_tunnel_rules() {
+        assert!(rules(true).is_empty());
+        let mut port = String::new();
+        render_tunnel_port(&mut port, 3128, true);
+        assert_eq!(port, "http_port 3128\n");
+        let mut acls = String::new();
+        render_tunnel_acls(&mut acls, true);
+        assert!(acls.is_empty());
+    }
+
+    #[test]
+    fn every_deny_line_gets_a_connect_copy_answered_407() {
+        let conf = "acl a src all\nhttp_access deny !agents r_client\nhttp_access deny x rw_x !all\nhttp_access allow a r_ok\nhttp_access deny all r_no_rule\n";
+        assert_eq!(
+            answer_refused_connects_at_once(conf),
+            "acl a src all\n\
+             http_access deny connect_m !agents r_client r_connect_407\n\
+             http_access deny !agents r_client\n\
+             http_access deny x rw_x !all\n\
+             http_access allow a r_ok\n\
+             http_access deny connect_m all r_no_rule r_connect_407\n\
+             http_access deny all r_no_rule\n"
+        );
+    }
+
+    /// The paths the configuration names are the ones the proxy image has.
+    #[test]
+    fn the_image_ships_the_helper_and_the_certificate() {
+        let containerfile = include_str!("../../../images/proxy/Containerfile");
+        assert!(containerfile.contains(&format!("COPY cyclix-sni-eq {SNI_EQ_HELPER}\n")));
+        assert!(containerfile.contains(&format!("-keyout {NEVER_PRESENTED_CERT}")));
+        let helper = include_str!("../../../images/proxy/cyclix-sni-eq");
+        assert!(helper.starts_with("#!/bin/sh\n"));
+    }
+}
