@@ -133,18 +133,11 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
         let _ = write!(s, " tls-cafile={}", ca_path(i));
         s
     });
-    for reason in DenyReason::CREDENTIAL {
-        let _ = writeln!(
-            out,
-            "acl {} annotate_transaction reason={}",
-            reason.acl(),
-            reason.as_str()
-        );
-    }
-    let _ = writeln!(
+    super::squid::annotate_acls(
         out,
-        "acl r_cred annotate_transaction reason={}",
-        super::decision::REASON_CREDENTIAL
+        &DenyReason::CREDENTIAL,
+        "r_cred",
+        super::decision::REASON_CREDENTIAL,
     );
     out.push_str(
         "# `.`/`..` segments (and their %-encodings) never reach a credential's host.\n\

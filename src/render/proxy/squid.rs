@@ -97,6 +97,28 @@ fn domain_acls(allow: &[HostPattern]) -> DomainAcls {
     acls
 }
 
+/// The `annotate_transaction` ACL of each reason (`acl r_x annotate_transaction reason=x`),
+/// then `allow_acl` for the allowing reason `allow_reason`.
+pub(super) fn annotate_acls(
+    out: &mut String,
+    reasons: &[DenyReason],
+    allow_acl: &str,
+    allow_reason: &str,
+) {
+    for reason in reasons {
+        let _ = writeln!(
+            out,
+            "acl {} annotate_transaction reason={}",
+            reason.acl(),
+            reason.as_str()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "acl {allow_acl} annotate_transaction reason={allow_reason}"
+    );
+}
+
 /// One `http_access` rule: `deny`/`allow` plus its ACL conditions, written in order.
 fn access(out: &mut String, action: &str, conds: &[&str]) {
     let _ = writeln!(out, "http_access {action} {}", conds.join(" "));
@@ -253,18 +275,7 @@ fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_
         let _ = writeln!(out, "acl allowed_ports port {}", ports.join(" "));
     }
     let _ = writeln!(out, "acl to_private dst {}", PRIVATE_RANGES.join(" "));
-    for reason in DenyReason::ALL {
-        let _ = writeln!(
-            out,
-            "acl {} annotate_transaction reason={}",
-            reason.acl(),
-            reason.as_str()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "acl r_ok annotate_transaction reason={REASON_ALLOWLISTED}"
-    );
+    annotate_acls(out, &DenyReason::ALL, "r_ok", REASON_ALLOWLISTED);
     if plan.egress.report_only {
         for reason in [
             DenyReason::IpLiteral,
