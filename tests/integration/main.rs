@@ -25,6 +25,7 @@ mod e2e_schedule;
 mod e2e_services;
 mod e2e_soak;
 mod e2e_tunnel;
+mod e2e_tunnel_attacks;
 mod e2e_twin;
 mod e2e_units;
 mod e2e_watch;

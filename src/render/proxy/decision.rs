@@ -23,6 +23,10 @@ pub enum DenyReason {
     /// An allowed `CONNECT` tunnel's `ClientHello` named another host than the CONNECT (or no
     /// host): squid's `ssl_bump terminate` closed it; the SNI seen is logged (`sni`).
     SniMismatch,
+    /// A plain-HTTP request's answer was not HTTP (squid turned it into HTTP/0.9: the service
+    /// behind the allowed `host:port` speaks another protocol, e.g. an SSH banner); the answer
+    /// is withheld (`http_reply_access`; attack review of issue 13).
+    NotHttp,
     /// No rule allowed the request (the final `deny all`).
     NoRuleMatched,
     /// A credential's port got a method its `methods` do not list (`agent.credentials`).
@@ -37,7 +41,7 @@ pub enum DenyReason {
 
 impl DenyReason {
     /// Every reason, in rule order.
-    pub const ALL: [DenyReason; 8] = [
+    pub const ALL: [DenyReason; 9] = [
         DenyReason::ClientNotAllowed,
         DenyReason::IpLiteral,
         DenyReason::DomainNotAllowlisted,
@@ -45,6 +49,7 @@ impl DenyReason {
         DenyReason::ResolvesToPrivateIp,
         DenyReason::NotTls,
         DenyReason::SniMismatch,
+        DenyReason::NotHttp,
         DenyReason::NoRuleMatched,
     ];
 
@@ -67,6 +72,7 @@ impl DenyReason {
             DenyReason::ResolvesToPrivateIp => "resolves_to_private_ip",
             DenyReason::NotTls => "not_tls",
             DenyReason::SniMismatch => "sni_mismatch",
+            DenyReason::NotHttp => "not_http",
             DenyReason::NoRuleMatched => "no_rule_matched",
             DenyReason::CredentialMethod => "credential_method_not_allowed",
             DenyReason::CredentialPath => "credential_path_not_allowed",
@@ -93,6 +99,7 @@ impl DenyReason {
             DenyReason::ResolvesToPrivateIp => "r_private",
             DenyReason::NotTls => "r_not_tls",
             DenyReason::SniMismatch => "r_sni",
+            DenyReason::NotHttp => "r_not_http",
             DenyReason::NoRuleMatched => "r_no_rule",
             DenyReason::CredentialMethod => "r_cred_method",
             DenyReason::CredentialPath => "r_cred_path",
@@ -110,6 +117,7 @@ impl DenyReason {
             DenyReason::ResolvesToPrivateIp => "rw_private",
             DenyReason::NotTls => "rw_not_tls",
             DenyReason::SniMismatch => "rw_sni",
+            DenyReason::NotHttp => "rw_not_http",
             DenyReason::NoRuleMatched => "rw_no_rule",
             DenyReason::CredentialMethod => "rw_cred_method",
             DenyReason::CredentialPath => "rw_cred_path",

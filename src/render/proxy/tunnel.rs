@@ -26,6 +26,12 @@ pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
 /// `HOST SNI` per line, answers `OK` when both are the same non-empty text, else `ERR`.
 pub const SNI_EQ_HELPER: &str = "/usr/local/libexec/cyclix-sni-eq";
 
+/// The fixed argument of the `sni_ok` ACL: squid writes it as the last field of every lookup
+/// line and the helper answers `OK` only when a line is exactly `HOST HOST cyclix-end`. Squid
+/// does not escape a newline in `%ssl::>sni` (attack review of issue 13: the SNI
+/// `allowed.example\n…` made the first half-line `HOST HOST`), so a split line cannot pass.
+pub const SNI_EQ_END: &str = "cyclix-end";
+
 /// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at; in
 /// report-only mode a plain port (see [`render_tunnel_rules`] for why).
 pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16, report_only: bool) {
@@ -51,7 +57,10 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
     let _ = writeln!(
         out,
         "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
-         acl sni_ok external sni_eq\n\
+         # The fixed last field: a line the SNI split (a newline in it) never ends with it.\n\
+         acl sni_ok external sni_eq {SNI_EQ_END}\n\
+         # A plain-HTTP answer squid had to turn into HTTP/0.9 is not HTTP: withheld.\n\
+         acl http09 rep_header X-Transformed-From -i ^HTTP/0\\.9\n\
          # A refused CONNECT is answered 407 at once (squid would bump it to deliver a 403).\n\
          acl connect_m method CONNECT\n\
          acl {REFUSED_CONNECT} annotate_transaction refused=connect\n\
@@ -80,9 +89,13 @@ pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
     );
     let _ = writeln!(
         out,
-        "ssl_bump peek step1\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}",
+        "ssl_bump peek step1\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}\n\
+         # Plain HTTP to a service that is not HTTP (e.g. `POST http://allowed:443/` to an SSH-like\n\
+         # service): squid would relay its bytes as HTTP/0.9; the answer is withheld (403).\n\
+         http_reply_access deny http09 {}\nhttp_reply_access allow all",
         DenyReason::SniMismatch.acl(),
-        DenyReason::NotTls.acl()
+        DenyReason::NotTls.acl(),
+        DenyReason::NotHttp.acl()
     );
 }
 

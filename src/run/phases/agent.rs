@@ -79,9 +79,11 @@ pub(crate) fn agent_and_gate(
             rec.refusal = changed;
             return Ok(RunResult::LeakDetected);
         }
-        // An agent that failed may have been taken down by a part of its sandbox (the pod's
-        // infra container killed stops the pod and, bound to it, the agent): say which.
-        if matches!(end, AgentEnd::Exit(c) if c != 0) {
+        // An agent stopped from outside (SIGTERM/SIGKILL: 143/137) may have been taken down by
+        // a part of its sandbox (the pod's infra container killed stops the pod and, bound to
+        // it, the agent): say which. An agent that failed on its own stops its pod too, so
+        // its pod is not blamed then.
+        if matches!(end, AgentEnd::Exit(143 | 137)) {
             rec.causes
                 .extend(invocations::changes(units, &noted, &ended[..1]));
         }
