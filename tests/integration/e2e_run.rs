@@ -742,19 +742,28 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
          podman kill cyclix-$run-proxy >/dev/null",
     );
     let rec = record(tb, &t);
-    assert_eq!(rec["result"], "error", "{rec:#}");
-    assert!(
-        rec["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("egress proxy") && e.contains("-proxy.service")),
-        "{rec:#}"
-    );
-    let branch = rec["branch"].as_str().expect("branch");
+    // Either the leak watch saw the proxy's main process gone since the probes (issue 20,
+    // item 1: the agent is stopped at its next round) or a later phase found the dead proxy.
+    let why = format!("{} {}", rec["error"], rec["refusal"]);
+    match rec["result"].as_str() {
+        Some("leak_detected") => assert!(
+            why.contains(&format!(
+                "cyclix-{run}-proxy.service's main process changed after the probes"
+            )),
+            "{rec:#}"
+        ),
+        Some("error") => assert!(
+            why.contains("egress proxy") && why.contains("-proxy.service"),
+            "{rec:#}"
+        ),
+        _ => panic!("a run whose proxy died must fail naming it: {rec:#}"),
+    }
+    // Whatever the agent managed to commit before it was stopped: never a route out.
     let got = expect_success(
-        &tb.user_sh(&format!("cd ~/src/{t} && echo \"proxy=$(git show {branch}:proxy.txt) direct=$(git show {branch}:direct.txt)\"")),
+        &tb.user_sh(&format!("cd ~/src/{t} && b=cyclix/{t}/{run}; echo \"proxy=$(git show $b:proxy.txt 2>/dev/null) direct=$(git show $b:direct.txt 2>/dev/null)\"")),
         "what the agent saw",
     );
-    assert!(got.contains("direct=000"), "no route out, ever: {got}");
+    assert!(!got.contains("direct=2"), "no route out, ever: {got}");
     assert!(
         !got.contains("proxy=200"),
         "the dead proxy cannot have served: {got}"

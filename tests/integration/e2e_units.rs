@@ -30,9 +30,19 @@ for backend in quadlet plain; do
     if grep -l 'podman-user-wait-network-online' "$G"/*.service >/dev/null 2>&1; then note "$backend: network-online wait in $(grep -l podman-user-wait-network-online "$G"/*.service)"; fi
   fi
   if [ -d "$E/units" ]; then
-    P=$(mktemp -d); cp "$E"/units/* "$P"/
-    out=$(systemd-analyze --user verify "$P"/*.service 2>&1) || note "$backend: verify units rc: $out"
-    [ -z "$out" ] || note "$backend: verify units: $out"
+    P=$(mktemp -d); cp -r "$E"/units/. "$P"/
+    # Plain units, and drop-ins for Quadlet's generated units (`X.service.d/`): those are
+    # verified with the generated unit they extend.
+    for d in "$P"/*.service.d; do
+      [ -d "$d" ] || continue
+      base=$(basename "$d" .d)
+      [ -f "$G/$base" ] || { note "$backend: drop-in $(basename "$d") for $base, which nothing generates"; continue; }
+      cp "$G/$base" "$P/$base"
+    done
+    if ls "$P"/*.service >/dev/null 2>&1; then
+      out=$(SYSTEMD_UNIT_PATH="$P:${G:-$P}:" systemd-analyze --user verify "$P"/*.service 2>&1) || note "$backend: verify units rc: $out"
+      [ -z "$out" ] || note "$backend: verify units: $out"
+    fi
   fi
   U=$(mktemp -d); cp -r "$E"/user/. "$U"/
   sed -i "s#\"/usr/local/bin/cyclix\"#\"$bin\"#" "$U/cyclix-run@.service" "$U/cyclix-tick@.service"
