@@ -320,15 +320,24 @@ pub fn run_with(program: &str, args: &[&str], opts: &Opts<'_>) -> Result<Output,
     })
 }
 
-/// Replaces this process with a fresh image of its own binary (`/proc/self/exe`: the very
-/// inode running now, even if the file was replaced), the same argv (`argv[0]` included) and
-/// pid, and the environment plus `env` (each overriding a variable of that name). The values
-/// travel in the environment only, never in argv or a log. Returns only when the exec failed.
+/// Replaces this process with a fresh image of its own binary (the path `/proc/self/exe`
+/// points at: exec'ing `/proc/self/exe` itself would rename the process `exe`, and `comm` is
+/// what `ps`, the journal and the run-unit checks (B11) see), the same argv (`argv[0]`
+/// included) and pid, and the environment plus `env` (each overriding a variable of that
+/// name). The values travel in the environment only, never in argv or a log. Returns only
+/// when the exec failed (e.g. the binary was replaced meanwhile: its path then ends in
+/// ` (deleted)`).
 #[must_use]
 pub fn reexec_self(env: &[(&str, &str)]) -> anyhow::Error {
     use std::os::unix::process::CommandExt as _;
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            return anyhow::Error::new(e).context("finding cyclix's own binary (/proc/self/exe)");
+        }
+    };
     let mut args = std::env::args_os();
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let mut cmd = std::process::Command::new(&exe);
     if let Some(arg0) = args.next() {
         cmd.arg0(arg0);
     }
@@ -337,10 +346,11 @@ pub fn reexec_self(env: &[(&str, &str)]) -> anyhow::Error {
         cmd.env(k, v);
     }
     tracing::debug!(
-        "re-executing /proc/self/exe with {} more variables",
+        "re-executing {} with {} more variables",
+        exe.display(),
         env.len()
     );
-    anyhow::Error::new(cmd.exec()).context("re-executing cyclix (/proc/self/exe)")
+    anyhow::Error::new(cmd.exec()).context(format!("re-executing cyclix ({})", exe.display()))
 }
 
 /// [`run_status`], and a non-zero exit is an error.

@@ -63,7 +63,26 @@ pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
         .with_context(|| format!("syncing the copy in {}", dir.display()))?;
     tmp.persist(&target)
         .with_context(|| format!("renaming the copy to {}", target.display()))?;
+    prune(&dir, &target);
     Ok(target)
+}
+
+/// Removes the copies of other (older) binaries in `dir`, so one copy is kept, not one per
+/// build (a debug build is ~130 MiB of tmpfs). A run still using an old copy keeps it: its
+/// container holds the bind-mounted inode. Best effort.
+fn prune(dir: &Path, keep: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for p in rd.filter_map(Result::ok).map(|e| e.path()) {
+        let ours = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("cyclix-"));
+        if ours && p != keep {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +106,24 @@ mod tests {
             1,
             "no second copy, no temporary file left"
         );
+    }
+
+    #[test]
+    fn a_new_binary_replaces_the_copy_of_the_old_one() {
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = d.path().join("cyclix/bin");
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("cyclix-1-2-3-4"), b"old").expect("old copy");
+        std::fs::write(dir.join(".tmpXYZ"), b"another cyclix copying").expect("tmp");
+        let bin = d.path().join("bin");
+        std::fs::write(&bin, b"\x7fELF new").expect("write");
+        let new = copy(&bin, d.path()).expect("copy");
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
+        left.sort();
+        assert_eq!(left, [dir.join(".tmpXYZ"), new]);
     }
 }

@@ -1122,7 +1122,11 @@ rm -f /work/big.bin
             if o.secs > 400.0 {
                 f.push(format!("the run took {:.0} s", o.secs));
             }
-            let out = tb.user_sh("df --output=used -B1M $XDG_RUNTIME_DIR | tail -1");
+            // Not counting the execute-only copy of the cyclix binary the probes run from
+            // (`$XDG_RUNTIME_DIR/cyclix/bin`, one per binary, ~130 MiB for a debug build).
+            let out = tb.user_sh(
+                "echo $(( $(df --output=used -B1M $XDG_RUNTIME_DIR | tail -1) - $(du -sm $XDG_RUNTIME_DIR/cyclix/bin 2>/dev/null | cut -f1 || echo 0) ))",
+            );
             let used: u64 = String::from_utf8_lossy(&out.stdout)
                 .trim()
                 .parse()
