@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
 use crate::context::{HostEnv, current_exe, path_str, secret_value};
 use crate::git::Git;
@@ -39,7 +39,7 @@ pub(crate) fn unit_manager(env: &HostEnv) -> Result<ZbusUnitManager> {
 /// The name is not a tenant name.
 pub fn check_name(tenant: &str) -> Result<()> {
     crate::spec::validate::tenant_name(tenant)
-        .map_err(|m| anyhow::anyhow!("tenant `{tenant}`: {m}"))
+        .map_err(|m| crate::exit::input(format!("tenant `{tenant}`: {m}")))
 }
 
 /// The run unit of `tenant` (`cyclix-run@TENANT.service`), once its name is valid and its spec
@@ -51,10 +51,10 @@ pub(crate) fn run_unit(env: &HostEnv, tenant: &str) -> Result<String> {
     check_name(tenant)?;
     let spec = tenant_spec_path(env, tenant);
     if !spec.exists() {
-        bail!(
+        return Err(crate::exit::input(format!(
             "no tenant `{tenant}`: {} does not exist; write its spec (README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
             spec.display()
-        );
+        )));
     }
     Ok(crate::naming::run_service(tenant))
 }
@@ -174,12 +174,52 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
     if let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env) {
         return Some(format!("refused before the run:\n{refusal}"));
     }
+    if let Some(missing) = missing_local_image(spec) {
+        return Some(missing);
+    }
     if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
         return Some(format!(
             "repo: {e:#}\n  fix: `repo.path` must be a git work tree and `repo.base` a branch, tag or commit in it"
         ));
     }
     None
+}
+
+/// The first image of a container run that only local storage can hold (`localhost/...`:
+/// podman cannot pull it) and that is not there, named with its key and the fix (issue 19,
+/// item 6: such a run used to fail in its start phase with "status 125"). Images pinned by
+/// digest from a registry are pulled at start (`--pull=missing`) and not checked here. An
+/// image whose presence cannot be read is left to the start phase.
+fn missing_local_image(spec: &Spec) -> Option<String> {
+    if spec.tier != crate::tier::Tier::Container {
+        return None;
+    }
+    let podman = Podman::new();
+    let mut wanted: Vec<(String, String)> = vec![
+        (
+            "agent.image".into(),
+            spec.agent.image.reference().to_owned(),
+        ),
+        ("gate.image".into(), spec.gate.image.reference().to_owned()),
+        (
+            "(the egress proxy)".into(),
+            crate::images::PROXY_IMAGE.to_string(),
+        ),
+    ];
+    wanted.extend(spec.services.iter().enumerate().map(|(i, s)| {
+        (
+            format!("services[{i}].image"),
+            s.image.reference().to_owned(),
+        )
+    }));
+    wanted.into_iter().find_map(|(key, image)| {
+        (image.starts_with("localhost/") && matches!(podman.image_exists(&image), Ok(false)))
+            .then(|| {
+                format!(
+                    "{key}: `{image}` is not in podman's local storage and cannot be pulled; fix: `cyclix images build` builds cyclix's own images, `podman build -t {image} ...` your own"
+                )
+            })
+    })
 }
 
 /// Why the spec's `agent.resources` cannot be enforced here (a controller not delegated to the
@@ -321,22 +361,20 @@ fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
         .chain(spec.services.iter().flat_map(|s| s.env.iter()))
     {
         let Some(v) = secret_value(name) else {
-            bail!(
+            return Err(crate::exit::input(format!(
                 "agent.env names `{name}` but it is not set in cyclix's environment; set it for the user manager \
                  (`systemctl --user set-environment {name}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)"
-            );
+            )));
         };
         secrets.push((name.clone(), v));
     }
     for (i, c) in spec.agent.credentials.iter().enumerate() {
         let Some(v) = secret_value(&c.env) else {
-            bail!(
+            return Err(crate::exit::input(format!(
                 "line {}: agent.credentials[{i}].env names `{}` but it is not set in cyclix's environment; set it for the user manager \
                  (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",
-                c.line,
-                c.env,
-                c.env
-            );
+                c.line, c.env, c.env
+            )));
         };
         secrets.push((c.env.clone(), v));
     }

@@ -147,7 +147,13 @@ pub fn execute(
     match outcome {
         Ok(result) => rec.result = result,
         Err(e) => {
-            rec.result = RunResult::Error;
+            // A person's stop is not cyclix failing: `interrupted`, unless teardown or the
+            // audit fail below (then it is an error after all).
+            rec.result = if inp.interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                RunResult::Interrupted
+            } else {
+                RunResult::Error
+            };
             rec.failed_phase = r
                 .phases
                 .iter()
@@ -220,6 +226,7 @@ pub fn execute(
         rec.result = RunResult::Error;
     }
     if !rec.leftovers.is_empty() && rec.result != RunResult::Error {
+        // (an interrupted run with leftovers is an error too)
         rec.failed_phase = Some("audit".into());
         rec.error = Some(format!(
             "{} leftover(s) after teardown",

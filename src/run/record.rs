@@ -26,6 +26,9 @@ pub enum RunResult {
     /// diff) or refused (the remote branch moved: the lease); the commits stay on the local
     /// run branch and the record's `delivery` says why.
     DeliveryRefused,
+    /// A person stopped the run (SIGTERM or SIGINT: `cyclix stop`, `systemctl --user stop`,
+    /// Ctrl-C) and its teardown and audit found nothing left (issue 19, item 6).
+    Interrupted,
     /// cyclix itself failed in `phase`.
     Error,
 }
@@ -41,6 +44,7 @@ impl RunResult {
             | RunResult::ProbeRefused
             | RunResult::LeakDetected
             | RunResult::DeliveryRefused => crate::exit::FINDINGS,
+            RunResult::Interrupted => crate::exit::INTERRUPTED,
             RunResult::Error => crate::exit::TOOL_FAILED,
         }
     }

@@ -386,23 +386,71 @@ fn cyclix_stop_interrupts_a_run_and_still_tears_it_down() {
     let t = Tenant::new("e2e-stop")
         .agent_cmd(r#"[sh, -c, "sleep 120"]"#)
         .write(tb);
-    inject_mid_run(tb, &t, &format!("{} stop {t} || exit 9", tb.cyclix_bin()));
+    // Issue 19, item 6: a person's stop is not cyclix failing. The unit's state is read right
+    // after `cyclix stop` returns (inject_mid_run resets a failed state afterwards).
+    let run = inject_mid_run(
+        tb,
+        &t,
+        &format!(
+            "{} stop {t} || exit 9
+             systemctl --user show -P ActiveState cyclix-run@{t}.service > /tmp/stop-$run.txt
+             systemctl --user show -P ExecMainStatus cyclix-run@{t}.service >> /tmp/stop-$run.txt",
+            tb.cyclix_bin()
+        ),
+    );
     let rec = record(tb, &t);
-    assert_eq!(rec["result"], "error", "{rec:#}");
+    assert_eq!(rec["result"], "interrupted", "{rec:#}");
     assert!(
         rec["error"]
             .as_str()
             .is_some_and(|e| e.contains("interrupted")),
         "{rec:#}"
     );
-    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    let unit = expect_success(
+        &tb.user_sh(&format!(
+            "cat /tmp/stop-{run}.txt; rm -f /tmp/stop-{run}.txt"
+        )),
+        "the run unit after the stop",
+    );
+    assert_eq!(
+        unit.split_whitespace().collect::<Vec<_>>(),
+        ["inactive", "3"],
+        "the run unit must be inactive (not failed) with exit status 3 (interrupted)"
+    );
+    let status = tb.user(&[&tb.cyclix_bin(), "status", &t]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("Interrupted"),
+        "{status:?}"
+    );
+    let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "a stopped run left:\n{left}");
-    let _ = tb.user(&[
-        "systemctl",
-        "--user",
-        "reset-failed",
-        &format!("cyclix-run@{t}.service"),
-    ]);
+    // A person's missing input exits 1, not 2: an unknown tenant, and a local image that is
+    // not built (refused before anything of the run exists).
+    let unknown = tb.user(&[&tb.cyclix_bin(), "status", "no-such-tenant"]);
+    assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
+    let t2 = Tenant::new("e2e-noimage")
+        .image("localhost/cyclix-no-such-image:latest")
+        .write(tb);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t2]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "agent.image: `localhost/cyclix-no-such-image:latest` is not in podman's local storage"
+        ),
+        "{err}"
+    );
+    let made = expect_success(
+        &tb.user_sh(&format!(
+            "ls ~/.local/state/cyclix/runs/{t2}/ 2>/dev/null | wc -l; podman ps -a --filter label=io.cyclix.tenant={t2} -q | wc -l"
+        )),
+        "nothing of the refused run",
+    );
+    assert_eq!(
+        made.split_whitespace().collect::<Vec<_>>(),
+        ["0", "0"],
+        "{made}"
+    );
 }
 
 #[test]

@@ -86,7 +86,7 @@ fn an_interrupted_run_stops_the_agent_and_still_tears_down() {
     });
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
     t.join().expect("join");
-    assert_eq!(rec.result, RunResult::Error);
+    assert_eq!(rec.result, RunResult::Interrupted);
     assert_eq!(rec.failed_phase.as_deref(), Some("agent"), "{rec:?}");
     assert!(
         rec.error
