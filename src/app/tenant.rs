@@ -287,7 +287,8 @@ pub(crate) fn run_inputs(
 ) -> Result<RunInputs> {
     let tenant = spec.tenant.clone();
     let tenant = tenant.as_str();
-    let secrets = secret_values(&spec, tenant)?;
+    let file_vars = tenant_env_file(env, tenant);
+    let secrets = secret_values(&spec, tenant, &file_vars)?;
     // Refused before anything exists: a value the proxy's header line cannot carry.
     crate::run::phases::prepare::credential_include(&spec, &secrets)?;
     let placeholders = spec
@@ -350,9 +351,28 @@ pub(crate) fn run_inputs(
     })
 }
 
-/// The values of the variables the spec names (agent and services), from cyclix's own
-/// environment.
-fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
+/// The tenant's env file as the run unit's `EnvironmentFile=` reads it (`envfile`); empty
+/// when there is none or it cannot be read (a run then names the variable that is missing).
+fn tenant_env_file(env: &HostEnv, tenant: &str) -> Vec<(String, Vec<u8>)> {
+    std::fs::read_to_string(env.layout().tenant_env(tenant))
+        .map(|t| crate::envfile::parse(&t))
+        .unwrap_or_default()
+}
+
+/// The value of `name`: cyclix's own environment first (under the run unit it already holds
+/// the env file's assignments), then the tenant's env file, so a verb run from a shell
+/// resolves it the same way the unit does (issue 19, item 4).
+fn tenant_value(name: &str, file_vars: &[(String, Vec<u8>)]) -> Option<Vec<u8>> {
+    secret_value(name).or_else(|| crate::envfile::get(file_vars, name).map(<[u8]>::to_vec))
+}
+
+/// The values of the variables the spec names (agent, credentials and services), from
+/// cyclix's environment or the tenant's env file ([`tenant_value`]).
+fn secret_values(
+    spec: &Spec,
+    tenant: &str,
+    file_vars: &[(String, Vec<u8>)],
+) -> Result<Vec<(String, Vec<u8>)>> {
     let mut secrets = Vec::new();
     for name in spec
         .agent
@@ -360,7 +380,7 @@ fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
         .iter()
         .chain(spec.services.iter().flat_map(|s| s.env.iter()))
     {
-        let Some(v) = secret_value(name) else {
+        let Some(v) = tenant_value(name, file_vars) else {
             return Err(crate::exit::input(format!(
                 "agent.env names `{name}` but it is not set in cyclix's environment; set it for the user manager \
                  (`systemctl --user set-environment {name}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)"
@@ -369,7 +389,7 @@ fn secret_values(spec: &Spec, tenant: &str) -> Result<Vec<(String, Vec<u8>)>> {
         secrets.push((name.clone(), v));
     }
     for (i, c) in spec.agent.credentials.iter().enumerate() {
-        let Some(v) = secret_value(&c.env) else {
+        let Some(v) = tenant_value(&c.env, file_vars) else {
             return Err(crate::exit::input(format!(
                 "line {}: agent.credentials[{i}].env names `{}` but it is not set in cyclix's environment; set it for the user manager \
                  (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",

@@ -70,11 +70,16 @@ pub fn run(
     let Some(task) = tenant::task_text(&spec) else {
         return Ok(Outcome::Findings);
     };
+    // No agent runs in a twin, so it needs none of the agent's secrets (issue 19, item 4): its
+    // variables and credentials are left out (the services keep theirs).
+    let mut twin_spec = spec.clone();
+    twin_spec.agent.env.clear();
+    twin_spec.agent.credentials.clear();
     let side = |suffix: &str| {
         tenant::run_inputs(
             env,
             &runtime_dir,
-            spec.clone(),
+            twin_spec.clone(),
             format!("{id}-{suffix}"),
             backend,
             task.clone(),

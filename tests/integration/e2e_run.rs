@@ -824,3 +824,38 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
     let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+#[test]
+fn a_run_started_from_a_shell_reads_the_tenants_env_file_like_the_unit() {
+    // Issue 19, item 4: one answer about the environment. The value is only in the tenant's
+    // 0600 env file (which the run unit reads with EnvironmentFile=); `cyclix run` started
+    // from a shell resolves it the same way and the agent gets it.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-envfile")
+        .agent_key("env: [E2E_FILE_ONLY_TOKEN]")
+        .agent_cmd(r#"[sh, -c, "test \"$E2E_FILE_ONLY_TOKEN\" = 'from the env file' && exec cyclix-demo-agent"]"#)
+        .write(tb);
+    expect_success(
+        &tb.user_sh(&format!(
+            "umask 077; printf '# the tenant env file\\nE2E_FILE_ONLY_TOKEN=\"from the env file\"\\n' > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "write the env file",
+    );
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    expect_success(
+        &tb.user_sh(&format!("rm -f ~/.config/cyclix/tenants/{t}.env")),
+        "remove the env file",
+    );
+    // Positive control: without the file the same run is refused, naming the variable (exit 1).
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("agent.env names `E2E_FILE_ONLY_TOKEN` but it is not set"),
+        "{out:?}"
+    );
+}

@@ -268,9 +268,12 @@ const POSTGRES: &str = "  - name: db
 fn a_twin_with_a_database_service_gives_each_environment_its_own_port_database_and_volume() {
     let _shared = crate::common::testbed::shared();
     let tb = demo_ready();
+    // The agent's variable is set nowhere: no agent runs in a twin, so it must not be asked
+    // for (issue 19, item 4).
     let t = Tenant::new("tw-svc")
         .gate_quick(JUNIT_QUICK)
         .services(POSTGRES)
+        .agent_key("env: [TW_AGENT_ONLY_TOKEN]")
         .write(tb);
     let out = twin(tb, &t, true);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
