@@ -174,7 +174,7 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
     if let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env) {
         return Some(format!("refused before the run:\n{refusal}"));
     }
-    if let Some(missing) = missing_local_image(spec) {
+    if let Some(missing) = missing_local_image(spec, env) {
         return Some(missing);
     }
     if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
@@ -189,9 +189,21 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
 /// podman cannot pull it) and that is not there, named with its key and the fix (issue 19,
 /// item 6: such a run used to fail in its start phase with "status 125"). Images pinned by
 /// digest from a registry are pulled at start (`--pull=missing`) and not checked here. An
-/// image whose presence cannot be read is left to the start phase.
-fn missing_local_image(spec: &Spec) -> Option<String> {
+/// image whose presence cannot be read is left to the start phase, and so is every image
+/// while someone holds podman's storage lock: `podman image exists` would wait for it, and
+/// the run's own bounded wait (prepare) is the one that names the holder.
+fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
     if spec.tier != crate::tier::Tier::Container {
+        return None;
+    }
+    let graphroot = crate::host::storage_conf::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    );
+    let lock_free = crate::run::storage_lock::holders(&graphroot).is_ok_and(|h| h.is_empty());
+    if !lock_free {
         return None;
     }
     let podman = Podman::new();
