@@ -22,10 +22,7 @@ pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     let marker = env.layout().pause_marker(tenant);
     std::fs::create_dir_all(marker.parent().context("invariant: marker has a parent")?)?;
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let when = super::clock::utc_timestamp(ms);
+    let when = super::clock::utc_timestamp(super::clock::now_ms());
     record::atomic_write(
         &marker,
         format!("paused at {when} by `cyclix pause {tenant}`\n").as_bytes(),

@@ -79,6 +79,18 @@ pub fn run(env: &HostEnv, tenant: Option<&str>, json: bool) -> Result<Outcome> {
     }
 }
 
+/// One line of `cyclix status` with no tenant (`--json`: one object of `cyclix-status/1`).
+#[derive(Debug, Serialize)]
+struct TenantRow {
+    tenant: String,
+    unit_state: String,
+    current_run: Option<CurrentRun>,
+    timer_next_elapse: Option<String>,
+    paused: Option<String>,
+    last_result: Option<String>,
+    last_run: Option<String>,
+}
+
 /// `cyclix status` with no tenant: for each spec in the tenants directory, the run unit's
 /// state, a run in progress, the timer's next elapse, a pause and the last result.
 fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
@@ -101,15 +113,15 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             .ok()
             .filter(crate::systemd::NextElapse::is_scheduled);
         let last = record::latest(&env.state_home, t).ok().flatten();
-        rows.push(serde_json::json!({
-            "tenant": t,
-            "unit_state": st.summary(),
-            "current_run": current_run(env, t),
-            "timer_next_elapse": next.map(elapse_text),
-            "paused": super::pause_cmd::paused(env, t),
-            "last_result": last.as_ref().map(|r| format!("{:?}", r.result)),
-            "last_run": last.as_ref().map(|r| r.run_id.clone()),
-        }));
+        rows.push(TenantRow {
+            tenant: t.clone(),
+            unit_state: st.summary(),
+            current_run: current_run(env, t),
+            timer_next_elapse: next.map(elapse_text),
+            paused: super::pause_cmd::paused(env, t),
+            last_result: last.as_ref().map(|r| format!("{:?}", r.result)),
+            last_run: last.map(|r| r.run_id),
+        });
     }
     if json {
         let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows});
@@ -122,24 +134,22 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             env.layout().tenants_dir().display()
         );
     }
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
     for r in &rows {
-        let now = r["current_run"]["run_id"]
-            .as_str()
-            .map_or_else(String::new, |id| format!(" · running {id}"));
-        let timer = if r["paused"].is_string() {
-            "paused".to_owned()
-        } else {
-            r["timer_next_elapse"]
-                .as_str()
-                .map_or_else(|| "no timer".to_owned(), |n| format!("next {n}"))
+        let now = r
+            .current_run
+            .as_ref()
+            .map_or_else(String::new, |c| format!(" · running {}", c.run_id));
+        let timer = match (&r.paused, &r.timer_next_elapse) {
+            (Some(_), _) => "paused".to_owned(),
+            (None, Some(n)) => format!("next {n}"),
+            (None, None) => "no timer".to_owned(),
         };
         println!(
             "{:<20} {}{now} · {timer} · last {} ({})",
-            text(&r["tenant"]),
-            text(&r["unit_state"]),
-            text(&r["last_result"]),
-            text(&r["last_run"]),
+            r.tenant,
+            r.unit_state,
+            r.last_result.as_deref().unwrap_or("-"),
+            r.last_run.as_deref().unwrap_or("-"),
         );
     }
     Ok(Outcome::Ok)

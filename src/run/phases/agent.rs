@@ -70,10 +70,8 @@ pub(crate) fn agent_and_gate(
             watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, rec)
         })?;
         // The agent is done: nothing of the proven sandbox may have changed meanwhile.
-        let pod = names.all.iter().find(|u| u.ends_with("-pod.service"));
-        let ended: Vec<&str> = std::iter::once(names.agent.as_str())
-            .chain(pod.map(String::as_str))
-            .collect();
+        let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(&rec.run_id).base());
+        let ended = [names.agent.as_str(), pod.as_str()];
         let changed = invocations::changes(units, &noted, &ended);
         if matches!(end, AgentEnd::Exit(_)) && !changed.is_empty() {
             rec.refusal = changed;
