@@ -86,8 +86,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::AgentWait {
             go,
             timeout_s,
+            stdin,
             argv,
-        } => agent_wait::run(go, *timeout_s, argv),
+        } => agent_wait::run(go, *timeout_s, stdin.as_deref(), argv),
         Command::BenchRender { tenants } => bench_cmd::run(&env()?, *tenants),
         Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
         Command::Probe(args) => Ok(Outcome::from_passed(crate::probe::main(args)?)),

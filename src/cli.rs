@@ -159,6 +159,9 @@ pub enum Command {
         /// Give up (the agent never starts) after this many seconds.
         #[arg(long)]
         timeout_s: u64,
+        /// A file the agent gets as its standard input (a preset CLI's task).
+        #[arg(long)]
+        stdin: Option<PathBuf>,
         /// The agent's argv.
         #[arg(last = true, required = true)]
         argv: Vec<String>,

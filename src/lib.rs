@@ -23,6 +23,7 @@ macro_rules! stderr {
     }};
 }
 
+pub mod agents;
 pub mod app;
 pub mod cli;
 pub mod context;

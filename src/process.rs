@@ -393,16 +393,22 @@ fn checked(program: &str, args: &[&str], out: Output) -> Result<Output, ProcessE
     }
 }
 
-/// Replaces the current process with `argv` (`execvp`): used inside the agent container to
-/// hand over to the agent once the boundary is proven. Returns only on failure.
+/// Replaces the current process with `argv` (`execvp`), its standard input `stdin` when
+/// given: used inside the agent container to hand over to the agent once the boundary is
+/// proven. Returns only on failure.
 #[must_use]
-pub fn exec_replace(argv: &[String]) -> std::io::Error {
+pub fn exec_replace(argv: &[String], stdin: Option<std::fs::File>) -> std::io::Error {
     use std::os::unix::process::CommandExt as _;
     let Some((program, rest)) = argv.split_first() else {
         return std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv");
     };
     tracing::debug!(argv = %argv.join(" "), "exec");
-    Command::new(program).args(rest).exec()
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    if let Some(f) = stdin {
+        cmd.stdin(f);
+    }
+    cmd.exec()
 }
 
 /// Starts `sleep SECS` as a host process the sandbox must not be able to signal (the escape

@@ -12,6 +12,7 @@ pub mod host_units;
 pub mod ini;
 pub mod plain;
 pub mod plan;
+pub mod prompt;
 pub mod proxy;
 pub mod quadlet;
 pub mod units;

@@ -16,11 +16,13 @@ use crate::render::plan::REFUSED_FILE;
 /// How often the control directory is looked at.
 pub const POLL: Duration = Duration::from_millis(10);
 
-/// Waits for `go`, then replaces this process with `argv`.
+/// Waits for `go`, then replaces this process with `argv`, its standard input `stdin` when
+/// given (opened only after the go: the task file of a preset CLI).
 ///
 /// # Errors
-/// When `argv` cannot be executed (the error names the program).
-pub fn run(go: &Path, timeout_s: u64, argv: &[String]) -> Result<Outcome> {
+/// When `stdin` cannot be opened or `argv` cannot be executed (the error names the file or
+/// the program).
+pub fn run(go: &Path, timeout_s: u64, stdin: Option<&Path>, argv: &[String]) -> Result<Outcome> {
     let refused = go.with_file_name(REFUSED_FILE);
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
@@ -39,7 +41,14 @@ pub fn run(go: &Path, timeout_s: u64, argv: &[String]) -> Result<Outcome> {
         }
         std::thread::sleep(POLL);
     }
-    let err = crate::process::exec_replace(argv);
+    let input = match stdin {
+        Some(p) => Some(
+            std::fs::File::open(p)
+                .map_err(|e| anyhow::anyhow!("opening the agent's input {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let err = crate::process::exec_replace(argv, input);
     anyhow::bail!(
         "starting the agent `{}`: {err}",
         argv.first().map_or("", String::as_str)
@@ -57,10 +66,10 @@ mod tests {
         let marker = dir.path().join("agent-ran");
         let argv = vec!["touch".to_string(), marker.display().to_string()];
         std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
-        assert_eq!(run(&go, 5, &argv).expect("runs"), Outcome::Findings);
+        assert_eq!(run(&go, 5, None, &argv).expect("runs"), Outcome::Findings);
         std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
         let t = Instant::now();
-        assert_eq!(run(&go, 0, &argv).expect("runs"), Outcome::Findings);
+        assert_eq!(run(&go, 0, None, &argv).expect("runs"), Outcome::Findings);
         assert!(t.elapsed() < Duration::from_secs(2));
         assert!(!marker.exists(), "the agent ran without a proven boundary");
     }

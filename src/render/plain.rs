@@ -212,6 +212,9 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         "--dns-option=attempts:1".into(),
         format!("--infra-name={}", RunNames::new(&plan.run_id).infra()),
     ];
+    if let Some(userns) = &plan.pod_userns {
+        create.push(format!("--userns={userns}"));
+    }
     create.extend(label_flags(plan, "pod"));
     create.push(pod.to_string());
     // `%t`/`%N` are cyclix's own specifiers: written raw, never from user data.
@@ -338,6 +341,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         "--read-only".into(),
         "--init".into(),
     ]);
+    args.extend(c.user.iter().map(|u| format!("--user={u}")));
     for t in &c.tmpfs {
         args.push(format!("--tmpfs={t}"));
     }

@@ -73,6 +73,10 @@ pub struct RunPlan {
     /// The credential placeholders the agent holds (one per `agent.credentials` entry; not
     /// secret: the proxy refuses them anywhere but the credential's own port).
     pub placeholders: Vec<String>,
+    /// The pod's user namespace (`UserNS=`, `--userns=`): `keep-id:uid=U,gid=U` when the agent
+    /// runs as uid U (`agent.run_as`, a preset), so the host user, who owns the work tree,
+    /// is U inside; `None`: podman's default (the host user is root inside).
+    pub pod_userns: Option<String>,
 }
 
 fn err(key: &str, message: impl Into<String>) -> RenderError {
@@ -226,6 +230,10 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         warnings: warnings(spec),
         units: UnitNames::default(),
         placeholders: Vec::new(),
+        pod_userns: spec
+            .agent
+            .run_as
+            .map(|u| format!("keep-id:uid={u},gid={u}")),
     };
     if plan.tier != Tier::Container {
         host_tiers::fill(&mut plan, spec, run, &task_env);
@@ -242,7 +250,8 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         .iter()
         .zip(placeholders.iter().map(String::as_str))
         .collect();
-    let agent_env = agent::agent_env(&plan.proxy_ip, task_env, &services, &credentials);
+    let mut agent_env = agent::agent_env(&plan.proxy_ip, task_env, &services, &credentials);
+    agent_env.extend(spec.agent.fixed_env.iter().cloned());
     plan.placeholders = placeholders.to_vec();
     let agent_binds = agent::agent_binds(spec, run)?;
     let mut containers = vec![topology::proxy_container(spec, run, &plan.proxy_ip)];
@@ -264,7 +273,16 @@ fn warnings(spec: &Spec) -> Vec<String> {
         .chain(std::iter::once(("gate.image", &spec.gate.image)))
         .chain(spec.services.iter().map(|s| ("services[].image", &s.image)))
     {
-        if let Image::UnpinnedLocal { reference } = image {
+        let preset_image =
+            spec.agent.preset.as_ref().filter(|p| {
+                key == "agent.image" && !p.overridden.iter().any(|o| o == "agent.image")
+            });
+        if let (Some(p), Image::UnpinnedLocal { reference }) = (preset_image, image) {
+            warnings.push(format!(
+                "{key}: `{reference}` is preset {}'s local build of {} (`cyclix images build --preset {}`): the package is pinned by hash, the image only by its local tag",
+                p.name, p.package, p.name
+            ));
+        } else if let Image::UnpinnedLocal { reference } = image {
             warnings.push(format!(
                 "{key}: `{reference}` is NOT pinned by digest (unpinned_local_image: true); its content can change between runs"
             ));

@@ -133,6 +133,9 @@ fn pod(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
     // Fail DNS fast on the internal network: aardvark-dns does not forward there (N7).
     s.add("DNSOption", "timeout:1");
     s.add("DNSOption", "attempts:1");
+    if let Some(userns) = &plan.pod_userns {
+        s.add("UserNS", userns.clone());
+    }
     let label_args: Vec<String> = label_flags(plan, "pod")
         .iter()
         .map(|f| escape::exec_word(f))
@@ -235,6 +238,9 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     s.add("NoNewPrivileges", "true");
     s.add("ReadOnly", "true");
     s.add("RunInit", "true");
+    if let Some(user) = &c.user {
+        s.add("User", user.clone());
+    }
     for t in &c.tmpfs {
         s.add("Tmpfs", t.clone());
     }

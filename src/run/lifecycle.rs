@@ -342,6 +342,7 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     RunRecord {
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
         notices: inp.notices.clone(),
+        preset: spec.agent.preset.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }
@@ -434,7 +435,12 @@ fn bring_up_and_run(
             let text = redact(&d.to_string(), &secrets);
             *d = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
         }
-        rec.agent_log = log_tail(&host.unit_journal(&rendered.units.agent)?, &secrets);
+        let agent_journal = host.unit_journal(&rendered.units.agent)?;
+        if let (Some(p), Some(_)) = (&spec.agent.preset, rec.agent_exit) {
+            let lines: Vec<String> = agent_journal.iter().map(|l| redact(l, &secrets)).collect();
+            rec.agent_report = Some(crate::agents::stream::report(p.stream, &lines));
+        }
+        rec.agent_log = log_tail(&agent_journal, &secrets);
         if rec.gate_exit.is_some() {
             rec.gate_log = log_tail(&host.unit_journal(&rendered.units.gate)?, &secrets);
         }

@@ -117,6 +117,15 @@ pub struct RunRecord {
     /// The last lines the agent printed (its unit's journal, podman's own event lines left
     /// out, secret values replaced by `***`).
     pub agent_log: Vec<String>,
+    /// The agent CLI preset the run used (issue 14): name, package, model, turn cap and what
+    /// the spec overrode; absent for a `script` agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<crate::spec::PresetUse>,
+    /// What the preset's CLI reported in its output stream (final message, turns, tool calls,
+    /// token usage), read as untrusted data (`agents::stream`); absent for a `script` agent
+    /// or a run that ended before the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_report: Option<crate::agents::AgentReport>,
     /// The last lines the gate printed (as `agent_log`).
     pub gate_log: Vec<String>,
     /// Proxy decisions (one JSON object per request).
@@ -207,6 +216,8 @@ impl RunRecord {
             commits: Vec::new(),
             probes: Vec::new(),
             agent_log: Vec::new(),
+            preset: None,
+            agent_report: None,
             gate_log: Vec::new(),
             refusal: Vec::new(),
             watch_rounds: 0,

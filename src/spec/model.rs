@@ -135,8 +135,39 @@ pub struct Agent {
     /// Resource limits.
     pub resources: Resources,
     /// `agent.credentials`: API keys the egress proxy adds for one host each; the agent's
-    /// variable holds a per-run placeholder and never the value (issue 13).
+    /// variable holds a per-run placeholder and never the value (issue 13). A preset's own
+    /// credential comes first.
     pub credentials: Vec<Credential>,
+    /// `agent.preset` when it is a CLI (issue 14); `None` for `script`.
+    pub preset: Option<PresetUse>,
+    /// The uid and gid the agent runs as in its container (`User=U:U`); the pod then maps the
+    /// host user to it (`UserNS=keep-id:uid=U,gid=U`), so the work tree is its own. `None`:
+    /// container root, which is the host user (rootless).
+    pub run_as: Option<u32>,
+    /// Fixed variables the agent gets (`Environment=`; never secrets): a preset's config and
+    /// cache dirs under `/tmp`, its telemetry and update switches.
+    pub fixed_env: Vec<(String, String)>,
+    /// Whether the task arrives on the agent's standard input (`agent-wait --stdin`).
+    pub task_on_stdin: bool,
+}
+
+/// A CLI preset as a run uses it (`agent.preset`, `agent.model`, `agent.max_turns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PresetUse {
+    /// The preset's name (`claude-code`).
+    pub name: String,
+    /// The package its image installs, `REGISTRY NAME@VERSION`.
+    pub package: String,
+    /// The model passed to the CLI (`cheapest` resolved); `None`: the CLI's default.
+    pub model: Option<String>,
+    /// `agent.max_turns`, passed to the CLI's own turn flag.
+    pub max_turns: Option<u32>,
+    /// Whether the CLI has a turn flag (without one, `max_turns` is recorded, not enforced).
+    pub max_turns_enforced: bool,
+    /// What the spec overrode of the preset (`agent.image`, `agent.command`).
+    pub overridden: Vec<String>,
+    /// The parser of its output stream.
+    pub stream: crate::agents::StreamKind,
 }
 
 /// How a credential's value is written into its header.
@@ -174,6 +205,9 @@ pub struct Credential {
     pub placeholder_prefix: String,
     /// The variable the agent's CLI reads its base URL from (`ANTHROPIC_BASE_URL`).
     pub base_url_env: String,
+    /// What follows `http://PROXY:PORT` in that base URL (`/v1` for `OpenAI`'s SDKs; empty
+    /// by default).
+    pub base_url_path: String,
     /// 1-based line of the entry in the spec file (for the run's "not set" error).
     #[serde(skip)]
     pub line: usize,

@@ -6,6 +6,7 @@
 //! `decode`, its rule in the section's `validate`, and its field in the model.
 
 pub(crate) mod agent;
+pub(crate) mod agent_preset;
 pub(crate) mod credentials;
 pub(crate) mod delivery;
 pub(crate) mod egress;

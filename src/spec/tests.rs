@@ -9,6 +9,7 @@ mod credentials;
 mod document;
 mod keys;
 mod mounts;
+mod presets;
 mod sections;
 mod typing;
 mod values;

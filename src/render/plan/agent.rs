@@ -71,7 +71,7 @@ pub(super) fn agent_container(
             .collect(),
         exec: agent_exec(spec),
         exec_key: "agent.command".into(),
-        exec_key_offset: AGENT_WRAPPER_WORDS,
+        exec_key_offset: agent_wrapper_words(spec),
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "agent"),
         memory_bytes: spec.agent.resources.memory_bytes,
@@ -82,6 +82,7 @@ pub(super) fn agent_container(
         stop_signal: None,
         volumes: Vec::new(),
         health: None,
+        user: spec.agent.run_as.map(|u| format!("{u}:{u}")),
     }
 }
 
@@ -114,8 +115,9 @@ pub(super) fn agent_env(
         agent_env.push((
             c.base_url_env.clone(),
             format!(
-                "http://{proxy_ip}:{}",
-                crate::render::proxy::credentials::port_of(i)
+                "http://{proxy_ip}:{}{}",
+                crate::render::proxy::credentials::port_of(i),
+                c.base_url_path
             ),
         ));
     }
@@ -175,6 +177,11 @@ pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, Re
 /// Number of words `agent_exec` puts before the spec's argv.
 const AGENT_WRAPPER_WORDS: usize = 7;
 
+/// The wrapper's words for `spec`: two more (`--stdin PATH`) when the task goes to stdin.
+fn agent_wrapper_words(spec: &Spec) -> usize {
+    AGENT_WRAPPER_WORDS + if spec.agent.task_on_stdin { 2 } else { 0 }
+}
+
 /// The agent's argv behind the wrapper that holds it back until the boundary is proven:
 /// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...`.
 fn agent_exec(spec: &Spec) -> Vec<String> {
@@ -185,9 +192,12 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
         format!("{CTL_PATH}/{GO_FILE}"),
         "--timeout-s".into(),
         AGENT_WAIT_S.to_string(),
-        "--".into(),
     ];
-    debug_assert_eq!(v.len(), AGENT_WRAPPER_WORDS);
+    if spec.agent.task_on_stdin {
+        v.extend(["--stdin".to_string(), TASK_PATH.to_string()]);
+    }
+    v.push("--".into());
+    debug_assert_eq!(v.len(), agent_wrapper_words(spec));
     v.extend(spec.agent.command.iter().cloned());
     v
 }

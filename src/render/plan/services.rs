@@ -155,6 +155,7 @@ fn service_container(
         stop_signal: None,
         volumes: Vec::new(),
         health: s.health.clone(),
+        user: None,
     }
 }
 

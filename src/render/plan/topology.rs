@@ -159,6 +159,9 @@ pub struct ContainerPlan {
     pub volumes: Vec<VolumeMount>,
     /// The readiness check: the unit's start job completes only once it passes.
     pub health: Option<crate::spec::Health>,
+    /// `User=UID:GID` (`--user`): the agent of a preset runs as its CLI's non-root uid;
+    /// `None` keeps the image's user.
+    pub user: Option<String>,
 }
 
 /// The run's networks: the internal one (`cyclix-R`, subnet `10.213.N.0/24`, dynamic
@@ -252,6 +255,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         stop_signal: Some("SIGKILL"),
         volumes: Vec::new(),
         health: None,
+        user: None,
     }
 }
 
@@ -289,6 +293,7 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         stop_signal: None,
         volumes: Vec::new(),
         health: None,
+        user: None,
     }
 }
 

@@ -104,7 +104,13 @@ pub(crate) fn prepare(
         // The host tiers run no services (their agent runs on the host, not in a pod).
         Vec::new()
     };
-    std::fs::write(inp.run_dir.join(TASK_FILE), inp.task).context("writing the task file")?;
+    // A preset CLI reads its environment first, then the task (issue 14 item 2).
+    let task = match &spec.agent.preset {
+        Some(_) => std::borrow::Cow::Owned(crate::render::prompt::compose(spec, inp.task)),
+        None => std::borrow::Cow::Borrowed(inp.task),
+    };
+    std::fs::write(inp.run_dir.join(TASK_FILE), task.as_bytes())
+        .context("writing the task file")?;
     let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.

@@ -3,7 +3,7 @@
 
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
-use crate::spec::rules::argv::{self, argv};
+use crate::spec::rules::argv::argv;
 use crate::spec::rules::durations::bounded_duration;
 use crate::spec::rules::env::env_list;
 use crate::spec::rules::images::{self, RawImage, image};
@@ -33,6 +33,8 @@ pub(crate) struct RawAgent {
     pub(crate) resources: Option<RawResources>,
     /// `agent.credentials` (absent = empty).
     pub(crate) credentials: Vec<super::credentials::RawCredential>,
+    /// `agent.preset`, `agent.model`, `agent.max_turns`, `agent.api_host`.
+    pub(crate) preset: super::agent_preset::RawPreset,
 }
 
 /// `agent.resources:`.
@@ -48,9 +50,37 @@ pub(crate) struct RawResources {
 
 /// The keys of `agent:`.
 pub(crate) const KEYS: &[Key] = &[
-    images::IMAGE,
+    Key::optional(
+        "image",
+        Kind::Str(StrKind::Line),
+        "container image, pinned by digest: REGISTRY/NAME@sha256:<64 hex> (default: the preset's)",
+    ),
     images::UNPINNED_LOCAL_IMAGE,
-    argv::COMMAND,
+    Key::optional(
+        "command",
+        Kind::StrList,
+        "the program to run and its arguments, a list (default: the preset's headless argv)",
+    ),
+    Key::optional(
+        "preset",
+        Kind::Str(StrKind::Line),
+        "the agent CLI: claude-code, codex, aider, gemini-cli or script (default: script, the spec's own image and command)",
+    ),
+    Key::optional(
+        "model",
+        Kind::Str(StrKind::Line),
+        "the model the preset's CLI uses; `cheapest` names the preset's cheapest (default: the CLI's own)",
+    ),
+    Key::optional(
+        "max_turns",
+        Kind::Integer,
+        "turn cap passed to the preset CLI's own flag (1-10000)",
+    ),
+    Key::optional(
+        "api_host",
+        Kind::Str(StrKind::Line),
+        "the API host of the preset's credential (default: the vendor's, e.g. api.anthropic.com)",
+    ),
     Key::optional(
         "env",
         Kind::StrList,
@@ -95,6 +125,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawAgen
         timeout: d.string(&f, "timeout"),
         resources: d.section(&f, "resources", decode_resources),
         credentials: d.list(&f, "credentials", super::credentials::decode),
+        preset: super::agent_preset::RawPreset::decode(d, &f),
     })
 }
 
@@ -108,17 +139,55 @@ fn decode_resources(d: &mut Decoder, node: &Node, path: &str) -> Option<RawResou
     })
 }
 
-/// Validates `agent:`: image, argv, env names, timeout (default 30m) and resources.
+/// Validates `agent:`: the preset (which supplies image, argv, variables and a credential
+/// unless the spec overrides them), image, argv, env names, timeout (default 30m), resources
+/// and credentials.
 pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent> {
-    let image = image(&a.image, out);
-    let command = argv(a.command.as_ref(), true, out);
+    let preset = super::agent_preset::validate(a, out);
+    let image = match (&a.image.image, &preset) {
+        (None, Ok(Some(p))) => Some(crate::spec::Image::UnpinnedLocal {
+            reference: p.row.image.to_string(),
+        }),
+        (None, Ok(None)) => {
+            out.push(missing(a, "image", "`image: NAME@sha256:<64 hex>`"));
+            None
+        }
+        _ => image(&a.image, out),
+    };
+    let command = match (&a.command, &preset) {
+        (None, Ok(Some(p))) => Some(p.argv.clone()),
+        (None, Ok(None)) => {
+            out.push(missing(a, "command", "`command: [PROGRAM, ARG, ...]`"));
+            None
+        }
+        _ => argv(a.command.as_ref(), true, out),
+    };
     let env = env_list(a.env.as_ref(), out);
     let timeout_s = bounded_duration(a.timeout.as_ref(), AGENT_TIMEOUT, out);
     let resources = match &a.resources {
         None => Some(Resources::default()),
         Some(r) => resources(r, out),
     };
-    let credentials = super::credentials::validate(&a.credentials, a.env.as_ref(), out);
+    let mut credentials = super::credentials::validate(&a.credentials, a.env.as_ref(), out);
+    let preset = preset.ok()?;
+    if let (Some(p), Some(list)) = (&preset, credentials.as_mut())
+        && let Some(c) = &p.credential
+    {
+        if !list.iter().any(|o| o.env == c.env || o.host == c.host) {
+            list.insert(0, c.clone());
+        } else if let Some(h) = &a.preset.api_host {
+            // The spec's own entry for the same variable or host replaces the preset's, so
+            // `api_host` would change nothing.
+            out.push(
+                h.diag(format!(
+                    "`api_host` has no effect: agent.credentials has its own entry for {} or {}",
+                    c.env, c.host
+                ))
+                .hint("set the host in that credential entry and remove `api_host`"),
+            );
+            return None;
+        }
+    }
     Some(Agent {
         image: image?,
         command: command?,
@@ -126,7 +195,30 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
         timeout_s: timeout_s?,
         resources: resources?,
         credentials: credentials?,
+        run_as: preset.as_ref().map(|p| p.row.uid),
+        fixed_env: preset.as_ref().map_or_else(Vec::new, |p| {
+            p.row
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        }),
+        task_on_stdin: preset
+            .as_ref()
+            .is_some_and(|p| p.row.task_input == crate::agents::TaskInput::Stdin),
+        preset: preset.map(|p| p.used),
     })
+}
+
+/// The decoder's own "missing required key" diagnostic, for a key only a preset makes optional.
+fn missing(a: &RawAgent, key: &str, example: &str) -> Diagnostic {
+    Diagnostic {
+        path: format!("{}.{key}", a.at.path),
+        ..a.at.diag(format!("missing required key `{key}`"))
+    }
+    .hint(format!(
+        "add {example}, or set `preset:` (e.g. `preset: claude-code`)"
+    ))
 }
 
 /// Validates `agent.resources:`; absent limits stay unset.

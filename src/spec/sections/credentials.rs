@@ -45,6 +45,8 @@ pub(crate) struct RawCredential {
     pub(crate) placeholder_prefix: Option<Located<String>>,
     /// `base_url_env`.
     pub(crate) base_url_env: Option<Located<String>>,
+    /// `base_url_path`.
+    pub(crate) base_url_path: Option<Located<String>>,
 }
 
 /// The keys of one `agent.credentials:` entry.
@@ -94,6 +96,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Str(StrKind::Line),
         "the variable the agent's CLI reads its base URL from (default: ENV with _API_KEY/_KEY/_TOKEN replaced by _BASE_URL)",
     ),
+    Key::optional(
+        "base_url_path",
+        Kind::Str(StrKind::Line),
+        "what follows http://PROXY:PORT in the base URL, e.g. `/v1` for OpenAI SDKs (default empty)",
+    ),
 ];
 
 /// Reads one `agent.credentials:` entry at `path`.
@@ -110,6 +117,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawCred
         port: d.number(&f, "port"),
         placeholder_prefix: d.string(&f, "placeholder_prefix"),
         base_url_env: d.string(&f, "base_url_env"),
+        base_url_path: d.string(&f, "base_url_path"),
     })
 }
 
@@ -193,6 +201,18 @@ pub(crate) fn validate(
         let port = port_of(c.port.as_ref(), out);
         let prefix = prefix_of(c.placeholder_prefix.as_ref(), env.as_deref(), out);
         let base_url_env = base_url_of(c.base_url_env.as_ref(), env.as_deref(), out);
+        let base_url_path = c.base_url_path.as_ref().map_or(Some(String::new()), |b| {
+            match path_pattern(&b.value) {
+                Ok(()) if !b.value.ends_with("/*") && b.value != "/" => Some(b.value.clone()),
+                _ => {
+                    out.push(
+                        b.diag(format!("`{}` is not a base URL path", b.value))
+                            .hint("write a plain path such as `/v1` (no trailing `/`, no `*`)"),
+                    );
+                    None
+                }
+            }
+        });
         if let (
             Some(env),
             Some(host),
@@ -203,6 +223,7 @@ pub(crate) fn validate(
             Some(port),
             Some(placeholder_prefix),
             Some(base_url_env),
+            Some(base_url_path),
         ) = (
             env,
             host,
@@ -213,6 +234,7 @@ pub(crate) fn validate(
             port,
             prefix,
             base_url_env,
+            base_url_path,
         ) {
             result.push(Credential {
                 env,
@@ -224,6 +246,7 @@ pub(crate) fn validate(
                 port,
                 placeholder_prefix,
                 base_url_env,
+                base_url_path,
                 line: c.at.line,
             });
         }

@@ -182,6 +182,7 @@ pub(crate) fn validate(
     };
     if let (Some(a), Some(t)) = (&raw.agent, tier) {
         credentials_need_proxy(a, crate::tier::floor(t, legacy), out);
+        presets_need_container(a, crate::tier::floor(t, legacy), out);
     }
     let mounts = mounts::validate(&raw.mounts, repo.as_ref(), ctx, out);
     let services = services::validate(&raw.services, out);
@@ -225,6 +226,23 @@ fn credentials_need_proxy(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnos
                 "tier `{tier}` has no egress proxy, so a credential cannot stay outside the agent"
             ))
             .hint("use `tier: container`, or pass the key through `agent.env` knowing the agent then holds it"),
+        );
+    }
+}
+
+/// A preset CLI runs without confirmations (`--dangerously-skip-permissions`, `--yolo`), which
+/// is acceptable only inside a boundary: in a host tier (`direct`, `worktree`) it is refused.
+fn presets_need_container(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnostic>) {
+    if tier == Tier::Container {
+        return;
+    }
+    if let Some(p) = a.preset.preset.as_ref().filter(|p| p.value != "script") {
+        out.push(
+            p.diag(format!(
+                "preset `{}` runs its CLI without confirmations; tier `{tier}` runs it on the host with no boundary",
+                p.value
+            ))
+            .hint("use `tier: container` (the default) for a preset, or `preset: script` with your own command"),
         );
     }
 }

@@ -12,6 +12,7 @@ fn cred(env: &str, host: &str, header: &str, scheme: CredentialScheme) -> Creden
         port: 443,
         placeholder_prefix: "sk-ant-api03-".into(),
         base_url_env: "ANTHROPIC_BASE_URL".into(),
+        base_url_path: String::new(),
         line: 1,
     }
 }

@@ -1,0 +1,308 @@
+//! The agent CLIs' output streams, read into the run record (issue 14 item 1): the final
+//! message, the turns, the tool calls and the token usage, as the CLI reports them.
+//!
+//! The stream comes out of the sandbox, so it is untrusted data: each line is parsed as JSON
+//! on its own (anything else is counted and skipped), numbers must be non-negative integers,
+//! text is cut at [`TEXT_MAX`] bytes, and nothing in it is ever read as configuration. The
+//! record says the figures are the CLI's own report, not a measurement.
+//!
+//! Shapes (measured against the testbed's stand-in, docs/agents.md):
+//! - Claude Code `--output-format stream-json --verbose`: one object per line; `assistant`
+//!   messages hold `tool_use` blocks; the last line is `{"type": "result", "result": TEXT,
+//!   "num_turns": N, "usage": {"input_tokens", "output_tokens", "cache_read_input_tokens",
+//!   "cache_creation_input_tokens"}, "total_cost_usd": X, "is_error": B}`.
+//! - Codex `exec --json`: `item.completed` events whose `item.type` is `agent_message` (text)
+//!   or a tool item (`command_execution`, `file_change`, `mcp_tool_call`, `web_search`);
+//!   `turn.completed` carries `usage` {`input_tokens`, `cached_input_tokens`, `output_tokens`}.
+//! - Gemini CLI `--output-format stream-json`: `message` events (assistant text, `delta`),
+//!   `tool_use` events and a last `result` with `stats` {`input_tokens`, `output_tokens`,
+//!   `tool_calls`}.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Longest text kept from the stream (final message, error), in bytes.
+pub const TEXT_MAX: usize = 16 * 1024;
+
+/// Which parser reads a CLI's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamKind {
+    /// Claude Code's `stream-json`.
+    ClaudeStreamJson,
+    /// Codex's `exec --json` events.
+    CodexJson,
+    /// Gemini CLI's `stream-json`.
+    GeminiStreamJson,
+    /// Plain text (aider): only the lines are counted.
+    PlainText,
+}
+
+/// Token usage as the CLI reports it (summed over the run where the CLI reports per turn).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens served from the API's cache (Anthropic `cache_read_input_tokens`, `OpenAI`
+    /// `cached_input_tokens`).
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the API's cache (Anthropic only).
+    pub cache_creation_input_tokens: u64,
+}
+
+/// What the agent CLI reported about its run (record field `agent_report`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct AgentReport {
+    /// The parser used (`claude-stream-json`, `codex-json`, ...).
+    pub stream: String,
+    /// The CLI's final message, cut at [`TEXT_MAX`] bytes.
+    pub final_message: Option<String>,
+    /// Whether `final_message` was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub final_message_truncated: bool,
+    /// Model turns as the CLI counts them (Claude `num_turns`, Codex `turn.completed` events).
+    pub turns: Option<u64>,
+    /// Tool calls seen in the stream.
+    pub tool_calls: u64,
+    /// Token usage as reported; `None` when the stream held none.
+    pub usage: Option<Usage>,
+    /// The cost the CLI computed, in USD (Claude `total_cost_usd`), if any.
+    pub cost_usd: Option<f64>,
+    /// Whether the CLI said its run ended in an error.
+    pub is_error: Option<bool>,
+    /// Lines read, and of them lines that were not one JSON object (skipped).
+    pub lines: u64,
+    /// Lines that were not a JSON object.
+    pub lines_unparsed: u64,
+}
+
+/// A non-negative integer field of `v`, or 0.
+fn num(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// `s` cut at [`TEXT_MAX`] bytes on a character boundary, and whether it was cut.
+fn cut(s: &str) -> (String, bool) {
+    if s.len() <= TEXT_MAX {
+        return (s.to_string(), false);
+    }
+    let mut end = TEXT_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (s[..end].to_string(), true)
+}
+
+impl AgentReport {
+    fn set_final(&mut self, text: &str) {
+        let (t, truncated) = cut(text);
+        self.final_message = Some(t);
+        self.final_message_truncated = truncated;
+    }
+
+    fn add_usage(&mut self, u: &Value) {
+        let total = self.usage.get_or_insert_with(Usage::default);
+        total.input_tokens += num(u, "input_tokens");
+        total.output_tokens += num(u, "output_tokens");
+        total.cache_read_input_tokens +=
+            num(u, "cache_read_input_tokens") + num(u, "cached_input_tokens");
+        total.cache_creation_input_tokens += num(u, "cache_creation_input_tokens");
+    }
+}
+
+/// Reads a CLI's output `lines` (the agent unit's journal messages) with `kind`'s parser.
+/// Pure; never fails: what it cannot read it counts in `lines_unparsed`.
+#[must_use]
+pub fn report(kind: StreamKind, lines: &[String]) -> AgentReport {
+    let mut r = AgentReport {
+        stream: serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        ..AgentReport::default()
+    };
+    for line in lines {
+        r.lines += 1;
+        if kind == StreamKind::PlainText {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
+            r.lines_unparsed += 1;
+            continue;
+        };
+        if !v.is_object() {
+            r.lines_unparsed += 1;
+            continue;
+        }
+        match kind {
+            StreamKind::ClaudeStreamJson => claude(&mut r, &v),
+            StreamKind::CodexJson => codex(&mut r, &v),
+            StreamKind::GeminiStreamJson => gemini(&mut r, &v),
+            StreamKind::PlainText => {}
+        }
+    }
+    r
+}
+
+fn claude(r: &mut AgentReport, v: &Value) {
+    match v.get("type").and_then(Value::as_str) {
+        Some("assistant") => {
+            let blocks = v
+                .pointer("/message/content")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            let calls = blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .count();
+            r.tool_calls += calls as u64;
+        }
+        Some("result") => {
+            if let Some(t) = v.get("result").and_then(Value::as_str) {
+                r.set_final(t);
+            }
+            r.turns = v.get("num_turns").and_then(Value::as_u64);
+            if let Some(u) = v.get("usage") {
+                r.usage = None; // the result's usage is the run's total
+                r.add_usage(u);
+            }
+            r.cost_usd = v
+                .get("total_cost_usd")
+                .and_then(Value::as_f64)
+                .filter(|c| c.is_finite() && *c >= 0.0);
+            r.is_error = v.get("is_error").and_then(Value::as_bool);
+        }
+        _ => {}
+    }
+}
+
+fn codex(r: &mut AgentReport, v: &Value) {
+    match v.get("type").and_then(Value::as_str) {
+        Some("item.completed") => match v.pointer("/item/type").and_then(Value::as_str) {
+            Some("agent_message") => {
+                if let Some(t) = v.pointer("/item/text").and_then(Value::as_str) {
+                    r.set_final(t);
+                }
+            }
+            Some("command_execution" | "file_change" | "mcp_tool_call" | "web_search") => {
+                r.tool_calls += 1;
+            }
+            _ => {}
+        },
+        Some("turn.completed") => {
+            r.turns = Some(r.turns.unwrap_or(0) + 1);
+            if let Some(u) = v.get("usage") {
+                r.add_usage(u);
+            }
+            r.is_error.get_or_insert(false);
+        }
+        Some("turn.failed" | "error") => r.is_error = Some(true),
+        _ => {}
+    }
+}
+
+fn gemini(r: &mut AgentReport, v: &Value) {
+    match v.get("type").and_then(Value::as_str) {
+        Some("message") if v.get("role").and_then(Value::as_str) == Some("assistant") => {
+            let text = v.get("content").and_then(Value::as_str).unwrap_or("");
+            let delta = v.get("delta").and_then(Value::as_bool) == Some(true);
+            let joined = match (&r.final_message, delta) {
+                (Some(prev), true) => format!("{prev}{text}"),
+                _ => text.to_string(),
+            };
+            r.set_final(&joined);
+        }
+        Some("tool_use") => r.tool_calls += 1,
+        Some("result") => {
+            if let Some(s) = v.get("stats") {
+                r.usage = None;
+                r.add_usage(s);
+                r.turns = s.get("turns").and_then(Value::as_u64);
+            }
+            r.is_error = v
+                .get("status")
+                .and_then(Value::as_str)
+                .map(|s| s != "success");
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(s: &[&str]) -> Vec<String> {
+        s.iter().map(|l| (*l).to_string()).collect()
+    }
+
+    #[test]
+    fn claude_result_line_gives_final_text_turns_usage_and_cost() {
+        let r = report(
+            StreamKind::ClaudeStreamJson,
+            &lines(&[
+                r#"{"type":"system","subtype":"init","model":"m"}"#,
+                r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":1,"output_tokens":1}}}"#,
+                "not json at all",
+                r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"x"}]}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":"done: 42","usage":{"input_tokens":1234,"output_tokens":56,"cache_read_input_tokens":7},"total_cost_usd":0.0123}"#,
+            ]),
+        );
+        assert_eq!(r.final_message.as_deref(), Some("done: 42"));
+        assert_eq!(r.turns, Some(2));
+        assert_eq!(r.tool_calls, 1);
+        let u = r.usage.expect("usage");
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cache_read_input_tokens),
+            (1234, 56, 7)
+        );
+        assert_eq!(r.cost_usd, Some(0.0123));
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!((r.lines, r.lines_unparsed), (5, 1));
+    }
+
+    #[test]
+    fn codex_sums_turn_usage_counts_tool_items_and_keeps_the_last_message() {
+        let r = report(
+            StreamKind::CodexJson,
+            &lines(&[
+                r#"{"type":"thread.started","thread_id":"t"}"#,
+                r#"{"type":"item.completed","item":{"id":"i0","type":"command_execution","command":"bash -lc ls","exit_code":0}}"#,
+                r#"{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"first"}}"#,
+                r#"{"type":"item.completed","item":{"id":"i2","type":"agent_message","text":"final words"}}"#,
+                r#"{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":3,"output_tokens":4}}"#,
+            ]),
+        );
+        assert_eq!(r.final_message.as_deref(), Some("final words"));
+        assert_eq!((r.turns, r.tool_calls), (Some(1), 1));
+        let u = r.usage.expect("usage");
+        assert_eq!(
+            (u.input_tokens, u.cache_read_input_tokens, u.output_tokens),
+            (10, 3, 4)
+        );
+    }
+
+    #[test]
+    fn hostile_streams_cannot_break_the_parser_or_grow_the_record() {
+        let huge = "x".repeat(TEXT_MAX * 3);
+        let line = format!(
+            r#"{{"type":"result","result":"{huge}","num_turns":-3,"usage":{{"input_tokens":"9"}},"total_cost_usd":-1}}"#
+        );
+        let r = report(
+            StreamKind::ClaudeStreamJson,
+            &lines(&["[1,2]", "\u{0}\u{7f}", "{", &line]),
+        );
+        assert_eq!(r.final_message.as_ref().map(String::len), Some(TEXT_MAX));
+        assert!(r.final_message_truncated);
+        assert_eq!(r.turns, None, "a negative count is not a count");
+        assert_eq!(
+            r.usage.map(|u| u.input_tokens),
+            Some(0),
+            "a string is not a number"
+        );
+        assert_eq!(r.cost_usd, None);
+        assert_eq!(r.lines_unparsed, 3);
+    }
+}
