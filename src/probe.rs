@@ -84,6 +84,13 @@ pub struct Context {
     pub host_namespaces: BTreeMap<String, u64>,
     /// The invoking host user's uid; the agent's uid must map to it (P5, P16).
     pub host_uid: u32,
+    /// The uid a preset agent runs as (`agent.run_as`, issue 14). Then the pod's user
+    /// namespace is podman's `keep-id:uid=U` namespace nested in the host user's rootless one,
+    /// so `/proc/self/uid_map` maps U to uid 0 of that parent namespace, which is the host
+    /// user (user_namespaces(7): the second field is relative to the parent). `None`: the
+    /// agent is root of the rootless namespace and its map names the host uid itself.
+    #[serde(default)]
+    pub agent_uid: Option<u32>,
     /// Variable names that must not appear in any environment (P22), e.g. a canary cyclix set
     /// in its own environment.
     #[serde(default)]
@@ -201,6 +208,18 @@ fn default_no_proxy() -> Vec<String> {
 }
 
 impl Context {
+    /// The uid the host user has in the parent of the agent's user namespace, which the
+    /// agent's uid must map to in `/proc/self/uid_map` (P5, P16): 0 under keep-id (the host
+    /// user's rootless namespace), else [`Context::host_uid`].
+    #[must_use]
+    pub fn parent_uid(&self) -> u32 {
+        if self.agent_uid.is_some() {
+            0
+        } else {
+            self.host_uid
+        }
+    }
+
     /// The spec's allowed ports: [`Context::allowed_ports`], or `allowed_port` alone when that
     /// list is empty (and nothing for a deny-all run without either).
     #[must_use]

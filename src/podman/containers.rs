@@ -111,6 +111,25 @@ impl Podman {
         Ok(())
     }
 
+    /// The environment of host process `pid` read from inside the rootless user namespace
+    /// (`podman unshare cat /proc/PID/environ`), as `NAME=VALUE` entries separated by NUL
+    /// bytes (lossy UTF-8). For a process the host user cannot read directly: one made
+    /// non-dumpable (an execute-only binary) inside a nested keep-id user namespace, whose
+    /// `mm->user_ns` the host user holds no `CAP_SYS_PTRACE` in, while root of the rootless
+    /// namespace does (measured with podman 5.4 on the testbed; ptrace(2) "Ptrace access mode
+    /// checking"). `deadline` bounds it.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`]: podman failed, `cat` failed (the process is gone, or still
+    /// unreadable), or the deadline passed.
+    pub fn unshare_environ(&self, pid: u32, deadline: Duration) -> Result<String> {
+        let path = format!("/proc/{pid}/environ");
+        let out = self.run(&["unshare", "cat", "--", &path], None, deadline, || {
+            format!("reading {path} in the rootless user namespace (podman unshare)")
+        })?;
+        Ok(out.stdout)
+    }
+
     /// Runs `argv` inside the running container `container` (`podman exec`) and returns its
     /// output whatever its exit status.
     ///

@@ -136,6 +136,7 @@ pub fn probe_context(
         "denied_host": denied,
         "host_namespaces": host.namespaces.iter().filter_map(|(k, v)| ns_inode(v).map(|n| (k.clone(), Value::from(n)))).collect::<serde_json::Map<_, _>>(),
         "host_uid": host.uid,
+        "agent_uid": spec.agent.run_as,
         "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
         "forbidden_env_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
         "value_watched_env_names": value_watched_names(watched),

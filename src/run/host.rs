@@ -14,6 +14,9 @@ use super::seam::{RunGit, RunJournal, RunPodman, RunProcs};
 use crate::git::Git;
 use crate::inventory::{Kind, Leftover};
 use crate::naming;
+
+/// Deadline for reading one process's environment inside the rootless user namespace.
+const UNSHARE_READ_DEADLINE: Duration = Duration::from_secs(10);
 use crate::podman::Podman;
 
 /// Deadline for removing a run's private repository as plain files: 300 s (a 10,000-deep
@@ -320,6 +323,23 @@ impl RunPodman for RealRunHost {
                         || e.raw_os_error() == Some(libc::ESRCH) =>
                 {
                     continue;
+                }
+                // A non-dumpable process of a keep-id pod (a preset's uid): root of the
+                // rootless namespace can read it (`Podman::unshare_environ`).
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                    match self.podman.unshare_environ(pid, UNSHARE_READ_DEADLINE) {
+                        Ok(text) => text.into_bytes(),
+                        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => continue,
+                        Err(e2) => {
+                            out.push(ProcessEnv {
+                                pid,
+                                comm,
+                                vars: Vec::new(),
+                                unreadable: Some(format!("{e}; in the rootless namespace: {e2}")),
+                            });
+                            continue;
+                        }
+                    }
                 }
                 Err(e) => {
                     out.push(ProcessEnv {

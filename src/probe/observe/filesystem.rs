@@ -125,7 +125,7 @@ pub fn p15(_: &Context) -> Judged {
             mount: v::mount_at(&mounts, d).cloned(),
         })
         .collect();
-    v::p15(&items)
+    v::p15(&items, euid())
 }
 
 /// P16.

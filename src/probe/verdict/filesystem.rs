@@ -80,12 +80,16 @@ pub struct ScratchObs {
 }
 
 /// P15: `/tmp`, `/var/tmp`, `/run`, `/dev/shm` writable (positive control for P14) and mounted
-/// `nosuid,nodev`.
+/// `nosuid,nodev`. An agent that is not root (`own_euid` ≠ 0, a preset's uid) may find `/run`
+/// (root's tmpfs, mode 0755) not writable: a place it cannot write holds nothing it planted;
+/// `/tmp` must still be writable, so the positive control stands.
 #[must_use]
-pub fn p15(items: &[ScratchObs]) -> Judged {
+pub fn p15(items: &[ScratchObs], own_euid: u32) -> Judged {
     let mut bad = Vec::new();
     for s in items {
-        if s.write != Attempt::Ok {
+        let denied_ok =
+            own_euid != 0 && s.path == "/run" && s.write == Attempt::Errno(libc::EACCES);
+        if s.write != Attempt::Ok && !denied_ok {
             bad.push(format!("{}: write {}", s.path, s.write.text()));
         }
         match &s.mount {
@@ -141,10 +145,17 @@ pub fn p16(o: &ProjectObs, ctx: &Context) -> Judged {
     if o.owner != Some(o.own_euid) {
         why.push(format!("owner {:?} is not our uid {}", o.owner, o.own_euid));
     }
-    if o.host_uid_of_owner != Some(ctx.host_uid) {
+    if o.host_uid_of_owner != Some(ctx.parent_uid()) {
         why.push(format!(
-            "owner maps to host uid {:?}, not {}",
-            o.host_uid_of_owner, ctx.host_uid
+            "owner maps to uid {:?} of the parent namespace, not {} (the host user)",
+            o.host_uid_of_owner,
+            ctx.parent_uid()
+        ));
+    }
+    if ctx.agent_uid.is_some_and(|u| u != o.own_euid) {
+        why.push(format!(
+            "we run as uid {}, not the preset's uid {:?}",
+            o.own_euid, ctx.agent_uid
         ));
     }
     match &o.mount {
@@ -267,7 +278,39 @@ fn host_path_leak(m: &Mount, ctx: &Context) -> Option<String> {
     }
 }
 
+/// Mount points podman adds under `keep-id` (a preset's uid, issue 14), measured on podman
+/// 5.4: `/sys` becomes a read-only tmpfs with these read-only sysfs subtrees bound in (a
+/// nested user namespace cannot mount a fresh sysfs), and `/etc/passwd`, `/etc/group` name
+/// the uid from the container's own `userdata` directory. P18 accepts them only read-only
+/// and, for the two files, only from `.../userdata/`.
+pub const KEEP_ID_MOUNTS: &[&str] = &[
+    "/sys/block",
+    "/sys/bus",
+    "/sys/class",
+    "/sys/dev",
+    "/sys/devices",
+    "/sys/kernel",
+    "/etc/passwd",
+    "/etc/group",
+];
+
+/// Whether `m` is one of [`KEEP_ID_MOUNTS`] as podman makes it.
+fn keep_id_mount(m: &Mount) -> bool {
+    let from_userdata = |f: &str| {
+        m.root.starts_with("/storage/overlay-containers/")
+            && m.root.ends_with(&format!("/userdata/{f}"))
+    };
+    KEEP_ID_MOUNTS.contains(&m.point.as_str())
+        && m.has("ro")
+        && match m.point.as_str() {
+            "/etc/passwd" => from_userdata("passwd"),
+            "/etc/group" => from_userdata("group"),
+            _ => m.fstype == "sysfs" || m.fstype == "tmpfs",
+        }
+}
+
 /// P18: every mount point is expected; none exposes a host home or runtime dir it should not.
+/// Under keep-id (`ctx.agent_uid`) podman's own [`KEEP_ID_MOUNTS`] are expected too.
 #[must_use]
 pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
     let mut allowed: Vec<String> = BASE_MOUNTS.iter().map(|s| (*s).to_string()).collect();
@@ -277,6 +320,7 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
     let extra: Vec<String> = mounts
         .iter()
         .filter(|m| !allowed.contains(&m.point))
+        .filter(|m| !(ctx.agent_uid.is_some() && keep_id_mount(m)))
         .map(|m| format!("{} (from {})", m.point, m.root))
         .collect();
     let declared = |p: &str| p == ctx.workdir;

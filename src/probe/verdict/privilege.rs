@@ -110,9 +110,14 @@ pub fn p4(label: &Result<String, i32>, lsm: Option<&str>) -> Judged {
 pub fn p5(uid_map: &str, gid_map: &str, user_ns: Option<u64>, ctx: &Context) -> Judged {
     let identity = |m: &str| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
     let host = ctx.host_namespaces.get("user").copied();
+    let parent = ctx.parent_uid().to_string();
     let maps_host_uid = uid_map.lines().any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() == 3 && f[1] == ctx.host_uid.to_string()
+        f.len() == 3
+            && f[1] == parent
+            && ctx
+                .agent_uid
+                .is_none_or(|u| f[0] == u.to_string() && f[2] == "1")
     });
     let mut why = Vec::new();
     if identity(uid_map) || identity(gid_map) {
@@ -127,17 +132,20 @@ pub fn p5(uid_map: &str, gid_map: &str, user_ns: Option<u64>, ctx: &Context) -> 
         (_, None) => why.push("no host-recorded user ns inode (positive control missing)".into()),
         _ => {}
     }
-    if !maps_host_uid {
-        why.push(format!(
-            "no uid_map line maps to the host uid {}",
+    let to_host = match ctx.agent_uid {
+        Some(u) => format!(
+            "host uid {} (agent uid {u} -> uid 0 of the rootless namespace, keep-id)",
             ctx.host_uid
-        ));
+        ),
+        None => format!("host uid {}", ctx.host_uid),
+    };
+    if !maps_host_uid {
+        why.push(format!("no uid_map line maps to the {to_host}"));
     }
     judged(
         format!(
-            "not the identity map; user ns ≠ host ({}); maps to host uid {}",
+            "not the identity map; user ns ≠ host ({}); maps to {to_host}",
             host.map_or("none".into(), |h| h.to_string()),
-            ctx.host_uid
         ),
         format!(
             "uid_map [{}] user ns {}",

@@ -40,6 +40,7 @@ fn ctx() -> Context {
             .map(|(i, n)| ((*n).to_string(), 4_026_531_830 + i as u64))
             .collect(),
         host_uid: 1000,
+        agent_uid: None,
         forbidden_env_names: vec!["CYCLIX_PROBE_CANARY".into()],
         forbidden_env_sha256: vec!["ab".repeat(32)],
         value_watched_env_names: vec![],

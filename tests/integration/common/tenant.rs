@@ -39,6 +39,11 @@ pub struct Tenant {
     extra: Vec<String>,
     /// Files (path in the repository, contents) committed on `main` before the run.
     files: Vec<(String, String)>,
+    /// `agent.preset`; with it the agent's `image` and `command` are left to the preset
+    /// unless [`Tenant::image`]/[`Tenant::agent_cmd`] override them (`preset_override`).
+    preset: Option<String>,
+    /// Whether the agent keeps its `image` and `command` keys under a preset.
+    preset_override: bool,
 }
 
 impl Tenant {
@@ -58,7 +63,23 @@ impl Tenant {
             gate_timeout: "2m".to_string(),
             extra: Vec::new(),
             files: Vec::new(),
+            preset: None,
+            preset_override: false,
         }
+    }
+
+    /// `agent.preset: NAME`: the preset supplies the agent's image and command.
+    pub fn preset(mut self, name: &str) -> Self {
+        self.preset = Some(name.to_string());
+        self
+    }
+
+    /// `agent.preset: NAME` with the demo image and [`Tenant::agent_cmd`] as overrides (the
+    /// preset's uid, variables, credential and parser still apply).
+    pub fn preset_overridden(mut self, name: &str) -> Self {
+        self.preset = Some(name.to_string());
+        self.preset_override = true;
+        self
     }
 
     /// The task text, a YAML scalar as written (`hi`, `"Fix it."`).
@@ -164,10 +185,18 @@ impl Tenant {
             }
         };
         let mut s = format!(
-            "tenant: {name}\nrepo: {{ path: ~/src/{name}, base: main }}\ntask: {{ text: {} }}\n\
-             agent:\n  image: {image}\n{unpinned}  command: {}\n",
-            self.task, self.agent_cmd
+            "tenant: {name}\nrepo: {{ path: ~/src/{name}, base: main }}\ntask: {{ text: {} }}\nagent:\n",
+            self.task
         );
+        if let Some(p) = &self.preset {
+            s.push_str(&format!("  preset: {p}\n"));
+        }
+        if self.preset.is_none() || self.preset_override {
+            s.push_str(&format!(
+                "  image: {image}\n{unpinned}  command: {}\n",
+                self.agent_cmd
+            ));
+        }
         for line in &self.agent_keys {
             s.push_str(&format!("  {line}\n"));
         }

@@ -38,13 +38,61 @@ fn p13_to_p15_filesystems() {
         .iter()
         .map(|p| s(p, Attempt::Ok, "rw,nosuid,nodev"))
         .collect();
-    assert!(p15(&good).pass);
+    assert!(p15(&good, 0).pass);
     let mut bad = good.clone();
     bad[0] = s("/tmp", E(libc::EROFS), "rw,nosuid,nodev");
-    assert!(!p15(&bad).pass);
+    assert!(!p15(&bad, 0).pass);
+    // A non-root agent (a preset's uid) may not write root's /run; only /run, only EACCES,
+    // and never root.
+    let mut run_denied = good.clone();
+    run_denied[2] = s("/run", E(libc::EACCES), "rw,nosuid,nodev");
+    assert!(p15(&run_denied, 1000).pass);
+    assert!(!p15(&run_denied, 0).pass);
+    let mut tmp_denied = good.clone();
+    tmp_denied[0] = s("/tmp", E(libc::EACCES), "rw,nosuid,nodev");
+    assert!(
+        !p15(&tmp_denied, 1000).pass,
+        "/tmp stays the positive control"
+    );
     let mut bad = good;
     bad[1] = s("/var/tmp", Attempt::Ok, "rw");
-    assert!(!p15(&bad).pass);
+    assert!(!p15(&bad, 0).pass);
+}
+
+#[test]
+fn p16_under_keep_id_the_owner_maps_to_the_parent_root_and_we_are_the_presets_uid() {
+    let mut c = ctx();
+    c.agent_uid = Some(1000);
+    let o = ProjectObs {
+        cycle: Attempt::Ok,
+        owner: Some(1000),
+        own_euid: 1000,
+        host_uid_of_owner: Some(0),
+        mount: Some(mount("/work", "/home/u/wt", "rw,nosuid,nodev,relatime")),
+    };
+    assert!(p16(&o, &c).pass, "{:?}", p16(&o, &c));
+    // The default map's answer (host uid itself) is wrong under keep-id, and so is root.
+    assert!(
+        !p16(
+            &ProjectObs {
+                host_uid_of_owner: Some(1000),
+                ..o.clone()
+            },
+            &c
+        )
+        .pass
+    );
+    assert!(
+        !p16(
+            &ProjectObs {
+                owner: Some(0),
+                own_euid: 0,
+                ..o
+            },
+            &c
+        )
+        .pass
+    );
 }
 
 #[test]
@@ -162,4 +210,44 @@ fn p17_p18_git_paths_and_mount_allowlist() {
             j.got
         );
     }
+}
+
+#[test]
+fn p18_accepts_podmans_keep_id_mounts_only_under_keep_id_read_only_and_from_userdata() {
+    let mut k = ctx();
+    k.agent_uid = Some(1000);
+    let typed = |point: &str, root: &str, opts: &str, fstype: &str| Mount {
+        fstype: fstype.into(),
+        ..mount(point, root, opts)
+    };
+    let userdata = "/storage/overlay-containers/74cd/userdata";
+    let keep_id = vec![
+        mount("/", "/", "ro"),
+        mount("/work", "/home/u/wt", "rw"),
+        typed("/sys/block", "/block", "ro,nosuid,nodev,noexec", "sysfs"),
+        typed("/sys/kernel", "/", "ro,relatime", "tmpfs"),
+        typed(
+            "/etc/passwd",
+            &format!("{userdata}/passwd"),
+            "ro,nosuid",
+            "tmpfs",
+        ),
+        typed(
+            "/etc/group",
+            &format!("{userdata}/group"),
+            "ro,nosuid",
+            "tmpfs",
+        ),
+    ];
+    assert!(p18(&keep_id, &k).pass, "{:?}", p18(&keep_id, &k));
+    assert!(
+        !p18(&keep_id, &ctx()).pass,
+        "not without keep-id in the context"
+    );
+    let mut rw = keep_id.clone();
+    rw[2] = typed("/sys/block", "/block", "rw,nosuid", "sysfs");
+    assert!(!p18(&rw, &k).pass, "a writable sysfs subtree");
+    let mut other = keep_id;
+    other[4] = typed("/etc/passwd", "/home/u/passwd", "ro", "ext4");
+    assert!(!p18(&other, &k).pass, "a passwd from anywhere else");
 }

@@ -94,6 +94,24 @@ fn p5_user_namespace() {
         !p5("0 1000 1\n", "0 1000 1\n", mine, &no_host).pass,
         "no host-recorded inode"
     );
+    // keep-id (a preset's uid 1000): the agent's uid maps to the rootless namespace's root,
+    // as podman 5.4 shows it (measured on the testbed).
+    let mut k = c.clone();
+    k.agent_uid = Some(1000);
+    let keep_id = "0 1 1000\n1000 0 1\n1001 1001 64536\n";
+    assert!(
+        p5(keep_id, keep_id, mine, &k).pass,
+        "{:?}",
+        p5(keep_id, keep_id, mine, &k)
+    );
+    assert!(
+        !p5(keep_id, keep_id, mine, &c).pass,
+        "not without keep-id in the context"
+    );
+    assert!(
+        !p5("0 1000 1\n1 200000 65536\n", "0 1000 1\n", mine, &k).pass,
+        "the default map under keep-id: uid 1000 is not the host user"
+    );
 }
 
 #[test]
