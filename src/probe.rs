@@ -87,7 +87,7 @@ pub struct Context {
     /// The uid a preset agent runs as (`agent.run_as`, issue 14). Then the pod's user
     /// namespace is podman's `keep-id:uid=U` namespace nested in the host user's rootless one,
     /// so `/proc/self/uid_map` maps U to uid 0 of that parent namespace, which is the host
-    /// user (user_namespaces(7): the second field is relative to the parent). `None`: the
+    /// user (`user_namespaces(7)`: the second field is relative to the parent). `None`: the
     /// agent is root of the rootless namespace and its map names the host uid itself.
     #[serde(default)]
     pub agent_uid: Option<u32>,
