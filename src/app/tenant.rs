@@ -224,12 +224,21 @@ fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
             s.image.reference().to_owned(),
         )
     }));
+    let preset = spec
+        .agent
+        .preset
+        .as_ref()
+        .and_then(|p| crate::agents::find(&p.name));
     wanted.into_iter().find_map(|(key, image)| {
         (image.starts_with("localhost/") && matches!(podman.image_exists(&image), Ok(false)))
-            .then(|| {
-                format!(
+            .then(|| match preset.filter(|p| p.image == image) {
+                Some(p) => format!(
+                    "{key}: `{image}` (preset {}) is not built; fix: `cyclix images build --preset {}` builds it from {} (fetched once by `scripts/fetch-agent-packages {}`)",
+                    p.name, p.name, p.package, p.name
+                ),
+                None => format!(
                     "{key}: `{image}` is not in podman's local storage and cannot be pulled; fix: `cyclix images build` builds cyclix's own images, `podman build -t {image} ...` your own"
-                )
+                ),
             })
     })
 }
