@@ -39,7 +39,12 @@
 #                                       an SSH-like banner + echo (tunnel tests, issue 13)
 #   203.0.113.20/32   api.example       :443 TLS stand-in of a model API host; records every
 #                                       request in /run/testbed-api/requests.jsonl
-#                                       (testbed/fixtures/outside_tls.py api)
+#                                       (testbed/fixtures/outside_tls.py api); the model APIs
+#                                       answer scripts a test writes (as root) to
+#                                       /run/testbed-api/scripts/<model>.json and record to
+#                                       /run/testbed-api/results/<model>.jsonl
+#                                       (testbed/fixtures/standin_api.py; both dirs are made
+#                                       by the fixture at start, root-writable, world-readable)
 # The TLS listeners' certificate (SAN allowed.example, api.example) comes from a test CA made
 # once per rootfs; its certificate is /srv/testbed-ca.pem inside (world-readable; tests give it
 # to the proxy through the spec's `egress.ca_certs`).
@@ -330,6 +335,7 @@ EOF
   http_unit "$R" denied 198.51.100.10:80 /srv/www/denied
   make_test_ca "$R"
   install -D -m 0644 "$PROJECT_ROOT/testbed/fixtures/outside_tls.py" "$R/usr/local/lib/testbed/outside_tls.py"
+  install -D -m 0644 "$PROJECT_ROOT/testbed/fixtures/standin_api.py" "$R/usr/local/lib/testbed/standin_api.py"
   tls_unit "$R" allowed allowed 203.0.113.10:443
   tls_unit "$R" api api 203.0.113.20:443
   systemctl --root="$R" enable testbed-net.service testbed-http-private.service testbed-http-allowed.service \

@@ -108,3 +108,97 @@ fn testbed_provides_systemd_257_rootless_podman_5_and_quadlet() {
         "read-only /src with the cyclix binary",
     );
 }
+
+/// The model-API stand-in on `api.example` (`testbed/fixtures/standin_api.py`) plays a scripted
+/// one-tool-call conversation for the Anthropic Messages and the `OpenAI` Responses API, streamed
+/// (SSE) and JSON, over TLS with the test CA, and records each request's step, side flag and
+/// whether the script's expected text came back in a tool result. The client is
+/// `testbed/fixtures/standin_client.py` (Python's urllib: no agent CLI involved).
+#[test]
+fn standin_plays_a_scripted_turn_for_anthropic_and_responses() {
+    let tb = Testbed::get();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let model = format!("selftest-{}-{nanos}", std::process::id());
+    let script = r#"{"tool_calls": ["echo one"], "expect_in_tool_result": "one-out", "final_text": "selftest final", "usage": {"input_tokens": 31, "output_tokens": 7}}"#;
+    expect_success(
+        &tb.root_sh(&format!(
+            "printf '%s' '{script}' >/run/testbed-api/scripts/{model}.json"
+        )),
+        "write the stand-in script",
+    );
+    let out = expect_success(
+        &tb.user(&[
+            "timeout",
+            "60",
+            "python3",
+            &format!("{}/testbed/fixtures/standin_client.py", tb.src()),
+            &model,
+        ]),
+        "standin_client.py",
+    );
+    let got: serde_json::Value = serde_json::from_str(&out).expect("client output is JSON");
+    for (api, tool, args) in [
+        (
+            "anthropic",
+            "Bash",
+            serde_json::json!({"command": "echo one", "description": "stand-in step"}),
+        ),
+        (
+            "responses",
+            "exec_command",
+            serde_json::json!({"cmd": "echo one"}),
+        ),
+    ] {
+        for (form, ctype) in [
+            ("stream", "text/event-stream"),
+            ("json", "application/json"),
+        ] {
+            let play = &got[api][form];
+            assert_eq!(play["call"]["ctype"], ctype, "{api} {form}: {play}");
+            assert_eq!(play["call"]["name"], tool, "{api} {form} tool: {play}");
+            assert_eq!(play["call"]["args"], args, "{api} {form} args: {play}");
+            assert_eq!(play["final"]["ctype"], ctype, "{api} {form}: {play}");
+            assert_eq!(
+                play["final"]["text"], "selftest final",
+                "{api} {form}: {play}"
+            );
+            assert_eq!(
+                play["final"]["usage"],
+                serde_json::json!([31, 7]),
+                "{api} {form}: {play}"
+            );
+        }
+    }
+    assert_eq!(got["anthropic"]["stream"]["call"]["stop"], "tool_use");
+    assert_eq!(got["anthropic"]["stream"]["final"]["stop"], "end_turn");
+    assert_eq!(
+        got["side"], "stand-in: side",
+        "a request without tools: {got}"
+    );
+
+    let results = expect_success(
+        &tb.root_sh(&format!("cat /run/testbed-api/results/{model}.jsonl")),
+        "stand-in results",
+    );
+    let rows: Vec<serde_json::Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("results line is JSON"))
+        .collect();
+    let main: Vec<_> = rows.iter().filter(|r| r["side"] == false).collect();
+    assert_eq!(main.len(), 8, "2 APIs x 2 forms x 2 steps: {results}");
+    for r in &main {
+        let step = r["step"].as_u64().expect("step");
+        assert_eq!(
+            r["expect_found"],
+            step == 1,
+            "expect_found only with the tool result: {r}"
+        );
+    }
+    assert_eq!(
+        rows.iter().filter(|r| r["side"] == true).count(),
+        1,
+        "{results}"
+    );
+}
