@@ -78,3 +78,172 @@ fn a_preset_agent_runs_as_its_uid_with_the_task_on_stdin_and_the_override_record
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.is_empty(), "leftovers: {left}");
 }
+
+/// A random lowercase tag for model names, marks and final texts.
+fn tag() -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}", n ^ u128::from(std::process::id()) << 64)
+}
+
+/// What the stand-in plays for one test (`/run/testbed-api/scripts/MODEL.json`).
+struct Script {
+    model: String,
+    final_text: String,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// Writes the stand-in's script for a fix of the demo bug: edit, run the tests (the tool result
+/// must carry their output, "3 passed"), commit; then a final text and usage chosen here.
+fn script(tb: &Testbed, cli: &str) -> Script {
+    let t = tag();
+    let n = u64::from_str_radix(&t[t.len() - 6..], 16).unwrap_or(7);
+    let s = Script {
+        model: format!("standin-{cli}-{}", &t[t.len() - 12..]),
+        final_text: format!("stand-in final {t}: fixed subtract, 3 tests pass"),
+        input_tokens: 1000 + n % 9000,
+        output_tokens: 100 + n % 900,
+    };
+    let body = serde_json::json!({
+        "tool_calls": [
+            "sed -i 's/return a + b/return a - b/' calc/__init__.py && python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3",
+            "git add calc/__init__.py && git commit -q -m 'Fix calc.subtract (stand-in)' && git log --oneline -1",
+        ],
+        "expect_in_tool_result": "3 passed",
+        "final_text": s.final_text,
+        "usage": {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens},
+    });
+    expect_success(
+        &tb.root_sh(&format!(
+            "mkdir -p /run/testbed-api/scripts && cat > /run/testbed-api/scripts/{}.json <<'JSON'\n{body}\nJSON",
+            s.model
+        )),
+        "write the stand-in's script",
+    );
+    s
+}
+
+/// The stand-in's result lines for `model` (one per API request).
+fn results(tb: &Testbed, model: &str) -> Vec<serde_json::Value> {
+    let out = tb.root_sh(&format!("cat /run/testbed-api/results/{model}.jsonl 2>/dev/null"));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Runs tenant `t` (preset `preset`, its key in `var`) against the stand-in and checks the
+/// whole claim: passed with the CLI's commit, the record holds the stand-in's final text and
+/// usage exactly, the test output reached the API, and the real key reached the stand-in only
+/// through the proxy: its value is in the stand-in's request log (positive control) and in no
+/// sandbox-facing place (the agent's journal, the record).
+fn real_cli_passes(preset: &str, var: &str, t: &str, header: &str) -> serde_json::Value {
+    let tb = prepared();
+    crate::common::testbed::preset_image(preset);
+    key_file(tb, t, var);
+    let s = script(tb, preset);
+    Tenant::new(t)
+        .preset(preset)
+        .agent_key(&format!("model: {}", s.model))
+        .agent_key("api_host: api.example")
+        .task("\"Fix the failing test in calc, run the tests, commit the fix.\"")
+        .extra_yaml("egress:\n  allow: []\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    assert!(out.status.success(), "{preset} run failed: {rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["gate_exit"], 0, "{rec:#}");
+    let commits = rec["commits"].as_array().expect("commits");
+    assert_eq!(commits.len(), 1, "{rec:#}");
+    assert_eq!(commits[0]["subject"], "Fix calc.subtract (stand-in)");
+    let r = &rec["agent_report"];
+    assert_eq!(r["final_message"], s.final_text.as_str(), "{r:#}");
+    assert_eq!(r["usage"]["input_tokens"], s.input_tokens, "{r:#}");
+    assert_eq!(r["usage"]["output_tokens"], s.output_tokens, "{r:#}");
+    assert_eq!(r["tool_calls"], 2, "{r:#}");
+    assert_eq!(r["is_error"], false, "{r:#}");
+    assert_eq!(rec["preset"]["model"], s.model.as_str());
+    let res = results(tb, &s.model);
+    assert!(
+        res.iter().any(|l| l["expect_found"] == true),
+        "the tool result with the tests' output reached the API: {res:#?}"
+    );
+    // The key: the stand-in saw the real value in `header` (the proxy added it), and nothing
+    // the sandbox produced holds it.
+    let unit = format!("{}-agent.service", naming_base(&rec));
+    let scan = tb.user_sh(&format!(
+        "sed -n 's/^{var}=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/{t}-needle; [ -s /tmp/{t}-needle ] || exit 9
+         api=$(grep -c -F -f /tmp/{t}-needle /run/testbed-api/requests.jsonl)
+         journal=$(journalctl --user -u {unit} --no-pager -o cat | grep -c -F -f /tmp/{t}-needle)
+         rec=$(grep -c -F -f /tmp/{t}-needle ~/.local/state/cyclix/runs/{t}/latest.json)
+         rm -f /tmp/{t}-needle; echo api=$api journal=$journal record=$rec"
+    ));
+    let scan = String::from_utf8_lossy(&scan.stdout).to_string();
+    assert!(
+        scan.contains("journal=0 record=0") && !scan.contains("api=0"),
+        "{preset}: the key reached the stand-in and nothing else ({header}): {scan}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
+    assert!(left.is_empty(), "leftovers: {left}");
+    rec
+}
+
+/// `cyclix-RUN` of a record.
+fn naming_base(rec: &serde_json::Value) -> String {
+    format!("cyclix-{}", rec["run_id"].as_str().expect("run id"))
+}
+
+#[test]
+fn claude_code_from_its_preset_fixes_the_demo_through_the_stand_in_with_its_key_kept_outside() {
+    let _shared = crate::common::testbed::shared();
+    let rec = real_cli_passes("claude-code", "ANTHROPIC_API_KEY", "e2e-claude", "x-api-key");
+    // Claude Code counts API turns: two tool calls and the final answer.
+    assert_eq!(rec["agent_report"]["turns"], 3, "{rec:#}");
+}
+
+#[test]
+fn codex_from_its_preset_fixes_the_demo_through_the_stand_in_with_its_key_kept_outside() {
+    let _shared = crate::common::testbed::shared();
+    let rec = real_cli_passes("codex", "OPENAI_API_KEY", "e2e-codex", "authorization");
+    // Codex reports one turn per `exec`; it has no turn flag, so max_turns is not enforced.
+    assert_eq!(rec["agent_report"]["turns"], 1, "{rec:#}");
+}
+
+#[test]
+fn a_refused_api_call_fails_the_run_with_the_clis_own_error_recorded() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    crate::common::testbed::preset_image("claude-code");
+    let t = "e2e-claude-refused";
+    key_file(tb, t, "ANTHROPIC_API_KEY");
+    let s = script(tb, "claude-refused");
+    // The spec's own credential for the key replaces the preset's and allows another path
+    // only: the proxy refuses /v1/messages (403) and the CLI must fail, not hang or pass.
+    Tenant::new(t)
+        .preset("claude-code")
+        .agent_key(&format!("model: {}", s.model))
+        .agent_key(
+            "credentials: [{env: ANTHROPIC_API_KEY, host: api.example, header: x-api-key, paths: [/v1/other]}]",
+        )
+        .extra_yaml("egress:\n  allow: []\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    assert!(!out.status.success(), "a refused API call cannot pass: {rec:#}");
+    assert_eq!(rec["result"], "agent_failed", "{rec:#}");
+    assert_eq!(rec["agent_report"]["is_error"], true, "{rec:#}");
+    let msg = rec["agent_report"]["final_message"].as_str().unwrap_or("");
+    assert!(msg.contains("403"), "the CLI's own error is recorded: {msg}");
+    let refused = rec["egress_decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .any(|d| d["reason"] == "credential_path_not_allowed");
+    assert!(refused, "the proxy's refusal is recorded: {rec:#}");
+    assert!(results(tb, &s.model).is_empty(), "nothing reached the stand-in");
+    let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
+    assert!(left.is_empty(), "leftovers: {left}");
+}
