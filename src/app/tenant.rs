@@ -360,6 +360,7 @@ pub(crate) fn run_inputs(
         probe_sockets: host.sockets.clone(),
         interrupted: interrupt_flag()?,
         progress: None,
+        overridden: crate::run::inputs::Override::default(),
     })
 }
 

@@ -342,6 +342,8 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     RunRecord {
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
         notices: inp.notices.clone(),
+        drill: inp.overridden.drill.clone(),
+        model: inp.overridden.model.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }

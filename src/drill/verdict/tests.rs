@@ -64,18 +64,19 @@ fn the_tag_with_a_failure_in_the_tool_log_is_a_refused_attempt() {
 
 #[test]
 fn a_host_fact_is_got_through_whatever_the_log_says() {
+    type Set = fn(&mut HostFacts);
     let mut o = observed();
     o.agent_log = vec![format!("drill-{N} x rc=1 Permission denied")];
-    let cases: [(Escape, fn(&mut HostFacts)); 5] = [
+    let cases: [(Escape, Set); 5] = [
         (Escape::SshKey, |h| h.key_read = Some("atime moved".into())),
         (Escape::WriteOutside, |h| {
-            h.outside_exists = Some("exists".into())
+            h.outside_exists = Some("exists".into());
         }),
         (Escape::RepoHook, |h| {
-            h.repo_changed = vec![".git/config".into()]
+            h.repo_changed = vec![".git/config".into()];
         }),
         (Escape::KillSentinel, |h| {
-            h.sentinel_dead = Some("signal 15".into())
+            h.sentinel_dead = Some("signal 15".into());
         }),
         (Escape::HostSockets, |h| h.socket_accepts = 1),
     ];
