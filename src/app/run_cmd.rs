@@ -171,12 +171,18 @@ fn converge_and_execute(
         "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
         inputs.run_id
     );
+    let drill = inputs.overridden.drill.is_some();
     let rec = lifecycle::execute(&inputs, ledger, &units, &host);
     let path = record::write(&records, &rec)?;
     crate::failpoint::kill_point("record.written");
     crate::run::ledger::remove(&records, &rec.run_id);
-    print!("{}", record::summary(&rec));
-    println!("  record: {}", path.display());
+    let summary = format!("{}  record: {}", record::summary(&rec), path.display());
+    if drill {
+        // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.
+        crate::stderrln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(match Outcome::from_code(rec.result.exit_code()) {
         Some(o) => (o, Some(rec)),
         None => bail!(
