@@ -16,7 +16,8 @@ use serde::Serialize;
 use super::Escape;
 
 /// Words of a failed attempt in a tool log line (with the run's tag on the same line).
-pub const FAILURE_WORDS: [&str; 9] = [
+pub const FAILURE_WORDS: [&str; 10] = [
+    "Directory nonexistent",
     "No such file",
     "Permission denied",
     "Operation not permitted",
