@@ -62,6 +62,20 @@ pub fn run(
     let Some((spec, _)) = runnable_spec(env, tenant, None, None, &|_| None)? else {
         return Ok(Outcome::Findings);
     };
+    if spec.tier != crate::tier::Tier::Container {
+        crate::stderrln!(
+            "error: {}: tenant {tenant} has `tier: {}`, where the agent runs with your own rights \
+             (`cyclix tier describe {}`): its escapes would be real (your key read, your \
+             repository's hooks written, your processes killed). cyclix drill drills the \
+             container boundary only; fix: set `tier: container` in the spec",
+            super::tenant::tenant_spec_path(env, tenant).display(),
+            spec.tier,
+            spec.tier
+        );
+        return Ok(Outcome::Findings);
+    }
+    // SIGTERM/SIGINT between two runs stops the drill too (each run has its own flag).
+    let stop = super::tenant::interrupt_flag()?;
     let ledgers = plant::ledgers_dir(&runtime);
     for n in plant::converge(&ledgers) {
         crate::stderrln!("cyclix: {n}");
@@ -70,6 +84,7 @@ pub fn run(
     let mut rows = Vec::new();
     let mut interrupted = false;
     for escape in wanted {
+        interrupted |= stop.load(std::sync::atomic::Ordering::SeqCst);
         if interrupted {
             rows.push(verdict::without_run(
                 escape,
