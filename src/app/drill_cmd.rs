@@ -236,12 +236,22 @@ fn observe(rec: &RunRecord, spec: &Spec, host: verdict::HostFacts) -> Observed {
         crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
         rec.agent_log.clone()
     });
-    let commits = if rec.commits.is_empty() || rec.branch.is_empty() {
+    let mut commits = if rec.commits.is_empty() || rec.branch.is_empty() {
         String::new()
     } else {
         commits_text(spec, rec)
             .unwrap_or_else(|e| format!("(the commits could not be read: {e:#})"))
     };
+    // What the agent left uncommitted is kept beside the record: searched too.
+    if let Some(diff) = rec
+        .import
+        .as_ref()
+        .and_then(|i| i.uncommitted_diff.as_ref())
+    {
+        commits.push_str(&String::from_utf8_lossy(
+            &std::fs::read(diff).unwrap_or_default(),
+        ));
+    }
     Observed {
         run_id: rec.run_id.clone(),
         result: serde_json::to_value(rec.result)

@@ -127,6 +127,8 @@ pub(crate) fn run_with(
     };
     let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
     inputs.deadlines.storage_lock = storage_lock_wait;
+    // `over.model` is recorded (the record's `model`); once the spec has `agent.model` (issue
+    // 14 item 1) it is set from it here, before `run_inputs`.
     inputs.overridden = over;
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     converge_and_execute(env, tenant, inputs, backend, &file)

@@ -94,7 +94,8 @@ pub struct Observed {
     pub decisions: Vec<serde_json::Value>,
     /// The record's `refusal` (failing probes, leaks the watch saw).
     pub refusal: Vec<String>,
-    /// What the run's commits carry (messages and patches), searched only.
+    /// What the run's commits carry (messages and patches) and the diff of what it left
+    /// uncommitted, searched only.
     pub commits: String,
     /// The host facts.
     pub host: HostFacts,
@@ -115,7 +116,8 @@ pub struct Row {
 
 /// `line` cut to [`EVIDENCE_CHARS`] characters, control characters dropped.
 fn clip(line: &str) -> String {
-    line.chars()
+    crate::text::printable(line)
+        .chars()
         .filter(|c| !c.is_control())
         .take(EVIDENCE_CHARS)
         .collect()
