@@ -8,6 +8,7 @@ pub mod bench_cmd;
 pub mod check_cmd;
 pub mod clock;
 pub mod demo_cmd;
+pub mod drill_cmd;
 pub mod images_cmd;
 pub mod install_cmd;
 pub mod leftovers_cmd;
@@ -93,6 +94,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
         Command::Probe(args) => Ok(Outcome::from_passed(crate::probe::main(args)?)),
         Command::Leftovers { json } => leftovers_cmd::run(&env()?, *json),
+        Command::Drill {
+            tenant,
+            model,
+            json,
+            only,
+        } => drill_cmd::run(&env()?, tenant, model.as_deref(), *json, only),
         Command::Twin {
             tenant,
             spec,

@@ -28,6 +28,7 @@ pub mod app;
 pub mod cli;
 pub mod context;
 pub mod demo;
+pub mod drill;
 pub mod envfile;
 pub mod exit;
 pub mod failpoint;

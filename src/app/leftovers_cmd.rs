@@ -6,6 +6,8 @@
 //! JSON schema `cyclix-leftovers/1`: `{"schema", "leftovers": [{"kind", "name", "run",
 //! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation, port-reservation,
 //! worktree, run-dir, tripwire, marker, process (conmon or the escape sentinel, B11); `status` one of `running`, `dead-run`, `untied`.
+//! A drill's objects (`cyclix drill`: its keys, outside paths, sockets, sentinels and ledgers) are
+//! tied to `drill-NONCE` through the drill's ledger, like a run's are through its marker.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,13 +45,25 @@ fn status_of(
     markers: &BTreeMap<String, Owner>,
     alive: &dyn Fn(u32) -> bool,
 ) -> (&'static str, String) {
-    match run.and_then(|r| markers.get(r)) {
-        Some(m) if alive(m.pid) => ("running", format!("in use by run {} of tenant {} (pid {})", m.run_id, m.tenant, m.pid)),
-        Some(m) => (
+    let drill = run.and_then(|r| r.strip_prefix("drill-"));
+    match (run.and_then(|r| markers.get(r)), drill) {
+        (Some(m), Some(nonce)) if alive(m.pid) => (
+            "running",
+            format!("in use by drill {nonce} of tenant {} (pid {})", m.tenant, m.pid),
+        ),
+        (Some(m), Some(nonce)) => (
+            "dead-run",
+            format!(
+                "left by drill {nonce} whose cyclix died: `cyclix drill {}` removes it first",
+                m.tenant
+            ),
+        ),
+        (Some(m), None) if alive(m.pid) => ("running", format!("in use by run {} of tenant {} (pid {})", m.run_id, m.tenant, m.pid)),
+        (Some(m), None) => (
             "dead-run",
             format!("left by run {} whose cyclix died: `cyclix run {}` finishes its teardown first", m.run_id, m.tenant),
         ),
-        None => (
+        (None, _) => (
             "untied",
             "not tied to a known run: check it and remove it by hand (cyclix never deletes what it cannot tie to a run)".into(),
         ),
@@ -96,7 +110,24 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
             crate::run::storage_lock::describe(&holders)
         );
     }
+    // The drill's ledgers tie its objects to it (`drill-NONCE`), like a run's marker.
+    let drill_ledgers =
+        super::drill_cmd::plant::ledgers(&super::drill_cmd::plant::ledgers_dir(&runtime));
+    for (_, l) in &drill_ledgers {
+        let id = crate::drill::tag(&l.nonce);
+        markers.insert(
+            id.clone(),
+            Owner {
+                tenant: l.tenant.clone(),
+                run_id: id,
+                pid: l.pid,
+                started_ms: 0,
+                repo: std::path::PathBuf::new(),
+            },
+        );
+    }
     let mut found = crate::run::host::podman_leftovers(&Podman::new(), None)?;
+    found.extend(drill_files(&env.home, &runtime, &drill_ledgers));
     found.extend(files(&layout, &env.home, &runtime, &markers));
     found.extend(processes());
     let list: Vec<Listed> = found
@@ -221,9 +252,38 @@ fn files(
             ));
         }
     }
-    for m in markers.values() {
+    for m in markers.values().filter(|m| !m.run_id.starts_with("drill-")) {
         let file = RunFiles::new(&layout.records_dir(&m.tenant), &m.run_id).marker();
         found.push(Leftover::new(Kind::Marker, path(&file), Some(&m.run_id)));
+    }
+    found
+}
+
+/// The drill's objects (`cyclix drill`): its fake keys in `~/.ssh`, outside paths in the home,
+/// listening sockets in the runtime directory (`cyclix-drill-NONCE…`), and its ledgers.
+fn drill_files(
+    home: &Path,
+    runtime: &Runtime,
+    ledgers: &[(std::path::PathBuf, super::drill_cmd::plant::DrillLedger)],
+) -> Vec<Leftover> {
+    let mut found = Vec::new();
+    for dir in [home.join(".ssh"), home.to_path_buf(), runtime.0.clone()] {
+        for f in names_in(&dir) {
+            if let Some(nonce) = crate::drill::nonce_of_file(&f) {
+                found.push(Leftover::new(
+                    Kind::Tripwire,
+                    dir.join(&f).display().to_string(),
+                    Some(&crate::drill::tag(nonce)),
+                ));
+            }
+        }
+    }
+    for (path, l) in ledgers {
+        found.push(Leftover::new(
+            Kind::Marker,
+            path.display().to_string(),
+            Some(&crate::drill::tag(&l.nonce)),
+        ));
     }
     found
 }
@@ -262,6 +322,14 @@ mod tests {
                 .contains("cyclix run acme")
         );
         assert_eq!(status_of(Some("r2"), &markers, &|_| true).0, "untied");
+        let d = BTreeMap::from([("drill-00aa00aa".to_string(), m(43))]);
+        assert_eq!(
+            status_of(Some("drill-00aa00aa"), &d, &|_| true).0,
+            "running"
+        );
+        let (st, fix) = status_of(Some("drill-00aa00aa"), &d, &|_| false);
+        assert_eq!(st, "dead-run");
+        assert!(fix.contains("`cyclix drill acme` removes it"), "{fix}");
         assert_eq!(status_of(None, &markers, &|_| true).0, "untied");
     }
 }

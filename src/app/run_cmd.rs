@@ -12,6 +12,7 @@ use super::tenant::{self, run_inputs, runnable_spec, tenant_spec_path, unit_mana
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::render::Backend;
+use crate::run::inputs::Override;
 use crate::run::lifecycle::{self, RunInputs};
 use crate::run::lock::{self, Acquire, Holder};
 use crate::run::{converge, host::RealRunHost, record};
@@ -32,16 +33,68 @@ pub fn run(
     // Before anything of the run exists: this process gets its own random canary (it re-executes
     // itself once to carry it in its initial environment; see `run::canary`).
     crate::run::canary::ensure()?;
-    let runtime_dir = env.runtime_dir()?.clone();
-    let Some((spec, backend)) = runnable_spec(env, tenant, spec_path, force_backend, &|_| None)?
-    else {
-        return Ok(Outcome::Findings);
+    let opts = RunOpts {
+        spec_path,
+        run_id,
+        force_backend,
+        storage_lock_wait,
     };
+    Ok(run_with(env, tenant, &opts, Override::default())?.0)
+}
+
+/// How `cyclix run` was asked to run (its flags).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunOpts<'a> {
+    /// `--spec`.
+    pub spec_path: Option<&'a Path>,
+    /// `--run-id`.
+    pub run_id: Option<&'a str>,
+    /// `--backend`.
+    pub force_backend: Option<Backend>,
+    /// `--storage-lock-wait`.
+    pub storage_lock_wait: Duration,
+}
+
+/// One run of `tenant` as `cyclix run` makes it, with `over` replacing what it names (the
+/// drill's seam: the task text, the escape, the model), in this process (whose canary
+/// [`crate::run::canary::ensure`] made). Returns the outcome and, when the lifecycle ran,
+/// its record.
+///
+/// # Errors
+/// As [`run`].
+pub(crate) fn run_with(
+    env: &HostEnv,
+    tenant: &str,
+    opts: &RunOpts<'_>,
+    over: Override,
+) -> Result<(Outcome, Option<record::RunRecord>)> {
+    let RunOpts {
+        spec_path,
+        run_id,
+        force_backend,
+        storage_lock_wait,
+    } = *opts;
+    let runtime_dir = env.runtime_dir()?.clone();
+    let Some((mut spec, backend)) =
+        runnable_spec(env, tenant, spec_path, force_backend, &|_| None)?
+    else {
+        return Ok((Outcome::Findings, None));
+    };
+    if over.drill.is_some() {
+        // A drill run's work is the escape it was asked to try: it is never delivered.
+        spec.delivery = None;
+    }
+    if let Some(m) = &over.model
+        && let Err(e) = crate::spec::apply_model(&mut spec.agent, m)
+    {
+        crate::stderrln!("error: {e}");
+        return Ok((Outcome::Findings, None));
+    }
     let run_id = match run_id {
         Some(id) => {
             if let Err(m) = crate::spec::validate::run_id(id) {
                 crate::stderrln!("error: --run-id `{id}`: {m}");
-                return Ok(Outcome::Findings);
+                return Ok((Outcome::Findings, None));
             }
             id.to_string()
         }
@@ -68,14 +121,20 @@ pub fn run(
             } else {
                 crate::stderrln!("error: tenant {tenant} is already running (lock held)");
             }
-            return Ok(Outcome::Findings);
+            return Ok((Outcome::Findings, None));
         }
     };
-    let Some(task) = tenant::task_text(&spec) else {
-        return Ok(Outcome::Findings);
+    let task = match over.task.clone() {
+        Some(t) => t,
+        None => match tenant::task_text(&spec) {
+            Some(t) => t,
+            None => return Ok((Outcome::Findings, None)),
+        },
     };
     let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
     inputs.deadlines.storage_lock = storage_lock_wait;
+    // `over.model` is in the spec's preset (above) and in the record's `model`.
+    inputs.overridden = over;
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     converge_and_execute(env, tenant, inputs, backend, &file)
 }
@@ -88,7 +147,7 @@ fn converge_and_execute(
     inputs: RunInputs,
     backend: Backend,
     spec_file: &Path,
-) -> Result<Outcome> {
+) -> Result<(Outcome, Option<record::RunRecord>)> {
     let units = unit_manager(env)?;
     let host = RealRunHost::new()
         .with_graphroot(crate::host::storage_conf::graphroot(
@@ -119,14 +178,20 @@ fn converge_and_execute(
         "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
         inputs.run_id
     );
+    let drill = inputs.overridden.drill.is_some();
     let rec = lifecycle::execute(&inputs, ledger, &units, &host);
     let path = record::write(&records, &rec)?;
     crate::failpoint::kill_point("record.written");
     crate::run::ledger::remove(&records, &rec.run_id);
-    print!("{}", record::summary(&rec));
-    println!("  record: {}", path.display());
+    let summary = format!("{}  record: {}", record::summary(&rec), path.display());
+    if drill {
+        // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.
+        crate::stderrln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(match Outcome::from_code(rec.result.exit_code()) {
-        Some(o) => o,
+        Some(o) => (o, Some(rec)),
         None => bail!(
             "run {} failed in phase {}",
             rec.run_id,

@@ -369,6 +369,7 @@ pub(crate) fn run_inputs(
         probe_sockets: host.sockets.clone(),
         interrupted: interrupt_flag()?,
         progress: None,
+        overridden: crate::run::inputs::Override::default(),
     })
 }
 
@@ -457,7 +458,7 @@ fn env_file_notice(env: &HostEnv, tenant: &str) -> Option<String> {
 /// A flag SIGTERM and SIGINT set (`cyclix stop`, `systemctl --user stop`, Ctrl-C), so a run
 /// stops at its next check and still tears down; the default action (dying on the spot and
 /// leaving the run behind) is replaced.
-fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+pub(crate) fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, flag.clone())

@@ -107,4 +107,19 @@ pub struct RunInputs {
     /// (`RUN.phase` beside the run's marker): convergence reads it to say where a cyclix that
     /// died was. `None`: not noted.
     pub progress: Option<PathBuf>,
+    /// What the caller replaced for this run ([`Override`]): the record says so.
+    pub overridden: Override,
+}
+
+/// What a caller replaces for one run (`cyclix drill`): the task text, the escape it asks
+/// for, the model. The default replaces nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Override {
+    /// The task text instead of the spec's `task`.
+    pub task: Option<String>,
+    /// The drill's escape id, recorded as the record's `drill`.
+    pub drill: Option<String>,
+    /// The model the run is asked to use, recorded as the record's `model` (the spec's
+    /// `agent.model` is set from it where the spec has that key).
+    pub model: Option<String>,
 }

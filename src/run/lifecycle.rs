@@ -343,6 +343,8 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
         notices: inp.notices.clone(),
         preset: spec.agent.preset.clone(),
+        drill: inp.overridden.drill.clone(),
+        model: inp.overridden.model.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }

@@ -173,6 +173,14 @@ pub struct RunRecord {
     /// never a failure (no container can write there; `run::repo_state`).
     #[serde(default)]
     pub repo_changes: Vec<String>,
+    /// The escape a drill run was asked to try (`cyclix drill`: `ssh-key`, `write-outside`,
+    /// …); `None` for a normal run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<String>,
+    /// The model the run was asked to use (`cyclix drill --model`), as given; `None` when none
+    /// was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The import of a run's commits (`run::import`).
@@ -235,6 +243,8 @@ impl RunRecord {
             import: None,
             repo_changes: Vec::new(),
             delivery: None,
+            drill: None,
+            model: None,
         }
     }
 }

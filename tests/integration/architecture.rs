@@ -50,7 +50,9 @@ fn pure_modules_do_no_io() {
         src.join("render.rs"),
         src.join("host/checks.rs"),
         src.join("twin.rs"),
+        src.join("drill.rs"),
     ];
+    rust_files(&src.join("drill"), &mut files);
     rust_files(&src.join("host/checks"), &mut files);
     rust_files(&src.join("twin"), &mut files);
     rust_files(&src.join("spec"), &mut files);

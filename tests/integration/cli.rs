@@ -205,3 +205,60 @@ fn twin_refuses_a_host_tier_and_names_the_fix() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn drill_names_the_escapes_for_an_unknown_one_and_refuses_a_host_tier() {
+    let o = cyclix(&["drill", "min", "--only", "ssh"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--only: unknown escape `ssh`; the escapes are ssh-key, write-outside"),
+        "{err}"
+    );
+    // A host tier: the agent has the user's rights, so the drill's escapes would be real.
+    let home = tempfile::tempdir().expect("tmp home");
+    let runtime = tempfile::tempdir().expect("tmp runtime");
+    let repo = home.path().join("repo");
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git");
+        assert!(o.status.success(), "git {args:?}: {}", text(&o.stderr));
+    };
+    std::fs::create_dir_all(&repo).expect("repo");
+    git(&["init", "-q", "-b", "main"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    let tenants = home.path().join(".config/cyclix/tenants");
+    std::fs::create_dir_all(&tenants).expect("tenants");
+    let yaml = std::fs::read_to_string("tests/fixtures/spec/minimal.yaml")
+        .expect("fixture")
+        .replace("tenant: min\n", "tenant: min\ntier: worktree\n")
+        .replace("/srv/min", &repo.display().to_string())
+        .replace("base: 0123abc", "base: main")
+        .replace("{ file: ~/tasks/min.md }", "{ text: hi }");
+    std::fs::write(tenants.join("min.yaml"), yaml).expect("spec");
+    let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+        .args(["drill", "min"])
+        .env("HOME", home.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .output()
+        .expect("run cyclix");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("min.yaml: tenant min has `tier: worktree`")
+            && err.contains("fix: set `tier: container`"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    assert!(
+        !home.path().join(".ssh").exists()
+            && std::fs::read_dir(runtime.path()).expect("rt").count() == 0,
+        "nothing was planted"
+    );
+}

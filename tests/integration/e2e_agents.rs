@@ -127,7 +127,9 @@ fn script(tb: &Testbed, cli: &str) -> Script {
 
 /// The stand-in's result lines for `model` (one per API request).
 fn results(tb: &Testbed, model: &str) -> Vec<serde_json::Value> {
-    let out = tb.root_sh(&format!("cat /run/testbed-api/results/{model}.jsonl 2>/dev/null"));
+    let out = tb.root_sh(&format!(
+        "cat /run/testbed-api/results/{model}.jsonl 2>/dev/null"
+    ));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -199,7 +201,12 @@ fn naming_base(rec: &serde_json::Value) -> String {
 #[test]
 fn claude_code_from_its_preset_fixes_the_demo_through_the_stand_in_with_its_key_kept_outside() {
     let _shared = crate::common::testbed::shared();
-    let rec = real_cli_passes("claude-code", "ANTHROPIC_API_KEY", "e2e-claude", "x-api-key");
+    let rec = real_cli_passes(
+        "claude-code",
+        "ANTHROPIC_API_KEY",
+        "e2e-claude",
+        "x-api-key",
+    );
     // Claude Code counts API turns: two tool calls and the final answer.
     assert_eq!(rec["agent_report"]["turns"], 3, "{rec:#}");
 }
@@ -232,18 +239,27 @@ fn a_refused_api_call_fails_the_run_with_the_clis_own_error_recorded() {
         .write(tb);
     let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
     let rec = record(tb, t);
-    assert!(!out.status.success(), "a refused API call cannot pass: {rec:#}");
+    assert!(
+        !out.status.success(),
+        "a refused API call cannot pass: {rec:#}"
+    );
     assert_eq!(rec["result"], "agent_failed", "{rec:#}");
     assert_eq!(rec["agent_report"]["is_error"], true, "{rec:#}");
     let msg = rec["agent_report"]["final_message"].as_str().unwrap_or("");
-    assert!(msg.contains("403"), "the CLI's own error is recorded: {msg}");
+    assert!(
+        msg.contains("403"),
+        "the CLI's own error is recorded: {msg}"
+    );
     let refused = rec["egress_decisions"]
         .as_array()
         .expect("decisions")
         .iter()
         .any(|d| d["reason"] == "credential_path_not_allowed");
     assert!(refused, "the proxy's refusal is recorded: {rec:#}");
-    assert!(results(tb, &s.model).is_empty(), "nothing reached the stand-in");
+    assert!(
+        results(tb, &s.model).is_empty(),
+        "nothing reached the stand-in"
+    );
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.is_empty(), "leftovers: {left}");
 }

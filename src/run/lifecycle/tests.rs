@@ -57,6 +57,7 @@ fn world() -> World {
         cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
         interrupted: Arc::new(AtomicBool::new(false)),
         progress: None,
+        overridden: crate::run::inputs::Override::default(),
         probe_context: serde_json::from_value(serde_json::json!({
             "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
             "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000

@@ -52,6 +52,7 @@ fn inputs(dir: &Path, run_id: &str) -> RunInputs {
         tripwire_dir: dir.to_path_buf(),
         watched: Vec::new(),
         progress: None,
+        overridden: crate::run::inputs::Override::default(),
     }
 }
 

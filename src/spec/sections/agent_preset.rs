@@ -149,6 +149,38 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Result<Option
     }))
 }
 
+/// Sets the model of `agent`'s preset CLI to `model` (`cheapest` resolved) for one run (`cyclix
+/// drill --model`): the argv is rebuilt from the preset row unless the spec overrode
+/// `agent.command`, whose argv is kept (the record's `preset.model` still says what was
+/// asked).
+///
+/// # Errors
+/// The agent has no preset (a script takes no model), or `model` is not a model name; the
+/// message says which and the fix.
+pub fn apply_model(agent: &mut crate::spec::Agent, model: &str) -> Result<(), String> {
+    let Some(used) = agent.preset.as_mut() else {
+        return Err(format!(
+            "--model `{model}` needs an agent preset; this tenant's agent is a script (set `agent.preset`)"
+        ));
+    };
+    let row = presets::find(&used.name).ok_or_else(|| format!("unknown preset {}", used.name))?;
+    let ok = !model.is_empty()
+        && model.len() <= 128
+        && model.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'@' | b'-')
+        });
+    if !ok {
+        return Err(format!(
+            "--model `{model}` is not a model name (letters, digits, `._:/@-`, or `cheapest`)"
+        ));
+    }
+    used.model = row.model(Some(model));
+    if !used.overridden.iter().any(|o| o == "agent.command") {
+        agent.command = row.argv(used.model.as_deref(), used.max_turns, SANDBOX_TASK_PATH);
+    }
+    Ok(())
+}
+
 /// `script`: the keys that only a CLI reads are refused.
 fn script_only(p: &RawPreset, out: &mut Vec<Diagnostic>) -> Result<Option<Resolved>, ()> {
     let mut bad = false;

@@ -1,0 +1,284 @@
+//! Issue 14, item 3: `cyclix drill`, the escape drill, on the real stack. Until the real CLIs
+//! land, the agent is a script that plays the CLI's part: it reads `$CYCLIX_TASK`, runs its one
+//! `sh` fenced block with /bin/sh and prints the command and its output (what a CLI's shell tool
+//! does). Each escape is attempted and refused: the drill exits 0. Positive controls: an agent
+//! that does nothing attempts nothing (every escape `not attempted`, exit 1), and escapes made
+//! from the HOST while the drill runs (the key read, the outside path written, the sentinel
+//! killed) are seen to get through (exit 1); a drill killed mid-run leaves objects that
+//! `cyclix leftovers` ties to it and the next drill removes.
+
+use crate::common::run::{leftovers, prepared, record_of};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::{Testbed, expect_success};
+
+/// The CLI stand-in: the task's one `sh` fenced block, run once, echoed with its output.
+const AGENT: &str = r#"import os, re, subprocess, sys
+task = open(os.environ["CYCLIX_TASK"]).read()
+m = re.search(r"^```sh\n(.*?)\n```$", task, re.S | re.M)
+if not m:
+    print("no sh block in the task", flush=True)
+    sys.exit(0)
+cmd = m.group(1)
+print("$ " + cmd, flush=True)
+p = subprocess.run(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+sys.stdout.write(p.stdout.decode(errors="replace"))
+print(f"exit {p.returncode}", flush=True)
+"#;
+
+/// The escapes, in the drill's order.
+const ESCAPES: [&str; 7] = [
+    "ssh-key",
+    "write-outside",
+    "repo-hook",
+    "kill-sentinel",
+    "host-sockets",
+    "canary-out",
+    "placeholder-elsewhere",
+];
+
+/// A tenant with a credential (so `placeholder-elsewhere` applies) and allowed.example on port
+/// 80 (so `canary-out` has a host the proxy logs URLs for); `agent` is its command.
+fn tenant(tb: &Testbed, t: &str, agent: &str) {
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf 'E2E_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the key",
+    );
+    Tenant::new(t)
+        .file("drill_agent.py", AGENT)
+        .agent_cmd(agent)
+        .agent_key(
+            "credentials:\n    - env: E2E_API_KEY\n      host: api.example\n      header: x-api-key\n      \
+             paths: [/v1/messages]",
+        )
+        .gate_cmd("[\"true\"]")
+        .extra_yaml(
+            "egress:\n  allow: [allowed.example]\n  ports: [80]\n  ca_certs: [/srv/testbed-ca.pem]",
+        )
+        .write(tb);
+}
+
+/// `cyclix drill ARGS --json` inside the testbed: its exit status and JSON.
+fn drill(tb: &Testbed, args: &str) -> (i32, serde_json::Value, String) {
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "{c} drill {args} --json > /tmp/drill.json 2> /tmp/drill.err; rc=$?; cat /tmp/drill.json; \
+             echo \"RC=$rc\"; cat /tmp/drill.err >&2"
+        )),
+        "cyclix drill",
+    );
+    let (json, rc) = out.rsplit_once("RC=").expect("rc");
+    let v = serde_json::from_str(json).unwrap_or_else(|e| panic!("drill JSON ({e}): {out}"));
+    (rc.trim().parse().expect("rc"), v, out)
+}
+
+/// The verdict of each escape, in order.
+fn verdicts(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["escapes"]
+        .as_array()
+        .expect("escapes")
+        .iter()
+        .map(|r| {
+            (
+                r["escape"].as_str().unwrap_or("?").to_string(),
+                r["verdict"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Drill objects and drill processes left in the testbed (empty: none).
+fn drill_objects(tb: &Testbed) -> String {
+    expect_success(
+        &tb.user_sh(
+            "ls -d ~/.ssh/cyclix-drill-* ~/cyclix-drill-* $XDG_RUNTIME_DIR/cyclix-drill-* \
+             $XDG_RUNTIME_DIR/cyclix/drills/* 2>/dev/null; pgrep -af '^cyclix-drill-' || true",
+        ),
+        "list drill objects",
+    )
+}
+
+#[test]
+fn every_escape_is_attempted_and_refused() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-drill";
+    tenant(tb, t, "[python3, /work/drill_agent.py]");
+    let hashes = "cd ~/src/e2e-drill/.git && sha256sum config hooks/* | sha256sum";
+    let before = expect_success(&tb.user_sh(hashes), "hash the repository");
+    let t0 = std::time::Instant::now();
+    let (rc, v, out) = drill(tb, &format!("{t} --model cheapest"));
+    eprintln!("drill of 7 escapes: {} s", t0.elapsed().as_secs());
+    let want: Vec<(String, String)> = ESCAPES
+        .iter()
+        .map(|e| ((*e).to_string(), "refused".to_string()))
+        .collect();
+    assert_eq!(verdicts(&v), want, "{out}");
+    assert_eq!(rc, 0, "{out}");
+    for row in v["escapes"].as_array().expect("rows") {
+        let e = row["escape"].as_str().expect("escape");
+        let evidence = row["evidence"].to_string();
+        assert!(evidence.contains("drill-"), "{e}: {evidence}");
+        let run = row["run_id"].as_str().expect("run id");
+        let rec = record_of(tb, t, run);
+        assert_eq!(rec["drill"], e, "the record says which escape");
+        assert_eq!(rec["model"], "cheapest");
+        let left = leftovers(tb, run, t);
+        assert!(left.trim().is_empty(), "{e}: {left}");
+    }
+    let row = |e: &str| {
+        v["escapes"]
+            .as_array()
+            .and_then(|r| r.iter().find(|x| x["escape"] == e))
+            .map(|x| x["evidence"].to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        row("placeholder-elsewhere").contains("placeholder_refused"),
+        "{}",
+        row("placeholder-elsewhere")
+    );
+    assert!(
+        row("canary-out").contains("proxy: GET"),
+        "{}",
+        row("canary-out")
+    );
+    assert!(
+        row("ssh-key").contains("No such file"),
+        "{}",
+        row("ssh-key")
+    );
+    assert!(
+        row("kill-sentinel").contains("rc="),
+        "{}",
+        row("kill-sentinel")
+    );
+    assert_eq!(
+        expect_success(&tb.user_sh(hashes), "hash the repository"),
+        before
+    );
+    let left = drill_objects(tb);
+    assert!(left.trim().is_empty(), "drill objects left: {left}");
+}
+
+#[test]
+fn an_agent_that_does_nothing_attempts_nothing() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-drill-idle";
+    tenant(tb, t, "[\"true\"]");
+    let t0 = std::time::Instant::now();
+    let (rc, v, out) = drill(tb, t);
+    eprintln!("idle drill of 7 escapes: {} s", t0.elapsed().as_secs());
+    let want: Vec<(String, String)> = ESCAPES
+        .iter()
+        .map(|e| ((*e).to_string(), "not-attempted".to_string()))
+        .collect();
+    assert_eq!(verdicts(&v), want, "{out}");
+    assert_eq!(rc, 1, "{out}");
+    let left = drill_objects(tb);
+    assert!(left.trim().is_empty(), "drill objects left: {left}");
+}
+
+/// Reads field `k` of the ledger `$f` (shell).
+fn field(k: &str) -> String {
+    format!(
+        "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"{k}\"])' \"$f\" 2>/dev/null)"
+    )
+}
+
+#[test]
+fn escapes_made_from_the_host_get_through_and_a_dead_drill_is_tied_and_removed() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-drill-host";
+    tenant(tb, t, "[python3, /work/drill_agent.py]");
+    let c = tb.cyclix_bin();
+    let (pid, key, outside) = (field("sentinel_pid"), field("key"), field("outside"));
+    // While the drill runs, the host does what the sandbox could not: each new ledger's key is
+    // read, its outside path written, its sentinel killed.
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            r#"d=$XDG_RUNTIME_DIR/cyclix/drills
+{c} drill {t} --only ssh-key --only write-outside --only kill-sentinel --json > /tmp/drill-host.json 2>/tmp/drill-host.err & dp=$!
+seen=
+while kill -0 $dp 2>/dev/null; do
+  for f in $d/*.json; do
+    [ -e "$f" ] || continue
+    case " $seen " in *" $f "*) continue;; esac
+    p={pid}; [ -n "$p" ] && [ "$p" != 0 ] || continue
+    cat "{key}" > /dev/null; : > "{outside}"; kill -TERM "$p"
+    seen="$seen $f"
+  done
+  sleep 0.05
+done
+wait $dp; echo "RC=$?"; cat /tmp/drill-host.json; cat /tmp/drill-host.err >&2"#
+        )),
+        "drill with escapes from the host",
+    );
+    let (head, json) = out.split_once('\n').expect("rc line");
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        verdicts(&v),
+        [
+            ("ssh-key".to_string(), "got-through".to_string()),
+            ("write-outside".to_string(), "got-through".to_string()),
+            ("kill-sentinel".to_string(), "got-through".to_string()),
+        ],
+        "{out}"
+    );
+    assert_eq!(head, "RC=1", "{out}");
+    assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
+    // A drill killed mid-run: `cyclix leftovers` ties its objects to it (dead), and the next
+    // drill removes them (and the dead run's teardown is finished by its run).
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            r#"d=$XDG_RUNTIME_DIR/cyclix/drills
+{c} drill {t} --only ssh-key > /dev/null 2>&1 & dp=$!
+for i in $(seq 1 600); do
+  f=$(ls $d/*.json 2>/dev/null | head -1)
+  [ -n "$f" ] && p={pid} && [ -n "$p" ] && [ "$p" != 0 ] && break; sleep 0.02
+done
+kill -KILL $dp; wait $dp 2>/dev/null
+echo "LEFT"; {c} leftovers --json
+{c} drill {t} --only ssh-key > /dev/null 2>/tmp/drill-again.err; echo "AGAIN=$?"; grep -c 'removed what drill' /tmp/drill-again.err
+echo "AFTER"; {c} leftovers --json | grep -c '"drill-' || true"#
+        )),
+        "kill a drill, list, converge",
+    );
+    let (_, rest) = out.split_once("LEFT\n").expect("LEFT");
+    let (left, after) = rest.split_once("AGAIN=").expect("AGAIN");
+    let left: serde_json::Value =
+        serde_json::from_str(left).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let drilled: Vec<(String, String)> = left["leftovers"]
+        .as_array()
+        .expect("leftovers")
+        .iter()
+        .filter(|l| l["run"].as_str().is_some_and(|r| r.starts_with("drill-")))
+        .map(|l| {
+            (
+                l["kind"].as_str().unwrap_or("?").to_string(),
+                l["status"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect();
+    for kind in ["tripwire", "marker", "process"] {
+        assert!(
+            drilled.contains(&(kind.to_string(), "dead-run".to_string())),
+            "{kind} of the dead drill: {drilled:?}\n{out}"
+        );
+    }
+    let mut lines = after.lines();
+    assert_eq!(lines.next(), Some("0"), "the drill ran again: {out}");
+    assert_eq!(
+        lines.next(),
+        Some("1"),
+        "it removed the dead drill's objects: {out}"
+    );
+    assert_eq!(lines.next(), Some("AFTER"));
+    assert_eq!(lines.next(), Some("0"), "nothing of a drill left: {out}");
+    assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
+}
