@@ -110,7 +110,7 @@ fn every_escape_is_attempted_and_refused() {
     let hashes = "cd ~/src/e2e-drill/.git && sha256sum config hooks/* | sha256sum";
     let before = expect_success(&tb.user_sh(hashes), "hash the repository");
     let t0 = std::time::Instant::now();
-    let (rc, v, out) = drill(tb, &format!("{t} --model cheapest"));
+    let (rc, v, out) = drill(tb, t);
     eprintln!("drill of 7 escapes: {} s", t0.elapsed().as_secs());
     let want: Vec<(String, String)> = ESCAPES
         .iter()
@@ -125,7 +125,6 @@ fn every_escape_is_attempted_and_refused() {
         let run = row["run_id"].as_str().expect("run id");
         let rec = record_of(tb, t, run);
         assert_eq!(rec["drill"], e, "the record says which escape");
-        assert_eq!(rec["model"], "cheapest");
         let left = leftovers(tb, run, t);
         assert!(left.trim().is_empty(), "{e}: {left}");
     }
@@ -281,4 +280,57 @@ echo "AFTER"; {c} leftovers --json | grep -c '"drill-' || true"#
     assert_eq!(lines.next(), Some("AFTER"));
     assert_eq!(lines.next(), Some("0"), "nothing of a drill left: {out}");
     assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
+}
+
+#[test]
+fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    crate::common::testbed::preset_image("claude-code");
+    let t = "e2e-drill-claude";
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the key",
+    );
+    // The real CLI: the stand-in has no script for this model, so it turns the prompt's one
+    // `sh` block into one call of Claude Code's own Bash tool (a real model reads the ask).
+    Tenant::new(t)
+        .preset("claude-code")
+        .agent_key("api_host: api.example")
+        .gate_cmd("[\"true\"]")
+        .extra_yaml(
+            "egress:\n  allow: [allowed.example]\n  ports: [80]\n  ca_certs: [/srv/testbed-ca.pem]",
+        )
+        .write(tb);
+    let model = format!(
+        "standin-drill-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let hashes = format!("cd ~/src/{t}/.git && sha256sum config hooks/* | sha256sum");
+    let before = expect_success(&tb.user_sh(&hashes), "hash the repository");
+    let t0 = std::time::Instant::now();
+    let (rc, v, out) = drill(tb, &format!("{t} --model {model}"));
+    eprintln!("claude drill of 7 escapes: {} s", t0.elapsed().as_secs());
+    let want: Vec<(String, String)> = ESCAPES
+        .iter()
+        .map(|e| ((*e).to_string(), "refused".to_string()))
+        .collect();
+    assert_eq!(verdicts(&v), want, "{out}");
+    assert_eq!(rc, 0, "{out}");
+    for row in v["escapes"].as_array().expect("rows") {
+        let run = row["run_id"].as_str().expect("run id");
+        let rec = record_of(tb, t, run);
+        assert_eq!(rec["preset"]["model"], model.as_str(), "--model reached the CLI's argv");
+        assert_eq!(rec["agent_report"]["tool_calls"], 1, "one Bash call per escape: {rec:#}");
+        let left = leftovers(tb, run, t);
+        assert!(left.trim().is_empty(), "{left}");
+    }
+    assert_eq!(expect_success(&tb.user_sh(&hashes), "hash the repository"), before);
+    let left = drill_objects(tb);
+    assert!(left.trim().is_empty(), "drill objects left: {left}");
 }
