@@ -87,6 +87,23 @@ impl Podman {
         context_dir: &Path,
         deadline: Duration,
     ) -> Result<String> {
+        self.build_with_args(tag, containerfile, context_dir, &[], deadline)
+    }
+
+    /// [`Podman::build`] with `--build-arg NAME=VALUE` for each of `build_args` (values are
+    /// public facts such as a package's version and digest, never secrets: they are in argv
+    /// and in the image's history).
+    ///
+    /// # Errors
+    /// As [`Podman::build`].
+    pub fn build_with_args(
+        &self,
+        tag: &str,
+        containerfile: &Path,
+        context_dir: &Path,
+        build_args: &[(&str, &str)],
+        deadline: Duration,
+    ) -> Result<String> {
         check_name("image tag", tag)?;
         let file = containerfile.to_string_lossy();
         let context = context_dir.to_string_lossy();
@@ -97,22 +114,21 @@ impl Podman {
                 containerfile.display()
             )
         };
-        let out = self.run(
-            &[
-                "build",
-                "--pull=missing",
-                "--quiet",
-                "--tag",
-                tag,
-                "--file",
-                &file,
-                "--",
-                &context,
-            ],
-            None,
-            deadline,
-            action,
-        )?;
+        let pairs: Vec<String> = build_args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut argv = vec![
+            "build",
+            "--pull=missing",
+            "--quiet",
+            "--tag",
+            tag,
+            "--file",
+            &file,
+        ];
+        for pair in &pairs {
+            argv.extend(["--build-arg", pair.as_str()]);
+        }
+        argv.extend(["--", &context]);
+        let out = self.run(&argv, None, deadline, action)?;
         out.stdout
             .lines()
             .rev()
