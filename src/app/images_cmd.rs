@@ -102,7 +102,9 @@ pub fn run() -> Result<Outcome> {
 /// else `/var/tmp/cyclix-packages`; inside the testbed `/opt/cyclix-packages`). Each file is
 /// hashed while it is copied into the build context, and the copy is used only if its digest is
 /// the lock's; the Containerfile checks it once more. The CLI's file is `package.tgz` in the
-/// context; further lines of the preset go to `packages/ALGO/HEX`.
+/// context (its digest the `PKG_DIGEST` build argument); further lines of the preset go to
+/// `packages/FILE` (the URL's file name: pip needs a wheel's own name), listed with their digests
+/// in `packages/SHA512SUMS` and `packages/SHA256SUMS` (`sha512sum -c` format) for that check.
 ///
 /// # Errors
 /// An unknown preset, a missing package file, a file whose digest is not the lock's, a missing
@@ -127,17 +129,27 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
         )));
     };
     let dir = tempfile::tempdir().context("creating a build context")?;
+    let (mut sha512sums, mut sha256sums) = (String::new(), String::new());
     for (i, pkg) in pkgs.iter().enumerate() {
         let rel = if i == 0 {
             "package.tgz".to_string()
         } else {
-            format!("packages/{}", pkg.cache_rel())
+            let sums = match pkg.algo {
+                Algo::Sha512 => &mut sha512sums,
+                Algo::Sha256 => &mut sha256sums,
+            };
+            sums.extend([&*pkg.hex, "  ", pkg.file_name(), "\n"]);
+            format!("packages/{}", pkg.file_name())
         };
         copy_verified(
             pkg,
             &packages_dir.join(pkg.cache_rel()),
             &dir.path().join(rel),
         )?;
+    }
+    if pkgs.len() > 1 {
+        std::fs::write(dir.path().join("packages/SHA512SUMS"), sha512sums)?;
+        std::fs::write(dir.path().join("packages/SHA256SUMS"), sha256sums)?;
     }
     let podman = Podman::new();
     if !podman.image_exists(images::AGENT_PYTHON_IMAGE)? {

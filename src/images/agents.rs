@@ -28,6 +28,10 @@ pub const PRESET_CONTAINERFILES: &[(&str, &str)] = &[
         "codex",
         include_str!("../../images/agents/codex/Containerfile"),
     ),
+    (
+        "gemini-cli",
+        include_str!("../../images/agents/gemini-cli/Containerfile"),
+    ),
 ];
 
 /// The presets CI builds and `scripts/fetch-agent-packages` fetches by default.
@@ -88,6 +92,13 @@ impl Package {
     #[must_use]
     pub fn cache_rel(&self) -> String {
         format!("{}/{}", self.algo.name(), self.hex)
+    }
+
+    /// The file name the URL ends in (`claude-code-linux-x64-2.1.332.tgz`, a wheel's name):
+    /// the name a further package of a preset has in the build context (`packages/NAME`).
+    #[must_use]
+    pub fn file_name(&self) -> &str {
+        self.url.rsplit('/').next().unwrap_or(&self.url)
     }
 
     /// `ALGO:HEX`, as in the lock (and the Containerfiles' `PKG_DIGEST` build argument).
@@ -161,8 +172,17 @@ pub fn parse_lock(text: &str) -> Result<Vec<Package>, LockError> {
                 "version `{version}`: letters, digits, `.`, `-`, `_` only (it is an image tag)"
             )));
         }
-        if !url.starts_with("https://") {
-            return Err(err(format!("URL `{url}`: must be https")));
+        let file = url.rsplit('/').next().unwrap_or_default();
+        if !url.starts_with("https://")
+            || file.is_empty()
+            || file.starts_with('.')
+            || !file
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
+        {
+            return Err(err(format!(
+                "URL `{url}`: must be https and end in a file name (letters, digits, `.-_+`)"
+            )));
         }
         let (algo_name, hex) = digest.split_once(':').unwrap_or(("", digest));
         let algo = match algo_name {
@@ -281,6 +301,7 @@ mod tests {
         assert_eq!(p[0].name, "@a/b");
         assert_eq!(p[0].cache_rel(), format!("sha512/{H512}"));
         assert_eq!(p[0].digest(), format!("sha512:{H512}"));
+        assert_eq!(p[0].file_name(), "x.tgz");
     }
 
     #[test]
@@ -290,6 +311,14 @@ mod tests {
             (
                 &*format!("x npm a 1 http://r/x sha512:{H512}"),
                 "must be https",
+            ),
+            (
+                &*format!("x npm a 1 https://r/ sha512:{H512}"),
+                "end in a file name",
+            ),
+            (
+                &*format!("x npm a 1 https://r/.. sha512:{H512}"),
+                "end in a file name",
             ),
             (
                 &*format!("x cargo a 1 https://r/x sha512:{H512}"),
