@@ -93,6 +93,10 @@ pub fn run() -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// The label on a preset image holding the sha256 of its inputs (the embedded Containerfile,
+/// the base image's id, the preset's lock lines): equal inputs, no rebuild.
+pub const INPUTS_LABEL: &str = "io.cyclix.inputs";
+
 /// `cyclix images build --preset PRESET --packages DIR`: builds
 /// [`agents::preset_image`]`(PRESET)` from the embedded `images/agents/PRESET/Containerfile`,
 /// FROM [`images::AGENT_PYTHON_IMAGE`] (built by plain `cyclix images build`), with no network.
@@ -105,6 +109,8 @@ pub fn run() -> Result<Outcome> {
 /// context (its digest the `PKG_DIGEST` build argument); further lines of the preset go to
 /// `packages/FILE` (the URL's file name: pip needs a wheel's own name), listed with their digests
 /// in `packages/SHA512SUMS` and `packages/SHA256SUMS` (`sha512sum -c` format) for that check.
+/// The packages are checked every time; the build is skipped (`up to date TAG`) when the tag's
+/// [`INPUTS_LABEL`] matches.
 ///
 /// # Errors
 /// An unknown preset, a missing package file, a file whose digest is not the lock's, a missing
@@ -159,6 +165,24 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
             images::AGENT_PYTHON_IMAGE
         )));
     }
+    // Everything the image is made of; an image of the tag built from the same inputs is kept
+    // (a rebuild would miss buildah's layer cache, whose key for a bind-mounted package is the
+    // file's identity in the fresh context, and leave a dangling copy of several 100 MB).
+    let base_id = podman.image_id(images::AGENT_PYTHON_IMAGE)?;
+    let mut inputs = sha2::Sha256::new();
+    for part in [containerfile, &base_id]
+        .into_iter()
+        .chain(pkgs.iter().map(|p| p.text.as_str()))
+    {
+        inputs.update(part.as_bytes());
+        inputs.update([0]);
+    }
+    let inputs = hex(&inputs.finalize());
+    if podman.image_label(&tag, INPUTS_LABEL)?.as_deref() == Some(inputs.as_str()) {
+        let id = podman.image_id(&tag)?;
+        println!("up to date {tag} ({})", id.get(..12).unwrap_or(&id));
+        return Ok(Outcome::Ok);
+    }
     let file = dir.path().join("Containerfile");
     std::fs::write(&file, containerfile).with_context(|| format!("writing {}", file.display()))?;
     let digest = cli.digest();
@@ -171,6 +195,7 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
             ("PKG_VERSION", &cli.version),
             ("PKG_DIGEST", &digest),
         ],
+        &[(INPUTS_LABEL, &inputs)],
         BUILD_DEADLINE,
     )?;
     println!("built {tag} ({})", id.get(..12).unwrap_or(&id));
