@@ -226,7 +226,7 @@ pub struct ProbeArgs {
 pub enum ImagesCommand {
     /// Build `localhost/cyclix-proxy:latest` and `localhost/cyclix-agent-python:latest`.
     Build {
-        /// Build only this agent preset's image (`claude-code`, `codex`):
+        /// Build only this agent preset's image (`claude-code`, `codex`; `gemini-cli` on request):
         /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
         /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
         #[arg(long, value_name = "PRESET")]
