@@ -97,6 +97,11 @@ pub fn run() -> Result<Outcome> {
 /// the base image's id, the preset's lock lines): equal inputs, no rebuild.
 pub const INPUTS_LABEL: &str = "io.cyclix.inputs";
 
+/// The label naming the lock line the image's CLI was installed from, `NAME@VERSION` as in the
+/// lock (`@openai/codex@0.171.0-linux-x64`); `io.cyclix.package` names the release
+/// (`@openai/codex@0.171.0`).
+pub const FILE_LABEL: &str = "io.cyclix.package.file";
+
 /// `cyclix images build --preset PRESET --packages DIR`: builds
 /// [`agents::preset_image`]`(PRESET)` from the embedded `images/agents/PRESET/Containerfile`,
 /// FROM [`images::AGENT_PYTHON_IMAGE`] (built by plain `cyclix images build`), with no network.
@@ -186,16 +191,18 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
     let file = dir.path().join("Containerfile");
     std::fs::write(&file, containerfile).with_context(|| format!("writing {}", file.display()))?;
     let digest = cli.digest();
+    let (release_name, release_version) = cli.release();
+    let file_label = format!("{}@{}", cli.name, cli.version);
     let id = podman.build_with_args(
         &tag,
         &file,
         dir.path(),
         &[
-            ("PKG_NAME", &cli.name),
-            ("PKG_VERSION", &cli.version),
+            ("PKG_NAME", release_name),
+            ("PKG_VERSION", release_version),
             ("PKG_DIGEST", &digest),
         ],
-        &[(INPUTS_LABEL, &inputs)],
+        &[(INPUTS_LABEL, &inputs), (FILE_LABEL, &file_label)],
         BUILD_DEADLINE,
     )?;
     println!("built {tag} ({})", id.get(..12).unwrap_or(&id));

@@ -6,7 +6,8 @@
 //! Lock format, one package per line (`#` comments, blank lines ignored), fields separated by
 //! whitespace: `PRESET REGISTRY NAME VERSION URL ALGO:HEX`. `ALGO` is `sha512` (npm's
 //! `dist.integrity`, base64 there, hex here) or `sha256` (`PyPI`'s `digests.sha256`). The first
-//! line of a preset is its CLI: its `VERSION` is the image tag and `NAME@VERSION` the
+//! line of a preset is its CLI; its release ([`Package::release`]: `NAME@VERSION` without the
+//! npm platform-build suffix `-linux-x64`) gives the image tag's version and the
 //! `io.cyclix.package` label. A package's file lives in the cache at `DIR/ALGO/HEX`.
 
 use std::fmt;
@@ -33,6 +34,10 @@ pub const PRESET_CONTAINERFILES: &[(&str, &str)] = &[
         include_str!("../../images/agents/gemini-cli/Containerfile"),
     ),
 ];
+
+/// The suffix npm platform builds carry, on the package name
+/// (`@anthropic-ai/claude-code-linux-x64`) or on the version (`@openai/codex@0.171.0-linux-x64`).
+pub const PLATFORM_SUFFIX: &str = "-linux-x64";
 
 /// The presets CI builds and `scripts/fetch-agent-packages` fetches by default.
 pub const CI_PRESETS: &[&str] = &["claude-code", "codex"];
@@ -99,6 +104,21 @@ impl Package {
     #[must_use]
     pub fn file_name(&self) -> &str {
         self.url.rsplit('/').next().unwrap_or(&self.url)
+    }
+
+    /// The release this file is a build of: `NAME` and `VERSION` without [`PLATFORM_SUFFIX`]
+    /// (`@anthropic-ai/claude-code`, `2.1.332`; `@openai/codex`, `0.171.0`), i.e. what the
+    /// user-facing package is called (`npm install -g @openai/codex@0.171.0`).
+    #[must_use]
+    pub fn release(&self) -> (&str, &str) {
+        (
+            self.name
+                .strip_suffix(PLATFORM_SUFFIX)
+                .unwrap_or(&self.name),
+            self.version
+                .strip_suffix(PLATFORM_SUFFIX)
+                .unwrap_or(&self.version),
+        )
     }
 
     /// `ALGO:HEX`, as in the lock (and the Containerfiles' `PKG_DIGEST` build argument).
@@ -240,11 +260,11 @@ pub fn containerfile(preset: &str) -> Option<&'static str> {
         .map(|(_, text)| *text)
 }
 
-/// The image name rule: `localhost/cyclix-agent-PRESET:VERSION`, `VERSION` being that of the
-/// preset's CLI (its first lock line).
+/// The image name rule: `localhost/cyclix-agent-PRESET:VERSION`, `VERSION` being the release
+/// version of the preset's CLI (its first lock line, [`Package::release`]).
 #[must_use]
 pub fn image_name(preset: &str, cli: &Package) -> String {
-    format!("localhost/cyclix-agent-{preset}:{}", cli.version)
+    format!("localhost/cyclix-agent-{preset}:{}", cli.release().1)
 }
 
 /// The image tag `cyclix images build --preset PRESET` builds (e.g.
@@ -286,8 +306,18 @@ mod tests {
         );
         assert_eq!(
             preset_image("codex").as_deref(),
-            Some("localhost/cyclix-agent-codex:0.171.0-linux-x64")
+            Some("localhost/cyclix-agent-codex:0.171.0")
         );
+        assert_eq!(
+            preset_image("gemini-cli").as_deref(),
+            Some("localhost/cyclix-agent-gemini-cli:0.61.0")
+        );
+        let cli = |p: &str| packages(p).expect("lock").swap_remove(0);
+        assert_eq!(
+            cli("claude-code").release(),
+            ("@anthropic-ai/claude-code", "2.1.332")
+        );
+        assert_eq!(cli("codex").release(), ("@openai/codex", "0.171.0"));
         assert_eq!(preset_image("script"), None);
         assert_eq!(preset_image("nope"), None);
     }

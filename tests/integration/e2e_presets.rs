@@ -47,6 +47,7 @@ fn runs_as_uid_1000(preset: &str, cli: &str, version: &str) {
     let out = expect_success(
         &tb.user_sh(&format!(
             "set -e; podman image inspect -f '{{{{index .Labels \"io.cyclix.package\"}}}} \
+                 {{{{index .Labels \"io.cyclix.package.file\"}}}} \
                  {{{{index .Labels \"io.cyclix.image\"}}}} {{{{.Config.User}}}}' {tag}; \
                  podman run --rm --network=none --user 1000:1000 --read-only --tmpfs /tmp {tag} \
                  sh -c 'id -u; id -g; command -v {cli}; {cli} --version 2>/dev/null; \
@@ -60,7 +61,13 @@ fn runs_as_uid_1000(preset: &str, cli: &str, version: &str) {
     assert_eq!(
         lines,
         [
-            &*format!("{}@{} agent-{preset} 1000:1000", pkg.name, pkg.version),
+            &*format!(
+                "{}@{} {}@{} agent-{preset} 1000:1000",
+                pkg.release().0,
+                pkg.release().1,
+                pkg.name,
+                pkg.version
+            ),
             "1000",
             "1000",
             &*format!("/usr/local/bin/{cli}"),
