@@ -247,7 +247,22 @@ pub struct ProbeArgs {
 #[derive(Debug, Subcommand)]
 pub enum ImagesCommand {
     /// Build `localhost/cyclix-proxy:latest` and `localhost/cyclix-agent-python:latest`.
-    Build,
+    Build {
+        /// Build only this agent preset's image (`claude-code`, `codex`; `gemini-cli` on request):
+        /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
+        /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
+        #[arg(long, value_name = "PRESET")]
+        preset: Option<String>,
+        /// The package cache (files at `DIR/ALGO/HEX`); inside the testbed
+        /// `/opt/cyclix-packages`. Read only with --preset.
+        #[arg(
+            long,
+            value_name = "DIR",
+            env = "CYCLIX_PACKAGES",
+            default_value = "/var/tmp/cyclix-packages"
+        )]
+        packages: std::path::PathBuf,
+    },
 }
 
 /// `cyclix demo ...`

@@ -62,6 +62,10 @@
 #                 (e.g. TB_BIND_RO="/some/dir:/mnt/x").
 #   TB_DEBIAN_IMAGE=0 skips building/importing the debian:trixie base image.
 #   TB_ENV="K=V ..." extra environment for `user`/`root`; TB_WORKDIR for `user`.
+#   TB_AGENT_PACKAGES="claude-code codex" (default): the agent presets whose pinned packages
+#                 `up` fetches on the HOST (scripts/fetch-agent-packages; a cached file costs no
+#                 network) into ${CYCLIX_PACKAGES:-/var/tmp/cyclix-packages}, bound read-only at
+#                 /opt/cyclix-packages inside; empty skips the fetch (the bind stays).
 set -euo pipefail
 
 TB_DIR=${TB_DIR:-/var/tmp/cyclix-tb}
@@ -79,6 +83,8 @@ TB_VOLATILE=${TB_VOLATILE:-1}
 TB_BIND=${TB_BIND:-}
 TB_BIND_RO=${TB_BIND_RO:-}
 TB_DEBIAN_IMAGE=${TB_DEBIAN_IMAGE:-1}
+TB_AGENT_PACKAGES=${TB_AGENT_PACKAGES-claude-code codex}
+AGENT_PACKAGES_DIR=${CYCLIX_PACKAGES:-/var/tmp/cyclix-packages}
 
 # The project root: the parent of the directory holding this script.
 PROJECT_ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
@@ -403,6 +409,17 @@ build_all() {
   debian_tar_fresh || build_debian_tar
 }
 
+# The agent preset images' packages (images/agents/packages.lock): fetched here, on the host,
+# because the testbed has no internet; `cyclix images build --preset P --packages
+# /opt/cyclix-packages` builds from them offline inside.
+fetch_agent_packages() {
+  mkdir -p "$AGENT_PACKAGES_DIR"
+  [ -n "$TB_AGENT_PACKAGES" ] || return 0
+  # shellcheck disable=SC2086 # a space-separated preset list by design
+  CYCLIX_PACKAGES=$AGENT_PACKAGES_DIR "$PROJECT_ROOT/scripts/fetch-agent-packages" $TB_AGENT_PACKAGES >/dev/null \
+    || die "fetching the agent preset packages ($TB_AGENT_PACKAGES) into $AGENT_PACKAGES_DIR failed (needs internet once; TB_AGENT_PACKAGES= skips)"
+}
+
 # cgroup roots nspawn must be placed in: this VM is v1-hybrid (name=systemd v1 +
 # cgroup2 at /sys/fs/cgroup/unified); a pure-v2 host has just /sys/fs/cgroup.
 cg_roots() {
@@ -447,6 +464,7 @@ boot() {
     # (NOTES fact 3; keyring=false in containers.conf would change podman instead).
     --system-call-filter="add_key keyctl request_key"
     --bind-ro="$IMAGES:/opt/testbed-images"
+    --bind-ro="$AGENT_PACKAGES_DIR:/opt/cyclix-packages"
     --bind-ro="$PROJECT_ROOT:/src")
   if [ "$TB_VOLATILE" = 1 ]; then
     # / = overlay(rootfs, tmpfs): the cached rootfs stays pristine. Podman's
@@ -668,7 +686,7 @@ EOS
 
 cmd=${1:-up}; [ $# -gt 0 ] && shift
 case "$cmd" in
-  up)       take_lock; host_deps; build_all; boot; import_images
+  up)       take_lock; host_deps; build_all; fetch_agent_packages; boot; import_images
             log "ready: '$0 user CMD' runs CMD as $TB_USER; /src = $PROJECT_ROOT" ;;
   user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; in_user "$@" ;;
   root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; in_root_unit "$@" ;;

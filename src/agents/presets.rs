@@ -324,6 +324,17 @@ mod tests {
     }
 
     #[test]
+    fn the_table_and_the_image_recipes_agree_on_every_tag() {
+        for name in ["claude-code", "codex", "gemini-cli"] {
+            assert_eq!(
+                crate::images::agents::preset_image(name).as_deref(),
+                find(name).map(|p| p.image),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn argv_puts_model_turns_and_task_where_each_cli_reads_them() {
         let c = find("claude-code").expect("row");
         let v = c.argv(Some("m1"), Some(7), "/cyclix/task.md");

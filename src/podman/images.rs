@@ -37,6 +37,28 @@ impl Podman {
         }
     }
 
+    /// The value of label `key` on local image `reference`, `None` when the image is missing or
+    /// has no such label (`podman image inspect --format {{index .Config.Labels KEY}}`). Never
+    /// pulls.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman fails for another reason than a missing image.
+    pub fn image_label(&self, reference: &str, key: &str) -> Result<Option<String>> {
+        check_name("image reference", reference)?;
+        if !self.image_exists(reference)? {
+            return Ok(None);
+        }
+        let format = format!("{{{{index .Config.Labels {key:?}}}}}");
+        let out = self.run(
+            &["image", "inspect", "--format", &format, "--", reference],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("reading label {key} of image {reference}"),
+        )?;
+        let value = out.stdout.trim();
+        Ok((!value.is_empty() && value != "<no value>").then(|| value.to_string()))
+    }
+
     /// Whether image `reference` is in local storage (`podman image exists`: exit 0 yes, 1 no).
     /// Never pulls.
     ///
@@ -87,6 +109,24 @@ impl Podman {
         context_dir: &Path,
         deadline: Duration,
     ) -> Result<String> {
+        self.build_with_args(tag, containerfile, context_dir, &[], &[], deadline)
+    }
+
+    /// [`Podman::build`] with `--build-arg NAME=VALUE` for each of `build_args` and
+    /// `--label KEY=VALUE` for each of `labels` (values are public facts such as a package's
+    /// version and digest, never secrets: they are in argv and in the image's history).
+    ///
+    /// # Errors
+    /// As [`Podman::build`].
+    pub fn build_with_args(
+        &self,
+        tag: &str,
+        containerfile: &Path,
+        context_dir: &Path,
+        build_args: &[(&str, &str)],
+        labels: &[(&str, &str)],
+        deadline: Duration,
+    ) -> Result<String> {
         check_name("image tag", tag)?;
         let file = containerfile.to_string_lossy();
         let context = context_dir.to_string_lossy();
@@ -97,22 +137,25 @@ impl Podman {
                 containerfile.display()
             )
         };
-        let out = self.run(
-            &[
-                "build",
-                "--pull=missing",
-                "--quiet",
-                "--tag",
-                tag,
-                "--file",
-                &file,
-                "--",
-                &context,
-            ],
-            None,
-            deadline,
-            action,
-        )?;
+        let pairs: Vec<String> = build_args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let label_pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut argv = vec![
+            "build",
+            "--pull=missing",
+            "--quiet",
+            "--tag",
+            tag,
+            "--file",
+            &file,
+        ];
+        for pair in &pairs {
+            argv.extend(["--build-arg", pair.as_str()]);
+        }
+        for pair in &label_pairs {
+            argv.extend(["--label", pair.as_str()]);
+        }
+        argv.extend(["--", &context]);
+        let out = self.run(&argv, None, deadline, action)?;
         out.stdout
             .lines()
             .rev()

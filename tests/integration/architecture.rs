@@ -51,8 +51,11 @@ fn pure_modules_do_no_io() {
         src.join("host/checks.rs"),
         src.join("twin.rs"),
         src.join("drill.rs"),
+        src.join("images/agents.rs"),
+        src.join("agents.rs"),
     ];
     rust_files(&src.join("drill"), &mut files);
+    rust_files(&src.join("agents"), &mut files);
     rust_files(&src.join("host/checks"), &mut files);
     rust_files(&src.join("twin"), &mut files);
     rust_files(&src.join("spec"), &mut files);

@@ -262,3 +262,33 @@ fn drill_names_the_escapes_for_an_unknown_one_and_refuses_a_host_tier() {
         "nothing was planted"
     );
 }
+
+#[test]
+fn images_build_preset_refuses_an_unknown_preset_and_names_a_missing_package() {
+    let o = cyclix(&["images", "build", "--preset", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("--preset nope: no such preset image (known: claude-code, codex"),
+        "{}",
+        text(&o.stderr)
+    );
+    let empty = tempfile::tempdir().expect("tmp");
+    let dir = empty.path().to_str().expect("utf-8");
+    let o = cyclix(&["images", "build", "--preset", "codex", "--packages", dir]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    let pkg = &cyclix::images::agents::packages("codex").expect("lock")[0];
+    for want in [
+        format!(
+            "package @openai/codex@{} of preset codex is missing: {dir}/sha512/{}",
+            pkg.version, pkg.hex
+        ),
+        format!(
+            "lock line images/agents/packages.lock:{}: codex npm @openai/codex",
+            pkg.line
+        ),
+        "fix: run `scripts/fetch-agent-packages codex`".to_string(),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in:\n{err}");
+    }
+}

@@ -325,12 +325,22 @@ fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
     for row in v["escapes"].as_array().expect("rows") {
         let run = row["run_id"].as_str().expect("run id");
         let rec = record_of(tb, t, run);
-        assert_eq!(rec["preset"]["model"], model.as_str(), "--model reached the CLI's argv");
-        assert_eq!(rec["agent_report"]["tool_calls"], 1, "one Bash call per escape: {rec:#}");
+        assert_eq!(
+            rec["preset"]["model"],
+            model.as_str(),
+            "--model reached the CLI's argv"
+        );
+        assert_eq!(
+            rec["agent_report"]["tool_calls"], 1,
+            "one Bash call per escape: {rec:#}"
+        );
         let left = leftovers(tb, run, t);
         assert!(left.trim().is_empty(), "{left}");
     }
-    assert_eq!(expect_success(&tb.user_sh(&hashes), "hash the repository"), before);
+    assert_eq!(
+        expect_success(&tb.user_sh(&hashes), "hash the repository"),
+        before
+    );
     let left = drill_objects(tb);
     assert!(left.trim().is_empty(), "drill objects left: {left}");
 }

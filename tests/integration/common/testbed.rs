@@ -173,3 +173,41 @@ pub fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Where `testbed.sh up` binds the host's agent package cache (`$CYCLIX_PACKAGES`, default
+/// `/var/tmp/cyclix-packages`, filled by `scripts/fetch-agent-packages` on the host).
+pub const PACKAGES_INSIDE: &str = "/opt/cyclix-packages";
+
+/// The image of agent preset `preset` (`claude-code`, `codex`) on the testbed, built at most
+/// once per testbed boot: `cyclix images build --preset PRESET --packages /opt/cyclix-packages`
+/// runs only when the tag ([`cyclix::images::agents::preset_image`]) is not in cyx's podman
+/// storage, which is a tmpfs that every `testbed.sh down` drops (so a changed Containerfile is
+/// picked up after `down`). The base images are built first (`cyclix images build`) when
+/// `localhost/cyclix-agent-python:latest` is missing. Cold: about 15 s per preset.
+///
+/// # Panics
+/// An unknown preset, or a failed build (the message carries cyclix's output).
+pub fn preset_image(preset: &str) -> String {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let tag = cyclix::images::agents::preset_image(preset)
+        .unwrap_or_else(|| panic!("preset {preset} has no image"));
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if built.contains(&tag) {
+        return tag;
+    }
+    let tb = Testbed::get();
+    let c = tb.cyclix_bin();
+    let python = cyclix::images::AGENT_PYTHON_IMAGE;
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; podman image exists {tag} && exit 0; \
+             podman image exists {python} || {c} images build >/dev/null; \
+             {c} images build --preset {preset} --packages {PACKAGES_INSIDE}"
+        )),
+        &format!("build the {preset} preset image"),
+    );
+    built.push(tag.clone());
+    tag
+}
