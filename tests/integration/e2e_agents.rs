@@ -108,7 +108,7 @@ fn script(tb: &Testbed, cli: &str) -> Script {
     };
     let body = serde_json::json!({
         "tool_calls": [
-            "sed -i 's/return a + b/return a - b/' calc/__init__.py && python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3",
+            "sed -i '/^def subtract/,/return/ s/return a + b/return a - b/' calc/__init__.py && python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3",
             "git add calc/__init__.py && git commit -q -m 'Fix calc.subtract (stand-in)' && git log --oneline -1",
         ],
         "expect_in_tool_result": "3 passed",

@@ -60,13 +60,24 @@ fn tenant(tb: &Testbed, t: &str, agent: &str) {
         .write(tb);
 }
 
+/// One drill at a time: [`drill_objects`] lists every drill's objects, so two drill tests
+/// at once would see each other's (the other e2e tests plant none).
+static ONE_DRILL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds [`ONE_DRILL`] for a test.
+fn one_drill() -> std::sync::MutexGuard<'static, ()> {
+    ONE_DRILL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `cyclix drill ARGS --json` inside the testbed: its exit status and JSON.
 fn drill(tb: &Testbed, args: &str) -> (i32, serde_json::Value, String) {
     let c = tb.cyclix_bin();
     let out = expect_success(
         &tb.user_sh(&format!(
-            "{c} drill {args} --json > /tmp/drill.json 2> /tmp/drill.err; rc=$?; cat /tmp/drill.json; \
-             echo \"RC=$rc\"; cat /tmp/drill.err >&2"
+            "f=$(mktemp /tmp/drill.XXXXXX); {c} drill {args} --json > $f.json 2> $f.err; rc=$?; cat $f.json; \
+             echo \"RC=$rc\"; cat $f.err >&2; rm -f $f $f.json $f.err"
         )),
         "cyclix drill",
     );
@@ -104,6 +115,7 @@ fn drill_objects(tb: &Testbed) -> String {
 #[test]
 fn every_escape_is_attempted_and_refused() {
     let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
     let tb = prepared();
     let t = "e2e-drill";
     tenant(tb, t, "[python3, /work/drill_agent.py]");
@@ -166,6 +178,7 @@ fn every_escape_is_attempted_and_refused() {
 #[test]
 fn an_agent_that_does_nothing_attempts_nothing() {
     let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
     let tb = prepared();
     let t = "e2e-drill-idle";
     tenant(tb, t, "[\"true\"]");
@@ -192,6 +205,7 @@ fn field(k: &str) -> String {
 #[test]
 fn escapes_made_from_the_host_get_through_and_a_dead_drill_is_tied_and_removed() {
     let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
     let tb = prepared();
     let t = "e2e-drill-host";
     tenant(tb, t, "[python3, /work/drill_agent.py]");
@@ -285,6 +299,7 @@ echo "AFTER"; {c} leftovers --json | grep -c '"drill-' || true"#
 #[test]
 fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
     let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
     let tb = prepared();
     crate::common::testbed::preset_image("claude-code");
     let t = "e2e-drill-claude";

@@ -44,6 +44,21 @@ pub const DEFAULT_HELD: &[&str] = &[
     ".lefthook.yml",
     "mise.toml",
     ".mise.toml",
+    // Agent CLIs' project configuration (issue 14): read by the next agent that opens the
+    // repository, often on a developer's machine with their rights. Claude Code runs hooks
+    // and MCP servers from `.claude/settings.json` and `.mcp.json`; Gemini CLI MCP servers from
+    // `.gemini/settings.json`; aider loads `.aider.conf.yml` and `.env` from the git root (a
+    // planted `OPENAI_API_BASE` sends the next run's key elsewhere); the instruction files
+    // steer what the next agent does.
+    ".claude/",
+    ".mcp.json",
+    ".codex/",
+    ".gemini/",
+    "**/.aider.conf.yml",
+    "**/.env",
+    "CLAUDE.md",
+    "AGENTS.md",
+    "GEMINI.md",
 ];
 
 /// Shortest secret value (bytes) the scan looks for: shorter ones match too much by chance.

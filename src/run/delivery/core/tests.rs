@@ -213,3 +213,29 @@ fn urls_lose_their_credentials() {
         "git@github.com:a/b.git"
     );
 }
+
+#[test]
+fn agent_cli_configuration_is_held_by_default() {
+    let touched = s(&[
+        ".claude/settings.json",
+        ".mcp.json",
+        "sub/.env",
+        ".aider.conf.yml",
+        ".gemini/settings.json",
+        "CLAUDE.md",
+        "src/claude.py",
+        "docs/AGENTS.md.txt",
+    ]);
+    assert_eq!(
+        held_paths(&touched, &[], &[]),
+        s(&[
+            ".aider.conf.yml",
+            ".claude/settings.json",
+            ".gemini/settings.json",
+            ".mcp.json",
+            "CLAUDE.md",
+            "sub/.env",
+        ])
+    );
+    assert!(held_paths(&touched, &[], &s(&[".claude/", "CLAUDE.md"])).len() == 4);
+}
