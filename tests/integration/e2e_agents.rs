@@ -263,3 +263,37 @@ fn a_refused_api_call_fails_the_run_with_the_clis_own_error_recorded() {
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.is_empty(), "leftovers: {left}");
 }
+
+#[test]
+fn an_agent_running_many_processes_is_real_work_not_a_leak() {
+    // Issue 20 item 5: the watch's P20 allowed 30 processes, so `make -j` or `pytest -n` was
+    // stopped as a leak. 80 processes live across at least two watch rounds; the run passes.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-many-procs";
+    Tenant::new(t)
+        .agent_cmd(
+            r#"[sh, -c, "for i in $(seq 80); do sleep 14 & done; sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l); wait; exec cyclix-demo-agent"]"#,
+        )
+        .write(tb);
+    let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    assert!(out.status.success(), "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let procs: u64 = rec["agent_log"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find_map(|x| x.as_str()?.strip_prefix("PROCS=")?.parse().ok())
+        })
+        .unwrap_or(0);
+    assert!(
+        procs > 80,
+        "the agent really ran more than 80 processes: {procs}"
+    );
+    assert!(
+        rec["watch_rounds"].as_u64().is_some_and(|n| n >= 2),
+        "the watch ran while they lived: {}",
+        rec["watch_rounds"]
+    );
+}

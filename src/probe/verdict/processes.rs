@@ -19,7 +19,22 @@ pub struct NsObs {
 /// Namespaces that must differ from the host's (§2 P20; `time` is shared by design).
 pub const PRIVATE_NS: &[&str] = &["pid", "net", "mnt", "ipc", "uts", "cgroup", "user"];
 
-/// P20: every namespace differs from the host-recorded one; few processes; pid 1 is our init.
+/// The process limit P20 applies: before the agent starts, [`Context::max_pids`] (the sandbox
+/// holds only its init, `agent-wait` and the probe); while the agent works (`ctx.watch`),
+/// only the spec's `agent.resources.pids` when it sets one — an agent running `make -j` or
+/// `pytest -n` is real work, not a leak; what the watch proves is that its processes stay
+/// in the sandbox's namespaces (issue 20 item 5). `None`: no count limit.
+#[must_use]
+pub fn pid_limit(ctx: &Context) -> Option<usize> {
+    if ctx.watch {
+        ctx.limits.pids.and_then(|p| usize::try_from(p).ok())
+    } else {
+        Some(ctx.max_pids)
+    }
+}
+
+/// P20: every namespace differs from the host-recorded one; pid 1 is our init; at most
+/// [`pid_limit`] processes (at least one: our own).
 #[must_use]
 pub fn p20(o: &NsObs, ctx: &Context) -> Judged {
     let mut why = Vec::new();
@@ -33,10 +48,12 @@ pub fn p20(o: &NsObs, ctx: &Context) -> Judged {
             _ => {}
         }
     }
-    if o.pids == 0 || o.pids > ctx.max_pids {
+    let limit = pid_limit(ctx);
+    if o.pids == 0 || limit.is_some_and(|l| o.pids > l) {
         why.push(format!(
             "{} processes visible (want 1..={})",
-            o.pids, ctx.max_pids
+            o.pids,
+            limit.map_or("any".into(), |l| l.to_string())
         ));
     }
     if o.init_comm.as_deref() != Some(ctx.init_comm.as_str()) {
@@ -44,8 +61,9 @@ pub fn p20(o: &NsObs, ctx: &Context) -> Judged {
     }
     judged(
         format!(
-            "pid net mnt ipc uts cgroup user ≠ host; ≤ {} pids; pid 1 = {}",
-            ctx.max_pids, ctx.init_comm
+            "pid net mnt ipc uts cgroup user ≠ host; {} pids; pid 1 = {}",
+            limit.map_or("any number of".into(), |l| format!("≤ {l}")),
+            ctx.init_comm
         ),
         format!("{} pids, pid 1 {:?}, ns {:?}", o.pids, o.init_comm, o.ns),
         why.is_empty(),

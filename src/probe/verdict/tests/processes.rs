@@ -45,11 +45,32 @@ fn p20_p21_namespaces_and_cgroups() {
         !p20(
             &NsObs {
                 init_comm: Some("sleep".into()),
-                ..o
+                ..o.clone()
             },
             &c
         )
         .pass
+    );
+    // While the agent works (`make -j`), the count is the spec's pids limit or none at all;
+    // the namespaces still decide.
+    let busy = NsObs {
+        pids: 200,
+        ..o.clone()
+    };
+    let mut watch = c.clone();
+    watch.watch = true;
+    assert!(p20(&busy, &watch).pass, "{:?}", p20(&busy, &watch));
+    watch.limits.pids = Some(100);
+    assert!(
+        !p20(&busy, &watch).pass,
+        "agent.resources.pids is the limit"
+    );
+    watch.limits.pids = None;
+    let mut leaked = busy.ns.clone();
+    leaked.insert("pid".into(), c.host_namespaces["pid"]);
+    assert!(
+        !p20(&NsObs { ns: leaked, ..busy }, &watch).pass,
+        "positive control: the host's pid namespace fails the watch too"
     );
 
     let measured = CgroupObs {
