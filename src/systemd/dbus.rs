@@ -68,6 +68,7 @@ const ALREADY_SUBSCRIBED: &str = "org.freedesktop.systemd1.AlreadySubscribed";
 mod jobs;
 mod proxies;
 mod reload_gate;
+mod retry;
 mod status;
 
 use proxies::{LoginProxy, LoginUserProxy, ManagerProxy, UnitProxy};
@@ -337,20 +338,22 @@ impl ZbusUnitManager {
 impl UnitManager for ZbusUnitManager {
     #[tracing::instrument(skip_all)]
     fn reload(&self) -> Result<(), Error> {
-        let call = self.call(Op::Reload, MANAGER, self.call_timeout);
-        let _lock = self.lock(&call, Access::Exclusive)?;
-        async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run("waiting for the reload to finish", manager.reload())
-                .await
-        })?;
-        tracing::debug!(elapsed_ms = call.elapsed_ms(), "reloaded");
-        Ok(())
+        retry::retrying(self.call_timeout, || {
+            let call = self.call(Op::Reload, MANAGER, self.call_timeout);
+            let _lock = self.lock(&call, Access::Exclusive)?;
+            async_io::block_on(async {
+                let manager = self.manager(&call).await?;
+                call.run("waiting for the reload to finish", manager.reload())
+                    .await
+            })?;
+            tracing::debug!(elapsed_ms = call.elapsed_ms(), "reloaded");
+            Ok(())
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn start(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        self.run_job(Op::Start, unit, mode, timeout)
+        retry::retrying(timeout, || self.run_job(Op::Start, unit, mode, timeout))
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode))]
@@ -369,7 +372,7 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        self.run_job(Op::Stop, unit, mode, timeout)
+        retry::retrying(timeout, || self.run_job(Op::Stop, unit, mode, timeout))
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
@@ -379,27 +382,33 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn reset_failed(&self, unit: &str) -> Result<(), Error> {
-        let call = self.call(Op::ResetFailed, unit, self.call_timeout);
-        async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run(
-                "resetting the failed state",
-                manager.reset_failed_unit(unit),
-            )
-            .await
+        retry::retrying(self.call_timeout, || {
+            let call = self.call(Op::ResetFailed, unit, self.call_timeout);
+            async_io::block_on(async {
+                let manager = self.manager(&call).await?;
+                call.run(
+                    "resetting the failed state",
+                    manager.reset_failed_unit(unit),
+                )
+                .await
+            })
         })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
-        let call = self.call(Op::Status, unit, self.call_timeout);
-        async_io::block_on(self.read_status(&call))
+        retry::retrying(self.call_timeout, || {
+            let call = self.call(Op::Status, unit, self.call_timeout);
+            async_io::block_on(self.read_status(&call))
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn unit_identity(&self, unit: &str) -> Result<UnitIdentity, Error> {
-        let call = self.call(Op::Identity, unit, self.call_timeout);
-        async_io::block_on(self.read_identity(&call))
+        retry::retrying(self.call_timeout, || {
+            let call = self.call(Op::Identity, unit, self.call_timeout);
+            async_io::block_on(self.read_identity(&call))
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]

@@ -100,5 +100,26 @@ pub enum Error {
     },
 }
 
+/// D-Bus errors of a user manager that blinks (`systemctl --user daemon-reexec`, a package
+/// update): the call's reply is lost (`NoReply: Message recipient disconnected`) or the name
+/// has no owner for a moment (`ServiceUnknown`, `NameHasNoOwner`), while the manager, its units
+/// and their jobs survive (systemd serialises them across the re-exec; measured on systemd
+/// 257: a reexec mid-run failed a run with `NoReply` before these were retried).
+pub const TRANSIENT_DBUS_ERRORS: &[&str] = &[
+    "org.freedesktop.DBus.Error.NoReply",
+    "org.freedesktop.DBus.Error.ServiceUnknown",
+    "org.freedesktop.DBus.Error.NameHasNoOwner",
+];
+
+impl Error {
+    /// Whether this error is one of [`TRANSIENT_DBUS_ERRORS`]: the same call, made again within
+    /// its deadline, can succeed.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Dbus { message, .. }
+            if TRANSIENT_DBUS_ERRORS.iter().any(|n| message.starts_with(n)))
+    }
+}
+
 /// The `unit` value used in errors of manager-wide operations such as reload.
 pub const MANAGER: &str = "user manager";

@@ -273,3 +273,20 @@ fn exec_main_code_from_si_code() {
     assert_eq!(ExecMainCode::from_raw(3), Some(ExecMainCode::Dumped));
     assert_eq!(ExecMainCode::from_raw(7), Some(ExecMainCode::Other(7)));
 }
+
+#[test]
+fn only_a_blinking_managers_errors_are_transient() {
+    let dbus = |message: &str| Error::Dbus {
+        op: Op::Status,
+        unit: "u.service".into(),
+        message: message.into(),
+    };
+    assert!(dbus("org.freedesktop.DBus.Error.NoReply: Message recipient disconnected from message bus without replying").is_transient());
+    assert!(
+        dbus("org.freedesktop.DBus.Error.ServiceUnknown: The name is not activatable")
+            .is_transient()
+    );
+    assert!(!dbus("org.freedesktop.DBus.Error.AccessDenied: no").is_transient());
+    assert!(!dbus("org.freedesktop.systemd1.NoSuchUnit: x").is_transient());
+    assert!(!Error::NoSuchUnit { unit: "u".into() }.is_transient());
+}

@@ -375,3 +375,43 @@ cat "$R/skips.jsonl"
     let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+#[test]
+fn a_user_manager_reexec_during_the_agent_and_the_gate_does_not_abort_the_run() {
+    // Issue 20 item 2: `systemctl --user daemon-reexec` (a package update does it) while the
+    // agent works, and again while the gate runs: the D-Bus errors of the blink are retried
+    // within the phase's deadline and the run passes. Exclusive: the user manager is shared.
+    let _only = crate::common::testbed::exclusive();
+    let tb = crate::common::run::prepared();
+    let t = "e2e-reexec";
+    crate::common::tenant::Tenant::new(t)
+        .agent_cmd(r#"[sh, -c, "sleep 4 && exec cyclix-demo-agent"]"#)
+        .gate_cmd(r#"[sh, -c, "sleep 4 && exec python3 -m pytest -q -p no:cacheprovider"]"#)
+        .write(tb);
+    let run = crate::common::run::inject_mid_run(
+        tb,
+        t,
+        "systemctl --user daemon-reexec; sleep 0.3; systemctl --user daemon-reexec; sleep 0.3; systemctl --user daemon-reexec; \
+         for i in $(seq 1 200); do podman ps --format '{{.Names}}' | grep -q \"cyclix-$run-gate\" && break; sleep 0.1; done; \
+         sleep 1; systemctl --user daemon-reexec",
+    );
+    let rec = crate::common::run::record_of(tb, t, &run);
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(
+        (rec["agent_exit"].as_i64(), rec["gate_exit"].as_i64()),
+        (Some(0), Some(0))
+    );
+    let left = crate::common::run::leftovers(tb, &run, t);
+    assert!(left.is_empty(), "leftovers: {left}");
+    // The blink was seen and ridden out (the run unit's journal names each retry).
+    let retried = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -u cyclix-run@{t}.service --no-pager -o cat | grep -c 'did not answer' || true"
+        )),
+        "read the run's journal",
+    );
+    assert!(
+        retried.trim().parse::<u32>().is_ok_and(|n| n >= 1),
+        "no retry logged: the reexecs never met a call ({retried})"
+    );
+}
