@@ -415,3 +415,66 @@ fn a_user_manager_reexec_during_the_agent_and_the_gate_does_not_abort_the_run() 
         "no retry logged: the reexecs never met a call ({retried})"
     );
 }
+
+#[test]
+fn a_full_runtime_dir_is_a_named_cause_and_no_exit_code_is_invented() {
+    // Issue 20 item 6: with $XDG_RUNTIME_DIR full an agent that exited 0 was recorded as
+    // `agent_failed`, exit 1, no cause. Exclusive: the runtime dir is the user's.
+    let _only = crate::common::testbed::exclusive();
+    let tb = crate::common::run::prepared();
+    let t = "e2e-rtfull";
+    crate::common::tenant::Tenant::new(t)
+        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .write(tb);
+    let run = crate::common::run::inject_mid_run(
+        tb,
+        t,
+        "cat /dev/zero > $XDG_RUNTIME_DIR/e2e-fill 2>/dev/null; df -h $XDG_RUNTIME_DIR > /tmp/e2e-rtfull-df",
+    );
+    expect_success(
+        &tb.user_sh("rm -f $XDG_RUNTIME_DIR/e2e-fill"),
+        "free the runtime dir",
+    );
+    let rec = crate::common::run::record_of(tb, t, &run);
+    let causes = rec["causes"].to_string();
+    // Measured: the agent printed "done: fix committed" and exited 0, but conmon could not
+    // store that ("conmon exited prematurely, exit code could not be retrieved"), so the unit
+    // failed with conmon's status 1: the run fails, names the cause and claims no exit code.
+    assert_eq!(rec["result"], "agent_failed", "{rec:#}");
+    assert!(
+        causes.contains("runtime dir full"),
+        "the full runtime dir is named: {rec:#}"
+    );
+    assert!(
+        rec["agent_exit"].is_null(),
+        "no invented exit code: {rec:#}"
+    );
+    let left = crate::common::run::leftovers(tb, &run, t);
+    assert!(left.is_empty(), "leftovers: {left}");
+}
+
+#[test]
+fn an_agent_killed_by_a_signal_is_named_so_not_given_an_exit_code() {
+    // Issue 20 item 6: a unit whose main process was killed has the signal in ExecMainStatus;
+    // it was recorded as "exit 9". Tier worktree: the agent is the unit's main process.
+    let _shared = crate::common::testbed::shared();
+    let tb = crate::common::run::prepared();
+    let t = "e2e-killed";
+    crate::common::tenant::Tenant::new(t)
+        .tier("worktree")
+        .agent_cmd(r#"[sh, -c, "kill -KILL $$"]"#)
+        .write(tb);
+    let _ = crate::common::run::start(tb, t);
+    let rec = record(tb, t);
+    assert_eq!(rec["result"], "agent_failed", "{rec:#}");
+    assert!(
+        rec["agent_exit"].is_null(),
+        "a signal is not an exit code: {rec:#}"
+    );
+    assert!(
+        rec["causes"]
+            .to_string()
+            .contains("killed by signal 9 (SIGKILL)"),
+        "{rec:#}"
+    );
+}

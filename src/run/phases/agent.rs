@@ -106,6 +106,16 @@ pub(crate) fn agent_and_gate(
     if code != 0 {
         rec.causes
             .extend(agent_oom(units, &names.agent, &inp.agent.resources));
+        // What cyclix did not read is not an exit code (issue 20 item 6): a signal is named,
+        // and with the runtime dir full conmon could not store the container's exit status.
+        if let Some(cause) = killed_by(units, &names.agent) {
+            rec.causes.push(format!("the agent was {cause}"));
+            rec.agent_exit = None;
+        }
+        if let Some(cause) = runtime_dir_full(host, inp.checkout.run_dir) {
+            rec.causes.push(cause);
+            rec.agent_exit = None;
+        }
         return Ok(RunResult::AgentFailed);
     }
     let gate_budget = Duration::from_secs(inp.gate_timeout_s) + inp.deadlines.slack;
@@ -293,6 +303,39 @@ pub(crate) fn run_to_end(
         keep_waiting(units, unit, d, t0.elapsed() > budget, budget, interrupted)?;
         std::thread::sleep(d.poll);
     }
+}
+
+/// `killed by signal 9 (SIGKILL)` when `unit`'s main process ended by a signal
+/// (`ExecMainCode` killed or dumped: `ExecMainStatus` is then the signal, not an exit code).
+pub(crate) fn killed_by(units: &dyn UnitManager, unit: &str) -> Option<String> {
+    use crate::systemd::ExecMainCode;
+    let st = units.unit_status(unit).ok()?;
+    let sig = st.exec_main_status?;
+    matches!(
+        st.exec_main_code,
+        Some(ExecMainCode::Killed | ExecMainCode::Dumped)
+    )
+    .then(|| {
+        let name = nix::sys::signal::Signal::try_from(sig).map_or("?", |s| s.as_str());
+        format!("killed by signal {sig} ({name})")
+    })
+}
+
+/// A cause when the run's runtime dir (`$XDG_RUNTIME_DIR`, where `run_dir` lives) is full:
+/// conmon then cannot store the container's exit status, so the status systemd saw is
+/// conmon's, not the agent's (measured: an agent that exited 0 came out as exit 1).
+pub(crate) fn runtime_dir_full(host: &dyn RunHost, run_dir: &std::path::Path) -> Option<String> {
+    let s = host.fs_space(run_dir).ok()?;
+    (s.avail < crate::run::space::FULL_BELOW).then(|| {
+        format!(
+            "runtime dir full (avail {} of {}) at {}: conmon could not store the container's \
+             exit status, so the agent's exit code is unknown; free space there (its tmpfs size \
+             is RuntimeDirectorySize= in logind.conf(5)) and run again",
+            crate::limits::bytes(s.avail),
+            crate::limits::bytes(s.total),
+            run_dir.ancestors().nth(3).unwrap_or(run_dir).display()
+        )
+    })
 }
 
 /// "agent killed for memory (oom)" when the agent unit ended with `Result=oom-kill`.
