@@ -152,6 +152,14 @@ impl Runtime {
         self.runs_root().join(run_id)
     }
 
+    /// `$XDG_RUNTIME_DIR/cyclix/records/TENANT`: where a run's record goes when the state dir
+    /// cannot take it (full, unwritable); the tenant's next run moves it back (issue 20
+    /// item 4).
+    #[must_use]
+    pub fn fallback_records(&self, tenant: &str) -> PathBuf {
+        self.cyclix_dir().join("records").join(tenant)
+    }
+
     /// `$XDG_RUNTIME_DIR/cyclix/locks`: tenant and delivery locks.
     #[must_use]
     pub fn locks_dir(&self) -> PathBuf {

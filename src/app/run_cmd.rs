@@ -160,7 +160,14 @@ fn converge_and_execute(
     let records = record::tenant_dir(&env.state_home, tenant);
     // We hold the tenant lock: a ledger of another run means its cyclix died mid-run.
     let mut inputs = inputs;
-    let converged = converge::converge_tenant(&records, &units, &host, &inputs.run_id)?;
+    let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
+    let mut converged = converge::restore_fallback(&records, &fallback);
+    converged.extend(converge::converge_tenant(
+        &records,
+        &units,
+        &host,
+        &inputs.run_id,
+    )?);
     inputs.notices.extend(converged);
     let files = crate::layout::RunFiles::new(&records, &inputs.run_id);
     inputs.progress = Some(files.phase());
@@ -180,7 +187,27 @@ fn converge_and_execute(
     );
     let drill = inputs.overridden.drill.is_some();
     let rec = lifecycle::execute(&inputs, ledger, &units, &host);
-    let path = record::write(&records, &rec)?;
+    // A record the state dir cannot take goes to the runtime dir (the next run moves it
+    // back); the summary is printed either way, so the result reaches the journal.
+    let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
+    let path = match record::write(&records, &rec) {
+        Ok(p) => p,
+        Err(e) => {
+            let p = anyhow::Context::with_context(record::write(&fallback, &rec), || {
+                format!(
+                    "{}; and the runtime dir cannot take it either",
+                    record::summary(&rec)
+                )
+            })?;
+            crate::stderrln!(
+                "cyclix: the run record could not be written to {} ({e:#}); it is at {} instead \
+                 (a tmpfs: the tenant's next run moves it back; free space in the state dir)",
+                records.display(),
+                p.display()
+            );
+            p
+        }
+    };
     crate::failpoint::kill_point("record.written");
     crate::run::ledger::remove(&records, &rec.run_id);
     let summary = format!("{}  record: {}", record::summary(&rec), path.display());

@@ -22,6 +22,55 @@ use crate::systemd::UnitManager;
 /// How long convergence waits for one of the dead run's units to stop.
 const STOP: Duration = Duration::from_secs(45);
 
+/// Moves the records a full state dir left in `fallback` (the runtime dir) back into `records`
+/// (oldest first, so `latest.json` ends at the newest); one notice each. A record that still
+/// cannot be written stays where it is, and the notice says so. Such a run finished: its
+/// ledger may still be in `records` (its removal failed too), and [`converge_tenant`] then
+/// finds the record and keeps it instead of writing a death.
+#[must_use]
+pub fn restore_fallback(records: &Path, fallback: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(fallback) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && p.file_name().is_some_and(|n| n != "latest.json")
+        })
+        .collect();
+    files.sort();
+    let mut notes = Vec::new();
+    for f in files {
+        let moved = std::fs::read(&f)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+            .map(|rec| record::write(records, &rec).map(|_| rec.run_id));
+        match moved {
+            Some(Ok(run)) => {
+                let _ = std::fs::remove_file(&f);
+                notes.push(format!(
+                    "run {run}'s record was in {} (the state dir could not take it then); moved back to {}",
+                    fallback.display(),
+                    records.display()
+                ));
+            }
+            Some(Err(e)) => notes.push(format!(
+                "{} is still in the runtime dir: {e:#}",
+                f.display()
+            )),
+            None => notes.push(format!(
+                "{} is not a run record; left as it is",
+                f.display()
+            )),
+        }
+    }
+    let _ = std::fs::remove_file(fallback.join("latest.json"));
+    let _ = std::fs::remove_dir(fallback);
+    notes
+}
+
 /// Finishes the teardown of every run of the tenant whose cyclix died (call holding the
 /// tenant lock), writes each one's record (unless it had written its own: then that stays
 /// the truth) and removes its ledger. Returns a notice per converged run for the record of

@@ -478,3 +478,63 @@ fn an_agent_killed_by_a_signal_is_named_so_not_given_an_exit_code() {
         "{rec:#}"
     );
 }
+
+#[test]
+fn a_state_dir_that_cannot_take_the_record_loses_no_result() {
+    // Issue 20 item 4: with the records dir unwritable (as with ~/.local/state full) the
+    // record write failed, the summary was never printed and the next run's convergence
+    // wrote a false death. Now: the record goes to the runtime dir, the summary is printed,
+    // and the next run moves it back and keeps it.
+    let _shared = crate::common::testbed::shared();
+    let tb = crate::common::run::prepared();
+    let t = "e2e-statefull";
+    crate::common::tenant::Tenant::new(t)
+        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .write(tb);
+    let d = format!("~/.local/state/cyclix/runs/{t}");
+    let run = crate::common::run::inject_mid_run(tb, t, &format!("chmod 0500 {d}"));
+    let after = expect_success(
+        &tb.user_sh(&format!(
+            "chmod 0700 {d}; ls {d}; echo ---; ls $XDG_RUNTIME_DIR/cyclix/records/{t}; echo ---; \
+             journalctl --user -u cyclix-run@{t}.service --no-pager -o cat | grep -E 'could not be written|^run {run} [(]tenant' | tail -3"
+        )),
+        "look at both record dirs",
+    );
+    let mut parts = after.split("---");
+    let (state, fallback, journal) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    assert!(
+        !state.contains(&format!("{run}.json")),
+        "positive control: the state dir refused it: {after}"
+    );
+    assert!(
+        fallback.contains(&format!("{run}.json")),
+        "the record is in the runtime dir: {after}"
+    );
+    assert!(
+        journal.contains("could not be written") && journal.contains(&format!("run {run} (tenant")),
+        "the reason and the summary reached the journal: {after}"
+    );
+    // What the run itself wrote (the import could not write in the records dir either, so
+    // it failed there: that is its own, true result).
+    let own: serde_json::Value = serde_json::from_str(&expect_success(
+        &tb.user_sh(&format!(
+            "cat $XDG_RUNTIME_DIR/cyclix/records/{t}/{run}.json"
+        )),
+        "read the fallback record",
+    ))
+    .expect("JSON");
+    // The next run moves it back and keeps it: no invented death.
+    let _ = crate::common::run::start(tb, t);
+    let rec = crate::common::run::record_of(tb, t, &run);
+    assert_eq!(rec, own, "the first run's own record, unchanged");
+    let latest = record(tb, t);
+    assert_ne!(latest["run_id"], run.as_str(), "latest is the second run");
+    assert!(
+        latest["notices"].to_string().contains("moved back"),
+        "the second run says so: {latest:#}"
+    );
+}
