@@ -214,6 +214,14 @@ const AIDER: Preset = Preset {
     stream: StreamKind::PlainText,
 };
 
+/// Gemini CLI 0.61.0, measured against the stand-in: the prompt on stdin (no `-p` needed),
+/// `--yolo` approves its tools, `--output-format stream-json`; the auth type `gemini-api-key`
+/// comes from the image's system settings (`/etc/gemini-cli/settings.json`: without it a set
+/// `GOOGLE_GEMINI_BASE_URL` selects "gateway", which headless mode refuses). Plain
+/// `http://PROXY:PORT` is accepted as base URL; the key goes as `x-goog-api-key` to
+/// `POST /v1beta/models/M:streamGenerateContent?alt=sse` and nothing else is sent. Without
+/// `GEMINI_CLI_TRUST_WORKSPACE` the work tree is untrusted and `--yolo` falls back to asking.
+/// A refused key (403) fails at once, exit 1, one request.
 const GEMINI_CLI: Preset = Preset {
     name: "gemini-cli",
     package: "npm @google/gemini-cli@0.61.0",
@@ -226,7 +234,15 @@ const GEMINI_CLI: Preset = Preset {
     task_input: TaskInput::Stdin,
     env: &[
         ("GEMINI_CLI_NO_RELAUNCH", "true"),
-        ("GOOGLE_GENAI_API_VERSION", "v1beta"),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+        ("GEMINI_CLI_HOME", "/tmp"),
+        // Its shell tool sets GIT_CONFIG_SYSTEM=/dev/null, so the image's /etc/gitconfig
+        // identity is lost and `git commit` fails ("Author identity unknown"): the same
+        // identity as variables, which it passes through.
+        ("GIT_AUTHOR_NAME", "cyclix-agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@cyclix.invalid"),
+        ("GIT_COMMITTER_NAME", "cyclix-agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@cyclix.invalid"),
         ("XDG_CONFIG_HOME", "/tmp/.config"),
         ("XDG_CACHE_HOME", "/tmp/.cache"),
     ],

@@ -108,7 +108,7 @@ fn script(tb: &Testbed, cli: &str) -> Script {
     };
     let body = serde_json::json!({
         "tool_calls": [
-            "sed -i 's/return a + b/return a - b/' calc/__init__.py && python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3",
+            "sed -i '/def subtract/,/return/s/return a + b/return a - b/' calc/__init__.py && python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -3",
             "git add calc/__init__.py && git commit -q -m 'Fix calc.subtract (stand-in)' && git log --oneline -1",
         ],
         "expect_in_tool_result": "3 passed",
@@ -262,4 +262,25 @@ fn a_refused_api_call_fails_the_run_with_the_clis_own_error_recorded() {
     );
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.is_empty(), "leftovers: {left}");
+}
+
+/// The presets outside CI, one command (the variable makes `testbed.sh up` fetch their packages):
+/// `TB_AGENT_PACKAGES="claude-code codex gemini-cli aider" TB_DIR=... TB_MACHINE=... cargo test
+/// --test integration -- --ignored on_request_` (docs/agents.md, "How this is tested").
+#[test]
+#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli aider\" cargo test --test integration -- --ignored on_request_"]
+fn on_request_gemini_cli_fixes_the_demo_through_the_stand_in() {
+    let _shared = crate::common::testbed::shared();
+    let rec = real_cli_passes(
+        "gemini-cli",
+        "GEMINI_API_KEY",
+        "e2e-gemini",
+        "x-goog-api-key",
+    );
+    // Gemini CLI's stream-json reports no turn count.
+    assert_eq!(
+        rec["agent_report"]["turns"],
+        serde_json::Value::Null,
+        "{rec:#}"
+    );
 }
