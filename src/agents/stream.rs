@@ -234,10 +234,10 @@ fn gemini(r: &mut AgentReport, v: &Value) {
             }
             let status = v.get("status").and_then(Value::as_str);
             r.is_error = status.map(|s| s != "success");
-            if status != Some("success") {
-                if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
-                    r.set_final(m);
-                }
+            if status != Some("success")
+                && let Some(m) = v.pointer("/error/message").and_then(Value::as_str)
+            {
+                r.set_final(m);
             }
         }
         _ => {}
