@@ -174,21 +174,29 @@ const CODEX: Preset = Preset {
     stream: StreamKind::CodexJson,
 };
 
+/// aider 0.86.2, measured in its image against the stand-in: it sends no tools (the edits come
+/// as text in its edit format, applied and auto-committed by aider; `--yes-always` does NOT
+/// run the shell commands a reply suggests: aider asks those with "explicit yes required"),
+/// one `POST /v1/chat/completions` per reply plus one for each commit message. Before the
+/// exec: a fresh non-empty model-price cache in `$HOME/.aider/caches` (else aider fetches
+/// raw.githubusercontent.com at start, 5 s); the base URL on the command line (a work tree's
+/// `.env` is loaded with override and could replace `OPENAI_API_BASE`; a flag wins over both);
+/// no `.gitignore` edit, no repo map (its tags cache would land in /work), histories in /tmp.
+const AIDER_SCRIPT: &str = concat!(
+    "mkdir -p \"$HOME/.aider/caches\" /tmp/.aider && printf '{\"cyclix-offline\": {}}\\n' ",
+    "> \"$HOME/.aider/caches/model_prices_and_context_window.json\" && exec aider ",
+    "--openai-api-base \"$OPENAI_API_BASE\" --yes-always --no-check-update --no-analytics ",
+    "--no-show-model-warnings --no-pretty --no-stream --no-fancy-input --no-detect-urls ",
+    "--no-gitignore --map-tokens 0 --chat-history-file /tmp/.aider/chat.history.md ",
+    "--input-history-file /tmp/.aider/input.history --no-restore-chat-history \"$@\""
+);
+
 const AIDER: Preset = Preset {
     name: "aider",
-    package: "pypi aider-chat@0.86.1",
-    image: "localhost/cyclix-agent-aider:0.86.1",
+    package: "pypi aider-chat@0.86.2",
+    image: "localhost/cyclix-agent-aider:0.86.2",
     uid: AGENT_UID,
-    argv: &[
-        "aider",
-        "--yes-always",
-        "--no-auto-commits",
-        "--no-check-update",
-        "--no-analytics",
-        "--no-show-model-warnings",
-        "--no-pretty",
-        "--no-stream",
-    ],
+    argv: &["sh", "-c", AIDER_SCRIPT, "aider"],
     model_flag: "--model",
     max_turns_flag: None,
     argv_tail: &[],
@@ -341,7 +349,7 @@ mod tests {
 
     #[test]
     fn the_table_and_the_image_recipes_agree_on_every_tag() {
-        for name in ["claude-code", "codex", "gemini-cli"] {
+        for name in ["claude-code", "codex", "gemini-cli", "aider"] {
             assert_eq!(
                 crate::images::agents::preset_image(name).as_deref(),
                 find(name).map(|p| p.image),

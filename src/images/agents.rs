@@ -33,6 +33,10 @@ pub const PRESET_CONTAINERFILES: &[(&str, &str)] = &[
         "gemini-cli",
         include_str!("../../images/agents/gemini-cli/Containerfile"),
     ),
+    (
+        "aider",
+        include_str!("../../images/agents/aider/Containerfile"),
+    ),
 ];
 
 /// The suffix npm platform builds carry, on the package name
@@ -184,10 +188,26 @@ pub fn parse_lock(text: &str) -> Result<Vec<Package>, LockError> {
                 "preset `{preset}`: use lowercase letters, digits and `-`"
             )));
         }
-        if !matches!(*registry, "npm" | "pypi") {
-            return Err(err(format!("registry `{registry}`: expected npm or pypi")));
+        // `debian`: a .deb of a Debian release (aider's interpreter, bookworm's python3.11),
+        // digest from that release's signed Packages index; its version may hold `+`
+        // (`3.11.2-6+deb12u9`), so a Debian line cannot be a preset's first (CLI) line.
+        if !matches!(*registry, "npm" | "pypi" | "debian") {
+            return Err(err(format!(
+                "registry `{registry}`: expected npm, pypi or debian"
+            )));
         }
-        if !tag_safe(version) {
+        let first_of_preset = !out.iter().any(|p: &Package| p.preset == *preset);
+        if *registry == "debian" && first_of_preset {
+            return Err(err(
+                "a debian package cannot be a preset's first line (that is its CLI)".into(),
+            ));
+        }
+        let version_ok = if *registry == "debian" {
+            tag_safe(&version.replace('+', "_"))
+        } else {
+            tag_safe(version)
+        };
+        if !version_ok {
             return Err(err(format!(
                 "version `{version}`: letters, digits, `.`, `-`, `_` only (it is an image tag)"
             )));
