@@ -372,7 +372,11 @@ mod tests {
             ),
             (
                 &*format!("x cargo a 1 https://r/x sha512:{H512}"),
-                "npm or pypi",
+                "npm, pypi or debian",
+            ),
+            (
+                &*format!("x debian a 1 https://r/x sha512:{H512}"),
+                "cannot be a preset's first line",
             ),
             (&*format!("x npm a 1 https://r/x md5:{H512}"), "not sha512"),
             ("x npm a 1 https://r/x sha256:abc", "64 lowercase hex"),
@@ -387,6 +391,13 @@ mod tests {
             ),
             (&*format!("X_y npm a 1 https://r/x sha512:{H512}"), "preset"),
         ];
+        let deb = format!(
+            "x npm a 1 https://r/a.tgz sha512:{H512}\nx debian b 3.11.2-6+deb12u9 https://r/b_3.11.2-6+deb12u9_amd64.deb sha512:{H512}\n"
+        );
+        assert_eq!(
+            parse_lock(&deb).expect("a debian line after the CLI")[1].version,
+            "3.11.2-6+deb12u9"
+        );
         for (line, want) in cases {
             let e = parse_lock(&format!("# head\n{line}\n")).expect_err(line);
             assert_eq!(e.line, 2, "{line}");
