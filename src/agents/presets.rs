@@ -182,7 +182,14 @@ const CODEX: Preset = Preset {
 /// raw.githubusercontent.com at start, 5 s); the base URL on the command line (a work tree's
 /// `.env` is loaded with override and could replace `OPENAI_API_BASE`; a flag wins over both);
 /// no `.gitignore` edit, no repo map (its tags cache would land in /work), histories in /tmp.
+/// aider reads `.env` (with override) and `.aider.conf.yml` from the git root: measured, a
+/// planted `AIDER_AUTO_COMMITS=false` and `lint-cmd:` took effect in the next run. So the
+/// wrapper refuses to start (exit 2, naming the file) when the work tree holds one of them.
 const AIDER_SCRIPT: &str = concat!(
+    "for f in .env .aider.conf.yml .aider.model.settings.yml .aider.model.metadata.json; do ",
+    "if [ -e \"$f\" ] || [ -L \"$f\" ]; then echo \"cyclix: refusing to start aider: $PWD/$f ",
+    "would configure it (aider loads it from the work tree); remove it from the repository or ",
+    "set agent.command\" >&2; exit 2; fi; done; ",
     "mkdir -p \"$HOME/.aider/caches\" /tmp/.aider && printf '{\"cyclix-offline\": {}}\\n' ",
     "> \"$HOME/.aider/caches/model_prices_and_context_window.json\" && exec aider ",
     "--openai-api-base \"$OPENAI_API_BASE\" --yes-always --no-check-update --no-analytics ",
@@ -229,13 +236,25 @@ const AIDER: Preset = Preset {
 /// `http://PROXY:PORT` is accepted as base URL; the key goes as `x-goog-api-key` to
 /// `POST /v1beta/models/M:streamGenerateContent?alt=sse` and nothing else is sent. Without
 /// `GEMINI_CLI_TRUST_WORKSPACE` the work tree is untrusted and `--yolo` falls back to asking.
-/// A refused key (403) fails at once, exit 1, one request.
+/// A refused key (403) fails at once, exit 1, one request. A trusted work tree's
+/// `.gemini/settings.json` and `.gemini/.env` configure the CLI (measured: a planted
+/// `tools.exclude` and a planted `GEMINI_CLI_CUSTOM_HEADERS` both took effect; the system
+/// settings win only for the keys they set), so the wrapper refuses to start (exit 2, naming
+/// the file) when the work tree holds one of them.
+const GEMINI_SCRIPT: &str = concat!(
+    "for f in .gemini/settings.json .gemini/.env; do ",
+    "if [ -e \"$f\" ] || [ -L \"$f\" ]; then echo \"cyclix: refusing to start gemini: $PWD/$f ",
+    "would configure it (Gemini CLI loads it from a trusted work tree); remove it from the ",
+    "repository or set agent.command\" >&2; exit 2; fi; done; ",
+    "exec gemini --yolo --output-format stream-json \"$@\""
+);
+
 const GEMINI_CLI: Preset = Preset {
     name: "gemini-cli",
     package: "npm @google/gemini-cli@0.61.0",
     image: "localhost/cyclix-agent-gemini-cli:0.61.0",
     uid: AGENT_UID,
-    argv: &["gemini", "--yolo", "--output-format", "stream-json"],
+    argv: &["sh", "-c", GEMINI_SCRIPT, "gemini"],
     model_flag: "--model",
     max_turns_flag: None,
     argv_tail: &[],
