@@ -236,7 +236,7 @@ const AIDER: Preset = Preset {
 /// `http://PROXY:PORT` is accepted as base URL; the key goes as `x-goog-api-key` to
 /// `POST /v1beta/models/M:streamGenerateContent?alt=sse` and nothing else is sent. Without
 /// `GEMINI_CLI_TRUST_WORKSPACE` the work tree is untrusted and `--yolo` falls back to asking.
-/// A refused key (403) fails at once, exit 1, one request. A trusted work tree's
+/// A refused key (403) fails after one request, exit 147, in seconds. A trusted work tree's
 /// `.gemini/settings.json` and `.gemini/.env` configure the CLI (measured: a planted
 /// `tools.exclude` and a planted `GEMINI_CLI_CUSTOM_HEADERS` both took effect; the system
 /// settings win only for the keys they set), so the wrapper refuses to start (exit 2, naming
