@@ -174,21 +174,36 @@ const CODEX: Preset = Preset {
     stream: StreamKind::CodexJson,
 };
 
+/// aider 0.86.2, measured in its image against the stand-in: it sends no tools (the edits come
+/// as text in its edit format, applied and auto-committed by aider; `--yes-always` does NOT
+/// run the shell commands a reply suggests: aider asks those with "explicit yes required"),
+/// one `POST /v1/chat/completions` per reply plus one for each commit message. Before the
+/// exec: a fresh non-empty model-price cache in `$HOME/.aider/caches` (else aider fetches
+/// raw.githubusercontent.com at start, 5 s); the base URL on the command line (a work tree's
+/// `.env` is loaded with override and could replace `OPENAI_API_BASE`; a flag wins over both);
+/// no `.gitignore` edit, no repo map (its tags cache would land in /work), histories in /tmp.
+/// aider reads `.env` (with override) and `.aider.conf.yml` from the git root: measured, a
+/// planted `AIDER_AUTO_COMMITS=false` and `lint-cmd:` took effect in the next run. So the
+/// wrapper refuses to start (exit 2, naming the file) when the work tree holds one of them.
+const AIDER_SCRIPT: &str = concat!(
+    "for f in .env .aider.conf.yml .aider.model.settings.yml .aider.model.metadata.json; do ",
+    "if [ -e \"$f\" ] || [ -L \"$f\" ]; then echo \"cyclix: refusing to start aider: $PWD/$f ",
+    "would configure it (aider loads it from the work tree); remove it from the repository or ",
+    "set agent.command\" >&2; exit 2; fi; done; ",
+    "mkdir -p \"$HOME/.aider/caches\" /tmp/.aider && printf '{\"cyclix-offline\": {}}\\n' ",
+    "> \"$HOME/.aider/caches/model_prices_and_context_window.json\" && exec aider ",
+    "--openai-api-base \"$OPENAI_API_BASE\" --yes-always --no-check-update --no-analytics ",
+    "--no-show-model-warnings --no-pretty --no-stream --no-fancy-input --no-detect-urls ",
+    "--no-gitignore --map-tokens 0 --chat-history-file /tmp/.aider/chat.history.md ",
+    "--input-history-file /tmp/.aider/input.history --no-restore-chat-history \"$@\""
+);
+
 const AIDER: Preset = Preset {
     name: "aider",
-    package: "pypi aider-chat@0.86.1",
-    image: "localhost/cyclix-agent-aider:0.86.1",
+    package: "pypi aider-chat@0.86.2",
+    image: "localhost/cyclix-agent-aider:0.86.2",
     uid: AGENT_UID,
-    argv: &[
-        "aider",
-        "--yes-always",
-        "--no-auto-commits",
-        "--no-check-update",
-        "--no-analytics",
-        "--no-show-model-warnings",
-        "--no-pretty",
-        "--no-stream",
-    ],
+    argv: &["sh", "-c", AIDER_SCRIPT, "aider"],
     model_flag: "--model",
     max_turns_flag: None,
     argv_tail: &[],
@@ -214,19 +229,47 @@ const AIDER: Preset = Preset {
     stream: StreamKind::PlainText,
 };
 
+/// Gemini CLI 0.61.0, measured against the stand-in: the prompt on stdin (no `-p` needed),
+/// `--yolo` approves its tools, `--output-format stream-json`; the auth type `gemini-api-key`
+/// comes from the image's system settings (`/etc/gemini-cli/settings.json`: without it a set
+/// `GOOGLE_GEMINI_BASE_URL` selects "gateway", which headless mode refuses). Plain
+/// `http://PROXY:PORT` is accepted as base URL; the key goes as `x-goog-api-key` to
+/// `POST /v1beta/models/M:streamGenerateContent?alt=sse` and nothing else is sent. Without
+/// `GEMINI_CLI_TRUST_WORKSPACE` the work tree is untrusted and `--yolo` falls back to asking.
+/// A refused key (403) fails after one request, exit 147, in seconds. A trusted work tree's
+/// `.gemini/settings.json` and `.gemini/.env` configure the CLI (measured: a planted
+/// `tools.exclude` and a planted `GEMINI_CLI_CUSTOM_HEADERS` both took effect; the system
+/// settings win only for the keys they set), so the wrapper refuses to start (exit 2, naming
+/// the file) when the work tree holds one of them.
+const GEMINI_SCRIPT: &str = concat!(
+    "for f in .gemini/settings.json .gemini/.env; do ",
+    "if [ -e \"$f\" ] || [ -L \"$f\" ]; then echo \"cyclix: refusing to start gemini: $PWD/$f ",
+    "would configure it (Gemini CLI loads it from a trusted work tree); remove it from the ",
+    "repository or set agent.command\" >&2; exit 2; fi; done; ",
+    "exec gemini --yolo --output-format stream-json \"$@\""
+);
+
 const GEMINI_CLI: Preset = Preset {
     name: "gemini-cli",
     package: "npm @google/gemini-cli@0.61.0",
     image: "localhost/cyclix-agent-gemini-cli:0.61.0",
     uid: AGENT_UID,
-    argv: &["gemini", "--yolo", "--output-format", "stream-json"],
+    argv: &["sh", "-c", GEMINI_SCRIPT, "gemini"],
     model_flag: "--model",
     max_turns_flag: None,
     argv_tail: &[],
     task_input: TaskInput::Stdin,
     env: &[
         ("GEMINI_CLI_NO_RELAUNCH", "true"),
-        ("GOOGLE_GENAI_API_VERSION", "v1beta"),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+        ("GEMINI_CLI_HOME", "/tmp"),
+        // Its shell tool sets GIT_CONFIG_SYSTEM=/dev/null, so the image's /etc/gitconfig
+        // identity is lost and `git commit` fails ("Author identity unknown"): the same
+        // identity as variables, which it passes through.
+        ("GIT_AUTHOR_NAME", "cyclix-agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@cyclix.invalid"),
+        ("GIT_COMMITTER_NAME", "cyclix-agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@cyclix.invalid"),
         ("XDG_CONFIG_HOME", "/tmp/.config"),
         ("XDG_CACHE_HOME", "/tmp/.cache"),
     ],
@@ -325,7 +368,7 @@ mod tests {
 
     #[test]
     fn the_table_and_the_image_recipes_agree_on_every_tag() {
-        for name in ["claude-code", "codex", "gemini-cli"] {
+        for name in ["claude-code", "codex", "gemini-cli", "aider"] {
             assert_eq!(
                 crate::images::agents::preset_image(name).as_deref(),
                 find(name).map(|p| p.image),

@@ -203,6 +203,12 @@ fn codex(r: &mut AgentReport, v: &Value) {
     }
 }
 
+/// Gemini CLI 0.61.0 (a real capture against the stand-in): `init`, the user `message`,
+/// `tool_use` {`tool_name`, `tool_id`, `parameters`} and `tool_result` per call, the assistant
+/// `message` {`content`, `delta: true`} (chunks of ONE answer: a tool call between two
+/// answers starts a new one), and the last `result` {`status`: "success" | "error",
+/// `error`: {`message`}, `stats`: {`input_tokens`, `output_tokens`, `cached`, `tool_calls`,
+/// `models`}}; `stats` sums the run's requests and has no turn count.
 fn gemini(r: &mut AgentReport, v: &Value) {
     match v.get("type").and_then(Value::as_str) {
         Some("message") if v.get("role").and_then(Value::as_str) == Some("assistant") => {
@@ -214,17 +220,25 @@ fn gemini(r: &mut AgentReport, v: &Value) {
             };
             r.set_final(&joined);
         }
-        Some("tool_use") => r.tool_calls += 1,
+        Some("tool_use") => {
+            r.tool_calls += 1;
+            r.final_message = None; // text before a tool call is not the final answer
+        }
         Some("result") => {
             if let Some(s) = v.get("stats") {
                 r.usage = None;
                 r.add_usage(s);
-                r.turns = s.get("turns").and_then(Value::as_u64);
+                if let Some(u) = r.usage.as_mut() {
+                    u.cache_read_input_tokens += num(s, "cached");
+                }
             }
-            r.is_error = v
-                .get("status")
-                .and_then(Value::as_str)
-                .map(|s| s != "success");
+            let status = v.get("status").and_then(Value::as_str);
+            r.is_error = status.map(|s| s != "success");
+            if status != Some("success")
+                && let Some(m) = v.pointer("/error/message").and_then(Value::as_str)
+            {
+                r.set_final(m);
+            }
         }
         _ => {}
     }
@@ -281,6 +295,44 @@ mod tests {
         assert_eq!(
             (u.input_tokens, u.cache_read_input_tokens, u.output_tokens),
             (10, 3, 4)
+        );
+    }
+
+    #[test]
+    fn gemini_real_capture_gives_the_last_answer_and_the_result_stats() {
+        // Gemini CLI 0.61.0 against the stand-in (trimmed timestamps and ids).
+        let r = report(
+            StreamKind::GeminiStreamJson,
+            &lines(&[
+                r#"{"type":"init","session_id":"76f2","model":"gm-test"}"#,
+                r#"{"type":"message","role":"user","content":"do it"}"#,
+                r#"{"type":"message","role":"assistant","content":"let me look","delta":true}"#,
+                r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"r1","parameters":{"command":"echo MARK-123"}}"#,
+                r#"{"type":"tool_result","tool_id":"r1","status":"success","output":"MARK-123"}"#,
+                r#"{"type":"message","role":"assistant","content":"stand-in final ","delta":true}"#,
+                r#"{"type":"message","role":"assistant","content":"MARK-123","delta":true}"#,
+                r#"{"type":"result","status":"success","stats":{"total_tokens":1290,"input_tokens":1234,"output_tokens":56,"cached":7,"input":1234,"duration_ms":601,"tool_calls":1}}"#,
+            ]),
+        );
+        assert_eq!(r.final_message.as_deref(), Some("stand-in final MARK-123"));
+        assert_eq!(r.tool_calls, 1);
+        let u = r.usage.expect("usage");
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cache_read_input_tokens),
+            (1234, 56, 7)
+        );
+        assert_eq!(r.is_error, Some(false));
+        let e = report(
+            StreamKind::GeminiStreamJson,
+            &lines(&[
+                r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: 403 stand-in refused]"},"stats":{"input_tokens":0,"output_tokens":0}}"#,
+            ]),
+        );
+        assert_eq!(e.is_error, Some(true));
+        assert!(
+            e.final_message
+                .as_deref()
+                .is_some_and(|m| m.contains("403"))
         );
     }
 

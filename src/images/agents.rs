@@ -33,6 +33,10 @@ pub const PRESET_CONTAINERFILES: &[(&str, &str)] = &[
         "gemini-cli",
         include_str!("../../images/agents/gemini-cli/Containerfile"),
     ),
+    (
+        "aider",
+        include_str!("../../images/agents/aider/Containerfile"),
+    ),
 ];
 
 /// The suffix npm platform builds carry, on the package name
@@ -184,10 +188,26 @@ pub fn parse_lock(text: &str) -> Result<Vec<Package>, LockError> {
                 "preset `{preset}`: use lowercase letters, digits and `-`"
             )));
         }
-        if !matches!(*registry, "npm" | "pypi") {
-            return Err(err(format!("registry `{registry}`: expected npm or pypi")));
+        // `debian`: a .deb of a Debian release (aider's interpreter, bookworm's python3.11),
+        // digest from that release's signed Packages index; its version may hold `+`
+        // (`3.11.2-6+deb12u9`), so a Debian line cannot be a preset's first (CLI) line.
+        if !matches!(*registry, "npm" | "pypi" | "debian") {
+            return Err(err(format!(
+                "registry `{registry}`: expected npm, pypi or debian"
+            )));
         }
-        if !tag_safe(version) {
+        let first_of_preset = !out.iter().any(|p: &Package| p.preset == *preset);
+        if *registry == "debian" && first_of_preset {
+            return Err(err(
+                "a debian package cannot be a preset's first line (that is its CLI)".into(),
+            ));
+        }
+        let version_ok = if *registry == "debian" {
+            tag_safe(&version.replace('+', "_"))
+        } else {
+            tag_safe(version)
+        };
+        if !version_ok {
             return Err(err(format!(
                 "version `{version}`: letters, digits, `.`, `-`, `_` only (it is an image tag)"
             )));
@@ -352,7 +372,11 @@ mod tests {
             ),
             (
                 &*format!("x cargo a 1 https://r/x sha512:{H512}"),
-                "npm or pypi",
+                "npm, pypi or debian",
+            ),
+            (
+                &*format!("x debian a 1 https://r/x sha512:{H512}"),
+                "cannot be a preset's first line",
             ),
             (&*format!("x npm a 1 https://r/x md5:{H512}"), "not sha512"),
             ("x npm a 1 https://r/x sha256:abc", "64 lowercase hex"),
@@ -367,6 +391,13 @@ mod tests {
             ),
             (&*format!("X_y npm a 1 https://r/x sha512:{H512}"), "preset"),
         ];
+        let deb = format!(
+            "x npm a 1 https://r/a.tgz sha512:{H512}\nx debian b 3.11.2-6+deb12u9 https://r/b_3.11.2-6+deb12u9_amd64.deb sha512:{H512}\n"
+        );
+        assert_eq!(
+            parse_lock(&deb).expect("a debian line after the CLI")[1].version,
+            "3.11.2-6+deb12u9"
+        );
         for (line, want) in cases {
             let e = parse_lock(&format!("# head\n{line}\n")).expect_err(line);
             assert_eq!(e.line, 2, "{line}");

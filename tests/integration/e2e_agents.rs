@@ -173,9 +173,21 @@ fn real_cli_passes(preset: &str, var: &str, t: &str, header: &str) -> serde_json
         res.iter().any(|l| l["expect_found"] == true),
         "the tool result with the tests' output reached the API: {res:#?}"
     );
-    // The key: the stand-in saw the real value in `header` (the proxy added it), and nothing
-    // the sandbox produced holds it.
-    let unit = format!("{}-agent.service", naming_base(&rec));
+    key_reached_only_the_stand_in(tb, &rec, preset, var, t, header);
+    rec
+}
+
+/// The key: the stand-in saw the real value in `header` (the proxy added it), and nothing the
+/// sandbox produced holds it (the agent's journal, the record); no leftovers.
+fn key_reached_only_the_stand_in(
+    tb: &Testbed,
+    rec: &serde_json::Value,
+    preset: &str,
+    var: &str,
+    t: &str,
+    header: &str,
+) {
+    let unit = format!("{}-agent.service", naming_base(rec));
     let scan = tb.user_sh(&format!(
         "sed -n 's/^{var}=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/{t}-needle; [ -s /tmp/{t}-needle ] || exit 9
          api=$(grep -c -F -f /tmp/{t}-needle /run/testbed-api/requests.jsonl)
@@ -190,7 +202,6 @@ fn real_cli_passes(preset: &str, var: &str, t: &str, header: &str) -> serde_json
     );
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.is_empty(), "leftovers: {left}");
-    rec
 }
 
 /// `cyclix-RUN` of a record.
@@ -296,4 +307,90 @@ fn an_agent_running_many_processes_is_real_work_not_a_leak() {
         "the watch ran while they lived: {}",
         rec["watch_rounds"]
     );
+}
+
+/// The presets outside CI, one command (the variable makes `testbed.sh up` fetch their packages):
+/// `TB_AGENT_PACKAGES="claude-code codex gemini-cli aider" TB_DIR=... TB_MACHINE=... cargo test
+/// --test integration -- --ignored on_request_` (docs/agents.md, "How this is tested").
+#[test]
+#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli aider\" cargo test --test integration -- --ignored on_request_"]
+fn on_request_gemini_cli_fixes_the_demo_through_the_stand_in() {
+    let _shared = crate::common::testbed::shared();
+    let rec = real_cli_passes(
+        "gemini-cli",
+        "GEMINI_API_KEY",
+        "e2e-gemini",
+        "x-goog-api-key",
+    );
+    // Gemini CLI's stream-json reports no turn count.
+    assert_eq!(
+        rec["agent_report"]["turns"],
+        serde_json::Value::Null,
+        "{rec:#}"
+    );
+}
+
+/// aider sends no tools: the stand-in plays its text protocol (`text_replies`, see
+/// `standin_api.py` `aider_play`): the whole fixed `calc/__init__.py` in aider's "whole" edit
+/// format, which aider applies and auto-commits with the stand-in's commit message. aider does
+/// not run a reply's shell commands headless (`--yes-always` excludes them) and sends test
+/// output only when its own `--test-cmd` fails, so no test output reaches the API here; its
+/// stdout is plain text ("Tokens: 1.2k sent, 56 received."): the record holds no usage.
+#[test]
+#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli aider\" cargo test --test integration -- --ignored on_request_"]
+fn on_request_aider_fixes_the_demo_through_the_stand_in() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    crate::common::testbed::preset_image("aider");
+    let t = "e2e-aider";
+    key_file(tb, t, "OPENAI_API_KEY");
+    let tg = tag();
+    let model = format!("standin-aider-{}", &tg[tg.len() - 12..]);
+    let subject = format!("Fix calc.subtract (stand-in {})", &tg[tg.len() - 8..]);
+    let src = include_str!("../../demo/project/calc/__init__.py");
+    let i = src.find("def subtract").expect("demo subtract");
+    let j = i + src[i..].find("return a + b").expect("demo bug");
+    let fixed = format!("{}return a - b{}", &src[..j], &src[j + 12..]);
+    let body = serde_json::json!({
+        "text_replies": [format!("calc/__init__.py\n```\n{fixed}```\n")],
+        "commit_message": subject,
+        "usage": {"input_tokens": 1234, "output_tokens": 56},
+    });
+    expect_success(
+        &tb.root_sh(&format!(
+            "mkdir -p /run/testbed-api/scripts && cat > /run/testbed-api/scripts/{model}.json <<'JSON'\n{body}\nJSON"
+        )),
+        "write the stand-in's script",
+    );
+    Tenant::new(t)
+        .preset("aider")
+        .agent_key(&format!("model: openai/{model}"))
+        .agent_key("api_host: api.example")
+        .task("\"Fix the failing test in calc, run the tests, commit the fix.\"")
+        .extra_yaml("egress:\n  allow: []\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    assert!(out.status.success(), "aider run failed: {rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["gate_exit"], 0, "{rec:#}");
+    let commits = rec["commits"].as_array().expect("commits");
+    assert_eq!(commits.len(), 1, "{rec:#}");
+    assert_eq!(
+        commits[0]["subject"],
+        subject.as_str(),
+        "aider's auto-commit with the stand-in's message"
+    );
+    assert_eq!(rec["preset"]["model"], format!("openai/{model}").as_str());
+    let r = &rec["agent_report"];
+    assert_eq!(r["stream"], "plain-text", "{r:#}");
+    assert_eq!(r["usage"], serde_json::Value::Null, "{r:#}");
+    let res = results(tb, &model);
+    assert!(
+        res.iter().any(|l| l["side"] == false) && res.iter().any(|l| l["side"] == true),
+        "aider asked for the edit and for the commit message: {res:#?}"
+    );
+    let log = rec["agent_log"].to_string();
+    assert!(log.contains("Applied edit to calc/__init__.py"), "{log}");
+    key_reached_only_the_stand_in(tb, &rec, "aider", "OPENAI_API_KEY", t, "authorization");
 }

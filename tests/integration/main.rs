@@ -35,4 +35,5 @@ mod e2e_watch;
 mod field_reports;
 mod golden;
 mod podman_adapter;
+mod preset_wrappers;
 mod testbed_selftest;

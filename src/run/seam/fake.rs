@@ -46,6 +46,8 @@ pub struct FakeRunHost {
     pub lock_held_from: Option<usize>,
     /// What `fs_space` reports as available bytes for every path; `None`: 1 GiB.
     pub fs_avail: Option<u64>,
+    /// What `fs_space` of the run dir (the runtime dir's tmpfs) says is available.
+    pub runtime_avail: Option<u64>,
     /// `export_bundle` reports no commits.
     pub no_commits: bool,
     /// `import_bundle` refuses the bundle with this reason.
@@ -293,6 +295,14 @@ impl RunProcs for FakeRunHost {
     }
     fn fs_space(&self, path: &Path) -> Result<super::super::space::FsSpace> {
         self.call("fs_space", &path.display().to_string())?;
+        // The run dir lives in the runtime dir, a file system of its own (a tmpfs).
+        if path.ends_with("run/r1") {
+            return Ok(super::super::space::FsSpace {
+                avail: self.runtime_avail.unwrap_or(1 << 30),
+                total: 8 << 20,
+                fsid: 2,
+            });
+        }
         Ok(super::super::space::FsSpace {
             avail: self.fs_avail.unwrap_or(1 << 30),
             total: 8 << 20,

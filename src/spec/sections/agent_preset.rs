@@ -77,17 +77,6 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Result<Option
         return Err(());
     };
     let before = out.len();
-    if crate::images::agents::containerfile(row.name).is_none() && a.image.image.is_none() {
-        if let Some(at) = &p.preset {
-            out.push(
-                at.diag(format!(
-                    "preset `{name}` has no image recipe in this cyclix (images/agents/{name}/ is missing)"
-                ))
-                .hint("give `image:` with the CLI installed (the preset's argv, variables and credential still apply)"),
-            );
-        }
-        return Err(());
-    }
     let model = p.model.as_ref().and_then(|m| model_name(m, out));
     let max_turns = p.max_turns.as_ref().and_then(|n| {
         let (lo, hi) = MAX_TURNS;
