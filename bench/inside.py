@@ -7,7 +7,7 @@ stdout. It measures; it never judges: noise cannot fail it, only a measurement t
   inside.py [--short] [--cyclix PATH]
 
 Each pair runs interleaved N times (cyclix side, then bare side); min/median/max per side and
-the ratio of the medians. What each side includes is in README "Performance".
+the ratio of the medians. What each side includes is in docs/performance.md.
 """
 
 import argparse

@@ -121,7 +121,7 @@ pub enum Command {
         /// Only the fast checks (no `podman info`, no outcome test).
         #[arg(long)]
         quick: bool,
-        /// JSON on stdout (schema `cyclix-check/1`, see the README).
+        /// JSON on stdout (schema `cyclix-check/1`, see docs/verbs.md).
         #[arg(long)]
         json: bool,
         /// Check only this tenant (its spec and tier gate, its images).

@@ -52,7 +52,7 @@ pub(crate) fn run_unit(env: &HostEnv, tenant: &str) -> Result<String> {
     let spec = tenant_spec_path(env, tenant);
     if !spec.exists() {
         return Err(crate::exit::input(format!(
-            "no tenant `{tenant}`: {} does not exist; write its spec (README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            "no tenant `{tenant}`: {} does not exist; write its spec (docs/spec.md) or run `cyclix demo setup` for the demo tenant",
             spec.display()
         )));
     }
@@ -68,7 +68,7 @@ fn load_tenant(
     if !path.exists() {
         // A user's mistake, not cyclix failing: a finding (exit 1).
         return Ok(Err(format!(
-            "error: no spec for tenant `{tenant}` at {}; write one (see README, \"Spec reference\") or run `cyclix demo setup` for the demo tenant",
+            "error: no spec for tenant `{tenant}` at {}; write one (see docs/spec.md) or run `cyclix demo setup` for the demo tenant",
             path.display()
         )));
     }
@@ -439,7 +439,7 @@ fn random_hex16() -> Result<String> {
 }
 
 /// A loud notice when the tenant's env file (its secret values) is readable by others: the
-/// README asks for mode 0600.
+/// docs/spec.md asks for mode 0600.
 fn env_file_notice(env: &HostEnv, tenant: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt as _;
     let path = env.layout().tenant_env(tenant);

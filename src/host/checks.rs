@@ -143,7 +143,7 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
             &format!("spec:{t}"),
             format!("no spec for tenant `{t}`"),
             format!(
-                "write ~/.config/cyclix/tenants/{t}.yaml (README, \"Spec reference\"), or \
+                "write ~/.config/cyclix/tenants/{t}.yaml (docs/spec.md), or \
                  `cyclix demo setup` for the demo tenant"
             ),
         ));

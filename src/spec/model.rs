@@ -222,7 +222,7 @@ pub struct Gate {
     pub command: Vec<String>,
     /// `gate.quick`: the argv of the quick suite `cyclix twin` runs in each environment (and
     /// in the reference); `None` means `command`. Validated like `command`. The suite may
-    /// write `JUnit` XML to the path in `$CYCLIX_RESULTS` for per-test results (README, "twin").
+    /// write `JUnit` XML to the path in `$CYCLIX_RESULTS` for per-test results (docs/twin.md).
     pub quick: Option<Vec<String>>,
     /// Wall-clock budget for the gate, in seconds.
     pub timeout_s: u64,

@@ -159,7 +159,7 @@ fn service_container(
     }
 }
 
-/// What a service is told about its run (documented in the README, "Services"): cyclix's own
+/// What a service is told about its run (documented in docs/services.md): cyclix's own
 /// names, and the `PostgreSQL` conventional ones so a stock `PostgreSQL` image and its tools
 /// (`postgres`, `pg_isready`, `psql`) use the run's port, database and data directory.
 fn service_env(s: &crate::spec::Service, p: &ServicePlan) -> Vec<(String, String)> {
