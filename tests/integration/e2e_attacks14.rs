@@ -1,0 +1,82 @@
+//! Issue 14, attacked: what a hostile agent that has read the source does with the parts that
+//! are new this round (the preset's stream parser reading its stdout into the record).
+
+use crate::common::run::{leftovers, prepared, record};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::expect_success;
+
+/// The forger: prints the hash of its secret (the positive control that it holds the real
+/// value), the raw value (the line-level redaction must catch it), then a Claude `result` line
+/// whose text carries the value with its first character as a JSON `\u00XX` escape: the raw
+/// line does not contain the value, the parsed string does. The demo fix runs first (quietly),
+/// so the run passes and the forged lines are the log's last.
+const FORGE: &str = r#"set -e
+cyclix-demo-agent > /dev/null 2>&1
+t="$E2E_TOKEN"
+first=$(printf %s "$t" | cut -c1)
+rest=$(printf %s "$t" | cut -c2-)
+hex=$(printf %s "$first" | od -An -tx1 | tr -d ' \n')
+printf 'HASH=%s\n' "$(printf %s "$t" | sha256sum | cut -c1-64)"
+printf '{"type":"assistant","message":{"content":[{"type":"text","text":"raw %s"}]}}\n' "$t"
+printf '{"type":"result","result":"LEAK:\\u00%s%s:END","num_turns":1,"is_error":false}\n' "$hex" "$rest"
+"#;
+
+#[test]
+fn a14_a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_report() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-a14-report";
+    let hash = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             k=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+             printf 'E2E_TOKEN=%s\\nANTHROPIC_API_KEY=sk-real-%s\\n' \"$v\" \"$k\" > ~/.config/cyclix/tenants/{t}.env
+             printf %s \"$v\" | sha256sum | cut -c1-64"
+        )),
+        "make the secret",
+    );
+    let hash = hash.trim().to_string();
+    Tenant::new(t)
+        .preset_overridden("claude-code")
+        .file("forge.sh", FORGE)
+        .agent_cmd("[sh, /work/forge.sh]")
+        .agent_key("env: [E2E_TOKEN]")
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let _ = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    let log = rec["agent_log"].to_string();
+    // Positive controls: the agent held the real value, the line-level redaction ran, and the
+    // forged result line reached the record's report (so a value in it would be seen).
+    assert!(
+        log.contains(&format!("HASH={hash}")),
+        "the agent must hold the secret: {rec:#}"
+    );
+    assert!(log.contains("raw ***"), "the raw value is redacted: {log}");
+    let msg = rec["agent_report"]["final_message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.starts_with("LEAK:") && msg.ends_with(":END"),
+        "the forged result line was parsed into the record: {rec:#}"
+    );
+    // The attack: the decoded value must not be in the report, nor anywhere cyclix wrote.
+    assert_eq!(
+        msg, "LEAK:***:END",
+        "the secret value is in the record's agent_report"
+    );
+    let hits = expect_success(
+        &tb.user_sh(&format!(
+            "v=$(sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env); [ -n \"$v\" ] || exit 9
+             printf '%s\\n' \"$v\" > /tmp/needle-a14
+             files=$(grep -rlF -f /tmp/needle-a14 ~/.local/state/cyclix 2>/dev/null | wc -l)
+             rm -f /tmp/needle-a14; echo \"files=$files\""
+        )),
+        "search for the secret",
+    );
+    assert_eq!(hits.trim(), "files=0", "the secret value is in a record");
+    let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
+    assert!(left.trim().is_empty(), "leftovers: {left}");
+}
