@@ -390,3 +390,57 @@ fn a14_words_alone_are_not_an_attempt() {
     assert_eq!(rc, 1, "{out}");
     assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
 }
+
+/// Issue 14 attack: the drill's evidence quotes the agent's log lines, the unit's full journal
+/// and not the record's redacted tail; an agent prints its `agent.env` secret on the line that
+/// becomes evidence. The drill's table and JSON must not carry the value. Positive controls:
+/// the agent holds the value (its hash is in the same line) and that very line is the row's
+/// evidence (with `***` where the value was).
+#[test]
+fn a14_a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
+    let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
+    let tb = prepared();
+    let t = "e2e-drill-secret";
+    let hash = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             printf 'E2E_TOKEN=%s\\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
+             printf %s \"$v\" | sha256sum | cut -c1-64"
+        )),
+        "make the secret",
+    );
+    let hash = hash.trim().to_string();
+    let agent = "[python3, -c, \"import os,re,hashlib; t=open(os.environ['CYCLIX_TASK']).read(); v=os.environ['E2E_TOKEN']; \
+                 print(re.search(r'drill-[0-9a-f]+', t).group(0) + ': No such file ' + v + ' H=' + hashlib.sha256(v.encode()).hexdigest(), flush=True)\"]";
+    Tenant::new(t)
+        .agent_cmd(agent)
+        .agent_key("env: [E2E_TOKEN]")
+        .gate_cmd("[\"true\"]")
+        .write(tb);
+    let (_rc, v, out) = drill(tb, &format!("{t} --only ssh-key"));
+    let evidence = v["escapes"][0]["evidence"].to_string();
+    assert!(
+        evidence.contains(&format!("H={hash}")),
+        "the agent's line is the evidence and it held the value: {out}"
+    );
+    assert!(evidence.contains("No such file *** H="), "{out}");
+    let leaked = expect_success(
+        &tb.user_sh(&format!(
+            "v=$(sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env); {c} drill {t} --only ssh-key 2>&1 | grep -cF \"$v\"; true",
+            c = tb.cyclix_bin()
+        )),
+        "the drill's table",
+    );
+    assert_eq!(
+        leaked.trim(),
+        "0",
+        "the secret value is in the drill's table"
+    );
+    assert!(
+        !out.contains("E2E_TOKEN=") && !evidence.contains("No such file H="),
+        "{out}"
+    );
+    assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
+}
