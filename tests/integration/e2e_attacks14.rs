@@ -80,3 +80,86 @@ fn a14_a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_repor
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.trim().is_empty(), "leftovers: {left}");
 }
+
+/// The hunter: for 12 s (two or more watch rounds of 5 s), every `cyclix probe` process it sees (the
+/// in-sandbox watch probe, told by its cmdline, run by `podman exec` as the preset's uid) is read at
+/// `/proc/PID/environ` (the `PTRACE_MODE_READ` check, the same as `maps`; `mem` needs more).
+/// Once as uid 1000, once as root of a nested user namespace it makes itself (under keep-id its
+/// `uid_map` write succeeds, so it has every capability there, and it CAN read the
+/// execute-only binary: `NESTBIN`). Positive controls: a `sleep` it started in the same namespace
+/// is read the same way (`ctl`), and the probe was seen (`seen`).
+const HUNT: &str = r#"cat > /tmp/hunt.sh <<X
+sleep 600 & ctl=\$!
+seen=0; got=0; ok=0; end=\$((\$(date +%s) + 12))
+while [ \$(date +%s) -lt \$end ]; do
+  for p in /proc/[0-9]*; do
+    c=\$(cat \$p/comm 2>/dev/null) || continue
+    case "\$c" in cyclix) tr '\\0' ' ' < \$p/cmdline 2>/dev/null | grep -q ' probe ' || continue
+      seen=\$((seen+1)); cat \$p/environ > /dev/null 2>&1 && got=\$((got+1));; esac
+  done
+  cat /proc/\$ctl/environ > /dev/null 2>&1 && ok=\$((ok+1))
+done
+kill \$ctl
+echo "HUNT \$1 seen=\$seen got=\$got ctl=\$ok"
+X
+sh /tmp/hunt.sh direct
+unshare -Ur sh /tmp/hunt.sh nested
+unshare -Ur sh -c 'head -c 4 /cyclix/bin/cyclix > /dev/null && echo NESTBIN=readable || echo NESTBIN=unreadable'
+cyclix-demo-agent > /dev/null 2>&1
+"#;
+
+#[test]
+fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_namespace_root() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-a14-hunt";
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the key",
+    );
+    Tenant::new(t)
+        .preset_overridden("claude-code")
+        .file("hunt.sh", HUNT)
+        .agent_cmd("[sh, /work/hunt.sh]")
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let _ = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    let log: Vec<String> = rec["agent_log"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for who in ["direct", "nested"] {
+        let line = log
+            .iter()
+            .find(|l| l.starts_with(&format!("HUNT {who} ")))
+            .unwrap_or_else(|| panic!("no {who} hunt line: {rec:#}"));
+        let n = |k: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        assert!(n("seen") > 0, "{who}: the probe was never seen: {line}");
+        assert!(
+            n("ctl") > 0,
+            "{who}: the read works on a process of its own: {line}"
+        );
+        assert_eq!(
+            n("got"),
+            0,
+            "{who}: the watch probe's environ was read: {line}"
+        );
+    }
+    assert!(rec["watch_rounds"].as_u64().unwrap_or(0) >= 2, "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
+    assert!(left.trim().is_empty(), "leftovers: {left}");
+}
