@@ -163,3 +163,53 @@ fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_name
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.trim().is_empty(), "leftovers: {left}");
 }
+
+/// The crowd: 600 non-dumpable processes (a copy of `sleep` the agent made execute-only, as
+/// cyclix does its own binary), then 20 s of waiting. The host reads each one's environment
+/// with its own `podman unshare cat` (about 50 ms each on the testbed), one after the other
+/// inside the watch round, which has no deadline of its own: a crowd would stretch a round
+/// far past its 5 s interval and blind the leak watch that long.
+const CROWD: &str = r"cp /bin/sleep /work/.nd && chmod 0111 /work/.nd
+for i in $(seq 600); do /work/.nd 1000 & done
+sleep 20
+cyclix-demo-agent > /dev/null 2>&1
+";
+
+/// Held: the watch probe P20 allows at most 30 processes, so the crowd stops the run at the
+/// first watch round, named in the refusal (at most 30 × 50 ms of scan for an agent that stays
+/// under it). Positive control: the crowd is there (P20 counts it) and the round ran.
+#[test]
+fn a14_a_crowd_of_non_dumpable_processes_is_stopped_at_the_first_watch_round() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-a14-crowd";
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the key",
+    );
+    Tenant::new(t)
+        .preset_overridden("claude-code")
+        .file("crowd.sh", CROWD)
+        .agent_cmd("[sh, /work/crowd.sh]")
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let _ = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
+    let rec = record(tb, t);
+    let refusal = rec["refusal"].to_string();
+    assert_eq!(rec["watch_rounds"], 1, "{rec:#}");
+    assert!(
+        refusal.contains("P20") && refusal.contains("pids"),
+        "the crowd is counted: {refusal}"
+    );
+    assert_ne!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(
+        rec["commits"].as_array().map(Vec::len).unwrap_or(0),
+        0,
+        "{rec:#}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
+    assert!(left.trim().is_empty(), "leftovers: {left}");
+}

@@ -59,6 +59,9 @@ pub const DEFAULT_HELD: &[&str] = &[
     "**/.codex/",
     "**/.gemini/",
     "**/.aider.conf.yml",
+    // aider's model settings (`extra_params` such as `api_base`) from the same places.
+    "**/.aider.model.settings.yml",
+    "**/.aider.model.metadata.json",
     "**/.env",
     "**/CLAUDE.md",
     "**/CLAUDE.local.md",

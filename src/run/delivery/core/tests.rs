@@ -253,11 +253,12 @@ fn nested_agent_cli_configuration_is_held_too() {
         "svc/AGENTS.md",
         "AGENTS.override.md",
         "x/GEMINI.md",
+        ".aider.model.settings.yml",
         "docs/claude-md.txt",
         "src/agents.py",
     ]);
     let held = held_paths(&touched, &[], &[]);
-    assert_eq!(held.len(), 9, "{held:?}");
+    assert_eq!(held.len(), 10, "{held:?}");
     assert!(
         !held.contains(&"docs/claude-md.txt".to_string())
             && !held.contains(&"src/agents.py".to_string()),
