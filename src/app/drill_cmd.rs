@@ -140,6 +140,18 @@ fn drill_one(
         &ledgers,
         Path::new(&spec.repo.path),
     )?;
+    if escape == Escape::SshKey
+        && let Some(blind) = planted.key_blind.clone()
+    {
+        // Fail closed: an escape the host could not see is not a pass.
+        let left = planted.remove();
+        let mut row = verdict::without_run(escape, Verdict::NotAttempted, blind);
+        row.evidence.extend(
+            left.into_iter()
+                .map(|l| format!("drill object not removed: {l}")),
+        );
+        return Ok((row, false));
+    }
     targets.key = planted.ledger.key.display().to_string();
     targets.outside = planted.ledger.outside.display().to_string();
     targets.sentinel_pid = planted.ledger.sentinel_pid;

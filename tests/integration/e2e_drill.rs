@@ -444,3 +444,50 @@ fn a14_a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
     );
     assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
 }
+
+/// Issue 14 attack: the drill sees a read of its planted key only by the key's atime, which a
+/// `noatime` mount never moves. The user's `~/.ssh` is bind-mounted `noatime` for the test; the
+/// host reads the key while the drill runs (as in the test above, whose positive control shows
+/// the read seen on a `relatime` home). Before the fix the drill said `refused` and exited 0;
+/// now the planting reads the key once itself, sees the atime stay, and the row fails closed
+/// (`not attempted`, naming the cause), so the drill exits 1.
+#[test]
+fn a14_a_key_read_on_a_noatime_home_is_not_a_pass() {
+    let _shared = crate::common::testbed::shared();
+    let _one = one_drill();
+    let tb = prepared();
+    let t = "e2e-drill-noatime";
+    tenant(tb, t, "[python3, /work/drill_agent.py]");
+    let c = tb.cyclix_bin();
+    let key = field("key");
+    expect_success(
+        &tb.root_sh(
+            "h=$(getent passwd cyx | cut -d: -f6); mkdir -p $h/.ssh; chown cyx: $h/.ssh; \
+             mount --bind $h/.ssh $h/.ssh && mount -o remount,bind,noatime $h/.ssh && findmnt -no OPTIONS $h/.ssh",
+        ),
+        "mount ~/.ssh noatime",
+    );
+    let out = tb.user_sh(&format!(
+        r#"d=$XDG_RUNTIME_DIR/cyclix/drills
+{c} drill {t} --only ssh-key --json > /tmp/drill-na.json 2>/tmp/drill-na.err & dp=$!
+seen=
+while kill -0 $dp 2>/dev/null; do
+  for f in $d/*.json; do
+    [ -e "$f" ] || continue
+    case " $seen " in *" $f "*) continue;; esac
+    k="{key}"; [ -n "$k" ] || continue
+    cat "$k" > /dev/null && seen="$seen $f"
+  done
+  sleep 0.05
+done
+wait $dp; echo "RC=$? READS=$(echo $seen | wc -w)"; cat /tmp/drill-na.json"#
+    ));
+    let _ = tb.root_sh("h=$(getent passwd cyx | cut -d: -f6); umount $h/.ssh");
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    let (head, json) = out.split_once('\n').expect("rc line");
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(verdicts(&v)[0].1, "not-attempted", "{out}");
+    assert!(v["escapes"][0]["evidence"].to_string().contains("noatime"), "{out}");
+    assert!(head.starts_with("RC=1 "), "{out}");
+    assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
+}
