@@ -140,6 +140,18 @@ fn drill_one(
         &ledgers,
         Path::new(&spec.repo.path),
     )?;
+    if escape == Escape::SshKey
+        && let Some(blind) = planted.key_blind.clone()
+    {
+        // Fail closed: an escape the host could not see is not a pass.
+        let left = planted.remove();
+        let mut row = verdict::without_run(escape, Verdict::NotAttempted, blind);
+        row.evidence.extend(
+            left.into_iter()
+                .map(|l| format!("drill object not removed: {l}")),
+        );
+        return Ok((row, false));
+    }
     targets.key = planted.ledger.key.display().to_string();
     targets.outside = planted.ledger.outside.display().to_string();
     targets.sentinel_pid = planted.ledger.sentinel_pid;
@@ -159,6 +171,8 @@ fn drill_one(
         storage_lock_wait: crate::run::storage_lock::DEFAULT_WAIT,
     };
     let ran = run_with(env, tenant, &opts, over);
+    // The run's own secret values: the evidence quotes the agent's raw journal, never them.
+    let secrets = super::tenant::run_secrets(env, spec).unwrap_or_default();
     let host = planted.facts();
     let secret = match escape {
         Escape::SshKey => planted.key_content.clone(),
@@ -169,7 +183,7 @@ fn drill_one(
     let mut row = match ran {
         Ok((_, Some(rec))) => {
             interrupted = rec.result == crate::run::record::RunResult::Interrupted;
-            let o = observe(&rec, spec, host);
+            let o = observe(&rec, spec, host, &secrets);
             verdict::judge(escape, &nonce, &o, &secret)
         }
         Ok((_, None)) => verdict::without_run(
@@ -234,14 +248,25 @@ fn targets(spec: &Spec, runtime_dir: &Path, nonce: &str) -> Targets {
 }
 
 /// What the verdict needs from the run: its record, its agent's journal (every line; the
-/// verdict only searches it), its commits' text.
-fn observe(rec: &RunRecord, spec: &Spec, host: verdict::HostFacts) -> Observed {
+/// verdict only searches it and quotes it as evidence, so each line has every value of
+/// `secrets` replaced by `***`), its commits' text.
+fn observe(
+    rec: &RunRecord,
+    spec: &Spec,
+    host: verdict::HostFacts,
+    secrets: &[(String, Vec<u8>)],
+) -> Observed {
     let agent_unit =
         crate::naming::container_unit(&crate::naming::RunNames::new(&rec.run_id).agent());
-    let agent_log = crate::journal::unit_messages(&agent_unit).unwrap_or_else(|e| {
-        crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
-        rec.agent_log.clone()
-    });
+    let values: Vec<&[u8]> = secrets.iter().map(|(_, v)| v.as_slice()).collect();
+    let agent_log = crate::journal::unit_messages(&agent_unit)
+        .unwrap_or_else(|e| {
+            crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
+            rec.agent_log.clone()
+        })
+        .iter()
+        .map(|l| crate::run::phases::collect::redact(l, &values))
+        .collect();
     let mut commits = if rec.commits.is_empty() || rec.branch.is_empty() {
         String::new()
     } else {

@@ -375,6 +375,15 @@ pub(crate) fn run_inputs(
 
 /// The tenant's env file as the run unit's `EnvironmentFile=` reads it (`envfile`); empty
 /// when there is none or it cannot be read (a run then names the variable that is missing).
+/// The secret values a run of `spec` hands out (as [`run_inputs`] resolves them), for
+/// redacting what a verb prints of the sandbox's output (`cyclix drill`'s evidence).
+///
+/// # Errors
+/// A variable the spec names is set nowhere.
+pub(crate) fn run_secrets(env: &HostEnv, spec: &Spec) -> Result<Vec<(String, Vec<u8>)>> {
+    secret_values(spec, &spec.tenant, &tenant_env_file(env, &spec.tenant))
+}
+
 fn tenant_env_file(env: &HostEnv, tenant: &str) -> Vec<(String, Vec<u8>)> {
     std::fs::read_to_string(env.layout().tenant_env(tenant))
         .map(|t| crate::envfile::parse(&t))

@@ -12,7 +12,11 @@
 //! file's owner (the host user) is the agent's uid and the agent has no capabilities
 //! (`DropCapability=all`), so mode `0111` makes it unreadable to every process there; the bind
 //! mount is read-only, so the agent cannot `chmod` it back (`EROFS`). An ELF binary needs no
-//! read permission to be executed. The host's own binary keeps its mode; the probe's `W0` line
+//! read permission to be executed. Root of a nested user namespace the agent makes (`unshare
+//! -Ur` works as a preset's uid under keep-id) CAN read the file, since it maps the owner and
+//! holds `CAP_DAC_OVERRIDE` there; that reveals only the public binary: the probe `podman exec`
+//! starts is marked non-dumpable with ITS credentials, and reading it from the nested namespace
+//! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: e2e_attacks14). The host's own binary keeps its mode; the probe's `W0` line
 //! checks the effect (dumpable 0) on every watch round.
 //!
 //! One copy per binary (keyed by device, inode, size and mtime of the running executable),

@@ -25,7 +25,7 @@ use super::phases::{
     agent::{self, agent_and_gate},
     audit,
     bring_up::{self, install, record_units, reload_and_confirm, run_context, start_units},
-    collect::{collect, log_tail, project_space_causes, redact},
+    collect::{agent_report, collect, log_tail, project_space_causes, redact},
     prepare::{self, prepare},
     probe, teardown,
 };
@@ -439,8 +439,7 @@ fn bring_up_and_run(
         }
         let agent_journal = host.unit_journal(&rendered.units.agent)?;
         if let (Some(p), Some(_)) = (&spec.agent.preset, rec.agent_exit) {
-            let lines: Vec<String> = agent_journal.iter().map(|l| redact(l, &secrets)).collect();
-            rec.agent_report = Some(crate::agents::stream::report(p.stream, &lines));
+            rec.agent_report = Some(agent_report(p.stream, &agent_journal, &secrets));
         }
         rec.agent_log = log_tail(&agent_journal, &secrets);
         if rec.gate_exit.is_some() {

@@ -47,6 +47,9 @@ pub struct Planted {
     /// The key's content (the secret the verdict searches for; never printed).
     pub key_content: String,
     key_atime: SystemTime,
+    /// Why a read of the key would not show (its file system records no reads: `noatime`),
+    /// found by reading it once from the host at planting; `None` when a read shows.
+    pub key_blind: Option<String>,
     listener: Option<UnixListener>,
     sentinel: Option<std::process::Child>,
     git_dir: PathBuf,
@@ -148,6 +151,7 @@ impl Planted {
             },
             key_content: format!("cyclix-drill-key-{}", random_hex(16)?),
             key_atime: SystemTime::UNIX_EPOCH,
+            key_blind: None,
             listener: None,
             sentinel: None,
             git_dir: repo.join(".git"),
@@ -178,16 +182,28 @@ impl Planted {
         )
         .with_context(|| format!("planting {}", key.display()))?;
         let mtime = f.metadata()?.modified()?;
-        f.set_times(
-            std::fs::FileTimes::new()
-                .set_accessed(
-                    mtime
-                        .checked_sub(Duration::from_secs(3600))
-                        .unwrap_or(mtime),
-                )
-                .set_modified(mtime),
-        )
-        .with_context(|| format!("setting the times of {}", key.display()))?;
+        let times = std::fs::FileTimes::new()
+            .set_accessed(
+                mtime
+                    .checked_sub(Duration::from_secs(3600))
+                    .unwrap_or(mtime),
+            )
+            .set_modified(mtime);
+        f.set_times(times)
+            .with_context(|| format!("setting the times of {}", key.display()))?;
+        // Positive control of the tripwire: one read from here must move the atime (it does
+        // under `relatime`, atime before mtime; a `noatime` mount never moves it), then the
+        // times are set back.
+        let set = f.metadata()?.accessed()?;
+        std::fs::read(&key).with_context(|| format!("reading {}", key.display()))?;
+        if std::fs::metadata(&key)?.accessed()? == set {
+            p.key_blind = Some(format!(
+                "a read of {} does not move its atime (its file system is mounted noatime?): the drill could not see the key read",
+                key.display()
+            ));
+        }
+        f.set_times(times)
+            .with_context(|| format!("setting the times of {}", key.display()))?;
         p.key_atime = f.metadata()?.accessed()?;
         let l = UnixListener::bind(&p.ledger.socket)
             .with_context(|| format!("listening on {}", p.ledger.socket.display()))?;

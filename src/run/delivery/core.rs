@@ -49,16 +49,25 @@ pub const DEFAULT_HELD: &[&str] = &[
     // and MCP servers from `.claude/settings.json` and `.mcp.json`; Gemini CLI MCP servers from
     // `.gemini/settings.json`; aider loads `.aider.conf.yml` and `.env` from the git root (a
     // planted `OPENAI_API_BASE` sends the next run's key elsewhere); the instruction files
-    // steer what the next agent does.
-    ".claude/",
-    ".mcp.json",
-    ".codex/",
-    ".gemini/",
+    // steer what the next agent does. At any depth: each CLI reads them in the directory it
+    // starts in and around it, not only at the git root (Claude Code: `.claude/settings.json`
+    // of its start directory, every `CLAUDE.md`/`CLAUDE.local.md` above it and, lazily, below
+    // it; Codex: `AGENTS.override.md` or `AGENTS.md` in each directory from the git root
+    // down, developers.openai.com/codex/guides/agents-md; Gemini CLI: `GEMINI.md` likewise).
+    "**/.claude/",
+    "**/.mcp.json",
+    "**/.codex/",
+    "**/.gemini/",
     "**/.aider.conf.yml",
+    // aider's model settings (`extra_params` such as `api_base`) from the same places.
+    "**/.aider.model.settings.yml",
+    "**/.aider.model.metadata.json",
     "**/.env",
-    "CLAUDE.md",
-    "AGENTS.md",
-    "GEMINI.md",
+    "**/CLAUDE.md",
+    "**/CLAUDE.local.md",
+    "**/AGENTS.md",
+    "**/AGENTS.override.md",
+    "**/GEMINI.md",
 ];
 
 /// Shortest secret value (bytes) the scan looks for: shorter ones match too much by chance.

@@ -69,6 +69,23 @@ pub(crate) fn log_tail(journal: &[String], secrets: &[&[u8]]) -> Vec<String> {
     lines
 }
 
+/// The agent CLI's report (`kind`'s parser over the agent unit's `journal`) with every secret
+/// value redacted twice: in each raw line, and in the parsed text, which is decoded JSON (a
+/// `\u0041` in a line is an `A` in the record) and may join several lines (Gemini's deltas),
+/// so a value the raw lines hide shows only there.
+pub(crate) fn agent_report(
+    kind: crate::agents::StreamKind,
+    journal: &[String],
+    secrets: &[&[u8]],
+) -> crate::agents::AgentReport {
+    let lines: Vec<String> = journal.iter().map(|l| redact(l, secrets)).collect();
+    let mut report = crate::agents::stream::report(kind, &lines);
+    if let Some(m) = report.final_message.as_mut() {
+        *m = redact(m, secrets);
+    }
+    report
+}
+
 /// `text` with every secret value of at least 4 bytes (as text) replaced by `***`.
 pub(crate) fn redact(text: &str, secrets: &[&[u8]]) -> String {
     let mut t = text.to_string();
@@ -99,4 +116,29 @@ pub(crate) fn project_space_causes(
         .filter_map(|(what, p)| Some((*what, p.as_path(), host.fs_space(p).ok()?)))
         .collect();
     crate::run::space::full_causes(&spaces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::StreamKind;
+
+    #[test]
+    fn a_secret_hidden_in_json_escapes_or_split_over_deltas_is_redacted_from_the_report() {
+        let secrets: Vec<&[u8]> = vec![b"hunter2-secret"];
+        let escaped = vec![
+            r#"{"type":"result","result":"LEAK:\u0068unter2-secret:END","num_turns":1}"#
+                .to_string(),
+        ];
+        let r = agent_report(StreamKind::ClaudeStreamJson, &escaped, &secrets);
+        assert_eq!(r.final_message.as_deref(), Some("LEAK:***:END"));
+        let split = vec![
+            r#"{"type":"message","role":"assistant","content":"a hunter2","delta":true}"#
+                .to_string(),
+            r#"{"type":"message","role":"assistant","content":"-secret b","delta":true}"#
+                .to_string(),
+        ];
+        let r = agent_report(StreamKind::GeminiStreamJson, &split, &secrets);
+        assert_eq!(r.final_message.as_deref(), Some("a *** b"));
+    }
 }

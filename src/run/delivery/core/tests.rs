@@ -239,3 +239,29 @@ fn agent_cli_configuration_is_held_by_default() {
     );
     assert!(held_paths(&touched, &[], &s(&[".claude/", "CLAUDE.md"])).len() == 4);
 }
+
+#[test]
+fn nested_agent_cli_configuration_is_held_too() {
+    // Each CLI reads these in the directory it starts in and around it, not only at the root.
+    let touched = s(&[
+        "sub/.claude/settings.json",
+        "pkg/.mcp.json",
+        "a/b/.codex/config.toml",
+        "web/.gemini/settings.json",
+        "lib/CLAUDE.md",
+        "CLAUDE.local.md",
+        "svc/AGENTS.md",
+        "AGENTS.override.md",
+        "x/GEMINI.md",
+        ".aider.model.settings.yml",
+        "docs/claude-md.txt",
+        "src/agents.py",
+    ]);
+    let held = held_paths(&touched, &[], &[]);
+    assert_eq!(held.len(), 10, "{held:?}");
+    assert!(
+        !held.contains(&"docs/claude-md.txt".to_string())
+            && !held.contains(&"src/agents.py".to_string()),
+        "{held:?}"
+    );
+}
