@@ -487,7 +487,10 @@ wait $dp; echo "RC=$? READS=$(echo $seen | wc -w)"; cat /tmp/drill-na.json"#
     let (head, json) = out.split_once('\n').expect("rc line");
     let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(verdicts(&v)[0].1, "not-attempted", "{out}");
-    assert!(v["escapes"][0]["evidence"].to_string().contains("noatime"), "{out}");
+    assert!(
+        v["escapes"][0]["evidence"].to_string().contains("noatime"),
+        "{out}"
+    );
     assert!(head.starts_with("RC=1 "), "{out}");
     assert!(drill_objects(tb).trim().is_empty(), "{}", drill_objects(tb));
 }
