@@ -244,6 +244,69 @@ fn gemini(r: &mut AgentReport, v: &Value) {
     }
 }
 
+/// The text of every tool result in a CLI's output `lines`, as the CLI recorded what its tool
+/// printed: Claude Code's `tool_result` blocks (in `user` messages), Codex's finished
+/// `command_execution` items (`aggregated_output`), Gemini CLI's `tool_result` events. The
+/// model's own words (assistant text) are never in it, so a drill cannot take them for an
+/// attempt (issue 14 attack review). `None` for a stream without tool records (plain text).
+/// Untrusted like the stream; pure.
+#[must_use]
+pub fn tool_outputs(kind: StreamKind, lines: &[String]) -> Option<Vec<String>> {
+    fn text(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join("\n"),
+            Value::Object(o) => o
+                .get("text")
+                .or(o.get("content"))
+                .map(text)
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+    if kind == StreamKind::PlainText {
+        return None;
+    }
+    let mut out = Vec::new();
+    for line in lines {
+        let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
+            continue;
+        };
+        match (kind, v.get("type").and_then(Value::as_str)) {
+            (StreamKind::ClaudeStreamJson, Some("user")) => {
+                let blocks = v.pointer("/message/content").and_then(Value::as_array);
+                for b in blocks.map_or(&[][..], Vec::as_slice) {
+                    if b.get("type").and_then(Value::as_str) == Some("tool_result") {
+                        out.push(b.get("content").map(text).unwrap_or_default());
+                    }
+                }
+            }
+            (StreamKind::CodexJson, Some("item.completed"))
+                if v.pointer("/item/type").and_then(Value::as_str) == Some("command_execution") =>
+            {
+                let item = &v["item"];
+                out.push(format!(
+                    "{} rc={}",
+                    item.get("aggregated_output").map(text).unwrap_or_default(),
+                    item.get("exit_code")
+                        .and_then(Value::as_i64)
+                        .map_or("?".into(), |c| c.to_string())
+                ));
+            }
+            (StreamKind::GeminiStreamJson, Some("tool_result")) => {
+                out.push(
+                    v.get("output")
+                        .or(v.get("content"))
+                        .map(text)
+                        .unwrap_or_default(),
+                );
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +397,26 @@ mod tests {
                 .as_deref()
                 .is_some_and(|m| m.contains("403"))
         );
+    }
+
+    #[test]
+    fn tool_outputs_hold_what_the_tools_printed_and_never_the_models_words() {
+        let claude = lines(&[
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"drill-1: No such file or directory"}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"cat: x: No such file or directory\ndrill-1 rc=1"}]}}"#,
+            r#"{"type":"result","result":"drill-1: No such file or directory"}"#,
+        ]);
+        let got = tool_outputs(StreamKind::ClaudeStreamJson, &claude).expect("structured");
+        assert_eq!(got, ["cat: x: No such file or directory\ndrill-1 rc=1"]);
+        let codex = lines(&[
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"drill-2 rc=1"}}"#,
+            r#"{"type":"item.completed","item":{"type":"command_execution","aggregated_output":"drill-2 denied\n","exit_code":1}}"#,
+        ]);
+        assert_eq!(
+            tool_outputs(StreamKind::CodexJson, &codex).expect("structured"),
+            ["drill-2 denied\n rc=1"]
+        );
+        assert_eq!(tool_outputs(StreamKind::PlainText, &codex), None);
     }
 
     #[test]

@@ -259,7 +259,7 @@ fn observe(
     let agent_unit =
         crate::naming::container_unit(&crate::naming::RunNames::new(&rec.run_id).agent());
     let values: Vec<&[u8]> = secrets.iter().map(|(_, v)| v.as_slice()).collect();
-    let agent_log = crate::journal::unit_messages(&agent_unit)
+    let agent_log: Vec<String> = crate::journal::unit_messages(&agent_unit)
         .unwrap_or_else(|e| {
             crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
             rec.agent_log.clone()
@@ -289,6 +289,11 @@ fn observe(
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
+        tool_log: spec
+            .agent
+            .preset
+            .as_ref()
+            .and_then(|p| crate::agents::stream::tool_outputs(p.stream, &agent_log)),
         agent_log,
         decisions: rec.egress_decisions.clone(),
         refusal: rec.refusal.clone(),

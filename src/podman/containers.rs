@@ -111,23 +111,34 @@ impl Podman {
         Ok(())
     }
 
-    /// The environment of host process `pid` read from inside the rootless user namespace
-    /// (`podman unshare cat /proc/PID/environ`), as `NAME=VALUE` entries separated by NUL
-    /// bytes (lossy UTF-8). For a process the host user cannot read directly: one made
-    /// non-dumpable (an execute-only binary) inside a nested keep-id user namespace, whose
-    /// `mm->user_ns` the host user holds no `CAP_SYS_PTRACE` in, while root of the rootless
-    /// namespace does (measured with podman 5.4 on the testbed; ptrace(2) "Ptrace access mode
-    /// checking"). `deadline` bounds it.
+    /// The environments of host processes `pids` read from inside the rootless user namespace
+    /// in ONE `podman unshare` (a shell loop printing each `/proc/PID/environ` through `od` as
+    /// hex, so no byte the sandbox chose can forge the framing): for processes the host user
+    /// cannot read directly, made non-dumpable (an execute-only binary) inside a nested keep-id
+    /// user namespace, whose `mm->user_ns` the host user holds no `CAP_SYS_PTRACE` in, while
+    /// root of the rootless namespace does (measured with podman 5.4 on the testbed; ptrace(2)
+    /// "Ptrace access mode checking"). One call whatever the count: a crowd of such processes
+    /// costs one podman start (about 50 ms), not one each. `None` for a pid still unreadable
+    /// (or gone). `deadline` bounds the whole call.
     ///
     /// # Errors
-    /// [`PodmanError::Command`]: podman failed, `cat` failed (the process is gone, or still
-    /// unreadable), or the deadline passed.
-    pub fn unshare_environ(&self, pid: u32, deadline: Duration) -> Result<String> {
-        let path = format!("/proc/{pid}/environ");
-        let out = self.run(&["unshare", "cat", "--", &path], None, deadline, || {
-            format!("reading {path} in the rootless user namespace (podman unshare)")
+    /// [`PodmanError::Command`]: podman failed or the deadline passed.
+    pub fn unshare_environs(
+        &self,
+        pids: &[u32],
+        deadline: Duration,
+    ) -> Result<Vec<(u32, Option<Vec<u8>>)>> {
+        const LOOP: &str = "for p in \"$@\"; do echo \"pid $p\"; od -An -v -tx1 \"/proc/$p/environ\" 2>/dev/null || echo unreadable; done";
+        let words: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let mut argv = vec!["unshare", "sh", "-c", LOOP, "sh"];
+        argv.extend(words.iter().map(String::as_str));
+        let out = self.run(&argv, None, deadline, || {
+            format!(
+                "reading the environment of {} process(es) in the rootless user namespace (podman unshare)",
+                pids.len()
+            )
         })?;
-        Ok(out.stdout)
+        Ok(parse_environs(&out.stdout))
     }
 
     /// Runs `argv` inside the running container `container` (`podman exec`) and returns its
@@ -170,6 +181,30 @@ impl Podman {
     }
 }
 
+/// The records of [`Podman::unshare_environs`]: `pid N` lines, each followed by `od` hex lines
+/// or `unreadable`. Pure.
+fn parse_environs(out: &str) -> Vec<(u32, Option<Vec<u8>>)> {
+    let mut recs: Vec<(u32, Option<Vec<u8>>)> = Vec::new();
+    for line in out.lines() {
+        if let Some(p) = line
+            .strip_prefix("pid ")
+            .and_then(|p| p.trim().parse().ok())
+        {
+            recs.push((p, Some(Vec::new())));
+        } else if let Some((_, bytes)) = recs.last_mut() {
+            if line.trim() == "unreadable" {
+                *bytes = None;
+            } else if let Some(b) = bytes.as_mut() {
+                b.extend(
+                    line.split_whitespace()
+                        .filter_map(|h| u8::from_str_radix(h, 16).ok()),
+                );
+            }
+        }
+    }
+    recs
+}
+
 /// `KEY=VALUE` for each label.
 fn label_args(labels: &[(&str, &str)]) -> Vec<String> {
     labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
@@ -193,4 +228,20 @@ fn run_argv<'a>(
     cmd.push(image);
     cmd.extend(argv);
     cmd
+}
+
+#[cfg(test)]
+mod environ_tests {
+    #[test]
+    fn od_records_parse_per_pid_and_unreadable_is_none() {
+        let out = "pid 12\n 41 3d 31 00 42\n 3d 32 00\npid 13\nunreadable\npid 14\n";
+        assert_eq!(
+            super::parse_environs(out),
+            [
+                (12, Some(b"A=1\0B=2\0".to_vec())),
+                (13, None),
+                (14, Some(Vec::new()))
+            ]
+        );
+    }
 }

@@ -16,7 +16,7 @@
 //! -Ur` works as a preset's uid under keep-id) CAN read the file, since it maps the owner and
 //! holds `CAP_DAC_OVERRIDE` there; that reveals only the public binary: the probe `podman exec`
 //! starts is marked non-dumpable with ITS credentials, and reading it from the nested namespace
-//! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: e2e_attacks14). The host's own binary keeps its mode; the probe's `W0` line
+//! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: `e2e_attacks14`). The host's own binary keeps its mode; the probe's `W0` line
 //! checks the effect (dumpable 0) on every watch round.
 //!
 //! One copy per binary (keyed by device, inode, size and mtime of the running executable),

@@ -15,7 +15,29 @@ use crate::git::Git;
 use crate::inventory::{Kind, Leftover};
 use crate::naming;
 
-/// Deadline for reading one process's environment inside the rootless user namespace.
+/// `pid`'s environment from the NUL-separated bytes of `/proc/PID/environ`.
+fn process_env(pid: u32, comm: String, raw: &[u8]) -> ProcessEnv {
+    let vars = raw
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .filter_map(|e| {
+            let eq = e.iter().position(|b| *b == b'=')?;
+            Some((
+                String::from_utf8_lossy(&e[..eq]).into_owned(),
+                e[eq + 1..].to_vec(),
+            ))
+        })
+        .collect();
+    ProcessEnv {
+        pid,
+        comm,
+        vars,
+        unreadable: None,
+    }
+}
+
+/// Deadline for reading the environments of the non-dumpable processes inside the rootless
+/// user namespace (one `podman unshare`).
 const UNSHARE_READ_DEADLINE: Duration = Duration::from_secs(10);
 use crate::podman::Podman;
 
@@ -313,61 +335,54 @@ impl RunPodman for RealRunHost {
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();
+        let mut denied: Vec<(u32, String, String)> = Vec::new();
         for (pid, comm) in self.podman.top_hpids(container)? {
             // A process that exited between the listing and the read is simply gone; any
             // other error leaves a live process unseen, which the scan reports.
-            let raw = match std::fs::read(format!("/proc/{pid}/environ")) {
-                Ok(raw) => raw,
+            match std::fs::read(format!("/proc/{pid}/environ")) {
+                Ok(raw) => out.push(process_env(pid, comm, &raw)),
                 Err(e)
                     if e.kind() == std::io::ErrorKind::NotFound
-                        || e.raw_os_error() == Some(libc::ESRCH) =>
-                {
-                    continue;
-                }
+                        || e.raw_os_error() == Some(libc::ESRCH) => {}
                 // A non-dumpable process of a keep-id pod (a preset's uid): root of the
-                // rootless namespace can read it (`Podman::unshare_environ`).
+                // rootless namespace can read it, all of them in one call below.
                 Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                    match self.podman.unshare_environ(pid, UNSHARE_READ_DEADLINE) {
-                        Ok(text) => text.into_bytes(),
-                        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => continue,
-                        Err(e2) => {
-                            out.push(ProcessEnv {
-                                pid,
-                                comm,
-                                vars: Vec::new(),
-                                unreadable: Some(format!("{e}; in the rootless namespace: {e2}")),
-                            });
-                            continue;
-                        }
-                    }
+                    denied.push((pid, comm, e.to_string()));
                 }
-                Err(e) => {
-                    out.push(ProcessEnv {
-                        pid,
-                        comm,
-                        vars: Vec::new(),
-                        unreadable: Some(e.to_string()),
-                    });
-                    continue;
-                }
+                Err(e) => out.push(ProcessEnv {
+                    pid,
+                    comm,
+                    vars: Vec::new(),
+                    unreadable: Some(e.to_string()),
+                }),
+            }
+        }
+        if denied.is_empty() {
+            return Ok(out);
+        }
+        let pids: Vec<u32> = denied.iter().map(|(p, _, _)| *p).collect();
+        let read = self.podman.unshare_environs(&pids, UNSHARE_READ_DEADLINE);
+        for (pid, comm, why) in denied {
+            let got = match &read {
+                Ok(recs) => recs
+                    .iter()
+                    .find(|(p, _)| *p == pid)
+                    .and_then(|(_, b)| b.clone()),
+                Err(_) => None,
             };
-            let vars = raw
-                .split(|b| *b == 0)
-                .filter(|e| !e.is_empty())
-                .filter_map(|e| {
-                    let eq = e.iter().position(|b| *b == b'=')?;
-                    Some((
-                        String::from_utf8_lossy(&e[..eq]).into_owned(),
-                        e[eq + 1..].to_vec(),
-                    ))
-                })
-                .collect();
-            out.push(ProcessEnv {
-                pid,
-                comm,
-                vars,
-                unreadable: None,
-            });
+            match got {
+                Some(raw) => out.push(process_env(pid, comm, &raw)),
+                None if !Path::new(&format!("/proc/{pid}")).exists() => {}
+                None => out.push(ProcessEnv {
+                    pid,
+                    comm,
+                    vars: Vec::new(),
+                    unreadable: Some(match &read {
+                        Ok(_) => format!("{why}; unreadable in the rootless namespace too"),
+                        Err(e) => format!("{why}; in the rootless namespace: {e}"),
+                    }),
+                }),
+            }
         }
         Ok(out)
     }

@@ -9,7 +9,9 @@ use crate::common::testbed::expect_success;
 /// value), the raw value (the line-level redaction must catch it), then a Claude `result` line
 /// whose text carries the value with its first character as a JSON `\u00XX` escape: the raw
 /// line does not contain the value, the parsed string does. The demo fix runs first (quietly),
-/// so the run passes and the forged lines are the log's last.
+/// so the run passes and the forged lines are the log's last. The value starts with a letter:
+/// a digit's escape (`\u0034` for `4`) ends in the digit itself, so the raw line would hold
+/// the value after all.
 const FORGE: &str = r#"set -e
 cyclix-demo-agent > /dev/null 2>&1
 t="$E2E_TOKEN"
@@ -29,7 +31,7 @@ fn a14_a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_repor
     let hash = expect_success(
         &tb.user_sh(&format!(
             "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             v=s$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
              k=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
              printf 'E2E_TOKEN=%s\\nANTHROPIC_API_KEY=sk-real-%s\\n' \"$v\" \"$k\" > ~/.config/cyclix/tenants/{t}.env
              printf %s \"$v\" | sha256sum | cut -c1-64"
@@ -165,21 +167,23 @@ fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_name
 }
 
 /// The crowd: 600 non-dumpable processes (a copy of `sleep` the agent made execute-only, as
-/// cyclix does its own binary), then 20 s of waiting. The host reads each one's environment
-/// with its own `podman unshare cat` (about 50 ms each on the testbed), one after the other
-/// inside the watch round, which has no deadline of its own: a crowd would stretch a round
-/// far past its 5 s interval and blind the leak watch that long.
+/// cyclix does its own binary), then 20 s of waiting. The host once read each one's
+/// environment with its own `podman unshare cat` (about 50 ms each on the testbed), one after
+/// the other inside the watch round: a crowd stretched a round far past its 5 s interval and
+/// blinded the leak watch that long (measured: about 20 s for one round).
 const CROWD: &str = r"cp /bin/sleep /work/.nd && chmod 0111 /work/.nd
 for i in $(seq 600); do /work/.nd 1000 & done
-sleep 20
+sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l)
+sleep 19
 cyclix-demo-agent > /dev/null 2>&1
 ";
 
-/// Held: the watch probe P20 allows at most 30 processes, so the crowd stops the run at the
-/// first watch round, named in the refusal (at most 30 × 50 ms of scan for an agent that stays
-/// under it). Positive control: the crowd is there (P20 counts it) and the round ran.
+/// Held: every non-dumpable process is read in ONE `podman unshare` per scan, so the watch
+/// keeps its pace through 20 s of the crowd (at least three rounds) and sees every process
+/// (no "cannot be read" refusal); the crowd is real work, and the run passes. Positive
+/// control: the crowd is there (the agent counts its processes).
 #[test]
-fn a14_a_crowd_of_non_dumpable_processes_is_stopped_at_the_first_watch_round() {
+fn a14_a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-crowd";
@@ -198,18 +202,19 @@ fn a14_a_crowd_of_non_dumpable_processes_is_stopped_at_the_first_watch_round() {
         .write(tb);
     let _ = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);
     let rec = record(tb, t);
-    let refusal = rec["refusal"].to_string();
-    assert_eq!(rec["watch_rounds"], 1, "{rec:#}");
+    let procs: u64 = rec["agent_log"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find_map(|x| x.as_str()?.strip_prefix("PROCS=")?.parse().ok())
+        })
+        .unwrap_or(0);
+    assert!(procs >= 600, "the crowd is there: {procs}");
     assert!(
-        refusal.contains("P20") && refusal.contains("pids"),
-        "the crowd is counted: {refusal}"
+        rec["watch_rounds"].as_u64().is_some_and(|n| n >= 3),
+        "the watch kept its pace: {rec:#}"
     );
-    assert_ne!(rec["result"], "passed", "{rec:#}");
-    assert_eq!(
-        rec["commits"].as_array().map(Vec::len).unwrap_or(0),
-        0,
-        "{rec:#}"
-    );
+    assert_eq!(rec["result"], "passed", "{rec:#}");
     let left = leftovers(tb, rec["run_id"].as_str().expect("run id"), t);
     assert!(left.trim().is_empty(), "leftovers: {left}");
 }

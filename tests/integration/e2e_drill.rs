@@ -369,7 +369,7 @@ fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
 /// write (a host-side observation, or at least the CLI's own tool-result records, not any
 /// line of its output).
 #[test]
-#[ignore = "got through: a forged `drill-NONCE: No such file` line counts as an attempt"]
+#[ignore = "open for script agents: their output is their tool log, so a forged line counts; a preset CLI's evidence is its tool-result records only (agents::stream::tool_outputs)"]
 fn a14_words_alone_are_not_an_attempt() {
     let _shared = crate::common::testbed::shared();
     let _one = one_drill();
