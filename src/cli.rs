@@ -63,7 +63,7 @@ pub enum Command {
         #[arg(long, env = "CYCLIX_STORAGE_LOCK_WAIT", default_value = "60s", value_parser = lock_wait)]
         storage_lock_wait: std::time::Duration,
     },
-    /// Build cyclix's images (egress proxy, Python agent) with podman.
+    /// Build cyclix's images (egress proxy, Python agent, PostgreSQL, git) with podman.
     #[command(subcommand)]
     Images(ImagesCommand),
     /// The embedded demo tenant.
@@ -246,9 +246,10 @@ pub struct ProbeArgs {
 /// `cyclix images ...`
 #[derive(Debug, Subcommand)]
 pub enum ImagesCommand {
-    /// Build `localhost/cyclix-proxy:latest` and `localhost/cyclix-agent-python:latest`.
+    /// Build `localhost/cyclix-proxy:latest`, `localhost/cyclix-agent-python:latest`,
+    /// `localhost/cyclix-postgres:latest` and `localhost/cyclix-git:latest`.
     Build {
-        /// Build only this agent preset's image (`claude-code`, `codex`; `gemini-cli` on request):
+        /// Build only this agent preset's image (`claude-code`, `codex`; `aider`, `gemini-cli` on request):
         /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
         /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
         #[arg(long, value_name = "PRESET")]

@@ -217,7 +217,7 @@ fn copy_verified(pkg: &Package, src: &Path, dest: &Path) -> Result<()> {
     let fix = format!(
         "fix: run `scripts/fetch-agent-packages {}` on a host with internet (it fills \
          $CYCLIX_PACKAGES, default /var/tmp/cyclix-packages) or pass --packages DIR holding \
-         {}",
+         {} (inside the project's testbed: --packages /opt/cyclix-packages)",
         pkg.preset,
         pkg.cache_rel()
     );

@@ -8,17 +8,7 @@ use crate::common::run::{leftovers, prepared, record};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
-/// The tenant env file holding a credential's real value (mode 0600, made inside the testbed);
-/// returns nothing, the value never leaves the testbed.
-fn key_file(tb: &Testbed, t: &str, var: &str) {
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf '{var}=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
-}
+use crate::common::tenant::key_file;
 
 #[test]
 fn a_preset_agent_runs_as_its_uid_with_the_task_on_stdin_and_the_override_recorded() {

@@ -115,13 +115,7 @@ fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_name
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-hunt";
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "ANTHROPIC_API_KEY");
     Tenant::new(t)
         .preset_overridden("claude-code")
         .file("hunt.sh", HUNT)
@@ -187,13 +181,7 @@ fn a14_a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-crowd";
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "ANTHROPIC_API_KEY");
     Tenant::new(t)
         .preset_overridden("claude-code")
         .file("crowd.sh", CROWD)

@@ -112,13 +112,7 @@ fn the_key_stays_outside_and_the_proxy_adds_it_for_the_api_host_only() {
             .map_or(0, |d| d.as_nanos())
     );
     // The real value exists only in the tenant's env file (mode 0600), made in the testbed.
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'E2E_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
     Tenant::new(t)
         .file("cred_agent.py", AGENT)
         .agent_cmd(&format!(
@@ -447,13 +441,7 @@ fn the_leak_watch_stops_a_run_whose_sandbox_holds_the_real_value() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-cred-leak";
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'E2E_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
     // No `ca_certs` here: the stand-in's certificate (test CA) must then fail the proxy's
     // verification against the system CAs (control for the verification the main test relies on).
     Tenant::new(t)

@@ -39,13 +39,7 @@ const ESCAPES: [&str; 7] = [
 /// A tenant with a credential (so `placeholder-elsewhere` applies) and allowed.example on port
 /// 80 (so `canary-out` has a host the proxy logs URLs for); `agent` is its command.
 fn tenant(tb: &Testbed, t: &str, agent: &str) {
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'E2E_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
     Tenant::new(t)
         .file("drill_agent.py", AGENT)
         .agent_cmd(agent)
@@ -303,13 +297,7 @@ fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
     let tb = prepared();
     crate::common::testbed::preset_image("claude-code");
     let t = "e2e-drill-claude";
-    expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             printf 'ANTHROPIC_API_KEY=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
-        )),
-        "make the key",
-    );
+    crate::common::tenant::key_file(tb, t, "ANTHROPIC_API_KEY");
     // The real CLI: the stand-in has no script for this model, so it turns the prompt's one
     // `sh` block into one call of Claude Code's own Bash tool (a real model reads the ask).
     Tenant::new(t)

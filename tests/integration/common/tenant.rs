@@ -245,3 +245,19 @@ impl Tenant {
         name.clone()
     }
 }
+
+/// Writes tenant `t`'s env file inside the testbed (mode 0600) with `var` set to a random
+/// `sk-real-…` value: the real key of a credential, which never leaves the testbed (tests find
+/// it with `sed -n 's/^VAR=//p'` into a needle file, never in an argv).
+///
+/// # Panics
+/// If the script fails.
+pub fn key_file(tb: &Testbed, t: &str, var: &str) {
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             printf '{var}=sk-real-%s\\n' \"$(head -c 18 /dev/urandom | base64 | tr -d '/+=')\" > ~/.config/cyclix/tenants/{t}.env"
+        )),
+        "make the key",
+    );
+}
