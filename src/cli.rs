@@ -63,7 +63,7 @@ pub enum Command {
         #[arg(long, env = "CYCLIX_STORAGE_LOCK_WAIT", default_value = "60s", value_parser = lock_wait)]
         storage_lock_wait: std::time::Duration,
     },
-    /// Build cyclix's images (egress proxy, Python agent, PostgreSQL, git) with podman.
+    /// Build cyclix's images (egress proxy, Python agent, `PostgreSQL`, git) with podman.
     #[command(subcommand)]
     Images(ImagesCommand),
     /// The embedded demo tenant.
