@@ -96,9 +96,12 @@ fn cut(s: &str) -> (String, bool) {
 }
 
 impl AgentReport {
+    /// Keeps `text` as the final message: cut at [`TEXT_MAX`], each line through
+    /// `text::printable` (no terminal escape or bidi control survives; line breaks do).
     fn set_final(&mut self, text: &str) {
         let (t, truncated) = cut(text);
-        self.final_message = Some(t);
+        let clean: Vec<String> = t.split('\n').map(crate::text::printable).collect();
+        self.final_message = Some(clean.join("\n"));
         self.final_message_truncated = truncated;
     }
 
@@ -396,6 +399,18 @@ mod tests {
             e.final_message
                 .as_deref()
                 .is_some_and(|m| m.contains("403"))
+        );
+    }
+
+    #[test]
+    fn the_final_message_keeps_its_lines_and_loses_terminal_escapes() {
+        let r = report(
+            StreamKind::ClaudeStreamJson,
+            &lines(&[r#"{"type":"result","result":"done\n\u001b[2Jgone\u202eevil"}"#]),
+        );
+        assert_eq!(
+            r.final_message.as_deref(),
+            Some("done\n\u{fffd}[2Jgone\u{fffd}evil")
         );
     }
 
