@@ -249,7 +249,7 @@ pub enum ImagesCommand {
     /// Build `localhost/cyclix-proxy:latest`, `localhost/cyclix-agent-python:latest`,
     /// `localhost/cyclix-postgres:latest` and `localhost/cyclix-git:latest`.
     Build {
-        /// Build only this agent preset's image (`claude-code`, `codex`; `aider`, `gemini-cli` on request):
+        /// Build only this agent preset's image (`claude-code`, `codex`, `aider`, `gemini-cli`):
         /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
         /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
         #[arg(long, value_name = "PRESET")]

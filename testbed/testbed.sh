@@ -62,7 +62,7 @@
 #                 (e.g. TB_BIND_RO="/some/dir:/mnt/x").
 #   TB_DEBIAN_IMAGE=0 skips building/importing the debian:trixie base image.
 #   TB_ENV="K=V ..." extra environment for `user`/`root`; TB_WORKDIR for `user`.
-#   TB_AGENT_PACKAGES="claude-code codex" (default): the agent presets whose pinned packages
+#   TB_AGENT_PACKAGES="claude-code codex gemini-cli aider" (default): the agent presets whose pinned packages
 #                 `up` fetches on the HOST (scripts/fetch-agent-packages; a cached file costs no
 #                 network) into ${CYCLIX_PACKAGES:-/var/tmp/cyclix-packages}, bound read-only at
 #                 /opt/cyclix-packages inside; empty skips the fetch (the bind stays).
@@ -83,7 +83,7 @@ TB_VOLATILE=${TB_VOLATILE:-1}
 TB_BIND=${TB_BIND:-}
 TB_BIND_RO=${TB_BIND_RO:-}
 TB_DEBIAN_IMAGE=${TB_DEBIAN_IMAGE:-1}
-TB_AGENT_PACKAGES=${TB_AGENT_PACKAGES-claude-code codex}
+TB_AGENT_PACKAGES=${TB_AGENT_PACKAGES-claude-code codex gemini-cli aider}
 AGENT_PACKAGES_DIR=${CYCLIX_PACKAGES:-/var/tmp/cyclix-packages}
 
 # The project root: the parent of the directory holding this script.

@@ -299,12 +299,9 @@ fn an_agent_running_many_processes_is_real_work_not_a_leak() {
     );
 }
 
-/// The presets outside CI, one command (the variable makes `testbed.sh up` fetch their packages):
-/// `TB_AGENT_PACKAGES="claude-code codex gemini-cli aider" TB_DIR=... TB_MACHINE=... cargo test
-/// --test integration -- --ignored on_request_` (docs/agents.md, "How this is tested").
+/// Gemini CLI from its preset (in CI like the others; `testbed.sh up` fetches its packages).
 #[test]
-#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli aider\" cargo test --test integration -- --ignored on_request_"]
-fn on_request_gemini_cli_fixes_the_demo_through_the_stand_in() {
+fn gemini_cli_fixes_the_demo_through_the_stand_in() {
     let _shared = crate::common::testbed::shared();
     let rec = real_cli_passes(
         "gemini-cli",
@@ -327,8 +324,7 @@ fn on_request_gemini_cli_fixes_the_demo_through_the_stand_in() {
 /// output only when its own `--test-cmd` fails, so no test output reaches the API here; its
 /// stdout is plain text ("Tokens: 1.2k sent, 56 received."): the record holds no usage.
 #[test]
-#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli aider\" cargo test --test integration -- --ignored on_request_"]
-fn on_request_aider_fixes_the_demo_through_the_stand_in() {
+fn aider_fixes_the_demo_through_the_stand_in() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     crate::common::testbed::preset_image("aider");

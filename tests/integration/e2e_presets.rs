@@ -20,12 +20,9 @@ fn preset_images_run_their_cli_as_uid_1000_on_a_read_only_root_offline() {
     }
 }
 
-/// The presets built on request only (not in CI), one command:
-/// `TB_AGENT_PACKAGES="claude-code codex gemini-cli" cargo test --test integration --
-/// --ignored e2e_presets::on_request_` (the variable makes `testbed.sh up` fetch its packages).
+/// The gemini-cli preset image (its packages are fetched by `testbed.sh up` like the others).
 #[test]
-#[ignore = "on request, outside CI: TB_AGENT_PACKAGES=\"claude-code codex gemini-cli\" cargo test --test integration -- --ignored e2e_presets::on_request_"]
-fn on_request_gemini_cli_image_runs_gemini_and_node_as_uid_1000() {
+fn gemini_cli_image_runs_gemini_and_node_as_uid_1000() {
     let _hold = testbed::shared();
     runs_as_uid_1000("gemini-cli", "gemini", "0.61.0");
     let tag = testbed::preset_image("gemini-cli");

@@ -30,7 +30,8 @@ pub const SECRET_MARKS: &[&str] = &[
 pub const NAMED_ONLY: &str = "named like a watched variable, not its value (the agent's doing): ";
 
 /// P22: no forbidden value; no forbidden name where the name decides; no secret-looking name
-/// that is not allowed.
+/// that is not allowed before the agent runs (during the watch such a name is the agent's
+/// doing and listed like a named-only one).
 ///
 /// A forbidden name whose value is watched by sha256 (`ctx.value_watched_env_names`) and does
 /// not carry it is, during the watch (`ctx.watch`), the agent's doing: it passes and is listed
@@ -61,7 +62,14 @@ pub fn p22(o: &EnvObs, ctx: &Context) -> Judged {
                 why.push(format!("{src}: forbidden name {name}"));
             }
         } else if !allowed && SECRET_MARKS.iter().any(|m| lower.contains(m)) {
-            why.push(format!("{src}: secret-looking name {name}"));
+            // Before the agent runs every variable is cyclix's, so such a name may be a leak;
+            // while it works, its own programs set them (aider's litellm sets
+            // TIKTOKEN_CACHE_DIR, measured) and the values decide: recorded, not a failure.
+            if ctx.watch {
+                named_only.push(format!("{src}: {name}"));
+            } else {
+                why.push(format!("{src}: secret-looking name {name}"));
+            }
         }
         if !names.contains(name) {
             names.push(name.clone());

@@ -114,3 +114,26 @@ fn p23_keyrings() {
         .pass
     );
 }
+
+#[test]
+fn p22_a_secret_looking_name_the_agent_set_is_recorded_during_the_watch_not_failed() {
+    let mut c = ctx();
+    let v = |n: &str, h: &str| ("/proc/9/environ".to_string(), n.to_string(), h.to_string());
+    let o = EnvObs {
+        vars: vec![v("HOME", "01"), v("TIKTOKEN_CACHE_DIR", "02")],
+        sources: 2,
+    };
+    assert!(
+        !p22(&o, &c).pass,
+        "before the agent runs the name alone fails"
+    );
+    c.watch = true;
+    let j = p22(&o, &c);
+    assert!(j.pass, "{j:?}");
+    assert!(j.detail.contains("TIKTOKEN_CACHE_DIR"), "recorded: {j:?}");
+    // A watched VALUE still fails during the watch (positive control of the value check).
+    let mut leak = o.clone();
+    leak.vars
+        .push(v("ANYTHING", &c.forbidden_env_sha256[0].clone()));
+    assert!(!p22(&leak, &c).pass);
+}
