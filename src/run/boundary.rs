@@ -294,7 +294,8 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// A probe run's report, parsed: the probe lines (JSON objects with `id` and `verdict`), and
 /// whether it proves the boundary (exit 0, a summary line, at least one probe, every verdict
-/// `PASS`). Lines that are not JSON objects are ignored. Pure.
+/// `PASS`), and one line per failed probe, `ID: expected …, got … (detail)` (the detail, the
+/// probe's reason, only when it gave one). Lines that are not JSON objects are ignored. Pure.
 #[must_use]
 pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
     let mut probes = Vec::new();
@@ -316,12 +317,19 @@ pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
         .iter()
         .filter(|p| p.get("verdict").and_then(Value::as_str) != Some("PASS"))
         .map(|p| {
-            format!(
+            let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("?");
+            let why = p.get("detail").and_then(Value::as_str).unwrap_or("").trim();
+            let line = format!(
                 "{}: expected {}, got {}",
-                p.get("id").and_then(Value::as_str).unwrap_or("?"),
-                p.get("expect").and_then(Value::as_str).unwrap_or("?"),
-                p.get("got").and_then(Value::as_str).unwrap_or("?")
-            )
+                field("id"),
+                field("expect"),
+                field("got")
+            );
+            if why.is_empty() {
+                line
+            } else {
+                format!("{line} ({why})")
+            }
         })
         .collect();
     let ok = exit == 0 && summary && !probes.is_empty() && failed.is_empty();
@@ -453,6 +461,14 @@ mod tests {
         assert!(!ok);
         assert_eq!(probes.len(), 1);
         assert_eq!(failed, ["N2: expected ENETUNREACH, got TIMEOUT"]);
+        let why = "{\"id\":\"P19\",\"expect\":\"no socket\",\"got\":\"0 sockets\",\"verdict\":\"FAIL\",\"detail\":\"the file walk did not finish within its budget\"}\n{\"summary\":true}\n";
+        assert_eq!(
+            judge(0, why).2,
+            [
+                "P19: expected no socket, got 0 sockets (the file walk did not finish within its budget)"
+            ],
+            "the probe's reason is part of the refusal"
+        );
     }
 
     #[test]

@@ -9,17 +9,33 @@ use crate::probe::Context;
 use crate::probe::verdict::Judged;
 use crate::probe::verdict::sockets as v;
 
-/// P19: walks the tree (not `/proc`, `/sys`) for sockets, with a bound on time, after binding
-/// a socket of its own in `/tmp` as the positive control.
+/// How long P19's walk of the tree may take (the probe's hard deadline is
+/// [`crate::probe::PROBE_TIMEOUT`], 2 s; the rest is left for `/proc/net/unix`). An unfinished
+/// walk FAILS: it proves nothing.
+pub const WALK_BUDGET: Duration = Duration::from_millis(1500);
+
+/// P19: walks the tree (not `/proc`, `/sys`) for sockets, with a bound on time
+/// ([`WALK_BUDGET`]), after binding a socket of its own in `/tmp` as the positive control.
+///
+/// A socket is reachable in one of two ways, and each is looked at where it can be seen: a
+/// socket inode in a directory (its `d_type` in the directory listing says socket, so the walk
+/// needs no `lstat` per file), or a socket bind-mounted onto a placeholder file (the listing
+/// shows the placeholder's type; every such mount is a line of `/proc/self/mountinfo`, and its
+/// mount point is `lstat`ed).
 #[must_use]
 pub fn p19(_: &Context) -> Judged {
     let ctl = format!("/tmp/{}.sock", unique("sock"));
     let listener = std::os::unix::net::UnixListener::bind(&ctl);
-    let deadline = Instant::now() + Duration::from_millis(1300);
+    let deadline = Instant::now() + WALK_BUDGET;
     let mut o = v::SocketObs {
         complete: true,
         ..Default::default()
     };
+    for m in super::filesystem::mountinfo() {
+        if std::fs::symlink_metadata(&m.point).is_ok_and(|md| md.file_type().is_socket()) {
+            o.found.push(m.point);
+        }
+    }
     let mut stack = vec![std::path::PathBuf::from("/")];
     while let Some(dir) = stack.pop() {
         if Instant::now() > deadline {
@@ -30,22 +46,22 @@ pub fn p19(_: &Context) -> Judged {
             continue;
         };
         for e in rd.filter_map(Result::ok) {
-            let p = e.path();
+            // `file_type` is the listing's d_type (an lstat only where the file system
+            // gives none).
             let Ok(ft) = e.file_type() else { continue };
+            let p = e.path();
             if ft.is_dir() {
                 if p != Path::new("/proc") && p != Path::new("/sys") && !p.ends_with(".git/objects")
                 {
                     stack.push(p);
                 }
-            } else if ft.is_socket()
-                // A bind-mounted socket shows the d_type of the placeholder file podman
-                // created for the mount point; lstat sees the mounted socket itself.
-                || std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_socket())
-            {
+            } else if ft.is_socket() {
                 o.found.push(p.to_string_lossy().into_owned());
             }
         }
     }
+    o.found.sort();
+    o.found.dedup();
     o.control_found = o.found.contains(&ctl);
     o.found.retain(|f| *f != ctl);
     drop(listener);
