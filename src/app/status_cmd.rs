@@ -27,6 +27,10 @@ pub struct CurrentRun {
     pub phase: Option<String>,
     /// Seconds since it entered that phase (the phase note's modification time).
     pub in_phase_s: Option<u64>,
+    /// Its services as the agent reaches them, from the run's context file (written by
+    /// cyclix, bound read-only into the agent): `app at 127.0.0.1:20000 (in the pod; runs
+    /// /work)`. Empty before the run rendered it or when it has no service.
+    pub services: Vec<String>,
 }
 
 /// The run of `tenant` in progress: someone holds the tenant lock (seen in `/proc/locks`,
@@ -43,13 +47,52 @@ pub fn current_run(env: &HostEnv, tenant: &str) -> Option<CurrentRun> {
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .map(|d| d.as_secs());
+    let services = env
+        .runtime()
+        .map(|rt| {
+            service_lines(
+                &rt.run_dir(&holder.run_id)
+                    .join(crate::render::plan::CONTEXT_FILE),
+            )
+        })
+        .unwrap_or_default();
     Some(CurrentRun {
+        services,
         phase: crate::run::ledger::last_phase(&dir, &holder.run_id),
         in_phase_s,
         started: super::clock::utc_timestamp(holder.started_ms),
         pid: holder.pid,
         run_id: holder.run_id,
     })
+}
+
+/// One line per service of the run's context file `path` (`cyclix-context/1`, see
+/// `render::plan::context_json`); none when it is absent or unreadable.
+fn service_lines(path: &std::path::Path) -> Vec<String> {
+    let Some(v) = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return Vec::new();
+    };
+    let field = |s: &serde_json::Value, k: &str| s[k].as_str().unwrap_or("?").to_owned();
+    v["services"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let runs = s["worktree"]
+                        .as_str()
+                        .map_or(String::new(), |w| format!("; runs {w}"));
+                    format!(
+                        "{} at {} (in the pod{runs})",
+                        field(s, "name"),
+                        field(s, "address")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `run R in progress: phase P for N s (started T, pid P)`.
@@ -186,6 +229,9 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     println!("{unit}: {}", st.summary());
     if let Some(c) = &current {
         println!("{}", current_line(c));
+        for s in &c.services {
+            println!("  service {s}");
+        }
     }
     match next {
         Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),

@@ -70,6 +70,13 @@ pub fn compose(spec: &Spec, task: &str) -> String {
             "- Service `{}`: at ${var} (HOST:PORT), its database in ${var}_DATABASE.",
             svc.name
         );
+        if svc.worktree {
+            let _ = writeln!(
+                s,
+                "  It runs this project from /work, read-only to it, as the files are while you \
+                 work (whether it reloads a changed file is up to the app)."
+            );
+        }
     }
     let _ = writeln!(
         s,
@@ -138,6 +145,18 @@ mod tests {
         }
         let none = compose(&spec(""), "x");
         assert!(none.contains("no host is allowed"), "{none}");
+        assert!(!env.contains("It runs this project"), "{env}");
+        let app = compose(
+            &spec(
+                "services: [{name: app, image: localhost/a, unpinned_local_image: true, worktree: read_only}]\n",
+            ),
+            "x",
+        );
+        assert!(
+            app.contains("$CYCLIX_SERVICE_APP (HOST:PORT)")
+                && app.contains("It runs this project from /work, read-only to it"),
+            "{app}"
+        );
     }
 
     #[test]

@@ -264,6 +264,10 @@ pub struct ServiceRecord {
     pub database: String,
     /// The per-run data volume, if any.
     pub volume: Option<String>,
+    /// It ran the project from the work tree, read-only (`services[i].worktree`); absent in
+    /// records of services that did not (and of runs before issue 15).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub worktree: bool,
 }
 
 impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
@@ -275,6 +279,7 @@ impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
             port: s.port,
             database: s.database.clone(),
             volume: s.volume.clone(),
+            worktree: s.worktree,
         }
     }
 }

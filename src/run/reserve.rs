@@ -174,6 +174,7 @@ mod tests {
             port,
             data: None,
             health: None,
+            worktree: false,
         };
         let mut seen = std::collections::BTreeSet::new();
         let mut files = Vec::new();

@@ -320,6 +320,10 @@ pub struct Service {
     /// The readiness check: the service's unit is started only once it passes
     /// (Quadlet `HealthCmd=` + `Notify=healthy`).
     pub health: Option<Health>,
+    /// `worktree: read_only`: the run's work tree is bound read-only at `/work` (the working
+    /// directory), so the service runs the project itself — its web app, say (issue 15).
+    /// Such a service runs code the agent writes, so it takes no secrets (`env` is refused).
+    pub worktree: bool,
 }
 
 /// A service's health check (podman `--health-*`). It runs inside the service container.

@@ -10,6 +10,7 @@ mod architecture;
 mod cli;
 mod common;
 mod e2e_agents;
+mod e2e_app;
 mod e2e_attacks14;
 mod e2e_bench;
 mod e2e_boundary;

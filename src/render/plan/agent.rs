@@ -220,14 +220,19 @@ pub fn context_json(plan: &RunPlan) -> String {
         .services
         .iter()
         .map(|s| {
-            serde_json::json!({
+            let mut v = serde_json::json!({
                 "name": s.name,
                 "host": s.host,
                 "port": s.port,
                 "address": format!("{}:{}", s.host, s.port),
                 "database": s.database,
                 "env": s.env_var,
-            })
+            });
+            // The project's own app: where it runs the work tree from.
+            if s.worktree {
+                v["worktree"] = WORKDIR.into();
+            }
+            v
         })
         .collect();
     // The host tiers' agent runs on the host: the paths are the host's.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::budgets::{is_local, start_timeout};
-use super::topology::{ContainerPlan, Net, VolumeMount, VolumePlan};
+use super::topology::{Bind, ContainerPlan, Net, VolumeMount, VolumePlan, WORKDIR};
 use super::{RunContext, labels, tmpfs_tmp};
 use crate::naming::{self, RunNames};
 use crate::spec::Spec;
@@ -41,6 +41,9 @@ pub struct ServicePlan {
     pub start_timeout_s: u64,
     /// The agent's environment variable holding `HOST:PORT` (`CYCLIX_SERVICE_DB`).
     pub env_var: String,
+    /// It runs the project: the work tree bound read-only at `/work`, its working directory
+    /// (`services[i].worktree: read_only`).
+    pub worktree: bool,
 }
 
 /// The run's database name ([`naming::database`]).
@@ -111,6 +114,7 @@ pub(super) fn service_plans(spec: &Spec, run: &RunContext) -> Vec<ServicePlan> {
                     "CYCLIX_SERVICE_{}",
                     s.name.to_ascii_uppercase().replace('-', "_")
                 ),
+                worktree: s.worktree,
             }
         })
         .collect()
@@ -133,7 +137,17 @@ fn service_container(
         image: s.image.reference().to_string(),
         pull_never: is_local(&s.image),
         net: Net::Pod,
-        binds: Vec::new(),
+        // The project's own app: the run's work tree, read-only, as it is while the agent
+        // works on it. Never writable: the agent is the tree's one writer.
+        binds: if s.worktree {
+            vec![Bind {
+                source: run.worktree.clone(),
+                target: WORKDIR.into(),
+                read_only: true,
+            }]
+        } else {
+            Vec::new()
+        },
         tmpfs: vec![tmpfs_tmp()],
         env: service_env(s, p),
         secret_files: Vec::new(),
@@ -145,7 +159,7 @@ fn service_container(
         exec: s.command.clone(),
         exec_key: format!("services[{i}].command"),
         exec_key_offset: 0,
-        workdir: None,
+        workdir: s.worktree.then(|| WORKDIR.to_string()),
         labels: labels(spec, run, &format!("service-{}", s.name)),
         memory_bytes: None,
         cpu_millis: None,

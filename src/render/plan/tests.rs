@@ -133,3 +133,31 @@ fn host_tiers_get_a_context_file_with_host_paths_and_no_services() {
     assert_eq!(ctx["services"], serde_json::json!([]));
     assert_eq!(ctx["proxy"], serde_json::Value::Null);
 }
+
+#[test]
+fn a_worktree_service_runs_the_work_tree_read_only_and_the_others_see_none() {
+    let s = spec(
+        "services:\n  - {name: app, image: localhost/x, unpinned_local_image: true, worktree: read_only, command: [python3, -m, http.server]}\n  - {name: db, image: localhost/pg, unpinned_local_image: true}\n",
+    );
+    let p = plan(&s, &run(&s, vec![20_000, 20_001])).expect("plan");
+    let svc = |name: &str| {
+        p.containers
+            .iter()
+            .find(|c| c.stem.ends_with(&format!("-svc-{name}")))
+            .expect("service")
+    };
+    assert_eq!(
+        svc("app").binds,
+        [Bind {
+            source: "/w".into(),
+            target: WORKDIR.into(),
+            read_only: true
+        }]
+    );
+    assert_eq!(svc("app").workdir.as_deref(), Some(WORKDIR));
+    assert!(svc("db").binds.is_empty(), "{:?}", svc("db").binds);
+    assert_eq!(svc("db").workdir, None);
+    let ctx: serde_json::Value = serde_json::from_str(&context_json(&p)).expect("json");
+    assert_eq!(ctx["services"][0]["worktree"], WORKDIR);
+    assert_eq!(ctx["services"][1].get("worktree"), None);
+}

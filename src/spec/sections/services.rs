@@ -54,6 +54,8 @@ pub(crate) struct RawService {
     pub(crate) data: Option<Located<String>>,
     /// `health`.
     pub(crate) health: Option<RawHealth>,
+    /// `worktree` as written (`read_only`).
+    pub(crate) worktree: Option<Located<String>>,
 }
 
 /// `services[i].health:`.
@@ -104,7 +106,15 @@ pub(crate) const KEYS: &[Key] = &[
         "container path of the per-run data volume",
     ),
     Key::optional("health", Kind::Map(HEALTH_KEYS), "the readiness check"),
+    Key::optional(
+        "worktree",
+        Kind::Str(StrKind::Line),
+        "`read_only`: the run's work tree at /work, read-only, as the working directory (the project's own app); no secrets then",
+    ),
 ];
+
+/// The one value `services[i].worktree` takes.
+pub const WORKTREE_READ_ONLY: &str = "read_only";
 
 /// The keys of `services[i].health:`.
 pub(crate) const HEALTH_KEYS: &[Key] = &[
@@ -148,6 +158,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawServ
         port: d.number(&f, "port"),
         data: d.string(&f, "data"),
         health: d.section(&f, "health", decode_health),
+        worktree: d.string(&f, "worktree"),
     })
 }
 
@@ -207,6 +218,7 @@ pub(crate) fn validate(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<
             None => Some(None),
             Some(h) => health(h, out).map(Some),
         };
+        let worktree = worktree(s, out);
         if let (
             Some(name),
             Some(image),
@@ -215,7 +227,8 @@ pub(crate) fn validate(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<
             Some(port),
             Some(data),
             Some(health),
-        ) = (name, image, command, env, port, data, health)
+            Some(worktree),
+        ) = (name, image, command, env, port, data, health, worktree)
         {
             result.push(Service {
                 name,
@@ -225,10 +238,41 @@ pub(crate) fn validate(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<
                 port,
                 data,
                 health,
+                worktree,
             });
         }
     }
     (out.len() == before).then_some(result)
+}
+
+/// `services[i].worktree`: `read_only` or absent. A service that runs the work tree runs code
+/// the agent writes (a dev server reloads it), so it holds no secret: its `env` must be empty.
+fn worktree(s: &RawService, out: &mut Vec<Diagnostic>) -> Option<bool> {
+    let Some(w) = &s.worktree else {
+        return Some(false);
+    };
+    if w.value != WORKTREE_READ_ONLY {
+        out.push(
+            w.diag(format!("worktree `{}` is not a mode cyclix offers", w.value))
+                .hint(format!(
+                    "write `worktree: {WORKTREE_READ_ONLY}` (the agent is the work tree's only writer), or remove the key"
+                )),
+        );
+        return None;
+    }
+    if let Some(first) = s.env.as_ref().and_then(|e| e.value.first()) {
+        out.push(
+            first
+                .diag(format!(
+                    "service `{}` runs the work tree, which the agent writes, so it may not hold the secret `{}`",
+                    s.name.as_ref().map_or("?", |n| n.value.as_str()),
+                    first.value
+                ))
+                .hint("remove `env` from this service (give the app a value that is not secret in its `command`), or remove `worktree`"),
+        );
+        return None;
+    }
+    Some(true)
 }
 
 /// Whether a service's `env` leaves alone the variables cyclix sets

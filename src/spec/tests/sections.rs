@@ -391,3 +391,29 @@ fn services_take_a_data_volume_a_health_check_and_an_optional_port() {
         assert_eq!((p.as_str(), m.as_str()), (path, message), "{line}");
     }
 }
+
+#[test]
+fn a_worktree_service_takes_only_read_only_and_no_secret() {
+    let svc = |line: &str| {
+        plus(&format!(
+            "services:\n  - {{ name: app, image: \"localhost/a@sha256:{DIGEST}\", {line} }}\n"
+        ))
+    };
+    assert!(ok(&svc("worktree: read_only")).services[0].worktree);
+    assert!(!ok(&svc("port: 5432")).services[0].worktree);
+    for (line, path, message) in [
+        (
+            "worktree: read_write",
+            "services[0].worktree",
+            "worktree `read_write` is not a mode cyclix offers",
+        ),
+        (
+            "worktree: read_only, env: [APP_TOKEN]",
+            "services[0].env[0]",
+            "service `app` runs the work tree, which the agent writes, so it may not hold the secret `APP_TOKEN`",
+        ),
+    ] {
+        let (_, _, p, m) = one(&svc(line));
+        assert_eq!((p.as_str(), m.as_str()), (path, message), "{line}");
+    }
+}
