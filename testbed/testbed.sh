@@ -747,7 +747,8 @@ case "$cmd" in
   user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; in_user "$@" ;;
   root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; in_root_unit "$@" ;;
   nsenter)  [ $# -gt 0 ] || die "usage: $0 nsenter CMD..."; in_root "$@" ;;
-  selftest) selftest ;;
+  selftest) [ "$TB_SUITE" = trixie ] || die "selftest proves the trixie stack (Quadlet, pasta); the bookworm flavour is proven by 'cargo test --test bookworm'"
+            selftest ;;
   status)   if running; then echo "running nspawn=$(nspawn_pid) leader=$(leader_pid) state=$(in_root systemctl is-system-running || true) $(cat "$BINDS_FILE" 2>/dev/null || true)"
             else echo stopped; fi ;;
   down)     take_lock; down ;;
