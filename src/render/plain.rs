@@ -238,7 +238,8 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         .collect::<Vec<_>>()
         .join(" ");
     // Not Quadlet's `Type=forking` + `PIDFile=` (the infra conmon's pid): the infra conmon
-    // lives in the pod's own cgroup, and systemd 252 (Debian 12) refuses a main PID outside
+    // lives outside the unit's cgroup (in the pod's, or the scope podman 4.3 may move itself
+    // to: see `run_args`), and systemd 252 (Debian 12) refuses a main PID outside
     // the unit's cgroup from a PID file not owned by root ("New main PID … does not belong to
     // service, and PID file is not owned by root. Refusing.", seen on the bookworm testbed).
     // The main process is `podman wait` on the infra container instead: the unit stays
@@ -299,7 +300,7 @@ pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Strin
         .filter(|a| {
             !matches!(
                 a.as_str(),
-                "run" | "--rm" | "-d" | "--sdnotify=conmon" | "--cgroups=split"
+                "run" | "--rm" | "--sdnotify=conmon" | "--cgroups=split" | "--log-driver=none"
             )
         })
         .cloned()
@@ -315,6 +316,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         "--rm".into(),
         "--cgroups=split".into(),
         "--sdnotify=conmon".into(),
+        "--log-driver=none".into(),
     ];
     // No `-d`, unlike Quadlet: `podman run` stays in the foreground as the unit's main
     // process. Rootless podman 4.3 moves itself to a `podman-PID.scope` when any line of
@@ -323,7 +325,10 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     // refuses conmon as the main PID ("New main PID … does not belong to service,
     // refusing") and a detached `podman run` exiting would end the unit at once. conmon's
     // READY=1 is still accepted (start = container running); the exit status is the
-    // container's either way, and the container's output goes to the unit's journal.
+    // container's either way. The container's output reaches the unit's journal once,
+    // through the attached `podman run` (`--log-driver=none`: conmon's journald copy would
+    // repeat every line where conmon is in the unit's cgroup, and name another unit where
+    // it is not).
     match &c.net {
         Net::Pod => {
             if let Some(pod) = &plan.pod {
