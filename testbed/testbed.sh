@@ -55,7 +55,9 @@
 # add files under /srv/www/* as root (e.g. a dumb-HTTP git repo after
 # `git update-server-info`); the volatile boot discards them at `down`.
 #
-# Tunables (env): TB_DIR TB_MACHINE TB_USER TB_UID TB_SUBID TB_MIRROR
+# Tunables (env): TB_SUITE TB_DIR TB_MACHINE TB_USER TB_UID TB_SUBID TB_MIRROR
+#   TB_SUITE=trixie (default) or bookworm (Debian 12: systemd 252, podman 4.3.1 without Quadlet;
+#                 its own default TB_DIR/TB_MACHINE; see testbed/README.md "The bookworm flavour").
 #   TB_VOLATILE=1 (default) boots the rootfs with --volatile=overlay: every `up`
 #                 after a `down` is a pristine machine; nothing is written to the cache.
 #   TB_BIND / TB_BIND_RO: extra space-separated nspawn --bind/--bind-ro specs
