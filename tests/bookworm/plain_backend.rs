@@ -9,6 +9,25 @@
 
 use crate::common::testbed::{Testbed, expect_success};
 
+/// Where the resolver-address listener writes the query names it received, one per line.
+const QUERIES: &str = "/run/tb-dns-queries";
+
+/// A silent UDP listener on 10.78.0.1:53 (the testbed's `nameserver`, where nothing serves DNS):
+/// appends each query's name to the file `argv[1]` and answers nothing.
+const LISTENER: &str = r#"import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("10.78.0.1", 53))
+out = open(sys.argv[1], "a")
+while True:
+    d, _ = s.recvfrom(4096)
+    i, labels = 12, []
+    while i < len(d) and d[i]:
+        labels.append(d[i + 1:i + 1 + d[i]].decode("ascii", "replace"))
+        i += 1 + d[i]
+    out.write(".".join(labels) + "\n")
+    out.flush()
+"#;
+
 /// The newest run record of tenant `demo` as JSON, and how many there are.
 fn newest_record(tb: &Testbed) -> (serde_json::Value, usize) {
     let out = expect_success(
@@ -104,13 +123,34 @@ fn plain_backend_on_podman_4_3_check_demo_teardown_and_timer() {
         "images build, demo setup, install",
     );
 
-    // The demo run through its unit, as `scripts/demo` starts it.
+    // The demo run through its unit, as `scripts/demo` starts it, with a silent listener on the
+    // testbed's resolver address (what the host's resolver would be): the names that reach it
+    // left the sandbox. Positive control for N7's refusal: the probe's own query from the agent
+    // pod (`example.com`, on the run's --internal network) must be among them.
+    expect_success(
+        &tb.root_sh(&format!(
+            "set -e; rm -f {QUERIES}; systemd-run -q --unit=tb-dns-listen --collect python3 -u -c '{LISTENER}' {QUERIES}; \
+             for i in $(seq 1 50); do ss -Hlun 'sport = :53' | grep -q 10.78.0.1 && exit 0; sleep 0.1; done; exit 1"
+        )),
+        "start the resolver-address listener",
+    );
     let (_, before) = newest_record(tb);
     let run = tb.user_sh("systemctl --user start cyclix-run@demo");
+    let queries = expect_success(
+        &tb.root_sh(&format!(
+            "systemctl stop tb-dns-listen; cat {QUERIES} 2>/dev/null; true"
+        )),
+        "stop the listener",
+    );
     assert!(!run.status.success(), "the run is refused (N7)");
     let (rec, n) = newest_record(tb);
     assert_eq!(n, before + 1, "one record per run");
     assert_refused_by_n7_only(tb, &rec, "the demo run");
+    assert!(
+        queries.lines().any(|q| q == "example.com"),
+        "aardvark-dns 1.4 forwarded the agent pod's query for example.com to the host's \
+         resolver (the DNS channel N7 refuses); the listener saw: {queries:?}"
+    );
 
     // The timer fires: a test drop-in (every 2 s; specs allow at most every 5 minutes) on the
     // real template timer, until one more record appears (deadline 60 s), then removed.
