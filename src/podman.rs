@@ -33,9 +33,9 @@ mod output;
 mod secrets;
 
 pub use output::{
-    ContainerInfo, NetworkInfo, PodInfo, PodmanInfo, VolumeInfo, parse_containers, parse_info,
-    parse_network_containers, parse_networks, parse_pods, parse_secret_names, parse_top,
-    parse_version, parse_version_line, parse_volumes,
+    ContainerInfo, NetworkInfo, PodInfo, PodmanInfo, VolumeInfo, parse_container_names,
+    parse_containers, parse_info, parse_network_containers, parse_networks, parse_pods,
+    parse_secret_names, parse_top, parse_version, parse_version_line, parse_volumes,
 };
 
 /// Deadline of a podman query or a small change (version, ps, ls, exists, secret create/rm):

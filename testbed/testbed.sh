@@ -55,7 +55,9 @@
 # add files under /srv/www/* as root (e.g. a dumb-HTTP git repo after
 # `git update-server-info`); the volatile boot discards them at `down`.
 #
-# Tunables (env): TB_DIR TB_MACHINE TB_USER TB_UID TB_SUBID TB_MIRROR
+# Tunables (env): TB_SUITE TB_DIR TB_MACHINE TB_USER TB_UID TB_SUBID TB_MIRROR
+#   TB_SUITE=trixie (default) or bookworm (Debian 12: systemd 252, podman 4.3.1 without Quadlet;
+#                 its own default TB_DIR/TB_MACHINE; see testbed/README.md "The bookworm flavour").
 #   TB_VOLATILE=1 (default) boots the rootfs with --volatile=overlay: every `up`
 #                 after a `down` is a pristine machine; nothing is written to the cache.
 #   TB_BIND / TB_BIND_RO: extra space-separated nspawn --bind/--bind-ro specs
@@ -68,8 +70,16 @@
 #                 /opt/cyclix-packages inside; empty skips the fetch (the bind stays).
 set -euo pipefail
 
-TB_DIR=${TB_DIR:-/var/tmp/cyclix-tb}
-TB_MACHINE=${TB_MACHINE:-cyclix-tb}
+# The flavour (issue 18): trixie (systemd 257, podman 5.4 + Quadlet, pasta; the default) or
+# bookworm (Debian 12 as users have it: systemd 252, podman 4.3.1 without Quadlet, slirp4netns,
+# netavark 1.4; cyclix uses its plain backend there). Each flavour has its own cache and
+# machine name by default.
+TB_SUITE=${TB_SUITE:-trixie}
+case "$TB_SUITE" in
+  trixie)   TB_DIR=${TB_DIR:-/var/tmp/cyclix-tb}; TB_MACHINE=${TB_MACHINE:-cyclix-tb} ;;
+  bookworm) TB_DIR=${TB_DIR:-/var/tmp/cyclix-tb-bookworm}; TB_MACHINE=${TB_MACHINE:-cyclix-tb-bookworm} ;;
+  *) printf 'testbed: TB_SUITE=%s is not a flavour; use trixie or bookworm\n' "$TB_SUITE" >&2; exit 2 ;;
+esac
 TB_USER=${TB_USER:-cyx}
 TB_UID=${TB_UID:-1000}
 # Sub-id range of the test user inside. Kept away from the host's own ranges
@@ -77,12 +87,15 @@ TB_UID=${TB_UID:-1000}
 # container uids == host uids, so overlapping ranges would share file
 # ownership (NOTES fact 11).
 TB_SUBID=${TB_SUBID:-200000}
-TB_SUITE=trixie
 TB_MIRROR=${TB_MIRROR:-http://deb.debian.org/debian}
 TB_VOLATILE=${TB_VOLATILE:-1}
 TB_BIND=${TB_BIND:-}
 TB_BIND_RO=${TB_BIND_RO:-}
 TB_DEBIAN_IMAGE=${TB_DEBIAN_IMAGE:-1}
+# Where an already built debian image tar may be (build_debian_tar); the bookworm flavour
+# looks in the trixie flavour's default cache.
+TB_IMAGE_FROM=${TB_IMAGE_FROM-}
+[ "$TB_SUITE" = bookworm ] && TB_IMAGE_FROM=${TB_IMAGE_FROM:-/var/tmp/cyclix-tb/images}
 TB_AGENT_PACKAGES=${TB_AGENT_PACKAGES-claude-code codex gemini-cli aider}
 AGENT_PACKAGES_DIR=${CYCLIX_PACKAGES:-/var/tmp/cyclix-packages}
 
@@ -107,6 +120,19 @@ LOCK=$TB_DIR.lock
 # busybox-static (source of the tiny scratch image and the HTTP test hosts),
 # git (cyclix drives git worktrees on the host side), python3 (test helpers).
 PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl
+# The image the project's Containerfiles start FROM (debian:trixie) whatever the host flavour.
+IMAGE_SUITE=trixie
+# systemd-run >= 254 expands $VAR in the command unless told not to (see in_root_unit);
+# systemd 252 (bookworm) has no such option.
+NOEXPAND=(--expand-environment=no)
+if [ "$TB_SUITE" = bookworm ]; then
+  # Podman 4.3's rootless network is slirp4netns (pasta came with 4.4 / 5.0); netavark 1.4
+  # (Recommends of containers-common) for the bridge networks, iptables for its firewall
+  # driver (netavark 1.4 has no nftables driver).
+  PKGS=${PKGS/passt,/slirp4netns,}
+  PKGS=${PKGS/nftables,/iptables,}
+  NOEXPAND=()
+fi
 # Bump the leading version when configure_rootfs changes in a way that needs a
 # re-bootstrap (plain config edits are re-applied on every `up` anyway).
 STAMP_WANT="v5 $TB_SUITE $PKGS"
@@ -146,7 +172,7 @@ in_root() { local l; l=$(leader_pid) || not_running; nsenter -t "$l" -a -- "$@";
 # bash verbatim. (`%` is not expanded for these transient units: `50%` arrives as `50%`.)
 in_root_unit() {
   local l; l=$(leader_pid) || not_running
-  nsenter -t "$l" -a -- systemd-run --wait --pipe --quiet --collect --expand-environment=no -p WorkingDirectory=/ \
+  nsenter -t "$l" -a -- systemd-run --wait --pipe --quiet --collect "${NOEXPAND[@]}" -p WorkingDirectory=/ \
     ${TB_ENV:+$(printf -- '-E %s ' $TB_ENV)} -- "$@"
 }
 # Run as the test user through its systemd user manager. -M user@ needs machined
@@ -154,7 +180,7 @@ in_root_unit() {
 # shellcheck disable=SC2046,SC2086
 in_user() {
   local l; l=$(leader_pid) || not_running
-  nsenter -t "$l" -a -- systemd-run -M "$TB_USER@" --user --wait --pipe --quiet --collect --expand-environment=no \
+  nsenter -t "$l" -a -- systemd-run -M "$TB_USER@" --user --wait --pipe --quiet --collect "${NOEXPAND[@]}" \
     -p WorkingDirectory="${TB_WORKDIR:-/home/$TB_USER}" ${TB_ENV:+$(printf -- '-E %s ' $TB_ENV)} -- "$@"
 }
 
@@ -347,6 +373,19 @@ EOF
   systemctl --root="$R" enable testbed-net.service testbed-http-private.service testbed-http-allowed.service \
     testbed-http-allowed-8080.service testbed-http-denied.service testbed-tls-allowed.service \
     testbed-tls-api.service >/dev/null 2>&1
+  if [ "$TB_SUITE" = bookworm ]; then
+    # Debian 12 ships no storage.conf without containers-storage (a Suggests), and podman
+    # 4.3 then picks vfs for rootless storage (a full copy of every layer). Native overlay
+    # works on this kernel (fuse-overlayfs, podman's Recommends, needs a /dev/fuse nspawn
+    # does not give): say overlay, as containers-storage's storage.conf does.
+    printf '%s\n' '# testbed (bookworm): the driver of containers-storage'"'"'s storage.conf.' '[storage]' \
+      'driver = "overlay"' 'runroot = "/run/containers/storage"' \
+      'graphroot = "/var/lib/containers/storage"' >"$R/etc/containers/storage.conf"
+    # The system (root) podman services podman 4.3 enables fail on the overlay root
+    # ("'overlay' is not supported over overlayfs") and are not cyclix's: masked.
+    systemctl --root="$R" mask podman.service podman.socket podman-restart.service \
+      podman-auto-update.service podman-auto-update.timer >/dev/null 2>&1
+  fi
   # No tty is attached (--console=pipe): a console getty would just respawn.
   systemctl --root="$R" mask console-getty.service systemd-networkd-wait-online.service >/dev/null 2>&1
 }
@@ -360,6 +399,16 @@ base_packages() {
 build_busybox_tar() {
   mkdir -p "$IMAGES"
   [ -s "$IMAGES/busybox.tar" ] && return 0
+  if [ "$TB_SUITE" = bookworm ]; then
+    # bookworm's busybox-static 1.35 wget dies with SIGSEGV on every failed connect
+    # (refused or unreachable: measured), which breaks every reachability probe; the image
+    # is not the host under test, so the bookworm flavour takes the trixie flavour's.
+    [ -s "$TB_IMAGE_FROM/busybox.tar" ] \
+      || die "the bookworm flavour takes the busybox image from the trixie flavour's cache ($TB_IMAGE_FROM): run 'testbed/testbed.sh up' (trixie) first, or set TB_IMAGE_FROM"
+    log "busybox image tarball: linking the trixie one in $TB_IMAGE_FROM"
+    ln -f "$TB_IMAGE_FROM/busybox.tar" "$IMAGES/busybox.tar" 2>/dev/null || cp "$TB_IMAGE_FROM/busybox.tar" "$IMAGES/busybox.tar"
+    return 0
+  fi
   log "building busybox scratch image tarball"
   local B; B=$(mktemp -d "$TB_DIR/bb.XXXX")
   mkdir -p "$B"/{bin,etc,tmp,proc,sys,dev,root}; chmod 1777 "$B/tmp"
@@ -373,7 +422,7 @@ build_busybox_tar() {
 
 # The stamp records suite + package list; a changed images/base-packages.txt
 # rebuilds the tar, and import_images re-imports when the image's label differs.
-debian_stamp_want() { echo "v1 $TB_SUITE $(base_packages)"; }
+debian_stamp_want() { echo "v1 $IMAGE_SUITE $(base_packages)"; }
 debian_tar_fresh() {
   [ "$TB_DEBIAN_IMAGE" != 1 ] && return 0
   [ -s "$IMAGES/debian-trixie.tar" ] && [ "$(cat "$IMAGES/debian-trixie.stamp" 2>/dev/null)" = "$(debian_stamp_want)" ]
@@ -381,6 +430,15 @@ debian_tar_fresh() {
 build_debian_tar() {
   mkdir -p "$IMAGES"
   local want tmp; want=$(debian_stamp_want); tmp=$IMAGES/debian-trixie.tar.tmp
+  # The same tar another flavour's cache already holds (the same stamp: same suite, same
+  # packages) is linked instead of built again: the bookworm flavour takes the trixie one.
+  if [ -n "$TB_IMAGE_FROM" ] && [ -s "$TB_IMAGE_FROM/debian-trixie.tar" ] \
+    && [ "$(cat "$TB_IMAGE_FROM/debian-trixie.stamp" 2>/dev/null)" = "$want" ]; then
+    log "debian image tarball: linking the one in $TB_IMAGE_FROM (same stamp)"
+    ln -f "$TB_IMAGE_FROM/debian-trixie.tar" "$tmp" 2>/dev/null || cp "$TB_IMAGE_FROM/debian-trixie.tar" "$tmp"
+    mv "$tmp" "$IMAGES/debian-trixie.tar"; echo "$want" >"$IMAGES/debian-trixie.stamp"
+    return 0
+  fi
   log "building debian trixie minbase image tarball with $(base_packages) (~30 s)"
   rm -f "$tmp"
   # --format=tar is required: without it a "*.tar.tmp" target becomes a
@@ -390,7 +448,7 @@ build_debian_tar() {
     --dpkgopt=force-unsafe-io --include="$(base_packages)" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-    --format=tar "$TB_SUITE" "$tmp" "$TB_MIRROR" >"$TB_DIR/mmdebstrap-image.log" 2>&1 \
+    --format=tar "$IMAGE_SUITE" "$tmp" "$TB_MIRROR" >"$TB_DIR/mmdebstrap-image.log" 2>&1 \
     || { rm -f "$tmp"; tail -20 "$TB_DIR/mmdebstrap-image.log" >&2; die "image mmdebstrap failed (full log: $TB_DIR/mmdebstrap-image.log)"; }
   mv "$tmp" "$IMAGES/debian-trixie.tar"
   echo "$want" >"$IMAGES/debian-trixie.stamp"
@@ -691,7 +749,8 @@ case "$cmd" in
   user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; in_user "$@" ;;
   root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; in_root_unit "$@" ;;
   nsenter)  [ $# -gt 0 ] || die "usage: $0 nsenter CMD..."; in_root "$@" ;;
-  selftest) selftest ;;
+  selftest) [ "$TB_SUITE" = trixie ] || die "selftest proves the trixie stack (Quadlet, pasta); the bookworm flavour is proven by 'cargo test --test bookworm'"
+            selftest ;;
   status)   if running; then echo "running nspawn=$(nspawn_pid) leader=$(leader_pid) state=$(in_root systemctl is-system-running || true) $(cat "$BINDS_FILE" 2>/dev/null || true)"
             else echo stopped; fi ;;
   down)     take_lock; down ;;

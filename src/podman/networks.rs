@@ -1,6 +1,9 @@
 //! Networks: creating a run's internal network and listing who is attached to one.
 
-use super::{PODMAN_QUERY_DEADLINE, Podman, Result, check_name, parse_network_containers};
+use super::{
+    PODMAN_QUERY_DEADLINE, Podman, Result, check_name, parse_container_names,
+    parse_network_containers,
+};
 
 impl Podman {
     /// Creates network `name` with `--internal` (no route out) and `labels`
@@ -22,16 +25,27 @@ impl Podman {
         Ok(())
     }
 
-    /// Names of the containers attached to network `name` (`podman network inspect`).
+    /// Names of the containers attached to network `name`, sorted (`podman network
+    /// inspect`; podman < 5 does not list them there, so then `podman ps -a --filter
+    /// network=NAME`, infra containers included).
     ///
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`].
     pub fn network_containers(&self, name: &str) -> Result<Vec<String>> {
         check_name("network", name)?;
-        self.query(
+        let listed = self.query(
             &["network", "inspect", "--format", "json", "--", name],
             &format!("inspecting network {name}"),
             parse_network_containers,
+        )?;
+        if let Some(names) = listed {
+            return Ok(names);
+        }
+        let filter = format!("network={name}");
+        self.query(
+            &["ps", "-a", "--filter", &filter, "--format", "json"],
+            &format!("listing the containers on network {name}"),
+            parse_container_names,
         )
     }
 }

@@ -188,3 +188,26 @@ fn failures_carry_argv_and_stderr_and_never_the_secret() {
     let e = p.secret_rm("-rf").expect_err("option-like");
     assert!(matches!(e, PodmanError::BadName { .. }), "{e}");
 }
+
+#[test]
+fn network_members_from_podman_5_inspect_and_none_from_podman_4_3() {
+    // podman 5.4: the attached containers under `containers`.
+    let v5 = r#"[{"name":"n","internal":true,"containers":{"a1":{"name":"run-proxy"},"b2":{"name":"run-infra"}}}]"#;
+    assert_eq!(
+        parse_network_containers(v5).expect("parse"),
+        Some(vec!["run-infra".to_string(), "run-proxy".to_string()])
+    );
+    let none_attached = r#"[{"name":"n","internal":true,"containers":{}}]"#;
+    assert_eq!(
+        parse_network_containers(none_attached).expect("parse"),
+        Some(vec![])
+    );
+    // podman 4.3.1 (Debian 12, measured): no `containers` key at all, so the caller asks ps.
+    let v4 = r#"[{"name":"tbi","id":"7507","driver":"bridge","internal":true,"dns_enabled":true}]"#;
+    assert_eq!(parse_network_containers(v4).expect("parse"), None);
+    let ps = r#"[{"Id":"a","Names":["run-proxy"],"State":"running","Labels":null},{"Id":"b","Names":["run-infra"],"State":"running","Labels":null,"IsInfra":true}]"#;
+    assert_eq!(
+        parse_container_names(ps).expect("parse"),
+        ["run-infra", "run-proxy"]
+    );
+}

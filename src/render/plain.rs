@@ -62,7 +62,7 @@ fn volume_unit(plan: &RunPlan, vol: &VolumePlan) -> Result<RenderedFile, RenderE
     )
 }
 
-/// A oneshot that runs `podman KIND create --ignore ARGS…` and `podman KIND rm --force NAME`
+/// A oneshot that runs `podman KIND create ARGS…` and `podman KIND rm --force NAME`
 /// when stopped, for the run's networks and volumes (the plain backend's stand-in for
 /// Quadlet's `-network`/`-volume` services).
 fn object_unit(
@@ -80,7 +80,10 @@ fn object_unit(
             v("run", &format!("cyclix run {} {kind} {name}", plan.run_id))?,
         )
         .add("RequiresMountsFor", "%t/containers");
-    let mut args = vec![kind.to_string(), "create".into(), "--ignore".into()];
+    // No `--ignore`: podman 4.3 (Debian 12) has it on neither `network create` nor `volume
+    // create` ("Error: unknown flag: --ignore", seen on the bookworm testbed). The name is
+    // the run's own, so one that exists already is a leftover and the start fails closed.
+    let mut args = vec![kind.to_string(), "create".into()];
     args.extend(create_args);
     u.section("Service")
         .add("Type", "oneshot")
@@ -200,17 +203,17 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         .add("Wants", net_unit.clone())
         .add("After", net_unit)
         .add("RequiresMountsFor", "%t/containers");
+    let infra = RunNames::new(&plan.run_id).infra();
     let mut create = vec![
         "pod".to_string(),
         "create".into(),
-        "--infra-conmon-pidfile=%t/%N.pid".into(),
         "--pod-id-file=%t/%N.pod-id".into(),
         "--exit-policy=stop".into(),
         "--replace".into(),
         format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
-        format!("--infra-name={}", RunNames::new(&plan.run_id).infra()),
+        format!("--infra-name={infra}"),
     ];
     if let Some(userns) = &plan.pod_userns {
         create.push(format!("--userns={userns}"));
@@ -234,14 +237,21 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         }))
         .collect::<Vec<_>>()
         .join(" ");
+    // Not Quadlet's `Type=forking` + `PIDFile=` (the infra conmon's pid): the infra conmon
+    // lives outside the unit's cgroup (in the pod's, or the scope podman 4.3 may move itself
+    // to: see `run_args`), and systemd 252 (Debian 12) refuses a main PID outside
+    // the unit's cgroup from a PID file not owned by root ("New main PID … does not belong to
+    // service, and PID file is not owned by root. Refusing.", seen on the bookworm testbed).
+    // The main process is `podman wait` on the infra container instead: the unit stays
+    // active exactly while the infra container runs, so the units bound to it stop with it.
     u.section("Service")
-        .add("Type", "forking")
-        .add("PIDFile", "%t/%N.pid")
+        .add("Type", "exec")
         .add("ExecStartPre", create_line)
         .add(
-            "ExecStart",
+            "ExecStartPre",
             raw(&["pod", "start", "--pod-id-file=%t/%N.pod-id"]),
         )
+        .add("ExecStart", cmd(PODMAN, &["wait".to_string(), infra]))
         .add(
             "ExecStop",
             raw(&[
@@ -279,8 +289,8 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
 /// The `podman run` of container `c` in the foreground, for a caller that runs it directly
 /// instead of through a unit (`cyclix twin`'s reference gate): `(flags, image, argv)` for
 /// `podman run --rm FLAGS -- IMAGE ARGV`. The same name, networking, hardening, mounts,
-/// environment and labels as the unit's, without the unit's detaching (`-d`), readiness
-/// (`--sdnotify`) and cgroup (`--cgroups=split`) flags.
+/// environment and labels as the unit's, without the unit's readiness (`--sdnotify`) and
+/// cgroup (`--cgroups=split`) flags.
 #[must_use]
 pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, String, Vec<String>) {
     let (_, args) = run_args(plan, c);
@@ -290,7 +300,7 @@ pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Strin
         .filter(|a| {
             !matches!(
                 a.as_str(),
-                "run" | "--rm" | "-d" | "--sdnotify=conmon" | "--cgroups=split"
+                "run" | "--rm" | "--sdnotify=conmon" | "--cgroups=split" | "--log-driver=none"
             )
         })
         .cloned()
@@ -306,8 +316,19 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         "--rm".into(),
         "--cgroups=split".into(),
         "--sdnotify=conmon".into(),
-        "-d".into(),
+        "--log-driver=none".into(),
     ];
+    // No `-d`, unlike Quadlet: `podman run` stays in the foreground as the unit's main
+    // process. Rootless podman 4.3 moves itself to a `podman-PID.scope` when any line of
+    // /proc/self/cgroup names a cgroup it does not own (a host with a cgroup v1 hierarchy
+    // mounted, as the bookworm testbed's), so conmon runs outside the unit; systemd 252 then
+    // refuses conmon as the main PID ("New main PID … does not belong to service,
+    // refusing") and a detached `podman run` exiting would end the unit at once. conmon's
+    // READY=1 is still accepted (start = container running); the exit status is the
+    // container's either way. The container's output reaches the unit's journal once,
+    // through the attached `podman run` (`--log-driver=none`: conmon's journald copy would
+    // repeat every line where conmon is in the unit's cgroup, and name another unit where
+    // it is not).
     match &c.net {
         Net::Pod => {
             if let Some(pod) = &plan.pod {

@@ -309,6 +309,16 @@ fn keep_id_mount(m: &Mount) -> bool {
         }
 }
 
+/// Paths podman < 5 masks that podman 5.4 does not: podman 4.3.1 (Debian 12) masks
+/// `/sys/dev/block` with a size-0 read-only tmpfs (measured on the bookworm testbed). A mask
+/// hides more, so P18 accepts it, but only in that form ([`podman4_mask`]).
+pub const PODMAN4_MASKS: &[&str] = &["/sys/dev/block"];
+
+/// Whether `m` is one of [`PODMAN4_MASKS`] as podman 4.3 makes it: a read-only tmpfs.
+fn podman4_mask(m: &Mount) -> bool {
+    PODMAN4_MASKS.contains(&m.point.as_str()) && m.fstype == "tmpfs" && m.has("ro")
+}
+
 /// P18: every mount point is expected; none exposes a host home or runtime dir it should not.
 /// Under keep-id (`ctx.agent_uid`) podman's own [`KEEP_ID_MOUNTS`] are expected too.
 #[must_use]
@@ -321,6 +331,7 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
         .iter()
         .filter(|m| !allowed.contains(&m.point))
         .filter(|m| !(ctx.agent_uid.is_some() && keep_id_mount(m)))
+        .filter(|m| !podman4_mask(m))
         .map(|m| format!("{} (from {})", m.point, m.root))
         .collect();
     let declared = |p: &str| p == ctx.workdir;

@@ -2,6 +2,12 @@
 //! systemd-nspawn: systemd 257 as PID 1, user `cyx` (uid 1000) with a lingering user manager,
 //! rootless Podman 5.4 + Quadlet). See `testbed/README.md` and `../shared/testbed/NOTES.md`.
 //!
+//! The flavour follows the test binary: the `bookworm` binary (`tests/bookworm/`) gets the
+//! bookworm flavour (`TB_SUITE=bookworm`: systemd 252, podman 4.3.1, no Quadlet), with its own
+//! cache and machine (`TB_BOOKWORM_DIR`, default `/var/tmp/cyclix-tb-bookworm`;
+//! `TB_BOOKWORM_MACHINE`, default `cyclix-tb-bookworm`), so one `cargo test` never points both
+//! flavours at the same `TB_DIR`/`TB_MACHINE`. Every other binary gets trixie.
+//!
 //! Inside, the project root is bound read-only at [`Testbed::src`] (`/src`), so the host-built
 //! `cyclix` binary and the golden fixtures run there unchanged. The script must run as root;
 //! a testbed that cannot come up is a test FAILURE, never a skip.
@@ -25,6 +31,33 @@ pub struct Testbed {
 /// every test that asks for it panics with (so later tests fail fast instead of retrying).
 static TESTBED: OnceLock<Result<Testbed, String>> = OnceLock::new();
 
+/// The environment `testbed.sh` gets in this test binary: none for trixie; for the `bookworm`
+/// binary (its file name is `bookworm-HASH`) the flavour, its own cache and machine, and no
+/// agent-package fetch (its subset runs no agent preset).
+fn flavour_env() -> Vec<(&'static str, String)> {
+    let bookworm = std::env::current_exe().ok().is_some_and(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("bookworm-") || n == "bookworm")
+    });
+    if !bookworm {
+        return Vec::new();
+    }
+    let var = |k: &str, default: &str| std::env::var(k).unwrap_or_else(|_| default.to_string());
+    vec![
+        ("TB_SUITE", "bookworm".to_string()),
+        (
+            "TB_DIR",
+            var("TB_BOOKWORM_DIR", "/var/tmp/cyclix-tb-bookworm"),
+        ),
+        (
+            "TB_MACHINE",
+            var("TB_BOOKWORM_MACHINE", "cyclix-tb-bookworm"),
+        ),
+        ("TB_AGENT_PACKAGES", String::new()),
+    ]
+}
+
 impl Testbed {
     /// Brings the testbed up once per test process and returns it.
     ///
@@ -41,6 +74,7 @@ impl Testbed {
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/testbed.sh");
             let out = Command::new(&script)
                 .arg("up")
+                .envs(flavour_env())
                 .stdin(Stdio::null())
                 .output()
                 .map_err(|e| format!("running `{} up`: {e}", script.display()))?;
@@ -133,6 +167,7 @@ impl Testbed {
         Command::new(&self.script)
             .arg(verb)
             .args(argv)
+            .envs(flavour_env())
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("running `{} {verb} {argv:?}`: {e}", self.script.display()))

@@ -251,3 +251,25 @@ fn p18_accepts_podmans_keep_id_mounts_only_under_keep_id_read_only_and_from_user
     other[4] = typed("/etc/passwd", "/home/u/passwd", "ro", "ext4");
     assert!(!p18(&other, &k).pass, "a passwd from anywhere else");
 }
+
+#[test]
+fn p18_accepts_podman_4_masks_only_as_read_only_tmpfs() {
+    let c = ctx();
+    let base = vec![mount("/", "/", "ro")];
+    let mask = |opts: &str, fstype: &str| Mount {
+        fstype: fstype.into(),
+        ..mount("/sys/dev/block", "/", opts)
+    };
+    let mut masked = base.clone();
+    masked.push(mask("ro,relatime", "tmpfs"));
+    assert!(p18(&masked, &c).pass, "{:?}", p18(&masked, &c));
+    for (opts, fstype) in [("rw,relatime", "tmpfs"), ("ro,relatime", "sysfs")] {
+        let mut other = base.clone();
+        other.push(mask(opts, fstype));
+        let j = p18(&other, &c);
+        assert!(
+            !j.pass && j.detail.contains("/sys/dev/block"),
+            "{opts} {fstype}: {j:?}"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! One shared setup (images, the demo tenant, `cyclix install`), then: what `cyclix check`
+//! says, the demo run with its probes, teardown and audit, and the timer.
+//!
+//! Measured on podman 4.3.1 (the bookworm testbed): aardvark-dns 1.4 forwards a name it does
+//! not know from a container on an `--internal` network to the host's resolvers (a listener on
+//! the testbed's resolver address saw the queries), so the agent has a DNS channel out and the
+//! probe N7 refuses every run there. The demo run is therefore expected to be refused by N7
+//! and by nothing else, with every other probe passing and nothing left behind.
+
+use crate::common::testbed::{Testbed, expect_success};
+
+/// Where the resolver-address listener writes the query names it received, one per line.
+const QUERIES: &str = "/run/tb-dns-queries";
+
+/// A silent UDP listener on 10.78.0.1:53 (the testbed's `nameserver`, where nothing serves DNS):
+/// appends each query's name to the file `argv[1]` and answers nothing.
+const LISTENER: &str = r#"import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("10.78.0.1", 53))
+out = open(sys.argv[1], "a")
+while True:
+    d, _ = s.recvfrom(4096)
+    i, labels = 12, []
+    while i < len(d) and d[i]:
+        labels.append(d[i + 1:i + 1 + d[i]].decode("ascii", "replace"))
+        i += 1 + d[i]
+    out.write(".".join(labels) + "\n")
+    out.flush()
+"#;
+
+/// The newest run record of tenant `demo` as JSON, and how many there are.
+fn newest_record(tb: &Testbed) -> (serde_json::Value, usize) {
+    let out = expect_success(
+        &tb.user_sh(
+            "d=~/.local/state/cyclix/runs/demo; n=$(ls \"$d\" 2>/dev/null | grep -c '^2.*\\.json$'); \
+             echo \"$n\"; [ \"$n\" = 0 ] || cat \"$(ls -t \"$d\"/2*.json | head -1)\"",
+        ),
+        "read the demo records",
+    );
+    let (n, json) = out.split_once('\n').unwrap_or((out.as_str(), ""));
+    let n: usize = n.trim().parse().expect("record count");
+    let rec = if n == 0 {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(json).expect("record JSON")
+    };
+    (rec, n)
+}
+
+/// The demo run as podman 4.3 allows it: refused by N7 only, every other probe passing, no
+/// leftover in the record or in podman or systemd.
+fn assert_refused_by_n7_only(tb: &Testbed, rec: &serde_json::Value, what: &str) {
+    assert_eq!(rec["result"], "probe_refused", "{what}: {rec:#}");
+    let probes = rec["probes"].as_array().expect("probes");
+    assert!(probes.len() >= 40, "{what}: the whole suite ran: {rec:#}");
+    let failed: Vec<&str> = probes
+        .iter()
+        .filter(|p| p["verdict"] != "PASS")
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(failed, ["N7"], "{what}: only N7 refuses: {rec:#}");
+    let n7 = probes.iter().find(|p| p["id"] == "N7").expect("N7");
+    let detail = n7["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("external name") && !detail.contains("positive control"),
+        "{what}: N7 refuses for the external name (the control resolved the proxy): {n7:#}"
+    );
+    assert_eq!(
+        rec["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{what}: {rec:#}"
+    );
+    let run = rec["run_id"].as_str().expect("run id");
+    let left = expect_success(
+        &tb.user_sh(&format!(
+            "l=io.cyclix.run={run}; podman ps -a -q --filter label=$l; podman pod ps -q --filter label=$l; \
+             podman network ls -q --filter label=$l; podman volume ls -q --filter label=$l; \
+             systemctl --user list-units --all --no-legend --plain 'cyclix-{run}-*'; \
+             ls ~/.config/systemd/user ~/.config/containers/systemd 2>/dev/null | grep -F -- '{run}' || true"
+        )),
+        "list what the run left",
+    );
+    assert!(left.trim().is_empty(), "{what}: left behind:\n{left}");
+}
+
+#[test]
+fn plain_backend_on_podman_4_3_check_demo_teardown_and_timer() {
+    let _shared = crate::common::testbed::shared();
+    let tb = Testbed::get();
+    let c = tb.cyclix_bin();
+    let versions = expect_success(
+        &tb.user_sh("systemctl --version | head -1; podman version --format '{{.Client.Version}}'"),
+        "versions",
+    );
+    assert!(
+        versions.starts_with("systemd 252") && versions.contains("\n4.3.1"),
+        "the bookworm flavour: {versions}"
+    );
+
+    // `cyclix check`: the host can run cyclix, with plain units and slirp4netns, and says so.
+    let check = tb.user(&[&c, "check"]);
+    let text = expect_success(&check, "cyclix check");
+    for row in [
+        "WARN  podman ",
+        "WARN  quadlet ",
+        "PASS  user-manager       systemd 252",
+        "PASS  rootless-network   slirp4netns",
+        "PASS  network-backend    netavark",
+        "PASS  outcome ",
+    ] {
+        assert!(text.contains(row), "check has `{row}`:\n{text}");
+    }
+    assert!(
+        text.contains("cyclix uses plain units (podman < 5.0"),
+        "{text}"
+    );
+
+    // The shared setup: images, the demo tenant, the unit templates.
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; {c} images build >/dev/null; {c} demo setup >/dev/null; {c} install >/dev/null"
+        )),
+        "images build, demo setup, install",
+    );
+
+    // The demo run through its unit, as `scripts/demo` starts it, with a silent listener on the
+    // testbed's resolver address (what the host's resolver would be): the names that reach it
+    // left the sandbox. Positive control for N7's refusal: the probe's own query from the agent
+    // pod (`example.com`, on the run's --internal network) must be among them.
+    expect_success(
+        &tb.root_sh(&format!(
+            "set -e; rm -f {QUERIES}; systemd-run -q --unit=tb-dns-listen --collect python3 -u -c '{LISTENER}' {QUERIES}; \
+             for i in $(seq 1 50); do ss -Hlun 'sport = :53' | grep -q 10.78.0.1 && exit 0; sleep 0.1; done; exit 1"
+        )),
+        "start the resolver-address listener",
+    );
+    let (_, before) = newest_record(tb);
+    let run = tb.user_sh("systemctl --user start cyclix-run@demo");
+    let queries = expect_success(
+        &tb.root_sh(&format!(
+            "systemctl stop tb-dns-listen; cat {QUERIES} 2>/dev/null; true"
+        )),
+        "stop the listener",
+    );
+    assert!(!run.status.success(), "the run is refused (N7)");
+    let (rec, n) = newest_record(tb);
+    assert_eq!(n, before + 1, "one record per run");
+    assert_refused_by_n7_only(tb, &rec, "the demo run");
+    assert!(
+        queries.lines().any(|q| q == "example.com"),
+        "aardvark-dns 1.4 forwarded the agent pod's query for example.com to the host's \
+         resolver (the DNS channel N7 refuses); the listener saw: {queries:?}"
+    );
+
+    // The timer fires: a test drop-in (every 2 s; specs allow at most every 5 minutes) on the
+    // real template timer, until one more record appears (deadline 60 s), then removed.
+    let fired = expect_success(
+        &tb.user_sh(
+            r#"set -u
+D=~/.config/systemd/user/cyclix-run@demo.timer.d; R=~/.local/state/cyclix/runs/demo
+mkdir -p "$D"; printf '[Timer]\nOnCalendar=*:*:0/2\nAccuracySec=100ms\n' > "$D/test-every-2s.conf"
+systemctl --user daemon-reload
+n0=$(ls "$R" | grep -c '^2.*\.json$')
+systemctl --user start cyclix-run@demo.timer
+ok=0
+for i in $(seq 1 600); do
+  [ "$(ls "$R" | grep -c '^2.*\.json$')" -gt "$n0" ] && { ok=1; break; }
+  sleep 0.1
+done
+systemctl --user stop cyclix-run@demo.timer
+for i in $(seq 1 600); do
+  s=$(systemctl --user show -P ActiveState cyclix-run@demo.service); [ "$s" = activating ] || break; sleep 0.1
+done
+rm -rf "$D"; systemctl --user daemon-reload; systemctl --user reset-failed cyclix-run@demo.service 2>/dev/null
+echo "fired=$ok""#,
+        ),
+        "the timer",
+    );
+    assert!(
+        fired.contains("fired=1"),
+        "the timer started a run within 60 s: {fired}"
+    );
+    let (rec, n) = newest_record(tb);
+    assert!(n >= before + 2, "the timer's run has a record");
+    assert_refused_by_n7_only(tb, &rec, "the timer's run");
+}
