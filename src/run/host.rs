@@ -452,9 +452,9 @@ impl RunProcs for RealRunHost {
             fsid: u64::from(s.filesystem_id()),
         })
     }
-    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+    fn storage_lock_holders(&self, run: Option<&str>) -> Result<Vec<super::storage_lock::Holder>> {
         match &self.graphroot {
-            Some(g) => super::storage_lock::holders(g),
+            Some(g) => super::storage_lock::holders_outside(g, run),
             None => Ok(Vec::new()),
         }
     }
