@@ -1,0 +1,142 @@
+//! Faults of the second kind (issue 20): a convergence that could not reach podman (its
+//! storage lock held), and a user manager that died (SIGKILL of `systemd --user`). Each test
+//! injects the fault on the real stack and asserts what the records say, what stays on the
+//! host, and that the next run converges and passes.
+
+use crate::common::run::{arm, dead_run, leftovers, prepared, record, record_of, start};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::expect_success;
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no `{key}` line in:\n{out}"))
+}
+
+/// Kills `t`'s run with SIGKILL at the start of its agent phase (its pod, proxy and agent
+/// stay up) and returns the dead run's id.
+fn kill_at_agent(tb: &crate::common::testbed::Testbed, t: &str) -> String {
+    arm(tb, t, "phase.agent");
+    let out = start(tb, t);
+    arm(tb, t, "");
+    assert!(!out.status.success(), "the run was not killed");
+    expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user reset-failed cyclix-run@{t}.service || true"
+        )),
+        "reset",
+    );
+    dead_run(tb, t).expect("the killed run left its marker")
+}
+
+#[test]
+fn a_convergence_under_a_held_storage_lock_is_bounded_keeps_the_marker_and_tells_what_remains() {
+    // Issue 20 item 3: a convergence that could not reach podman ran 226 s, removed the dead
+    // run's marker anyway and wrote "finished the teardown" with the proxy still up.
+    // Exclusive: holding storage.lock blocks every podman command on the testbed.
+    let _only = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = Tenant::new("e2e-convlock").write(tb);
+    let dead = kill_at_agent(tb, &t);
+    // Positive control: the dead run's objects are there to converge.
+    let before = leftovers(tb, &dead, &t);
+    assert!(
+        before.contains(&format!("cyclix-{dead}-proxy")) || before.contains(&dead),
+        "the killed run left nothing to converge:\n{before}"
+    );
+    // The holder takes podman's own kind of lock (POSIX write, fcntl) on its global storage
+    // lock (a flock(2) lock would not block podman).
+    let script = format!(
+        r#"set -u
+S=~/.local/share/containers/storage/storage.lock
+rm -f /tmp/convlock-ready
+printf '%s\n' 'import fcntl, sys, time' 'f = open(sys.argv[1], "r+")' 'fcntl.lockf(f, fcntl.LOCK_EX)' 'open("/tmp/convlock-ready", "w").close()' 'time.sleep(300)' > /tmp/hold-podman-storage-lock.py
+python3 /tmp/hold-podman-storage-lock.py "$S" &
+h=$!
+for i in $(seq 1 100); do [ -e /tmp/convlock-ready ] && break; sleep 0.1; done
+timeout 2 podman ps >/dev/null 2>&1; echo "podman-ps-under-lock=$?"
+s=$(date +%s%N)
+timeout 120 {c} run {t} --storage-lock-wait 3s >/tmp/convlock-out 2>&1; echo "rc=$?"
+echo "elapsed_ms=$(( ($(date +%s%N) - s) / 1000000 ))"
+ls ~/.local/state/cyclix/runs/{t}/{dead}.running >/dev/null 2>&1 && echo "marker-kept=yes"
+kill -0 $h 2>/dev/null && echo "holder-alive=yes"
+echo "holder=$h"
+kill $h; wait $h 2>/dev/null
+cat /tmp/convlock-out
+"#
+    );
+    let out = tb.user_sh(&script);
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        line(&all, "podman-ps-under-lock="),
+        "124",
+        "the injected lock must really block podman:\n{all}"
+    );
+    assert_eq!(line(&all, "rc="), "2", "the run fails on the lock:\n{all}");
+    let ms: u64 = line(&all, "elapsed_ms=").parse().expect("ms");
+    assert!(
+        ms < 40_000,
+        "convergence and the run are bounded by the 3 s lock wait (plus calls), took {ms} ms:\n{all}"
+    );
+    assert_eq!(line(&all, "marker-kept="), "yes", "{all}");
+    assert_eq!(line(&all, "holder-alive="), "yes", "cyclix never kills the holder");
+    let holder = line(&all, "holder=").to_string();
+    let rec = record_of(tb, &t, &dead);
+    assert_eq!(rec["failed_phase"], "interrupted", "{rec:#}");
+    let causes = rec["causes"].to_string();
+    assert!(
+        causes.contains("convergence blocked: podman's storage lock is held")
+            && causes.contains(&format!("pid {holder}")),
+        "{rec:#}"
+    );
+    let err = rec["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("marker is kept") && !err.contains("finished the teardown"),
+        "{rec:#}"
+    );
+    let left = rec["leftovers"].to_string();
+    assert!(
+        left.contains("not listed, podman waits") && left.contains(&format!("cyclix-{dead}-")),
+        "the record lists what remains: {rec:#}"
+    );
+    let blocked_run = record(tb, &t);
+    assert!(
+        blocked_run["notices"]
+            .to_string()
+            .contains(&format!("run {dead} left by a cyclix that died is NOT converged")),
+        "{blocked_run:#}"
+    );
+    // The lock is free: the next run converges the dead one and passes.
+    let out = start(tb, &t);
+    let next = record(tb, &t);
+    assert!(out.status.success(), "{next:#}");
+    assert_eq!(next["result"], "passed", "{next:#}");
+    assert!(
+        next["notices"]
+            .to_string()
+            .contains(&format!("converged run {dead} left by a cyclix that died: 0 leftover(s)")),
+        "{next:#}"
+    );
+    let rec = record_of(tb, &t, &dead);
+    assert!(
+        rec["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("finished the teardown")),
+        "{rec:#}"
+    );
+    assert_eq!(rec["leftovers"].as_array().map(Vec::len), Some(0), "{rec:#}");
+    assert!(
+        rec["notices"]
+            .to_string()
+            .contains("an earlier convergence kept the marker"),
+        "{rec:#}"
+    );
+    assert_eq!(dead_run(tb, &t), None, "the marker is gone");
+    let left = leftovers(tb, &dead, &t);
+    assert!(left.trim().is_empty(), "run {dead} left:\n{left}");
+}
