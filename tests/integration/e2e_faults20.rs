@@ -84,7 +84,11 @@ cat /tmp/convlock-out
         "convergence and the run are bounded by the 3 s lock wait (plus calls), took {ms} ms:\n{all}"
     );
     assert_eq!(line(&all, "marker-kept="), "yes", "{all}");
-    assert_eq!(line(&all, "holder-alive="), "yes", "cyclix never kills the holder");
+    assert_eq!(
+        line(&all, "holder-alive="),
+        "yes",
+        "cyclix never kills the holder"
+    );
     let holder = line(&all, "holder=").to_string();
     let rec = record_of(tb, &t, &dead);
     assert_eq!(rec["failed_phase"], "interrupted", "{rec:#}");
@@ -106,9 +110,9 @@ cat /tmp/convlock-out
     );
     let blocked_run = record(tb, &t);
     assert!(
-        blocked_run["notices"]
-            .to_string()
-            .contains(&format!("run {dead} left by a cyclix that died is NOT converged")),
+        blocked_run["notices"].to_string().contains(&format!(
+            "run {dead} left by a cyclix that died is NOT converged"
+        )),
         "{blocked_run:#}"
     );
     // The lock is free: the next run converges the dead one and passes.
@@ -117,9 +121,9 @@ cat /tmp/convlock-out
     assert!(out.status.success(), "{next:#}");
     assert_eq!(next["result"], "passed", "{next:#}");
     assert!(
-        next["notices"]
-            .to_string()
-            .contains(&format!("converged run {dead} left by a cyclix that died: 0 leftover(s)")),
+        next["notices"].to_string().contains(&format!(
+            "converged run {dead} left by a cyclix that died: 0 leftover(s)"
+        )),
         "{next:#}"
     );
     let rec = record_of(tb, &t, &dead);
@@ -129,7 +133,11 @@ cat /tmp/convlock-out
             .is_some_and(|e| e.contains("finished the teardown")),
         "{rec:#}"
     );
-    assert_eq!(rec["leftovers"].as_array().map(Vec::len), Some(0), "{rec:#}");
+    assert_eq!(
+        rec["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{rec:#}"
+    );
     assert!(
         rec["notices"]
             .to_string()
