@@ -336,14 +336,16 @@ fn remaining_without_podman(owner: &Owner, ledger: &Ledger, c: &Converging<'_>) 
 /// A cause with the fix when podman's own words in `text` ask for `podman system migrate`
 /// (measured after a SIGKILL of the user manager: podman's pause process was gone and podman
 /// printed "invalid internal status, try resetting the pause process with \"podman system
-/// migrate\"").
+/// migrate\""; the migrate itself then crashed in `teardownNetworkBackend` once per running
+/// container, podman 5.4.2, and exited 0 on the call after the last).
 #[must_use]
 pub fn podman_fix(text: &str) -> Option<String> {
     (text.contains("podman system migrate") || text.contains("invalid internal status")).then(
         || {
             "podman needs `podman system migrate` (its pause process died, e.g. with the user \
-         manager): run `podman system migrate` as this user (it stops the user's containers), \
-         then the tenant's next run converges this run"
+         manager): run `podman system migrate` as this user (it stops the user's containers; \
+         podman 5.4 may crash in it once per container it stops: repeat until it exits 0), \
+         then run again (the tenant's next run converges what is left)"
                 .to_string()
         },
     )

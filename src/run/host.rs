@@ -283,16 +283,34 @@ impl RunPodman for RealRunHost {
     }
     fn remove_run_objects(&self, run_id: &str) -> Result<()> {
         let l = listing(&self.podman, &naming::run_filter(run_id), None)?;
-        // Removal keeps the dependency order: containers, pods, networks, volumes.
-        self.podman
-            .rm_containers(&l.containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
-        self.podman
-            .rm_pods(&l.pods.into_iter().map(|p| p.id).collect::<Vec<_>>())?;
-        self.podman
-            .rm_networks(&l.networks.into_iter().map(|n| n.name).collect::<Vec<_>>())?;
-        self.podman
-            .rm_volumes(&l.volumes.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
-        Ok(())
+        // Pods first: `pod rm --force` takes its containers, the infra one included, which
+        // `podman rm` refuses alone ("is the infra container of pod … and cannot be removed
+        // without removing the pod": measured after the user manager died, when the units
+        // could not remove anything). Then the other containers, networks, volumes. Every
+        // kind is tried; the errors are joined.
+        let pods: Vec<String> = l.pods.into_iter().map(|p| p.id).collect();
+        let containers: Vec<String> = l
+            .containers
+            .into_iter()
+            .filter(|c| !c.is_infra)
+            .map(|c| c.id)
+            .collect();
+        let networks: Vec<String> = l.networks.into_iter().map(|n| n.name).collect();
+        let volumes: Vec<String> = l.volumes.into_iter().map(|v| v.name).collect();
+        let errors: Vec<String> = [
+            self.podman.rm_pods(&pods).map(|_| ()),
+            self.podman.rm_containers(&containers).map(|_| ()),
+            self.podman.rm_networks(&networks).map(|_| ()),
+            self.podman.rm_volumes(&volumes).map(|_| ()),
+        ]
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("{}", errors.join("; "))
+        }
     }
     fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>> {
         podman_leftovers(&self.podman, Some(run_id))
