@@ -298,10 +298,10 @@ impl RunPodman for RealRunHost {
         let networks: Vec<String> = l.networks.into_iter().map(|n| n.name).collect();
         let volumes: Vec<String> = l.volumes.into_iter().map(|v| v.name).collect();
         let errors: Vec<String> = [
-            self.podman.rm_pods(&pods).map(|_| ()),
-            self.podman.rm_containers(&containers).map(|_| ()),
-            self.podman.rm_networks(&networks).map(|_| ()),
-            self.podman.rm_volumes(&volumes).map(|_| ()),
+            self.podman.rm_pods(&pods),
+            self.podman.rm_containers(&containers),
+            self.podman.rm_networks(&networks),
+            self.podman.rm_volumes(&volumes),
         ]
         .into_iter()
         .filter_map(|r| r.err().map(|e| format!("{e:#}")))
