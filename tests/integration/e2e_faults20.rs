@@ -176,7 +176,7 @@ fn a_user_manager_that_died_is_named_by_check_and_by_the_next_runs_record() {
     let tb = prepared();
     let c = tb.cyclix_bin();
     let t = Tenant::new("e2e-mgrdeath")
-        .agent_cmd(r#"[sh, -c, "sleep 60 && exec cyclix-demo-agent"]"#)
+        .agent_cmd(r#"[sh, -c, "sleep 20 && exec cyclix-demo-agent"]"#)
         .write(tb);
     let run = expect_success(
         &tb.user_sh(&format!(
