@@ -162,11 +162,17 @@ fn converge_and_execute(
     let mut inputs = inputs;
     let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
     let mut converged = converge::restore_fallback(&records, &fallback);
+    let uid = crate::host::namespaces::host_uid();
     converged.extend(converge::converge_tenant(
         &records,
-        &units,
-        &host,
-        &inputs.run_id,
+        &converge::Converging {
+            units: &units,
+            host: &host,
+            by: &inputs.run_id,
+            lock_wait: inputs.deadlines.storage_lock,
+            manager_started_ms: crate::run::procs::user_manager_started_ms(Path::new("/proc"), uid),
+            uid,
+        },
     )?);
     inputs.notices.extend(converged);
     let files = crate::layout::RunFiles::new(&records, &inputs.run_id);

@@ -230,7 +230,15 @@ fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
         .as_ref()
         .and_then(|p| crate::agents::find(&p.name));
     wanted.into_iter().find_map(|(key, image)| {
-        (image.starts_with("localhost/") && matches!(podman.image_exists(&image), Ok(false)))
+        let exists = podman.image_exists(&image);
+        // A podman that asks for `system migrate` (after the user manager died) is named
+        // with the fix; any other failure is left to the start phase.
+        if let Err(e) = &exists
+            && let Some(fix) = crate::run::converge::podman_fix(&format!("{e:#}"))
+        {
+            return Some(format!("podman cannot look up {key} `{image}`: {e:#}; {fix}"));
+        }
+        (image.starts_with("localhost/") && matches!(exists, Ok(false)))
             .then(|| match preset.filter(|p| p.image == image) {
                 Some(p) => format!(
                     "{key}: `{image}` (preset {}) is not built; fix: `cyclix images build --preset {}` builds it from {} (fetched once by `scripts/fetch-agent-packages {}`)",

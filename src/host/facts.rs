@@ -102,6 +102,10 @@ pub struct CheckFacts {
     pub quadlet: QuadletFacts,
     /// The user manager's `Version` over the user bus.
     pub manager_version: Fact<String>,
+    /// When the user manager is unreachable: the `ActiveState` of `user@UID.service` in the
+    /// system manager (`failed`: the user manager died; linger does not restart it). `None`
+    /// when the user manager answered.
+    pub user_unit: Option<Fact<String>>,
     /// logind's `Linger` for this uid (system bus).
     pub linger: Fact<bool>,
     /// `ActiveState` of the system's `network-online.target` (B07).
@@ -218,14 +222,9 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
             version: Some(Err("the podman probe thread panicked".into())),
             ..PodmanSide::default()
         });
-        let dbus = dbus_thread.join().unwrap_or_else(|_| {
-            let e = "the D-Bus probe thread panicked".to_string();
-            DbusSide {
-                manager_version: Err(e.clone()),
-                linger: Err(e.clone()),
-                network_online: Err(e),
-            }
-        });
+        let dbus = dbus_thread
+            .join()
+            .unwrap_or_else(|_| DbusSide::failed("the D-Bus probe thread panicked"));
         let mut storage = storage.clone();
         if let Some(Ok(info)) = &podman.info
             && !info.graph_driver.is_empty()
@@ -253,6 +252,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
                 dryrun: quadlet_dryrun,
             },
             manager_version: dbus.manager_version,
+            user_unit: dbus.user_unit,
             linger: dbus.linger,
             network_online: dbus.network_online,
             subuid,

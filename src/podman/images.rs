@@ -80,7 +80,10 @@ impl Podman {
         })?;
         match out.status.code() {
             Some(0) => Ok(true),
-            Some(1) => Ok(false),
+            // Missing: exit 1 and silent. Exit 1 with words is podman failing (measured after
+            // a SIGKILL of the user manager: "invalid internal status, try resetting the pause
+            // process with \"podman system migrate\"", exit 1), not a missing image.
+            Some(1) if out.stderr.trim().is_empty() => Ok(false),
             _ => Err(PodmanError::Command {
                 action: action(),
                 source: ProcessError::Failed {

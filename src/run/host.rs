@@ -75,6 +75,39 @@ impl RealRunHost {
         self
     }
 
+    /// One sweep of the run's labelled podman objects (see `remove_run_objects`).
+    fn sweep_run_objects(&self, run_id: &str) -> Result<()> {
+        let l = listing(&self.podman, &naming::run_filter(run_id), None)?;
+        // Pods first: `pod rm --force` takes its containers, the infra one included, which
+        // `podman rm` refuses alone ("is the infra container of pod … and cannot be removed
+        // without removing the pod": measured after the user manager died, when the units
+        // could not remove anything). Then the other containers, networks, volumes. Every
+        // kind is tried; the errors are joined.
+        let pods: Vec<String> = l.pods.into_iter().map(|p| p.id).collect();
+        let containers: Vec<String> = l
+            .containers
+            .into_iter()
+            .filter(|c| !c.is_infra)
+            .map(|c| c.id)
+            .collect();
+        let networks: Vec<String> = l.networks.into_iter().map(|n| n.name).collect();
+        let volumes: Vec<String> = l.volumes.into_iter().map(|v| v.name).collect();
+        let errors: Vec<String> = [
+            self.podman.rm_pods(&pods),
+            self.podman.rm_containers(&containers),
+            self.podman.rm_networks(&networks),
+            self.podman.rm_volumes(&volumes),
+        ]
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("{}", errors.join("; "))
+        }
+    }
+
     /// Looks for holders of the storage locks below `graphroot` (see
     /// [`super::storage_lock::graphroot`]).
     #[must_use]
@@ -282,17 +315,18 @@ impl RunPodman for RealRunHost {
         Ok(())
     }
     fn remove_run_objects(&self, run_id: &str) -> Result<()> {
-        let l = listing(&self.podman, &naming::run_filter(run_id), None)?;
-        // Removal keeps the dependency order: containers, pods, networks, volumes.
-        self.podman
-            .rm_containers(&l.containers.into_iter().map(|c| c.id).collect::<Vec<_>>())?;
-        self.podman
-            .rm_pods(&l.pods.into_iter().map(|p| p.id).collect::<Vec<_>>())?;
-        self.podman
-            .rm_networks(&l.networks.into_iter().map(|n| n.name).collect::<Vec<_>>())?;
-        self.podman
-            .rm_volumes(&l.volumes.into_iter().map(|v| v.name).collect::<Vec<_>>())?;
-        Ok(())
+        // After the user manager died (and `podman system migrate`), podman removed the
+        // run's containers but failed on their gone network namespaces ("netavark: setns:
+        // IO error"), and left the emptied pod: measured. A second sweep over a fresh listing
+        // finishes it; only what still fails then is an error.
+        match self.sweep_run_objects(run_id) {
+            Ok(()) => Ok(()),
+            Err(first) => {
+                tracing::warn!("removing run {run_id}'s podman objects, once more: {first:#}");
+                self.sweep_run_objects(run_id)
+                    .map_err(|e| anyhow::anyhow!("{e:#} (the first sweep: {first:#})"))
+            }
+        }
     }
     fn inventory(&self, run_id: &str) -> Result<Vec<Leftover>> {
         podman_leftovers(&self.podman, Some(run_id))
@@ -452,9 +486,9 @@ impl RunProcs for RealRunHost {
             fsid: u64::from(s.filesystem_id()),
         })
     }
-    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>> {
+    fn storage_lock_holders(&self, run: Option<&str>) -> Result<Vec<super::storage_lock::Holder>> {
         match &self.graphroot {
-            Some(g) => super::storage_lock::holders(g),
+            Some(g) => super::storage_lock::holders_outside(g, run),
             None => Ok(Vec::new()),
         }
     }

@@ -461,7 +461,7 @@ fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
     if inp.spec.tier != Tier::Container {
         return String::new();
     }
-    match host.storage_lock_holders() {
+    match host.storage_lock_holders(Some(&inp.run_id)) {
         Ok(h) if !h.is_empty() => format!(
             " (podman's storage lock is held: {}; podman calls wait for it)",
             super::storage_lock::describe(&h)

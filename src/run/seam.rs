@@ -208,10 +208,13 @@ pub trait RunProcs {
     fn kill_sentinel(&self, run_id: &str) -> Result<usize>;
     /// Who holds podman's storage locks right now (`/proc/locks` matched against the lock
     /// files below the graph root; see [`super::storage_lock`]); empty when they are free.
+    /// Never cyclix itself or its own child processes (its podman calls); with `run`, not the
+    /// processes of that run's units either (the pod unit's own `podman pod rm` is not a
+    /// stuck holder: issue 20 item 7).
     ///
     /// # Errors
     /// `/proc/locks` cannot be read.
-    fn storage_lock_holders(&self) -> Result<Vec<super::storage_lock::Holder>>;
+    fn storage_lock_holders(&self, run: Option<&str>) -> Result<Vec<super::storage_lock::Holder>>;
     /// Free space of the file system holding `path` (`statvfs`).
     ///
     /// # Errors

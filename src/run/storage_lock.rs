@@ -277,6 +277,49 @@ pub fn holders(graphroot: &Path) -> anyhow::Result<Vec<Holder>> {
     Ok(found)
 }
 
+/// [`holders`] without cyclix's own child processes (its podman calls wait on the lock like
+/// anyone's) and, with `run`, without the processes of that run's units: the pod unit's own
+/// `podman pod rm` at teardown was named as a stuck holder (issue 20 item 7). Structural: by
+/// the holder's parent pid (`/proc/PID/stat`) and its cgroup (`/proc/PID/cgroup`), not by its
+/// command line, which any process can choose.
+///
+/// # Errors
+/// `/proc/locks` cannot be read.
+pub fn holders_outside(graphroot: &Path, run: Option<&str>) -> anyhow::Result<Vec<Holder>> {
+    let own = std::process::id();
+    Ok(holders(graphroot)?
+        .into_iter()
+        .filter(|h| {
+            let Some(pid) = h.pid else { return true };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            !is_runs_own(&stat, &cgroup, own, run)
+        })
+        .collect())
+}
+
+/// Whether a process with `/proc/PID/stat` text `stat` and `/proc/PID/cgroup` text `cgroup`
+/// is cyclix's own child (parent pid `own`) or, with `run`, lives in a unit of that run (a
+/// cgroup path component `cyclix-RUN-….service`, or `cyclix-RUN.…`). Pure.
+#[must_use]
+pub fn is_runs_own(stat: &str, cgroup: &str, own: u32, run: Option<&str>) -> bool {
+    // stat: `PID (COMM) STATE PPID …`; COMM may hold spaces and parens: split after the last ')'.
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<u32>().ok());
+    if ppid == Some(own) {
+        return true;
+    }
+    let Some(run) = run else { return false };
+    let names = crate::naming::RunNames::new(run);
+    cgroup
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .flat_map(|path| path.split('/'))
+        .any(|part| names.owns(part))
+}
+
 /// The processes (or open files) holding any lock on `path` right now, from `/proc/locks`;
 /// empty when the file does not exist. Taking no lock, it cannot disturb the holder.
 ///
@@ -401,6 +444,30 @@ garbage line
                 inode: 2
             }
         );
+    }
+
+    #[test]
+    fn the_runs_own_processes_are_not_stuck_holders() {
+        let child = "812 (podman) S 4242 812 1 0 -1";
+        let other = "900 (my (odd) tool) S 77 900 1 0 -1";
+        assert!(
+            is_runs_own(child, "", 4242, None),
+            "cyclix's own podman call"
+        );
+        assert!(!is_runs_own(other, "", 4242, None));
+        let pod =
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/cyclix-r9-pod.service\n";
+        assert!(
+            is_runs_own(other, pod, 4242, Some("r9")),
+            "the pod unit's podman pod rm"
+        );
+        assert!(
+            !is_runs_own(other, pod, 4242, Some("r1")),
+            "another run's is a holder"
+        );
+        assert!(!is_runs_own(other, pod, 4242, None));
+        let shell = "0::/user.slice/user-1000.slice/session-3.scope\n";
+        assert!(!is_runs_own(other, shell, 4242, Some("r9")));
     }
 
     fn holder() -> Holder {

@@ -78,15 +78,42 @@ pub(super) fn user_manager(f: &CheckFacts) -> Check {
     const ID: &str = "user-manager";
     match &f.manager_version {
         Ok(v) => Check::pass(ID, format!("systemd {v} (user manager over the user bus)")),
-        Err(e) => Check::fail(
-            ID,
-            format!("the user manager is not reachable: {e}"),
-            format!(
-                "start a user manager: log in through a real session or `loginctl enable-linger \
-                 {}`; check that $XDG_RUNTIME_DIR/bus exists (B09)",
-                f.user
+        Err(e) => match f.user_unit.as_ref().and_then(|u| u.as_deref().ok()) {
+            // Measured on the testbed: after `kill -KILL` of `systemd --user` the unit is
+            // `failed` (result `signal`), the bus socket refuses connections, and logind's
+            // linger does not start it again; every timer, run and container is gone with it.
+            Some(state @ ("failed" | "inactive")) => Check::fail(
+                ID,
+                format!(
+                    "the user manager is not reachable ({e}): user@{uid}.service is {state}{}; \
+                     linger does not restart a user manager that died, so no timer fires and \
+                     no run starts; a run it stopped mid-way is converged by the tenant's \
+                     next run",
+                    if state == "failed" {
+                        " (it died, e.g. killed)"
+                    } else {
+                        ""
+                    },
+                    uid = f.uid
+                ),
+                format!(
+                    "as root: `systemctl start user@{uid}.service` (or log in again; `loginctl \
+                     enable-linger {user}` starts it at boot); then, if podman says so, `podman \
+                     system migrate` as {user}",
+                    uid = f.uid,
+                    user = f.user
+                ),
             ),
-        ),
+            _ => Check::fail(
+                ID,
+                format!("the user manager is not reachable: {e}"),
+                format!(
+                    "start a user manager: log in through a real session or `loginctl \
+                     enable-linger {}`; check that $XDG_RUNTIME_DIR/bus exists (B09)",
+                    f.user
+                ),
+            ),
+        },
     }
 }
 

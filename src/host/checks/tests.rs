@@ -109,6 +109,7 @@ fn good() -> CheckFacts {
             dryrun: Some(Ok(true)),
         },
         manager_version: Ok("257.13-1~deb13u1".into()),
+        user_unit: None,
         linger: Ok(true),
         network_online: Ok("active".into()),
         subuid: subids(&[("cyx", 200_000, 65_536)], "/etc/subuid"),

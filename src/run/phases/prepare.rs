@@ -304,7 +304,7 @@ pub(crate) fn wait_for_storage_lock(
     notices: &mut Vec<String>,
 ) -> Result<()> {
     let waited = crate::run::storage_lock::wait_free(
-        || host.storage_lock_holders(),
+        || host.storage_lock_holders(None),
         wait,
         Duration::from_millis(100).min(wait),
         || interrupted.load(Ordering::SeqCst),

@@ -309,7 +309,10 @@ impl RunProcs for FakeRunHost {
             fsid: 1,
         })
     }
-    fn storage_lock_holders(&self) -> Result<Vec<super::super::storage_lock::Holder>> {
+    fn storage_lock_holders(
+        &self,
+        _run: Option<&str>,
+    ) -> Result<Vec<super::super::storage_lock::Holder>> {
         let looked = self
             .calls()
             .iter()

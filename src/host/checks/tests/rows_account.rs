@@ -71,6 +71,16 @@ pub(super) fn account_rows() -> Vec<Row> {
             Status::Fail,
             "loginctl enable-linger cyx",
         ),
+        (
+            "issue 20: the user manager died (user@UID.service failed)",
+            |f| {
+                f.manager_version = Err("connection refused".into());
+                f.user_unit = Some(Ok("failed".into()));
+            },
+            "user-manager",
+            Status::Fail,
+            "`systemctl start user@1000.service`",
+        ),
         // linger (B08)
         (
             "B08 no linger, scheduled tenant",
