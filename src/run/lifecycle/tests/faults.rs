@@ -80,12 +80,23 @@ fn an_interrupted_run_stops_the_agent_and_still_tears_down() {
     let units = FakeUnitManager::new(); // the agent would run until its budget
     let host = FakeRunHost::default();
     let flag = w.inp.interrupted.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        flag.store(true, Ordering::SeqCst);
+    // The interrupt arrives once the agent's unit was started (not after a fixed time: a
+    // loaded machine may still be installing then), at the latest after 10 s.
+    let rec = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < until
+                && !units.calls().iter().any(|c| {
+                    c.op() == crate::systemd::Op::Start
+                        && c.units().iter().any(|u| u.ends_with("-agent.service"))
+                })
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            flag.store(true, Ordering::SeqCst);
+        });
+        execute(&w.inp, Ledger::in_memory(), &units, &host)
     });
-    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
-    t.join().expect("join");
     assert_eq!(rec.result, RunResult::Interrupted);
     assert_eq!(rec.failed_phase.as_deref(), Some("agent"), "{rec:?}");
     assert!(
