@@ -95,6 +95,7 @@ fn spec(branch: Option<&str>) -> Delivery {
         allow_paths: Vec::new(),
         hold_paths: Vec::new(),
         lock_wait_s: 0,
+        allow_setup_changes: false,
     }
 }
 
