@@ -361,7 +361,7 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (delivery, (base, _common, octet, service_ports), setup_binds) =
+    let (delivery, (base, _common, octet, service_ports, setup_binds)) =
         r.phase("prepare", || {
             // Delivery first: the branch lock and the remote tip decide where the run starts.
             let delivery = super::delivery::start(inp, &rec.branch)?;
@@ -373,14 +373,7 @@ fn bring_up_and_run(
                 &rec.branch,
                 from.as_deref(),
             )?;
-            // From the user's repository at the base: the agent has not run yet, and never
-            // writes there.
-            let binds = if spec.tier == Tier::Container {
-                super::setup::resolve(spec, host, &prepared.0)?
-            } else {
-                Vec::new()
-            };
-            Ok((delivery, prepared, binds))
+            Ok((delivery, prepared))
         })?;
     rec.delivery = delivery.as_ref().map(|d| d.record.clone());
     rec.base_commit.clone_from(&base);

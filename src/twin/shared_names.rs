@@ -79,7 +79,10 @@ fn shareable(field: &str, scoped: &str) -> bool {
     let fresh = crate::render::plan::fresh::FRESH_DIRS
         .iter()
         .chain(crate::render::plan::fresh::TELEMETRY_OFF);
-    if fresh.into_iter().any(|(name, _)| field == format!("env[{name}]")) {
+    if fresh
+        .into_iter()
+        .any(|(name, _)| field == format!("env[{name}]"))
+    {
         return true;
     }
     SHAREABLE.iter().any(|(f, _)| {

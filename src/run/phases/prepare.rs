@@ -56,14 +56,15 @@ pub(crate) struct Plant<'a> {
 
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
-/// is created.
+/// is created. Tier `container`: also the setup paths to bind read-only over the work tree
+/// (`run::setup`, resolved in the user's repository at the base), declared to the probes.
 pub(crate) fn prepare(
     inp: &Prepare<'_>,
     host: &dyn RunHost,
     created: &mut RunState,
     branch: &str,
     base_override: Option<&str>,
-) -> Result<(String, PathBuf, u8, Vec<u16>)> {
+) -> Result<(String, PathBuf, u8, Vec<u16>, Vec<String>)> {
     let spec = inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
@@ -79,6 +80,12 @@ pub(crate) fn prepare(
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
     let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
+    // From the user's repository, before the agent exists (it never writes there).
+    let setup = if spec.tier == Tier::Container {
+        super::super::setup::resolve(spec, host, &base)?
+    } else {
+        Vec::new()
+    };
     let ledger = &mut created.ledger;
     ledger.record(Entry::RunDir {
         path: inp.run_dir.to_path_buf(),
@@ -115,7 +122,20 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
-        let tw = plant_and_describe(&inp.tripwires, &mut created.ledger, &common, octet, &ctl)?;
+        let declared: Vec<crate::probe::DeclaredMount> = setup
+            .iter()
+            .map(|p| crate::probe::DeclaredMount {
+                target: format!("{}/{p}", render::plan::WORKDIR),
+                source: inp.worktree.join(p).display().to_string(),
+                read_only: true,
+            })
+            .collect();
+        let tw = plant_and_describe(
+            &inp.tripwires,
+            &mut created.ledger,
+            (&common, octet, &ctl),
+            &declared,
+        )?;
         created.tripwires = Some(tw);
     }
     if let Some(parent) = inp.worktree.parent() {
@@ -155,10 +175,10 @@ pub(crate) fn prepare(
         .collect();
     if spec.tier != Tier::Container {
         write_host_env(inp.run_dir, &to_containers)?;
-        return Ok((base, common, octet, ports));
+        return Ok((base, common, octet, ports, setup));
     }
     create_secrets(inp, host, created, &to_containers)?;
-    Ok((base, common, octet, ports))
+    Ok((base, common, octet, ports, setup))
 }
 
 /// The run's podman secrets (each in the ledger first): one per variable a container
@@ -223,13 +243,13 @@ pub(crate) fn credential_include(
 }
 
 /// Plants the run's tripwires (each in the ledger first) and writes the probes' context
-/// (what they must find, where the tripwires are) to the control directory `ctl`.
+/// (what they must find, where the tripwires are, `extra` mounts such as the read-only setup
+/// paths, each expected and declared) to the control directory `ctl`.
 pub(crate) fn plant_and_describe(
     inp: &Plant<'_>,
     ledger: &mut Ledger,
-    common: &Path,
-    octet: u8,
-    ctl: &Path,
+    (common, octet, ctl): (&Path, u8, &Path),
+    extra: &[crate::probe::DeclaredMount],
 ) -> Result<Tripwires> {
     for path in tripwire::paths(inp.tripwire_dir, inp.run_id) {
         ledger.record(Entry::Tripwire { path })?;
@@ -246,6 +266,9 @@ pub(crate) fn plant_and_describe(
         sockets: inp.probe_sockets.to_vec(),
     };
     boundary::complete_context(&mut ctx, inp.run_id, octet, common, escape);
+    ctx.expected_binds
+        .extend(extra.iter().map(|m| m.target.clone()));
+    ctx.declared_mounts.extend(extra.iter().cloned());
     std::fs::write(
         ctl.join(render::plan::PROBE_CONTEXT_FILE),
         serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,
