@@ -46,17 +46,10 @@ pub fn bind_targets(
         let body = p.strip_suffix('/').unwrap_or(&p).to_string();
         let entries = entries_of(&p)?;
         let literal = !body.contains(['*', '?', '[']);
-        if literal
-            && entries
-                .iter()
-                .any(|(m, path)| *path == body && REGULAR.contains(m))
-        {
-            binds.push(body);
-        } else if literal
-            && entries
-                .iter()
-                .any(|(_, path)| path.starts_with(&format!("{body}/")))
-        {
+        let names_itself = entries.iter().any(|(m, path)| {
+            (*path == body && REGULAR.contains(m)) || path.starts_with(&format!("{body}/"))
+        });
+        if literal && names_itself {
             binds.push(body);
         } else if !literal {
             let files: Vec<String> = entries
@@ -141,18 +134,13 @@ mod tests {
     }
 
     /// A stand-in for git's matching, enough for the shapes below.
-    fn matching(p: &str) -> Result<Vec<(u32, String)>> {
+    fn matching(p: &str) -> Vec<(u32, String)> {
         let body = p.trim_end_matches('/');
-        Ok(tree()
-            .into_iter()
-            .filter(|(_, path)| {
-                if let Some(ext) = body.strip_prefix("**/*") {
-                    path.ends_with(ext)
-                } else {
-                    path == body || path.starts_with(&format!("{body}/"))
-                }
-            })
-            .collect())
+        let keep = |path: &String| match body.strip_prefix("**/*") {
+            Some(ext) => path.ends_with(ext),
+            None => path == body || path.starts_with(&format!("{body}/")),
+        };
+        tree().into_iter().filter(|(_, path)| keep(path)).collect()
     }
 
     #[test]
@@ -165,7 +153,7 @@ mod tests {
                 "absent".into(),
                 "vendor/lib".into(),
             ],
-            matching,
+            |p| Ok(matching(p)),
         )
         .expect("binds");
         // `.cyclix` always; `ci` as one directory (its files left out); no symlink, no gitlink.

@@ -117,9 +117,15 @@ fn setup_files_are_read_only_and_held_the_baseline_gates_the_agent_and_nothing_i
         "a local bare remote",
     );
 
-    // Run 1: EROFS on the setup paths, markers written, plumbing change held.
-    let (rc, out) = run(tb, &t);
-    let rec = record(tb, &t);
+    held(tb, &t);
+    delivered(tb, &t, ok_baseline);
+    broken(tb, &t);
+}
+
+/// Run 1: EROFS on the setup paths, markers written, the plumbing change held.
+fn held(tb: &Testbed, t: &str) {
+    let (rc, out) = run(tb, t);
+    let rec = record(tb, t);
     let agent_log = log(&rec, "agent_log");
     assert_eq!(rc, "1", "held delivery is a finding: {out}\n{rec:#}");
     assert_eq!(rec["result"], "delivery_refused", "{rec:#}");
@@ -178,11 +184,13 @@ fn setup_files_are_read_only_and_held_the_baseline_gates_the_agent_and_nothing_i
         out.contains("SETUP CHANGED by the run's commits: setup.sh"),
         "{out}"
     );
+}
 
-    // Run 2: nothing of run 1 left in HOME or the caches; allowed, the change is delivered.
-    spec_only(tb, &tenant("[sh, t/agent.sh, two]", ok_baseline, true), &t);
-    let (rc, out) = run(tb, &t);
-    let rec = record(tb, &t);
+/// Run 2: nothing of run 1 left in HOME or the caches; allowed, the change is delivered.
+fn delivered(tb: &Testbed, t: &str, ok_baseline: &str) {
+    spec_only(tb, &tenant("[sh, t/agent.sh, two]", ok_baseline, true), t);
+    let (rc, out) = run(tb, t);
+    let rec = record(tb, t);
     let agent_log = log(&rec, "agent_log");
     assert_eq!(rc, "0", "{out}\n{rec:#}");
     assert!(agent_log.contains("MARKERS-ABSENT"), "{agent_log}");
@@ -200,8 +208,10 @@ fn setup_files_are_read_only_and_held_the_baseline_gates_the_agent_and_nothing_i
         "the delivered setup.sh",
     );
     assert!(pushed.contains("echo replaced"), "{pushed}");
+}
 
-    // Run 3: the baseline fails; the agent never starts.
+/// Run 3: the baseline fails; the agent never starts.
+fn broken(tb: &Testbed, t: &str) {
     let broken = r#"[sh, -c, "echo BASELINE-BROKEN; echo db unreachable >&2; exit 3"]"#;
     spec_only(
         tb,
@@ -210,10 +220,10 @@ fn setup_files_are_read_only_and_held_the_baseline_gates_the_agent_and_nothing_i
             broken,
             false,
         ),
-        &t,
+        t,
     );
-    let (rc, out) = run(tb, &t);
-    let rec = record(tb, &t);
+    let (rc, out) = run(tb, t);
+    let rec = record(tb, t);
     assert_eq!(rc, "1", "{out}\n{rec:#}");
     assert_eq!(rec["result"], "setup_broken", "{rec:#}");
     assert_eq!(rec["baseline"]["exit"], 3, "{rec:#}");
@@ -238,7 +248,7 @@ fn setup_files_are_read_only_and_held_the_baseline_gates_the_agent_and_nothing_i
     assert_eq!(rec["leftovers"], serde_json::json!([]), "{rec:#}");
     let run_id = rec["run_id"].as_str().unwrap_or("");
     assert_eq!(
-        leftovers(tb, run_id, &t).trim(),
+        leftovers(tb, run_id, t).trim(),
         "",
         "left after a broken setup"
     );

@@ -31,7 +31,7 @@ pub const FRESH_DIRS: &[(&str, &str)] = &[
 /// - `HOMEBREW_NO_ANALYTICS=1`: Homebrew (docs.brew.sh/Analytics).
 /// - `VCPKG_DISABLE_METRICS=1`: vcpkg.
 /// - `NG_CLI_ANALYTICS=false`: the Angular CLI (angular.dev/cli/analytics).
-/// - `POWERSHELL_TELEMETRY_OPTOUT=1`: `PowerShell` (about_Telemetry).
+/// - `POWERSHELL_TELEMETRY_OPTOUT=1`: `PowerShell` (`about_Telemetry`).
 /// - `AZURE_CORE_COLLECT_TELEMETRY=false`: the Azure CLI.
 /// - `STORYBOOK_DISABLE_TELEMETRY=1`: Storybook (storybook.js.org/docs/configure/telemetry).
 ///

@@ -74,23 +74,8 @@ pub(crate) fn agent_and_gate(
         if !proven {
             return Ok(RunResult::ProbeRefused);
         }
-        if let Some(b) = inp.baseline {
-            // In the agent's own container, held back: its image, user, environment, work
-            // tree and services, before the agent has touched anything.
-            let passed = r.phase("baseline", || {
-                let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
-                let passed = crate::run::baseline::run(b, host, &agent, &secrets, rec)?;
-                release(
-                    &inp.probe,
-                    passed,
-                    crate::run::baseline::REFUSED_REASON,
-                    rec,
-                )?;
-                Ok(passed)
-            })?;
-            if !passed {
-                return Ok(RunResult::SetupBroken);
-            }
+        if !baseline_passed(inp, host, r, &agent, rec)? {
+            return Ok(RunResult::SetupBroken);
         }
         let end = r.phase("agent", || {
             watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, rec)
@@ -171,6 +156,32 @@ pub(crate) fn agent_and_gate(
         RunResult::Passed
     } else {
         RunResult::GateFailed
+    })
+}
+
+/// The baseline phase (when the spec has one): the baseline in the agent's own container,
+/// still held back (its image, user, environment, work tree and services, before the agent
+/// has touched anything), then the agent's go or refusal. Whether the agent may start.
+fn baseline_passed(
+    inp: &AgentInputs<'_>,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    agent: &str,
+    rec: &mut RunRecord,
+) -> Result<bool> {
+    let Some(b) = inp.baseline else {
+        return Ok(true);
+    };
+    r.phase("baseline", || {
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        let passed = crate::run::baseline::run(b, host, agent, &secrets, rec)?;
+        release(
+            &inp.probe,
+            passed,
+            crate::run::baseline::REFUSED_REASON,
+            rec,
+        )?;
+        Ok(passed)
     })
 }
 

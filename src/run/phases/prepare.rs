@@ -42,6 +42,10 @@ pub(crate) struct Prepare<'a> {
     pub(crate) tripwires: Plant<'a>,
 }
 
+/// What [`prepare`] made: the base commit, the git common dir, the subnet octet, the services'
+/// ports and the setup paths bound read-only over the work tree.
+pub(crate) type Prepared = (String, PathBuf, u8, Vec<u16>, Vec<String>);
+
 /// What [`plant_and_describe`] needs of the run's inputs.
 pub(crate) struct Plant<'a> {
     /// The run id.
@@ -64,7 +68,7 @@ pub(crate) fn prepare(
     created: &mut RunState,
     branch: &str,
     base_override: Option<&str>,
-) -> Result<(String, PathBuf, u8, Vec<u16>, Vec<String>)> {
+) -> Result<Prepared> {
     let spec = inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
@@ -80,12 +84,7 @@ pub(crate) fn prepare(
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
     let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
-    // From the user's repository, before the agent exists (it never writes there).
-    let setup = if spec.tier == Tier::Container {
-        super::super::setup::resolve(spec, host, &base)?
-    } else {
-        Vec::new()
-    };
+    let (setup, declared) = setup_mounts(inp, host, &base)?;
     let ledger = &mut created.ledger;
     ledger.record(Entry::RunDir {
         path: inp.run_dir.to_path_buf(),
@@ -122,14 +121,6 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
-        let declared: Vec<crate::probe::DeclaredMount> = setup
-            .iter()
-            .map(|p| crate::probe::DeclaredMount {
-                target: format!("{}/{p}", render::plan::WORKDIR),
-                source: inp.worktree.join(p).display().to_string(),
-                read_only: true,
-            })
-            .collect();
         let tw = plant_and_describe(
             &inp.tripwires,
             &mut created.ledger,
@@ -179,6 +170,29 @@ pub(crate) fn prepare(
     }
     create_secrets(inp, host, created, &to_containers)?;
     Ok((base, common, octet, ports, setup))
+}
+
+/// Tier `container`: the setup paths to bind read-only over the work tree, resolved in the
+/// user's repository at `base` before the agent exists (it never writes there), and the same
+/// as mounts declared to the probes (P18 then proves each is read-only).
+fn setup_mounts(
+    inp: &Prepare<'_>,
+    host: &dyn RunHost,
+    base: &str,
+) -> Result<(Vec<String>, Vec<crate::probe::DeclaredMount>)> {
+    if inp.spec.tier != Tier::Container {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let setup = super::super::setup::resolve(inp.spec, host, base)?;
+    let declared = setup
+        .iter()
+        .map(|p| crate::probe::DeclaredMount {
+            target: format!("{}/{p}", render::plan::WORKDIR),
+            source: inp.worktree.join(p).display().to_string(),
+            read_only: true,
+        })
+        .collect();
+    Ok((setup, declared))
 }
 
 /// The run's podman secrets (each in the ledger first): one per variable a container
