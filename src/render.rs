@@ -108,6 +108,10 @@ pub struct RunContext {
     /// agent's variable holds instead of the key (`proxy::credentials::placeholder`, random
     /// per run); [`plan::preview_placeholders`] gives the ones `cyclix render` shows.
     pub placeholders: Vec<String>,
+    /// The setup paths of the base commit bound read-only over the work tree
+    /// (`run::setup::bind_targets`: repository-relative files or directories); empty for a
+    /// preview, which has no base commit resolved.
+    pub setup_binds: Vec<String>,
 }
 
 /// Why rendering failed. Each names the spec key or context field.

@@ -1,6 +1,7 @@
 //! The run lifecycle (`cyclix run TENANT`): prepare → render → install → reload → start →
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
+pub mod baseline;
 pub mod boundary;
 pub mod canary;
 pub mod converge;
@@ -20,6 +21,7 @@ pub mod record;
 pub mod repo_state;
 pub mod reserve;
 pub mod seam;
+pub mod setup;
 pub mod space;
 pub mod storage_lock;
 pub mod tick;

@@ -27,11 +27,14 @@ pub mod yaml;
 use std::fmt;
 
 pub use model::{
-    Agent, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health, HostPattern,
-    Image, Mount, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
+    Agent, Baseline, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health,
+    HostPattern, Image, Mount, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
 };
 pub use sections::agent_preset::{SANDBOX_TASK_PATH, apply_model};
 pub use sections::credentials::{KNOWN_KEY_HOSTS, default_base_url_env, env_key_warnings};
+pub use sections::setup::{
+    ALWAYS as SETUP_ALWAYS, pathspec_of as setup_pathspecs_of, pathspecs as setup_pathspecs,
+};
 
 /// Largest spec file cyclix reads, in bytes (256 KiB, security-cases §4 "Huge or hostile file").
 /// The size is checked before parsing.

@@ -111,8 +111,6 @@ const CLAUDE_CODE: Preset = Preset {
         ("DISABLE_ERROR_REPORTING", "1"),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("CLAUDE_CODE_MAX_RETRIES", "2"),
-        ("XDG_CONFIG_HOME", "/tmp/.config"),
-        ("XDG_CACHE_HOME", "/tmp/.cache"),
     ],
     credential: CredentialTemplate {
         env: "ANTHROPIC_API_KEY",
@@ -154,11 +152,7 @@ const CODEX: Preset = Preset {
     max_turns_flag: None,
     argv_tail: &["-"],
     task_input: TaskInput::Stdin,
-    env: &[
-        ("CODEX_HOME", "/tmp/.codex"),
-        ("XDG_CONFIG_HOME", "/tmp/.config"),
-        ("XDG_CACHE_HOME", "/tmp/.cache"),
-    ],
+    env: &[("CODEX_HOME", "/tmp/.codex")],
     credential: CredentialTemplate {
         env: "OPENAI_API_KEY",
         host: "api.openai.com",
@@ -211,8 +205,6 @@ const AIDER: Preset = Preset {
     env: &[
         ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
         ("AIDER_ANALYTICS_DISABLE", "true"),
-        ("XDG_CONFIG_HOME", "/tmp/.config"),
-        ("XDG_CACHE_HOME", "/tmp/.cache"),
     ],
     credential: CredentialTemplate {
         env: "OPENAI_API_KEY",
@@ -270,8 +262,6 @@ const GEMINI_CLI: Preset = Preset {
         ("GIT_AUTHOR_EMAIL", "agent@cyclix.invalid"),
         ("GIT_COMMITTER_NAME", "cyclix-agent"),
         ("GIT_COMMITTER_EMAIL", "agent@cyclix.invalid"),
-        ("XDG_CONFIG_HOME", "/tmp/.config"),
-        ("XDG_CACHE_HOME", "/tmp/.cache"),
     ],
     credential: CredentialTemplate {
         env: "GEMINI_API_KEY",

@@ -27,7 +27,14 @@ pub fn run(go: &Path, timeout_s: u64, stdin: Option<&Path>, argv: &[String]) -> 
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
         if refused.exists() {
-            crate::stderrln!("cyclix: the sandbox boundary was refused; the agent does not start");
+            // cyclix writes why (the boundary, or a failed baseline); the directory is
+            // read-only here.
+            let why = std::fs::read_to_string(&refused).unwrap_or_default();
+            let why = match crate::text::printable(why.trim()) {
+                w if w.is_empty() => "the sandbox boundary was refused".to_string(),
+                w => w,
+            };
+            crate::stderrln!("cyclix: {why}; the agent does not start");
             return Ok(Outcome::Findings);
         }
         if go.exists() {

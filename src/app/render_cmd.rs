@@ -46,6 +46,7 @@ pub(crate) fn default_run_context(
         cyclix_bin: cyclix_bin.to_string(),
         service_ports: crate::render::plan::preview_ports(spec),
         placeholders: crate::render::plan::preview_placeholders(spec),
+        setup_binds: Vec::new(),
     }
 }
 

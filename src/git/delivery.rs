@@ -229,9 +229,23 @@ impl Git {
     /// # Errors
     /// [`GitError::Command`] when git fails.
     pub fn touched_paths(&self, base: &str, tip: &str) -> Result<Vec<String>> {
+        self.touched_among(base, tip, &[])
+    }
+
+    /// [`Git::touched_paths`] limited to `pathspecs` (gitglossary(7); empty: every path), as
+    /// git itself matches them (`-- PATHSPEC...`).
+    ///
+    /// # Errors
+    /// [`GitError::Command`] when git fails.
+    pub fn touched_among(
+        &self,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<String>> {
         let range = format!("{base}..{tip}");
-        let diff = ["diff", "--name-only", "-z", "--no-renames", base, tip];
-        let log = [
+        let mut diff = vec!["diff", "--name-only", "-z", "--no-renames", base, tip];
+        let mut log = vec![
             "log",
             "--no-show-signature",
             "--format=",
@@ -241,6 +255,12 @@ impl Git {
             "--diff-merges=separate",
             range.as_str(),
         ];
+        if !pathspecs.is_empty() {
+            for args in [&mut diff, &mut log] {
+                args.push("--");
+                args.extend(pathspecs.iter().map(String::as_str));
+            }
+        }
         let mut paths = Vec::new();
         for args in [&diff[..], &log[..]] {
             let action = || format!("listing the paths {range} touches");
@@ -263,6 +283,39 @@ impl Git {
         paths.sort();
         paths.dedup();
         Ok(paths)
+    }
+
+    /// Every entry of `commit`'s tree among `pathspecs`, recursively, as (mode, path): `git
+    /// diff-tree -r -z` from the empty tree (`git ls-tree` takes no pathspec magic). Modes
+    /// are octal as git writes them (`0o100644`, `0o120000` a symlink, `0o160000` a gitlink).
+    ///
+    /// # Errors
+    /// [`GitError::Command`] when git fails or its output is not `diff-tree`'s raw format.
+    pub fn tree_entries(&self, commit: &str, pathspecs: &[String]) -> Result<Vec<(u32, String)>> {
+        let opts = process::Opts {
+            deadline: GIT_QUERY_DEADLINE,
+            hint: HINT,
+            ..process::Opts::default()
+        };
+        let empty_args = ["hash-object", "-t", "tree", "/dev/null"];
+        let action = || "computing the empty tree's id".to_string();
+        let out = hgit_with(&self.repo, &empty_args, &opts, action)?;
+        if !out.status.success() {
+            return Err(failed(action(), &empty_args, out));
+        }
+        let empty = out.stdout.trim().to_string();
+        let mut args = vec!["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id"];
+        args.extend([empty.as_str(), commit, "--"]);
+        args.extend(pathspecs.iter().map(String::as_str));
+        let action = || format!("listing the setup files of {commit}");
+        let out = hgit_with(&self.repo, &args, &opts, action)?;
+        if !out.status.success() {
+            return Err(failed(action(), &args, out));
+        }
+        super::parse::raw_diff_new_modes(&out.stdout).ok_or_else(|| GitError::Output {
+            action: action(),
+            detail: out.stdout.chars().take(200).collect(),
+        })
     }
 
     /// Writes what a delivery of `base..tip` carries as text to `dir/diff` and `dir/log`

@@ -70,3 +70,43 @@ pub fn parse_refs(out: &str) -> Vec<(String, String)> {
         .map(|(r, s)| (r.to_string(), s.trim().to_string()))
         .collect()
 }
+
+/// Parses `git diff-tree -r -z` raw output (`:OLDMODE NEWMODE OLDSHA NEWSHA STATUS\0PATH\0`
+/// per entry, git-diff-tree(1) "RAW OUTPUT FORMAT", no renames): each path with its new mode
+/// (octal; 0 for a deleted path). `None` when the output does not have that shape.
+#[must_use]
+pub fn raw_diff_new_modes(raw_z: &str) -> Option<Vec<(u32, String)>> {
+    let mut out = Vec::new();
+    let mut fields = raw_z.split('\0');
+    while let Some(head) = fields.next() {
+        if head.is_empty() {
+            continue;
+        }
+        let meta = head.strip_prefix(':')?;
+        let new_mode = meta.split(' ').nth(1)?;
+        let mode = u32::from_str_radix(new_mode, 8).ok()?;
+        let path = fields.next().filter(|p| !p.is_empty())?;
+        out.push((mode, path.to_string()));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::raw_diff_new_modes;
+
+    #[test]
+    fn raw_diff_gives_each_path_its_new_mode() {
+        let z = ":000000 100644 0000 4bcf A\0.cyclix/d\0:000000 120000 0000 cbef A\0link\0";
+        assert_eq!(
+            raw_diff_new_modes(z),
+            Some(vec![
+                (0o100_644, ".cyclix/d".into()),
+                (0o120_000, "link".into())
+            ])
+        );
+        assert_eq!(raw_diff_new_modes(""), Some(vec![]));
+        assert_eq!(raw_diff_new_modes("garbage\0x\0"), None);
+        assert_eq!(raw_diff_new_modes(":000000 100644 0 1 A\0"), None);
+    }
+}

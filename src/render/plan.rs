@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod budgets;
+pub mod fresh;
 pub mod host_tiers;
 pub mod services;
 pub mod supervision;

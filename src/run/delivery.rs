@@ -488,13 +488,18 @@ fn decide_and_push(
         &t.spec.allow_paths,
     );
     d.secret_hits = scan(t, repo, base, &tip)?;
-    if !d.held_paths.is_empty() || !d.secret_hits.is_empty() {
+    let setup = core::setup_held(&rec.setup_changes, t.spec.allow_setup_changes);
+    if !d.held_paths.is_empty() || !d.secret_hits.is_empty() || !setup.is_empty() {
         let mut why = Vec::new();
         if !d.held_paths.is_empty() {
             why.push(format!(
                 "touches {} (list them in `delivery.allow_paths` to deliver them)",
                 d.held_paths.join(", ")
             ));
+        }
+        if !setup.is_empty() {
+            why.push(format!("changes the setup paths {} (set `delivery.allow_setup_changes: true` to deliver them)", setup.join(", ")));
+            d.held_paths = core::merged(&d.held_paths, &setup);
         }
         for h in &d.secret_hits {
             why.push(format!("{} in {}", h.kind, h.file));

@@ -260,6 +260,23 @@ impl RunGit for RealRunHost {
     fn in_progress(&self, worktree: &Path) -> Result<Option<String>> {
         Ok(Git::new(worktree).merge_or_rebase_in_progress(worktree)?)
     }
+    fn tree_entries(
+        &self,
+        repo: &Path,
+        commit: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<(u32, String)>> {
+        Ok(Git::new(repo).tree_entries(commit, pathspecs)?)
+    }
+    fn touched_among(
+        &self,
+        repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<String>> {
+        Ok(Git::new(repo).touched_among(base, tip, pathspecs)?)
+    }
 }
 
 impl RunPodman for RealRunHost {
@@ -366,6 +383,18 @@ impl RunPodman for RealRunHost {
         }
         let out = self.podman.exec(container, &argv, deadline)?;
         Ok((out.status.code().unwrap_or(-1), out.stdout))
+    }
+    fn baseline(
+        &self,
+        container: &str,
+        argv: &[String],
+        deadline: Duration,
+    ) -> Result<(i32, String)> {
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = self.podman.exec(container, &words, deadline)?;
+        let mut text = out.stdout;
+        text.push_str(&out.stderr);
+        Ok((out.status.code().unwrap_or(-1), text))
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();

@@ -324,6 +324,8 @@ pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
         interrupted: &inp.interrupted,
         probe: probe_of(inp),
         checkout: private_tree_of(inp),
+        baseline: inp.spec.baseline.as_ref(),
+        secrets: &inp.secrets,
     }
 }
 
@@ -359,25 +361,25 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
-    let (delivery, (base, _common, octet, service_ports)) = r.phase("prepare", || {
-        // Delivery first: the branch lock and the remote tip decide where the run starts.
-        let delivery = super::delivery::start(inp, &rec.branch)?;
-        let from = delivery.as_ref().and_then(|d| d.base_override.clone());
-        Ok((
-            delivery,
-            prepare(
+    let (delivery, (base, _common, octet, service_ports, setup_binds)) =
+        r.phase("prepare", || {
+            // Delivery first: the branch lock and the remote tip decide where the run starts.
+            let delivery = super::delivery::start(inp, &rec.branch)?;
+            let from = delivery.as_ref().and_then(|d| d.base_override.clone());
+            let prepared = prepare(
                 &prepare_of(inp),
                 host,
                 created,
                 &rec.branch,
                 from.as_deref(),
-            )?,
-        ))
-    })?;
+            )?;
+            Ok((delivery, prepared))
+        })?;
     rec.delivery = delivery.as_ref().map(|d| d.record.clone());
     rec.base_commit.clone_from(&base);
     let up = bring_up_of(inp);
-    let run_ctx = run_context(&up, octet, service_ports);
+    let mut run_ctx = run_context(&up, octet, service_ports);
+    run_ctx.setup_binds = setup_binds;
     let rendered = r.phase("render", || {
         Ok(render::render(spec, &run_ctx, inp.backend)?)
     })?;
@@ -427,6 +429,10 @@ fn bring_up_and_run(
             _ => rec.branch.clone(),
         };
         collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
+        if !tip.is_empty() && !rec.commits.is_empty() {
+            // git compares the trees in the user's repository: a plumbing commit counts.
+            rec.setup_changes = super::setup::changes(spec, host, &base, &tip)?;
+        }
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
         // The agent's text in the record: a secret value it put in a subject or a request
         // line (squid logs the URL) is never recorded.

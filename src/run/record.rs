@@ -26,6 +26,9 @@ pub enum RunResult {
     /// diff) or refused (the remote branch moved: the lease); the commits stay on the local
     /// run branch and the record's `delivery` says why.
     DeliveryRefused,
+    /// The baseline (`baseline:`) failed in the fresh environment before the agent: the
+    /// project's setup is broken, not the agent's work; the agent never started (issue 15).
+    SetupBroken,
     /// A person stopped the run (SIGTERM or SIGINT: `cyclix stop`, `systemctl --user stop`,
     /// Ctrl-C) and its teardown and audit found nothing left (issue 19, item 6).
     Interrupted,
@@ -43,7 +46,8 @@ impl RunResult {
             | RunResult::AgentFailed
             | RunResult::ProbeRefused
             | RunResult::LeakDetected
-            | RunResult::DeliveryRefused => crate::exit::FINDINGS,
+            | RunResult::DeliveryRefused
+            | RunResult::SetupBroken => crate::exit::FINDINGS,
             RunResult::Interrupted => crate::exit::INTERRUPTED,
             RunResult::Error => crate::exit::TOOL_FAILED,
         }
@@ -181,6 +185,14 @@ pub struct RunRecord {
     /// was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The baseline's run (`baseline:` in the spec), `None` when it has none or the run
+    /// ended before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<super::baseline::BaselineRecord>,
+    /// Setup paths (`setup:`, `.cyclix/`) the run's commits change, as git matched them: the
+    /// delivery is held for them unless `delivery.allow_setup_changes` (issue 15, item 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_changes: Vec<String>,
 }
 
 /// The import of a run's commits (`run::import`).
@@ -245,6 +257,8 @@ impl RunRecord {
             delivery: None,
             drill: None,
             model: None,
+            baseline: None,
+            setup_changes: Vec::new(),
         }
     }
 }
@@ -435,6 +449,7 @@ pub fn summary(r: &RunRecord) -> String {
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
     }
+    s.push_str(&super::baseline::summary_lines(r.baseline.as_ref()));
     s.push_str(&service_lines(&r.services));
     for c in &r.causes {
         let _ = writeln!(s, "  CAUSE: {c}");
@@ -458,6 +473,13 @@ pub fn summary(r: &RunRecord) -> String {
     }
     s.push_str(&import_lines(r.import.as_ref()));
     s.push_str(&branch_lines(r));
+    if !r.setup_changes.is_empty() {
+        let _ = writeln!(
+            s,
+            "  SETUP CHANGED by the run's commits: {}",
+            r.setup_changes.join(", ")
+        );
+    }
     s.push_str(&egress_line(r));
     s.push_str(&delivery_line(r));
     for n in &r.notices {

@@ -78,6 +78,30 @@ pub trait RunGit {
     /// # Errors
     /// git failed.
     fn delete_ref_at(&self, repo: &Path, refname: &str, sha: &str) -> Result<bool>;
+    /// Every entry of `commit`'s tree in `repo` among `pathspecs`, as (octal mode, path)
+    /// ([`crate::git::Git::tree_entries`]); git runs in `repo`, never in a tree the agent
+    /// could write.
+    ///
+    /// # Errors
+    /// git failed.
+    fn tree_entries(
+        &self,
+        repo: &Path,
+        commit: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<(u32, String)>>;
+    /// The paths `base..tip` touches in `repo` among `pathspecs` (the tree diff and each
+    /// commit's own changes: [`crate::git::Git::touched_among`]).
+    ///
+    /// # Errors
+    /// git failed.
+    fn touched_among(
+        &self,
+        repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<String>>;
     /// The git operation half done in `worktree` (`"a merge (MERGE_HEAD)"`, a rebase, a
     /// cherry-pick, a revert), if any.
     ///
@@ -150,6 +174,18 @@ pub trait RunPodman {
         container: &str,
         only: &[&str],
         watch: bool,
+        deadline: std::time::Duration,
+    ) -> Result<(i32, String)>;
+    /// Runs the spec's `baseline.command` inside the running (held back) agent container
+    /// `container` (`podman exec`: the agent's image, user, environment and work tree) and
+    /// returns its exit status and output (stdout, then stderr).
+    ///
+    /// # Errors
+    /// podman failed or the deadline passed.
+    fn baseline(
+        &self,
+        container: &str,
+        argv: &[String],
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
     /// The environment of every process in `container`, read on the host from

@@ -272,7 +272,7 @@ fn bring_up(
     plan_out: &mut Option<RunPlan>,
 ) -> Result<Option<render::plan::UnitNames>> {
     let branch = rec.branch.clone();
-    let (_, _common, octet, ports) = r.phase("prepare", || {
+    let (_, _common, octet, ports, _setup) = r.phase("prepare", || {
         let p = prepare::prepare(&lifecycle::prepare_of(inp), host, created, &branch, None)?;
         // The gate mounts a clean checkout of the branch (no agent runs in a twin).
         if !agent::gate_checkout(

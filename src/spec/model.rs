@@ -35,6 +35,23 @@ pub struct Spec {
     /// Where a passed run's commits go (`delivery:`); `None`: they stay on the local run
     /// branch only.
     pub delivery: Option<Delivery>,
+    /// `setup:`: the project's setup paths as written (paths or globs, relative to the
+    /// repository; `.cyclix/` is added by `spec::sections::setup::pathspecs`). Bound
+    /// read-only in the work tree; a run changing one is held at delivery.
+    pub setup: Vec<String>,
+    /// `baseline:`: a basic test run in the agent's container before the agent; `None`: none.
+    pub baseline: Option<Baseline>,
+}
+
+/// `baseline:`: run with `podman exec` in the agent's container once the boundary is proven
+/// and before the agent is let go; a non-zero exit (or the timeout) ends the run
+/// `setup_broken` and the agent never starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Baseline {
+    /// The argv, never passed through a shell by cyclix.
+    pub command: Vec<String>,
+    /// Wall-clock budget, in seconds (1 s to 1 h, default 5 min).
+    pub timeout_s: u64,
 }
 
 /// `delivery:`: pushing a passed run's branch to a remote of the user's repository, with a
@@ -54,6 +71,9 @@ pub struct Delivery {
     pub allow_paths: Vec<String>,
     /// Extra held paths (same forms as `allow_paths`) on top of the built-in list.
     pub hold_paths: Vec<String>,
+    /// `allow_setup_changes`: deliver a run whose commits change a setup path (`setup:`,
+    /// `.cyclix/`); default false: such a run is held.
+    pub allow_setup_changes: bool,
     /// How long a run waits for another run's hold on the same remote branch, in seconds
     /// (`lock_wait`, 0 to 6h, default 10m); 0 refuses at once, naming the holder.
     pub lock_wait_s: u64,

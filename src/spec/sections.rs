@@ -7,6 +7,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod agent_preset;
+pub(crate) mod baseline;
 pub(crate) mod credentials;
 pub(crate) mod delivery;
 pub(crate) mod egress;
@@ -15,6 +16,7 @@ pub(crate) mod mounts;
 pub(crate) mod repo;
 pub(crate) mod schedule;
 pub(crate) mod services;
+pub(crate) mod setup;
 pub(crate) mod task;
 pub(crate) mod top;
 

@@ -11,6 +11,7 @@ mod keys;
 mod mounts;
 mod presets;
 mod sections;
+mod setup;
 mod typing;
 mod values;
 

@@ -74,6 +74,17 @@ pub const SHAREABLE: &[(&str, &str)] = &[
 ];
 
 fn shareable(field: &str, scoped: &str) -> bool {
+    // The fresh home, XDG dirs and telemetry switches: constants of every container, by
+    // design the same in both environments (`render::plan::fresh`).
+    let fresh = crate::render::plan::fresh::FRESH_DIRS
+        .iter()
+        .chain(crate::render::plan::fresh::TELEMETRY_OFF);
+    if fresh
+        .into_iter()
+        .any(|(name, _)| field == format!("env[{name}]"))
+    {
+        return true;
+    }
     SHAREABLE.iter().any(|(f, _)| {
         *f == scoped
             || f.strip_suffix(".*")

@@ -225,6 +225,7 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         cyclix_bin: "/usr/bin/cyclix".into(),
         service_ports: vec![service_port],
         placeholders: Vec::new(),
+        setup_binds: Vec::new(),
     };
     crate::render::plan::plan(&spec, &run).expect("plan")
 }

@@ -50,6 +50,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         cyclix_bin: CYCLIX_BIN.into(),
         service_ports: cyclix::render::plan::preview_ports(spec),
         placeholders: cyclix::render::plan::preview_placeholders(spec),
+        setup_binds: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@ mod e2e_proven;
 mod e2e_run;
 mod e2e_schedule;
 mod e2e_services;
+mod e2e_setup;
 mod e2e_soak;
 mod e2e_tunnel;
 mod e2e_tunnel_attacks;

@@ -77,7 +77,8 @@ pub(super) fn agent_container(
         memory_bytes: spec.agent.resources.memory_bytes,
         cpu_millis: spec.agent.resources.cpu_millis,
         pids: spec.agent.resources.pids,
-        runtime_max_s: Some(spec.agent.timeout_s),
+        // The unit's clock starts with the container: the probes and the baseline run first.
+        runtime_max_s: Some(spec.agent.timeout_s + baseline_s(spec)),
         start_timeout_s: start_timeout(&spec.agent.image),
         stop_signal: None,
         volumes: Vec::new(),
@@ -86,7 +87,8 @@ pub(super) fn agent_container(
     }
 }
 
-/// The agent's environment: the proxy variables, `HOME`, the task and context, the
+/// The agent's environment: the proxy variables, the fresh home and telemetry switches
+/// ([`super::fresh`]), the task and context, the
 /// services' addresses, and per credential its placeholder (`$ENV`) and base URL
 /// (`$BASE_URL_ENV` = `http://PROXY:PORT` of the credential's port). With credentials,
 /// `NO_PROXY` also lists the proxy's address, so a CLI sends its base-URL requests to the
@@ -121,7 +123,7 @@ pub(super) fn agent_env(
             ),
         ));
     }
-    agent_env.push(("HOME".into(), "/tmp".into()));
+    agent_env.extend(super::fresh::fresh_env());
     agent_env.extend(task_env);
     agent_env.push(("CYCLIX_CONTEXT".into(), CONTEXT_PATH.into()));
     for s in services {
@@ -141,6 +143,17 @@ pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, Re
         target: WORKDIR.into(),
         read_only: false,
     }];
+    // The setup paths, read-only over the work tree's own bind (podman mounts a parent before
+    // what lies below it): a plain write to one gets EROFS (issue 15, item 2).
+    for (i, p) in run.setup_binds.iter().enumerate() {
+        let source = format!("{}/{p}", run.worktree);
+        mount_path(&format!("run.setup_binds[{i}]"), &source)?;
+        agent_binds.push(Bind {
+            source,
+            target: format!("{WORKDIR}/{p}"),
+            read_only: true,
+        });
+    }
     agent_binds.push(Bind {
         source: run.cyclix_bin.clone(),
         target: CYCLIX_BIN_PATH.into(),
@@ -174,6 +187,12 @@ pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, Re
     Ok(agent_binds)
 }
 
+/// The baseline's budget in seconds (0 without one): the agent waits that much longer for its
+/// go, and its unit may run that much longer.
+fn baseline_s(spec: &Spec) -> u64 {
+    spec.baseline.as_ref().map_or(0, |b| b.timeout_s)
+}
+
 /// Number of words `agent_exec` puts before the spec's argv.
 const AGENT_WRAPPER_WORDS: usize = 7;
 
@@ -183,7 +202,8 @@ fn agent_wrapper_words(spec: &Spec) -> usize {
 }
 
 /// The agent's argv behind the wrapper that holds it back until the boundary is proven:
-/// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...`.
+/// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...` (N: [`AGENT_WAIT_S`] plus
+/// the baseline's timeout).
 fn agent_exec(spec: &Spec) -> Vec<String> {
     let mut v = vec![
         CYCLIX_BIN_PATH.to_string(),
@@ -191,7 +211,7 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
         "--go".into(),
         format!("{CTL_PATH}/{GO_FILE}"),
         "--timeout-s".into(),
-        AGENT_WAIT_S.to_string(),
+        (AGENT_WAIT_S + baseline_s(spec)).to_string(),
     ];
     if spec.agent.task_on_stdin {
         v.extend(["--stdin".to_string(), TASK_PATH.to_string()]);

@@ -25,6 +25,7 @@ fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
         proxy_image: "localhost/p".into(),
         cyclix_bin: "/usr/bin/cyclix".into(),
         placeholders: crate::render::plan::preview_placeholders(spec),
+        setup_binds: Vec::new(),
         service_ports: if ports.is_empty() {
             preview_ports(spec)
         } else {

@@ -273,11 +273,13 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
             read_only: true,
         }],
         tmpfs: vec![tmpfs_tmp()],
-        env: vec![
-            ("HOME".into(), "/tmp".into()),
-            ("CYCLIX_TENANT".into(), spec.tenant.clone()),
-            ("CYCLIX_RUN".into(), r.clone()),
-        ],
+        env: super::fresh::fresh_env()
+            .into_iter()
+            .chain([
+                ("CYCLIX_TENANT".into(), spec.tenant.clone()),
+                ("CYCLIX_RUN".into(), r.clone()),
+            ])
+            .collect(),
         secrets: Vec::new(),
         secret_files: Vec::new(),
         exec: spec.gate.command.clone(),

@@ -119,6 +119,22 @@ pub fn held_paths(touched: &[String], extra: &[String], allow: &[String]) -> Vec
     held
 }
 
+/// The setup paths a delivery must not carry (issue 15, item 2): the run's `changed` setup
+/// paths, or none when `allow` (`delivery.allow_setup_changes`).
+#[must_use]
+pub fn setup_held(changed: &[String], allow: bool) -> Vec<String> {
+    if allow { Vec::new() } else { changed.to_vec() }
+}
+
+/// `a` and `b` together, sorted, without duplicates.
+#[must_use]
+pub fn merged(a: &[String], b: &[String]) -> Vec<String> {
+    let mut all: Vec<String> = a.iter().chain(b).cloned().collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 /// One secret found in the delivered patches: where and what kind, never the value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SecretHit {

@@ -95,6 +95,7 @@ fn spec(branch: Option<&str>) -> Delivery {
         allow_paths: Vec::new(),
         hold_paths: Vec::new(),
         lock_wait_s: 0,
+        allow_setup_changes: false,
     }
 }
 
@@ -139,10 +140,21 @@ fn record(base: &str) -> RunRecord {
 
 /// Start and deliver one run over `fake`; the record's delivery and the result.
 fn run(e: &Env, spec: &Delivery, fake: &Fake) -> (DeliveryRecord, RunResult) {
+    run_changing(e, spec, fake, &[])
+}
+
+/// [`run`] of a run whose commits change the setup paths `setup` (`rec.setup_changes`).
+fn run_changing(
+    e: &Env,
+    spec: &Delivery,
+    fake: &Fake,
+    setup: &[&str],
+) -> (DeliveryRecord, RunResult) {
     let t = target(e, spec, "r1", "cyclix/acme/r1");
     let start = start_with(&t, fake).expect("start");
     let base = start.base_override.clone().unwrap_or_else(|| BASE.into());
     let mut rec = record(&base);
+    rec.setup_changes = setup.iter().map(|s| (*s).to_string()).collect();
     let result = deliver_with(&t, start, &mut rec, fake).expect("deliver");
     assert!(!t.scratch.exists(), "the scan's scratch files are removed");
     (rec.delivery.expect("a delivery record"), result)
@@ -252,6 +264,38 @@ fn ci_paths_hold_the_delivery_unless_allowed() {
     spec.hold_paths = vec!["calc.py".into()];
     let (d, _) = run(&e, &spec, &fake);
     assert_eq!(d.held_paths, vec!["calc.py".to_string()]);
+}
+
+#[test]
+fn setup_changes_hold_the_delivery_unless_allowed() {
+    let e = env();
+    let mut spec = spec(None);
+    let mut fake = Fake::new(None);
+    fake.touched = vec!["calc.py".into(), "setup.sh".into()];
+    let (d, result) = run_changing(&e, &spec, &fake, &["setup.sh"]);
+    assert_eq!(
+        (d.outcome, result),
+        (Outcome::Held, RunResult::DeliveryRefused)
+    );
+    assert_eq!(d.held_paths, vec!["setup.sh".to_string()]);
+    assert!(
+        d.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("allow_setup_changes")),
+        "{d:?}"
+    );
+    assert!(
+        fake.pushes.borrow().is_empty(),
+        "a held delivery is never pushed"
+    );
+    // Positive control: allowed, the same commits are pushed.
+    spec.allow_setup_changes = true;
+    let (d, result) = run_changing(&e, &spec, &fake, &["setup.sh"]);
+    assert_eq!(
+        (d.outcome, result),
+        (Outcome::Pushed, RunResult::Passed),
+        "{d:?}"
+    );
 }
 
 #[test]

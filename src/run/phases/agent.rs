@@ -13,7 +13,7 @@ use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::{Recorder, RunState};
 use super::super::seam::RunHost;
 use super::invocations;
-use super::probe::{Probe, WATCH_EXIT_GRACE, prove, watch_round};
+use super::probe::{Probe, WATCH_EXIT_GRACE, boundary_proven, release, watch_round};
 use crate::render::{self};
 use crate::run::record::{RunRecord, RunResult};
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, UnitManager};
@@ -35,6 +35,10 @@ pub(crate) struct AgentInputs<'a> {
     pub(crate) probe: Probe<'a>,
     /// Where the gate's tree comes from (tier `container`).
     pub(crate) checkout: PrivateTree<'a>,
+    /// The spec's baseline, run before the agent is let go (tier `container`).
+    pub(crate) baseline: Option<&'a crate::spec::Baseline>,
+    /// Secret values (redacted from the baseline's output).
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
 }
 
 /// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
@@ -61,10 +65,17 @@ pub(crate) fn agent_and_gate(
                 .filter(|u| *u != names.gate)
                 .collect();
             noted = invocations::note(units, &up)?;
-            prove(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)
+            let ok = boundary_proven(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)?;
+            if !ok || inp.baseline.is_none() {
+                release(&inp.probe, ok, "the sandbox boundary was refused", rec)?;
+            }
+            Ok(ok)
         })?;
         if !proven {
             return Ok(RunResult::ProbeRefused);
+        }
+        if !baseline_passed(inp, host, r, &agent, rec)? {
+            return Ok(RunResult::SetupBroken);
         }
         let end = r.phase("agent", || {
             watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, rec)
@@ -145,6 +156,32 @@ pub(crate) fn agent_and_gate(
         RunResult::Passed
     } else {
         RunResult::GateFailed
+    })
+}
+
+/// The baseline phase (when the spec has one): the baseline in the agent's own container,
+/// still held back (its image, user, environment, work tree and services, before the agent
+/// has touched anything), then the agent's go or refusal. Whether the agent may start.
+fn baseline_passed(
+    inp: &AgentInputs<'_>,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    agent: &str,
+    rec: &mut RunRecord,
+) -> Result<bool> {
+    let Some(b) = inp.baseline else {
+        return Ok(true);
+    };
+    r.phase("baseline", || {
+        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
+        let passed = crate::run::baseline::run(b, host, agent, &secrets, rec)?;
+        release(
+            &inp.probe,
+            passed,
+            crate::run::baseline::REFUSED_REASON,
+            rec,
+        )?;
+        Ok(passed)
     })
 }
 

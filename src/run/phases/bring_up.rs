@@ -48,6 +48,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         cyclix_bin: inp.cyclix_bin.display().to_string(),
         service_ports,
         placeholders: inp.placeholders.to_vec(),
+        setup_binds: Vec::new(),
     }
 }
 

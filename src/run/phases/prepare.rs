@@ -42,6 +42,10 @@ pub(crate) struct Prepare<'a> {
     pub(crate) tripwires: Plant<'a>,
 }
 
+/// What [`prepare`] made: the base commit, the git common dir, the subnet octet, the services'
+/// ports and the setup paths bound read-only over the work tree.
+pub(crate) type Prepared = (String, PathBuf, u8, Vec<u16>, Vec<String>);
+
 /// What [`plant_and_describe`] needs of the run's inputs.
 pub(crate) struct Plant<'a> {
     /// The run id.
@@ -56,14 +60,15 @@ pub(crate) struct Plant<'a> {
 
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
-/// is created.
+/// is created. Tier `container`: also the setup paths to bind read-only over the work tree
+/// (`run::setup`, resolved in the user's repository at the base), declared to the probes.
 pub(crate) fn prepare(
     inp: &Prepare<'_>,
     host: &dyn RunHost,
     created: &mut RunState,
     branch: &str,
     base_override: Option<&str>,
-) -> Result<(String, PathBuf, u8, Vec<u16>)> {
+) -> Result<Prepared> {
     let spec = inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
@@ -79,6 +84,7 @@ pub(crate) fn prepare(
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
     let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
     let common = host.common_dir(&repo)?;
+    let (setup, declared) = setup_mounts(inp, host, &base)?;
     let ledger = &mut created.ledger;
     ledger.record(Entry::RunDir {
         path: inp.run_dir.to_path_buf(),
@@ -115,7 +121,12 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
-        let tw = plant_and_describe(&inp.tripwires, &mut created.ledger, &common, octet, &ctl)?;
+        let tw = plant_and_describe(
+            &inp.tripwires,
+            &mut created.ledger,
+            (&common, octet, &ctl),
+            &declared,
+        )?;
         created.tripwires = Some(tw);
     }
     if let Some(parent) = inp.worktree.parent() {
@@ -155,10 +166,33 @@ pub(crate) fn prepare(
         .collect();
     if spec.tier != Tier::Container {
         write_host_env(inp.run_dir, &to_containers)?;
-        return Ok((base, common, octet, ports));
+        return Ok((base, common, octet, ports, setup));
     }
     create_secrets(inp, host, created, &to_containers)?;
-    Ok((base, common, octet, ports))
+    Ok((base, common, octet, ports, setup))
+}
+
+/// Tier `container`: the setup paths to bind read-only over the work tree, resolved in the
+/// user's repository at `base` before the agent exists (it never writes there), and the same
+/// as mounts declared to the probes (P18 then proves each is read-only).
+fn setup_mounts(
+    inp: &Prepare<'_>,
+    host: &dyn RunHost,
+    base: &str,
+) -> Result<(Vec<String>, Vec<crate::probe::DeclaredMount>)> {
+    if inp.spec.tier != Tier::Container {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let setup = super::super::setup::resolve(inp.spec, host, base)?;
+    let declared = setup
+        .iter()
+        .map(|p| crate::probe::DeclaredMount {
+            target: format!("{}/{p}", render::plan::WORKDIR),
+            source: inp.worktree.join(p).display().to_string(),
+            read_only: true,
+        })
+        .collect();
+    Ok((setup, declared))
 }
 
 /// The run's podman secrets (each in the ledger first): one per variable a container
@@ -223,13 +257,13 @@ pub(crate) fn credential_include(
 }
 
 /// Plants the run's tripwires (each in the ledger first) and writes the probes' context
-/// (what they must find, where the tripwires are) to the control directory `ctl`.
+/// (what they must find, where the tripwires are, `extra` mounts such as the read-only setup
+/// paths, each expected and declared) to the control directory `ctl`.
 pub(crate) fn plant_and_describe(
     inp: &Plant<'_>,
     ledger: &mut Ledger,
-    common: &Path,
-    octet: u8,
-    ctl: &Path,
+    (common, octet, ctl): (&Path, u8, &Path),
+    extra: &[crate::probe::DeclaredMount],
 ) -> Result<Tripwires> {
     for path in tripwire::paths(inp.tripwire_dir, inp.run_id) {
         ledger.record(Entry::Tripwire { path })?;
@@ -246,6 +280,9 @@ pub(crate) fn plant_and_describe(
         sockets: inp.probe_sockets.to_vec(),
     };
     boundary::complete_context(&mut ctx, inp.run_id, octet, common, escape);
+    ctx.expected_binds
+        .extend(extra.iter().map(|m| m.target.clone()));
+    ctx.declared_mounts.extend(extra.iter().cloned());
     std::fs::write(
         ctl.join(render::plan::PROBE_CONTEXT_FILE),
         serde_json::to_vec_pretty(&ctx).context("serialising the probe context")?,

@@ -26,29 +26,25 @@ pub(crate) struct Probe<'a> {
     pub(crate) watched: &'a [boundary::Watched],
 }
 
-/// Starts the agent's unit (its container holds the agent back in `agent-wait`), runs the
-/// probes inside that very container, scans its processes' environments from the host, and
-/// then lets the agent go (`ctl/go`) or refuses (`ctl/refused`). Returns whether it went.
-pub(crate) fn prove(
-    inp: &Probe<'_>,
-    host: &dyn RunHost,
-    container: &str,
-    tripwires: Option<&mut Tripwires>,
-    rec: &mut RunRecord,
-) -> Result<bool> {
+/// Writes the agent's verdict file: `ctl/go` lets it start, `ctl/refused` (holding `why`,
+/// which `cyclix agent-wait` prints) keeps it from ever starting. Sets `rec.go_ms`.
+///
+/// # Errors
+/// The file cannot be written.
+pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str, rec: &mut RunRecord) -> Result<()> {
     let ctl = inp.run_dir.join(render::plan::CTL_DIR);
-    let go = boundary_proven(inp, host, container, tripwires, rec)?;
-    let file = ctl.join(if go {
-        render::plan::GO_FILE
+    let (file, text) = if go {
+        (ctl.join(render::plan::GO_FILE), "")
     } else {
-        render::plan::REFUSED_FILE
-    });
-    std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
+        (ctl.join(render::plan::REFUSED_FILE), why)
+    };
+    std::fs::write(&file, text.as_bytes())
+        .with_context(|| format!("writing {}", file.display()))?;
     rec.go_ms = Some(now_ms());
-    Ok(go)
+    Ok(())
 }
 
-/// The boundary check of [`prove`] without its verdict file: runs the probes inside the
+/// The boundary check, without the verdict file ([`release`] writes it): runs the probes inside the
 /// agent's (held back) container, scans its processes' environments from the host, lists
 /// strangers on the run's network and checks the tripwires. Sets `rec.probes` and
 /// `rec.refusal`; returns whether everything passed.

@@ -52,6 +52,12 @@ pub struct FakeRunHost {
     pub no_commits: bool,
     /// `import_bundle` refuses the bundle with this reason.
     pub refuse_bundle: Option<String>,
+    /// What `baseline` returns; `None`: exit 0, `ok`.
+    pub baseline: Option<(i32, String)>,
+    /// What `tree_entries` returns (mode, path) for every query.
+    pub tree: Vec<(u32, String)>,
+    /// What `touched_among` returns for every query.
+    pub setup_touched: Vec<String>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -171,6 +177,28 @@ impl RunGit for FakeRunHost {
         self.call("in_progress", &worktree.display().to_string())?;
         Ok(self.in_progress.clone())
     }
+    fn tree_entries(
+        &self,
+        _repo: &Path,
+        commit: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<(u32, String)>> {
+        self.call("tree_entries", &format!("{commit} {}", pathspecs.join(" ")))?;
+        Ok(self.tree.clone())
+    }
+    fn touched_among(
+        &self,
+        _repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+    ) -> Result<Vec<String>> {
+        self.call(
+            "touched_among",
+            &format!("{base}..{tip} {}", pathspecs.join(" ")),
+        )?;
+        Ok(self.setup_touched.clone())
+    }
 }
 
 impl RunPodman for FakeRunHost {
@@ -231,6 +259,15 @@ impl RunPodman for FakeRunHost {
     fn used_subnets(&self) -> Result<Vec<String>> {
         self.call("used_subnets", "")?;
         Ok(vec!["10.88.0.0/16".into()])
+    }
+    fn baseline(
+        &self,
+        container: &str,
+        argv: &[String],
+        _deadline: std::time::Duration,
+    ) -> Result<(i32, String)> {
+        self.call("baseline", &format!("{container} {}", argv.join(" ")))?;
+        Ok(self.baseline.clone().unwrap_or((0, "ok\n".into())))
     }
     fn probe(
         &self,

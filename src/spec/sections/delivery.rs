@@ -29,6 +29,8 @@ pub(crate) struct RawDelivery {
     pub(crate) hold_paths: Option<Located<Vec<Located<String>>>>,
     /// `lock_wait`, e.g. `10m`.
     pub(crate) lock_wait: Option<Located<String>>,
+    /// `allow_setup_changes`.
+    pub(crate) allow_setup_changes: Option<Located<bool>>,
 }
 
 /// The keys of `delivery:`.
@@ -60,6 +62,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Str(StrKind::Duration),
         "longest wait for the repository lock (0-6h, default 10m)",
     ),
+    Key::optional(
+        "allow_setup_changes",
+        Kind::Bool,
+        "deliver a run whose commits change a `setup` path (default false: held)",
+    ),
 ];
 
 /// Reads `delivery:` at `path`.
@@ -73,6 +80,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawDeli
         allow_paths: d.strings(&f, "allow_paths"),
         hold_paths: d.strings(&f, "hold_paths"),
         lock_wait: d.string(&f, "lock_wait"),
+        allow_setup_changes: d.boolean(&f, "allow_setup_changes"),
     })
 }
 
@@ -122,6 +130,7 @@ pub(crate) fn validate(
         allow_paths: allow_paths?,
         hold_paths: hold_paths?,
         lock_wait_s: lock_wait_s?,
+        allow_setup_changes: d.allow_setup_changes.as_ref().is_some_and(|b| b.value),
     })
 }
 

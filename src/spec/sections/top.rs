@@ -1,7 +1,9 @@
 //! The top level of a spec: `tenant`, `tier`, `worktree_isolation`, and which key holds
 //! which section. A new section is one entry here plus its own file.
 
-use super::{agent, delivery, egress, gate, mounts, repo, schedule, services, task};
+use super::{
+    agent, baseline, delivery, egress, gate, mounts, repo, schedule, services, setup, task,
+};
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
 use crate::spec::rules::names::tenant_name;
@@ -40,6 +42,10 @@ pub(crate) struct RawSpec {
     pub(crate) schedule: Option<schedule::RawSchedule>,
     /// `delivery`.
     pub(crate) delivery: Option<delivery::RawDelivery>,
+    /// `setup`.
+    pub(crate) setup: Option<Located<Vec<Located<String>>>>,
+    /// `baseline`.
+    pub(crate) baseline: Option<baseline::RawBaseline>,
 }
 
 /// The top-level keys of a spec.
@@ -109,6 +115,12 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Map(delivery::KEYS),
         "pushing the run's branch to a remote",
     ),
+    setup::KEY,
+    Key::optional(
+        "baseline",
+        Kind::Map(baseline::KEYS),
+        "a basic test run in the agent's environment before the agent; failing ends `setup_broken`",
+    ),
 ];
 
 /// Reads the document root.
@@ -128,6 +140,8 @@ pub(crate) fn decode(d: &mut Decoder, root: &Node) -> Option<RawSpec> {
         services: d.list(&f, "services", services::decode),
         schedule: d.section(&f, "schedule", schedule::decode),
         delivery: d.section(&f, "delivery", delivery::decode),
+        setup: d.strings(&f, "setup"),
+        baseline: d.section(&f, "baseline", baseline::decode),
     })
 }
 
@@ -194,6 +208,11 @@ pub(crate) fn validate(
         None => Some(None),
         Some(d) => delivery::validate(d, tier, out).map(Some),
     };
+    let setup = setup::validate(raw.setup.as_ref(), out);
+    let baseline = match &raw.baseline {
+        None => Some(None),
+        Some(b) => baseline::validate(b, out).map(Some),
+    };
     if out.len() != before {
         return None;
     }
@@ -210,6 +229,8 @@ pub(crate) fn validate(
         services: services?,
         schedule: schedule?,
         delivery: delivery?,
+        setup: setup?,
+        baseline: baseline?,
     })
 }
 

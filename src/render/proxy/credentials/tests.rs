@@ -185,6 +185,7 @@ fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
         cyclix_bin: "/usr/bin/cyclix".into(),
         service_ports: Vec::new(),
         placeholders,
+        setup_binds: Vec::new(),
     }
 }
 

@@ -1,0 +1,160 @@
+//! The baseline (issue 15, item 4): the spec's `baseline.command`, run with `podman exec` in
+//! the agent's own container once the boundary is proven and before the agent is let go, so
+//! it sees exactly the agent's environment (image, user, variables, work tree, services,
+//! proxy). When it fails (non-zero exit, or past `baseline.timeout`) the run ends
+//! `setup_broken`: the agent never starts (`ctl/refused` is written instead of `ctl/go`), and
+//! the record keeps the baseline's exit and output tail, so nobody chases the agent for what
+//! the project's setup broke.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::phases::collect::log_tail;
+use super::record::RunRecord;
+use super::seam::RunHost;
+use crate::spec::Baseline;
+
+/// What the refused file says when the baseline failed (`cyclix agent-wait` prints it).
+pub const REFUSED_REASON: &str = "the baseline failed, so the setup is broken";
+
+/// The `baseline` object of the run record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaselineRecord {
+    /// The argv that ran.
+    pub command: Vec<String>,
+    /// Its exit status; `None`: it did not finish within `timeout_s` (then `error` says so).
+    pub exit: Option<i32>,
+    /// Whether it passed (exit 0).
+    pub passed: bool,
+    /// Its budget, in seconds.
+    pub timeout_s: u64,
+    /// How long it ran, in ms.
+    pub duration_ms: u128,
+    /// The last lines it printed (stdout, then stderr; secret values replaced by `***`,
+    /// terminal escapes removed).
+    pub log: Vec<String>,
+    /// Why it has no exit status (the deadline), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Runs the baseline in `container`; sets `rec.baseline`; returns whether it passed. A
+/// baseline past its deadline fails (fail closed); any other podman failure is an error.
+///
+/// # Errors
+/// podman could not run the command for another reason than its deadline.
+pub(crate) fn run(
+    b: &Baseline,
+    host: &dyn RunHost,
+    container: &str,
+    secrets: &[&[u8]],
+    rec: &mut RunRecord,
+) -> Result<bool> {
+    let t0 = Instant::now();
+    let got = host.baseline(container, &b.command, Duration::from_secs(b.timeout_s));
+    let duration_ms = t0.elapsed().as_millis();
+    let (exit, text, error) = match got {
+        Ok((code, text)) => (Some(code), text, None),
+        Err(e) if is_deadline(&e) => (
+            None,
+            String::new(),
+            Some(format!(
+                "did not finish within {} s and was stopped",
+                b.timeout_s
+            )),
+        ),
+        Err(e) => return Err(e),
+    };
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let passed = exit == Some(0);
+    rec.baseline = Some(BaselineRecord {
+        command: b.command.clone(),
+        exit,
+        passed,
+        timeout_s: b.timeout_s,
+        duration_ms,
+        log: log_tail(&lines, secrets),
+        error,
+    });
+    Ok(passed)
+}
+
+fn is_deadline(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::process::ProcessError>(),
+            Some(crate::process::ProcessError::Deadline { .. })
+        )
+    })
+}
+
+/// The summary's lines for a failed baseline: whose fault it is, and its last lines.
+#[must_use]
+pub fn summary_lines(b: Option<&BaselineRecord>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(b) = b.filter(|b| !b.passed) else {
+        return s;
+    };
+    let how = match (&b.exit, &b.error) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "failed".into(),
+    };
+    let _ = writeln!(
+        s,
+        "  SETUP BROKEN: the baseline `{}` {how} before the agent started; the agent never ran. \
+         The project's setup (its image, services or baseline command), not the agent, is at fault",
+        crate::text::printable(&b.command.join(" "))
+    );
+    let _ = writeln!(s, "  last lines of the baseline:");
+    for l in b.log.iter().rev().take(10).rev() {
+        let _ = writeln!(s, "    | {l}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::seam::FakeRunHost;
+
+    fn spec() -> Baseline {
+        Baseline {
+            command: vec!["make".into(), "check".into()],
+            timeout_s: 60,
+        }
+    }
+
+    #[test]
+    fn a_failing_baseline_is_recorded_with_its_tail_and_blamed_on_the_setup() {
+        let host = FakeRunHost {
+            baseline: Some((2, "db down\nkey=s3cretvalue\n".into())),
+            ..FakeRunHost::default()
+        };
+        let mut rec = RunRecord::new("t", "r", "container".into());
+        let passed = run(&spec(), &host, "c", &[b"s3cretvalue"], &mut rec).expect("runs");
+        assert!(!passed);
+        let b = rec.baseline.clone().expect("recorded");
+        assert_eq!(b.exit, Some(2));
+        assert_eq!(b.log, ["db down", "key=***"]);
+        let s = summary_lines(rec.baseline.as_ref());
+        assert!(
+            s.contains("SETUP BROKEN: the baseline `make check` exited 2"),
+            "{s}"
+        );
+        assert!(s.contains("not the agent, is at fault"), "{s}");
+        assert!(s.contains("| db down"), "{s}");
+        assert!(host.calls().iter().any(|c| c == "baseline c make check"));
+    }
+
+    #[test]
+    fn a_passing_baseline_says_nothing_in_the_summary() {
+        let host = FakeRunHost::default();
+        let mut rec = RunRecord::new("t", "r", "container".into());
+        assert!(run(&spec(), &host, "c", &[], &mut rec).expect("runs"));
+        assert_eq!(summary_lines(rec.baseline.as_ref()), "");
+    }
+}
