@@ -86,14 +86,7 @@ pub(crate) fn agent_report(
     report
 }
 
-/// `text` with every secret value of at least 4 bytes (as text) replaced by `***`.
-pub(crate) fn redact(text: &str, secrets: &[&[u8]]) -> String {
-    let mut t = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= 4) {
-        t = t.replace(&*String::from_utf8_lossy(s), "***");
-    }
-    t
-}
+pub(crate) use crate::text::redact;
 
 /// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
 /// of them is (nearly) full; nothing when they have room or cannot be looked at.
