@@ -298,6 +298,18 @@ pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Strin
     (flags, c.image.clone(), c.exec.clone())
 }
 
+/// The agent's and the gate's output into a file cyclix reads (podman-run(1) `--log-driver`,
+/// `--log-opt`; [`super::plan::ContainerPlan::log_file`]).
+fn log_args(c: &ContainerPlan) -> Vec<String> {
+    c.log_file.as_ref().map_or_else(Vec::new, |f| {
+        vec![
+            "--log-driver=k8s-file".into(),
+            format!("--log-opt=path={f}"),
+            format!("--log-opt=max-size={}", super::plan::RAW_LOG_MAX),
+        ]
+    })
+}
+
 fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     let mut deps: Vec<String> = Vec::new();
     let mut args: Vec<String> = vec![
@@ -386,6 +398,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     if let Some(p) = c.pids {
         args.push(format!("--pids-limit={p}"));
     }
+    args.extend(log_args(c));
     if let Some(m) = c.memory_bytes {
         args.push(format!("--memory={m}"));
     }

@@ -114,8 +114,9 @@ pub struct RunRecord {
     /// 13 item 3). `pid P (comm): …` from the host-side scan, `P22: …` from the watch probe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_named: Vec<String>,
-    /// The last lines the agent printed (its unit's journal, podman's own event lines left
-    /// out, secret values replaced by `***`).
+    /// The last [`crate::run::lifecycle::LOG_TAIL_LINES`] lines the agent printed (from its
+    /// output file, secret values replaced by `***`, escapes by U+FFFD; `run::output`);
+    /// `agent_output` says how many there were.
     pub agent_log: Vec<String>,
     /// The agent CLI preset the run used (issue 14): name, package, model, turn cap and what
     /// the spec overrode; absent for a `script` agent.
@@ -128,6 +129,13 @@ pub struct RunRecord {
     pub agent_report: Option<crate::agents::AgentReport>,
     /// The last lines the gate printed (as `agent_log`).
     pub gate_log: Vec<String>,
+    /// How much the agent printed and what of it was kept (`RUN.agent.log`), sent to the
+    /// journal, or cut (issue 19 item 7); absent for a run that did not get to collect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_output: Option<crate::text::output::OutputSummary>,
+    /// The same for the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_output: Option<crate::text::output::OutputSummary>,
     /// Proxy decisions (one JSON object per request).
     pub egress_decisions: Vec<serde_json::Value>,
     /// Names of variables handed over as secrets (values never recorded).
@@ -227,6 +235,8 @@ impl RunRecord {
             preset: None,
             agent_report: None,
             gate_log: Vec::new(),
+            agent_output: None,
+            gate_output: None,
             refusal: Vec::new(),
             watch_rounds: 0,
             agent_named: Vec::new(),
@@ -441,14 +451,26 @@ pub fn summary(r: &RunRecord) -> String {
         ex(r.gate_exit)
     );
     let shown = match r.result {
-        RunResult::AgentFailed => Some(("agent", &r.agent_log)),
-        RunResult::GateFailed => Some(("gate", &r.gate_log)),
+        RunResult::AgentFailed => Some(("agent", &r.agent_log, &r.agent_output)),
+        RunResult::GateFailed => Some(("gate", &r.gate_log, &r.gate_output)),
         _ => None,
     };
-    if let Some((who, log)) = shown {
-        let _ = writeln!(s, "  last lines of the {who}:");
-        for l in log.iter().rev().take(10).rev() {
-            let _ = writeln!(s, "    | {l}");
+    if let Some((who, log, out)) = shown {
+        let shown = log.len().min(10);
+        let total = out.as_ref().map_or(log.len() as u64, |o| o.lines);
+        let more = total.saturating_sub(shown as u64);
+        let earlier = if more > 0 {
+            format!(
+                " ({more} earlier lines: `cyclix logs {} --run {}`)",
+                r.tenant, r.run_id
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "  last lines of the {who}{earlier}:");
+        for l in &log[log.len() - shown..] {
+            // Agent text, shown again: a record written elsewhere is made safe here too.
+            let _ = writeln!(s, "    | {}", crate::text::printable(l));
         }
     }
     s.push_str(&import_lines(r.import.as_ref()));

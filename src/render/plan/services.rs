@@ -156,6 +156,7 @@ fn service_container(
         volumes: Vec::new(),
         health: s.health.clone(),
         user: None,
+        log_file: None,
     }
 }
 

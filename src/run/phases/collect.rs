@@ -50,6 +50,59 @@ pub(crate) fn collect(
 /// How many lines of the agent's and the gate's output the record keeps.
 pub const LOG_TAIL_LINES: usize = 40;
 
+/// The agent's and the gate's output follows of a run (`run::output`).
+pub(crate) struct Outputs<'a> {
+    /// The run id and its tenant (named in the markers' `cyclix logs T --run R`).
+    pub(crate) run_id: &'a str,
+    /// The tenant.
+    pub(crate) tenant: &'a str,
+    /// The run directory (the raw files).
+    pub(crate) run_dir: &'a Path,
+    /// The records directory (the kept logs `RUN.agent.log`, `RUN.gate.log`); `None`: none.
+    pub(crate) records_dir: Option<&'a Path>,
+    /// Tier `container` writes podman's `k8s-file` records; the host tiers plain output.
+    pub(crate) tier: crate::tier::Tier,
+    /// The run's secret values.
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
+}
+
+/// Starts reading the agent's and the gate's raw output files (before their units start).
+pub(crate) fn follow_outputs(
+    o: &Outputs<'_>,
+    host: &dyn RunHost,
+    names: &render::plan::UnitNames,
+) -> Result<()> {
+    let format = if o.tier == crate::tier::Tier::Container {
+        crate::run::output::Format::K8sFile
+    } else {
+        crate::run::output::Format::Plain
+    };
+    let files = o
+        .records_dir
+        .map(|d| crate::layout::RunFiles::new(d, o.run_id));
+    for (label, unit, raw) in [
+        ("agent", &names.agent, render::plan::AGENT_OUTPUT_FILE),
+        ("gate", &names.gate, render::plan::GATE_OUTPUT_FILE),
+    ] {
+        host.follow_output(crate::run::output::OutputFollow {
+            unit: unit.clone(),
+            label,
+            source: o.run_dir.join(raw),
+            format,
+            kept: files.as_ref().map(|f| f.output_log(label)),
+            secrets: o.secrets.iter().map(|(_, v)| v.clone()).collect(),
+            hint: format!("cyclix logs {} --run {}", o.tenant, o.run_id),
+            journal: true,
+        })?;
+    }
+    Ok(())
+}
+
+/// The last [`LOG_TAIL_LINES`] of `c`'s lines (already redacted and printable).
+pub(crate) fn tail(c: &crate::run::output::Captured) -> Vec<String> {
+    c.lines[c.lines.len().saturating_sub(LOG_TAIL_LINES)..].to_vec()
+}
+
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
 /// event lines, container ids and conmon's warnings left out, every secret value replaced by
 /// `***`.

@@ -25,7 +25,10 @@ fn a_secret_split_over_partial_records_is_redacted_and_escapes_are_replaced() {
     let mut l = Lines::new(&[SECRET]);
     assert!(l.feed(Stream::Stdout, b"key=hunter2-", false).is_empty());
     // The other stream's piece does not join this line.
-    assert_eq!(l.feed(Stream::Stderr, b"\x1b[31mred", true), ["\u{fffd}[31mred"]);
+    assert_eq!(
+        l.feed(Stream::Stderr, b"\x1b[31mred", true),
+        ["\u{fffd}[31mred"]
+    );
     assert_eq!(
         l.feed(Stream::Stdout, b"secret-value end", true),
         ["key=*** end"]
