@@ -136,7 +136,8 @@ pub struct RunRecord {
     /// The same for the gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_output: Option<crate::text::output::OutputSummary>,
-    /// Proxy decisions (one JSON object per request).
+    /// Proxy decisions (one JSON object per request, squid's fields and cyclix's `by`:
+    /// `probe` or `agent`, from when the request started: `collect::egress_source`).
     pub egress_decisions: Vec<serde_json::Value>,
     /// Names of variables handed over as secrets (values never recorded).
     pub secret_names: Vec<String>,
@@ -507,48 +508,49 @@ pub fn summary(r: &RunRecord) -> String {
     s
 }
 
-/// The summary's egress line: requests, denials (403/407 and cut tunnels), cut tunnels.
+/// The summary's egress line: the agent's requests and denials (403/407 and cut tunnels),
+/// then the probe suite's (each decision's `by`, `collect::egress_source`).
 fn egress_line(r: &RunRecord) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let denied = r
-        .egress_decisions
-        .iter()
-        .filter(|d| {
-            // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
-            d.get("status").and_then(|v| v.as_str()) == Some("403")
-                || d.get("reason")
-                    .and_then(|v| v.as_str())
-                    .and_then(crate::render::proxy::DenyReason::from_token)
-                    .is_some()
-        })
-        .count();
-    let cut = r
-        .egress_decisions
-        .iter()
-        .filter(|d| {
-            matches!(
-                d.get("reason")
-                    .and_then(|v| v.as_str())
-                    .and_then(crate::render::proxy::DenyReason::from_token),
-                Some(
-                    crate::render::proxy::DenyReason::NotTls
-                        | crate::render::proxy::DenyReason::SniMismatch
+    use crate::render::proxy::DenyReason;
+    let reason = |d: &serde_json::Value| {
+        d.get("reason")
+            .and_then(|v| v.as_str())
+            .and_then(DenyReason::from_token)
+    };
+    let count = |by: &str| {
+        let mine: Vec<&serde_json::Value> = r
+            .egress_decisions
+            .iter()
+            .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
+            .collect();
+        // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
+        let denied = mine
+            .iter()
+            .filter(|d| {
+                d.get("status").and_then(|v| v.as_str()) == Some("403") || reason(d).is_some()
+            })
+            .count();
+        let cut = mine
+            .iter()
+            .filter(|d| {
+                matches!(
+                    reason(d),
+                    Some(DenyReason::NotTls | DenyReason::SniMismatch)
                 )
-            )
-        })
-        .count();
-    let _ = writeln!(
-        s,
-        "  egress: {} requests, {denied} denied{}",
-        r.egress_decisions.len(),
-        if cut > 0 {
-            format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
-        } else {
-            String::new()
-        }
-    );
-    s
+            })
+            .count();
+        (mine.len(), denied, cut)
+    };
+    let (n, denied, cut) = count("agent");
+    let (pn, pdenied, _) = count("probe");
+    let cut = if cut > 0 {
+        format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
+    } else {
+        String::new()
+    };
+    format!(
+        "  egress: the agent made {n} requests, {denied} denied{cut}; the probes {pn}, {pdenied} denied\n"
+    )
 }
 
 /// `  delivery: …` when the run has a delivery, else nothing.

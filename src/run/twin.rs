@@ -384,6 +384,10 @@ fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRu
     let results = match read_results(&file) {
         Ok(None) => Results::Digest {
             sha256: twin::output_digest(output, &[inp.run_id.as_str()]),
+            lines: twin::normalise(output, &[inp.run_id.as_str()])
+                .into_iter()
+                .take(twin::diff::MAX_LINES)
+                .collect(),
         },
         Ok(Some(text)) => match twin::junit::parse(&text) {
             Ok(tests) => Results::Junit { tests },

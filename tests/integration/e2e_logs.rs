@@ -2,7 +2,8 @@
 //! whose agent prints its secret, terminal escapes and a bidi control, a line it then waits
 //! on, and a flood past every limit. `cyclix logs -f` shows the waiting line while the agent
 //! runs; no journal line holds the secret (its redacted line there is the control that it
-//! was printed and passed on); every limit is marked.
+//! was printed and passed on); every limit is marked. The same run's egress: the agent's two
+//! requests are told from the probe suite's (issue 19 item 8).
 
 use crate::common::run::{leftovers, prepared, record_of};
 use crate::common::tenant::{Tenant, key_file};
@@ -10,8 +11,14 @@ use crate::common::testbed::expect_success;
 
 /// The agent (committed as `agent.sh`): the secret, escapes, a line to follow, a wait for the
 /// host's release file in its control dir (so the line is seen while it runs), ~6 MB in
-/// 60,000 lines, then the demo's fix.
-const AGENT: &str = r#"echo "SECRET=$E2E_TOKEN end"
+/// 60,000 lines, then the demo's fix; first two proxy requests (denied: no host is allowed).
+const AGENT: &str = r#"python3 - <<'PY'
+import urllib.request as u
+for h in ('a.invalid', 'b.invalid'):
+    try: u.urlopen('http://' + h + '/x', timeout=20)
+    except Exception as e: print('EGRESS', h, type(e).__name__)
+PY
+echo "SECRET=$E2E_TOKEN end"
 printf 'ESC:\033[31mred bidi:\342\200\256x\n'
 echo LIVE-MARKER
 i=0; while [ ! -e /cyclix/ctl/release ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done
@@ -110,6 +117,7 @@ echo "run=$run live=$live running=$running follow_rc=$frc""#
     assert_eq!(o["truncated"], true, "{o}");
     assert!(o["lines"].as_u64().unwrap_or(0) > 60_000, "{o}");
     assert_eq!(rec["result"], "passed", "{rec:#}");
+    egress_is_told_apart(tb, &c, &t, &rec);
     // `--run` and `-n`; an unknown run is the person's mistake (exit 1), named.
     let tail = tb.user_sh(&format!("{c} logs {t} --run {run} -n 2"));
     let text = String::from_utf8_lossy(&tail.stdout);
@@ -121,5 +129,43 @@ echo "run=$run live=$live running=$running follow_rc=$frc""#
     assert!(
         left.trim().is_empty(),
         "leftovers (the raw output files with the run dir): {left}"
+    );
+}
+
+/// The agent's two requests apart from the probe suite's (by when they started), in the
+/// record and in `cyclix status`.
+fn egress_is_told_apart(
+    tb: &crate::common::testbed::Testbed,
+    c: &str,
+    t: &str,
+    rec: &serde_json::Value,
+) {
+    let by = |who: &str| -> Vec<String> {
+        rec["egress_decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .filter(|d| d["by"] == who)
+            .map(|d| d["host"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        by("agent"),
+        ["a.invalid", "b.invalid"],
+        "{:#}",
+        rec["egress_decisions"]
+    );
+    let probes = by("probe");
+    assert!(
+        probes.len() >= 5 && !probes.iter().any(|h| h.ends_with(".invalid")),
+        "the probe suite's requests: {probes:?}"
+    );
+    let status = expect_success(&tb.user_sh(&format!("{c} status {t}")), "status");
+    assert!(
+        status.contains(&format!(
+            "egress: the agent made 2 requests, 2 denied; the probes {}, ",
+            probes.len()
+        )),
+        "{status}"
     );
 }

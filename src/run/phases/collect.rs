@@ -42,9 +42,42 @@ pub(crate) fn collect(
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
             .filter(serde_json::Value::is_object)
+            .map(|mut d| {
+                let by = egress_source(&d, rec.go_ms);
+                d["by"] = by.into();
+                d
+            })
             .collect();
     }
     Ok(())
+}
+
+/// Who made a proxy request (issue 19 item 8): `probe` when squid saw it start before the go
+/// signal (`go_ms`, taken before the go file is written: the agent is held in `agent-wait`
+/// until then, and the leak watch's probes make no proxy request), else `agent`. The start is
+/// squid's own: the log time `ts` (seconds, ms fraction) less the response time `ms`
+/// (`%ts.%03tu`, `%tr`; squid's logformat). A run whose agent never went has only `probe`s; a
+/// decision without a readable time is the agent's (never hidden among the probes').
+#[must_use]
+// Milliseconds since 1970 fit an f64's 53-bit mantissa exactly.
+#[allow(clippy::cast_precision_loss)]
+pub fn egress_source(d: &serde_json::Value, go_ms: Option<u128>) -> &'static str {
+    let Some(go) = go_ms else {
+        return "probe";
+    };
+    let ts = d.get("ts").and_then(serde_json::Value::as_f64);
+    let took = d
+        .get("ms")
+        .and_then(|v| {
+            v.as_str()
+                .and_then(|s| s.parse::<f64>().ok())
+                .or(v.as_f64())
+        })
+        .unwrap_or(0.0);
+    match ts {
+        Some(t) if t.is_finite() && t * 1000.0 - took < go as f64 => "probe",
+        _ => "agent",
+    }
 }
 
 /// How many lines of the agent's and the gate's output the record keeps.
@@ -168,6 +201,21 @@ pub(crate) fn project_space_causes(
 mod tests {
     use super::*;
     use crate::agents::StreamKind;
+
+    #[test]
+    fn a_request_that_started_before_the_go_signal_is_the_probes() {
+        let d = |ts: f64, ms: &str| serde_json::json!({"ts": ts, "ms": ms, "status": "403"});
+        let go = Some(1_764_600_000_500);
+        assert_eq!(egress_source(&d(1_764_600_000.400, "5"), go), "probe");
+        // Logged after the go, but it started before (a tunnel the probe closed late).
+        assert_eq!(egress_source(&d(1_764_600_002.000, "1600"), go), "probe");
+        assert_eq!(egress_source(&d(1_764_600_000.600, "50"), go), "agent");
+        assert_eq!(
+            egress_source(&serde_json::json!({"status": "200"}), go),
+            "agent"
+        );
+        assert_eq!(egress_source(&d(1_764_600_009.0, "1"), None), "probe");
+    }
 
     #[test]
     fn a_secret_hidden_in_json_escapes_or_split_over_deltas_is_redacted_from_the_report() {

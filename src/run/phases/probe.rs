@@ -43,8 +43,11 @@ pub(crate) fn prove(
     } else {
         render::plan::REFUSED_FILE
     });
+    // Taken before the file exists: nothing the agent does can start earlier (the egress
+    // split of `collect::egress_source` relies on it).
+    let at = now_ms();
     std::fs::write(&file, b"").with_context(|| format!("writing {}", file.display()))?;
-    rec.go_ms = Some(now_ms());
+    rec.go_ms = Some(at);
     Ok(go)
 }
 
