@@ -39,7 +39,7 @@ fn the_agents_output_is_redacted_followed_live_and_marked_where_cut() {
         .write(tb);
     key_file(tb, &t, "E2E_TOKEN");
     let script = format!(
-        r#"systemctl --user start --no-block cyclix-run@{t}.service
+        r#"date +%s > /tmp/{t}.since; systemctl --user start --no-block cyclix-run@{t}.service
 a=; for i in $(seq 1 600); do
   a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
   [ -n "$a" ] && break; sleep 0.1
@@ -93,11 +93,12 @@ echo "run=$run live=$live running=$running follow_rc=$frc""#
     let scan = expect_success(
         &tb.user_sh(&format!(
             "sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/{t}.needle; [ -s /tmp/{t}.needle ] || exit 9
+             since=@$(cat /tmp/{t}.since); rm -f /tmp/{t}.since; run_journal() {{ journalctl --user -o cat --no-pager --since $since -u cyclix-run@{t}.service; }}
              journal=$(journalctl --user -o cat --no-pager | grep -cF -f /tmp/{t}.needle)
              files=$(grep -rlF -f /tmp/{t}.needle ~/.local/state/cyclix /tmp/{t}.follow | wc -l)
-             redacted=$(journalctl --user -o cat --no-pager -u cyclix-run@{t}.service | grep -cxF 'agent| SECRET=*** end')
-             capped=$(journalctl --user -o cat --no-pager -u cyclix-run@{t}.service | grep -c '^cyclix: agent output past 1000 lines is not sent to the journal')
-             flood=$(journalctl --user -o cat --no-pager -u cyclix-run@{t}.service | grep -c '^agent| yyyy')
+             redacted=$(run_journal | grep -cxF 'agent| SECRET=*** end')
+             capped=$(run_journal | grep -c '^cyclix: agent output past 1000 lines is not sent to the journal')
+             flood=$(run_journal | grep -c '^agent| yyyy')
              rm -f /tmp/{t}.needle /tmp/{t}.follow
              echo journal=$journal files=$files redacted=$redacted capped=$capped flood=$flood"
         )),
