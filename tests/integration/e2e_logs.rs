@@ -119,18 +119,7 @@ echo "run=$run live=$live running=$running follow_rc=$frc""#
     assert!(o["lines"].as_u64().unwrap_or(0) > 60_000, "{o}");
     assert_eq!(rec["result"], "passed", "{rec:#}");
     egress_is_told_apart(tb, &c, &t, &rec);
-    // `--run` and `-n`; an unknown run is the person's mistake (exit 1), named.
-    let tail = tb.user_sh(&format!("{c} logs {t} --run {run} -n 2"));
-    let text = String::from_utf8_lossy(&tail.stdout);
-    assert!(tail.status.success() && text.lines().count() <= 4, "{text}");
-    let bad = tb.user_sh(&format!("{c} logs {t} --run 20000101-000000-dead"));
-    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no run 20000101-000000-dead"));
-    let left = leftovers(tb, &run, &t);
-    assert!(
-        left.trim().is_empty(),
-        "leftovers (the raw output files with the run dir): {left}"
-    );
+    logs_verb_and_nothing_left(tb, &c, &t, &run);
 }
 
 /// The agent's two requests apart from the probe suite's (by when they started), in the
@@ -168,5 +157,27 @@ fn egress_is_told_apart(
             probes.len()
         )),
         "{status}"
+    );
+}
+
+/// `--run` and `-n`, an unknown run; the worktrees dir and every object gone.
+fn logs_verb_and_nothing_left(tb: &crate::common::testbed::Testbed, c: &str, t: &str, run: &str) {
+    // `--run` and `-n`; an unknown run is the person's mistake (exit 1), named.
+    let tail = tb.user_sh(&format!("{c} logs {t} --run {run} -n 2"));
+    let text = String::from_utf8_lossy(&tail.stdout);
+    assert!(tail.status.success() && text.lines().count() <= 4, "{text}");
+    let bad = tb.user_sh(&format!("{c} logs {t} --run 20000101-000000-dead"));
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no run 20000101-000000-dead"));
+    // The tenant's worktrees dir went with its last run.
+    let dir = tb.user_sh(&format!("test -e ~/.local/share/cyclix/worktrees/{t}"));
+    assert!(
+        !dir.status.success(),
+        "worktrees/{t}/ is left after the run"
+    );
+    let left = leftovers(tb, run, t);
+    assert!(
+        left.trim().is_empty(),
+        "leftovers (the raw output files with the run dir): {left}"
     );
 }
