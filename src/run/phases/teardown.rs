@@ -163,7 +163,8 @@ fn trees(
     }
     // The tenant's worktrees dir (`worktrees/TENANT/`) goes with its last run (issue 19 item
     // 10): only when it is empty, so a tree kept by another run stays. A twin's two
-    // environments tear down at once: the one that finds it gone (or filled) has nothing to do.
+    // environments tear down at once: the one that finds it gone (or filled) has nothing to do;
+    // a mount point (a user's own file system for the trees) stays.
     if let Some(dir) = ledger.worktree().and_then(|(tree, _)| tree.parent())
         && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
     {
@@ -171,7 +172,9 @@ fn trees(
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::DirectoryNotEmpty
+                        | std::io::ErrorKind::ResourceBusy
                 ) =>
             {
                 Ok(())
