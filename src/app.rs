@@ -77,10 +77,15 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Resume { tenant } => pause_cmd::resume(&env()?, tenant),
         Command::Tick { tenant } => tick_cmd::run(&env()?, tenant),
         Command::Status { tenant, json } => status_cmd::run(&env()?, tenant.as_deref(), *json),
-        Command::Logs { tenant, lines } => {
+        Command::Logs {
+            tenant,
+            run,
+            follow,
+            lines,
+        } => {
             // The tenant's name is judged before `$HOME` is needed.
             tenant::check_name(tenant)?;
-            logs_cmd::run(&env()?, tenant, *lines)
+            logs_cmd::run(&env()?, tenant, run.as_deref(), *follow, *lines)
         }
         Command::Check {
             quick,

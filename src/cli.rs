@@ -214,11 +214,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show the journal of TENANT's runs.
+    /// Show what the agent and the gate of a run printed (redacted; `-f` follows a run).
     Logs {
         /// The tenant.
         tenant: String,
-        /// How many lines.
+        /// The run (its id, as `cyclix status` names it); default: the run in progress, else
+        /// the last one.
+        #[arg(long, value_name = "RUN")]
+        run: Option<String>,
+        /// Then print every line as it is written, until the run ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// How many lines of each of the agent's and the gate's output (0: all).
         #[arg(short = 'n', long, default_value_t = 200)]
         lines: u32,
     },

@@ -76,6 +76,13 @@ impl HostEnv {
     }
 }
 
+/// `JOURNAL_STREAM` is set: stdout or stderr is connected to the journal (systemd.exec(5),
+/// "Environment variables in spawned processes"), as when cyclix runs under its run unit.
+#[must_use]
+pub fn journal_stream() -> bool {
+    std::env::var_os("JOURNAL_STREAM").is_some()
+}
+
 /// The directories of `$PATH`, in order (empty entries and relative ones dropped: podman and
 /// the kernel's `execvp` would treat them as the working directory, which `check` refuses to
 /// trust).

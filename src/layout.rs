@@ -234,6 +234,13 @@ impl<'a> RunFiles<'a> {
         self.file("import")
     }
 
+    /// `RUN.LABEL.log` (`RUN.agent.log`, `RUN.gate.log`): the agent's or the gate's output as
+    /// cyclix kept it (redacted, printable, limits marked; `run::output`).
+    #[must_use]
+    pub fn output_log(&self, label: &str) -> PathBuf {
+        self.file(&format!("{label}.log"))
+    }
+
     /// `RUN.uncommitted.diff`: the agent's uncommitted work, kept.
     #[must_use]
     pub fn uncommitted_diff(&self) -> PathBuf {
@@ -242,10 +249,19 @@ impl<'a> RunFiles<'a> {
 }
 
 /// The run id of a records-directory entry (`RUN.json`, `RUN.running`, …) and its kind
-/// (`json`, `running`, `phase`, `import`, `uncommitted.diff`); `None` otherwise.
+/// (`json`, `running`, `phase`, `import`, `uncommitted.diff`, `agent.log`, `gate.log`);
+/// `None` otherwise.
 #[must_use]
 pub fn parse_run_file(file_name: &str) -> Option<(&str, &str)> {
-    for ext in ["uncommitted.diff", "json", "running", "phase", "import"] {
+    for ext in [
+        "uncommitted.diff",
+        "agent.log",
+        "gate.log",
+        "json",
+        "running",
+        "phase",
+        "import",
+    ] {
         if let Some(run) = file_name
             .strip_suffix(ext)
             .and_then(|s| s.strip_suffix('.'))

@@ -13,6 +13,7 @@ pub(crate) mod import_phase;
 pub mod inputs;
 pub mod ledger;
 pub mod lifecycle;
+pub mod output;
 pub use crate::limits;
 pub mod lock;
 pub(crate) mod phases;

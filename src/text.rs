@@ -1,4 +1,24 @@
-//! Text that came out of a sandbox (commit subjects, log lines), made safe to print.
+//! Text that came out of a sandbox (commit subjects, log lines), made safe to print: control
+//! and bidi characters replaced ([`printable`]), secret values redacted ([`redact`]); and the
+//! agent's and gate's output streams cut into such lines with marked limits ([`output`]).
+
+pub mod output;
+
+/// The shortest secret value [`redact`] replaces (bytes): shorter values would redact
+/// ordinary words.
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// `text` with every secret value of at least [`MIN_SECRET_LEN`] bytes (as text) replaced by
+/// `***`. Exact values only: an agent that holds a secret can re-encode it (base64, reversed,
+/// split over lines) and print it past this (docs/output.md says so).
+#[must_use]
+pub fn redact(text: &str, secrets: &[&[u8]]) -> String {
+    let mut t = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
+        t = t.replace(&*String::from_utf8_lossy(s), "***");
+    }
+    t
+}
 
 /// `text` with every control character (C0, DEL, C1) and bidirectional formatting character
 /// replaced by U+FFFD: a commit subject is the agent's, and a terminal must not take it as

@@ -17,6 +17,7 @@
 //! suite's normalised output ([`output_digest`]), and the report says so.
 
 mod comparison;
+pub mod diff;
 pub mod junit;
 mod output;
 mod report;
@@ -95,6 +96,10 @@ pub enum Results {
     Digest {
         /// Lowercase hex.
         sha256: String,
+        /// The normalised lines it digests (at most [`diff::MAX_LINES`]): the failure shows
+        /// how they differ.
+        #[serde(skip)]
+        lines: Vec<String>,
     },
     /// A results file that could not be read or parsed.
     Unreadable {

@@ -171,7 +171,7 @@ fn drill_one(
         storage_lock_wait: crate::run::storage_lock::DEFAULT_WAIT,
     };
     let ran = run_with(env, tenant, &opts, over);
-    // The run's own secret values: the evidence quotes the agent's raw journal, never them.
+    // The run's own secret values: the evidence quotes the agent's output, never them.
     let secrets = super::tenant::run_secrets(env, spec).unwrap_or_default();
     let host = planted.facts();
     let secret = match escape {
@@ -183,7 +183,8 @@ fn drill_one(
     let mut row = match ran {
         Ok((_, Some(rec))) => {
             interrupted = rec.result == crate::run::record::RunResult::Interrupted;
-            let o = observe(&rec, spec, host, &secrets);
+            let dir = crate::run::record::tenant_dir(&env.state_home, tenant);
+            let o = observe(&rec, spec, host, &secrets, &dir);
             verdict::judge(escape, &nonce, &o, &secret)
         }
         Ok((_, None)) => verdict::without_run(
@@ -247,7 +248,7 @@ fn targets(spec: &Spec, runtime_dir: &Path, nonce: &str) -> Targets {
     }
 }
 
-/// What the verdict needs from the run: its record, its agent's journal (every line; the
+/// What the verdict needs from the run: its record, its agent's kept output (every line; the
 /// verdict only searches it and quotes it as evidence, so each line has every value of
 /// `secrets` replaced by `***`), its commits' text.
 fn observe(
@@ -255,11 +256,11 @@ fn observe(
     spec: &Spec,
     host: verdict::HostFacts,
     secrets: &[(String, Vec<u8>)],
+    records: &std::path::Path,
 ) -> Observed {
-    let agent_unit =
-        crate::naming::container_unit(&crate::naming::RunNames::new(&rec.run_id).agent());
     let values: Vec<&[u8]> = secrets.iter().map(|(_, v)| v.as_slice()).collect();
-    let agent_log: Vec<String> = crate::journal::unit_messages(&agent_unit)
+    let kept = crate::layout::RunFiles::new(records, &rec.run_id).output_log("agent");
+    let agent_log: Vec<String> = super::logs_cmd::container_lines(&kept, "agent")
         .unwrap_or_else(|e| {
             crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
             rec.agent_log.clone()

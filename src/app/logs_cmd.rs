@@ -1,18 +1,189 @@
-//! `cyclix logs TENANT [-n N]`: the run unit's journal.
+//! `cyclix logs TENANT [--run R] [-f] [-n N]`: what a run's agent and gate printed, as cyclix
+//! kept it (`RUN.agent.log`, `RUN.gate.log` beside the record: secret values redacted,
+//! terminal escapes and bidi controls replaced, limits marked; `run::output`). `-f` follows a
+//! run in progress to its end.
 
-use anyhow::Result;
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use super::tenant::run_unit;
+use anyhow::{Context as _, Result};
+
 use crate::context::HostEnv;
 use crate::exit::Outcome;
+use crate::layout::RunFiles;
+use crate::run::record;
 
-/// `cyclix logs TENANT`: the run unit's journal (what `cyclix run` printed, with timestamps).
+/// The two kept logs of a run, in the order they are written.
+const LABELS: [&str; 2] = ["agent", "gate"];
+
+/// How often `-f` looks for more lines (ms).
+const POLL: Duration = Duration::from_millis(200);
+
+/// `cyclix logs TENANT`: the kept output of run `run` (default: the run in progress, else
+/// the last recorded one), its last `lines` lines of each stream (0: all); `follow`: then
+/// every line as it is written, until the run ends.
 ///
 /// # Errors
-/// journalctl failures (`crate::journal`).
-pub fn run(env: &HostEnv, tenant: &str, lines: u32) -> Result<Outcome> {
-    let unit = run_unit(env, tenant)?;
-    let out = crate::journal::unit_log(&unit, lines)?;
-    print!("{out}");
-    Ok(Outcome::Ok)
+/// An unknown run or a tenant with no run ([`crate::exit::input`], exit 1); a log that
+/// cannot be read.
+pub fn run(
+    env: &HostEnv,
+    tenant: &str,
+    run: Option<&str>,
+    follow: bool,
+    lines: u32,
+) -> Result<Outcome> {
+    let dir = record::tenant_dir(&env.state_home, tenant);
+    let run_id = which_run(env, tenant, &dir, run)?;
+    let files = RunFiles::new(&dir, &run_id);
+    let paths: Vec<PathBuf> = LABELS.iter().map(|l| files.output_log(l)).collect();
+    let live = || super::status_cmd::current_run(env, tenant).is_some_and(|c| c.run_id == run_id);
+    if !follow {
+        if !paths.iter().any(|p| p.exists()) {
+            return Err(crate::exit::input(format!(
+                "run {run_id} of {tenant} kept no output (it ended before its agent started, \
+                 or it ran before cyclix kept output); see `journalctl --user -u \
+                 cyclix-run@{tenant}.service`"
+            )));
+        }
+        for p in &paths {
+            print_tail(p, lines)?;
+        }
+        return Ok(Outcome::Ok);
+    }
+    let mut at = [0u64; 2];
+    for (i, p) in paths.iter().enumerate() {
+        at[i] = print_tail(p, lines)?;
+    }
+    loop {
+        // Looked at first: a run that has ended has written everything it will.
+        let running = live();
+        let mut got = 0;
+        for (i, p) in paths.iter().enumerate() {
+            let (n, pos) = print_from(p, at[i])?;
+            got += n;
+            at[i] = pos;
+        }
+        if !running && got == 0 {
+            return Ok(Outcome::Ok);
+        }
+        if got == 0 {
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// The run to show: `run` (it must have a record, a log or be in progress), else the run in
+/// progress, else the last recorded one.
+fn which_run(env: &HostEnv, tenant: &str, dir: &Path, run: Option<&str>) -> Result<String> {
+    if let Some(r) = run {
+        crate::spec::validate::run_id(r)
+            .map_err(|m| crate::exit::input(format!("--run {r}: {m}")))?;
+        let f = RunFiles::new(dir, r);
+        let known = f.record().exists()
+            || LABELS.iter().any(|l| f.output_log(l).exists())
+            || super::status_cmd::current_run(env, tenant).is_some_and(|c| c.run_id == r);
+        if !known {
+            return Err(crate::exit::input(format!(
+                "{tenant} has no run {r}; `cyclix status {tenant}` names the last one"
+            )));
+        }
+        return Ok(r.to_string());
+    }
+    if let Some(c) = super::status_cmd::current_run(env, tenant) {
+        return Ok(c.run_id);
+    }
+    match record::latest(&env.state_home, tenant)? {
+        Some(rec) => Ok(rec.run_id),
+        None => Err(crate::exit::input(format!(
+            "{tenant} has no run yet; `cyclix start {tenant}` starts one"
+        ))),
+    }
+}
+
+/// Prints the last `lines` lines of `path` (0: all; nothing if it does not exist) and
+/// returns the offset after its last complete line.
+fn print_tail(path: &Path, lines: u32) -> Result<u64> {
+    let text = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let end = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let whole = &text[..end];
+    let mut start = 0;
+    if lines > 0 {
+        let mut seen = 0;
+        for (i, b) in whole.iter().enumerate().rev().skip(1) {
+            if *b == b'\n' {
+                seen += 1;
+                if seen == lines {
+                    start = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    write_out(&whole[start..])?;
+    Ok(end as u64)
+}
+
+/// Prints the complete lines of `path` after offset `at`: (bytes printed, new offset).
+fn print_from(path: &Path, at: u64) -> Result<(usize, u64)> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, at)),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    };
+    f.seek(SeekFrom::Start(at))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let end = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    write_out(&buf[..end])?;
+    Ok((end, at + end as u64))
+}
+
+/// Writes kept lines (already made printable by the run) to stdout.
+fn write_out(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
+}
+
+/// The container's own lines of a kept log (`LABEL| TEXT` without the prefix; cyclix's
+/// markers left out): what the drill searches.
+///
+/// # Errors
+/// The log cannot be read.
+pub fn container_lines(path: &Path, label: &str) -> Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let prefix = format!("{label}| ");
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_counts_whole_lines_and_returns_the_end_of_the_last() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("r.agent.log");
+        std::fs::write(&p, "agent| a\nagent| b\ncyclix: cut\nagent| par").expect("write");
+        assert_eq!(print_tail(&p, 2).expect("tail"), 30);
+        assert_eq!(print_from(&p, 30).expect("from"), (0, 30));
+        assert_eq!(print_tail(&dir.path().join("none"), 2).expect("none"), 0);
+        assert_eq!(
+            container_lines(&p, "agent").expect("lines"),
+            ["a", "b", "par"]
+        );
+    }
 }

@@ -156,7 +156,8 @@ fn converge_and_execute(
             &env.data_home,
             crate::host::namespaces::host_uid(),
         ))
-        .with_mount_guard(spec_file.display().to_string(), env.clone());
+        .with_mount_guard(spec_file.display().to_string(), env.clone())
+        .with_output_to_journal(crate::context::journal_stream());
     let records = record::tenant_dir(&env.state_home, tenant);
     // We hold the tenant lock: a ledger of another run means its cyclix died mid-run.
     let mut inputs = inputs;

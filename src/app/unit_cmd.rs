@@ -160,7 +160,8 @@ fn or_empty<T: ToString>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// `systemctl show`-style `Key=value` lines; numbers as systemd reports them (µs for elapses).
+/// `systemctl show`-style `Key=value` lines; the realtime elapse as a UTC date (as
+/// `systemctl show` prints it; `--json` keeps the µs), the monotonic one in µs since boot.
 fn write_show(
     out: &mut impl Write,
     name: &str,
@@ -183,7 +184,10 @@ fn write_show(
     )?;
     writeln!(out, "JobPending={}", yes_no(status.job_pending))?;
     if let Some(next) = next {
-        writeln!(out, "NextElapseUSecRealtime={}", or_empty(next.realtime_us))?;
+        let date = next
+            .realtime_us
+            .map(|us| super::clock::utc_timestamp(u128::from(us) / 1000));
+        writeln!(out, "NextElapseUSecRealtime={}", or_empty(date))?;
         writeln!(
             out,
             "NextElapseUSecMonotonic={}",
@@ -308,6 +312,11 @@ mod tests {
         assert!(!out.contains("NextElapse"), "{out}");
 
         fake.set_next_elapse("n.timer", NextElapse::from_raw(1_800_000_000_000_000, 0));
+        let (_, out) = exec(&fake, &["show", "n.timer"]);
+        assert!(
+            out.contains("NextElapseUSecRealtime=2027-01-15 08:00:00 UTC\n"),
+            "{out}"
+        );
         let (_, out) = exec(&fake, &["show", "n.timer", "--json"]);
         let value: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(

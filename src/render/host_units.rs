@@ -37,6 +37,9 @@ fn host_service(h: &HostServicePlan) -> Result<RenderedFile, RenderError> {
         s.add("EnvironmentFile", format!("-{}", v(&h.exec_key, f)?));
     }
     s.add("ExecStart", exec_line(&h.exec));
+    let out = format!("append:{}", v(&h.exec_key, &h.log_file)?);
+    s.add("StandardOutput", out.clone());
+    s.add("StandardError", out);
     // The host tiers' limits are the user manager's (systemd.resource-control(5)); `cyclix run`
     // refuses a limit whose controller is not delegated (limits), so none is dropped.
     if let Some(m) = h.memory_bytes {

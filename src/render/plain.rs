@@ -163,6 +163,13 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         .add("SyslogIdentifier", "%N")
         .add("TimeoutStartSec", c.start_timeout_s.to_string())
         .add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());
+    if c.log_file.is_some() {
+        // The agent's and the gate's output goes to their log file, which cyclix reads,
+        // redacts and forwards (issue 19 item 7); the attached `podman run` would relay the
+        // same output raw to the journal, so its streams go nowhere. (systemd.exec(5)
+        // `StandardOutput=null`.)
+        s.add("StandardOutput", "null").add("StandardError", "null");
+    }
     if let Some(h) = &c.health {
         s.add("ExecStartPost", health_wait(&c.stem, h));
     }
@@ -308,6 +315,23 @@ pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Strin
     (flags, c.image.clone(), c.exec.clone())
 }
 
+/// The agent's and the gate's output into a file cyclix reads (podman-run(1) `--log-driver`,
+/// `--log-opt`; [`super::plan::ContainerPlan::log_file`]).
+/// Every other container's output reaches the journal once, through the attached `podman
+/// run` (`--log-driver=none`, see [`run_args`]).
+fn log_args(c: &ContainerPlan) -> Vec<String> {
+    c.log_file.as_ref().map_or_else(
+        || vec!["--log-driver=none".into()],
+        |f| {
+            vec![
+                "--log-driver=k8s-file".into(),
+                format!("--log-opt=path={f}"),
+                format!("--log-opt=max-size={}", super::plan::RAW_LOG_MAX),
+            ]
+        },
+    )
+}
+
 fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     let mut deps: Vec<String> = Vec::new();
     let mut args: Vec<String> = vec![
@@ -316,7 +340,6 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         "--rm".into(),
         "--cgroups=split".into(),
         "--sdnotify=conmon".into(),
-        "--log-driver=none".into(),
     ];
     // No `-d`, unlike Quadlet: `podman run` stays in the foreground as the unit's main
     // process. Rootless podman 4.3 moves itself to a `podman-PID.scope` when any line of
@@ -407,6 +430,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     if let Some(p) = c.pids {
         args.push(format!("--pids-limit={p}"));
     }
+    args.extend(log_args(c));
     if let Some(m) = c.memory_bytes {
         args.push(format!("--memory={m}"));
     }

@@ -30,8 +30,9 @@ pub use host_tiers::{HOST_ENV_FILE, HostServicePlan};
 pub use services::{PICKED_PORTS, SERVICE_HOST, ServicePlan, database_name, preview_ports};
 pub use supervision::UnitNames;
 pub use topology::{
-    Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, Net, NetworkPlan, PROXY_CONF_FILE,
-    PROXY_CONF_PATH, PROXY_PORT, VolumeMount, VolumePlan, WORKDIR, gate_tree,
+    AGENT_OUTPUT_FILE, Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, GATE_OUTPUT_FILE, Net,
+    NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_PORT, RAW_LOG_MAX, VolumeMount,
+    VolumePlan, WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};

@@ -266,6 +266,11 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     if let Some(p) = c.pids {
         s.add("PidsLimit", p.to_string());
     }
+    if let Some(f) = &c.log_file {
+        s.add("LogDriver", "k8s-file");
+        s.add("LogOpt", format!("path={f}"));
+        s.add("LogOpt", format!("max-size={}", super::plan::RAW_LOG_MAX));
+    }
     let mut podman_args = Vec::new();
     if let Some(m) = c.memory_bytes {
         podman_args.push(format!("--memory={m}"));

@@ -54,6 +54,11 @@ pub struct RealRunHost {
     /// The spec file and the user's directories for [`RunHost::check_mounts`]; `None`: no
     /// guard (a host built without it).
     mount_guard: Option<(String, crate::context::HostEnv)>,
+    /// The output readers of the run's agent and gate, by unit ([`RunJournal::follow_output`]).
+    followers: std::sync::Mutex<Vec<(String, super::output::Follower)>>,
+    /// Pass the agent's and the gate's lines on to stderr (cyclix runs under its run unit,
+    /// whose stderr is the journal); off by default.
+    output_to_journal: bool,
 }
 
 impl RealRunHost {
@@ -64,7 +69,17 @@ impl RealRunHost {
             podman: Podman::new(),
             graphroot: None,
             mount_guard: None,
+            followers: std::sync::Mutex::new(Vec::new()),
+            output_to_journal: false,
         }
+    }
+
+    /// Passes the agent's and the gate's lines (redacted, within the limits) on to stderr
+    /// when `on` (stderr is the journal: [`crate::context::journal_stream`]).
+    #[must_use]
+    pub fn with_output_to_journal(mut self, on: bool) -> Self {
+        self.output_to_journal = on;
+        self
     }
 
     /// Checks the spec's mounts again right before the run (see [`RunHost::check_mounts`]);
@@ -457,6 +472,42 @@ impl RunPodman for RealRunHost {
 impl RunJournal for RealRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         crate::journal::unit_messages(unit)
+    }
+    fn follow_output(&self, mut f: super::output::OutputFollow) -> Result<()> {
+        f.journal &= self.output_to_journal;
+        let unit = f.unit.clone();
+        let follower = super::output::Follower::start(f)?;
+        self.followers
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the output readers' lock is poisoned"))?
+            .push((unit, follower));
+        Ok(())
+    }
+    fn output(&self, unit: &str) -> Result<super::output::Captured> {
+        let follower = {
+            let mut all = self
+                .followers
+                .lock()
+                .map_err(|_| anyhow::anyhow!("the output readers' lock is poisoned"))?;
+            all.iter()
+                .position(|(u, _)| u == unit)
+                .map(|i| all.remove(i).1)
+        };
+        follower.map_or_else(
+            || Ok(super::output::Captured::default()),
+            super::output::Follower::finish,
+        )
+    }
+    fn end_outputs(&self) {
+        let all: Vec<_> = match self.followers.lock() {
+            Ok(mut f) => f.drain(..).collect(),
+            Err(_) => return,
+        };
+        for (unit, f) in all {
+            if let Err(e) = f.finish() {
+                crate::stderrln!("warning: the output of {unit}: {e:#}");
+            }
+        }
     }
 }
 

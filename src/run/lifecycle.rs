@@ -25,7 +25,7 @@ use super::phases::{
     agent::{self, agent_and_gate},
     audit,
     bring_up::{self, install, record_units, reload_and_confirm, run_context, start_units},
-    collect::{agent_report, collect, log_tail, project_space_causes, redact},
+    collect::{Outputs, agent_report, collect, follow_outputs, project_space_causes, redact, tail},
     prepare::{self, prepare},
     probe, teardown,
 };
@@ -143,6 +143,8 @@ pub fn execute(
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
     let mut created = RunState::new(ledger);
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
+    // A run that ended before collect read its output: the readers end here.
+    host.end_outputs();
     rec.notices.append(&mut created.notices);
     match outcome {
         Ok(result) => rec.result = result,
@@ -236,6 +238,18 @@ pub fn execute(
     }
     rec.phases = r.phases;
     rec
+}
+
+/// Where the run's agent and gate output is read from and kept.
+pub(crate) fn outputs_of(inp: &RunInputs) -> Outputs<'_> {
+    Outputs {
+        run_id: &inp.run_id,
+        tenant: &inp.spec.tenant,
+        run_dir: &inp.paths.run_dir,
+        records_dir: inp.paths.records_dir.as_deref(),
+        tier: inp.spec.tier,
+        secrets: &inp.secrets,
+    }
 }
 
 /// What teardown needs of the run's inputs.
@@ -392,6 +406,7 @@ fn bring_up_and_run(
         reload_and_confirm(units, &rendered.units)
     })?;
     r.phase("start", || {
+        follow_outputs(&outputs_of(inp), host, &rendered.units)?;
         start_units(&up, units, host, &rendered.units, rec)
     })?;
     let mut result = agent_and_gate(
@@ -443,13 +458,17 @@ fn bring_up_and_run(
             let text = redact(&d.to_string(), &secrets);
             *d = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
         }
-        let agent_journal = host.unit_journal(&rendered.units.agent)?;
+        // The agent's and the gate's output, as the followers kept it (redacted, printable).
+        let agent_out = host.output(&rendered.units.agent)?;
         if let (Some(p), Some(_)) = (&spec.agent.preset, rec.agent_exit) {
-            rec.agent_report = Some(agent_report(p.stream, &agent_journal, &secrets));
+            rec.agent_report = Some(agent_report(p.stream, &agent_out.lines, &secrets));
         }
-        rec.agent_log = log_tail(&agent_journal, &secrets);
+        rec.agent_log = tail(&agent_out);
+        rec.agent_output = Some(agent_out.summary);
+        let gate_out = host.output(&rendered.units.gate)?;
         if rec.gate_exit.is_some() {
-            rec.gate_log = log_tail(&host.unit_journal(&rendered.units.gate)?, &secrets);
+            rec.gate_log = tail(&gate_out);
+            rec.gate_output = Some(gate_out.summary);
         }
         Ok(())
     })?;

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+mod summary;
+pub use summary::summary;
+
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -118,8 +121,9 @@ pub struct RunRecord {
     /// 13 item 3). `pid P (comm): …` from the host-side scan, `P22: …` from the watch probe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_named: Vec<String>,
-    /// The last lines the agent printed (its unit's journal, podman's own event lines left
-    /// out, secret values replaced by `***`).
+    /// The last [`crate::run::lifecycle::LOG_TAIL_LINES`] lines the agent printed (from its
+    /// output file, secret values replaced by `***`, escapes by U+FFFD; `run::output`);
+    /// `agent_output` says how many there were.
     pub agent_log: Vec<String>,
     /// The agent CLI preset the run used (issue 14): name, package, model, turn cap and what
     /// the spec overrode; absent for a `script` agent.
@@ -132,7 +136,15 @@ pub struct RunRecord {
     pub agent_report: Option<crate::agents::AgentReport>,
     /// The last lines the gate printed (as `agent_log`).
     pub gate_log: Vec<String>,
-    /// Proxy decisions (one JSON object per request).
+    /// How much the agent printed and what of it was kept (`RUN.agent.log`), sent to the
+    /// journal, or cut (issue 19 item 7); absent for a run that did not get to collect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_output: Option<crate::text::output::OutputSummary>,
+    /// The same for the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_output: Option<crate::text::output::OutputSummary>,
+    /// Proxy decisions (one JSON object per request, squid's fields and cyclix's `by`:
+    /// `probe` or `agent`, from when the request started: `collect::egress_source`).
     pub egress_decisions: Vec<serde_json::Value>,
     /// Names of variables handed over as secrets (values never recorded).
     pub secret_names: Vec<String>,
@@ -239,6 +251,8 @@ impl RunRecord {
             preset: None,
             agent_report: None,
             gate_log: Vec::new(),
+            agent_output: None,
+            gate_output: None,
             refusal: Vec::new(),
             watch_rounds: 0,
             agent_named: Vec::new(),
@@ -296,54 +310,6 @@ impl From<&crate::render::plan::ServicePlan> for ServiceRecord {
             worktree: s.worktree,
         }
     }
-}
-
-/// The summary's lines about the run branch and its commits.
-fn branch_lines(r: &RunRecord) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let no_commits = r.import.as_ref().is_some_and(|i| i.outcome != "imported");
-    if r.branch.is_empty() && no_commits {
-        let _ = writeln!(s, "  branch: none (nothing imported from the run)");
-    } else if r.branch.is_empty() {
-        let _ = writeln!(s, "  branch: none (the run ended before it made one)");
-    } else {
-        let _ = writeln!(
-            s,
-            "  branch {} (+{} commit{} on {})",
-            r.branch,
-            r.commits.len(),
-            if r.commits.len() == 1 { "" } else { "s" },
-            short(&r.base_commit)
-        );
-    }
-    for c in &r.commits {
-        let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
-    }
-    s
-}
-
-/// The summary's lines about the import: a refused one, and the uncommitted files.
-fn import_lines(import: Option<&ImportRecord>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let Some(i) = import else {
-        return s;
-    };
-    if !matches!(i.outcome.as_str(), "imported" | "no-commits") {
-        let _ = writeln!(s, "  IMPORT {}: {}", i.outcome, i.reason);
-    }
-    if i.uncommitted_files > 0 {
-        let _ = writeln!(
-            s,
-            "  uncommitted: {} file(s) left changed by the agent{}",
-            i.uncommitted_files,
-            i.uncommitted_diff
-                .as_ref()
-                .map_or_else(String::new, |p| format!(", diff kept at {}", p.display()))
-        );
-    }
-    s
 }
 
 /// `$XDG_STATE_HOME/cyclix/runs/TENANT/`.
@@ -414,174 +380,4 @@ pub fn latest(state_home: &Path, tenant: &str) -> Result<Option<RunRecord>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
     }
-}
-
-/// A human summary (what `cyclix run` prints at the end and `status` shows).
-#[must_use]
-pub fn summary(r: &RunRecord) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "run {} (tenant {}, tier {}): {:?}",
-        r.run_id, r.tenant, r.tier, r.result
-    );
-    if let Some(p) = &r.failed_phase {
-        let err = r.error.as_deref().unwrap_or("-");
-        let _ = writeln!(
-            s,
-            "  failed in phase {p}: {}",
-            err.strip_prefix(&format!("phase {p}: ")).unwrap_or(err)
-        );
-    }
-    let ex = |c: Option<i32>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
-    let passed = r
-        .probes
-        .iter()
-        .filter(|p| p.get("verdict").and_then(|v| v.as_str()) == Some("PASS"))
-        .count();
-    let _ = writeln!(
-        s,
-        "  probes: {passed}/{} PASS; leak watch ran {} times",
-        r.probes.len(),
-        r.watch_rounds
-    );
-    for why in &r.refusal {
-        let _ = writeln!(s, "  REFUSED: {why}");
-    }
-    s.push_str(&super::baseline::summary_lines(r.baseline.as_ref()));
-    s.push_str(&service_lines(&r.services));
-    for c in &r.causes {
-        let _ = writeln!(s, "  CAUSE: {c}");
-    }
-    let _ = writeln!(
-        s,
-        "  agent exit {}, gate exit {}",
-        ex(r.agent_exit),
-        ex(r.gate_exit)
-    );
-    let shown = match r.result {
-        RunResult::AgentFailed => Some(("agent", &r.agent_log)),
-        RunResult::GateFailed => Some(("gate", &r.gate_log)),
-        _ => None,
-    };
-    if let Some((who, log)) = shown {
-        let _ = writeln!(s, "  last lines of the {who}:");
-        for l in log.iter().rev().take(10).rev() {
-            let _ = writeln!(s, "    | {l}");
-        }
-    }
-    s.push_str(&import_lines(r.import.as_ref()));
-    s.push_str(&branch_lines(r));
-    if !r.setup_changes.is_empty() {
-        let _ = writeln!(
-            s,
-            "  SETUP CHANGED by the run's commits: {}",
-            r.setup_changes.join(", ")
-        );
-    }
-    s.push_str(&egress_line(r));
-    s.push_str(&delivery_line(r));
-    for n in &r.notices {
-        let _ = writeln!(s, "  NOTICE: {n}");
-    }
-    for c in &r.repo_changes {
-        let _ = writeln!(
-            s,
-            "  CHANGED ON THE HOST during the run (not by the sandbox): {c}"
-        );
-    }
-    if r.leftovers.is_empty() {
-        let _ = writeln!(s, "  leftovers: none");
-    } else {
-        for l in &r.leftovers {
-            let _ = writeln!(s, "  LEFTOVER: {l}");
-        }
-    }
-    let total = r
-        .phases
-        .first()
-        .zip(r.phases.last())
-        .map_or(0, |(a, b)| b.end_ms.saturating_sub(a.start_ms));
-    let times: Vec<String> = r
-        .phases
-        .iter()
-        .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
-        .collect();
-    let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
-    s
-}
-
-/// The summary's egress line: requests, denials (403/407 and cut tunnels), cut tunnels.
-fn egress_line(r: &RunRecord) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let denied = r
-        .egress_decisions
-        .iter()
-        .filter(|d| {
-            // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
-            d.get("status").and_then(|v| v.as_str()) == Some("403")
-                || d.get("reason")
-                    .and_then(|v| v.as_str())
-                    .and_then(crate::render::proxy::DenyReason::from_token)
-                    .is_some()
-        })
-        .count();
-    let cut = r
-        .egress_decisions
-        .iter()
-        .filter(|d| {
-            matches!(
-                d.get("reason")
-                    .and_then(|v| v.as_str())
-                    .and_then(crate::render::proxy::DenyReason::from_token),
-                Some(
-                    crate::render::proxy::DenyReason::NotTls
-                        | crate::render::proxy::DenyReason::SniMismatch
-                )
-            )
-        })
-        .count();
-    let _ = writeln!(
-        s,
-        "  egress: {} requests, {denied} denied{}",
-        r.egress_decisions.len(),
-        if cut > 0 {
-            format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
-        } else {
-            String::new()
-        }
-    );
-    s
-}
-
-/// `  delivery: …` when the run has a delivery, else nothing.
-fn delivery_line(r: &RunRecord) -> String {
-    r.delivery
-        .as_ref()
-        .map_or_else(String::new, |d| format!("  delivery: {}\n", d.summary()))
-}
-
-/// One summary line per service: address, database, volume.
-fn service_lines(services: &[ServiceRecord]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    for svc in services {
-        let _ = writeln!(
-            s,
-            "  service {} at {} (database {}{})",
-            svc.name,
-            svc.address,
-            svc.database,
-            svc.volume
-                .as_ref()
-                .map_or_else(String::new, |v| format!(", volume {v}"))
-        );
-    }
-    s
-}
-
-fn short(sha: &str) -> &str {
-    sha.get(..12).unwrap_or(sha)
 }

@@ -208,6 +208,21 @@ pub trait RunJournal {
     /// # Errors
     /// journalctl failed.
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
+    /// Starts reading the output a unit writes to its raw file, as it grows
+    /// ([`super::output::Follower`]): redacted, made printable, kept and sent to the journal
+    /// within [`crate::text::output::LIMITS`].
+    ///
+    /// # Errors
+    /// The kept log cannot be created.
+    fn follow_output(&self, f: super::output::OutputFollow) -> Result<()>;
+    /// Ends reading `f.unit`'s output (the unit has ended) and returns its lines; a unit that
+    /// was never followed has none.
+    ///
+    /// # Errors
+    /// The raw file could not be read or the kept log written.
+    fn output(&self, unit: &str) -> Result<super::output::Captured>;
+    /// Ends every follow still going (a run that ended before it read them).
+    fn end_outputs(&self) {}
 }
 
 /// The host around a run: its processes (`/proc`, cgroups), podman's storage locks, file

@@ -241,6 +241,14 @@ fn environment(
         }
     }
     barrier.wait(); // both suites are done: now either may go down
+    if let Some(p) = &plan {
+        // This environment's output readers end (the other's run on in its thread).
+        for unit in [&p.units.agent, &p.units.gate] {
+            if let Err(e) = host.output(unit) {
+                crate::stderrln!("warning: the output of {unit}: {e:#}");
+            }
+        }
+    }
     side.down_ms = Some(now_ms());
     // The temporary branch goes later, once every side is down (see `remove_branches`).
     let torn = r.phase("teardown", || {
@@ -300,6 +308,11 @@ fn bring_up(
         bring_up::reload_and_confirm(units, &rendered.units)
     })?;
     r.phase("start", || {
+        // The gate's output is read from its file (nothing kept beside a record: a twin has
+        // none), as a run reads it.
+        let mut out = lifecycle::outputs_of(inp);
+        out.records_dir = None;
+        crate::run::phases::collect::follow_outputs(&out, host, &rendered.units)?;
         bring_up::start_units(
             &lifecycle::bring_up_of(inp),
             units,
@@ -339,8 +352,14 @@ fn quick_suite(
 ) -> Result<SuiteRun> {
     let budget = Duration::from_secs(inp.spec.gate.timeout_s) + inp.deadlines.slack;
     let exit = agent::run_to_end(units, gate, inp.deadlines, budget, &inp.interrupted)?;
+    // podman's own words (a command that cannot start) are in the unit's journal, the suite's
+    // output in its file.
     let journal = host.unit_journal(gate)?;
-    suite_result(inp, exit, &journal)
+    let output = host.output(gate)?.lines;
+    if twin::cannot_start(exit, &output).is_none() && twin::cannot_start(exit, &journal).is_some() {
+        return suite_result(inp, exit, &journal);
+    }
+    suite_result(inp, exit, &output)
 }
 
 /// The suite's exit status and results: the `JUnit` file if the suite wrote one, else the
@@ -365,6 +384,10 @@ fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRu
     let results = match read_results(&file) {
         Ok(None) => Results::Digest {
             sha256: twin::output_digest(output, &[inp.run_id.as_str()]),
+            lines: twin::normalise(output, &[inp.run_id.as_str()])
+                .into_iter()
+                .take(twin::diff::MAX_LINES)
+                .collect(),
         },
         Ok(Some(text)) => match twin::junit::parse(&text) {
             Ok(tests) => Results::Junit { tests },

@@ -2,6 +2,7 @@
 //! and the outcome counts. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -178,21 +179,39 @@ fn compare_results(
         );
         return;
     }
-    let digests: Vec<&str> = sides
+    let digests: Vec<(&str, &[String])> = sides
         .iter()
         .filter_map(|s| match s.suite.as_ref().map(|r| &r.results) {
-            Some(Results::Digest { sha256 }) => Some(sha256.as_str()),
+            Some(Results::Digest { sha256, lines }) => Some((sha256.as_str(), lines.as_slice())),
             _ => None,
         })
         .collect();
-    if digests.len() == 3 && digests.iter().any(|d| *d != digests[0]) {
+    if digests.len() == 3 && digests.iter().any(|d| d.0 != digests[0].0) {
+        // Each environment against the reference: the lines that differ, then how to compare
+        // per test instead.
+        let mut shown = String::new();
+        for (label, d) in [("A", &digests[0]), ("B", &digests[1])] {
+            let lines = super::diff::differing_lines(digests[2].1, d.1);
+            if d.0 != digests[2].0 && !lines.is_empty() {
+                let _ = write!(
+                    shown,
+                    "\n  {label} against the reference (- reference, + {label}):"
+                );
+                for l in lines {
+                    let _ = write!(shown, "\n    {l}");
+                }
+            }
+        }
         fail(
             FailureClass::Results,
             format!(
-                "normalised output differs (no results file, so the output digest is compared): A {}, B {}, reference {}",
-                short(digests[0]),
-                short(digests[1]),
-                short(digests[2])
+                "normalised output differs (no results file, so the output digest is compared): A {}, B {}, reference {}{shown}\n  \
+                 for per-test results, have the quick suite write JUnit XML to ${} (pytest: `--junitxml=${}`)",
+                short(digests[0].0),
+                short(digests[1].0),
+                short(digests[2].0),
+                super::RESULTS_ENV,
+                super::RESULTS_ENV,
             ),
         );
     }

@@ -37,7 +37,8 @@ pub fn normalise(lines: &[String], run_ids: &[&str]) -> Vec<String> {
             for id in &ids {
                 l = l.replace(id, "RUN");
             }
-            hex_addresses(&l.split(' ').map(word).collect::<Vec<_>>().join(" "))
+            let words: Vec<String> = l.split(' ').map(|w| random_names(&word(w))).collect();
+            hex_addresses(&words.join(" "))
         })
         // The container id `podman run -d` prints.
         .filter(|l| !(l.len() == 64 && l.chars().all(|c| c.is_ascii_hexdigit())))
@@ -90,6 +91,36 @@ pub fn cannot_start(exit: i32, output: &[String]) -> Option<&'static str> {
         }
         _ => None,
     }
+}
+
+/// Known-random names in a word's path components: Python's `tempfile` names (`tmpk3j4_a9x`
+/// → `tmpRANDOM`), `mktemp`'s (`tmp.AbC123xyz` → `tmp.RANDOM`), pytest's numbered base
+/// directories (`pytest-12` → `pytest-N`, `popen-gw3` → `popen-gwN`).
+fn random_names(w: &str) -> String {
+    let random = |s: &str, min: usize| {
+        s.len() >= min
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && s.chars()
+                .any(|c| c.is_ascii_digit() || c == '_' || c.is_ascii_uppercase())
+    };
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    w.split('/')
+        .map(|c| {
+            if let Some(r) = c.strip_prefix("tmp.").filter(|r| random(r, 6)) {
+                let _ = r;
+                "tmp.RANDOM".to_string()
+            } else if c.len() == 11 && c.strip_prefix("tmp").is_some_and(|r| random(r, 8)) {
+                "tmpRANDOM".to_string()
+            } else if c.strip_prefix("pytest-").is_some_and(digits) {
+                "pytest-N".to_string()
+            } else if c.strip_prefix("popen-gw").is_some_and(digits) {
+                "popen-gwN".to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Every `0x` followed by hex digits (an address in a repr) becomes `0xADDR`.

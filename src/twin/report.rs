@@ -205,7 +205,7 @@ impl Report {
                 format!("{}/{}/{}/{}", c.passed, c.failed, c.skipped, c.error)
             }
             Some(SuiteRun {
-                results: Results::Digest { sha256 },
+                results: Results::Digest { sha256, .. },
                 ..
             }) => format!("digest {}", short(sha256)),
             Some(SuiteRun {

@@ -164,7 +164,10 @@ fn without_results_files_exit_and_digest_are_compared() {
     let d = |exit, sha: &str| {
         Some(SuiteRun {
             exit,
-            results: Results::Digest { sha256: sha.into() },
+            results: Results::Digest {
+                sha256: sha.into(),
+                lines: vec![format!("out {sha}")],
+            },
         })
     };
     let same = [
@@ -173,6 +176,26 @@ fn without_results_files_exit_and_digest_are_compared() {
         side("reference", d(1, "aa")),
     ];
     assert!(judge(&same, &[]).passed);
+    // A differing digest shows the differing lines and says how to compare per test.
+    let differ = [
+        side("A", d(1, "bb")),
+        side("B", d(1, "aa")),
+        side("reference", d(1, "aa")),
+    ];
+    let v = judge(&differ, &[]);
+    let f = v
+        .failures
+        .iter()
+        .find(|f| f.detail.starts_with("normalised output differs"))
+        .expect("a digest failure");
+    assert!(
+        f.detail
+            .contains("A against the reference (- reference, + A):\n    - out aa\n    + out bb")
+            && !f.detail.contains("B against")
+            && f.detail.contains("--junitxml=$CYCLIX_RESULTS"),
+        "{}",
+        f.detail
+    );
     let mut other = same.clone();
     other[1].suite = d(1, "bb");
     let v = judge(&other, &[]);
@@ -348,6 +371,16 @@ fn the_output_digest_ignores_timings_run_ids_and_podman_noise() {
     let c = vec!["2 passed in 0.03s".to_string()];
     assert_ne!(output_digest(&a, &["t1-a"]), output_digest(&c, &[]));
     assert_eq!(normalise(&c, &[]), ["2 passed in Ns"]);
+    let rnd = vec![
+        "PermissionError: '/tmp/tmpk3j4_a9x/out' /tmp/tmp.AbC123xyz /tmp/pytest-of-cyx/pytest-12/popen-gw3/t0"
+            .to_string(),
+    ];
+    assert_eq!(
+        normalise(&rnd, &[]),
+        [
+            "PermissionError: '/tmp/tmpRANDOM/out' /tmp/tmp.RANDOM /tmp/pytest-of-cyx/pytest-N/popen-gwN/t0"
+        ]
+    );
     let d = vec!["E + where 11 = <function subtract at 0x7f5edc872d40>(7, 4) 0x".to_string()];
     assert_eq!(
         normalise(&d, &[]),

@@ -134,7 +134,8 @@ fn the_key_stays_outside_and_the_proxy_adds_it_for_the_api_host_only() {
 systemctl --user start --no-block cyclix-run@{t}.service
 a=; for i in $(seq 1 600); do
   a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
-  [ -n "$a" ] && podman exec "$a" test -e /proc/1 2>/dev/null && journalctl --user -u "$a.service" -o cat 2>/dev/null | grep -q '^CRED ' && break
+  r=${{a#cyclix-}}; r=${{r%-agent}}
+  [ -n "$a" ] && podman exec "$a" test -e /proc/1 2>/dev/null && grep -q '^agent| CRED ' ~/.local/state/cyclix/runs/{t}/$r.agent.log 2>/dev/null && break
   a=; [ "$(systemctl --user show -P ActiveState cyclix-run@{t}.service)" = activating ] || [ $i -lt 20 ] || break; sleep 0.1
 done
 [ -n "$a" ] || {{ echo "no agent output"; exit 3; }}

@@ -93,7 +93,7 @@ print("BREACHES " + json.dumps(breaches), flush=True)
 time.sleep(120)
 "#;
 
-/// The line of `log` after `key ` (the agent's journal).
+/// The line of `log` after `key ` (the agent's output).
 fn after<'a>(log: &'a str, key: &str) -> &'a str {
     log.lines()
         .find_map(|l| l.split_once(&format!("{key} ")).map(|(_, v)| v))
@@ -150,9 +150,9 @@ grep -lF -f /tmp/{t}.v /proc/$p/environ | wc -l >> /tmp/{t}.argv
     );
     let log = expect_success(
         &tb.user_sh(&format!(
-            "journalctl --user -o cat -u cyclix-{run}-agent.service --no-pager"
+            "sed -n 's/^agent| //p' ~/.local/state/cyclix/runs/{t}/{run}.agent.log"
         )),
-        "agent journal",
+        "agent output (as cyclix kept it)",
     );
     (run.clone(), record_of(tb, t, &run), log, sha)
 }

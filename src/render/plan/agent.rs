@@ -84,6 +84,11 @@ pub(super) fn agent_container(
         volumes: Vec::new(),
         health: None,
         user: spec.agent.run_as.map(|u| format!("{u}:{u}")),
+        log_file: Some(format!(
+            "{}/{}",
+            run.run_dir,
+            super::topology::AGENT_OUTPUT_FILE
+        )),
     }
 }
 

@@ -36,6 +36,10 @@ pub struct HostServicePlan {
     pub cpu_millis: Option<u32>,
     /// `TasksMax=` (`agent.resources.pids`).
     pub pids: Option<u32>,
+    /// `StandardOutput=append:PATH` and `StandardError=` the same (systemd.exec(5)): the
+    /// command's output goes to this file, which cyclix reads, redacts and passes on
+    /// (`run::output`), never straight to the journal.
+    pub log_file: String,
 }
 
 /// The host tiers' env file in the run directory (`agent.env`, mode 0600).
@@ -81,6 +85,7 @@ pub(super) fn fill(
             memory_bytes: spec.agent.resources.memory_bytes,
             cpu_millis: spec.agent.resources.cpu_millis,
             pids: spec.agent.resources.pids,
+            log_file: format!("{}/{}", run.run_dir, super::topology::AGENT_OUTPUT_FILE),
         },
         HostServicePlan {
             stem: names.gate(),
@@ -97,6 +102,7 @@ pub(super) fn fill(
             memory_bytes: None,
             cpu_millis: None,
             pids: None,
+            log_file: format!("{}/{}", run.run_dir, super::topology::GATE_OUTPUT_FILE),
         },
     ];
     plan.units = host_units(&names);

@@ -170,6 +170,7 @@ fn service_container(
         volumes: Vec::new(),
         health: s.health.clone(),
         user: None,
+        log_file: None,
     }
 }
 

@@ -162,7 +162,24 @@ pub struct ContainerPlan {
     /// `User=UID:GID` (`--user`): the agent of a preset runs as its CLI's non-root uid;
     /// `None` keeps the image's user.
     pub user: Option<String>,
+    /// The host file podman's `k8s-file` log driver writes the container's output to
+    /// (`LogDriver=k8s-file`, `LogOpt=path=…`, `LogOpt=max-size=`[`RAW_LOG_MAX`];
+    /// podman-systemd.unit(5), podman-run(1) `--log-driver`, `--log-opt`): the agent's and the
+    /// gate's, which cyclix reads, redacts and passes on (`run::output`). `None`: podman's
+    /// default driver (journald), for cyclix's own containers.
+    pub log_file: Option<String>,
 }
+
+/// The agent's raw output in the run directory (podman's `k8s-file` log; removed with it).
+pub const AGENT_OUTPUT_FILE: &str = "agent.out";
+
+/// The gate's raw output in the run directory.
+pub const GATE_OUTPUT_FILE: &str = "gate.out";
+
+/// podman's `max-size` of a raw output file: past it podman starts the file anew (conmon
+/// renames a fresh file over it), which the reader notes as `rotated`. It bounds what a
+/// flooding agent puts in `$XDG_RUNTIME_DIR` (a tmpfs).
+pub const RAW_LOG_MAX: &str = "16mb";
 
 /// The run's networks: the internal one (`cyclix-R`, subnet `10.213.N.0/24`, dynamic
 /// addresses from its upper half) first, the egress one (`cyclix-R-egress`) second.
@@ -256,6 +273,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         volumes: Vec::new(),
         health: None,
         user: None,
+        log_file: None,
     }
 }
 
@@ -296,6 +314,7 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         volumes: Vec::new(),
         health: None,
         user: None,
+        log_file: Some(format!("{}/{GATE_OUTPUT_FILE}", run.run_dir)),
     }
 }
 

@@ -42,13 +42,99 @@ pub(crate) fn collect(
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
             .filter(serde_json::Value::is_object)
+            .map(|mut d| {
+                let by = egress_source(&d, rec.go_ms);
+                d["by"] = by.into();
+                d
+            })
             .collect();
     }
     Ok(())
 }
 
+/// Who made a proxy request (issue 19 item 8): `probe` when squid saw it start before the go
+/// signal (`go_ms`, taken before the go file is written: the agent is held in `agent-wait`
+/// until then, and the leak watch's probes make no proxy request), else `agent`. The start is
+/// squid's own: the log time `ts` (seconds, ms fraction) less the response time `ms`
+/// (`%ts.%03tu`, `%tr`; squid's logformat). A run whose agent never went has only `probe`s; a
+/// decision without a readable time is the agent's (never hidden among the probes').
+#[must_use]
+// Milliseconds since 1970 fit an f64's 53-bit mantissa exactly.
+#[allow(clippy::cast_precision_loss)]
+pub fn egress_source(d: &serde_json::Value, go_ms: Option<u128>) -> &'static str {
+    let Some(go) = go_ms else {
+        return "probe";
+    };
+    let ts = d.get("ts").and_then(serde_json::Value::as_f64);
+    let took = d
+        .get("ms")
+        .and_then(|v| {
+            v.as_str()
+                .and_then(|s| s.parse::<f64>().ok())
+                .or(v.as_f64())
+        })
+        .unwrap_or(0.0);
+    match ts {
+        Some(t) if t.is_finite() && t * 1000.0 - took < go as f64 => "probe",
+        _ => "agent",
+    }
+}
+
 /// How many lines of the agent's and the gate's output the record keeps.
 pub const LOG_TAIL_LINES: usize = 40;
+
+/// The agent's and the gate's output follows of a run (`run::output`).
+pub(crate) struct Outputs<'a> {
+    /// The run id and its tenant (named in the markers' `cyclix logs T --run R`).
+    pub(crate) run_id: &'a str,
+    /// The tenant.
+    pub(crate) tenant: &'a str,
+    /// The run directory (the raw files).
+    pub(crate) run_dir: &'a Path,
+    /// The records directory (the kept logs `RUN.agent.log`, `RUN.gate.log`); `None`: none.
+    pub(crate) records_dir: Option<&'a Path>,
+    /// Tier `container` writes podman's `k8s-file` records; the host tiers plain output.
+    pub(crate) tier: crate::tier::Tier,
+    /// The run's secret values.
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
+}
+
+/// Starts reading the agent's and the gate's raw output files (before their units start).
+pub(crate) fn follow_outputs(
+    o: &Outputs<'_>,
+    host: &dyn RunHost,
+    names: &render::plan::UnitNames,
+) -> Result<()> {
+    let format = if o.tier == crate::tier::Tier::Container {
+        crate::run::output::Format::K8sFile
+    } else {
+        crate::run::output::Format::Plain
+    };
+    let files = o
+        .records_dir
+        .map(|d| crate::layout::RunFiles::new(d, o.run_id));
+    for (label, unit, raw) in [
+        ("agent", &names.agent, render::plan::AGENT_OUTPUT_FILE),
+        ("gate", &names.gate, render::plan::GATE_OUTPUT_FILE),
+    ] {
+        host.follow_output(crate::run::output::OutputFollow {
+            unit: unit.clone(),
+            label,
+            source: o.run_dir.join(raw),
+            format,
+            kept: files.as_ref().map(|f| f.output_log(label)),
+            secrets: o.secrets.iter().map(|(_, v)| v.clone()).collect(),
+            hint: format!("cyclix logs {} --run {}", o.tenant, o.run_id),
+            journal: true,
+        })?;
+    }
+    Ok(())
+}
+
+/// The last [`LOG_TAIL_LINES`] of `c`'s lines (already redacted and printable).
+pub(crate) fn tail(c: &crate::run::output::Captured) -> Vec<String> {
+    c.lines[c.lines.len().saturating_sub(LOG_TAIL_LINES)..].to_vec()
+}
 
 /// The last [`LOG_TAIL_LINES`] lines a container printed, from its unit's journal: podman's own
 /// event lines, container ids and conmon's warnings left out, every secret value replaced by
@@ -86,14 +172,7 @@ pub(crate) fn agent_report(
     report
 }
 
-/// `text` with every secret value of at least 4 bytes (as text) replaced by `***`.
-pub(crate) fn redact(text: &str, secrets: &[&[u8]]) -> String {
-    let mut t = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= 4) {
-        t = t.replace(&*String::from_utf8_lossy(s), "***");
-    }
-    t
-}
+pub(crate) use crate::text::redact;
 
 /// `project filesystem full (…)` for the run's worktree and the repository's git dir when one
 /// of them is (nearly) full; nothing when they have room or cannot be looked at.
@@ -122,6 +201,21 @@ pub(crate) fn project_space_causes(
 mod tests {
     use super::*;
     use crate::agents::StreamKind;
+
+    #[test]
+    fn a_request_that_started_before_the_go_signal_is_the_probes() {
+        let d = |ts: f64, ms: &str| serde_json::json!({"ts": ts, "ms": ms, "status": "403"});
+        let go = Some(1_764_600_000_500);
+        assert_eq!(egress_source(&d(1_764_600_000.400, "5"), go), "probe");
+        // Logged after the go, but it started before (a tunnel the probe closed late).
+        assert_eq!(egress_source(&d(1_764_600_002.000, "1600"), go), "probe");
+        assert_eq!(egress_source(&d(1_764_600_000.600, "50"), go), "agent");
+        assert_eq!(
+            egress_source(&serde_json::json!({"status": "200"}), go),
+            "agent"
+        );
+        assert_eq!(egress_source(&d(1_764_600_009.0, "1"), None), "probe");
+    }
 
     #[test]
     fn a_secret_hidden_in_json_escapes_or_split_over_deltas_is_redacted_from_the_report() {

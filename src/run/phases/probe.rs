@@ -38,9 +38,12 @@ pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str, rec: &mut RunRecord)
     } else {
         (ctl.join(render::plan::REFUSED_FILE), why)
     };
+    // Taken before the file exists: nothing the agent does can start earlier (the egress
+    // split of `collect::egress_source` relies on it).
+    let at = now_ms();
     std::fs::write(&file, text.as_bytes())
         .with_context(|| format!("writing {}", file.display()))?;
-    rec.go_ms = Some(now_ms());
+    rec.go_ms = Some(at);
     Ok(())
 }
 

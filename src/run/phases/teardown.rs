@@ -96,25 +96,8 @@ pub(crate) fn teardown(
         note(&format!("removing secret {s}"), host.secret_remove(s));
     }
     step("worktree");
-    if let Some(tree) = ledger.gate_tree() {
-        note("removing the gate's tree", host.remove_tree(tree));
-    }
-    match ledger.worktree() {
-        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
-        Some((tree, true)) => note(
-            "removing the run's private repository",
-            host.remove_tree(tree),
-        ),
-        Some((tree, false)) => {
-            if tree.exists() {
-                // Removing the worktree also drops its git dir, where a half-done merge or
-                // rebase lives: note it first, the audit reports it.
-                st.in_progress = host.in_progress(tree).ok().flatten();
-            }
-            note("removing the worktree", host.worktree_remove(t.repo, tree));
-        }
-        None => {}
-    }
+    trees(t, host, st, &mut note);
+    let ledger = &st.ledger;
     step("branch");
     if let Some((branch, base)) = ledger.branch() {
         // Compare-and-delete: a branch with the agent's commits has moved and is kept.
@@ -147,6 +130,58 @@ pub(crate) fn teardown(
         Ok(())
     } else {
         bail!("{}", errors.join("; "))
+    }
+}
+
+/// The gate's tree, the run's tree (private repository or linked worktree) and, once empty,
+/// the tenant's worktrees dir.
+fn trees(
+    t: &Teardown<'_>,
+    host: &dyn RunHost,
+    st: &mut RunState,
+    note: &mut impl FnMut(&str, Result<()>),
+) {
+    let ledger = &st.ledger;
+    if let Some(tree) = ledger.gate_tree() {
+        note("removing the gate's tree", host.remove_tree(tree));
+    }
+    match ledger.worktree() {
+        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
+        Some((tree, true)) => note(
+            "removing the run's private repository",
+            host.remove_tree(tree),
+        ),
+        Some((tree, false)) => {
+            if tree.exists() {
+                // Removing the worktree also drops its git dir, where a half-done merge or
+                // rebase lives: note it first, the audit reports it.
+                st.in_progress = host.in_progress(tree).ok().flatten();
+            }
+            note("removing the worktree", host.worktree_remove(t.repo, tree));
+        }
+        None => {}
+    }
+    // The tenant's worktrees dir (`worktrees/TENANT/`) goes with its last run (issue 19 item
+    // 10): only when it is empty, so a tree kept by another run stays. A twin's two
+    // environments tear down at once: the one that finds it gone (or filled) has nothing to do;
+    // a mount point (a user's own file system for the trees) stays.
+    if let Some(dir) = ledger.worktree().and_then(|(tree, _)| tree.parent())
+        && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+    {
+        let removed = match std::fs::remove_dir(dir) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::DirectoryNotEmpty
+                        | std::io::ErrorKind::ResourceBusy
+                ) =>
+            {
+                Ok(())
+            }
+            r => r.with_context(|| format!("removing {}", dir.display())),
+        };
+        note("removing the tenant's empty worktrees dir", removed);
     }
 }
 

@@ -20,8 +20,10 @@ pub struct FakeRunHost {
     pub fail: Vec<String>,
     /// Objects the fake podman "holds" (added by `secret_create`, removed by removals).
     pub objects: Mutex<Vec<String>>,
-    /// Lines `unit_journal` returns.
+    /// Lines `unit_journal` returns, and the plain output `output` reads for every unit.
     pub journal: Vec<String>,
+    /// The follows started (`follow_output`), by unit.
+    pub follows: Mutex<Vec<super::super::output::OutputFollow>>,
     /// What `probe` returns: exit status and stdout. Default: one passing probe.
     pub probe_report: Option<(i32, String)>,
     /// What `probe` returns from its second call on (the leak watch); default as the first.
@@ -313,6 +315,50 @@ impl RunJournal for FakeRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         self.call("unit_journal", unit)?;
         Ok(self.journal.clone())
+    }
+    fn follow_output(&self, f: super::super::output::OutputFollow) -> Result<()> {
+        self.call("follow_output", &f.unit)?;
+        self.follows
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(f);
+        Ok(())
+    }
+    /// `journal` as the unit's plain output, through the same lines and tally as the real
+    /// follower (with the secrets of its follow; none if it was never followed).
+    fn output(&self, unit: &str) -> Result<super::super::output::Captured> {
+        use crate::text::output::{LIMITS, Lines, Sink, Tally};
+        self.call("output", unit)?;
+        let follows = self
+            .follows
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let Some(f) = follows.iter().find(|f| f.unit == unit) else {
+            return Ok(super::super::output::Captured::default());
+        };
+        let secrets: Vec<&[u8]> = f.secrets.iter().map(Vec::as_slice).collect();
+        let mut lines = Lines::new(&secrets);
+        let mut tally = Tally::new(LIMITS, f.label, &f.hint);
+        let mut all: Vec<String> = Vec::new();
+        for l in &self.journal {
+            all.extend(lines.feed_plain(format!("{l}\n").as_bytes()));
+        }
+        let mut kept = Vec::new();
+        for l in &all {
+            kept.extend(tally.take(l));
+        }
+        kept.extend(tally.end());
+        let prefix = format!("{}| ", f.label);
+        Ok(super::super::output::Captured {
+            lines: kept
+                .into_iter()
+                .filter_map(|s| match s {
+                    Sink::Keep(t) => t.strip_prefix(&prefix).map(str::to_string),
+                    Sink::Journal(_) => None,
+                })
+                .collect(),
+            summary: tally.summary,
+        })
     }
 }
 

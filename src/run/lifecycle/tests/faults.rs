@@ -165,6 +165,7 @@ fn health_commands_are_shown_as_a_shell_would_take_them() {
 
 #[test]
 fn log_tails_drop_podman_noise_and_redact_secrets() {
+    use crate::run::phases::collect::log_tail;
     let journal = vec![
         "2026-11-30 12:33:25.88 +0000 UTC m=+0.04 container exec 945e".to_string(),
         "conmon 945e <nwarn>: Failed to add inotify watch".to_string(),

@@ -1,0 +1,243 @@
+//! The run's human summary: what `cyclix run` prints at the end and `status` shows, from the
+//! record alone.
+
+use super::{ImportRecord, RunRecord, RunResult, ServiceRecord};
+
+/// The summary's lines about the run branch and its commits.
+fn branch_lines(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let no_commits = r.import.as_ref().is_some_and(|i| i.outcome != "imported");
+    if r.branch.is_empty() && no_commits {
+        let _ = writeln!(s, "  branch: none (nothing imported from the run)");
+    } else if r.branch.is_empty() {
+        let _ = writeln!(s, "  branch: none (the run ended before it made one)");
+    } else {
+        let _ = writeln!(
+            s,
+            "  branch {} (+{} commit{} on {})",
+            r.branch,
+            r.commits.len(),
+            if r.commits.len() == 1 { "" } else { "s" },
+            short(&r.base_commit)
+        );
+    }
+    for c in &r.commits {
+        let _ = writeln!(s, "    {} {}", short(&c.sha), c.subject);
+    }
+    s
+}
+
+/// The summary's lines about the import: a refused one, and the uncommitted files.
+fn import_lines(import: Option<&ImportRecord>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(i) = import else {
+        return s;
+    };
+    if !matches!(i.outcome.as_str(), "imported" | "no-commits") {
+        let _ = writeln!(s, "  IMPORT {}: {}", i.outcome, i.reason);
+    }
+    if i.uncommitted_files > 0 {
+        let _ = writeln!(
+            s,
+            "  uncommitted: {} file(s) left changed by the agent{}",
+            i.uncommitted_files,
+            i.uncommitted_diff
+                .as_ref()
+                .map_or_else(String::new, |p| format!(", diff kept at {}", p.display()))
+        );
+    }
+    s
+}
+
+/// A human summary (what `cyclix run` prints at the end and `status` shows).
+#[must_use]
+pub fn summary(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "run {} (tenant {}, tier {}): {:?}",
+        r.run_id, r.tenant, r.tier, r.result
+    );
+    if let Some(p) = &r.failed_phase {
+        let err = r.error.as_deref().unwrap_or("-");
+        let _ = writeln!(
+            s,
+            "  failed in phase {p}: {}",
+            err.strip_prefix(&format!("phase {p}: ")).unwrap_or(err)
+        );
+    }
+    let ex = |c: Option<i32>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
+    let passed = r
+        .probes
+        .iter()
+        .filter(|p| p.get("verdict").and_then(|v| v.as_str()) == Some("PASS"))
+        .count();
+    let _ = writeln!(
+        s,
+        "  probes: {passed}/{} PASS; leak watch ran {} times",
+        r.probes.len(),
+        r.watch_rounds
+    );
+    for why in &r.refusal {
+        let _ = writeln!(s, "  REFUSED: {why}");
+    }
+    s.push_str(&crate::run::baseline::summary_lines(r.baseline.as_ref()));
+    s.push_str(&service_lines(&r.services));
+    for c in &r.causes {
+        let _ = writeln!(s, "  CAUSE: {c}");
+    }
+    let _ = writeln!(
+        s,
+        "  agent exit {}, gate exit {}",
+        ex(r.agent_exit),
+        ex(r.gate_exit)
+    );
+    s.push_str(&last_lines(r));
+    s.push_str(&import_lines(r.import.as_ref()));
+    s.push_str(&branch_lines(r));
+    if !r.setup_changes.is_empty() {
+        let _ = writeln!(
+            s,
+            "  SETUP CHANGED by the run's commits: {}",
+            r.setup_changes.join(", ")
+        );
+    }
+    s.push_str(&egress_line(r));
+    s.push_str(&delivery_line(r));
+    for n in &r.notices {
+        let _ = writeln!(s, "  NOTICE: {n}");
+    }
+    for c in &r.repo_changes {
+        let _ = writeln!(
+            s,
+            "  CHANGED ON THE HOST during the run (not by the sandbox): {c}"
+        );
+    }
+    if r.leftovers.is_empty() {
+        let _ = writeln!(s, "  leftovers: none");
+    } else {
+        for l in &r.leftovers {
+            let _ = writeln!(s, "  LEFTOVER: {l}");
+        }
+    }
+    let total = r
+        .phases
+        .first()
+        .zip(r.phases.last())
+        .map_or(0, |(a, b)| b.end_ms.saturating_sub(a.start_ms));
+    let times: Vec<String> = r
+        .phases
+        .iter()
+        .map(|p| format!("{} {}ms", p.name, p.end_ms.saturating_sub(p.start_ms)))
+        .collect();
+    let _ = writeln!(s, "  phases ({total} ms): {}", times.join(", "));
+    s
+}
+
+/// The summary's egress line: the agent's requests and denials (403/407 and cut tunnels),
+/// then the probe suite's (each decision's `by`, `collect::egress_source`).
+fn egress_line(r: &RunRecord) -> String {
+    use crate::render::proxy::DenyReason;
+    let reason = |d: &serde_json::Value| {
+        d.get("reason")
+            .and_then(|v| v.as_str())
+            .and_then(DenyReason::from_token)
+    };
+    let count = |by: &str| {
+        let mine: Vec<&serde_json::Value> = r
+            .egress_decisions
+            .iter()
+            .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
+            .collect();
+        // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
+        let denied = mine
+            .iter()
+            .filter(|d| {
+                d.get("status").and_then(|v| v.as_str()) == Some("403") || reason(d).is_some()
+            })
+            .count();
+        let cut = mine
+            .iter()
+            .filter(|d| {
+                matches!(
+                    reason(d),
+                    Some(DenyReason::NotTls | DenyReason::SniMismatch)
+                )
+            })
+            .count();
+        (mine.len(), denied, cut)
+    };
+    let (n, denied, cut) = count("agent");
+    let (pn, pdenied, _) = count("probe");
+    let cut = if cut > 0 {
+        format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
+    } else {
+        String::new()
+    };
+    format!(
+        "  egress: the agent made {n} requests, {denied} denied{cut}; the probes {pn}, {pdenied} denied\n"
+    )
+}
+
+/// `  delivery: …` when the run has a delivery, else nothing.
+fn delivery_line(r: &RunRecord) -> String {
+    r.delivery
+        .as_ref()
+        .map_or_else(String::new, |d| format!("  delivery: {}\n", d.summary()))
+}
+
+/// One summary line per service: address, database, volume.
+fn service_lines(services: &[ServiceRecord]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for svc in services {
+        let _ = writeln!(
+            s,
+            "  service {} at {} (database {}{})",
+            svc.name,
+            svc.address,
+            svc.database,
+            svc.volume
+                .as_ref()
+                .map_or_else(String::new, |v| format!(", volume {v}"))
+        );
+    }
+    s
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
+
+/// The last lines of a failed agent's or gate's output, sanitised again (a record written
+/// elsewhere is made safe here too), with how to see the earlier ones.
+fn last_lines(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let shown = match r.result {
+        RunResult::AgentFailed => Some(("agent", &r.agent_log, &r.agent_output)),
+        RunResult::GateFailed => Some(("gate", &r.gate_log, &r.gate_output)),
+        _ => None,
+    };
+    if let Some((who, log, out)) = shown {
+        let shown = log.len().min(10);
+        let total = out.as_ref().map_or(log.len() as u64, |o| o.lines);
+        let more = total.saturating_sub(shown as u64);
+        let earlier = if more > 0 {
+            format!(
+                " ({more} earlier lines: `cyclix logs {} --run {}`)",
+                r.tenant, r.run_id
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "  last lines of the {who}{earlier}:");
+        for l in &log[log.len() - shown..] {
+            let _ = writeln!(s, "    | {}", crate::text::printable(l));
+        }
+    }
+    s
+}
