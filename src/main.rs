@@ -8,6 +8,11 @@ use cyclix::{app, cli::Cli, exit};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // `COMPLETE=SHELL cyclix -- WORDS` (what `cyclix completions SHELL` registers): print the
+    // candidates and exit before anything else runs or prints.
+    clap_complete::CompleteEnv::with_factory(app::completions_cmd::command)
+        .var(app::completions_cmd::COMPLETE_VAR)
+        .complete();
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",

@@ -19,6 +19,7 @@ mod located;
 mod model;
 pub mod mount_guard;
 mod rules;
+pub mod schema;
 mod sections;
 mod suggest;
 pub mod validate;
