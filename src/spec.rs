@@ -171,6 +171,13 @@ fn render_diagnostics(file: &str, diagnostics: &[Diagnostic]) -> String {
     out
 }
 
+/// Whether `text` gets past the YAML reading (encoding, syntax, budgets, tags) to the key
+/// tables: what the JSON Schema ([`schema`]) can judge starts there.
+#[must_use]
+pub fn yaml_readable(text: &str) -> bool {
+    yaml::read(text).is_ok()
+}
+
 /// Parses and validates a tenant spec.
 ///
 /// `text` is the whole file. The caller checks the file size against [`MAX_SPEC_BYTES`] before
