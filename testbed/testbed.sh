@@ -106,7 +106,8 @@ LOCK=$TB_DIR.lock
 # systemd-container (machined, needed by `systemd-run -M user@ --user`),
 # busybox-static (source of the tiny scratch image and the HTTP test hosts),
 # git (cyclix drives git worktrees on the host side), python3 (test helpers).
-PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl
+# man-db (`man cyclix` after `cyclix install`, and systemd-analyze verify checks man: links).
+PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db
 # Bump the leading version when configure_rootfs changes in a way that needs a
 # re-bootstrap (plain config edits are re-applied on every `up` anyway).
 STAMP_WANT="v5 $TB_SUITE $PKGS"

@@ -90,9 +90,8 @@ fn cyclix_findings(diagnostics: &[Value], doc: &Value) -> (Vec<Finding>, BTreeSe
         let m = d["message"].as_str().unwrap_or_default();
         if m.contains("YAML 1.1 would read it as")
             || m.contains("is not written as a plain decimal")
+            || m.starts_with("duplicate key")
         {
-            excluded.insert(path);
-        } else if m.starts_with("duplicate key") {
             excluded.insert(path);
         } else if m.starts_with("expected `true` or `false`, found `")
             && at(doc, &path).is_boolean()
