@@ -178,6 +178,16 @@ pub fn yaml_readable(text: &str) -> bool {
     yaml::read(text).is_ok()
 }
 
+/// The hosts of `text` that validation normalised, one line each
+/// (`LINE:COL: egress.allow[i]: \`WRITTEN\` is read as \`NORMALISED\``); empty when none
+/// changed or the text does not decode.
+#[must_use]
+pub fn host_changes(text: &str) -> Vec<String> {
+    sections::decode(text)
+        .map(|(raw, _)| sections::egress::host_changes(&raw))
+        .unwrap_or_default()
+}
+
 /// Parses and validates a tenant spec.
 ///
 /// `text` is the whole file. The caller checks the file size against [`MAX_SPEC_BYTES`] before

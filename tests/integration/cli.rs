@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use crate::common::tenant::Tenant;
 
+mod bad_input;
 mod schema;
 
 fn cyclix(args: &[&str]) -> Output {
