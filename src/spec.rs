@@ -179,7 +179,7 @@ pub fn yaml_readable(text: &str) -> bool {
 }
 
 /// The hosts of `text` that validation normalised, one line each
-/// (`LINE:COL: egress.allow[i]: \`WRITTEN\` is read as \`NORMALISED\``); empty when none
+/// (``LINE:COL: egress.allow[i]: `WRITTEN` is read as `NORMALISED` ``); empty when none
 /// changed or the text does not decode.
 #[must_use]
 pub fn host_changes(text: &str) -> Vec<String> {

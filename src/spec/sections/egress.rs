@@ -145,8 +145,8 @@ fn ca_certs(
 }
 
 /// The allowlist entries of `raw` that normalisation changed (case, trailing dot, IDN, Unicode
-/// compatibility forms such as `ⓔ` or `。`), each as `LINE:COL: egress.allow[i]: \`WRITTEN\`
-/// is read as \`NORMALISED\``, for `spec validate` to show (issue 18, item 8).
+/// compatibility forms such as `ⓔ` or `。`), each as ``LINE:COL: egress.allow[i]: `WRITTEN`
+/// is read as `NORMALISED` ``, for `spec validate` to show (issue 18, item 8).
 pub(crate) fn host_changes(raw: &super::RawSpec) -> Vec<String> {
     let Some(list) = raw.egress.as_ref().and_then(|e| e.allow.as_ref()) else {
         return Vec::new();
