@@ -15,6 +15,7 @@ pub mod init_cmd;
 pub mod install_cmd;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
+pub mod notify_cmd;
 pub mod pause_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
@@ -128,6 +129,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Completions { shell } => completions_cmd::print(shell),
         Command::Runs { tenant, json } => runs_cmd::run(&env()?, tenant.as_deref(), *json),
         Command::Uninstall => uninstall_cmd::run(&env()?),
+        Command::Notify { tenant } => notify_cmd::run(&env()?, tenant),
     }
 }
 

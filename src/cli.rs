@@ -254,6 +254,13 @@ pub enum Command {
     /// Remove what `cyclix install` installed: unit templates, timers and their drop-ins, man
     /// pages, completions and the spec schema (never records, branches or specs).
     Uninstall,
+    /// Run the spec's `notify.command` with the latest run's summary as JSON on stdin (hidden:
+    /// what `cyclix-notify@TENANT.service` runs through the run unit's `OnFailure=`).
+    #[command(hide = true)]
+    Notify {
+        /// The tenant.
+        tenant: String,
+    },
 }
 
 /// `cyclix probe ...` (hidden; see `cyclix::probe`): one JSON line per probe, then a summary

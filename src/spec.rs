@@ -29,7 +29,7 @@ use std::fmt;
 
 pub use model::{
     Agent, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health, HostPattern,
-    Image, Mount, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
+    Image, Mount, Notify, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
 };
 pub use sections::agent_preset::{SANDBOX_TASK_PATH, apply_model};
 pub use sections::credentials::{KNOWN_KEY_HOSTS, default_base_url_env, env_key_warnings};

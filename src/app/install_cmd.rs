@@ -3,6 +3,7 @@
 //! more, no spec, or is paused is stopped, disabled and its drop-in removed (issue 19, item 2).
 
 pub mod docs;
+pub mod notify;
 pub mod timers;
 
 use std::collections::BTreeSet;
@@ -71,6 +72,7 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         println!("wrote {}", path.display());
     }
     docs::install(env, &bin)?;
+    notify::install(env, &unit_dir, &bin, &specs)?;
     let units = unit_manager(env)?;
     for (t, why) in &plan.remove {
         remove_timer(&units, &unit_dir, t)?;

@@ -43,12 +43,25 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
         template::RUN_SERVICE,
         template::RUN_TIMER,
         template::TICK_SERVICE,
+        template::NOTIFY_SERVICE,
     ];
     let mut paths: Vec<std::path::PathBuf> = templates.iter().map(|n| unit_dir.join(n)).collect();
+    paths.extend(
+        tenants
+            .iter()
+            .map(|t| unit_dir.join(crate::naming::notify_dropin(t))),
+    );
     paths.extend(docs::files(env, "/")?.into_iter().map(|f| f.path));
     for p in paths {
         match std::fs::remove_file(&p) {
-            Ok(()) => removed.push(p),
+            Ok(()) => {
+                if p.to_string_lossy().ends_with("notify.conf")
+                    && let Some(dir) = p.parent()
+                {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                removed.push(p);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("removing {}", p.display())),
         }

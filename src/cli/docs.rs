@@ -6,7 +6,9 @@ use clap::CommandFactory as _;
 use roff::{Roff, bold, roman};
 
 use super::Cli;
-use crate::render::units::{RUN_SERVICE_TEMPLATE, RUN_TIMER_TEMPLATE, TICK_SERVICE_TEMPLATE};
+use crate::render::units::{
+    NOTIFY_SERVICE_TEMPLATE, RUN_SERVICE_TEMPLATE, RUN_TIMER_TEMPLATE, TICK_SERVICE_TEMPLATE,
+};
 
 /// One man page: its path below the man directory (`man1/cyclix-run.1`) and its roff text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +20,7 @@ pub struct ManPage {
 }
 
 /// The unit templates' pages: (unit name, one-line summary, what it is for, the template).
-const UNIT_PAGES: [(&str, &str, &str, &str); 3] = [
+const UNIT_PAGES: [(&str, &str, &str, &str); 4] = [
     (
         "cyclix-run@.service",
         "one run of a cyclix tenant",
@@ -42,6 +44,15 @@ const UNIT_PAGES: [(&str, &str, &str, &str); 3] = [
         "Runs `cyclix tick TENANT`: starts cyclix-run@TENANT.service, or records the skipped \
          trigger while a run is active (shown by `cyclix status`).",
         TICK_SERVICE_TEMPLATE,
+    ),
+    (
+        "cyclix-notify@.service",
+        "tells a person about a cyclix run",
+        "Started by the run unit's OnFailure= (and OnSuccess= with `notify.on_success`) through \
+         the drop-in cyclix-run@TENANT.service.d/notify.conf that `cyclix install` writes for a \
+         spec with `notify:`. Runs `cyclix notify TENANT`: the spec's `notify.command` on the \
+         host with the latest run's summary as JSON (schema cyclix-notify/1) on its stdin.",
+        NOTIFY_SERVICE_TEMPLATE,
     ),
 ];
 
@@ -120,6 +131,7 @@ mod tests {
             "man5/cyclix-run@.service.5",
             "man5/cyclix-run@.timer.5",
             "man5/cyclix-tick@.service.5",
+            "man5/cyclix-notify@.service.5",
         ] {
             assert!(paths.contains(&want), "{want} not in {paths:?}");
         }

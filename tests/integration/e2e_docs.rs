@@ -108,9 +108,17 @@ fn install_brings_man_pages_completion_journal_fields_history_init_and_uninstall
     let c = tb.cyclix_bin();
     let t = Tenant::new("e2e-docs")
         .agent_cmd(r#"[sh, -c, "echo e2e-docs agent gives up; exit 3"]"#)
+        .extra_yaml("notify:\n  command: [sh, -c, 'cat > ~/e2e-docs-notify.json']")
         .write(tb);
+    sh(tb, "rm -f ~/e2e-docs-notify.json", "clear the notify file");
     let out = sh(tb, &format!("{c} install --tenant {t}"), "install");
     assert!(out.contains("man pages below"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "cyclix-run@{t}.service.d/notify.conf (notify: sh -c"
+        )),
+        "{out}"
+    );
 
     man_pages_resolve(tb, &t);
 
@@ -136,6 +144,18 @@ fn install_brings_man_pages_completion_journal_fields_history_init_and_uninstall
     assert_eq!(rec["result"], "agent_failed", "{rec:#}");
     let run_id = rec["run_id"].as_str().expect("run id").to_owned();
     journal_has_the_run(tb, &t, &run_id);
+
+    // The run unit failed, so its OnFailure= ran the notify command with the summary on stdin
+    // (started by systemd after the failure: waited for within a deadline).
+    let told = sh(
+        tb,
+        "timeout 60 sh -c 'until test -s ~/e2e-docs-notify.json; do sleep 0.2; done'; cat ~/e2e-docs-notify.json",
+        "the notify command's stdin",
+    );
+    let told: serde_json::Value = serde_json::from_str(&told).expect("summary JSON");
+    assert_eq!(told["schema"], "cyclix-notify/1", "{told:#}");
+    assert_eq!(told["run_id"], run_id.as_str(), "{told:#}");
+    assert_eq!(told["result"], "agent_failed", "{told:#}");
 
     // The history lists the run, with its result and cause.
     let runs = sh(tb, &format!("{c} runs {t} --json"), "runs --json");

@@ -40,6 +40,7 @@ fn every_table_has_unique_documented_keys() {
             "services",
             "schedule",
             "delivery",
+            "notify",
             "agent.resources",
             "agent.credentials",
             "services.health",

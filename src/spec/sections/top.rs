@@ -1,7 +1,7 @@
 //! The top level of a spec: `tenant`, `tier`, `worktree_isolation`, and which key holds
 //! which section. A new section is one entry here plus its own file.
 
-use super::{agent, delivery, egress, gate, mounts, repo, schedule, services, task};
+use super::{agent, delivery, egress, gate, mounts, notify, repo, schedule, services, task};
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
 use crate::spec::rules::names::tenant_name;
@@ -40,6 +40,8 @@ pub(crate) struct RawSpec {
     pub(crate) schedule: Option<schedule::RawSchedule>,
     /// `delivery`.
     pub(crate) delivery: Option<delivery::RawDelivery>,
+    /// `notify`.
+    pub(crate) notify: Option<notify::RawNotify>,
 }
 
 /// The top-level keys of a spec.
@@ -109,6 +111,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Map(delivery::KEYS),
         "pushing the run's branch to a remote",
     ),
+    Key::optional(
+        "notify",
+        Kind::Map(notify::KEYS),
+        "a command told when a run fails, is refused or leaves something",
+    ),
 ];
 
 /// Reads the document root.
@@ -128,6 +135,7 @@ pub(crate) fn decode(d: &mut Decoder, root: &Node) -> Option<RawSpec> {
         services: d.list(&f, "services", services::decode),
         schedule: d.section(&f, "schedule", schedule::decode),
         delivery: d.section(&f, "delivery", delivery::decode),
+        notify: d.section(&f, "notify", notify::decode),
     })
 }
 
@@ -194,6 +202,10 @@ pub(crate) fn validate(
         None => Some(None),
         Some(d) => delivery::validate(d, tier, out).map(Some),
     };
+    let notify = match &raw.notify {
+        None => Some(None),
+        Some(n) => notify::validate(n, out).map(Some),
+    };
     if out.len() != before {
         return None;
     }
@@ -210,6 +222,7 @@ pub(crate) fn validate(
         services: services?,
         schedule: schedule?,
         delivery: delivery?,
+        notify: notify?,
     })
 }
 
