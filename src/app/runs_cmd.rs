@@ -33,8 +33,9 @@ pub struct RunLine {
     pub result: RunResult,
     /// The run branch when it was kept (it has commits); `None` otherwise.
     pub branch: Option<String>,
-    /// Why it did not pass: the failed phase and error, the first refusal, or the first
-    /// cause the host gave; `None` for a pass.
+    /// Why it did not pass: the first cause the host gave, the first refusal, the failed phase
+    /// and its error, the agent's or gate's exit status, or the first leftover; `None` for a
+    /// pass.
     pub cause: Option<String>,
 }
 
@@ -58,6 +59,11 @@ pub fn line(r: &RunRecord) -> RunLine {
                     ),
                     None => format!("phase {p}"),
                 })
+            })
+            .or_else(|| match r.result {
+                RunResult::AgentFailed => r.agent_exit.map(|c| format!("the agent exited {c}")),
+                RunResult::GateFailed => r.gate_exit.map(|c| format!("the gate exited {c}")),
+                _ => None,
             })
             .or_else(|| r.leftovers.first().map(|l| format!("leftover: {l}")))
     };

@@ -156,6 +156,7 @@ fn install_brings_man_pages_completion_journal_fields_history_init_and_uninstall
     assert_eq!(told["schema"], "cyclix-notify/1", "{told:#}");
     assert_eq!(told["run_id"], run_id.as_str(), "{told:#}");
     assert_eq!(told["result"], "agent_failed", "{told:#}");
+    assert_eq!(told["cause"], "the agent exited 3", "{told:#}");
 
     // The history lists the run, with its result and cause.
     let runs = sh(tb, &format!("{c} runs {t} --json"), "runs --json");
