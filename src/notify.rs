@@ -35,3 +35,34 @@ pub fn tell(command: &[String], summary: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_command_gets_the_summary_on_stdin_and_a_failure_is_named() {
+        let d = tempfile::tempdir().expect("tmp");
+        let out = d.path().join("told.json");
+        let script = format!("cat > '{}'", out.display());
+        tell(&argv(&["sh", "-c", &script]), b"{\"run_id\":\"r1\"}").expect("told");
+        assert_eq!(
+            std::fs::read_to_string(&out).expect("read"),
+            "{\"run_id\":\"r1\"}"
+        );
+        let e = tell(&argv(&["sh", "-c", "echo no mail >&2; exit 3"]), b"{}").expect_err("exit 3");
+        assert_eq!(
+            e.to_string(),
+            "the notify command `sh -c echo no mail >&2; exit 3` exited with exit status: 3: no mail"
+        );
+        assert_eq!(
+            tell(&[], b"{}").expect_err("empty").to_string(),
+            "notify.command is empty"
+        );
+        assert!(tell(&argv(&["/nonexistent/notify"]), b"{}").is_err());
+    }
+}

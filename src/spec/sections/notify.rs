@@ -52,3 +52,44 @@ pub(crate) fn validate(n: &RawNotify, out: &mut Vec<Diagnostic>) -> Option<Notif
         on_success: n.on_success.as_ref().is_some_and(|b| b.value),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{Notify, SpecContext, parse};
+
+    const BASE: &str = "tenant: z\nrepo: { path: /srv/z, base: main }\ntask: { text: x }\nagent:\n  image: localhost/a\n  unpinned_local_image: true\n  command: [a]\ngate:\n  image: localhost/a\n  unpinned_local_image: true\n  command: [a]\n";
+
+    fn ctx() -> SpecContext {
+        SpecContext {
+            file: "z.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        }
+    }
+
+    #[test]
+    fn notify_is_an_argv_and_on_success_defaults_to_false() {
+        let spec = parse(&format!("{BASE}notify:\n  command: [mail, me]\n"), &ctx()).expect("ok");
+        assert_eq!(
+            spec.notify,
+            Some(Notify {
+                command: vec!["mail".into(), "me".into()],
+                on_success: false
+            })
+        );
+        assert_eq!(parse(BASE, &ctx()).expect("ok").notify, None);
+        let e = parse(&format!("{BASE}notify:\n  command: []\n"), &ctx()).expect_err("empty");
+        assert!(
+            e.to_string()
+                .starts_with("z.yaml:13:12: notify.command: `command` is empty"),
+            "{e}"
+        );
+        let e = parse(&format!("{BASE}notify: {{ on_success: true }}\n"), &ctx())
+            .expect_err("no command");
+        assert!(
+            e.to_string()
+                .contains("notify.command: missing required key `command`"),
+            "{e}"
+        );
+    }
+}
