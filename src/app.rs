@@ -7,15 +7,19 @@ pub mod agent_wait;
 pub mod bench_cmd;
 pub mod check_cmd;
 pub mod clock;
+pub mod completions_cmd;
 pub mod demo_cmd;
 pub mod drill_cmd;
 pub mod images_cmd;
+pub mod init_cmd;
 pub mod install_cmd;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
+pub mod notify_cmd;
 pub mod pause_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
+pub mod runs_cmd;
 pub mod spec_cmd;
 pub mod spec_file;
 pub mod start_cmd;
@@ -25,6 +29,7 @@ pub mod tenant;
 pub mod tick_cmd;
 pub mod tier_cmd;
 pub mod twin_cmd;
+pub mod uninstall_cmd;
 pub mod unit_cmd;
 
 use std::io::Write as _;
@@ -116,6 +121,20 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         } => twin_cmd::run(&env()?, tenant, spec.as_deref(), *backend, *json),
         Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => tier_cmd::run(*tier, *json),
+        // Issue 18.
+        Command::Spec(SpecCommand::Schema) => {
+            print_out(&crate::spec::schema::json_schema_text())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Init {
+            tenant,
+            repo,
+            preset,
+        } => init_cmd::run(&env()?, tenant, repo, preset),
+        Command::Completions { shell } => completions_cmd::print(shell),
+        Command::Runs { tenant, json } => runs_cmd::run(&env()?, tenant.as_deref(), *json),
+        Command::Uninstall => uninstall_cmd::run(&env()?),
+        Command::Notify { tenant } => notify_cmd::run(&env()?, tenant),
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod docs;
 pub mod unit;
 
 use crate::render::Backend;
@@ -229,6 +230,44 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 200)]
         lines: u32,
     },
+    // Issue 18 (items 2, 3, 5, 7): init, completions, runs, uninstall.
+    /// Write a commented, valid spec for TENANT at `~/.config/cyclix/tenants/TENANT.yaml` for
+    /// the git repository REPO (refused if the file exists; nothing is written unless it
+    /// validates).
+    Init {
+        /// The tenant's name (a-z, 0-9, `-`).
+        tenant: String,
+        /// The project's git repository.
+        #[arg(long)]
+        repo: PathBuf,
+        /// The agent CLI preset: claude-code, codex, aider, gemini-cli or script.
+        #[arg(long, default_value = "script")]
+        preset: String,
+    },
+    /// Print the shell completion script (verbs, options and tenant names, completed by this
+    /// binary): `cyclix completions bash > ~/.local/share/bash-completion/completions/cyclix`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: String,
+    },
+    /// The run history from the records: when, result, duration, branch, cause; newest first.
+    Runs {
+        /// Only this tenant (default: every tenant).
+        tenant: Option<String>,
+        /// JSON (schema `cyclix-runs/1`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove what `cyclix install` installed: unit templates, timers and their drop-ins, man
+    /// pages, completions and the spec schema (never records, branches or specs).
+    Uninstall,
+    /// Run the spec's `notify.command` with the latest run's summary as JSON on stdin (hidden:
+    /// what `cyclix-notify@TENANT.service` runs through the run unit's `OnFailure=`).
+    #[command(hide = true)]
+    Notify {
+        /// The tenant.
+        tenant: String,
+    },
 }
 
 /// `cyclix probe ...` (hidden; see `cyclix::probe`): one JSON line per probe, then a summary
@@ -291,6 +330,9 @@ pub enum SpecCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print the JSON Schema of a spec (generated from the key tables; `cyclix install` writes
+    /// it to `~/.local/share/cyclix/spec.schema.json` for editors).
+    Schema,
 }
 
 /// `cyclix tier ...`

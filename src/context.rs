@@ -151,3 +151,21 @@ pub fn git_ssh_from_env() -> bool {
         .iter()
         .any(|n| std::env::var_os(n).is_some_and(|v| !v.is_empty()))
 }
+
+/// Whether standard error is connected to the journal: `$JOURNAL_STREAM` (`DEV:INODE`, set by
+/// systemd for a unit whose output goes to the journal, systemd.exec(5)) names the very file
+/// that fd 2 is. A child that inherited the variable but has its stderr elsewhere gets false.
+#[must_use]
+pub fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let Ok(meta) = std::fs::metadata("/proc/self/fd/2") else {
+        return false;
+    };
+    dev.parse() == Ok(meta.dev()) && ino.parse() == Ok(meta.ino())
+}

@@ -40,6 +40,7 @@ pub mod journal;
 pub mod layout;
 pub mod limits;
 pub mod naming;
+pub mod notify;
 pub mod podman;
 pub mod probe;
 pub mod process;

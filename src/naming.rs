@@ -205,6 +205,15 @@ pub mod template {
     pub const RUN_TIMER: &str = "cyclix-run@.timer";
     /// The template the timer triggers (`cyclix-tick@TENANT.service`).
     pub const TICK_SERVICE: &str = "cyclix-tick@.service";
+    /// The template the run unit's `OnFailure=` starts (`cyclix-notify@TENANT.service`).
+    pub const NOTIFY_SERVICE: &str = "cyclix-notify@.service";
+}
+
+/// The drop-in of a tenant's run unit naming its notification:
+/// `cyclix-run@TENANT.service.d/notify.conf`.
+#[must_use]
+pub fn notify_dropin(tenant: &str) -> String {
+    format!("cyclix-run@{tenant}.service.d/notify.conf")
 }
 
 /// The drop-in of a tenant's timer carrying its schedule:

@@ -19,6 +19,7 @@ mod located;
 mod model;
 pub mod mount_guard;
 mod rules;
+pub mod schema;
 mod sections;
 mod suggest;
 pub mod validate;
@@ -28,7 +29,7 @@ use std::fmt;
 
 pub use model::{
     Agent, Baseline, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health,
-    HostPattern, Image, Mount, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
+    HostPattern, Image, Mount, Notify, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
 };
 pub use sections::agent_preset::{SANDBOX_TASK_PATH, apply_model};
 pub use sections::credentials::{KNOWN_KEY_HOSTS, default_base_url_env, env_key_warnings};
@@ -171,6 +172,23 @@ fn render_diagnostics(file: &str, diagnostics: &[Diagnostic]) -> String {
         let _ = d.write_to(file, &mut out);
     }
     out
+}
+
+/// Whether `text` gets past the YAML reading (encoding, syntax, budgets, tags) to the key
+/// tables: what the JSON Schema ([`schema`]) can judge starts there.
+#[must_use]
+pub fn yaml_readable(text: &str) -> bool {
+    yaml::read(text).is_ok()
+}
+
+/// The hosts of `text` that validation normalised, one line each
+/// (``LINE:COL: egress.allow[i]: `WRITTEN` is read as `NORMALISED` ``); empty when none
+/// changed or the text does not decode.
+#[must_use]
+pub fn host_changes(text: &str) -> Vec<String> {
+    sections::decode(text)
+        .map(|(raw, _)| sections::egress::host_changes(&raw))
+        .unwrap_or_default()
 }
 
 /// Parses and validates a tenant spec.

@@ -119,7 +119,8 @@ LOCK=$TB_DIR.lock
 # systemd-container (machined, needed by `systemd-run -M user@ --user`),
 # busybox-static (source of the tiny scratch image and the HTTP test hosts),
 # git (cyclix drives git worktrees on the host side), python3 (test helpers).
-PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl
+# man-db (`man cyclix` after `cyclix install`, and systemd-analyze verify checks man: links).
+PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db
 # The image the project's Containerfiles start FROM (debian:trixie) whatever the host flavour.
 IMAGE_SUITE=trixie
 # systemd-run >= 254 expands $VAR in the command unless told not to (see in_root_unit);

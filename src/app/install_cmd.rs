@@ -2,6 +2,8 @@
 //! scheduled tenant's timer is installed and started; a timer whose tenant has no schedule any
 //! more, no spec, or is paused is stopped, disabled and its drop-in removed (issue 19, item 2).
 
+pub mod docs;
+pub mod notify;
 pub mod timers;
 
 use std::collections::BTreeSet;
@@ -69,6 +71,8 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         record::atomic_write(&path, f.contents.as_bytes())?;
         println!("wrote {}", path.display());
     }
+    docs::install(env, &bin)?;
+    notify::install(env, &unit_dir, &bin, &specs)?;
     let units = unit_manager(env)?;
     for (t, why) in &plan.remove {
         remove_timer(&units, &unit_dir, t)?;

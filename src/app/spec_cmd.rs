@@ -27,6 +27,32 @@ pub fn run(env: &HostEnv, file: &Path, json: bool) -> Result<Outcome> {
         Ok(s) => s,
         Err(e) => return report_spec_error(&e, json),
     };
+    // In the tenants directory the file name is the tenant, as `run` and `check` read it.
+    let in_tenants = file
+        .parent()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .is_some_and(|d| std::fs::canonicalize(env.layout().tenants_dir()).ok() == Some(d));
+    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned());
+    if in_tenants && stem.as_deref() != Some(spec.tenant.as_str()) {
+        let err = SpecError::single(
+            &file.display().to_string(),
+            format!(
+                "the spec names tenant `{}`, but its file is {}.yaml: `cyclix run` and `cyclix check` would refuse it",
+                spec.tenant,
+                stem.unwrap_or_default()
+            ),
+            format!(
+                "rename the file to {}.yaml, or set `tenant:` to the file's name",
+                spec.tenant
+            ),
+        );
+        return report_spec_error(&err, json);
+    }
+    if let Ok(text) = std::fs::read_to_string(file) {
+        for change in crate::spec::host_changes(&text) {
+            crate::stderrln!("{}:{change}", file.display());
+        }
+    }
     // A spec is only valid if both backends can carry it (Quadlet refuses some argv words).
     let run = default_run_context(
         &spec,

@@ -7,6 +7,34 @@ use super::{
 use crate::process::ProcessError;
 
 impl Git {
+    /// The branch `HEAD` is on (`git symbolic-ref --quiet --short HEAD`); `None` for a
+    /// detached `HEAD`.
+    ///
+    /// # Errors
+    /// [`GitError::Command`] when git fails (not a repository).
+    pub fn current_branch(&self) -> Result<Option<String>> {
+        let action = || format!("reading the branch of HEAD in {}", self.repo.display());
+        let out = git_status(
+            &self.repo,
+            &["symbolic-ref", "--quiet", "--short", "HEAD"],
+            GIT_QUERY_DEADLINE,
+            action,
+        )?;
+        match out.status.code() {
+            Some(0) => Ok(Some(out.stdout.trim().to_owned())),
+            Some(1) => Ok(None),
+            _ => Err(GitError::Command {
+                action: action(),
+                source: ProcessError::Failed {
+                    argv: "git symbolic-ref --quiet --short HEAD".to_owned(),
+                    status: out.status,
+                    stderr: out.stderr.trim().to_string(),
+                    stdout: out.stdout,
+                },
+            }),
+        }
+    }
+
     /// Whether branch `name` exists (`git show-ref --verify --quiet refs/heads/NAME`).
     ///
     /// # Errors

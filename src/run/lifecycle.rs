@@ -61,6 +61,9 @@ impl Recorder {
     }
 
     pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        // Journal field CYCLIX_PHASE on every line logged in the phase (issue 18, item 4).
+        let _span = tracing::info_span!("phase", cyclix_phase = name).entered();
+        tracing::info!("phase {name} started");
         super::phases::reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
@@ -79,6 +82,7 @@ impl Recorder {
             Ok(_) => "ok".to_string(),
             Err(e) => format!("{e:#}"),
         };
+        tracing::info!("phase {name}: {outcome}");
         self.phases.push(Phase {
             name: name.into(),
             start_ms,
@@ -139,6 +143,13 @@ pub fn execute(
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
 ) -> RunRecord {
+    // Journal fields CYCLIX_TENANT and CYCLIX_RUN on every line of the run (issue 18, item 4).
+    let _span = tracing::info_span!(
+        "run",
+        cyclix_tenant = inp.spec.tenant.as_str(),
+        cyclix_run = inp.run_id.as_str()
+    )
+    .entered();
     let mut rec = new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
     let mut created = RunState::new(ledger);

@@ -41,6 +41,9 @@ pub struct Spec {
     pub setup: Vec<String>,
     /// `baseline:`: a basic test run in the agent's container before the agent; `None`: none.
     pub baseline: Option<Baseline>,
+    /// Who is told when a run needs a person (`notify:`); `None`: nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
 }
 
 /// `baseline:`: run with `podman exec` in the agent's container once the boundary is proven
@@ -369,6 +372,16 @@ impl Health {
     pub fn budget_s(&self) -> u64 {
         self.start_period_s + u64::from(self.retries) * (self.interval_s + self.timeout_s)
     }
+}
+
+/// `notify:`: the argv `cyclix-notify@TENANT.service` runs on the host with the run summary as
+/// JSON on stdin, through the run unit's `OnFailure=` (and `OnSuccess=` with `on_success`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Notify {
+    /// The argv (not a shell line).
+    pub command: Vec<String>,
+    /// Whether a passed run is told too.
+    pub on_success: bool,
 }
 
 /// The tenant's schedule, rendered as a drop-in for `cyclix-run@TENANT.timer`.

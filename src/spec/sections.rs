@@ -13,6 +13,7 @@ pub(crate) mod delivery;
 pub(crate) mod egress;
 pub(crate) mod gate;
 pub(crate) mod mounts;
+pub(crate) mod notify;
 pub(crate) mod repo;
 pub(crate) mod schedule;
 pub(crate) mod services;

@@ -162,6 +162,7 @@ fn each_external_interface_is_called_from_its_one_adapter() {
         "host/facts",
         "process",
         "probe/observe",
+        "notify",
     ];
     let mut hits = Vec::new();
     for (rel, code) in sources() {

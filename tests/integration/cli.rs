@@ -5,6 +5,9 @@ use std::process::{Command, Output};
 
 use crate::common::tenant::Tenant;
 
+mod bad_input;
+mod schema;
+
 fn cyclix(args: &[&str]) -> Output {
     let home = tempfile::tempdir().expect("tmp home");
     let runtime = tempfile::tempdir().expect("tmp runtime");

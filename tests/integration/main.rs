@@ -17,6 +17,7 @@ mod e2e_boundary;
 mod e2e_check;
 mod e2e_credentials;
 mod e2e_delivery;
+mod e2e_docs;
 mod e2e_drill;
 mod e2e_faults;
 mod e2e_faults20;

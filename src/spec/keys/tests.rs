@@ -41,6 +41,7 @@ fn every_table_has_unique_documented_keys() {
             "schedule",
             "delivery",
             "baseline",
+            "notify",
             "agent.resources",
             "agent.credentials",
             "services.health",

@@ -15,10 +15,36 @@ pub(crate) const PROXY_VARS: [&str; 5] = [
     "FTP_PROXY",
 ];
 
+/// Variables that carry the address of a host socket or of the user's session (issue 18,
+/// item 8): the sandbox has none of these sockets, and a value handed in would point the agent
+/// at the host's (ssh-agent, D-Bus, the display, podman, systemd's notify and journal streams).
+pub(crate) const SESSION_VARS: [&str; 20] = [
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_ID",
+    "WAYLAND_DISPLAY",
+    "DISPLAY",
+    "XAUTHORITY",
+    "PULSE_SERVER",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "JOURNAL_STREAM",
+    "INVOCATION_ID",
+    "TMUX",
+];
+
 /// Checks an environment variable name handed to a container: `[A-Z_][A-Z0-9_]*`, and not one
 /// of the denied names: `LD_*` (dynamic loader), the proxy variables in any case
-/// (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, `ALL_PROXY`, `FTP_PROXY`), `PATH`, `HOME`, and
-/// `CYCLIX_*` (cyclix's own).
+/// (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, `ALL_PROXY`, `FTP_PROXY`), the host-socket and
+/// session variables ([`SESSION_VARS`]), `PATH`, `HOME`, and `CYCLIX_*` (cyclix's own).
 ///
 /// # Errors
 /// A lowercase message naming the rule.
@@ -48,6 +74,11 @@ pub fn env_name(s: &str) -> Result<(), String> {
     if s.starts_with("LD_") {
         return Err(format!(
             "`{s}` is not allowed: LD_* variables control the dynamic loader"
+        ));
+    }
+    if SESSION_VARS.contains(&s) {
+        return Err(format!(
+            "`{s}` is not allowed: it names a host socket or the user's session, which the sandbox must not reach"
         ));
     }
     if s == "PATH" || s == "HOME" {

@@ -10,7 +10,9 @@ use crate::spec::HostPattern;
 /// in `egress.ports`), IP literals in any encoding (`1.2.3.4`, `[::1]`, `127.1`, `0x7f000001`,
 /// `2130706433`, `0177.0.0.1`: any name whose last label is numeric, as the WHATWG URL
 /// parser reads it), a bare `*`, `*` anywhere but a leading `*.` (`*x.com`, `a.*.com`),
-/// single-label names (`localhost`, `*.com`), whitespace and labels outside `[a-z0-9-]`.
+/// single-label names (`localhost`, `*.com`), a wildcard over a public suffix (`*.co.uk`,
+/// `*.github.io`: the `psl` crate's copy of the Public Suffix List, ICANN and private
+/// sections), whitespace and labels outside `[a-z0-9-]`.
 ///
 /// # Errors
 /// A lowercase message saying what is wrong with the entry.
@@ -84,6 +86,11 @@ pub fn host_pattern(s: &str) -> Result<HostPattern, String> {
         } else {
             format!("`{s}` is a single-label name; write a fully qualified host name")
         });
+    }
+    if wildcard && psl::domain(ascii.as_bytes()).is_none() {
+        return Err(format!(
+            "`{s}` is too broad: `{ascii}` is a public suffix (Public Suffix List), so anyone can register a name below it"
+        ));
     }
     Ok(if wildcard {
         HostPattern::Subdomains(ascii)

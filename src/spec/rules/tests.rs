@@ -396,3 +396,46 @@ fn image_name_table() {
         assert!(image_name(bad).is_err(), "{bad:?}");
     }
 }
+
+/// Issue 18, item 8: wildcards over a public suffix (`psl`'s copy of the list, ICANN and
+/// private sections) are refused with the suffix named; a wildcard one level below is fine.
+#[test]
+fn a_wildcard_over_a_public_suffix_is_refused() {
+    assert_eq!(
+        host_pattern("*.co.uk"),
+        Err("`*.co.uk` is too broad: `co.uk` is a public suffix (Public Suffix List), so anyone can register a name below it".into())
+    );
+    assert_eq!(
+        host_pattern("*.GitHub.io."),
+        Err("`*.GitHub.io.` is too broad: `github.io` is a public suffix (Public Suffix List), so anyone can register a name below it".into())
+    );
+    assert_eq!(
+        host_pattern("*.com"),
+        Err("`*.com` is too broad: it covers a whole top-level domain".into())
+    );
+    for ok in ["*.bbc.co.uk", "*.acme.github.io", "*.example.com", "co.uk"] {
+        assert!(host_pattern(ok).is_ok(), "{ok}: {:?}", host_pattern(ok));
+    }
+}
+
+/// Issue 18, item 8: host sockets and session plumbing are refused with the reason.
+#[test]
+fn session_and_socket_variables_are_refused() {
+    for name in [
+        "SSH_AUTH_SOCK",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "XDG_RUNTIME_DIR",
+        "WAYLAND_DISPLAY",
+        "DISPLAY",
+        "NOTIFY_SOCKET",
+        "CONTAINER_HOST",
+    ] {
+        assert_eq!(
+            env_name(name),
+            Err(format!(
+                "`{name}` is not allowed: it names a host socket or the user's session, which the sandbox must not reach"
+            )),
+        );
+    }
+    assert_eq!(env_name("SSH_KEY_NAME"), Ok(()));
+}

@@ -143,3 +143,30 @@ fn ca_certs(
     }
     result
 }
+
+/// The allowlist entries of `raw` that normalisation changed (case, trailing dot, IDN, Unicode
+/// compatibility forms such as `ⓔ` or `。`), each as ``LINE:COL: egress.allow[i]: `WRITTEN`
+/// is read as `NORMALISED` ``, for `spec validate` to show (issue 18, item 8).
+pub(crate) fn host_changes(raw: &super::RawSpec) -> Vec<String> {
+    let Some(list) = raw.egress.as_ref().and_then(|e| e.allow.as_ref()) else {
+        return Vec::new();
+    };
+    list.value
+        .iter()
+        .filter_map(|entry| {
+            let shown = match host_pattern(&entry.value).ok()? {
+                crate::spec::HostPattern::Exact(h) => h,
+                crate::spec::HostPattern::Subdomains(h) => format!("*.{h}"),
+            };
+            (shown != entry.value).then(|| {
+                format!(
+                    "{}:{}: {}: `{}` is read as `{shown}`",
+                    entry.line,
+                    entry.column,
+                    entry.path,
+                    entry.value.escape_debug()
+                )
+            })
+        })
+        .collect()
+}

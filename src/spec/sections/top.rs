@@ -2,7 +2,7 @@
 //! which section. A new section is one entry here plus its own file.
 
 use super::{
-    agent, baseline, delivery, egress, gate, mounts, repo, schedule, services, setup, task,
+    agent, baseline, delivery, egress, gate, mounts, notify, repo, schedule, services, setup, task,
 };
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
@@ -46,6 +46,8 @@ pub(crate) struct RawSpec {
     pub(crate) setup: Option<Located<Vec<Located<String>>>>,
     /// `baseline`.
     pub(crate) baseline: Option<baseline::RawBaseline>,
+    /// `notify`.
+    pub(crate) notify: Option<notify::RawNotify>,
 }
 
 /// The top-level keys of a spec.
@@ -121,6 +123,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Map(baseline::KEYS),
         "a basic test run in the agent's environment before the agent; failing ends `setup_broken`",
     ),
+    Key::optional(
+        "notify",
+        Kind::Map(notify::KEYS),
+        "a command told when a run fails, is refused or leaves something",
+    ),
 ];
 
 /// Reads the document root.
@@ -142,6 +149,7 @@ pub(crate) fn decode(d: &mut Decoder, root: &Node) -> Option<RawSpec> {
         delivery: d.section(&f, "delivery", delivery::decode),
         setup: d.strings(&f, "setup"),
         baseline: d.section(&f, "baseline", baseline::decode),
+        notify: d.section(&f, "notify", notify::decode),
     })
 }
 
@@ -213,6 +221,10 @@ pub(crate) fn validate(
         None => Some(None),
         Some(b) => baseline::validate(b, out).map(Some),
     };
+    let notify = match &raw.notify {
+        None => Some(None),
+        Some(n) => notify::validate(n, out).map(Some),
+    };
     if out.len() != before {
         return None;
     }
@@ -231,6 +243,7 @@ pub(crate) fn validate(
         delivery: delivery?,
         setup: setup?,
         baseline: baseline?,
+        notify: notify?,
     })
 }
 

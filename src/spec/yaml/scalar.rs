@@ -53,7 +53,13 @@ pub(crate) fn plain_reading(raw: &str) -> Option<(&'static str, &'static str, St
         {
             return Some(("integer", Y11, format!("octal {n}")));
         }
-        return Some(("integer", Y, unsigned.trim_start_matches('0').to_owned()));
+        let sign = if raw.starts_with('-') { "-" } else { "" };
+        let n = unsigned.trim_start_matches('0');
+        return Some((
+            "integer",
+            Y,
+            format!("{sign}{}", if n.is_empty() { "0" } else { n }),
+        ));
     }
     if digits_(unsigned) && unsigned.starts_with(|c: char| c.is_ascii_digit()) {
         return radix(unsigned, 10).map(|n| ("integer", Y11, n));

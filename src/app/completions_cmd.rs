@@ -1,0 +1,145 @@
+//! `cyclix completions SHELL`: the shell's registration script for `clap_complete`'s dynamic
+//! completion (issue 18, item 2). The script calls this binary back with `COMPLETE=SHELL` at
+//! each Tab, so the verbs and options are always this binary's, and the tenant names are read
+//! from the spec directory (`~/.config/cyclix/tenants/*.yaml`) at that moment.
+
+use std::ffi::OsStr;
+
+use anyhow::{Context as _, Result};
+use clap::CommandFactory as _;
+use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
+use clap_complete::env::Shells;
+
+use crate::cli::Cli;
+use crate::context::{HostEnv, current_exe, path_str};
+use crate::exit::Outcome;
+
+/// The variable the registration script sets when it calls cyclix back.
+pub const COMPLETE_VAR: &str = "COMPLETE";
+
+/// The clap command with tenant-name candidates on every `tenant` argument (what the
+/// completion engine walks; `main` hands it to `CompleteEnv`).
+#[must_use]
+pub fn command() -> clap::Command {
+    with_tenants(Cli::command())
+}
+
+fn with_tenants(mut cmd: clap::Command) -> clap::Command {
+    if cmd.get_name() != "init" && cmd.get_arguments().any(|a| a.get_id() == "tenant") {
+        cmd = cmd.mut_arg("tenant", |a| {
+            a.add(ArgValueCandidates::new(tenant_candidates))
+        });
+    }
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for s in subs {
+        cmd = cmd.mut_subcommand(s, with_tenants);
+    }
+    cmd
+}
+
+/// The tenants with a spec file, sorted; none when `$HOME` is unknown or the directory is
+/// missing (completion never fails loudly).
+fn tenant_candidates() -> Vec<CompletionCandidate> {
+    let Ok(env) = HostEnv::from_env() else {
+        return Vec::new();
+    };
+    tenant_names(&env.layout().tenants_dir())
+        .into_iter()
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// The stems of the `*.yaml` files in `dir` whose names are valid tenant names, sorted.
+#[must_use]
+pub fn tenant_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension() == Some(OsStr::new("yaml")))
+        .filter_map(|p| p.file_stem().and_then(OsStr::to_str).map(str::to_owned))
+        .filter(|t| super::tenant::check_name(t).is_ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The registration script of `shell` for the binary at `bin` (absolute).
+///
+/// # Errors
+/// An unknown shell (the error names the known ones).
+pub fn registration(shell: &str, bin: &str) -> Result<String> {
+    let shells = Shells::builtins();
+    let Some(completer) = shells.completer(shell) else {
+        let known: Vec<&str> = shells.names().collect();
+        return Err(crate::exit::input(format!(
+            "unknown shell `{}`; one of: {}",
+            shell.escape_debug(),
+            known.join(", ")
+        )));
+    };
+    let mut buf = Vec::new();
+    completer
+        .write_registration(COMPLETE_VAR, "cyclix", "cyclix", bin, &mut buf)
+        .context("writing the completion script")?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// `cyclix completions SHELL`.
+///
+/// # Errors
+/// An unknown shell, or stdout closed.
+pub fn print(shell: &str) -> Result<Outcome> {
+    let bin = path_str(&current_exe()?);
+    super::print_out(&registration(shell, &bin)?)?;
+    Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_shell_names_the_known_ones() {
+        let e = registration("tcsh", "/usr/bin/cyclix").expect_err("tcsh");
+        assert_eq!(
+            e.to_string(),
+            "unknown shell `tcsh`; one of: bash, elvish, fish, powershell, zsh"
+        );
+        let bash = registration("bash", "/opt/c y/cyclix").expect("bash");
+        assert!(bash.contains("COMPLETE=\"bash\""), "{bash}");
+        assert!(bash.contains("'/opt/c y/cyclix'"), "{bash}");
+        assert!(bash.contains("-F _clap_complete_cyclix cyclix"), "{bash}");
+    }
+
+    #[test]
+    fn tenant_names_are_the_valid_spec_stems() {
+        let d = tempfile::tempdir().expect("tmp");
+        for f in [
+            "acme.yaml",
+            "beta.yaml",
+            "Bad Name.yaml",
+            "notes.txt",
+            "acme.env",
+        ] {
+            std::fs::write(d.path().join(f), "").expect("write");
+        }
+        assert_eq!(tenant_names(d.path()), ["acme", "beta"]);
+        assert!(tenant_names(&d.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn every_tenant_argument_gets_candidates() {
+        let mut cmd = command();
+        cmd.build();
+        let run = cmd.find_subcommand("run").expect("run");
+        let tenant = run
+            .get_arguments()
+            .find(|a| a.get_id() == "tenant")
+            .expect("tenant");
+        assert!(tenant.get::<ArgValueCandidates>().is_some());
+    }
+}

@@ -1,0 +1,190 @@
+//! `cyclix init TENANT --repo PATH [--preset P]`: writes a commented spec that validates, with
+//! a `# yaml-language-server: $schema=…` line pointing at the schema `cyclix install` writes
+//! (issue 18, item 3). Nothing is written unless the text validates; an existing spec is never
+//! replaced.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use super::spec_file::spec_context;
+use crate::context::{HostEnv, path_str};
+use crate::exit::Outcome;
+use crate::spec::schema::SCHEMA_FILE;
+
+/// The image the starter spec's script agent and gate use (`cyclix images build` makes it).
+const STARTER_IMAGE: &str = "localhost/cyclix-agent-python:latest";
+
+/// The path of the schema in cyclix's data dir (`$XDG_DATA_HOME/cyclix/spec.schema.json`).
+#[must_use]
+pub fn schema_path(env: &HostEnv) -> std::path::PathBuf {
+    env.data_home.join("cyclix").join(SCHEMA_FILE)
+}
+
+/// `cyclix init`.
+///
+/// # Errors
+/// A bad tenant name or preset, a repository git cannot read, an existing spec, a starter that
+/// does not validate (a repository path a mount cannot carry), or I/O.
+pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Outcome> {
+    super::tenant::check_name(tenant)?;
+    if !crate::agents::presets::PRESETS.contains(&preset) {
+        return Err(crate::exit::input(format!(
+            "--preset `{}`: unknown preset; one of: {}",
+            preset.escape_debug(),
+            crate::agents::presets::PRESETS.join(", ")
+        )));
+    }
+    let repo =
+        std::path::absolute(repo).with_context(|| format!("resolving {}", repo.display()))?;
+    let git = crate::git::Git::new(&repo);
+    let base = match git.current_branch() {
+        Ok(Some(b)) => b,
+        Ok(None) => git
+            .rev_parse_commit("HEAD")
+            .map_err(|e| crate::exit::input(format!("--repo {}: {e}", repo.display())))?,
+        Err(e) => {
+            return Err(crate::exit::input(format!(
+                "--repo {}: not a git repository git can read ({e}); fix: give the project's work tree",
+                repo.display()
+            )));
+        }
+    };
+    let path = env.layout().tenant_spec(tenant);
+    let text = starter(tenant, &path_str(&repo), &base, preset, &schema_path(env));
+    let file = path.display().to_string();
+    if let Err(e) = crate::spec::parse(&text, &spec_context(&file, env)) {
+        return Err(crate::exit::input(format!(
+            "the spec for this repository would not validate (nothing written):\n{e}"
+        )));
+    }
+    if path.exists() {
+        return Err(crate::exit::input(format!(
+            "{file} exists; fix: edit it, or remove it first (`cyclix init` never replaces a spec)"
+        )));
+    }
+    let dir = path
+        .parent()
+        .context("invariant: a spec path has a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {file}"))?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {file}"))?;
+    println!("wrote {file} (check it: cyclix spec validate {file})");
+    if !schema_path(env).exists() {
+        println!(
+            "note: the schema it names is written by `cyclix install` ({})",
+            schema_path(env).display()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// The starter spec's text.
+#[must_use]
+pub fn starter(tenant: &str, repo: &str, base: &str, preset: &str, schema: &Path) -> String {
+    let agent = if preset == "script" {
+        format!(
+            "agent:
+  # A script agent: your own image and command. Or a CLI preset: `preset: claude-code`
+  # (codex, aider, gemini-cli), see docs/agents.md.
+  image: {STARTER_IMAGE}
+  unpinned_local_image: true   # a local build; pin others as REGISTRY/NAME@sha256:…
+  command: [sh, -c, 'echo \"replace agent.command with your agent\" >&2; exit 1']
+  timeout: 30m
+"
+        )
+    } else {
+        format!(
+            "agent:
+  # The {preset} CLI in cyclix's image of it (`cyclix images build --preset {preset}`); its API
+  # key goes in ~/.config/cyclix/tenants/{tenant}.env (mode 0600), see docs/agents.md.
+  preset: {preset}
+  timeout: 30m
+"
+        )
+    };
+    format!(
+        "# yaml-language-server: $schema=file://{schema}
+# The cyclix tenant `{tenant}`, written by `cyclix init`. Every key: docs/spec.md.
+# Check it with `cyclix spec validate` after each change; run it with `cyclix start {tenant}`.
+tenant: {tenant}
+repo:
+  path: {repo}
+  base: {base}   # the branch, tag or commit each run starts from
+# container (default): the agent works in a private copy of the repository, in a sandbox.
+tier: container
+task:
+  text: |
+    Describe the change you want here: what to do, how to know it is done.
+{agent}gate:
+  # The tests that decide whether the agent's commits are kept (exit 0 = kept).
+  image: {STARTER_IMAGE}
+  unpinned_local_image: true
+  command: [make, test]
+  timeout: 30m
+egress:
+  # Hosts the sandbox may reach (a preset's API host is added for it); nothing else.
+  allow: []
+  ports: [443]
+",
+        schema = schema.display(),
+        repo = yaml_scalar(repo),
+    )
+}
+
+/// `s` as a YAML plain scalar when it is safe as one, else double-quoted with escapes.
+fn yaml_scalar(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-~".contains(c))
+        && !s.starts_with(['-', '.'])
+        && (!s.starts_with('~') || s.starts_with("~/"));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("{s:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SpecContext;
+
+    fn ctx() -> SpecContext {
+        SpecContext {
+            file: "acme.yaml".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1000".into(),
+        }
+    }
+
+    #[test]
+    fn every_preset_starter_validates_and_names_the_schema() {
+        for preset in crate::agents::presets::PRESETS {
+            for repo in ["/srv/acme", "/srv/my project \"x\" #1"] {
+                let text = starter(
+                    "acme",
+                    repo,
+                    "main",
+                    preset,
+                    Path::new("/home/u/.local/share/cyclix/spec.schema.json"),
+                );
+                assert!(text.starts_with(
+                    "# yaml-language-server: $schema=file:///home/u/.local/share/cyclix/spec.schema.json\n"
+                ));
+                let spec = crate::spec::parse(&text, &ctx())
+                    .unwrap_or_else(|e| panic!("{preset} {repo}: {e}\n{text}"));
+                assert_eq!(spec.tenant, "acme");
+                assert_eq!(spec.repo.path, repo);
+            }
+        }
+    }
+}
