@@ -184,12 +184,24 @@ fn network_unit(plan: &RunPlan, n: &NetworkPlan) -> Result<RenderedFile, RenderE
     let mut args = Vec::new();
     if n.internal {
         args.push("--internal".into());
+        // No aardvark-dns on the internal network: aardvark-dns 1.4 (podman 4.3, Debian 12)
+        // forwards a name it does not know to the host's resolvers even from an `--internal`
+        // network (measured on the bookworm testbed, issue 18): a DNS channel out. The run's
+        // one name there, the proxy's, comes from the pod's `/etc/hosts` (`--add-host`), and
+        // the agent reaches the proxy by its address anyway (`HTTP_PROXY`). `--disable-dns`:
+        // podman-network-create(1) "Disables the DNS plugin for this network".
+        args.push("--disable-dns".into());
     }
     if let Some(s) = &n.subnet {
         args.push(format!("--subnet={s}"));
     }
     if let Some(r) = &n.ip_range {
         args.push(format!("--ip-range={r}"));
+    }
+    // With `--disable-dns` netavark 1.4 puts no gateway address on an internal bridge unless
+    // one is given (measured: connects to `.1` then hang on ARP, N6 times out).
+    if let Some(g) = n.gateway.as_ref().filter(|_| n.internal) {
+        args.push(format!("--gateway={g}"));
     }
     args.extend(label_flags(plan, network_role(n.internal)));
     args.push(n.name.clone());
@@ -220,6 +232,14 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
         format!("--network={}:ip={}", internal.name, plan.pod_ip),
         "--dns-option=timeout:1".into(),
         "--dns-option=attempts:1".into(),
+        // The internal network has no DNS (`--disable-dns`, see `network_unit`): the proxy's
+        // name for N7 and the agent, in every pod container's `/etc/hosts`
+        // (podman-pod-create(1) `--add-host=host:ip`).
+        format!(
+            "--add-host={}:{}",
+            RunNames::new(&plan.run_id).proxy(),
+            plan.proxy_ip
+        ),
         format!("--infra-name={infra}"),
     ];
     if let Some(userns) = &plan.pod_userns {

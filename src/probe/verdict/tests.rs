@@ -131,7 +131,7 @@ fn a_missing_positive_control_fails_every_deny_check() {
         rcode: 3,
         addrs: vec![],
     };
-    assert!(!n7(&dead, &nx, &E(libc::ENETUNREACH), &ctx()).pass);
+    assert!(!n7(&dead, &nx, &[], &E(libc::ENETUNREACH), &ctx()).pass);
     let mut s = SocketObs {
         complete: true,
         ..Default::default()

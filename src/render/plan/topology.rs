@@ -60,6 +60,11 @@ pub struct NetworkPlan {
     /// can take the proxy's `.2` or the pod's `.3` (the proxy and the agent start as parallel
     /// jobs; seen as `IPAM error: requested ip address ... is already allocated`).
     pub ip_range: Option<String>,
+    /// The gateway address, if fixed (`10.213.N.1` for the internal network): the plain
+    /// backend passes it as `--gateway` because netavark gives an internal network created
+    /// `--disable-dns` no gateway otherwise (measured, netavark 1.4), and probe N6 needs one
+    /// that refuses fast. Quadlet's network gets it from podman's default (`.1`).
+    pub gateway: Option<String>,
 }
 
 /// A network attachment of a container.
@@ -192,6 +197,7 @@ pub(super) fn networks(names: &RunNames, subnet: &str, octet: u8) -> Vec<Network
             internal: true,
             subnet: Some(subnet.to_string()),
             ip_range: Some(format!("10.213.{octet}.128/25")),
+            gateway: Some(format!("10.213.{octet}.1")),
         },
         NetworkPlan {
             stem: names.egress(),
@@ -199,6 +205,7 @@ pub(super) fn networks(names: &RunNames, subnet: &str, octet: u8) -> Vec<Network
             internal: false,
             subnet: None,
             ip_range: None,
+            gateway: None,
         },
     ]
 }
