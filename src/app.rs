@@ -17,6 +17,7 @@ pub mod leftovers_cmd;
 pub mod logs_cmd;
 pub mod notify_cmd;
 pub mod pause_cmd;
+pub mod prune_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
 pub mod runs_cmd;
@@ -133,6 +134,20 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         } => init_cmd::run(&env()?, tenant, repo, preset),
         Command::Completions { shell } => completions_cmd::print(shell),
         Command::Runs { tenant, json } => runs_cmd::run(&env()?, tenant.as_deref(), *json),
+        Command::Prune {
+            tenant,
+            keep,
+            older_than,
+            force,
+            dry_run,
+        } => prune_cmd::run(
+            &env()?,
+            tenant.as_deref(),
+            *keep,
+            older_than.as_deref(),
+            *force,
+            *dry_run,
+        ),
         Command::Uninstall => uninstall_cmd::run(&env()?),
         Command::Notify { tenant } => notify_cmd::run(&env()?, tenant),
     }

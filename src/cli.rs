@@ -258,6 +258,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remove old runs of TENANT (default: every tenant): their record, logs and run branch.
+    /// Never the newest run, never a run in progress or awaiting convergence; a branch that is
+    /// neither in `repo.base` nor pushed goes only with --force
+    #[command(group(clap::ArgGroup::new("rule").required(true).args(["keep", "older_than"])))]
+    Prune {
+        /// Only this tenant (default: every tenant with records).
+        tenant: Option<String>,
+        /// Keep the newest N runs (N >= 1).
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Remove runs that started longer ago than D: days (`30d`) or a duration (`12h`).
+        #[arg(long, value_name = "D")]
+        older_than: Option<String>,
+        /// Also delete run branches that are neither in `repo.base` nor pushed (the only copy).
+        #[arg(long)]
+        force: bool,
+        /// Print what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Remove what `cyclix install` installed: unit templates, timers and their drop-ins, man
     /// pages, completions and the spec schema (never records, branches or specs).
     Uninstall,

@@ -28,6 +28,7 @@ mod e2e_mounts;
 mod e2e_presets;
 mod e2e_probe;
 mod e2e_proven;
+mod e2e_prune;
 mod e2e_run;
 mod e2e_schedule;
 mod e2e_services;

@@ -75,9 +75,10 @@ pub fn install(env: &HostEnv, bin: &str) -> Result<()> {
     }
     let pages = files.len() - 2;
     println!(
-        "wrote {} (the spec's JSON Schema), {} (bash completion) and {pages} man pages below {}",
+        "wrote {} (the spec's JSON Schema), {} (bash completion) and {pages} man pages below {} (`man` finds them when ~/.local/bin is on PATH, or with MANPATH={}:)",
         super::super::init_cmd::schema_path(env).display(),
         bash_completion(env).display(),
+        man_dir(env).display(),
         man_dir(env).display()
     );
     Ok(())

@@ -77,7 +77,7 @@ pub fn summary(r: &RunRecord) -> String {
         .count();
     let _ = writeln!(
         s,
-        "  probes: {passed}/{} PASS; leak watch ran {} times",
+        "  probes: {passed}/{} PASS; leak watch ran {} time(s)",
         r.probes.len(),
         r.watch_rounds
     );

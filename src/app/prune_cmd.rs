@@ -1,0 +1,335 @@
+//! `cyclix prune [TENANT] (--keep N | --older-than D) [--force] [--dry-run]` (issue 19,
+//! item 10): removes old runs — their record, logs and run branch — from
+//! `$XDG_STATE_HOME/cyclix/runs/TENANT/` and the tenant's repository.
+//!
+//! What is never removed: the newest run of a tenant (what `cyclix status` shows), a run with
+//! a `RUN.running` marker (in progress, or dead and waiting for convergence), and without
+//! `--force` a run branch that is neither in the history of `repo.base` nor of any
+//! remote-tracking ref (`refs/remotes/*`: pushed) — the only copy of an agent's work.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::git::Git;
+use crate::run::record::{self, RunRecord};
+
+/// Which runs a prune takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Keep the newest N runs (N >= 1).
+    Keep(usize),
+    /// Remove runs that started more than this many seconds ago.
+    OlderThanS(u64),
+}
+
+/// One run of a tenant as its files show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFiles {
+    /// The run id.
+    pub run_id: String,
+    /// When it started (its record's first phase), ms since the Unix epoch; `None` without a
+    /// readable record.
+    pub started_ms: Option<u128>,
+    /// The run branch its record names (it made commits), if any.
+    pub branch: Option<String>,
+    /// Its files in the tenant's records directory (record, logs, diff, phase note).
+    pub files: Vec<PathBuf>,
+    /// It has a `RUN.running` marker: never pruned.
+    pub marker: bool,
+}
+
+/// Parses `--older-than`: a number of days (`30d`) or a duration (`12h`, `90m`, `1h30m`).
+///
+/// # Errors
+/// Another shape, with the forms that work.
+pub fn older_than_s(text: &str) -> Result<u64> {
+    if let Some(days) = text.strip_suffix('d')
+        && let Ok(n) = days.parse::<u64>()
+    {
+        return Ok(n.saturating_mul(86_400));
+    }
+    crate::spec::duration_s(text)
+        .map_err(|e| crate::exit::input(format!("--older-than: {e}, or days like `30d`")))
+}
+
+/// The runs `rule` takes from `runs` at `now_ms`: never the newest, never one with a marker.
+/// Newest is by start time, then run id (ids start with their UTC time). Pure.
+#[must_use]
+pub fn chosen(runs: &[RunFiles], rule: Rule, now_ms: u128) -> Vec<String> {
+    let mut order: Vec<&RunFiles> = runs.iter().collect();
+    order.sort_by(|a, b| {
+        b.started_ms
+            .cmp(&a.started_ms)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    order
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(i, r)| {
+            !r.marker
+                && match rule {
+                    Rule::Keep(n) => *i >= n,
+                    Rule::OlderThanS(s) => r
+                        .started_ms
+                        .is_some_and(|t| now_ms.saturating_sub(t) > u128::from(s) * 1000),
+                }
+        })
+        .map(|(_, r)| r.run_id.clone())
+        .collect()
+}
+
+/// The runs whose files are in `dir` (a tenant's records directory).
+#[must_use]
+pub fn runs_in(dir: &Path) -> Vec<RunFiles> {
+    let mut runs = std::collections::BTreeMap::<String, RunFiles>::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((run, ext)) = crate::layout::parse_run_file(&name) else {
+            continue;
+        };
+        let r = runs.entry(run.to_owned()).or_insert_with(|| RunFiles {
+            run_id: run.to_owned(),
+            started_ms: None,
+            branch: None,
+            files: Vec::new(),
+            marker: false,
+        });
+        if ext == "running" {
+            r.marker = true;
+            continue;
+        }
+        if ext == "json"
+            && let Some(rec) = std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+        {
+            r.started_ms = rec.phases.first().map(|p| p.start_ms);
+            r.branch = (!rec.branch.is_empty() && !rec.commits.is_empty()).then_some(rec.branch);
+        }
+        r.files.push(e.path());
+    }
+    runs.into_values().collect()
+}
+
+/// Why a run branch may go without `--force`: it is in the history of `base` or of a
+/// remote-tracking ref. `None`: it is the only copy.
+fn safe_because(git: &Git, branch: &str, base: &str) -> Result<Option<String>> {
+    if git.is_ancestor(branch, base)? {
+        return Ok(Some(format!("in the history of {base}")));
+    }
+    for (r, _) in git.refs()? {
+        if let Some(remote) = r.strip_prefix("refs/remotes/")
+            && git.is_ancestor(branch, &r)?
+        {
+            return Ok(Some(format!("pushed, in {remote}")));
+        }
+    }
+    Ok(None)
+}
+
+/// What a prune does with one tenant; the lines it prints.
+fn prune_tenant(
+    env: &HostEnv,
+    tenant: &str,
+    rule: Rule,
+    force: bool,
+    dry_run: bool,
+    now_ms: u128,
+) -> Result<(Vec<String>, bool)> {
+    let dir = record::tenant_dir(&env.state_home, tenant);
+    let runs = runs_in(&dir);
+    let take = chosen(&runs, rule, now_ms);
+    let spec = super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
+        .ok()
+        .and_then(Result::ok);
+    let mut lines = Vec::new();
+    let mut ok = true;
+    let verb = if dry_run { "would prune" } else { "pruned" };
+    for r in runs.iter().filter(|r| take.contains(&r.run_id)) {
+        let mut what = String::from("record and logs");
+        if let Some(branch) = &r.branch {
+            let Some(spec) = &spec else {
+                lines.push(format!(
+                    "kept run {}: its branch {branch} is in a repository cyclix cannot name (the spec of {tenant} does not load); delete the branch with git, then prune again",
+                    r.run_id
+                ));
+                continue;
+            };
+            let git = Git::new(&spec.repo.path);
+            if git.branch_exists(branch)? {
+                let why = match safe_because(&git, branch, &spec.repo.base)? {
+                    Some(why) => why,
+                    None if force => "not merged and not pushed: --force".to_owned(),
+                    None => {
+                        lines.push(format!(
+                            "kept run {}: branch {branch} is not in the history of {} and not pushed (the only copy of the run's work); merge or push it, or prune with --force",
+                            r.run_id, spec.repo.base
+                        ));
+                        continue;
+                    }
+                };
+                if !dry_run && let Err(e) = git.delete_branch(branch, true) {
+                    lines.push(format!("kept run {}: {e:#}", r.run_id));
+                    ok = false;
+                    continue;
+                }
+                what = format!("{what}, branch {branch} ({why})");
+            }
+        }
+        if !dry_run {
+            for f in &r.files {
+                if let Err(e) = std::fs::remove_file(f)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    lines.push(format!("run {}: removing {}: {e}", r.run_id, f.display()));
+                    ok = false;
+                }
+            }
+        }
+        lines.push(format!("{verb} run {} of {tenant}: {what}", r.run_id));
+    }
+    lines.push(format!(
+        "{tenant}: {} of {} runs {}",
+        take.len(),
+        runs.len(),
+        if dry_run { "would go" } else { "chosen" }
+    ));
+    Ok((lines, ok))
+}
+
+/// `cyclix prune`.
+///
+/// # Errors
+/// A bad tenant name or `--older-than`, `--keep 0`, git failing.
+pub fn run(
+    env: &HostEnv,
+    tenant: Option<&str>,
+    keep: Option<usize>,
+    older_than: Option<&str>,
+    force: bool,
+    dry_run: bool,
+) -> Result<Outcome> {
+    let rule = match (keep, older_than) {
+        (Some(0), _) => {
+            return Err(crate::exit::input(
+                "--keep 0: the newest run is always kept (it is what `cyclix status` shows); use --keep 1 or more",
+            ));
+        }
+        (Some(n), None) => Rule::Keep(n),
+        (None, Some(d)) => Rule::OlderThanS(older_than_s(d)?),
+        _ => {
+            return Err(crate::exit::input(
+                "say what to prune: --keep N (the newest N runs stay) or --older-than D (e.g. 30d)",
+            ));
+        }
+    };
+    let tenants: Vec<String> = match tenant {
+        Some(t) => {
+            super::tenant::check_name(t)?;
+            vec![t.to_owned()]
+        }
+        None => std::fs::read_dir(env.layout().records_root())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut all_ok = true;
+    let mut text = String::new();
+    for t in &tenants {
+        let (lines, ok) = prune_tenant(env, t, rule, force, dry_run, now_ms)?;
+        all_ok &= ok;
+        for l in lines {
+            text.push_str(&l);
+            text.push('\n');
+        }
+    }
+    super::print_out(&text)?;
+    Ok(if all_ok {
+        Outcome::Ok
+    } else {
+        Outcome::Findings
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, started_ms: Option<u128>, marker: bool) -> RunFiles {
+        RunFiles {
+            run_id: id.into(),
+            started_ms,
+            branch: None,
+            files: Vec::new(),
+            marker,
+        }
+    }
+
+    #[test]
+    fn the_newest_and_marked_runs_stay_and_the_rule_picks_the_rest() {
+        let day = 86_400_000;
+        let now = 100 * day;
+        let runs = [
+            run("r1", Some(now - 40 * day), false),
+            run("r2", Some(now - 35 * day), true),
+            run("r3", Some(now - 31 * day), false),
+            run("r4", Some(now - 2 * day), false),
+            run("r5", Some(now - day), false),
+        ];
+        assert_eq!(
+            chosen(&runs, Rule::Keep(2), now),
+            ["r3", "r1"],
+            "r2 has a marker"
+        );
+        assert_eq!(chosen(&runs, Rule::Keep(10), now), Vec::<String>::new());
+        assert_eq!(
+            chosen(&runs, Rule::OlderThanS(30 * 86_400), now),
+            ["r3", "r1"]
+        );
+        let old = [run("a", Some(0), false), run("b", Some(1), false)];
+        assert_eq!(
+            chosen(&old, Rule::OlderThanS(1), now),
+            ["a"],
+            "the newest stays however old"
+        );
+    }
+
+    #[test]
+    fn older_than_takes_days_and_durations() {
+        assert_eq!(older_than_s("30d").expect("days"), 30 * 86_400);
+        assert_eq!(older_than_s("1h30m").expect("duration"), 5400);
+        let e = older_than_s("soon").expect_err("bad");
+        assert!(format!("{e:#}").contains("or days like `30d`"), "{e:#}");
+    }
+
+    #[test]
+    fn a_tenants_files_group_by_run_and_a_marker_is_seen() {
+        let d = tempfile::tempdir().expect("tmp");
+        for f in [
+            "r1.json",
+            "r1.agent.log",
+            "r2.running",
+            "r2.phase",
+            "latest.json",
+            "x.txt",
+        ] {
+            std::fs::write(d.path().join(f), b"{}").expect("write");
+        }
+        let runs = runs_in(d.path());
+        let ids: Vec<(&str, usize, bool)> = runs
+            .iter()
+            .map(|r| (r.run_id.as_str(), r.files.len(), r.marker))
+            .collect();
+        assert_eq!(ids, [("r1", 2, false), ("r2", 1, true)]);
+    }
+}
