@@ -48,7 +48,10 @@ mod tests {
     #[test]
     fn a_value_holding_another_is_redacted_whole() {
         let secrets: [&[u8]; 2] = [b"abcd", b"tok-abcd-EFGHIJKLMN"];
-        assert_eq!(redact("x tok-abcd-EFGHIJKLMN y abcd", &secrets), "x *** y ***");
+        assert_eq!(
+            redact("x tok-abcd-EFGHIJKLMN y abcd", &secrets),
+            "x *** y ***"
+        );
     }
 
     #[test]
