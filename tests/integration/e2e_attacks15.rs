@@ -3,7 +3,8 @@
 //! on the proxy's log, shaped like one of squid's access-log decisions, so that cyclix would take
 //! it for a request a probe made; (2) prints cyclix's marker lines, terminal escapes and a line
 //! that grows past journald's `LineMax=` once cyclix replaces its control bytes, to forge a
-//! journal entry of its own.
+//! journal entry of its own; (3) moves a gitlink under a setup path of a project whose
+//! `.gitmodules` says `ignore = all`, so that a plain `git diff` would not list it.
 
 use std::sync::OnceLock;
 
@@ -44,6 +45,11 @@ out.write(b"\x01" * 16382 + b"cyclix: forged-journal-a15\n")
 out.flush()
 "#;
 
+/// The gitlink `ci/lib` at the base and where the agent's commit moves it (plumbing only: the
+/// read-only bind of `ci/` is never written).
+const BASE_LINK: &str = "1111111111111111111111111111111111111111";
+const MOVED: &str = "2222222222222222222222222222222222222222";
+
 /// The run's record and the run unit's journal (JSON lines), from one run.
 fn run() -> &'static (serde_json::Value, String, String, String) {
     static R: OnceLock<(serde_json::Value, String, String, String)> = OnceLock::new();
@@ -52,10 +58,24 @@ fn run() -> &'static (serde_json::Value, String, String, String) {
         let tb = prepared();
         let t = "e2e-a15";
         Tenant::new(t)
-            .agent_cmd(r#"[sh, -c, "python3 attack15.py; cyclix-demo-agent > /dev/null 2>&1"]"#)
+            .agent_cmd(&format!(
+                r#"[sh, -c, "python3 attack15.py; git update-index --cacheinfo 160000,{MOVED},ci/lib && git commit -qm bump; cyclix-demo-agent > /dev/null 2>&1"]"#
+            ))
             .egress_allow(&["allowed.example"], &[80, 443])
+            .extra_yaml("setup: [ci/]")
             .file("attack15.py", AGENT)
+            .file("ci/a.yml", "a: 1\n")
             .write(tb);
+        // The user's project has a submodule under the setup path that git is told to ignore.
+        expect_success(
+            &tb.user_sh(&format!(
+                "set -e; cd ~/src/{t}
+                 printf '[submodule \"lib\"]\\n\\tpath = ci/lib\\n\\turl = ../lib\\n\\tignore = all\\n' > .gitmodules
+                 git add .gitmodules && git update-index --add --cacheinfo 160000,{BASE_LINK},ci/lib
+                 git -c user.name=t -c user.email=t@example.com commit -q -m submodule"
+            )),
+            "add the ignored submodule",
+        );
         let since = expect_success(&tb.user_sh("date +%s"), "the time").trim().to_string();
         let out = start(tb, t);
         let rec = record(tb, t);
@@ -154,4 +174,30 @@ fn a15_the_agents_output_forges_no_marker_no_escape_and_no_journal_entry() {
             "a journal entry the agent forged: {msg:.200}"
         );
     }
+}
+
+#[test]
+fn a15_a_gitlink_moved_under_a_setup_path_is_seen_though_the_submodule_is_ignored() {
+    let (rec, _, _, _) = run();
+    let tb = prepared();
+    let branch = rec["branch"].as_str().unwrap_or_default();
+    // Positive control: the run's branch carries the moved gitlink (the attack happened).
+    let tree = expect_success(
+        &tb.user_sh(&format!(
+            "cd ~/src/e2e-a15 && git ls-tree {branch} ci/lib; git config -f .gitmodules submodule.lib.ignore"
+        )),
+        "the run branch's gitlink",
+    );
+    assert!(
+        tree.contains(&format!("160000 commit {MOVED}\tci/lib")) && tree.contains("all"),
+        "the agent moved the ignored submodule: {tree}\n{rec:#}"
+    );
+    let changes: Vec<&str> = rec["setup_changes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        changes.contains(&"ci/lib"),
+        "the moved gitlink is not among the setup changes: {changes:?}"
+    );
 }
