@@ -201,3 +201,34 @@ fn a15_a_gitlink_moved_under_a_setup_path_is_seen_though_the_submodule_is_ignore
         "the moved gitlink is not among the setup changes: {changes:?}"
     );
 }
+
+/// The agent's `.gitmodules` holds a URL that git's fsck refuses and quotes in its error, with a
+/// bidi override and a C1 CSI in it (git replaces only C0 controls).
+const GITMODULES: &str = r#"printf '[submodule "x"]\n\tpath = x\n\turl = -\342\200\256\302\233evil-a15\n' > .gitmodules && git add .gitmodules && git commit -qm modules"#;
+
+#[test]
+fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-a15-fsck";
+    Tenant::new(t)
+        .agent_cmd("[sh, /work/modules.sh]")
+        .file("modules.sh", &format!("set -e\n{GITMODULES}\n"))
+        .write(tb);
+    let _ = start(tb, t);
+    let rec = record(tb, t);
+    let causes = rec["causes"].to_string();
+    let text: String = rec["causes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    // Positive control: fsck refused the import and its words, quoting the URL, are the cause.
+    assert!(
+        text.contains("disallowed submodule url") && text.contains("evil-a15"),
+        "the agent's URL reached the cause: {rec:#}"
+    );
+    assert!(
+        !text.contains(['\u{202e}', '\u{9b}']),
+        "a bidi override or C1 control in the record's causes: {causes}"
+    );
+}
