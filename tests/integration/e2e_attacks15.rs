@@ -214,6 +214,7 @@ fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
     Tenant::new(t)
         .agent_cmd("[sh, /work/modules.sh]")
         .file("modules.sh", &format!("set -e\n{GITMODULES}\n"))
+        .extra_yaml("notify:\n  command: [sh, -c, 'cat > ~/notify-a15.json']")
         .write(tb);
     let _ = start(tb, t);
     let rec = record(tb, t);
@@ -230,5 +231,18 @@ fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
     assert!(
         !text.contains(['\u{202e}', '\u{9b}']),
         "a bidi override or C1 control in the record's causes: {causes}"
+    );
+    // What the host's notify command reads (`cyclix notify`, as cyclix-notify@T runs it).
+    let told = expect_success(
+        &tb.user_sh(&format!(
+            "rm -f ~/notify-a15.json; {} notify {t} && cat ~/notify-a15.json",
+            tb.cyclix_bin()
+        )),
+        "notify",
+    );
+    assert!(told.contains("disallowed submodule url"), "told: {told}");
+    assert!(
+        !told.contains(['\u{202e}', '\u{9b}']),
+        "a bidi override or C1 control raw in the notify summary: {told}"
     );
 }
