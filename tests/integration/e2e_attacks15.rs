@@ -59,12 +59,13 @@ fn run() -> &'static (serde_json::Value, String, String, String) {
         let t = "e2e-a15";
         Tenant::new(t)
             .agent_cmd(&format!(
-                r#"[sh, -c, "python3 attack15.py; git update-index --cacheinfo 160000,{MOVED},ci/lib && git commit -qm bump; cyclix-demo-agent > /dev/null 2>&1"]"#
+                r#"[sh, -c, "python3 attack15.py; git update-index --cacheinfo 160000,{MOVED},ci/lib && git commit -qm bump; (mv scripts s2 && mkdir scripts && echo 'echo evil' > scripts/b.sh && echo SWAP=done || echo SWAP=refused); git add -A scripts s2 && git commit -qm swap; cyclix-demo-agent > /dev/null 2>&1"]"#
             ))
             .egress_allow(&["allowed.example"], &[80, 443])
-            .extra_yaml("setup: [ci/]")
+            .extra_yaml("setup: [ci/, \"scripts/*.sh\"]")
             .file("attack15.py", AGENT)
             .file("ci/a.yml", "a: 1\n")
+            .file("scripts/b.sh", "echo ok\n")
             .write(tb);
         // The user's project has a submodule under the setup path that git is told to ignore.
         expect_success(
@@ -244,5 +245,24 @@ fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
     assert!(
         !told.contains(['\u{202e}', '\u{9b}']),
         "a bidi override or C1 control raw in the notify summary: {told}"
+    );
+}
+
+#[test]
+fn a15_a_setup_file_swapped_by_renaming_its_directory_is_still_held() {
+    // The read-only bind is on the file: its directory is the agent's and can be renamed, the
+    // bind moving with it, and a new file put in its place. The delivery check sees it.
+    let (rec, _, kept, _) = run();
+    assert!(
+        kept.contains("agent| SWAP=done"),
+        "the agent renamed the directory of a bound setup file: {kept:.3000}"
+    );
+    let changes: Vec<&str> = rec["setup_changes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        changes.contains(&"scripts/b.sh"),
+        "the swapped setup file is not among the setup changes: {changes:?}"
     );
 }
