@@ -4,7 +4,10 @@
 //! it for a request a probe made; (2) prints cyclix's marker lines, terminal escapes and a line
 //! that grows past journald's `LineMax=` once cyclix replaces its control bytes, to forge a
 //! journal entry of its own; (3) moves a gitlink under a setup path of a project whose
-//! `.gitmodules` says `ignore = all`, so that a plain `git diff` would not list it.
+//! `.gitmodules` says `ignore = all`, so that a plain `git diff` would not list it; (4) swaps a
+//! glob-bound setup file by renaming its directory. A second run's agent commits a
+//! `.gitmodules` whose URL git's fsck quotes, with a bidi override and a C1 CSI, in the words
+//! cyclix keeps as the cause and hands to the notify command.
 
 use std::sync::OnceLock;
 
