@@ -40,13 +40,28 @@ pub fn unit_log(unit: &str, lines: u32) -> Result<String, ProcessError> {
 }
 
 /// Every message of `unit` in the user journal, one per line, without metadata
-/// (`--output cat --quiet`): how a run reads its proxy's decisions.
+/// (`--output cat --quiet`): how a run reads a service's or a gate's lines.
 ///
 /// # Errors
 /// journalctl is missing, fails or runs past [`DEADLINE`]; the error says "reading the journal
 /// of UNIT" and that the proxy decisions come from the user journal.
 pub fn unit_messages(unit: &str) -> Result<Vec<String>> {
-    let args = argv(unit, &["--output", "cat", "--no-pager", "--quiet"]);
+    messages(unit, &[])
+}
+
+/// [`unit_messages`] of priority `info` only (`--priority=info..info`, journalctl(1)): a
+/// container's stdout under conmon's journald log driver (stderr is `err`), how a run reads
+/// its proxy's decisions apart from squid's cache log.
+///
+/// # Errors
+/// As [`unit_messages`].
+pub fn unit_info_messages(unit: &str) -> Result<Vec<String>> {
+    messages(unit, &["--priority=info..info"])
+}
+
+fn messages(unit: &str, filter: &[&str]) -> Result<Vec<String>> {
+    let mut args = argv(unit, &["--output", "cat", "--no-pager", "--quiet"]);
+    args.extend_from_slice(filter);
     let out = process::run(
         "journalctl",
         &args,

@@ -13,8 +13,16 @@ pub const MIN_SECRET_LEN: usize = 4;
 /// split over lines) and print it past this (docs/output.md says so).
 #[must_use]
 pub fn redact(text: &str, secrets: &[&[u8]]) -> String {
+    // Longest first: a value that holds another (`abcd` in `xxabcdyy`) must not be cut up by
+    // the shorter one's `***` and so escape its own replacement.
+    let mut values: Vec<&[u8]> = secrets
+        .iter()
+        .copied()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    values.sort_by_key(|s| std::cmp::Reverse(s.len()));
     let mut t = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
+    for s in values {
         t = t.replace(&*String::from_utf8_lossy(s), "***");
     }
     t
@@ -36,6 +44,15 @@ pub fn printable(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_holding_another_is_redacted_whole() {
+        let secrets: [&[u8]; 2] = [b"abcd", b"tok-abcd-EFGHIJKLMN"];
+        assert_eq!(
+            redact("x tok-abcd-EFGHIJKLMN y abcd", &secrets),
+            "x *** y ***"
+        );
+    }
 
     #[test]
     fn subjects_lose_escapes_and_bidi_controls() {

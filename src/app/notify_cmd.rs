@@ -36,6 +36,29 @@ pub fn summary(r: &record::RunRecord, record_path: &std::path::Path) -> serde_js
     })
 }
 
+/// `json` with every control character JSON leaves raw (DEL, C1: U+009B is a terminal's CSI)
+/// and every bidi control written as a `\uXXXX` escape: a command that prints what it reads
+/// gets no escape sequence nor reordered text, and a JSON reader the same strings. JSON's
+/// structure is ASCII, so such a character can only be inside a string.
+#[must_use]
+pub fn escaped(json: &str) -> Vec<u8> {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        let raw = c == '\u{7f}'
+            || (!c.is_ascii() && crate::text::printable(&c.to_string()) != c.to_string());
+        if raw {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{u:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.into_bytes()
+}
+
 /// `cyclix notify TENANT`.
 ///
 /// # Errors
@@ -58,7 +81,7 @@ pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         .with_context(|| format!("tenant {tenant} has no run record yet"))?;
     let dir = record::tenant_dir(&env.state_home, tenant);
     let rec_path = crate::layout::RunFiles::new(&dir, &rec.run_id).record();
-    let body = serde_json::to_vec_pretty(&summary(&rec, &rec_path))?;
+    let body = escaped(&serde_json::to_string_pretty(&summary(&rec, &rec_path))?);
     crate::notify::tell(&notify.command, &body)?;
     tracing::info!(
         "told `{}` about run {} ({:?})",
@@ -67,4 +90,17 @@ pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         rec.result
     );
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn what_json_leaves_raw_is_escaped_and_reads_back_the_same() {
+        let v = serde_json::json!({"cause": "url -\u{202e}\u{9b}31m\u{7f} ünï\n"});
+        let text = serde_json::to_string_pretty(&v).expect("json");
+        let out = String::from_utf8(super::escaped(&text)).expect("utf-8");
+        assert!(out.contains("\\u202e\\u009b31m\\u007f ünï\\n"), "{out}");
+        let back: serde_json::Value = serde_json::from_str(&out).expect("still JSON");
+        assert_eq!(back, v);
+    }
 }

@@ -286,10 +286,13 @@ pub fn import(
         None,
         &action("verifying"),
     )?;
+    // git's words can carry the agent's bytes (fsck's `disallowed submodule url: URL` quotes its
+    // `.gitmodules`; git replaces C0 controls only): made printable before any record or
+    // summary holds them.
     if !verify.status.success() {
         return Ok(Err(Refused(format!(
             "`git bundle verify` refused it: {}",
-            verify.stderr.trim().chars().take(500).collect::<String>()
+            crate::text::printable(&verify.stderr.trim().chars().take(500).collect::<String>())
         ))));
     }
     let fetch = hgit(
@@ -312,7 +315,7 @@ pub fn import(
     if !fetch.status.success() {
         return Ok(Err(Refused(format!(
             "fetching it (with fsck) failed: {}",
-            fetch.stderr.trim().chars().take(500).collect::<String>()
+            crate::text::printable(&fetch.stderr.trim().chars().take(500).collect::<String>())
         ))));
     }
     let anc = hgit(

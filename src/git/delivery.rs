@@ -244,7 +244,17 @@ impl Git {
         pathspecs: &[String],
     ) -> Result<Vec<String>> {
         let range = format!("{base}..{tip}");
-        let mut diff = vec!["diff", "--name-only", "-z", "--no-renames", base, tip];
+        // `--ignore-submodules=none`: a submodule's `ignore = all` (`.gitmodules`, or the
+        // user's `diff.ignoreSubmodules`) would hide a gitlink the commits move (gitmodules(5)).
+        let mut diff = vec![
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--ignore-submodules=none",
+            base,
+            tip,
+        ];
         let mut log = vec![
             "log",
             "--no-show-signature",
@@ -252,6 +262,7 @@ impl Git {
             "--name-only",
             "-z",
             "--no-renames",
+            "--ignore-submodules=none",
             "--diff-merges=separate",
             range.as_str(),
         ];

@@ -473,6 +473,9 @@ impl RunJournal for RealRunHost {
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>> {
         crate::journal::unit_messages(unit)
     }
+    fn unit_stdout_journal(&self, unit: &str) -> Result<Vec<String>> {
+        crate::journal::unit_info_messages(unit)
+    }
     fn follow_output(&self, mut f: super::output::OutputFollow) -> Result<()> {
         f.journal &= self.output_to_journal;
         let unit = f.unit.clone();

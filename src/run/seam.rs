@@ -208,6 +208,17 @@ pub trait RunJournal {
     /// # Errors
     /// journalctl failed.
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
+    /// The messages `unit` wrote at priority `info` (oldest first): the proxy's decisions, its
+    /// container's stdout (conmon gives stdout `PRIORITY=6` and stderr `PRIORITY=3`), not
+    /// squid's cache log on stderr, which prints request bytes an agent chose (a header block
+    /// holding a NUL: `WARNING: HTTP header contains NULL characters {…}`) line for line. The
+    /// default (the fakes): [`Self::unit_journal`].
+    ///
+    /// # Errors
+    /// journalctl failed.
+    fn unit_stdout_journal(&self, unit: &str) -> Result<Vec<String>> {
+        self.unit_journal(unit)
+    }
     /// Starts reading the output a unit writes to its raw file, as it grows
     /// ([`super::output::Follower`]): redacted, made printable, kept and sent to the journal
     /// within [`crate::text::output::LIMITS`].

@@ -38,7 +38,7 @@ pub(crate) fn collect(
             );
         }
         rec.egress_decisions = host
-            .unit_journal(proxy)?
+            .unit_stdout_journal(proxy)?
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
             .filter(serde_json::Value::is_object)
