@@ -59,6 +59,17 @@ pub fn unit_info_messages(unit: &str) -> Result<Vec<String>> {
     messages(unit, &["--priority=info..info"])
 }
 
+/// [`unit_messages`] logged at or after `since_s` (seconds since the Unix epoch;
+/// `--since @S`, journalctl(1)): what one start of `unit` said, e.g. why a run unit exited
+/// before its run wrote a record.
+///
+/// # Errors
+/// As [`unit_messages`].
+pub fn unit_messages_since(unit: &str, since_s: u64) -> Result<Vec<String>> {
+    let since = format!("--since=@{since_s}");
+    messages(unit, &[since.as_str()])
+}
+
 fn messages(unit: &str, filter: &[&str]) -> Result<Vec<String>> {
     let mut args = argv(unit, &["--output", "cat", "--no-pager", "--quiet"]);
     args.extend_from_slice(filter);

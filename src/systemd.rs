@@ -147,6 +147,16 @@ pub trait UnitManager {
     /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
     fn manager_version(&self) -> Result<String, Error>;
 
+    /// The NAMES the user manager's environment block sets: its
+    /// `org.freedesktop.systemd1.Manager.Environment` property (`systemctl --user
+    /// show-environment`), which every unit it starts inherits. Only the names leave this call:
+    /// the values (which may be secrets) are dropped here. Read-only; used by `cyclix check` to
+    /// tell whether a variable a spec names reaches the run unit (issue 19).
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
+    fn manager_environment_names(&self) -> Result<Vec<String>, Error>;
+
     /// Whether logind keeps the user manager of `uid` running without a session: the `Linger`
     /// property of `org.freedesktop.login1.User` on the SYSTEM bus (`loginctl show-user UID -p
     /// Linger`; field report B08). A user logind does not track (no session, no linger) has no

@@ -32,7 +32,7 @@
 //! Check ids, in order: `podman`, `quadlet`, `rootless`, `runtime-dir`, `user-manager`,
 //! `linger`, `subuid`, `subgid`, `newuidmap`, `newgidmap`, `cgroup-v2`, `cgroup-delegation`,
 //! `oci-runtime`, `network-backend`, `rootless-network`, `storage-driver`, `podman-info`,
-//! `network-online`, then per tenant `spec:TENANT` and `images:TENANT`, and last `outcome`.
+//! `network-online`, then per tenant `spec:TENANT`, `images:TENANT` and (when the spec names variables) `env:TENANT`, and last `outcome`.
 //! New checks may be added; existing ids keep their meaning.
 
 use std::fmt::Write as _;
@@ -182,10 +182,17 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
     };
     Ok(files
         .into_iter()
-        .map(|(name, path)| TenantInput {
-            spec: load_one(env, &name, &path),
-            file: path.display().to_string(),
-            name,
+        .map(|(name, path)| {
+            let spec = load_one(env, &name, &path);
+            TenantInput {
+                env: spec
+                    .as_ref()
+                    .map(|s| super::tenant::env_needs(env, s))
+                    .unwrap_or_default(),
+                spec,
+                file: path.display().to_string(),
+                name,
+            }
         })
         .collect())
 }

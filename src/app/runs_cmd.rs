@@ -119,22 +119,22 @@ pub fn history(records_root: &Path, tenant: Option<&str>) -> (Vec<RunLine>, Vec<
     (lines, bad)
 }
 
-/// One line of text: `STARTED  TENANT  RUN  RESULT  DURATION  BRANCH-or-CAUSE`.
+/// One line of text: `STARTED  TENANT  RUN  RESULT  DURATION  CAUSE (branch B)`: the cause of
+/// a run that did not pass, then its kept branch; a pass shows `branch B`.
 #[must_use]
 pub fn text_line(l: &RunLine) -> String {
     let dash = || "-".to_owned();
     let duration = l
         .duration_ms
         .map_or_else(dash, |ms| format!("{}s", ms.div_ceil(1000)));
+    // Why a run did not pass comes first; its kept branch (the work to look at) after it.
     let what = match (&l.branch, &l.cause) {
-        (Some(b), _) => format!("branch {b}"),
+        (Some(b), Some(c)) => format!("{c} (branch {b})"),
+        (Some(b), None) => format!("branch {b}"),
         (None, Some(c)) => c.clone(),
         (None, None) => String::new(),
     };
-    let result = serde_json::to_value(l.result)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let result = l.result.as_str();
     format!(
         "{}  {}  {}  {result}  {duration}  {what}",
         l.started.clone().unwrap_or_else(dash),
@@ -225,5 +225,40 @@ mod tests {
             "2023-11-14 22:13:20 UTC  acme  r-old  gate_failed  62s  phase gate: exit 1"
         );
         assert!(history(d.path(), Some("other")).0.is_empty());
+    }
+
+    #[test]
+    fn a_failed_run_with_commits_shows_its_cause_before_its_branch() {
+        let mut r = rec("r-gate", 1_700_000_000_000, RunResult::GateFailed);
+        r.gate_exit = Some(1);
+        r.commits.push(CommitInfo {
+            sha: "b".repeat(40),
+            subject: "try".into(),
+        });
+        let l = line(&r);
+        assert_eq!(
+            text_line(&l),
+            "2023-11-14 22:13:20 UTC  acme  r-gate  gate_failed  62s  the gate exited 1 (branch cyclix/acme/r-gate)"
+        );
+    }
+
+    #[test]
+    fn every_result_prints_the_name_its_record_holds() {
+        for r in [
+            RunResult::Passed,
+            RunResult::GateFailed,
+            RunResult::AgentFailed,
+            RunResult::ProbeRefused,
+            RunResult::LeakDetected,
+            RunResult::DeliveryRefused,
+            RunResult::SetupBroken,
+            RunResult::Interrupted,
+            RunResult::Error,
+        ] {
+            assert_eq!(
+                serde_json::to_value(r).expect("json"),
+                serde_json::Value::from(r.as_str())
+            );
+        }
     }
 }

@@ -48,6 +48,16 @@ pub fn run(env: &HostEnv, file: &Path, json: bool) -> Result<Outcome> {
         );
         return report_spec_error(&err, json);
     }
+    // Elsewhere the file is a draft: say where it must go, so the copy is not refused later.
+    if !in_tenants && stem.as_deref() != Some(spec.tenant.as_str()) {
+        crate::stderrln!(
+            "{}: note: the spec names tenant `{}`: installed, it must be {}/{}.yaml (the tenants directory reads the tenant from the file name and refuses a mismatch; `--spec FILE` takes any name)",
+            file.display(),
+            spec.tenant,
+            env.layout().tenants_dir().display(),
+            spec.tenant
+        );
+    }
     if let Ok(text) = std::fs::read_to_string(file) {
         for change in crate::spec::host_changes(&text) {
             crate::stderrln!("{}:{change}", file.display());

@@ -162,7 +162,7 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             current_run: current_run(env, t),
             timer_next_elapse: next.map(elapse_text),
             paused: super::pause_cmd::paused(env, t),
-            last_result: last.as_ref().map(|r| format!("{:?}", r.result)),
+            last_result: last.as_ref().map(|r| r.result.as_str().to_string()),
             last_run: last.map(|r| r.run_id),
         });
     }

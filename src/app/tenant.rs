@@ -440,6 +440,41 @@ fn secret_values(
     Ok(secrets)
 }
 
+/// The variables `spec` names (as [`secret_values`] reads them) and where each is set: the
+/// tenant's env file, this process's environment. `cyclix check` adds the user manager's
+/// environment block and judges (`host::checks`, `env:TENANT`). Presence only: no value is kept.
+pub(crate) fn env_needs(env: &HostEnv, spec: &Spec) -> Vec<crate::host::facts::EnvNeed> {
+    let file_vars = tenant_env_file(env, &spec.tenant);
+    let need = |key: String, line: Option<usize>, name: &str| crate::host::facts::EnvNeed {
+        key,
+        line,
+        name: name.to_string(),
+        in_file: crate::envfile::get(&file_vars, name).is_some(),
+        in_shell: secret_value(name).is_some(),
+    };
+    let mut v: Vec<_> = spec
+        .agent
+        .env
+        .iter()
+        .map(|n| need("agent.env".into(), None, n))
+        .collect();
+    for s in &spec.services {
+        v.extend(
+            s.env
+                .iter()
+                .map(|n| need(format!("services[{}].env", s.name), None, n)),
+        );
+    }
+    for (i, c) in spec.agent.credentials.iter().enumerate() {
+        v.push(need(
+            format!("agent.credentials[{i}].env"),
+            Some(c.line),
+            &c.env,
+        ));
+    }
+    v
+}
+
 /// 16 random bytes from the kernel (`/dev/urandom`) as 32 lowercase hex digits: a
 /// placeholder's unguessable part.
 fn random_hex16() -> Result<String> {

@@ -73,7 +73,7 @@ impl Status {
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// Stable id (`podman`, `subuid`, ..., `spec:TENANT`, `images:TENANT`).
+    /// Stable id (`podman`, `subuid`, ..., `spec:TENANT`, `images:TENANT`, `env:TENANT`).
     pub id: String,
     /// The verdict.
     pub status: Status,
@@ -151,6 +151,9 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
     for t in &f.tenants {
         v.push(spec(f, t));
         v.push(images(f, t));
+        if let Some(c) = tenants::env(f, t) {
+            v.push(c);
+        }
     }
     v.push(outcome(f));
     v

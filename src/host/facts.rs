@@ -102,6 +102,9 @@ pub struct CheckFacts {
     pub quadlet: QuadletFacts,
     /// The user manager's `Version` over the user bus.
     pub manager_version: Fact<String>,
+    /// The names the user manager's environment block sets (never the values), which every
+    /// run unit inherits.
+    pub manager_env: Fact<Vec<String>>,
     /// When the user manager is unreachable: the `ActiveState` of `user@UID.service` in the
     /// system manager (`failed`: the user manager died; linger does not restart it). `None`
     /// when the user manager answered.
@@ -152,6 +155,25 @@ pub struct TenantInput {
     pub file: String,
     /// The validated spec or the validation report.
     pub spec: Fact<Spec>,
+    /// The variables the spec names (secrets, credentials) and where this host has them.
+    pub env: Vec<EnvNeed>,
+}
+
+/// One variable a spec names (`agent.env`, `services[].env`, `agent.credentials[].env`) and
+/// where it is set. Only presence: a value never enters the facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvNeed {
+    /// The spec key that names it, e.g. `agent.credentials[0].env`.
+    pub key: String,
+    /// The spec line of the key, when the spec keeps it.
+    pub line: Option<usize>,
+    /// The variable's name.
+    pub name: String,
+    /// Set in the tenant's env file (`~/.config/cyclix/tenants/T.env`).
+    pub in_file: bool,
+    /// Set in the environment of the `cyclix check` process (a shell's, which a run started
+    /// by the user manager does not see).
+    pub in_shell: bool,
 }
 
 /// What [`gather`] needs from the caller.
@@ -252,6 +274,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
                 dryrun: quadlet_dryrun,
             },
             manager_version: dbus.manager_version,
+            manager_env: dbus.manager_env,
             user_unit: dbus.user_unit,
             linger: dbus.linger,
             network_online: dbus.network_online,

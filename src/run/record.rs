@@ -40,6 +40,23 @@ pub enum RunResult {
 }
 
 impl RunResult {
+    /// The result's one name, as the record spells it (`passed`, `gate_failed`, ...): what the
+    /// summary, `status` and `runs` print, so a person reads one word for one result.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Passed => "passed",
+            RunResult::GateFailed => "gate_failed",
+            RunResult::AgentFailed => "agent_failed",
+            RunResult::ProbeRefused => "probe_refused",
+            RunResult::LeakDetected => "leak_detected",
+            RunResult::DeliveryRefused => "delivery_refused",
+            RunResult::SetupBroken => "setup_broken",
+            RunResult::Interrupted => "interrupted",
+            RunResult::Error => "error",
+        }
+    }
+
     /// Exit status of `cyclix run` for this result (see `exit`).
     #[must_use]
     pub fn exit_code(self) -> u8 {

@@ -70,6 +70,7 @@ mod proxies;
 mod reload_gate;
 mod retry;
 mod status;
+mod system_bus;
 
 use proxies::{LoginProxy, LoginUserProxy, ManagerProxy, UnitProxy};
 use reload_gate::Access;
@@ -509,80 +510,27 @@ impl UnitManager for ZbusUnitManager {
         })
     }
 
+    #[tracing::instrument(skip_all)]
+    fn manager_environment_names(&self) -> Result<Vec<String>, Error> {
+        let call = self.call(Op::Environment, MANAGER, self.call_timeout);
+        let block = async_io::block_on(async {
+            let manager = self.manager(&call).await?;
+            call.run("reading the manager environment", manager.environment())
+                .await
+        })?;
+        Ok(block
+            .iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string()))
+            .collect())
+    }
+
     #[tracing::instrument(skip_all, fields(uid = uid))]
     fn user_linger(&self, uid: u32) -> Result<bool, Error> {
-        let unit = format!("login1 user {uid}");
-        let call = self.call(Op::Linger, &unit, self.call_timeout);
-        let conn = self.system_bus(&call)?;
-        async_io::block_on(async {
-            let login = call
-                .run(
-                    "creating the logind proxy",
-                    LoginProxy::builder(&conn)
-                        .cache_properties(CacheProperties::No)
-                        .build(),
-                )
-                .await?;
-            let path = match within(call.deadline, login.get_user(uid)).await {
-                None => {
-                    return Err(call
-                        .deadline_error("asking logind for the user", STATE_NOT_READ.to_owned()));
-                }
-                Some(Err(zbus::Error::MethodError(name, _, _)))
-                    if name.as_str() == NO_SUCH_USER =>
-                {
-                    return Ok(false);
-                }
-                Some(result) => result.map_err(|err| call.map_err(err))?,
-            };
-            let user = call
-                .run("creating the logind user proxy", async {
-                    LoginUserProxy::builder(&conn)
-                        .path(path)?
-                        .cache_properties(CacheProperties::No)
-                        .build()
-                        .await
-                })
-                .await?;
-            call.run("reading Linger", user.linger()).await
-        })
+        self.linger_of(uid)
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn system_unit_active_state(&self, unit: &str) -> Result<ActiveState, Error> {
-        let call = self.call(Op::SystemStatus, unit, self.call_timeout);
-        let conn = self.system_bus(&call)?;
-        async_io::block_on(async {
-            let manager = call
-                .run(
-                    "creating the system manager proxy",
-                    ManagerProxy::builder(&conn)
-                        .cache_properties(CacheProperties::No)
-                        .build(),
-                )
-                .await?;
-            // GetUnit, not LoadUnit: a unit nobody pulled in is not loaded, i.e. inactive.
-            let path = match call
-                .run("looking the unit up", manager.get_unit(unit))
-                .await
-            {
-                Ok(path) => path,
-                Err(Error::NoSuchUnit { .. }) => return Ok(ActiveState::Inactive),
-                Err(err) => return Err(err),
-            };
-            let proxy = call
-                .run("reading the unit state", async {
-                    UnitProxy::builder(&conn)
-                        .path(path)?
-                        .cache_properties(CacheProperties::No)
-                        .build()
-                        .await
-                })
-                .await?;
-            let state = call
-                .run("reading the unit state", proxy.active_state())
-                .await?;
-            Ok(ActiveState::parse(&state))
-        })
+        self.system_state_of(unit)
     }
 }

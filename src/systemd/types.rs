@@ -218,6 +218,8 @@ pub enum Op {
     Disable,
     /// Reading the manager's `Version`.
     Version,
+    /// Reading the manager's `Environment`.
+    Environment,
     /// Reading logind's `User.Linger` (system bus).
     Linger,
     /// Reading a system unit's state (system bus).
@@ -242,6 +244,7 @@ impl Op {
             Op::Enable => "enable",
             Op::Disable => "disable",
             Op::Version => "read the version of",
+            Op::Environment => "read the environment of",
             Op::Linger => "read linger of",
             Op::SystemStatus => "read system state of",
             Op::Identity => "read the invocation of",

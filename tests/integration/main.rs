@@ -35,6 +35,7 @@ mod e2e_schedule;
 mod e2e_services;
 mod e2e_setup;
 mod e2e_soak;
+mod e2e_start;
 mod e2e_tunnel;
 mod e2e_tunnel_attacks;
 mod e2e_twin;

@@ -55,6 +55,81 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
     Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
+/// `env:TENANT`: every variable the spec names reaches a run the user manager starts — from
+/// the tenant's env file (the run unit's `EnvironmentFile=`) or the manager's environment
+/// block — FAIL when it is set nowhere (a run would stop in `prepare`), WARN when only the
+/// shell running `check` has it (`cyclix run` from that shell sees it, `systemctl --user
+/// start` does not). `None` when the spec is invalid or names no variable.
+pub(super) fn env(f: &CheckFacts, t: &TenantFacts) -> Option<Check> {
+    if t.spec.is_err() || t.env.is_empty() {
+        return None;
+    }
+    let id = format!("env:{}", t.name);
+    let in_manager = |n: &str| {
+        f.manager_env
+            .as_ref()
+            .is_ok_and(|names| names.iter().any(|m| m == n))
+    };
+    let at = |e: &crate::host::facts::EnvNeed| match e.line {
+        Some(l) => format!("{}:{l}: {} `{}`", t.file, e.key, e.name),
+        None => format!("{}: {} `{}`", t.file, e.key, e.name),
+    };
+    let env_file = format!("~/.config/cyclix/tenants/{}.env", t.name);
+    let (mut missing, mut shell_only) = (Vec::new(), Vec::new());
+    for e in &t.env {
+        if e.in_file || in_manager(&e.name) {
+            continue;
+        }
+        if e.in_shell {
+            shell_only.push(e);
+        } else {
+            missing.push(e);
+        }
+    }
+    let manager_note = match &f.manager_env {
+        Ok(_) => String::new(),
+        Err(e) => format!(" (the user manager's environment could not be read: {e})"),
+    };
+    let fix = |list: &[&crate::host::facts::EnvNeed]| {
+        let names: Vec<&str> = list.iter().map(|e| e.name.as_str()).collect();
+        format!(
+            "add `{}=...` to {env_file} (mode 0600), or `systemctl --user set-environment {}=...`",
+            names.join("=... "),
+            names.join("=... ")
+        )
+    };
+    if !missing.is_empty() {
+        let what: Vec<String> = missing.iter().map(|e| at(e)).collect();
+        return Some(Check::fail(
+            &id,
+            format!(
+                "not set in {env_file} nor in the user manager's environment{manager_note}: {}; a run stops in `prepare`",
+                what.join(", ")
+            ),
+            fix(&missing),
+        ));
+    }
+    if !shell_only.is_empty() {
+        let what: Vec<String> = shell_only.iter().map(|e| at(e)).collect();
+        return Some(Check::warn(
+            &id,
+            format!(
+                "set only in this shell{manager_note}: {}; `cyclix run` here sees it, a run the user manager starts (`cyclix start`, the timer) does not",
+                what.join(", ")
+            ),
+            fix(&shell_only),
+        ));
+    }
+    let names: Vec<&str> = t.env.iter().map(|e| e.name.as_str()).collect();
+    Some(Check::pass(
+        &id,
+        format!(
+            "set for runs (the env file or the manager's environment): {}",
+            names.join(", ")
+        ),
+    ))
+}
+
 pub(super) fn image_fix(i: &ImageFact) -> String {
     if i.reference == crate::images::PROXY_IMAGE || i.reference == crate::images::AGENT_PYTHON_IMAGE
     {
@@ -83,6 +158,14 @@ pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
     let mut unknown = Vec::new();
     let mut unpinned = Vec::new();
     let mut fixes = Vec::new();
+    // A preset's own image (`cyclix images build --preset P`) is its local build of a package
+    // pinned by hash: no `unpinned_local_image` was written, so none is to be dropped.
+    let preset = t.spec.as_ref().ok().and_then(|s| {
+        s.agent
+            .preset
+            .as_ref()
+            .filter(|p| !p.overridden.iter().any(|o| o == "agent.image"))
+    });
     for i in &t.images {
         match &i.present {
             Ok(true) => {}
@@ -96,7 +179,7 @@ pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
             Err(e) => unknown.push(format!("{} {}: {e}", i.role, i.reference)),
         }
         // The proxy is cyclix's own locally built image: pinned by cyclix, not by the spec.
-        if !i.pinned && i.role != "proxy" {
+        if !i.pinned && i.role != "proxy" && !(i.role == "agent" && preset.is_some()) {
             unpinned.push(format!("{} {}", i.role, i.reference));
         }
     }
@@ -122,7 +205,13 @@ pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
     }
     let all = refs.join(", ");
     if unpinned.is_empty() {
-        Check::pass(&id, format!("present and pinned: {all}"))
+        let how = preset.map_or_else(String::new, |p| {
+            format!(
+                " (the agent's is preset {}'s local build of {}, pinned by hash)",
+                p.name, p.package
+            )
+        });
+        Check::pass(&id, format!("present and pinned{how}: {all}"))
     } else {
         Check::warn(
             &id,

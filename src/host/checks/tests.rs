@@ -51,6 +51,7 @@ fn tenant(name: &str, yaml: &str) -> TenantFacts {
         file: format!("/home/cyx/.config/cyclix/tenants/{name}.yaml"),
         spec,
         images,
+        env: Vec::new(),
     }
 }
 
@@ -109,6 +110,7 @@ fn good() -> CheckFacts {
             dryrun: Some(Ok(true)),
         },
         manager_version: Ok("257.13-1~deb13u1".into()),
+        manager_env: Ok(Vec::new()),
         user_unit: None,
         linger: Ok(true),
         network_online: Ok("active".into()),
@@ -402,4 +404,95 @@ fn a_mount_into_podmans_storage_from_facts_fails_the_spec_check() {
     )];
     let all = checks(&ok, &CheckOptions::default());
     assert_eq!(status_of(&all, "spec:acme"), Status::Pass);
+}
+
+/// A claude-code preset tenant: the preset's own (local) image and its credential variable
+/// `ANTHROPIC_API_KEY`, found where `where_` says.
+fn preset_tenant(in_file: bool, in_shell: bool) -> TenantFacts {
+    let yaml = format!(
+        "tenant: shop\nrepo: {{ path: ~/src/shop, base: main }}\ntask: {{ text: hi }}\n\
+         agent:\n  preset: claude-code\ngate:\n  image: {PINNED}\n  command: [test]\n"
+    );
+    let mut t = tenant("shop", &yaml);
+    let spec = t.spec.as_ref().expect("the preset spec is valid");
+    t.env = spec
+        .agent
+        .credentials
+        .iter()
+        .enumerate()
+        .map(|(i, c)| crate::host::facts::EnvNeed {
+            key: format!("agent.credentials[{i}].env"),
+            line: Some(c.line),
+            name: c.env.clone(),
+            in_file,
+            in_shell,
+        })
+        .collect();
+    assert!(!t.env.is_empty(), "the preset declares its credential");
+    t
+}
+
+#[test]
+fn a_credential_variable_set_nowhere_fails_env_and_only_in_the_shell_warns() {
+    let with = |t: TenantFacts, manager: &[&str]| {
+        let mut f = good();
+        f.tenants = vec![t];
+        f.manager_env = Ok(manager.iter().map(|m| (*m).to_string()).collect());
+        checks(&f, &CheckOptions::default())
+    };
+    let nowhere = with(preset_tenant(false, false), &[]);
+    let c = nowhere
+        .iter()
+        .find(|c| c.id == "env:shop")
+        .expect("env:shop");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.found
+            .contains("agent.credentials[0].env `ANTHROPIC_API_KEY`")
+            && c.found.contains("shop.yaml:"),
+        "names the file, line and key: {c:?}"
+    );
+    assert!(
+        c.fix.as_deref().is_some_and(|f| f.contains("shop.env")),
+        "{c:?}"
+    );
+    let shell = with(preset_tenant(false, true), &[]);
+    assert_eq!(status_of(&shell, "env:shop"), Status::Warn);
+    // Positive controls: the env file, or the user manager's environment, is where a run sees it.
+    assert_eq!(
+        status_of(&with(preset_tenant(true, false), &[]), "env:shop"),
+        Status::Pass
+    );
+    assert_eq!(
+        status_of(
+            &with(preset_tenant(false, false), &["ANTHROPIC_API_KEY"]),
+            "env:shop"
+        ),
+        Status::Pass
+    );
+    // The manager's environment unreadable: a variable in no file is not assumed present.
+    let mut f = good();
+    f.tenants = vec![preset_tenant(false, false)];
+    f.manager_env = Err("bus down".into());
+    let c = checks(&f, &CheckOptions::default());
+    let env = c.iter().find(|c| c.id == "env:shop").expect("env:shop");
+    assert_eq!(env.status, Status::Fail);
+    assert!(env.found.contains("bus down"), "{env:?}");
+}
+
+#[test]
+fn a_presets_own_image_is_not_reported_as_an_unpinned_local_image() {
+    let mut f = good();
+    f.tenants = vec![preset_tenant(true, false)];
+    let c = checks(&f, &CheckOptions::default());
+    let images = c
+        .iter()
+        .find(|c| c.id == "images:shop")
+        .expect("images:shop");
+    assert_eq!(images.status, Status::Pass, "{images:?}");
+    assert!(
+        images.found.contains("preset claude-code")
+            && !images.found.contains("unpinned_local_image"),
+        "{images:?}"
+    );
 }

@@ -32,6 +32,8 @@ pub struct TenantFacts {
     /// Images a run of this tenant needs (agent, gate, services, and the proxy for tier
     /// `container`), with presence.
     pub images: Vec<ImageFact>,
+    /// The variables the spec names and where they are set.
+    pub env: Vec<super::EnvNeed>,
 }
 
 /// One image a tenant needs.

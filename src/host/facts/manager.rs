@@ -8,6 +8,7 @@ use crate::systemd::{UnitManager, ZbusUnitManager};
 
 pub(super) struct DbusSide {
     pub(super) manager_version: Fact<String>,
+    pub(super) manager_env: Fact<Vec<String>>,
     pub(super) linger: Fact<bool>,
     pub(super) network_online: Fact<String>,
     pub(super) user_unit: Option<Fact<String>>,
@@ -18,6 +19,7 @@ impl DbusSide {
     pub(super) fn failed(e: &str) -> Self {
         DbusSide {
             manager_version: Err(e.to_string()),
+            manager_env: Err(e.to_string()),
             linger: Err(e.to_string()),
             network_online: Err(e.to_string()),
             user_unit: None,
@@ -60,6 +62,7 @@ pub(super) fn dbus_side(input: &GatherInput<'_>, uid: u32) -> DbusSide {
             };
             DbusSide {
                 manager_version: Err(e.to_string()),
+                manager_env: Err(e.to_string()),
                 linger,
                 network_online,
                 user_unit: Some(user_unit),
@@ -71,6 +74,7 @@ pub(super) fn dbus_side(input: &GatherInput<'_>, uid: u32) -> DbusSide {
 pub(super) fn dbus_facts(m: &dyn UnitManager, uid: u32) -> DbusSide {
     DbusSide {
         manager_version: m.manager_version().map_err(|e| e.to_string()),
+        manager_env: m.manager_environment_names().map_err(|e| e.to_string()),
         linger: m.user_linger(uid).map_err(|e| e.to_string()),
         network_online: m
             .system_unit_active_state("network-online.target")

@@ -117,6 +117,7 @@ pub(super) fn podman_side(
                 file: t.file.clone(),
                 spec: t.spec.clone(),
                 images,
+                env: t.env.clone(),
             }
         })
         .collect();

@@ -58,8 +58,11 @@ pub fn summary(r: &RunRecord) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "run {} (tenant {}, tier {}): {:?}",
-        r.run_id, r.tenant, r.tier, r.result
+        "run {} (tenant {}, tier {}): {}",
+        r.run_id,
+        r.tenant,
+        r.tier,
+        r.result.as_str()
     );
     if let Some(p) = &r.failed_phase {
         let err = r.error.as_deref().unwrap_or("-");

@@ -55,6 +55,11 @@ pub(super) trait Manager {
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
 
+    /// The manager's environment block, `NAME=VALUE` strings: what it passes to every unit it
+    /// starts (`systemctl --user show-environment`; org.freedesktop.systemd1(5), `Environment`).
+    #[zbus(property)]
+    fn environment(&self) -> zbus::Result<Vec<String>>;
+
     /// Sent when a job finished: (id, job path, unit name, result).
     #[zbus(signal)]
     fn job_removed(

@@ -64,5 +64,15 @@ fn spec_validate_names_each_host_it_normalised_and_the_tenant_file_mismatch() {
     // Outside the tenants directory a spec may have any name (`--spec FILE`).
     let elsewhere = home.path().join("elsewhere.yaml");
     std::fs::rename(&other, &elsewhere).expect("rename");
-    assert_eq!(validate(home.path(), &elsewhere).status.code(), Some(0));
+    let o = validate(home.path(), &elsewhere);
+    assert_eq!(o.status.code(), Some(0));
+    // ... and it says where the file must go to be installed (the newcomer's trial).
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "note: the spec names tenant `hosts`: installed, it must be {}/hosts.yaml",
+            tenants.display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
 }
