@@ -112,6 +112,12 @@ pub struct RunContext {
     /// (`run::setup::bind_targets`: repository-relative files or directories); empty for a
     /// preview, which has no base commit resolved.
     pub setup_binds: Vec<String>,
+    /// The proxy access log's key for this run: squid starts every decision line with it
+    /// (`"key":"…"`), and the collect phase keeps only the lines that carry it, so a line the
+    /// agent got squid to print some other way (its cache log quotes request bytes) is never
+    /// read as a decision (attack review 15). 32 lowercase hex digits, random per run
+    /// (`app::tenant::run_inputs`); [`plan::PREVIEW_LOG_KEY`] for a preview.
+    pub log_key: String,
 }
 
 /// Why rendering failed. Each names the spec key or context field.
@@ -162,6 +168,7 @@ pub fn render_plan(
             credentials: &spec.agent.credentials,
             placeholders: &plan.placeholders,
             ca_files: spec.egress.ca_certs.len(),
+            log_key: &plan.log_key,
         }),
     });
     files.push(RenderedFile {

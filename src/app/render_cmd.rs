@@ -47,6 +47,7 @@ pub(crate) fn default_run_context(
         service_ports: crate::render::plan::preview_ports(spec),
         placeholders: crate::render::plan::preview_placeholders(spec),
         setup_binds: Vec::new(),
+        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
     }
 }
 

@@ -366,6 +366,7 @@ pub(crate) fn run_inputs(
         task,
         secrets,
         placeholders,
+        log_key: random_hex16()?,
         deadlines: Deadlines::default(),
         notices: env_file_notice(env, tenant).into_iter().collect(),
         // The agent container mounts an execute-only copy: its probes are non-dumpable from

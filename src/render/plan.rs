@@ -75,6 +75,8 @@ pub struct RunPlan {
     /// The credential placeholders the agent holds (one per `agent.credentials` entry; not
     /// secret: the proxy refuses them anywhere but the credential's own port).
     pub placeholders: Vec<String>,
+    /// The proxy access log's key ([`RunContext::log_key`]).
+    pub log_key: String,
     /// The pod's user namespace (`UserNS=`, `--userns=`): `keep-id:uid=U,gid=U` when the agent
     /// runs as uid U (`agent.run_as`, a preset), so the host user, who owns the work tree,
     /// is U inside; `None`: podman's default (the host user is root inside).
@@ -191,6 +193,23 @@ pub fn preview_placeholders(spec: &Spec) -> Vec<String> {
         .collect()
 }
 
+/// The access-log key of a plan that is only shown (`cyclix render`, goldens): `0` × 32. A run
+/// uses a random one (`app::tenant::run_inputs`).
+pub const PREVIEW_LOG_KEY: &str = "00000000000000000000000000000000";
+
+/// A log key is 32 lowercase hex digits: nothing else reaches squid.conf's `logformat` line.
+fn check_log_key(key: &str) -> Result<(), RenderError> {
+    if key.len() == 32
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(())
+    } else {
+        Err(err("run.log_key", "must be 32 lowercase hex digits"))
+    }
+}
+
 fn check_run_id(id: &str) -> Result<(), RenderError> {
     crate::spec::validate::run_id(id).map_err(|m| err("run.run_id", m))
 }
@@ -201,6 +220,7 @@ fn check_run_id(id: &str) -> Result<(), RenderError> {
 /// [`RenderError`] for an invalid run id, an unusable context path or subnet octet.
 pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     check_run_id(&run.run_id)?;
+    check_log_key(&run.log_key)?;
     mount_path("run.worktree", &run.worktree)?;
     mount_path("run.run_dir", &run.run_dir)?;
     mount_path("run.cyclix_bin", &run.cyclix_bin)?;
@@ -232,6 +252,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
         warnings: warnings(spec),
         units: UnitNames::default(),
         placeholders: Vec::new(),
+        log_key: run.log_key.clone(),
         pod_userns: spec
             .agent
             .run_as

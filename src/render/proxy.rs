@@ -73,6 +73,9 @@ pub struct ProxyPlan<'a> {
     pub placeholders: &'a [String],
     /// How many `egress.ca_certs` files are mounted at `credentials::ca_path(0..N)`.
     pub ca_files: usize,
+    /// The run's access-log key ([`crate::render::RunContext::log_key`], validated hex), the
+    /// first field of every decision line.
+    pub log_key: &'a str,
 }
 
 /// Destination ranges the proxy never connects to, in any mode (`acl to_private dst`).

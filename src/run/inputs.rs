@@ -86,6 +86,10 @@ pub struct RunInputs {
     /// The run's placeholder of each `agent.credentials` entry, in spec order (random per
     /// run; `render::proxy::credentials::placeholder`).
     pub placeholders: Vec<String>,
+    /// The proxy access log's key: 32 random hex digits, in squid.conf only (the agent never
+    /// sees it); the collect phase keeps only decision lines that carry it
+    /// (`render::RunContext::log_key`).
+    pub log_key: String,
     /// Deadlines.
     pub deadlines: Deadlines,
     /// Notices to carry into the record (e.g. the tier's "no isolation").

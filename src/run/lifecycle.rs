@@ -316,6 +316,7 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
         start: inp.deadlines.start,
         secrets: &inp.secrets,
         placeholders: &inp.placeholders,
+        log_key: &inp.log_key,
     }
 }
 
@@ -373,6 +374,17 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         drill: inp.overridden.drill.clone(),
         model: inp.overridden.model.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
+    }
+}
+
+/// Where the collect phase finds the run's commits: `direct` works in the user's own checkout
+/// (its commits are on HEAD there); tier `container` has a branch only once the import made
+/// it; the other tiers' branch is the run branch.
+fn collect_tip(tier: Tier, branch_made: bool, branch: &str) -> String {
+    match tier {
+        Tier::Direct => "HEAD".to_string(),
+        Tier::Container if !branch_made => String::new(),
+        _ => branch.to_string(),
     }
 }
 
@@ -447,14 +459,9 @@ fn bring_up_and_run(
         })?;
     }
     r.phase("collect", || {
-        // `direct` works in the user's own checkout: its commits are on HEAD there; tier
-        // `container` has a branch only once the import created it.
-        let tip = match spec.tier {
-            Tier::Direct => "HEAD".to_string(),
-            Tier::Container if !created.branch_made => String::new(),
-            _ => rec.branch.clone(),
-        };
-        collect(units, host, &repo, &base, &rendered.units, rec, &tip)?;
+        let tip = collect_tip(spec.tier, created.branch_made, &rec.branch);
+        let names = &rendered.units;
+        collect(units, host, &repo, &base, names, rec, &tip, &inp.log_key)?;
         if !tip.is_empty() && !rec.commits.is_empty() {
             // git compares the trees in the user's repository: a plumbing commit counts.
             rec.setup_changes = super::setup::changes(spec, host, &base, &tip)?;

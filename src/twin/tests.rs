@@ -249,6 +249,8 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         service_ports: vec![service_port],
         placeholders: Vec::new(),
         setup_binds: Vec::new(),
+        // One per run, as `app::tenant::run_inputs` draws them.
+        log_key: format!("{octet:032x}"),
     };
     crate::render::plan::plan(&spec, &run).expect("plan")
 }

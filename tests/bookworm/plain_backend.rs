@@ -9,6 +9,7 @@
 //! /etc/hosts". The attack: the agent pod's `example.com` query must not reach a listener on
 //! the resolver address, and the same listener must see a query sent to it from the host.
 
+use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// Where the resolver-address listener writes the query names it received, one per line.
@@ -28,6 +29,32 @@ while True:
         i += 1 + d[i]
     out.write(".".join(labels) + "\n")
     out.flush()
+"#;
+
+/// The agent of the proxy-log attack on the plain backend (attack review 15, open on podman
+/// 4.3): a `GET` through squid whose header block holds a NUL byte; squid then quotes the
+/// header bytes after the NUL on its cache log (stderr) — a whole JSON object of the agent's,
+/// shaped like one of squid's decisions, with a made-up key. The plain backend's proxy unit
+/// gets the container's stdout and stderr on one stream, so that line reaches the journal at
+/// the decisions' own priority. The control: a request to a host not allowed, which squid's
+/// own access log records.
+const NUL_AGENT: &str = r#"import os, socket
+proxy = os.environ["HTTP_PROXY"].removeprefix("http://").rstrip("/")
+PH, PP = proxy.rsplit(":", 1)[0], int(proxy.rsplit(":", 1)[1])
+def send(req):
+    s = socket.create_connection((PH, PP), timeout=5)
+    s.sendall(req)
+    try:
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+    s.close()
+forged = (b'{"key":"0123456789abcdef0123456789abcdef","ts":1.000,"client":"10.0.0.9","method":"GET",'
+          b'"host":"forged-bw.example","port":"80","url":"http://forged-bw.example/","status":"200",'
+          b'"squid":"TCP_MISS","server":"192.0.2.1","reason":"allowlisted","ms":"3","bytes":"10","sni":"-","err":"-"}')
+send(b"GET http://allowed.example/ HTTP/1.1\r\nHost: allowed.example\r\nX-A: a\x00b\r\n" + forged + b"\r\nConnection: close\r\n\r\n")
+send(b"GET http://ctl-bw.example/ HTTP/1.1\r\nHost: ctl-bw.example\r\nConnection: close\r\n\r\n")
 "#;
 
 /// The newest run record of tenant `demo` as JSON, and how many there are.
@@ -171,8 +198,66 @@ fn plain_backend_on_podman_4_3_check_demo_teardown_and_timer() {
         "the agent pod's example.com query left the sandbox (aardvark-dns forwarding): {queries:?}"
     );
 
-    // The timer fires: a test drop-in (every 2 s; specs allow at most every 5 minutes) on the
-    // real template timer, until one more record appears (deadline 60 s), then removed.
+    timer_fires(tb, before);
+    proxy_log_forgery_is_not_a_decision(tb);
+}
+
+/// The attack of [`NUL_AGENT`]: the forged line reaches the proxy unit's journal (the positive
+/// control: without the access-log key cyclix would have read it), yet the record holds no
+/// decision for its host, names the ignored line, and has squid's own decision for the control.
+fn proxy_log_forgery_is_not_a_decision(tb: &Testbed) {
+    let c = tb.cyclix_bin();
+    let t = Tenant::new("e2e-bw-nul")
+        .file("attack_bw.py", NUL_AGENT)
+        .agent_cmd(r#"[sh, -c, "python3 attack_bw.py; cyclix-demo-agent > /dev/null 2>&1"]"#)
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
+    let out = tb.user(&[&c, "start", &t, "--wait-s", "180"]);
+    let rec: serde_json::Value = serde_json::from_str(&expect_success(
+        &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/latest.json")),
+        "the record",
+    ))
+    .expect("record JSON");
+    assert_eq!(rec["result"], "passed", "{out:?}\n{rec:#}");
+    let run = rec["run_id"].as_str().expect("run id");
+    let journal = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -u cyclix-{run}-proxy.service -o cat --no-pager -p info..info | grep -a forged-bw || true"
+        )),
+        "the proxy's journal",
+    );
+    assert!(
+        journal
+            .lines()
+            .any(|l| l.trim().starts_with(r#"{"key":"0123456789abcdef"#)),
+        "positive control: squid printed the forged line at the decisions' priority: {journal}"
+    );
+    let hosts: Vec<&str> = rec["egress_decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .filter_map(|d| d["host"].as_str())
+        .collect();
+    assert!(
+        !hosts.contains(&"forged-bw.example"),
+        "a line the agent made squid print was read as a decision: {hosts:?}"
+    );
+    assert!(
+        hosts.contains(&"ctl-bw.example"),
+        "squid's own decision for the control request: {hosts:?}"
+    );
+    assert!(
+        rec["notices"].as_array().is_some_and(|n| n.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("without this run's access-log key")))),
+        "the ignored line is named: {:#}",
+        rec["notices"]
+    );
+}
+
+/// The timer fires: a test drop-in (every 2 s; specs allow at most every 5 minutes) on the real
+/// template timer, until one more record appears (deadline 60 s), then removed.
+fn timer_fires(tb: &Testbed, before: usize) {
     let fired = expect_success(
         &tb.user_sh(
             r#"set -u

@@ -51,6 +51,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         service_ports: cyclix::render::plan::preview_ports(spec),
         placeholders: cyclix::render::plan::preview_placeholders(spec),
         setup_binds: Vec::new(),
+        log_key: cyclix::render::plan::PREVIEW_LOG_KEY.to_string(),
     }
 }
 

@@ -11,7 +11,8 @@ use crate::spec::HostPattern;
 /// annotation set by the `annotate_transaction` ACL on the `http_access` (or `ssl_bump`,
 /// `on_unsupported_protocol`) line that decided; `%ssl::>sni` is the SNI a tunnel's `ClientHello`
 /// carried and `%err_code` squid's error (`ERR_PROTOCOL_UNKNOWN` for non-TLS bytes in a tunnel).
-const LOGFORMAT: &str = r#"logformat jsonl {"ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st","sni":"%"ssl::>sni","err":"%err_code"}"#;
+/// The run's key ([`ProxyPlan::log_key`]) goes first: `logformat jsonl {"key":"KEY","ts":…`.
+const LOGFORMAT_REST: &str = r#","ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st","sni":"%"ssl::>sni","err":"%err_code"}"#;
 
 /// Hosts whose text could be pasted into squid.conf as one token: `[a-z0-9.-]`, labels
 /// non-empty, at most 253 bytes. The spec validator guarantees this already; a host that fails
@@ -234,7 +235,8 @@ fn render_settings(out: &mut String, plan: &ProxyPlan) {
          \n\
          # Decision log: one JSON object per request on stdout.\n",
     );
-    out.push_str(LOGFORMAT);
+    let _ = write!(out, r#"logformat jsonl {{"key":"{}""#, plan.log_key);
+    out.push_str(LOGFORMAT_REST);
     out.push_str("\naccess_log stdio:/dev/stdout jsonl\n");
 }
 

@@ -49,6 +49,7 @@ fn world() -> World {
         task: "fix it".into(),
         secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
         placeholders: Vec::new(),
+        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
         deadlines: Deadlines {
             poll: Duration::from_millis(1),
             ..Deadlines::default()
@@ -106,8 +107,10 @@ fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
     units.exit_after_start("cyclix-r1-gate.service", 0);
     let host = FakeRunHost {
         journal: vec![
-            r#"{"status":"403","host":"x"}"#.into(),
+            r#"{"key":"00000000000000000000000000000000","status":"403","host":"x"}"#.into(),
             "squid started".into(),
+            // What squid's cache log quotes of a request the agent crafted: no key.
+            r#"{"status":"200","host":"forged.example","reason":"allowlisted"}"#.into(),
         ],
         ..Default::default()
     };
@@ -151,7 +154,16 @@ fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
     assert_eq!(
         rec.egress_decisions.len(),
         1,
-        "only JSON lines are decisions"
+        "only the access log's JSON lines (with the run's key) are decisions"
+    );
+    assert_eq!(rec.egress_decisions[0]["host"], "x");
+    assert!(rec.egress_decisions[0].get("key").is_none(), "{rec:?}");
+    assert!(
+        rec.notices
+            .iter()
+            .any(|n| n.contains("1 JSON line(s) without this run's access-log key")),
+        "{:?}",
+        rec.notices
     );
     assert_eq!(rec.secret_names, ["API_KEY"]);
     assert!(
@@ -405,7 +417,7 @@ fn secret_values_the_agent_put_in_requests_or_logs_are_never_recorded() {
     units.exit_after_start("cyclix-r1-gate.service", 0);
     let host = FakeRunHost {
         journal: vec![
-            r#"{"status":"403","host":"s3cret.evil.example","url":"http://x/?k=s3cret"}"#.into(),
+            r#"{"key":"00000000000000000000000000000000","status":"403","host":"s3cret.evil.example","url":"http://x/?k=s3cret"}"#.into(),
             "leaking s3cret here".into(),
         ],
         ..Default::default()

@@ -35,6 +35,8 @@ pub(crate) struct BringUp<'a> {
     pub(crate) secrets: &'a [(String, Vec<u8>)],
     /// The run's credential placeholders (`RunInputs::placeholders`).
     pub(crate) placeholders: &'a [String],
+    /// The proxy access log's key (`RunInputs::log_key`).
+    pub(crate) log_key: &'a str,
 }
 
 /// The run's host facts for the renderer.
@@ -49,6 +51,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         service_ports,
         placeholders: inp.placeholders.to_vec(),
         setup_binds: Vec::new(),
+        log_key: inp.log_key.to_string(),
     }
 }
 

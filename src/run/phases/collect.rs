@@ -12,7 +12,9 @@ use crate::render::{self};
 use crate::run::record::RunRecord;
 use crate::systemd::{ActiveState, UnitManager};
 
-/// Commits on the run branch, the proxy's health and its decisions.
+/// Commits on the run branch, the proxy's health and its decisions (only the lines carrying
+/// `log_key`, [`decisions`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn collect(
     units: &dyn UnitManager,
     host: &dyn RunHost,
@@ -21,6 +23,7 @@ pub(crate) fn collect(
     names: &render::plan::UnitNames,
     rec: &mut RunRecord,
     tip: &str,
+    log_key: &str,
 ) -> Result<()> {
     // An empty tip: nothing was imported (tier `container`), so there are no commits to list.
     if !tip.is_empty() {
@@ -37,19 +40,46 @@ pub(crate) fn collect(
                 st.summary()
             );
         }
-        rec.egress_decisions = host
-            .unit_stdout_journal(proxy)?
-            .iter()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
-            .filter(serde_json::Value::is_object)
-            .map(|mut d| {
-                let by = egress_source(&d, rec.go_ms);
-                d["by"] = by.into();
-                d
-            })
-            .collect();
+        let (kept, forged) = decisions(&host.unit_stdout_journal(proxy)?, log_key, rec.go_ms);
+        rec.egress_decisions = kept;
+        if forged > 0 {
+            rec.notices.push(format!(
+                "the proxy's journal held {forged} JSON line(s) without this run's access-log key: \
+                 not squid's decisions (request bytes its cache log quoted, e.g. a header with a NUL); \
+                 ignored, never read as decisions"
+            ));
+        }
     }
     Ok(())
+}
+
+/// The proxy's decisions among its journal `lines`: the JSON objects whose `key` is the run's
+/// access-log key (`render::RunContext::log_key`; squid writes it first on every access-log
+/// line, and only squid.conf, out of the agent's reach, holds it), without that field and with
+/// `by` ([`egress_source`]); and how many other JSON objects were there (lines that look like
+/// decisions but did not come from the access log: forged).
+#[must_use]
+pub fn decisions(
+    lines: &[String],
+    log_key: &str,
+    go_ms: Option<u128>,
+) -> (Vec<serde_json::Value>, usize) {
+    let mut forged = 0;
+    let mut kept = Vec::new();
+    for l in lines {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(l.trim()) else {
+            continue;
+        };
+        if d.remove("key").as_ref().and_then(serde_json::Value::as_str) != Some(log_key) {
+            forged += 1;
+            continue;
+        }
+        let mut d = serde_json::Value::Object(d);
+        let by = egress_source(&d, go_ms);
+        d["by"] = by.into();
+        kept.push(d);
+    }
+    (kept, forged)
 }
 
 /// Who made a proxy request (issue 19 item 8): `probe` when squid saw it start before the go
@@ -215,6 +245,27 @@ mod tests {
             "agent"
         );
         assert_eq!(egress_source(&d(1_764_600_009.0, "1"), None), "probe");
+    }
+
+    #[test]
+    fn only_lines_with_the_runs_access_log_key_are_decisions() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let lines: Vec<String> = [
+            r#"{"key":"0123456789abcdef0123456789abcdef","host":"real.example","status":"403"}"#,
+            r#"{"host":"no-key.example","status":"200"}"#,
+            r#"{"key":"ffffffffffffffffffffffffffffffff","host":"guessed.example"}"#,
+            r#"{"key":1,"host":"number.example"}"#,
+            "WARNING: HTTP header contains NULL characters",
+            r#"["key"]"#,
+        ]
+        .map(str::to_string)
+        .to_vec();
+        let (kept, forged) = decisions(&lines, key, None);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0]["host"], "real.example");
+        assert!(kept[0].get("key").is_none(), "the key is not recorded");
+        assert_eq!(kept[0]["by"], "probe");
+        assert_eq!(forged, 3, "every other JSON object is counted");
     }
 
     #[test]

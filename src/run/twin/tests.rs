@@ -36,6 +36,15 @@ fn inputs(dir: &Path, run_id: &str) -> RunInputs {
         task: "fix it".into(),
         secrets: Vec::new(),
         placeholders: Vec::new(),
+        // One per run, as `app::tenant::run_inputs` draws them.
+        log_key: {
+            use std::fmt::Write as _;
+            let hex = run_id.bytes().fold(String::new(), |mut h, b| {
+                let _ = write!(h, "{b:02x}");
+                h
+            });
+            format!("{hex:0>32}")[..32].to_string()
+        },
         deadlines: Deadlines {
             poll: Duration::from_millis(1),
             ..Deadlines::default()

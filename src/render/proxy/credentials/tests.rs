@@ -31,6 +31,7 @@ fn conf(creds: &[Credential], placeholders: &[String], ca_files: usize) -> Strin
         credentials: creds,
         placeholders,
         ca_files,
+        log_key: crate::render::plan::PREVIEW_LOG_KEY,
     })
 }
 
@@ -186,6 +187,7 @@ fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
         service_ports: Vec::new(),
         placeholders,
         setup_binds: Vec::new(),
+        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
     }
 }
 

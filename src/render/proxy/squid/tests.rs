@@ -31,6 +31,7 @@ fn render(e: &Egress) -> String {
         credentials: &[],
         placeholders: &[],
         ca_files: 0,
+        log_key: crate::render::plan::PREVIEW_LOG_KEY,
     })
 }
 
@@ -88,7 +89,10 @@ fn normal_config_has_the_measured_directives_in_order() {
         "acl allowed_dom dstdomain -n .pythonhosted.org pypi.org",
         "acl wildcard_apex dstdomain -n pythonhosted.org",
         "acl allowed_ports port 80 443",
-        LOGFORMAT,
+        &format!(
+            r#"logformat jsonl {{"key":"{}"{LOGFORMAT_REST}"#,
+            crate::render::plan::PREVIEW_LOG_KEY
+        ),
     ] {
         assert!(has_line(&conf, line), "missing {line:?} in\n{conf}");
     }
@@ -198,6 +202,7 @@ fn unsafe_hosts_and_subnets_fail_closed() {
         credentials: &[],
         placeholders: &[],
         ca_files: 0,
+        log_key: crate::render::plan::PREVIEW_LOG_KEY,
     });
     assert!(!conf.contains("acl agents"));
     assert_eq!(
@@ -260,6 +265,7 @@ fn rendering_is_deterministic_and_port_is_configurable() {
         credentials: &[],
         placeholders: &[],
         ca_files: 0,
+        log_key: crate::render::plan::PREVIEW_LOG_KEY,
     };
     assert_eq!(squid_conf(&plan), squid_conf(&plan));
     let conf = squid_conf(&plan);
