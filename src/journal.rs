@@ -49,14 +49,30 @@ pub fn unit_messages(unit: &str) -> Result<Vec<String>> {
     messages(unit, &[])
 }
 
-/// [`unit_messages`] of priority `info` only (`--priority=info..info`, journalctl(1)): a
-/// container's stdout under conmon's journald log driver (stderr is `err`), how a run reads
-/// its proxy's decisions apart from squid's cache log.
+/// The messages of priority `info` (`--priority=info..info`) whose `SYSLOG_IDENTIFIER` is
+/// `identifier` (`--identifier`, journalctl(1)): how a run reads its proxy's lines. Both
+/// backends tag a container unit's lines with the unit's name (`SyslogIdentifier=%N`): under
+/// Quadlet conmon's journald driver writes them (stdout `info`, stderr `err`); under the plain
+/// backend the attached `podman run` relays both streams through the unit's journal stream at
+/// `info`, and as it moves itself into a `podman-PID.scope` (`--cgroups=split`) journald files
+/// them under that scope, not the unit (measured on podman 4.3.1), so `--unit` finds none of
+/// them there. Which lines are decisions is told by their key (the collect phase), never by
+/// priority alone.
 ///
 /// # Errors
 /// As [`unit_messages`].
-pub fn unit_info_messages(unit: &str) -> Result<Vec<String>> {
-    messages(unit, &["--priority=info..info"])
+pub fn identifier_info_messages(identifier: &str) -> Result<Vec<String>> {
+    let id = format!("--identifier={identifier}");
+    let args = [
+        "--user",
+        id.as_str(),
+        "--priority=info..info",
+        "--output",
+        "cat",
+        "--no-pager",
+        "--quiet",
+    ];
+    run_messages(identifier, &args)
 }
 
 /// [`unit_messages`] logged at or after `since_s` (seconds since the Unix epoch;
@@ -73,9 +89,13 @@ pub fn unit_messages_since(unit: &str, since_s: u64) -> Result<Vec<String>> {
 fn messages(unit: &str, filter: &[&str]) -> Result<Vec<String>> {
     let mut args = argv(unit, &["--output", "cat", "--no-pager", "--quiet"]);
     args.extend_from_slice(filter);
+    run_messages(unit, &args)
+}
+
+fn run_messages(unit: &str, args: &[&str]) -> Result<Vec<String>> {
     let out = process::run(
         "journalctl",
-        &args,
+        args,
         None,
         DEADLINE,
         " (is journalctl installed? the run's proxy decisions are read from the user journal)",

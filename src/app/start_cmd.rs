@@ -36,7 +36,13 @@ pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
     let before = record::latest(&env.state_home, tenant)?.map(|r| r.run_id);
     let started_s = u64::try_from(super::clock::now_ms() / 1000).unwrap_or(0);
     let units = unit_manager(env)?;
+    let t0 = std::time::Instant::now();
     let r = units.start(&unit, JobMode::Replace, wait);
+    if r.is_err() {
+        // A stop cancels the start job while the run still tears down and writes its record
+        // (`deactivating`): the record is there once the unit has ended.
+        wait_until_ended(&units, &unit, wait.saturating_sub(t0.elapsed()));
+    }
     let ours =
         record::latest(&env.state_home, tenant)?.filter(|r| Some(&r.run_id) != before.as_ref());
     if let Some(rec) = &ours {
@@ -51,6 +57,26 @@ pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
         let lines = crate::journal::unit_messages_since(&unit, started_s).unwrap_or_default();
         (interrupted, lines)
     }))
+}
+
+/// Waits (polling every 100 ms, at most `budget`) while `unit` is still activating or
+/// deactivating; a unit whose state cannot be read ends the wait.
+fn wait_until_ended(units: &dyn UnitManager, unit: &str, budget: Duration) {
+    use crate::systemd::ActiveState;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < budget {
+        match units.unit_status(unit) {
+            Ok(s)
+                if matches!(
+                    s.active_state,
+                    ActiveState::Activating | ActiveState::Deactivating
+                ) =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            _ => return,
+        }
+    }
 }
 
 /// The verb's outcome: the record's result when this start wrote one; otherwise the unit's

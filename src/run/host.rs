@@ -474,7 +474,7 @@ impl RunJournal for RealRunHost {
         crate::journal::unit_messages(unit)
     }
     fn unit_stdout_journal(&self, unit: &str) -> Result<Vec<String>> {
-        crate::journal::unit_info_messages(unit)
+        crate::journal::identifier_info_messages(unit.strip_suffix(".service").unwrap_or(unit))
     }
     fn follow_output(&self, mut f: super::output::OutputFollow) -> Result<()> {
         f.journal &= self.output_to_journal;

@@ -188,13 +188,7 @@ pub fn execute(
         }
     }
     if rec.result != RunResult::Passed {
-        // Before teardown frees the space: a full project file system is named as the cause.
-        rec.causes.extend(project_space_causes(
-            Path::new(&inp.spec.repo.path),
-            &inp.paths.worktree,
-            host,
-            &created.ledger,
-        ));
+        space_causes(inp, host, &created.ledger, &mut rec);
     }
     let torn = r.phase("teardown", || {
         teardown::teardown(&teardown_of(inp), units, host, &mut created)
@@ -374,6 +368,23 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         drill: inp.overridden.drill.clone(),
         model: inp.overridden.model.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
+    }
+}
+
+/// Before teardown frees the space: a full project file system is named as a cause, and a full
+/// runtime dir, which fails whatever ran last (conmon's exit file, an export container exiting
+/// 125), as the first cause, however the failure looked.
+fn space_causes(inp: &RunInputs, host: &dyn RunHost, ledger: &Ledger, rec: &mut RunRecord) {
+    rec.causes.extend(project_space_causes(
+        Path::new(&inp.spec.repo.path),
+        &inp.paths.worktree,
+        host,
+        ledger,
+    ));
+    if !rec.causes.iter().any(|c| c.starts_with("runtime dir full"))
+        && let Some(cause) = super::phases::agent::runtime_dir_full(host, &inp.paths.run_dir)
+    {
+        rec.causes.insert(0, cause);
     }
 }
 

@@ -208,11 +208,13 @@ pub trait RunJournal {
     /// # Errors
     /// journalctl failed.
     fn unit_journal(&self, unit: &str) -> Result<Vec<String>>;
-    /// The messages `unit` wrote at priority `info` (oldest first): the proxy's decisions, its
-    /// container's stdout (conmon gives stdout `PRIORITY=6` and stderr `PRIORITY=3`), not
-    /// squid's cache log on stderr, which prints request bytes an agent chose (a header block
-    /// holding a NUL: `WARNING: HTTP header contains NULL characters {…}`) line for line. The
-    /// default (the fakes): [`Self::unit_journal`].
+    /// The messages container unit `unit` wrote at priority `info` (oldest first), found by
+    /// its syslog identifier (`crate::journal::identifier_info_messages`: the plain backend's
+    /// lines are not filed under the unit): the proxy's decisions. Under Quadlet squid's cache
+    /// log (stderr, `PRIORITY=3`) is not among them; under the plain backend it is, and it
+    /// prints request bytes an agent chose (a header block holding a NUL: `WARNING: HTTP
+    /// header contains NULL characters {…}`) line for line, so the collect phase keeps only
+    /// the lines with the run's access-log key. The default (the fakes): [`Self::unit_journal`].
     ///
     /// # Errors
     /// journalctl failed.

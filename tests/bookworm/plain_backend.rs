@@ -202,9 +202,11 @@ fn plain_backend_on_podman_4_3_check_demo_teardown_and_timer() {
     proxy_log_forgery_is_not_a_decision(tb);
 }
 
-/// The attack of [`NUL_AGENT`]: the forged line reaches the proxy unit's journal (the positive
-/// control: without the access-log key cyclix would have read it), yet the record holds no
-/// decision for its host, names the ignored line, and has squid's own decision for the control.
+/// The attack of [`NUL_AGENT`]: the forged line reaches the proxy's journal lines (identifier
+/// `cyclix-RUN-proxy`, priority info, where cyclix reads the decisions: the positive control,
+/// without the access-log key cyclix would have read it), yet the record holds no decision for
+/// its host, names the ignored line, and has squid's own decision for the control (before the
+/// fix the plain backend recorded no decision at all: its lines are not filed under the unit).
 fn proxy_log_forgery_is_not_a_decision(tb: &Testbed) {
     let c = tb.cyclix_bin();
     let t = Tenant::new("e2e-bw-nul")
@@ -222,7 +224,7 @@ fn proxy_log_forgery_is_not_a_decision(tb: &Testbed) {
     let run = rec["run_id"].as_str().expect("run id");
     let journal = expect_success(
         &tb.user_sh(&format!(
-            "journalctl --user -u cyclix-{run}-proxy.service -o cat --no-pager -p info..info | grep -a forged-bw || true"
+            "journalctl --user -t cyclix-{run}-proxy -o cat --no-pager -p info..info | grep -a forged-bw || true"
         )),
         "the proxy's journal",
     );

@@ -359,15 +359,18 @@ pub(crate) fn killed_by(units: &dyn UnitManager, unit: &str) -> Option<String> {
 }
 
 /// A cause when the run's runtime dir (`$XDG_RUNTIME_DIR`, where `run_dir` lives) is full:
-/// conmon then cannot store the container's exit status, so the status systemd saw is
-/// conmon's, not the agent's (measured: an agent that exited 0 came out as exit 1).
+/// conmon then cannot store a container's exit status, so the status systemd saw is conmon's,
+/// not the agent's (measured: an agent that exited 0 came out as exit 1), and podman cannot
+/// start the next container (measured: the export container exited 125 after an agent that
+/// exited 0).
 pub(crate) fn runtime_dir_full(host: &dyn RunHost, run_dir: &std::path::Path) -> Option<String> {
     let s = host.fs_space(run_dir).ok()?;
     (s.avail < crate::run::space::FULL_BELOW).then(|| {
         format!(
-            "runtime dir full (avail {} of {}) at {}: conmon could not store the container's \
-             exit status, so the agent's exit code is unknown; free space there (its tmpfs size \
-             is RuntimeDirectorySize= in logind.conf(5)) and run again",
+            "runtime dir full (avail {} of {}) at {}: conmon and podman could not write their \
+             state there (a container's exit status, the next container's start), so a failure \
+             here is the host's, not the agent's; free space there (its tmpfs size is \
+             RuntimeDirectorySize= in logind.conf(5)) and run again",
             crate::limits::bytes(s.avail),
             crate::limits::bytes(s.total),
             run_dir.ancestors().nth(3).unwrap_or(run_dir).display()

@@ -526,3 +526,45 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
         "{err}"
     );
 }
+
+#[test]
+fn a_full_runtime_dir_is_the_first_cause_of_any_failure_and_named_once() {
+    // The agent exited 0 and conmon stored it, then the next container (the gate here, the
+    // export container on the real stack) failed for want of space: the cause is the host's.
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.exit_after_start("cyclix-r1-gate.service", 125);
+    let host = FakeRunHost {
+        runtime_avail: Some(0),
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::GateFailed, "{rec:?}");
+    assert_eq!(rec.agent_exit, Some(0), "the exit code that was read stays");
+    assert!(
+        rec.causes[0].starts_with("runtime dir full (avail 0 B of 8 MiB)"),
+        "{:?}",
+        rec.causes
+    );
+    // The agent phase already named it (conmon's status is not the agent's): once only.
+    let w = world();
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 1);
+    let host = FakeRunHost {
+        runtime_avail: Some(0),
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::AgentFailed, "{rec:?}");
+    assert_eq!(rec.agent_exit, None);
+    assert_eq!(
+        rec.causes
+            .iter()
+            .filter(|c| c.starts_with("runtime dir full"))
+            .count(),
+        1,
+        "{:?}",
+        rec.causes
+    );
+}
