@@ -80,17 +80,19 @@ fn an_interrupted_run_stops_the_agent_and_still_tears_down() {
     let units = FakeUnitManager::new(); // the agent would run until its budget
     let host = FakeRunHost::default();
     let flag = w.inp.interrupted.clone();
-    // The interrupt arrives once the agent's unit was started (not after a fixed time: a
-    // loaded machine may still be installing then), at the latest after 10 s.
+    // The interrupt arrives once the agent was let go (the go file is written at the end of
+    // the probe phase: an event, not a time; a loaded machine may still be probing after the
+    // agent's unit started), at the latest after 10 s.
+    let go = w
+        .inp
+        .paths
+        .run_dir
+        .join(crate::render::plan::CTL_DIR)
+        .join(crate::render::plan::GO_FILE);
     let rec = std::thread::scope(|sc| {
         sc.spawn(|| {
             let until = std::time::Instant::now() + Duration::from_secs(10);
-            while std::time::Instant::now() < until
-                && !units.calls().iter().any(|c| {
-                    c.op() == crate::systemd::Op::Start
-                        && c.units().iter().any(|u| u.ends_with("-agent.service"))
-                })
-            {
+            while std::time::Instant::now() < until && !go.exists() {
                 std::thread::sleep(Duration::from_millis(5));
             }
             flag.store(true, Ordering::SeqCst);
