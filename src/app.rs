@@ -69,10 +69,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             *backend,
             *storage_lock_wait,
         ),
-        Command::Images(ImagesCommand::Build { preset, packages }) => match preset {
-            Some(preset) => images_cmd::run_preset(preset, packages),
-            None => images_cmd::run(),
-        },
+        Command::Images(ImagesCommand::Build {
+            preset,
+            tenant,
+            packages,
+        }) => images_cmd::dispatch(preset.as_deref(), tenant.as_deref(), packages, env),
         Command::Demo(DemoCommand::Setup) => demo_cmd::run(&env()?),
         Command::Install { tenant } => install_cmd::run(&env()?, tenant.as_deref()),
         Command::Start { tenant, wait_s } => {

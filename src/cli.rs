@@ -318,8 +318,12 @@ pub enum ImagesCommand {
         /// Build only this agent preset's image (`claude-code`, `codex`, `aider`, `gemini-cli`):
         /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
         /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
-        #[arg(long, value_name = "PRESET")]
+        #[arg(long, value_name = "PRESET", conflicts_with = "tenant")]
         preset: Option<String>,
+        /// Build the images TENANT's spec builds from the project's files (`build:`), from
+        /// its base commit, ahead of its runs.
+        #[arg(long, value_name = "TENANT")]
+        tenant: Option<String>,
         /// The package cache (files at `DIR/ALGO/HEX`); inside the testbed
         /// `/opt/cyclix-packages`. Read only with --preset.
         #[arg(
