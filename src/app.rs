@@ -115,12 +115,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             json,
             only,
         } => drill_cmd::run(&env()?, tenant, model.as_deref(), *json, only),
-        Command::Twin {
-            tenant,
-            spec,
-            backend,
-            json,
-        } => twin_cmd::run(&env()?, tenant, spec.as_deref(), *backend, *json),
+        cmd @ Command::Twin { .. } => twin_cmd::dispatch(&env()?, cmd),
         Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => tier_cmd::run(*tier, *json),
         // Issue 18.

@@ -214,6 +214,15 @@ pub enum Command {
         /// JSON (schema `cyclix-twin/1`).
         #[arg(long)]
         json: bool,
+        /// Run the twin only when a setup path (`setup:`, the files `build:` names,
+        /// `.cyclix/`) differs between REV and `--at`; otherwise print "setup unchanged" and
+        /// exit 0 (for CI: docs/ci/).
+        #[arg(long, value_name = "REV")]
+        if_setup_changed: Option<String>,
+        /// With --if-setup-changed: the revision to compare with and to run the twin at
+        /// [default: HEAD of the tenant's repository].
+        #[arg(long, value_name = "REV", requires = "if_setup_changed")]
+        at: Option<String>,
     },
     /// Show what the agent and the gate of a run printed (redacted; `-f` follows a run).
     Logs {

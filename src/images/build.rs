@@ -198,6 +198,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     std::fs::write(&cf, &text).context("writing the Containerfile")?;
     let net = Net::new(req.id);
     let result = net.up(&podman, req, scratch.path()).and_then(|proxy| {
+        let ns = net.holder_ns(&podman)?;
         let url = format!("http://{proxy}:{PROXY_PORT}");
         let mut args = b.args.clone();
         for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
@@ -208,7 +209,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             tag: &tag,
             containerfile: &cf,
             context: &ctx_dir,
-            network: &net.internal,
+            network: &ns,
             args: &args,
             labels: &labels,
             deadline: BUILD_DEADLINE,
@@ -243,11 +244,12 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     })
 }
 
-/// The build's networks and proxy, by name.
+/// The build's networks, proxy and network holder, by name.
 struct Net {
     internal: String,
     egress: String,
     proxy: String,
+    holder: String,
     id: String,
 }
 
@@ -258,6 +260,7 @@ impl Net {
             internal: n.role("build"),
             egress: n.role("build-egress"),
             proxy: n.role("build-proxy"),
+            holder: n.role("build-net"),
             id: id.to_string(),
         }
     }
@@ -315,6 +318,22 @@ impl Net {
                 &volume,
             ],
             crate::images::PROXY_IMAGE,
+            &[],
+        )?;
+        // The holder of the steps' namespace: on the internal network only, doing nothing.
+        podman.run_detached(
+            &self.holder,
+            &labels,
+            &[
+                &nets[0],
+                "--read-only",
+                "--cap-drop=ALL",
+                "--security-opt=no-new-privileges",
+                "--pull=never",
+                "--entrypoint=/bin/sleep",
+            ],
+            crate::images::PROXY_IMAGE,
+            &["infinity"],
         )?;
         let ip = podman.container_ip(&self.proxy, &self.internal)?;
         let start = Instant::now();
@@ -335,12 +354,23 @@ impl Net {
         }
     }
 
-    /// Removes the proxy and both networks (each step tried; the first error returned).
+    /// `ns:/proc/PID/ns/net` of the holder.
+    fn holder_ns(&self, podman: &Podman) -> Result<String> {
+        Ok(format!(
+            "ns:/proc/{}/ns/net",
+            podman.container_pid(&self.holder)?
+        ))
+    }
+
+    /// Removes the proxy, the holder and both networks (each step tried; the first error
+    /// returned).
     fn down(&self, podman: &Podman) -> Result<()> {
         let a = podman.rm_force(&self.proxy);
-        let b = podman.rm_networks(&[self.internal.clone(), self.egress.clone()]);
+        let b = podman.rm_force(&self.holder);
+        let c = podman.rm_networks(&[self.internal.clone(), self.egress.clone()]);
         a?;
         b?;
+        c?;
         Ok(())
     }
 }

@@ -17,7 +17,9 @@ pub struct BuildCall<'a> {
     pub containerfile: &'a Path,
     /// The context directory.
     pub context: &'a Path,
-    /// The network of its `RUN` steps (`--network NAME`).
+    /// The network of its `RUN` steps (`--network VALUE`: `ns:/proc/PID/ns/net`, the
+    /// namespace of a container on the build's internal network; rootless buildah cannot
+    /// attach a `RUN` step to a named network itself: "cannot use networks as rootless").
     pub network: &'a str,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
@@ -56,7 +58,7 @@ impl Podman {
     }
 
     /// Starts the detached container `name` of `image` with `run_args` and `labels`
-    /// (`podman run -d --name NAME --label K=V… RUN_ARGS… -- IMAGE`).
+    /// (`podman run -d --name NAME --label K=V… RUN_ARGS… -- IMAGE ARGV…`).
     ///
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::BadName`].
@@ -66,6 +68,7 @@ impl Podman {
         labels: &[(&str, &str)],
         run_args: &[&str],
         image: &str,
+        argv: &[&str],
     ) -> Result<()> {
         check_name("container", name)?;
         check_name("image reference", image)?;
@@ -76,6 +79,7 @@ impl Podman {
         }
         args.extend(run_args);
         args.extend(["--", image]);
+        args.extend(argv);
         self.run(&args, None, PODMAN_QUERY_DEADLINE, || {
             format!("starting container {name} of {image}")
         })?;
@@ -142,6 +146,36 @@ impl Podman {
                 action: action(),
                 detail: format!("no IPv4 subnet in {:?}", out.stdout.trim()),
             })
+    }
+
+    /// The host pid of container `name`'s first process (`.State.Pid`; 0 when not running).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn container_pid(&self, name: &str) -> Result<u32> {
+        check_name("container", name)?;
+        let action = || format!("reading the pid of {name}");
+        let out = self.run(
+            &[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "{{.State.Pid}}",
+                "--",
+                name,
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        match out.stdout.trim().parse::<u32>() {
+            Ok(p) if p > 0 => Ok(p),
+            _ => Err(PodmanError::Output {
+                action: action(),
+                detail: format!("not a running pid: {:?}", out.stdout.trim()),
+            }),
+        }
     }
 
     /// What container `name` has logged so far (stdout and stderr).

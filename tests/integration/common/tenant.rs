@@ -44,6 +44,8 @@ pub struct Tenant {
     preset: Option<String>,
     /// Whether the agent keeps its `image` and `command` keys under a preset.
     preset_override: bool,
+    /// `agent.build`, a YAML flow mapping, instead of the agent's `image` (issue 15).
+    agent_build: Option<String>,
 }
 
 impl Tenant {
@@ -65,7 +67,14 @@ impl Tenant {
             files: Vec::new(),
             preset: None,
             preset_override: false,
+            agent_build: None,
         }
+    }
+
+    /// `agent.build: BUILD` (a YAML flow mapping) instead of the agent's `image`.
+    pub fn agent_build(mut self, build: &str) -> Self {
+        self.agent_build = Some(build.to_string());
+        self
     }
 
     /// `agent.preset: NAME`: the preset supplies the agent's image and command.
@@ -191,7 +200,9 @@ impl Tenant {
         if let Some(p) = &self.preset {
             s.push_str(&format!("  preset: {p}\n"));
         }
-        if self.preset.is_none() || self.preset_override {
+        if let Some(b) = &self.agent_build {
+            s.push_str(&format!("  build: {b}\n  command: {}\n", self.agent_cmd));
+        } else if self.preset.is_none() || self.preset_override {
             s.push_str(&format!(
                 "  image: {image}\n{unpinned}  command: {}\n",
                 self.agent_cmd
