@@ -58,7 +58,7 @@ impl Podman {
     }
 
     /// Starts the detached container `name` of `image` with `run_args` and `labels`
-    /// (`podman run -d --name NAME --label K=V… RUN_ARGS… -- IMAGE ARGV…`).
+    /// (`podman run -d --name NAME --label K=V… RUN_ARGS… -- IMAGE COMMAND…`).
     ///
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::BadName`].
@@ -68,19 +68,19 @@ impl Podman {
         labels: &[(&str, &str)],
         run_args: &[&str],
         image: &str,
-        argv: &[&str],
+        command: &[&str],
     ) -> Result<()> {
         check_name("container", name)?;
         check_name("image reference", image)?;
         let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut args: Vec<&str> = vec!["run", "-d", "--name", name];
+        let mut cmd: Vec<&str> = vec!["run", "-d", "--name", name];
         for l in &label_args {
-            args.extend(["--label", l]);
+            cmd.extend(["--label", l]);
         }
-        args.extend(run_args);
-        args.extend(["--", image]);
-        args.extend(argv);
-        self.run(&args, None, PODMAN_QUERY_DEADLINE, || {
+        cmd.extend(run_args);
+        cmd.extend(["--", image]);
+        cmd.extend(command);
+        self.run(&cmd, None, PODMAN_QUERY_DEADLINE, || {
             format!("starting container {name} of {image}")
         })?;
         Ok(())
