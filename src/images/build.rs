@@ -17,6 +17,8 @@
 //! with `--layers=false --force-rm`, so a failed build leaves no image.
 
 pub mod containerfile;
+pub mod devcontainer;
+mod inputs;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -119,39 +121,16 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     let b = req.build;
     let git = Git::new(req.repo);
     let scratch = tempfile::tempdir().context("creating a build directory")?;
-    let file_id = match git.object_at(req.base, &b.containerfile)? {
-        Some((kind, id)) if kind == "blob" => id,
-        _ => {
-            return Err(crate::exit::input(format!(
-                "{} build: `{}` is not a file in the base commit {}; fix: commit it, or correct `containerfile:` (spec line {})",
-                b.role,
-                b.containerfile,
-                short(req.base),
-                b.line
-            )));
-        }
-    };
-    let context_id = match git.object_at(req.base, &b.context)? {
-        Some((kind, id)) if kind == "tree" => id,
-        _ => {
-            return Err(crate::exit::input(format!(
-                "{} build: `{}` is not a directory in the base commit {}; fix: commit it, or correct `context:` (spec line {})",
-                b.role,
-                b.context,
-                short(req.base),
-                b.line
-            )));
-        }
-    };
-    let text = git.blob_text(&file_id, MAX_CONTAINERFILE, scratch.path())?;
-    let bases = containerfile::bases(&text, &b.containerfile, &b.args)
+    let inputs::Inputs {
+        file,
+        text,
+        context_id,
+        args: build_args,
+        mut parts,
+    } = inputs::read(&git, req, scratch.path())?;
+    let bases = containerfile::bases(&text, &file, &build_args)
         .map_err(|e| crate::exit::input(format!("{} build: {e}", b.role)))?;
     let podman = Podman::new();
-    let mut parts = vec![
-        format!("containerfile {} {file_id}", b.containerfile),
-        format!("context {} {context_id}", b.context),
-    ];
-    parts.extend(b.args.iter().map(|(k, v)| format!("arg {k}={v}")));
     for base in &bases {
         if base.pinned {
             parts.push(format!("base {}", base.reference));
@@ -160,7 +139,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
         if !podman.image_exists(&base.reference)? {
             return Err(crate::exit::input(format!(
                 "{} build: {}:{}: `{}` is neither in podman's local storage nor pinned by digest; a pull would happen outside the build's proxy: refused; fix: pin it (`{}@sha256:<64 hex>`, `podman image inspect --format '{{{{.Digest}}}}'`) or make it local first (`podman pull`, `podman load`)",
-                b.role, b.containerfile, base.line, base.reference, base.reference
+                b.role, file, base.line, base.reference, base.reference
             )));
         }
         let id = podman.image_id(&base.reference)?;
@@ -182,15 +161,15 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     progress(&format!(
         "building {} image {tag} from {} at {}",
         b.role,
-        b.containerfile,
+        file,
         short(req.base)
     ));
     let archive = scratch.path().join("context.tar");
     git.archive_tree(&context_id, &archive, MAX_CONTEXT)?;
     let ctx_dir = scratch.path().join("context");
     std::fs::create_dir(&ctx_dir).context("creating the build context")?;
-    let file = std::fs::File::open(&archive).context("opening the context archive")?;
-    tar::Archive::new(file)
+    let tarball = std::fs::File::open(&archive).context("opening the context archive")?;
+    tar::Archive::new(tarball)
         .unpack(&ctx_dir)
         .context("unpacking the build context")?;
     std::fs::remove_file(&archive).context("removing the context archive")?;
@@ -200,7 +179,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     let result = net.up(&podman, req, scratch.path()).and_then(|proxy| {
         let ns = net.holder_ns(&podman)?;
         let url = format!("http://{proxy}:{PROXY_PORT}");
-        let mut args = b.args.clone();
+        let mut args = build_args.clone();
         for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
             args.push((k.to_string(), url.clone()));
         }
@@ -224,7 +203,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             Err(BuildFailed {
                 role: b.role.clone(),
                 tag: tag.clone(),
-                containerfile: b.containerfile.clone(),
+                containerfile: file.clone(),
                 tail,
             }
             .into())

@@ -134,8 +134,12 @@ pub enum Image {
 pub struct Build {
     /// `agent`, `gate` or `service-NAME`: the tag's last part and the name in progress lines.
     pub role: String,
-    /// The Containerfile, relative to the repository (`/`-separated, no `..`).
+    /// The Containerfile, relative to the repository (`/`-separated, no `..`); empty with
+    /// `devcontainer` (its `build.dockerfile`, or its `image`, decides).
     pub containerfile: String,
+    /// `devcontainer`: a `devcontainer.json`, relative to the repository, read at the base
+    /// commit (`images::build::devcontainer`); `context` and `args` then come from it.
+    pub devcontainer: Option<String>,
     /// The context directory, relative to the repository (`.`: the top).
     pub context: String,
     /// `--build-arg NAME=VALUE`, sorted by name (public values: they are in the image's

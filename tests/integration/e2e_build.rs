@@ -270,3 +270,44 @@ fn the_documented_ci_jobs_twin_a_setup_change_and_skip_an_unchanged_setup() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_devcontainer_json_builds_with_its_env_and_one_with_features_is_refused() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let dc = "{\n  // JSON with comments\n  \"build\": { \"dockerfile\": \"Dockerfile\", \"context\": \"..\", \"args\": { \"GREETING\": \"hi\" } },\n  \"containerEnv\": { \"DC_MARK\": \"from-devcontainer\" },\n}\n";
+    let dockerfile = "FROM localhost/cyclix-agent-python:latest\nARG GREETING\nRUN echo \"$GREETING\" > /opt/greeting\n";
+    let t = Tenant::new("e2e-build-dc")
+        .file(".devcontainer/devcontainer.json", dc)
+        .file(".devcontainer/Dockerfile", dockerfile)
+        .agent_build("{ devcontainer: .devcontainer/devcontainer.json }")
+        .write(tb);
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!("{c} images build --tenant {t} 2>/dev/null")),
+        "images build --tenant",
+    );
+    let tag = out.trim().rsplit(' ').next().expect("tag").to_string();
+    assert!(
+        tag.starts_with(&format!("localhost/cyclix-build-{t}-agent:")),
+        "{out}"
+    );
+    let got = expect_success(
+        &tb.user_sh(&format!(
+            "podman run --rm {tag} sh -c 'echo $DC_MARK; cat /opt/greeting'"
+        )),
+        "the image's env and build arg",
+    );
+    assert_eq!(got, "from-devcontainer\nhi\n");
+    let with_features = "{ \"image\": \"localhost/cyclix-agent-python:latest\", \"features\": { \"ghcr.io/devcontainers/features/node:1\": {} } }\n";
+    let out = tb.user_sh(&format!(
+        "cd ~/src/{t} && printf '%s' '{with_features}' > .devcontainer/devcontainer.json && git -c user.name=t -c user.email=t@example.com commit -qam features && {c} images build --tenant {t}"
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(".devcontainer/devcontainer.json: `features` is not supported by cyclix")
+            && stderr.contains("fix:"),
+        "{stderr}"
+    );
+}

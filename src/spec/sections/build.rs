@@ -23,6 +23,8 @@ pub(crate) struct RawBuild {
     pub(crate) at: Pos,
     /// `containerfile`.
     pub(crate) containerfile: Option<Located<String>>,
+    /// `devcontainer`.
+    pub(crate) devcontainer: Option<Located<String>>,
     /// `context`.
     pub(crate) context: Option<Located<String>>,
     /// `args`.
@@ -33,11 +35,15 @@ pub(crate) struct RawBuild {
 
 /// The keys of a `build:` mapping.
 pub(crate) const KEYS: &[Key] = &[
-    Key::required(
+    Key::optional(
         "containerfile",
         Kind::Str(StrKind::Line),
         "the Containerfile (or Dockerfile), relative to the repository, as of the base commit",
-        Some("`containerfile: Containerfile`"),
+    ),
+    Key::optional(
+        "devcontainer",
+        Kind::Str(StrKind::Line),
+        "a devcontainer.json instead (image, build.dockerfile/context/args, containerEnv, remoteUser only)",
     ),
     Key::optional(
         "context",
@@ -73,6 +79,7 @@ fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawBuild> {
     Some(RawBuild {
         at: f.pos(),
         containerfile: d.string(&f, "containerfile"),
+        devcontainer: d.string(&f, "devcontainer"),
         context: d.string(&f, "context"),
         args: d.string_map(&f, "args"),
         egress: d.strings(&f, "egress"),
@@ -115,18 +122,53 @@ pub(crate) fn image_or_build(
     }
 }
 
-/// Validates one `build:` mapping.
-pub(crate) fn validate(b: &RawBuild, role: &str, out: &mut Vec<Diagnostic>) -> Option<Build> {
-    let before = out.len();
-    let containerfile = b.containerfile.as_ref().and_then(|c| {
+/// `containerfile` or `devcontainer` (exactly one): the Containerfile's path (empty with a
+/// devcontainer) and the devcontainer.json's.
+fn files(b: &RawBuild, out: &mut Vec<Diagnostic>) -> (Option<String>, Option<String>) {
+    let path_of = |c: &Located<String>, out: &mut Vec<Diagnostic>| {
         repo_path(&c.value, false)
             .map_err(|e| {
                 out.push(c.diag(e).hint(
-                    "write the Containerfile's path relative to the repository, e.g. `Containerfile` or `docker/app.Dockerfile`",
+                    "write the file's path relative to the repository, e.g. `Containerfile` or `.devcontainer/devcontainer.json`",
                 ));
             })
             .ok()
-    });
+    };
+    match (&b.containerfile, &b.devcontainer) {
+        (Some(c), None) => (path_of(c, out), None),
+        (None, Some(d)) => {
+            if b.context.is_some() || b.args.is_some() {
+                out.push(
+                    d.diag("`context` and `args` come from the devcontainer.json")
+                        .hint("set them as `build.context` and `build.args` in the devcontainer.json, or use `containerfile:`"),
+                );
+            }
+            (Some(String::new()), path_of(d, out))
+        }
+        (Some(_), Some(d)) => {
+            out.push(
+                d.diag("both `containerfile` and `devcontainer` are set")
+                    .hint("keep one"),
+            );
+            (None, None)
+        }
+        (None, None) => {
+            out.push(
+                Diagnostic {
+                    path: format!("{}.containerfile", b.at.path),
+                    ..b.at.diag("missing required key `containerfile` (or `devcontainer`)")
+                }
+                .hint("add `containerfile: Containerfile`, or `devcontainer: .devcontainer/devcontainer.json`"),
+            );
+            (None, None)
+        }
+    }
+}
+
+/// Validates one `build:` mapping.
+pub(crate) fn validate(b: &RawBuild, role: &str, out: &mut Vec<Diagnostic>) -> Option<Build> {
+    let before = out.len();
+    let (containerfile, devcontainer) = files(b, out);
     let context = match &b.context {
         None => Some(".".to_string()),
         Some(c) => repo_path(&c.value, true)
@@ -190,6 +232,7 @@ pub(crate) fn validate(b: &RawBuild, role: &str, out: &mut Vec<Diagnostic>) -> O
     Some(Build {
         role: role.to_string(),
         containerfile: containerfile?,
+        devcontainer,
         context: context?,
         args,
         egress: egress.into_iter().collect(),
@@ -258,7 +301,11 @@ pub(crate) fn name_builds(spec: &mut crate::spec::Spec) {
     {
         if let Image::Build { reference, build } = image {
             *reference = format!("{}-{tenant}-{}", BUILD_REPOSITORY, build.role);
-            files.push(build.containerfile.clone());
+            files.extend(
+                std::iter::once(build.containerfile.clone())
+                    .chain(build.devcontainer.clone())
+                    .filter(|f| !f.is_empty()),
+            );
         }
     }
     for f in files {

@@ -72,3 +72,35 @@ fn image_and_build_together_or_neither_and_bad_build_keys_are_refused() {
     ));
     assert!(e.to_string().contains("no meaning with `build`"), "{e}");
 }
+
+#[test]
+fn a_devcontainer_build_takes_no_context_or_args_and_is_a_setup_path() {
+    let gate = format!("  image: ghcr.io/acme/gate@sha256:{DIGEST}\n");
+    let s = ok(&with(
+        &gate,
+        "  build: { devcontainer: .devcontainer/devcontainer.json }\n",
+    ));
+    let b = s.gate.image.build().expect("build");
+    assert_eq!(
+        b.devcontainer.as_deref(),
+        Some(".devcontainer/devcontainer.json")
+    );
+    assert_eq!(s.setup, [".devcontainer/devcontainer.json"]);
+    let e = err(&with(
+        &gate,
+        "  build: { devcontainer: d.json, args: { A: b } }\n",
+    ));
+    assert!(
+        e.to_string().contains("come from the devcontainer.json"),
+        "{e}"
+    );
+    let e = err(&with(
+        &gate,
+        "  build: { devcontainer: d.json, containerfile: C }\n",
+    ));
+    assert!(
+        e.to_string()
+            .contains("both `containerfile` and `devcontainer`"),
+        "{e}"
+    );
+}
