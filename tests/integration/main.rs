@@ -29,6 +29,7 @@ mod e2e_logs;
 mod e2e_mounts;
 mod e2e_presets;
 mod e2e_probe;
+mod e2e_project;
 mod e2e_proven;
 mod e2e_prune;
 mod e2e_run;

@@ -46,6 +46,8 @@ pub struct Tenant {
     preset_override: bool,
     /// `agent.build`, a YAML flow mapping, instead of the agent's `image` (issue 15).
     agent_build: Option<String>,
+    /// `gate.build`, likewise.
+    gate_build: Option<String>,
 }
 
 impl Tenant {
@@ -68,7 +70,14 @@ impl Tenant {
             preset: None,
             preset_override: false,
             agent_build: None,
+            gate_build: None,
         }
+    }
+
+    /// `gate.build: BUILD` (a YAML flow mapping) instead of the gate's `image`.
+    pub fn gate_build(mut self, build: &str) -> Self {
+        self.gate_build = Some(build.to_string());
+        self
     }
 
     /// `agent.build: BUILD` (a YAML flow mapping) instead of the agent's `image`.
@@ -212,10 +221,16 @@ impl Tenant {
             s.push_str(&format!("  {line}\n"));
         }
         s.push_str(&timeout("2m"));
-        s.push_str(&format!(
-            "gate:\n  image: {image}\n{unpinned}  command: {}\n",
-            self.gate_cmd
-        ));
+        match &self.gate_build {
+            Some(b) => s.push_str(&format!(
+                "gate:\n  build: {b}\n  command: {}\n",
+                self.gate_cmd
+            )),
+            None => s.push_str(&format!(
+                "gate:\n  image: {image}\n{unpinned}  command: {}\n",
+                self.gate_cmd
+            )),
+        }
         if let Some(quick) = &self.gate_quick {
             s.push_str(&format!("  quick: {quick}\n"));
         }
