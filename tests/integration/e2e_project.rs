@@ -1,5 +1,5 @@
 //! The fixture project of issue 15's "Done when": a shop web app in Perl (not the demo's
-//! Python) with its own Containerfile and a PostgreSQL database, end to end. The agent's, the
+//! Python) with its own Containerfile and a `PostgreSQL` database, end to end. The agent's, the
 //! gate's and the app's images are built from the Containerfile at the base commit; the app
 //! runs from the work tree on a port cyclix picked, its database on another; the baseline asks
 //! the app for its total before the agent starts; the agent (script preset) sees the wrong
@@ -10,15 +10,15 @@ use crate::common::run::{leftovers, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
-/// The project's image: Debian with Perl, the PostgreSQL client, curl and git (all local in
+/// The project's image: Debian with Perl, the `PostgreSQL` client, curl and git (all local in
 /// the testbed: nothing is installed, so nothing is fetched).
-const CONTAINERFILE: &str = r#"FROM docker.io/library/debian:trixie
+const CONTAINERFILE: &str = r"FROM docker.io/library/debian:trixie
 RUN command -v perl && command -v psql && command -v curl && command -v git \
     && git config --system user.name shop-agent && git config --system user.email agent@shop.invalid \
     && git config --system --add safe.directory '*'
 ENV HOME=/tmp
 WORKDIR /work
-"#;
+";
 
 /// The HTTP server: reloads `app/shop.pl` for every request, so it serves the tree as it is.
 const SERVER: &str = r#"use strict; use warnings; use IO::Socket::INET;
