@@ -16,15 +16,16 @@ use crate::common::run::{leftovers, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
-/// The agent's Containerfile: fetches a page of the allowed host through the build's proxy
-/// and copies a file of the context.
+/// The agent's Containerfile: fetches a page of the allowed host through the build's proxy,
+/// notes what a direct connection to it gives (no route), and copies a file of the context.
 const AGENT_CONTAINERFILE: &str = r#"FROM localhost/cyclix-agent-python:latest
 RUN python3 -c "import urllib.request as u; open('/opt/fetched', 'wb').write(u.urlopen('http://allowed.example/', timeout=10).read())"
+RUN python3 -c "import socket; s = socket.socket(); s.settimeout(3); open('/opt/direct', 'w').write('direct=%d' % s.connect_ex(('203.0.113.10', 80)))"
 COPY build-marker.txt /opt/build-marker.txt
 "#;
 
 /// The agent: commits what its image holds, then fixes the demo's bug.
-const AGENT: &str = r#"[sh, -c, "cat /opt/build-marker.txt /opt/fetched > image-evidence.txt && git add image-evidence.txt && git commit -qm 'image evidence' && exec cyclix-demo-agent"]"#;
+const AGENT: &str = r#"[sh, -c, "cat /opt/build-marker.txt /opt/fetched /opt/direct > image-evidence.txt && git add image-evidence.txt && git commit -qm 'image evidence' && exec cyclix-demo-agent"]"#;
 
 fn images_of(tb: &Testbed, repo: &str) -> String {
     expect_success(
@@ -80,8 +81,12 @@ fn a_run_builds_its_image_from_the_base_commit_and_reuses_it_until_an_input_chan
         )),
         "the image's evidence",
     );
-    // The context's file as committed, and the allowed host's page fetched through the proxy.
-    assert_eq!(evidence, "v1\nhello-from-allowed.example\n", "{first:#}");
+    // The context's file as committed, the allowed host's page fetched through the proxy,
+    // and no route to it without the proxy (ENETUNREACH).
+    assert_eq!(
+        evidence, "v1\nhello-from-allowed.example\ndirect=101",
+        "{first:#}"
+    );
     let run = first["run_id"].as_str().expect("run id");
     let left = leftovers(tb, run, &t);
     assert!(left.trim().is_empty(), "left behind by {run}:\n{left}");
