@@ -69,10 +69,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             *backend,
             *storage_lock_wait,
         ),
-        Command::Images(ImagesCommand::Build { preset, packages }) => match preset {
-            Some(preset) => images_cmd::run_preset(preset, packages),
-            None => images_cmd::run(),
-        },
+        Command::Images(ImagesCommand::Build {
+            preset,
+            tenant,
+            packages,
+        }) => images_cmd::dispatch(preset.as_deref(), tenant.as_deref(), packages, env),
         Command::Demo(DemoCommand::Setup) => demo_cmd::run(&env()?),
         Command::Install { tenant } => install_cmd::run(&env()?, tenant.as_deref()),
         Command::Start { tenant, wait_s } => {
@@ -114,12 +115,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             json,
             only,
         } => drill_cmd::run(&env()?, tenant, model.as_deref(), *json, only),
-        Command::Twin {
-            tenant,
-            spec,
-            backend,
-            json,
-        } => twin_cmd::run(&env()?, tenant, spec.as_deref(), *backend, *json),
+        cmd @ Command::Twin { .. } => twin_cmd::dispatch(&env()?, cmd),
         Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => tier_cmd::run(*tier, *json),
         // Issue 18.

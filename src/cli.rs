@@ -214,6 +214,15 @@ pub enum Command {
         /// JSON (schema `cyclix-twin/1`).
         #[arg(long)]
         json: bool,
+        /// Run the twin only when a setup path (`setup:`, the files `build:` names,
+        /// `.cyclix/`) differs between REV and `--at`; otherwise print "setup unchanged" and
+        /// exit 0 (for CI: docs/ci/).
+        #[arg(long, value_name = "REV")]
+        if_setup_changed: Option<String>,
+        /// With --if-setup-changed: the revision to compare with and to run the twin at
+        /// [default: HEAD of the tenant's repository].
+        #[arg(long, value_name = "REV", requires = "if_setup_changed")]
+        at: Option<String>,
     },
     /// Show what the agent and the gate of a run printed (redacted; `-f` follows a run).
     Logs {
@@ -318,8 +327,12 @@ pub enum ImagesCommand {
         /// Build only this agent preset's image (`claude-code`, `codex`, `aider`, `gemini-cli`):
         /// `localhost/cyclix-agent-PRESET:VERSION`, offline, from the pinned packages of
         /// `images/agents/packages.lock` (fetch them with `scripts/fetch-agent-packages PRESET`).
-        #[arg(long, value_name = "PRESET")]
+        #[arg(long, value_name = "PRESET", conflicts_with = "tenant")]
         preset: Option<String>,
+        /// Build the images TENANT's spec builds from the project's files (`build:`), from
+        /// its base commit, ahead of its runs.
+        #[arg(long, value_name = "TENANT")]
+        tenant: Option<String>,
         /// The package cache (files at `DIR/ALGO/HEX`); inside the testbed
         /// `/opt/cyclix-packages`. Read only with --preset.
         #[arg(

@@ -29,6 +29,7 @@ pub use parse::{parse_branches, parse_log, parse_refs, parse_worktrees};
 pub mod bundle;
 mod delivery;
 pub mod hardened;
+mod objects;
 mod parse;
 pub mod private;
 mod refs;

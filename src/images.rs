@@ -1,6 +1,7 @@
 //! Image references cyclix builds and uses itself.
 
 pub mod agents;
+pub mod build;
 
 /// The egress proxy image built from `images/proxy/Containerfile` by `cyclix images build`.
 pub const PROXY_IMAGE: &str = "localhost/cyclix-proxy:latest";

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::process::{self, ProcessError};
 
+mod build_net;
 mod containers;
 mod images;
 mod inventory;
@@ -32,6 +33,7 @@ mod networks;
 mod output;
 mod secrets;
 
+pub use build_net::BuildCall;
 pub use output::{
     ContainerInfo, NetworkInfo, PodInfo, PodmanInfo, VolumeInfo, parse_container_names,
     parse_containers, parse_info, parse_network_containers, parse_networks, parse_pods,

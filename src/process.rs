@@ -3,6 +3,10 @@
 //! status and the trimmed stderr. Secret values travel on stdin only, never in argv.
 //! Nothing else in the crate calls `Command::new`.
 
+mod stream;
+
+pub use stream::{Streamed, run_streaming};
+
 use std::io::{Read as _, Write as _};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};

@@ -3,6 +3,7 @@
 
 pub mod baseline;
 pub mod boundary;
+pub(crate) mod build_phase;
 pub mod canary;
 pub mod converge;
 pub mod delivery;

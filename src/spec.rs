@@ -28,11 +28,12 @@ pub mod yaml;
 use std::fmt;
 
 pub use model::{
-    Agent, Baseline, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health,
+    Agent, Baseline, Build, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health,
     HostPattern, Image, Mount, Notify, PresetUse, Repo, Resources, Schedule, Service, Spec, Task,
 };
 pub use rules::durations::duration_s;
 pub use sections::agent_preset::{SANDBOX_TASK_PATH, apply_model};
+pub use sections::build::BUILD_REPOSITORY;
 pub use sections::credentials::{KNOWN_KEY_HOSTS, default_base_url_env, env_key_warnings};
 pub use sections::setup::{
     ALWAYS as SETUP_ALWAYS, pathspec_of as setup_pathspecs_of, pathspecs as setup_pathspecs,

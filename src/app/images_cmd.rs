@@ -93,6 +93,92 @@ pub fn run() -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// `cyclix images build [--preset P | --tenant T]`: [`run_preset`], [`run_tenant`] or [`run`].
+///
+/// # Errors
+/// As theirs.
+pub fn dispatch(
+    preset: Option<&str>,
+    tenant: Option<&str>,
+    packages: &Path,
+    env: impl Fn() -> Result<crate::context::HostEnv>,
+) -> Result<Outcome> {
+    match (preset, tenant) {
+        (Some(p), _) => run_preset(p, packages),
+        (None, Some(t)) => run_tenant(&env()?, t),
+        (None, None) => run(),
+    }
+}
+
+/// `cyclix images build --tenant TENANT`: builds the images tenant's spec builds from the
+/// project's files (`build:`), from its base ref's commit, as a run would (or reports them up
+/// to date), so the run's `build` phase finds them.
+///
+/// # Errors
+/// No such tenant or an invalid spec (input errors); a refused input or a failed build (its
+/// last lines of podman output in the message); git or podman failures.
+pub fn run_tenant(env: &crate::context::HostEnv, tenant: &str) -> Result<Outcome> {
+    super::tenant::check_name(tenant)?;
+    let path = super::tenant::tenant_spec_path(env, tenant);
+    if !path.exists() {
+        return Err(exit::input(format!(
+            "no tenant `{tenant}`: {} does not exist; write its spec (docs/spec.md)",
+            path.display()
+        )));
+    }
+    let spec = super::spec_file::load_spec(&path, env)?.map_err(|e| exit::input(e.to_string()))?;
+    if !crate::run::build_phase::has_builds(&spec) {
+        println!("tenant {tenant} builds no image (no `build:` in its spec)");
+        return Ok(Outcome::Ok);
+    }
+    let commit = crate::git::Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
+    let id = super::clock::new_run_id(std::time::SystemTime::now(), std::process::id());
+    for b in build_images(&spec, &commit, &id)?.1 {
+        println!(
+            "{} {}",
+            if b.built { "built" } else { "up to date" },
+            b.reference
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `spec` with every image it builds (`build:`) built from `commit` (or found built from
+/// the same inputs) and named by its digest tag, and what was done; progress on stderr.
+/// `id` names the builds' proxy and networks.
+///
+/// # Errors
+/// As [`crate::images::build::build`].
+pub(crate) fn build_images(
+    spec: &crate::spec::Spec,
+    commit: &str,
+    id: &str,
+) -> Result<(crate::spec::Spec, Vec<crate::images::build::Built>)> {
+    let mut out = spec.clone();
+    let mut done = Vec::new();
+    let repo = Path::new(&spec.repo.path);
+    for image in std::iter::once(&mut out.agent.image)
+        .chain(std::iter::once(&mut out.gate.image))
+        .chain(out.services.iter_mut().map(|s| &mut s.image))
+    {
+        let crate::spec::Image::Build { reference, build } = image else {
+            continue;
+        };
+        let req = crate::images::build::Request {
+            tenant: &spec.tenant,
+            repo,
+            base: commit,
+            build,
+            repository: reference,
+            id,
+        };
+        let built = crate::images::build::build(&req, &mut |l| crate::stderrln!("{l}"))?;
+        reference.clone_from(&built.reference);
+        done.push(built);
+    }
+    Ok((out, done))
+}
+
 /// The label on a preset image holding the sha256 of its inputs (the embedded Containerfile,
 /// the base image's id, the preset's lock lines): equal inputs, no rebuild.
 pub const INPUTS_LABEL: &str = "io.cyclix.inputs";

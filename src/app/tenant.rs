@@ -224,6 +224,14 @@ fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
             s.image.reference().to_owned(),
         )
     }));
+    // An image built from the project's files is made by the run itself (phase `build`).
+    let built: Vec<&str> = std::iter::once(&spec.agent.image)
+        .chain(std::iter::once(&spec.gate.image))
+        .chain(spec.services.iter().map(|s| &s.image))
+        .filter(|i| i.build().is_some())
+        .map(crate::spec::Image::reference)
+        .collect();
+    wanted.retain(|(_, image)| !built.contains(&image.as_str()));
     let preset = spec
         .agent
         .preset

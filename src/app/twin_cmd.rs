@@ -19,6 +19,70 @@ use crate::run::lock::{self, Acquire, Holder};
 use crate::run::twin::{self, TwinInputs};
 use crate::tier::Tier;
 
+/// `--if-setup-changed REV --at AT`: the commit of `AT` when a setup path of `spec` (its
+/// `setup:` with the Containerfiles `build:` names, and `.cyclix/`) differs between the
+/// commits of `REV` and `AT` in the tenant's repository (tree to tree, and every commit on
+/// the way), after saying which; `None` after printing "setup unchanged".
+///
+/// # Errors
+/// A revision that names no commit (an input error naming it); git failures.
+fn setup_changed(spec: &crate::spec::Spec, rev: &str, at: &str) -> Result<Option<String>> {
+    let git = Git::new(&spec.repo.path);
+    let resolve = |r: &str, flag: &str| {
+        git.rev_parse_commit(r).map_err(|e| {
+            crate::exit::input(format!(
+                "{flag} {r}: {e}; fix: name a commit, branch or tag of {}",
+                spec.repo.path
+            ))
+        })
+    };
+    let from = resolve(rev, "--if-setup-changed")?;
+    let to = resolve(at, "--at")?;
+    let paths = crate::spec::setup_pathspecs(&spec.setup, false);
+    let changed = git.touched_among(&from, &to, &paths)?;
+    let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
+    if changed.is_empty() {
+        println!(
+            "setup unchanged between {rev} ({}) and {at} ({}): twin skipped",
+            short(&from),
+            short(&to)
+        );
+        return Ok(None);
+    }
+    crate::stderrln!(
+        "cyclix: setup changed between {rev} and {at}: {}; running the twin at {}",
+        changed.join(", "),
+        short(&to)
+    );
+    Ok(Some(to))
+}
+
+/// [`run`] with the arguments of `cyclix twin` (`cmd` is [`crate::cli::Command::Twin`]).
+///
+/// # Errors
+/// As [`run`].
+pub fn dispatch(env: &HostEnv, cmd: &crate::cli::Command) -> Result<Outcome> {
+    let crate::cli::Command::Twin {
+        tenant,
+        spec,
+        backend,
+        json,
+        if_setup_changed,
+        at,
+    } = cmd
+    else {
+        anyhow::bail!("invariant: twin_cmd::dispatch is called for `cyclix twin` only");
+    };
+    run(
+        env,
+        tenant,
+        spec.as_deref(),
+        *backend,
+        *json,
+        if_setup_changed.as_deref().map(|r| (r, at.as_deref())),
+    )
+}
+
 /// Runs the verb.
 ///
 /// # Errors
@@ -29,6 +93,7 @@ pub fn run(
     spec_path: Option<&Path>,
     force_backend: Option<Backend>,
     json: bool,
+    if_setup_changed: Option<(&str, Option<&str>)>,
 ) -> Result<Outcome> {
     let runtime_dir = env.runtime_dir()?.clone();
     // A twin compares two sandboxed environments: only tier `container` has them.
@@ -46,11 +111,21 @@ pub fn run(
     else {
         return Ok(Outcome::Findings);
     };
+    if let Some((rev, at)) = if_setup_changed {
+        let Some(at) = setup_changed(&spec, rev, at.unwrap_or("HEAD"))? else {
+            return Ok(Outcome::Ok);
+        };
+        spec.repo.base = at;
+    }
     // One commit for both environments and the reference: the base ref resolved once.
     let commit = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
     spec.repo.base.clone_from(&commit);
     let quick = spec.gate.quick_argv().to_vec();
     let id = new_run_id(SystemTime::now(), std::process::id());
+    // Images built from the project's files: once, from the same commit, for both sides.
+    if crate::run::build_phase::has_builds(&spec) {
+        spec = super::images_cmd::build_images(&spec, &commit, &id)?.0;
+    }
     let holder = Holder {
         run_id: format!("{id}-a"),
         pid: std::process::id(),

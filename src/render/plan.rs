@@ -305,6 +305,11 @@ fn warnings(spec: &Spec) -> Vec<String> {
                 "{key}: `{reference}` is preset {}'s local build of {} (`cyclix images build --preset {}`): the package is pinned by hash, the image only by its local tag",
                 p.name, p.package, p.name
             ));
+        } else if let Image::Build { reference, build } = image {
+            warnings.push(format!(
+                "{key}: `{reference}` is built from {} (context `{}`) at the base commit; its tag is the digest of its inputs",
+                build.containerfile, build.context
+            ));
         } else if let Image::UnpinnedLocal { reference } = image {
             warnings.push(format!(
                 "{key}: `{reference}` is NOT pinned by digest (unpinned_local_image: true); its content can change between runs"

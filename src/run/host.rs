@@ -335,6 +335,12 @@ impl RunPodman for RealRunHost {
             std::fs::read(&req.out).with_context(|| format!("reading {}", req.out.display()))?;
         Ok(super::import::files_in_diff(&bytes))
     }
+    fn build_image(
+        &self,
+        req: &crate::images::build::Request<'_>,
+    ) -> Result<crate::images::build::Built> {
+        crate::images::build::build(req, &mut |line| crate::stderrln!("{line}"))
+    }
     fn secret_create(&self, name: &str, value: &[u8], labels: &[(String, String)]) -> Result<()> {
         let l: Vec<(&str, &str)> = labels
             .iter()

@@ -173,6 +173,9 @@ pub fn execute(
                 .rev()
                 .find(|p| p.outcome != "ok")
                 .map(|p| p.name.clone());
+            if rec.failed_phase.as_deref() == Some("build") && rec.result == RunResult::Error {
+                rec.result = RunResult::SetupBroken; // the project's setup, not cyclix's
+            }
             if e.chain()
                 .any(|c| c.downcast_ref::<super::delivery::Refusal>().is_some())
             {
@@ -425,6 +428,10 @@ fn bring_up_and_run(
         })?;
     rec.delivery = delivery.as_ref().map(|d| d.record.clone());
     rec.base_commit.clone_from(&base);
+    // Images built from the project's files at the base commit: the rest of the run renders
+    // the spec that names them by their digest tags.
+    let built = super::build_phase::phase(r, inp, host, &base, rec)?;
+    let spec = built.as_ref().unwrap_or(spec);
     let up = bring_up_of(inp);
     let mut run_ctx = run_context(&up, octet, service_ports);
     run_ctx.setup_binds = setup_binds;

@@ -29,8 +29,10 @@ pub enum RunResult {
     /// diff) or refused (the remote branch moved: the lease); the commits stay on the local
     /// run branch and the record's `delivery` says why.
     DeliveryRefused,
-    /// The baseline (`baseline:`) failed in the fresh environment before the agent: the
-    /// project's setup is broken, not the agent's work; the agent never started (issue 15).
+    /// The baseline (`baseline:`) failed in the fresh environment before the agent, or an
+    /// image the spec builds from the project's files (`build:`) could not be built (phase
+    /// `build`): the project's setup is broken, not the agent's work; the agent never
+    /// started (issue 15).
     SetupBroken,
     /// A person stopped the run (SIGTERM or SIGINT: `cyclix stop`, `systemctl --user stop`,
     /// Ctrl-C) and its teardown and audit found nothing left (issue 19, item 6).
@@ -222,6 +224,24 @@ pub struct RunRecord {
     /// delivery is held for them unless `delivery.allow_setup_changes` (issue 15, item 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup_changes: Vec<String>,
+    /// The images the run built from the project's files (`build:`; issue 15), or found
+    /// built from the same inputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<BuiltImageRecord>,
+    /// A failed build's last lines of podman output (phase `build`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_log: Vec<String>,
+}
+
+/// One image of a run's `build` phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct BuiltImageRecord {
+    /// `agent`, `gate` or `service-NAME`.
+    pub role: String,
+    /// `localhost/cyclix-build-TENANT-ROLE:DIGEST`.
+    pub reference: String,
+    /// Whether it was built in this run (`false`: an image of the same inputs was there).
+    pub built: bool,
 }
 
 /// The import of a run's commits (`run::import`).
@@ -289,6 +309,8 @@ impl RunRecord {
             drill: None,
             model: None,
             baseline: None,
+            images: Vec::new(),
+            build_log: Vec::new(),
             setup_changes: Vec::new(),
         }
     }

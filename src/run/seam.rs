@@ -137,6 +137,16 @@ pub trait RunPodman {
     /// # Errors
     /// podman failed, the deadline or the cap passed.
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize>;
+    /// Builds the image of `req` from the repository's files at its base commit, or finds
+    /// the image of the same inputs ([`crate::images::build::build`]); its progress lines go
+    /// to stderr (the journal, for a run unit).
+    ///
+    /// # Errors
+    /// A refused input, a failed build ([`crate::images::build::BuildFailed`]), git or podman.
+    fn build_image(
+        &self,
+        req: &crate::images::build::Request<'_>,
+    ) -> Result<crate::images::build::Built>;
     /// Creates a podman secret; `value` travels on stdin only.
     ///
     /// # Errors

@@ -42,6 +42,8 @@ pub enum Kind {
     Map(&'static [Key]),
     /// A list of mappings, each with the keys of the given table.
     MapList(&'static [Key]),
+    /// A mapping of names the user chooses to one-line strings (`build.args`).
+    StrMap,
 }
 
 /// How a string field is meant to be written, for the fix in a type error.

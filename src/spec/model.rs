@@ -117,14 +117,58 @@ pub enum Image {
         /// The reference as written, always under `localhost/`.
         reference: String,
     },
+    /// Built from the project's setup files (`build:`, issue 15): `reference` is
+    /// `localhost/cyclix-build-TENANT-ROLE` in the spec and gets `:DIGEST` (the digest of
+    /// every input, `images::build`) once the run has built it. Never pulled.
+    Build {
+        /// The tag (without the digest until built).
+        reference: String,
+        /// What it is built from.
+        build: Box<Build>,
+    },
+}
+
+/// `build:` of `agent`, `gate` or a service: the image built from the repository's files at
+/// the run's base commit (never a work tree).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Build {
+    /// `agent`, `gate` or `service-NAME`: the tag's last part and the name in progress lines.
+    pub role: String,
+    /// The Containerfile, relative to the repository (`/`-separated, no `..`); empty with
+    /// `devcontainer` (its `build.dockerfile`, or its `image`, decides).
+    pub containerfile: String,
+    /// `devcontainer`: a `devcontainer.json`, relative to the repository, read at the base
+    /// commit (`images::build::devcontainer`); `context` and `args` then come from it.
+    pub devcontainer: Option<String>,
+    /// The context directory, relative to the repository (`.`: the top).
+    pub context: String,
+    /// `--build-arg NAME=VALUE`, sorted by name (public values: they are in the image's
+    /// history and in argv).
+    pub args: Vec<(String, String)>,
+    /// The hosts the build's proxy lets through (ports 80 and 443); empty: none.
+    pub egress: Vec<HostPattern>,
+    /// 1-based line of the `build:` mapping in the spec file.
+    #[serde(skip)]
+    pub line: usize,
 }
 
 impl Image {
+    /// The build, when the image is built from the repository.
+    #[must_use]
+    pub fn build(&self) -> Option<&Build> {
+        match self {
+            Image::Build { build, .. } => Some(build),
+            _ => None,
+        }
+    }
+
     /// The reference string handed to podman (`Image=`).
     #[must_use]
     pub fn reference(&self) -> &str {
         match self {
-            Image::Pinned { reference } | Image::UnpinnedLocal { reference } => reference,
+            Image::Pinned { reference }
+            | Image::UnpinnedLocal { reference }
+            | Image::Build { reference, .. } => reference,
         }
     }
 }

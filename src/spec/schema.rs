@@ -88,6 +88,7 @@ fn kind(k: Kind) -> Value {
         Kind::IntList => json!({ "type": "array", "items": { "type": "integer" } }),
         Kind::Map(keys) => mapping(keys),
         Kind::MapList(keys) => json!({ "type": "array", "items": mapping(keys) }),
+        Kind::StrMap => json!({ "type": "object", "additionalProperties": { "type": "string" } }),
     }
 }
 
@@ -97,7 +98,7 @@ mod tests {
 
     /// Walks every mapping of the schema with its key path.
     fn mappings<'a>(v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>) {
-        if v["type"] == "object" {
+        if v["type"] == "object" && v.get("properties").is_some() {
             out.push((path.to_owned(), v));
             for (k, p) in v["properties"].as_object().into_iter().flatten() {
                 let child = if path.is_empty() {

@@ -8,6 +8,7 @@
 pub(crate) mod agent;
 pub(crate) mod agent_preset;
 pub(crate) mod baseline;
+pub(crate) mod build;
 pub(crate) mod credentials;
 pub(crate) mod delivery;
 pub(crate) mod egress;

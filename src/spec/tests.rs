@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::{Diagnostic, Image, MAX_SPEC_BYTES, Spec, SpecContext, SpecError, parse};
 
+mod build;
 mod credentials;
 mod document;
 mod keys;

@@ -25,7 +25,7 @@ mod scalar;
 mod text;
 mod tree;
 
-pub(crate) use decode::{Decoder, Fields};
+pub(crate) use decode::{Decoder, Fields, StrMap};
 pub(crate) use text::check_text;
 pub(crate) use tree::Node;
 

@@ -49,8 +49,8 @@ pub struct ImageFact {
     pub present: Fact<bool>,
 }
 
-/// The images a run of `spec` needs: (role, reference, pinned). Only tier `container` runs
-/// containers (and its proxy).
+/// The images a run of `spec` needs: (role, reference, pinned); not those it builds from
+/// the project's files. Only tier `container` runs containers (and its proxy).
 #[must_use]
 pub fn needed_images(spec: &Spec) -> Vec<(String, String, bool)> {
     if crate::tier::floor(spec.tier, spec.legacy_worktree_isolation) != Tier::Container {
@@ -64,12 +64,18 @@ pub fn needed_images(spec: &Spec) -> Vec<(String, String, bool)> {
         )
     };
     let mut v = vec![
-        one("agent".into(), &spec.agent.image),
-        one("gate".into(), &spec.gate.image),
+        ("agent".to_string(), &spec.agent.image),
+        ("gate".to_string(), &spec.gate.image),
     ];
     for s in &spec.services {
-        v.push(one(format!("service {}", s.name), &s.image));
+        v.push((format!("service {}", s.name), &s.image));
     }
+    // An image built from the project's files (`build:`) is made by the run itself.
+    let mut v: Vec<(String, String, bool)> = v
+        .into_iter()
+        .filter(|(_, i)| i.build().is_none())
+        .map(|(role, i)| one(role, i))
+        .collect();
     v.push((
         "proxy".into(),
         crate::images::PROXY_IMAGE.to_string(),

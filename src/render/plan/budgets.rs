@@ -14,9 +14,10 @@ pub const START_TIMEOUT_LOCAL_S: u64 = 60;
 /// Start budget when a pinned image may have to be pulled first (`Pull=missing`, B06).
 pub const START_TIMEOUT_PULL_S: u64 = 600;
 
-/// Whether `image` is a local one, never pulled (`Pull=never`); a pinned one may be pulled.
+/// Whether `image` is a local one, never pulled (`Pull=never`): a local build or one built
+/// from the project's files; a pinned one may be pulled.
 pub(super) fn is_local(image: &Image) -> bool {
-    matches!(image, Image::UnpinnedLocal { .. })
+    matches!(image, Image::UnpinnedLocal { .. } | Image::Build { .. })
 }
 
 /// The start budget of a unit running `image`: longer when it may have to be pulled.

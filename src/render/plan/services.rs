@@ -79,6 +79,16 @@ pub(super) fn service_containers(
     let mut volumes = Vec::new();
     for (i, (s, p)) in spec.services.iter().zip(services).enumerate() {
         let mut c = service_container(spec, run, i, s, p);
+        if s.worktree {
+            // The project's app reaches the other services as the agent does (its database).
+            for o in services.iter().filter(|o| o.name != p.name) {
+                c.env.extend([
+                    (o.env_var.clone(), format!("{}:{}", o.host, o.port)),
+                    (format!("{}_PORT", o.env_var), o.port.to_string()),
+                    (format!("{}_DATABASE", o.env_var), o.database.clone()),
+                ]);
+            }
+        }
         if let (Some(target), Some(stem)) = (&s.data, &p.volume) {
             c.volumes.push(VolumeMount {
                 volume: volumes.len(),

@@ -232,6 +232,16 @@ impl RunPodman for FakeRunHost {
         std::fs::write(&req.out, b"")?;
         Ok(0)
     }
+    fn build_image(
+        &self,
+        req: &crate::images::build::Request<'_>,
+    ) -> Result<crate::images::build::Built> {
+        self.call("build_image", &req.build.role)?;
+        Ok(crate::images::build::Built {
+            reference: format!("{}:fake", req.repository),
+            built: true,
+        })
+    }
     fn secret_create(&self, name: &str, _value: &[u8], _labels: &[(String, String)]) -> Result<()> {
         self.call("secret_create", name)?;
         if let Ok(mut o) = self.objects.lock() {

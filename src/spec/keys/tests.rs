@@ -42,8 +42,11 @@ fn every_table_has_unique_documented_keys() {
             "delivery",
             "baseline",
             "notify",
+            "agent.build",
             "agent.resources",
             "agent.credentials",
+            "gate.build",
+            "services.build",
             "services.health",
         ]
     );

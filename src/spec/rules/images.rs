@@ -6,13 +6,33 @@ use crate::spec::located::Located;
 use crate::spec::yaml::{Decoder, Fields};
 use crate::spec::{Diagnostic, Image};
 
-/// `image`: the container image, pinned by digest.
-pub(crate) const IMAGE: Key = Key::required(
+/// `image`: the container image, pinned by digest; required unless the mapping has `build`
+/// ([`required`] says so, as the decoder does for a required key).
+pub(crate) const IMAGE_OR_BUILD: Key = Key::optional(
     "image",
     Kind::Str(StrKind::Line),
-    "container image, pinned by digest: REGISTRY/NAME@sha256:<64 hex>",
-    Some("`image: NAME@sha256:<64 hex>`"),
+    "container image, pinned by digest: REGISTRY/NAME@sha256:<64 hex> (or `build`)",
 );
+
+/// Whether `raw` has its `image`; if not, reports it missing in the mapping at `at` (with
+/// `build` as the other fix).
+pub(crate) fn required(
+    at: &crate::spec::located::Pos,
+    raw: &RawImage,
+    out: &mut Vec<Diagnostic>,
+) -> bool {
+    if raw.image.is_some() {
+        return true;
+    }
+    out.push(
+        Diagnostic {
+            path: format!("{}.image", at.path),
+            ..at.diag("missing required key `image`")
+        }
+        .hint("add `image: NAME@sha256:<64 hex>`, or `build: { containerfile: Containerfile }`"),
+    );
+    false
+}
 /// `unpinned_local_image`: the loud opt-out for a local build.
 pub(crate) const UNPINNED_LOCAL_IMAGE: Key = Key::optional(
     "unpinned_local_image",

@@ -35,6 +35,8 @@ pub(crate) struct RawAgent {
     pub(crate) credentials: Vec<super::credentials::RawCredential>,
     /// `agent.preset`, `agent.model`, `agent.max_turns`, `agent.api_host`.
     pub(crate) preset: super::agent_preset::RawPreset,
+    /// `agent.build`.
+    pub(crate) build: Option<super::build::RawBuild>,
 }
 
 /// `agent.resources:`.
@@ -56,6 +58,7 @@ pub(crate) const KEYS: &[Key] = &[
         "container image, pinned by digest: REGISTRY/NAME@sha256:<64 hex> (default: the preset's)",
     ),
     images::UNPINNED_LOCAL_IMAGE,
+    super::build::BUILD,
     Key::optional(
         "command",
         Kind::StrList,
@@ -126,6 +129,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawAgen
         resources: d.section(&f, "resources", decode_resources),
         credentials: d.list(&f, "credentials", super::credentials::decode),
         preset: super::agent_preset::RawPreset::decode(d, &f),
+        build: super::build::decode_in(d, &f),
     })
 }
 
@@ -145,6 +149,9 @@ fn decode_resources(d: &mut Decoder, node: &Node, path: &str) -> Option<RawResou
 pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent> {
     let preset = super::agent_preset::validate(a, out);
     let image = match (&a.image.image, &preset) {
+        _ if a.build.is_some() => {
+            super::build::image_or_build(&a.image, a.build.as_ref(), "agent", |_| None, out)
+        }
         (None, Ok(Some(p))) => Some(crate::spec::Image::UnpinnedLocal {
             reference: p.row.image.to_string(),
         }),

@@ -24,12 +24,15 @@ pub(crate) struct RawGate {
     pub(crate) quick: Option<Located<Vec<Located<String>>>>,
     /// `gate.timeout`.
     pub(crate) timeout: Option<Located<String>>,
+    /// `gate.build`.
+    pub(crate) build: Option<super::build::RawBuild>,
 }
 
 /// The keys of `gate:`.
 pub(crate) const KEYS: &[Key] = &[
-    images::IMAGE,
+    images::IMAGE_OR_BUILD,
     images::UNPINNED_LOCAL_IMAGE,
+    super::build::BUILD,
     argv::COMMAND,
     Key::optional(
         "quick",
@@ -52,12 +55,19 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawGate
         command: d.strings(&f, "command"),
         quick: d.strings(&f, "quick"),
         timeout: d.string(&f, "timeout"),
+        build: super::build::decode_in(d, &f),
     })
 }
 
 /// Validates `gate:`: image, argv, the optional quick argv and the timeout (default 10m).
 pub(crate) fn validate(g: &RawGate, out: &mut Vec<Diagnostic>) -> Option<Gate> {
-    let image = image(&g.image, out);
+    let image = super::build::image_or_build(
+        &g.image,
+        g.build.as_ref(),
+        "gate",
+        |out| images::required(&g.at, &g.image, out).then(|| image(&g.image, out))?,
+        out,
+    );
     let command = argv(g.command.as_ref(), true, out);
     let quick = match g.quick.as_ref() {
         None => Some(None),

@@ -56,6 +56,8 @@ pub(crate) struct RawService {
     pub(crate) health: Option<RawHealth>,
     /// `worktree` as written (`read_only`).
     pub(crate) worktree: Option<Located<String>>,
+    /// `build`.
+    pub(crate) build: Option<super::build::RawBuild>,
 }
 
 /// `services[i].health:`.
@@ -83,8 +85,9 @@ pub(crate) const KEYS: &[Key] = &[
         "the service's name (a-z, 0-9, `-`), its host name in the pod",
         None,
     ),
-    images::IMAGE,
+    images::IMAGE_OR_BUILD,
     images::UNPINNED_LOCAL_IMAGE,
+    super::build::BUILD,
     Key::optional(
         "command",
         Kind::StrList,
@@ -159,6 +162,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawServ
         data: d.string(&f, "data"),
         health: d.section(&f, "health", decode_health),
         worktree: d.string(&f, "worktree"),
+        build: super::build::decode_in(d, &f),
     })
 }
 
@@ -203,7 +207,17 @@ pub(crate) fn validate(raw: &[RawService], out: &mut Vec<Diagnostic>) -> Option<
             names.insert(n.value.clone(), n.line);
             Some(n.value.clone())
         });
-        let image = image(&s.image, out);
+        let role = format!(
+            "service-{}",
+            s.name.as_ref().map_or("", |n| n.value.as_str())
+        );
+        let image = super::build::image_or_build(
+            &s.image,
+            s.build.as_ref(),
+            &role,
+            |out| images::required(&s.at, &s.image, out).then(|| image(&s.image, out))?,
+            out,
+        );
         let command = argv(s.command.as_ref(), false, out);
         let env = env_list(s.env.as_ref(), out).filter(|_| not_reserved(s.env.as_ref(), out));
         let port = match s.port.as_ref() {

@@ -228,7 +228,7 @@ pub(crate) fn validate(
     if out.len() != before {
         return None;
     }
-    Some(Spec {
+    let mut spec = Spec {
         tenant: tenant?,
         repo: repo?,
         tier: tier?,
@@ -244,7 +244,9 @@ pub(crate) fn validate(
         setup: setup?,
         baseline: baseline?,
         notify: notify?,
-    })
+    };
+    super::build::name_builds(&mut spec);
+    Some(spec)
 }
 
 /// Credentials are added by the egress proxy: a tier without one (`direct`, `worktree`: the

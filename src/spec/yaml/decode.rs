@@ -15,6 +15,9 @@ use crate::spec::keys::{Key, Kind, StrKind, names};
 use crate::spec::located::{Located, Pos};
 use crate::spec::suggest::nearest;
 
+/// The entries of a `Kind::StrMap` value: (name, value) in the order written.
+pub(crate) type StrMap = Vec<(Located<String>, Located<String>)>;
+
 /// The entries of one mapping, by schema key.
 pub(crate) struct Fields<'a> {
     at: &'a Node,
@@ -283,6 +286,48 @@ impl Decoder {
             .enumerate()
             .filter_map(|(i, n)| item(self, n, &format!("{path}[{i}]")))
             .collect()
+    }
+
+    /// A mapping of free names to strings (`Kind::StrMap`): each key a string scalar written
+    /// once, each value a one-line string; the entries in the order written.
+    pub(crate) fn string_map(&mut self, f: &Fields<'_>, name: &str) -> Option<Located<StrMap>> {
+        let (key, node) = self.get(f, name)?;
+        debug_assert_eq!(key.kind, Kind::StrMap, "`{name}` is not a string map key");
+        let path = child(&f.path, key.name);
+        let Value::Map(entries) = &node.value else {
+            self.out.push(
+                node.diag(&path, format!("expected a mapping, found {}", node.kind()))
+                    .hint("write `NAME: value` lines, e.g. `{ NODE_ENV: production }`"),
+            );
+            return None;
+        };
+        let before = self.out.len();
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut values = Vec::new();
+        for (k, v) in entries {
+            let Some(kname) = self.string_at(k, &path, StrKind::Line) else {
+                continue;
+            };
+            let vpath = child(&path, &kname.value);
+            if let Some(first) = seen.get(&kname.value) {
+                self.out.push(
+                    k.diag(
+                        &vpath,
+                        format!(
+                            "duplicate key `{}` (first defined at line {first})",
+                            kname.value
+                        ),
+                    )
+                    .hint("remove one of them: YAML keys must be unique"),
+                );
+                continue;
+            }
+            seen.insert(kname.value.clone(), k.line);
+            if let Some(value) = self.string_at(v, &vpath, StrKind::Line) {
+                values.push((kname, value));
+            }
+        }
+        (self.out.len() == before).then(|| node.located(&path, values))
     }
 
     /// A plain decimal number (integer or, with `fraction`, `1.5`) as written.

@@ -44,6 +44,10 @@ pub struct Tenant {
     preset: Option<String>,
     /// Whether the agent keeps its `image` and `command` keys under a preset.
     preset_override: bool,
+    /// `agent.build`, a YAML flow mapping, instead of the agent's `image` (issue 15).
+    agent_build: Option<String>,
+    /// `gate.build`, likewise.
+    gate_build: Option<String>,
 }
 
 impl Tenant {
@@ -65,7 +69,21 @@ impl Tenant {
             files: Vec::new(),
             preset: None,
             preset_override: false,
+            agent_build: None,
+            gate_build: None,
         }
+    }
+
+    /// `gate.build: BUILD` (a YAML flow mapping) instead of the gate's `image`.
+    pub fn gate_build(mut self, build: &str) -> Self {
+        self.gate_build = Some(build.to_string());
+        self
+    }
+
+    /// `agent.build: BUILD` (a YAML flow mapping) instead of the agent's `image`.
+    pub fn agent_build(mut self, build: &str) -> Self {
+        self.agent_build = Some(build.to_string());
+        self
     }
 
     /// `agent.preset: NAME`: the preset supplies the agent's image and command.
@@ -191,7 +209,9 @@ impl Tenant {
         if let Some(p) = &self.preset {
             s.push_str(&format!("  preset: {p}\n"));
         }
-        if self.preset.is_none() || self.preset_override {
+        if let Some(b) = &self.agent_build {
+            s.push_str(&format!("  build: {b}\n  command: {}\n", self.agent_cmd));
+        } else if self.preset.is_none() || self.preset_override {
             s.push_str(&format!(
                 "  image: {image}\n{unpinned}  command: {}\n",
                 self.agent_cmd
@@ -201,10 +221,16 @@ impl Tenant {
             s.push_str(&format!("  {line}\n"));
         }
         s.push_str(&timeout("2m"));
-        s.push_str(&format!(
-            "gate:\n  image: {image}\n{unpinned}  command: {}\n",
-            self.gate_cmd
-        ));
+        match &self.gate_build {
+            Some(b) => s.push_str(&format!(
+                "gate:\n  build: {b}\n  command: {}\n",
+                self.gate_cmd
+            )),
+            None => s.push_str(&format!(
+                "gate:\n  image: {image}\n{unpinned}  command: {}\n",
+                self.gate_cmd
+            )),
+        }
         if let Some(quick) = &self.gate_quick {
             s.push_str(&format!("  quick: {quick}\n"));
         }

@@ -1,0 +1,376 @@
+//! Images built from a project's own setup files (`agent.build`, `gate.build`,
+//! `services[].build`; issue 15, item 1).
+//!
+//! What goes in is read from the run's base commit in the user's repository, never from a
+//! work tree: the Containerfile's blob and the context's tree (`git archive` into a fresh
+//! directory). The image is tagged `localhost/cyclix-build-TENANT-ROLE:DIGEST`, where DIGEST
+//! covers every input ([`inputs_digest`]: the Containerfile's and the context's object ids,
+//! the build args, the ids of the local base images, the pinned references, the build's
+//! allowlist), so unchanged inputs reuse the image and a changed one builds a new one.
+//!
+//! The build's `RUN` steps have one network: an internal one (no route out) whose only other
+//! member is a squid proxy rendered like a run's (`render::proxy::squid_conf`) with
+//! `build.egress` as its allowlist (ports 80 and 443), reached through the `http_proxy` /
+//! `https_proxy` build args. Base images must be local or pinned by digest and `ADD <url>` is
+//! refused ([`containerfile::bases`]): those fetches would happen outside the proxy. Whatever
+//! the outcome, the proxy, both networks and the context directory are removed; podman builds
+//! with `--layers=false --force-rm`, so a failed build leaves no image.
+
+pub mod containerfile;
+pub mod devcontainer;
+mod inputs;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use sha2::Digest as _;
+
+use crate::git::Git;
+use crate::naming::{RunNames, label};
+use crate::podman::{BuildCall, Podman};
+use crate::spec::{Build, Egress};
+
+/// The label on a built image holding the full digest of its inputs.
+pub const INPUTS_LABEL: &str = "io.cyclix.build.inputs";
+
+/// Deadline of one image build.
+pub const BUILD_DEADLINE: Duration = Duration::from_secs(1800);
+
+/// How long the build's proxy may take to listen.
+const PROXY_READY: Duration = Duration::from_secs(30);
+
+/// The most bytes of a Containerfile cyclix reads (1 MiB).
+const MAX_CONTAINERFILE: u64 = 1024 * 1024;
+
+/// The largest build context, as a tar archive (4 GiB).
+const MAX_CONTEXT: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Lines of podman's output kept for the record of a failed build.
+pub const TAIL_LINES: usize = 40;
+
+/// The port the build's proxy listens on.
+const PROXY_PORT: u16 = 3128;
+
+/// One image to build.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The tenant (the image's name and labels).
+    pub tenant: &'a str,
+    /// The user's repository.
+    pub repo: &'a Path,
+    /// The commit whose files are built (the run's base).
+    pub base: &'a str,
+    /// What to build.
+    pub build: &'a Build,
+    /// The tag without its digest (`localhost/cyclix-build-TENANT-ROLE`).
+    pub repository: &'a str,
+    /// The id the build's objects are named and labelled with (`cyclix-ID-build…`,
+    /// `io.cyclix.run=ID`): the run's id, so its teardown sweeps them too.
+    pub id: &'a str,
+}
+
+/// A built (or reused) image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// `REPOSITORY:DIGEST`.
+    pub reference: String,
+    /// Whether it was built now (`false`: the image of these inputs was there).
+    pub built: bool,
+}
+
+/// Why a build failed, with podman's last lines (for the run record).
+#[derive(Debug, thiserror::Error)]
+#[error("building {role} image {tag} from {containerfile} failed; podman's last lines:\n{}", tail.join("\n"))]
+pub struct BuildFailed {
+    /// The build's role.
+    pub role: String,
+    /// The tag it would have had.
+    pub tag: String,
+    /// The Containerfile, repository-relative.
+    pub containerfile: String,
+    /// podman's last output lines.
+    pub tail: Vec<String>,
+}
+
+/// The sha256 (hex) of a build's inputs, each on its own line.
+#[must_use]
+pub fn inputs_digest(parts: &[String]) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(b"cyclix-build-v1\n");
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().iter().fold(String::new(), |mut s, b| {
+        use std::fmt::Write as _;
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Builds `req` unless an image of the same inputs exists; `progress` gets every line of
+/// podman's output as it comes and cyclix's own steps.
+///
+/// # Errors
+/// An input error naming the spec's key or the Containerfile's line and the fix (a missing
+/// file, a base that is neither local nor pinned, `ADD <url>`); [`BuildFailed`] with podman's
+/// last lines; git or podman failures.
+#[allow(clippy::too_many_lines)] // one build, step by step
+pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built> {
+    let b = req.build;
+    let git = Git::new(req.repo);
+    let scratch = tempfile::tempdir().context("creating a build directory")?;
+    let inputs::Inputs {
+        file,
+        text,
+        context_id,
+        args: build_args,
+        mut parts,
+    } = inputs::read(&git, req, scratch.path())?;
+    let bases = containerfile::bases(&text, &file, &build_args)
+        .map_err(|e| crate::exit::input(format!("{} build: {e}", b.role)))?;
+    let podman = Podman::new();
+    for base in &bases {
+        if base.pinned {
+            parts.push(format!("base {}", base.reference));
+            continue;
+        }
+        if !podman.image_exists(&base.reference)? {
+            return Err(crate::exit::input(format!(
+                "{} build: {}:{}: `{}` is neither in podman's local storage nor pinned by digest; a pull would happen outside the build's proxy: refused; fix: pin it (`{}@sha256:<64 hex>`, `podman image inspect --format '{{{{.Digest}}}}'`) or make it local first (`podman pull`, `podman load`)",
+                b.role, file, base.line, base.reference, base.reference
+            )));
+        }
+        let id = podman.image_id(&base.reference)?;
+        parts.push(format!("base {} {id}", base.reference));
+    }
+    parts.extend(b.egress.iter().map(|h| format!("egress {h:?}")));
+    let digest = inputs_digest(&parts);
+    let tag = format!("{}:{}", req.repository, digest.get(..32).unwrap_or(&digest));
+    if podman.image_exists(&tag)? {
+        progress(&format!(
+            "{} image {tag} is up to date (inputs unchanged)",
+            b.role
+        ));
+        return Ok(Built {
+            reference: tag,
+            built: false,
+        });
+    }
+    progress(&format!(
+        "building {} image {tag} from {} at {}",
+        b.role,
+        file,
+        short(req.base)
+    ));
+    let archive = scratch.path().join("context.tar");
+    git.archive_tree(&context_id, &archive, MAX_CONTEXT)?;
+    let ctx_dir = scratch.path().join("context");
+    std::fs::create_dir(&ctx_dir).context("creating the build context")?;
+    let tarball = std::fs::File::open(&archive).context("opening the context archive")?;
+    tar::Archive::new(tarball)
+        .unpack(&ctx_dir)
+        .context("unpacking the build context")?;
+    std::fs::remove_file(&archive).context("removing the context archive")?;
+    let cf = scratch.path().join("Containerfile");
+    std::fs::write(&cf, &text).context("writing the Containerfile")?;
+    let net = Net::new(req.id);
+    let result = net.up(&podman, req, scratch.path()).and_then(|proxy| {
+        let ns = net.holder_ns(&podman)?;
+        let url = format!("http://{proxy}:{PROXY_PORT}");
+        let mut args = build_args.clone();
+        for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+            args.push((k.to_string(), url.clone()));
+        }
+        let labels = [(INPUTS_LABEL, digest.as_str()), (label::TENANT, req.tenant)];
+        let call = BuildCall {
+            tag: &tag,
+            containerfile: &cf,
+            context: &ctx_dir,
+            network: &ns,
+            args: &args,
+            labels: &labels,
+            deadline: BUILD_DEADLINE,
+        };
+        let role = b.role.clone();
+        let (ok, tail) = podman.build_streamed(&call, TAIL_LINES, &mut |l| {
+            progress(&format!("[build {role}] {l}"));
+        })?;
+        if ok {
+            Ok(())
+        } else {
+            Err(BuildFailed {
+                role: b.role.clone(),
+                tag: tag.clone(),
+                containerfile: file.clone(),
+                tail,
+            }
+            .into())
+        }
+    });
+    let down = net.down(&podman);
+    if result.is_err() {
+        // `--layers=false`: nothing of a failed build is committed; this is for a build that
+        // was killed between its commit and its tag.
+        let _ = podman.image_remove(&tag);
+    }
+    result?;
+    down?;
+    Ok(Built {
+        reference: tag,
+        built: true,
+    })
+}
+
+/// The build's networks, proxy and network holder, by name.
+struct Net {
+    internal: String,
+    egress: String,
+    proxy: String,
+    holder: String,
+    id: String,
+}
+
+impl Net {
+    fn new(id: &str) -> Self {
+        let n = RunNames::new(id);
+        Net {
+            internal: n.role("build"),
+            egress: n.role("build-egress"),
+            proxy: n.role("build-proxy"),
+            holder: n.role("build-net"),
+            id: id.to_string(),
+        }
+    }
+
+    /// Creates both networks and starts the proxy; its address on the internal network.
+    fn up(&self, podman: &Podman, req: &Request<'_>, dir: &Path) -> Result<String> {
+        let labels = [
+            (label::TENANT, req.tenant),
+            (label::RUN, self.id.as_str()),
+            (label::ROLE, "build"),
+        ];
+        podman.network_create(&self.internal, true, &labels)?;
+        podman.network_create(&self.egress, false, &labels)?;
+        let subnet = podman.network_subnet(&self.internal)?;
+        let egress = Egress {
+            allow: req.build.egress.clone(),
+            ports: vec![80, 443],
+            report_only: false,
+            ca_certs: Vec::new(),
+        };
+        let conf = crate::render::proxy::squid_conf(&crate::render::proxy::ProxyPlan {
+            egress: &egress,
+            agent_subnet: &subnet,
+            listen_port: PROXY_PORT,
+            credentials: &[],
+            placeholders: &[],
+            ca_files: 0,
+        });
+        let conf_path = dir.join("squid.conf");
+        std::fs::write(&conf_path, conf).context("writing the build proxy's squid.conf")?;
+        std::fs::set_permissions(
+            &conf_path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )?;
+        let volume = format!(
+            "{}:{}:ro",
+            conf_path.display(),
+            crate::render::plan::PROXY_CONF_PATH
+        );
+        let nets = [
+            format!("--network={}", self.internal),
+            format!("--network={}", self.egress),
+        ];
+        podman.run_detached(
+            &self.proxy,
+            &labels,
+            &[
+                &nets[0],
+                &nets[1],
+                "--read-only",
+                "--cap-drop=ALL",
+                "--security-opt=no-new-privileges",
+                "--pull=never",
+                "-v",
+                &volume,
+            ],
+            crate::images::PROXY_IMAGE,
+            &[],
+        )?;
+        // The holder of the steps' namespace: on the internal network only, doing nothing.
+        podman.run_detached(
+            &self.holder,
+            &labels,
+            &[
+                &nets[0],
+                "--read-only",
+                "--cap-drop=ALL",
+                "--security-opt=no-new-privileges",
+                "--pull=never",
+                "--entrypoint=/bin/sleep",
+            ],
+            crate::images::PROXY_IMAGE,
+            &["infinity"],
+        )?;
+        let ip = podman.container_ip(&self.proxy, &self.internal)?;
+        let start = Instant::now();
+        loop {
+            let log = podman.logs(&self.proxy)?;
+            if log.contains("Accepting") {
+                return Ok(ip);
+            }
+            if start.elapsed() > PROXY_READY {
+                anyhow::bail!(
+                    "the build's proxy {} did not listen within {} s; its log:\n{}",
+                    self.proxy,
+                    PROXY_READY.as_secs(),
+                    log.lines().rev().take(10).collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `ns:/proc/PID/ns/net` of the holder.
+    fn holder_ns(&self, podman: &Podman) -> Result<String> {
+        Ok(format!(
+            "ns:/proc/{}/ns/net",
+            podman.container_pid(&self.holder)?
+        ))
+    }
+
+    /// Removes the proxy, the holder and both networks (each step tried; the first error
+    /// returned).
+    fn down(&self, podman: &Podman) -> Result<()> {
+        let a = podman.rm_force(&self.proxy);
+        let b = podman.rm_force(&self.holder);
+        let c = podman.rm_networks(&[self.internal.clone(), self.egress.clone()]);
+        a?;
+        b?;
+        c?;
+        Ok(())
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_changes_with_any_input_and_only_then() {
+        let a = vec!["containerfile C 1".to_string(), "arg A=1".to_string()];
+        let mut b = a.clone();
+        assert_eq!(inputs_digest(&a), inputs_digest(&b));
+        b.push("arg B=2".into());
+        assert_ne!(inputs_digest(&a), inputs_digest(&b));
+        let c = vec!["containerfile C 2".to_string(), "arg A=1".to_string()];
+        assert_ne!(inputs_digest(&a), inputs_digest(&c));
+        assert_eq!(inputs_digest(&a).len(), 64);
+    }
+}

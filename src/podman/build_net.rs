@@ -1,0 +1,258 @@
+//! What an image build from a project's files needs of podman (issue 15, item 1): its two
+//! networks, the proxy container between them, and the build itself with its output shown as
+//! it comes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{HINT, PODMAN_QUERY_DEADLINE, Podman, PodmanError, Result, check_name};
+use crate::process::{self, ProcessError};
+
+/// What [`Podman::build_streamed`] builds.
+#[derive(Debug, Clone)]
+pub struct BuildCall<'a> {
+    /// The tag.
+    pub tag: &'a str,
+    /// The Containerfile.
+    pub containerfile: &'a Path,
+    /// The context directory.
+    pub context: &'a Path,
+    /// The network of its `RUN` steps (`--network VALUE`: `ns:/proc/PID/ns/net`, the
+    /// namespace of a container on the build's internal network; rootless buildah cannot
+    /// attach a `RUN` step to a named network itself: "cannot use networks as rootless").
+    pub network: &'a str,
+    /// `--build-arg NAME=VALUE` (public values).
+    pub args: &'a [(String, String)],
+    /// `--label KEY=VALUE`.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// Bounds the whole build.
+    pub deadline: Duration,
+}
+
+impl Podman {
+    /// Creates network `name` with `labels`, `--internal` when `internal`
+    /// (`podman network create [--internal] --label K=V… -- NAME`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::BadName`].
+    pub fn network_create(
+        &self,
+        name: &str,
+        internal: bool,
+        labels: &[(&str, &str)],
+    ) -> Result<()> {
+        if internal {
+            return self.network_create_internal(name, labels);
+        }
+        check_name("network name", name)?;
+        let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut args: Vec<&str> = vec!["network", "create"];
+        for l in &label_args {
+            args.extend(["--label", l]);
+        }
+        args.extend(["--", name]);
+        self.run(&args, None, PODMAN_QUERY_DEADLINE, || {
+            format!("creating network {name}")
+        })?;
+        Ok(())
+    }
+
+    /// Starts the detached container `name` of `image` with `run_args` and `labels`
+    /// (`podman run -d --name NAME --label K=V… RUN_ARGS… -- IMAGE COMMAND…`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::BadName`].
+    pub fn run_detached(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        run_args: &[&str],
+        image: &str,
+        command: &[&str],
+    ) -> Result<()> {
+        check_name("container", name)?;
+        check_name("image reference", image)?;
+        let label_args: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut cmd: Vec<&str> = vec!["run", "-d", "--name", name];
+        for l in &label_args {
+            cmd.extend(["--label", l]);
+        }
+        cmd.extend(run_args);
+        cmd.extend(["--", image]);
+        cmd.extend(command);
+        self.run(&cmd, None, PODMAN_QUERY_DEADLINE, || {
+            format!("starting container {name} of {image}")
+        })?;
+        Ok(())
+    }
+
+    /// The IPv4 address of container `name` on network `network`.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`] (not attached).
+    pub fn container_ip(&self, name: &str, network: &str) -> Result<String> {
+        check_name("container", name)?;
+        let format = format!("{{{{(index .NetworkSettings.Networks {network:?}).IPAddress}}}}");
+        let action = || format!("reading the address of {name} on {network}");
+        let out = self.run(
+            &[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                &format,
+                "--",
+                name,
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        let ip = out.stdout.trim();
+        if ip.is_empty() || ip.parse::<std::net::Ipv4Addr>().is_err() {
+            return Err(PodmanError::Output {
+                action: action(),
+                detail: format!("not an IPv4 address: {ip:?}"),
+            });
+        }
+        Ok(ip.to_string())
+    }
+
+    /// The first subnet of network `name` in CIDR form.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn network_subnet(&self, name: &str) -> Result<String> {
+        check_name("network", name)?;
+        let action = || format!("reading the subnet of network {name}");
+        let out = self.run(
+            &[
+                "network",
+                "inspect",
+                "--format",
+                "{{range .Subnets}}{{.Subnet}} {{end}}",
+                "--",
+                name,
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        out.stdout
+            .split_whitespace()
+            .find(|s| s.contains('.'))
+            .map(str::to_string)
+            .ok_or_else(|| PodmanError::Output {
+                action: action(),
+                detail: format!("no IPv4 subnet in {:?}", out.stdout.trim()),
+            })
+    }
+
+    /// The host pid of container `name`'s first process (`.State.Pid`; 0 when not running).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn container_pid(&self, name: &str) -> Result<u32> {
+        check_name("container", name)?;
+        let action = || format!("reading the pid of {name}");
+        let out = self.run(
+            &[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "{{.State.Pid}}",
+                "--",
+                name,
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        match out.stdout.trim().parse::<u32>() {
+            Ok(p) if p > 0 => Ok(p),
+            _ => Err(PodmanError::Output {
+                action: action(),
+                detail: format!("not a running pid: {:?}", out.stdout.trim()),
+            }),
+        }
+    }
+
+    /// What container `name` has logged so far (stdout and stderr).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn logs(&self, name: &str) -> Result<String> {
+        check_name("container", name)?;
+        let out = self.run(&["logs", "--", name], None, PODMAN_QUERY_DEADLINE, || {
+            format!("reading the log of {name}")
+        })?;
+        Ok(format!("{}{}", out.stdout, out.stderr))
+    }
+
+    /// Removes image `reference` if it exists (`podman image rm --force --ignore`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn image_remove(&self, reference: &str) -> Result<()> {
+        check_name("image reference", reference)?;
+        self.run(
+            &["image", "rm", "--force", "--ignore", "--", reference],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("removing image {reference}"),
+        )?;
+        Ok(())
+    }
+
+    /// Builds `call` (`podman build --network NET --layers=false --force-rm --pull=missing
+    /// --tag TAG --file FILE --build-arg …  --label … -- CONTEXT`), handing each line of
+    /// podman's output to `on_line` as it comes; returns the last `keep` lines, and whether
+    /// it succeeded. `--layers=false` and `--force-rm`: a failed build leaves no intermediate
+    /// image or container behind.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman cannot start or runs past the deadline.
+    pub fn build_streamed(
+        &self,
+        call: &BuildCall<'_>,
+        keep: usize,
+        on_line: &mut dyn FnMut(&str),
+    ) -> Result<(bool, Vec<String>)> {
+        check_name("image tag", call.tag)?;
+        check_name("network", call.network)?;
+        let file = call.containerfile.to_string_lossy();
+        let context = call.context.to_string_lossy();
+        let net = format!("--network={}", call.network);
+        let pairs: Vec<String> = call.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let labels: Vec<String> = call
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut argv: Vec<&str> = vec![
+            "build",
+            &net,
+            "--layers=false",
+            "--force-rm",
+            "--pull=missing",
+            "--tag",
+            call.tag,
+            "--file",
+            &file,
+        ];
+        for p in &pairs {
+            argv.extend(["--build-arg", p.as_str()]);
+        }
+        for l in &labels {
+            argv.extend(["--label", l.as_str()]);
+        }
+        argv.extend(["--", &context]);
+        let out = process::run_streaming(&self.bin, &argv, &[], call.deadline, HINT, keep, on_line)
+            .map_err(|source: ProcessError| PodmanError::Command {
+                action: format!("building image {}", call.tag),
+                source,
+            })?;
+        Ok((out.status.success(), out.tail))
+    }
+}

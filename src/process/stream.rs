@@ -1,0 +1,176 @@
+//! Running a child whose output is shown as it comes (a long `podman build`): every line of
+//! its stdout and stderr goes to a callback as soon as it is written, and the last lines are
+//! kept for the error.
+
+use std::io::BufRead as _;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{ProcessError, show};
+
+/// How a streamed child ended.
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// The last lines of its stdout and stderr, interleaved as they came (at most the
+    /// `keep` of [`run_streaming`]).
+    pub tail: Vec<String>,
+}
+
+/// Runs `program args…` (stdin `/dev/null`, `env` set as [`super::Opts::env`] is) for at most
+/// `deadline`, handing every output line (lossy UTF-8, without its newline) to `on_line` as it
+/// comes, and keeps the last `keep` lines.
+///
+/// # Errors
+/// [`ProcessError::Spawn`], [`ProcessError::Deadline`] (the child is killed).
+pub fn run_streaming(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, Option<&str>)],
+    deadline: Duration,
+    hint: &str,
+    keep: usize,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<Streamed, ProcessError> {
+    let shown = show(program, args);
+    tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running (streamed)");
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
+        argv: shown.clone(),
+        source,
+        hint: hint.to_string(),
+    })?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || forward(out, &tx)));
+    }
+    if let Some(err) = child.stderr.take() {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || forward(err, &tx)));
+    }
+    drop(tx);
+    let start = Instant::now();
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    loop {
+        let left = deadline.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ProcessError::Deadline {
+                argv: shown,
+                after_ms: deadline.as_millis(),
+            });
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok(line) => {
+                on_line(&line);
+                tail.push_back(line);
+                while tail.len() > keep {
+                    tail.pop_front();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // Both pipes are closed: the child has exited or is about to.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ProcessError::Deadline {
+                    argv: shown,
+                    after_ms: deadline.as_millis(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(source) => {
+                return Err(ProcessError::Spawn {
+                    argv: shown,
+                    source,
+                    hint: hint.to_string(),
+                });
+            }
+        }
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    Ok(Streamed {
+        status,
+        tail: tail.into_iter().collect(),
+    })
+}
+
+/// Sends each line of `from` to `tx` until EOF.
+fn forward(from: impl std::io::Read, tx: &mpsc::Sender<String>) {
+    let mut r = std::io::BufReader::new(from);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end_matches(['\n', '\r']).to_string();
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_come_as_written_and_the_tail_is_kept() {
+        let mut seen = Vec::new();
+        let out = run_streaming(
+            "sh",
+            &["-c", "echo one; echo two >&2; echo three; exit 3"],
+            &[],
+            Duration::from_secs(10),
+            "",
+            2,
+            &mut |l| seen.push(l.to_string()),
+        )
+        .expect("runs");
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(out.tail.len(), 2);
+    }
+
+    #[test]
+    fn a_child_past_its_deadline_is_killed() {
+        let e = run_streaming(
+            "sh",
+            &["-c", "sleep 5"],
+            &[],
+            Duration::from_millis(200),
+            "",
+            5,
+            &mut |_| {},
+        )
+        .expect_err("deadline");
+        assert!(matches!(e, ProcessError::Deadline { .. }), "{e}");
+    }
+}
