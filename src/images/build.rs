@@ -267,6 +267,8 @@ impl Net {
             credentials: &[],
             placeholders: &[],
             ca_files: 0,
+            // Its log is podman's build output, never read as a run's decisions.
+            log_key: crate::render::plan::PREVIEW_LOG_KEY,
         });
         let conf_path = dir.join("squid.conf");
         std::fs::write(&conf_path, conf).context("writing the build proxy's squid.conf")?;
