@@ -320,15 +320,7 @@ pub(crate) fn run_inputs(
     let secrets = secret_values(&spec, tenant, &file_vars)?;
     // Refused before anything exists: a value the proxy's header line cannot carry.
     crate::run::phases::prepare::credential_include(&spec, &secrets)?;
-    let placeholders = spec
-        .agent
-        .credentials
-        .iter()
-        .map(|c| {
-            random_hex16()
-                .map(|h| crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &h))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let placeholders = random_placeholders(&spec)?;
     let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
     let mut watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
     watched.extend(crate::run::boundary::credential_watch(
@@ -438,6 +430,21 @@ fn secret_values(
         secrets.push((c.env.clone(), v));
     }
     Ok(secrets)
+}
+
+/// A run's credential placeholders, one per `agent.credentials` entry, random per run.
+///
+/// # Errors
+/// `/dev/urandom` cannot be read.
+pub(crate) fn random_placeholders(spec: &Spec) -> Result<Vec<String>> {
+    spec.agent
+        .credentials
+        .iter()
+        .map(|c| {
+            random_hex16()
+                .map(|h| crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &h))
+        })
+        .collect()
 }
 
 /// 16 random bytes from the kernel (`/dev/urandom`) as 32 lowercase hex digits: a

@@ -42,6 +42,7 @@ mod e2e_units;
 mod e2e_watch;
 mod field_reports;
 mod golden;
+mod kube;
 mod podman_adapter;
 mod preset_wrappers;
 mod testbed_selftest;

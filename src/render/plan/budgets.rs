@@ -15,7 +15,7 @@ pub const START_TIMEOUT_LOCAL_S: u64 = 60;
 pub const START_TIMEOUT_PULL_S: u64 = 600;
 
 /// Whether `image` is a local one, never pulled (`Pull=never`); a pinned one may be pulled.
-pub(super) fn is_local(image: &Image) -> bool {
+pub(crate) fn is_local(image: &Image) -> bool {
     matches!(image, Image::UnpinnedLocal { .. })
 }
 
