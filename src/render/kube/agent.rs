@@ -24,9 +24,11 @@ pub const BUNDLE_KEY: &str = "repo.bundle";
 /// Where the bundle appears in the clone step.
 pub const BUNDLE_DIR: &str = "/cyclix/repo";
 
-/// The sub-directory of the work volume holding the repository (the volume's root may hold
-/// a file system's `lost+found`).
-pub const WORK_SUBPATH: &str = "repo";
+/// The clone step: `git init` (which, unlike `git clone`, works in a volume whose root holds a
+/// file system's `lost+found`), fetch the run branch from the bundle, check it out. The branch
+/// is `$1` of this fixed script, never part of its text. No `subPath` on the work volume:
+/// `podman kube play` resolves every mount when it creates the Pod, before any init step ran.
+pub const CLONE_SCRIPT: &str = "set -e; git init -q /work; git -C /work fetch -q /cyclix/repo/repo.bundle \"$1:$1\"; git -C /work checkout -q \"$1\"";
 
 /// What `agent-wait --probe` replaces in a probe context's `no_proxy_allowed` with the proxy
 /// Service's address (known only in the Pod).
@@ -192,16 +194,13 @@ fn clone_step(plan: &RunPlan, opts: &KubeOptions) -> Value {
         "name": "repo",
         "image": opts.runner_image,
         "imagePullPolicy": "IfNotPresent",
-        "command": [
-            "git", "clone", "--quiet", "--branch", crate::naming::branch(&plan.tenant, &plan.run_id),
-            "--", format!("{BUNDLE_DIR}/{BUNDLE_KEY}"), WORKDIR,
-        ],
+        "command": ["sh", "-c", CLONE_SCRIPT, "clone", crate::naming::branch(&plan.tenant, &plan.run_id)],
         "env": [{ "name": "HOME", "value": "/tmp" }],
         "securityContext": container_security(),
         "volumeMounts": [
             { "name": "bundle", "mountPath": BUNDLE_DIR, "readOnly": true },
-            { "name": "work", "mountPath": WORKDIR, "subPath": WORK_SUBPATH },
-            { "name": "tmp", "mountPath": "/tmp" },
+            { "name": "work", "mountPath": WORKDIR },
+            { "name": "tmp-repo", "mountPath": "/tmp" },
         ],
     })
 }
@@ -217,13 +216,12 @@ fn sidecar(
 ) -> Value {
     let mut env = shared::env(plan, names, &c.env);
     env.extend(shared::secret_env(names, &c.secrets));
-    let mut mounts =
-        vec![json!({ "name": "tmp", "mountPath": "/tmp", "subPath": format!("svc-{}", s.name) })];
+    let mut mounts = vec![json!({ "name": format!("tmp-svc-{}", s.name), "mountPath": "/tmp" })];
     if let Some(target) = c.volumes.first().map(|v| v.target.clone()) {
         mounts.push(json!({ "name": format!("svc-{}-data", s.name), "mountPath": target }));
     }
     if s.worktree {
-        mounts.push(json!({ "name": "work", "mountPath": WORKDIR, "subPath": WORK_SUBPATH, "readOnly": true }));
+        mounts.push(json!({ "name": "work", "mountPath": WORKDIR, "readOnly": true }));
     }
     let mut v = json!({
         "name": format!("svc-{}", s.name),
@@ -275,12 +273,12 @@ fn agent_container(plan: &RunPlan, names: &KubeNames, c: &ContainerPlan) -> Valu
         "env": env,
         "securityContext": container_security(),
         "volumeMounts": [
-            { "name": "work", "mountPath": WORKDIR, "subPath": WORK_SUBPATH },
+            { "name": "work", "mountPath": WORKDIR },
             { "name": "cyclix-bin", "mountPath": "/cyclix/bin", "readOnly": true },
             { "name": "run", "mountPath": TASK_PATH, "subPath": TASK_FILE, "readOnly": true },
             { "name": "run", "mountPath": CONTEXT_PATH, "subPath": CONTEXT_FILE, "readOnly": true },
             { "name": "run", "mountPath": format!("{CTL_PATH}/{PROBE_CONTEXT_FILE}"), "subPath": PROBE_CONTEXT_FILE, "readOnly": true },
-            { "name": "tmp", "mountPath": "/tmp", "subPath": "agent" },
+            { "name": "tmp", "mountPath": "/tmp" },
         ],
     });
     debug_assert!(CYCLIX_BIN_PATH.starts_with("/cyclix/bin/"));
@@ -295,10 +293,14 @@ fn volumes(plan: &RunPlan, names: &KubeNames) -> Vec<Value> {
         json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work() } }),
         json!({ "name": "bundle", "configMap": { "name": names.repo_bundle() } }),
         json!({ "name": "run", "configMap": { "name": names.run_config() } }),
-        json!({ "name": "cyclix-bin", "emptyDir": { "medium": "Memory", "sizeLimit": "256Mi" } }),
+        // On disk, not `medium: Memory`: `podman kube play` gives each container its own tmpfs
+        // for a memory emptyDir, so the binary copied by the init step would not be shared.
+        json!({ "name": "cyclix-bin", "emptyDir": { "sizeLimit": "256Mi" } }),
         json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } }),
+        json!({ "name": "tmp-repo", "emptyDir": { "medium": "Memory", "sizeLimit": "64Mi" } }),
     ];
     for s in &plan.units.services {
+        v.push(json!({ "name": format!("tmp-svc-{}", s.name), "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } }));
         if s.volume.is_some() {
             v.push(json!({ "name": format!("svc-{}-data", s.name), "emptyDir": {} }));
         }

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::agent::{WORK_SUBPATH, agent_uid};
+use super::agent::agent_uid;
 use super::shared::{
     KubeNames, NO_NETWORK_LABEL, RUNNER_CYCLIX, container_security, labels, meta, pod_base,
 };
@@ -72,7 +72,7 @@ fn runner_step(opts: &KubeOptions, name: &str, command: Value, mounts: Value) ->
 pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifest> {
     let names = KubeNames(RunNames::new(&plan.run_id));
     let branch = crate::naming::branch(&plan.tenant, &plan.run_id);
-    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "subPath": WORK_SUBPATH, "readOnly": true });
+    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true });
     let tmp = json!({ "name": "tmp", "mountPath": "/tmp" });
     let work_volume = json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } });
     let tmp_volume =
