@@ -43,7 +43,7 @@ mod e2e_units;
 mod e2e_watch;
 mod field_reports;
 mod golden;
-mod kube;
+mod kube_export;
 mod podman_adapter;
 mod preset_wrappers;
 mod testbed_selftest;
