@@ -107,6 +107,13 @@ pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Resu
     if ctx.proxy_url.is_empty() {
         ctx.proxy_url = std::env::var("HTTP_PROXY").unwrap_or_default();
     }
+    // With credentials `NO_PROXY` names the proxy itself, whose address only the Pod knows.
+    let proxy_host = ctx.proxy_ip().unwrap_or_default();
+    for entry in &mut ctx.no_proxy_allowed {
+        if entry == crate::render::kube::agent::PROXY_HOST_MARKER {
+            entry.clone_from(&proxy_host);
+        }
+    }
     let only: Vec<String> = ctx
         .profile
         .probes()

@@ -507,3 +507,42 @@ fn export_prints_what_kubernetes_does_not_enforce_and_never_a_value() {
         "{err}"
     );
 }
+
+#[test]
+fn runtime_class_is_validated_and_the_podman_backends_say_they_ignore_it() {
+    let text = case_text("kube");
+    let spec = cyclix::spec::parse(&text, &golden::spec_context()).expect("valid");
+    assert_eq!(spec.agent.runtime_class.as_deref(), Some("gvisor"));
+    let plan = plan::plan(&spec, &run_context(&spec)).expect("plan");
+    let notice = plan
+        .warnings
+        .iter()
+        .find(|w| w.starts_with(plan::RUNTIME_CLASS_NOTICE))
+        .unwrap_or_else(|| panic!("no notice: {:?}", plan.warnings));
+    assert!(notice.contains("the Podman backends ignore it"), "{notice}");
+    let quadlet =
+        cyclix::render::render(&spec, &run_context(&spec), cyclix::render::Backend::Quadlet)
+            .expect("render");
+    assert!(quadlet.warnings.iter().any(|w| w == notice));
+    assert!(quadlet.files.iter().all(|f| !f.contents.contains("gvisor")));
+    // The export honours the key, so it does not print the Podman notice.
+    let e = kube_case();
+    assert!(
+        e.warnings
+            .iter()
+            .all(|w| !w.starts_with(plan::RUNTIME_CLASS_NOTICE))
+    );
+    for bad in ["GVisor", "-x", "a b", "x."] {
+        let t = text.replace(
+            "runtime_class: gvisor",
+            &format!("runtime_class: \"{bad}\""),
+        );
+        let err = cyclix::spec::parse(&t, &golden::spec_context())
+            .expect_err(bad)
+            .to_string();
+        assert!(
+            err.contains("agent.runtime_class") && err.contains("RuntimeClass name"),
+            "{err}"
+        );
+    }
+}
