@@ -11,8 +11,18 @@
 //! ignores NetworkPolicy, docs/kubernetes.md). Everything runs in ONE `testbed.sh user` call:
 //! the transient unit's end would stop the played Pods.
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use crate::common::run::demo_ready;
 use crate::common::testbed::{Testbed, expect_success, shared};
+
+/// The two plays run one at a time: played in parallel, the agent's `exec` of the cyclix
+/// binary its init step had just copied failed in 2 of 5 parallel runs with `Text file busy`
+/// (podman 5.4.2; never in 5 serial runs).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 const TENANT: &str = "e2e-kube";
 
@@ -29,7 +39,7 @@ fn play(tb: &Testbed, run: &str, octet: u8, with_proxy: bool) -> String {
     );
     let proxy = if with_proxy {
         format!(
-            "{{ cat out/run/proxy-configmap.yaml; echo ---; cat out/run/proxy-deployment.yaml; }} > proxy.yaml\n\
+            "{{ cat out/secrets/credentials-secret.yaml; echo ---; cat out/run/proxy-configmap.yaml; echo ---; cat out/run/proxy-deployment.yaml; }} > proxy.yaml\n\
              timeout 60 podman kube play -q --network $NET:ip=10.213.{octet}.2 --network $NET-egress proxy.yaml >/dev/null"
         )
     } else {
@@ -38,6 +48,7 @@ fn play(tb: &Testbed, run: &str, octet: u8, with_proxy: bool) -> String {
     let script = format!(
         r#"set -u
 R={run}; T={TENANT}; NET=cyclix-$R; W=$(mktemp -d); cd $W
+KEY=kube-e2e-secret-value-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 down() {{
   cd $W
   for y in agent.yaml proxy.yaml; do [ -f $y ] && timeout 60 podman kube down --force $y >/dev/null 2>&1; done
@@ -59,6 +70,8 @@ agent:
   unpinned_local_image: true
   command: [sh, -c, 'echo AGENT-STARTED on "$(git -C /work log --format=%s -1)"']
   timeout: 1m
+  credentials:
+    - {{ env: E2E_KUBE_KEY, host: api.example, header: x-api-key, paths: [/v1/messages] }}
 gate:
   image: localhost/cyclix-agent-python:latest
   unpinned_local_image: true
@@ -67,15 +80,17 @@ egress: {{ allow: [allowed.example], ports: [80] }}
 Y
 git init -q -b main repo && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
 git -C repo branch cyclix/$T/$R && git -C repo bundle create -q ../repo.bundle cyclix/$T/$R
-{c} export kube $T --spec spec.yaml --run-id $R --runner-image localhost/cyclix-runner:e2e-{run} --out out 2>export.err || {{ cat export.err; exit 3; }}
+E2E_KUBE_KEY=$KEY {c} export kube $T --spec spec.yaml --run-id $R --runner-image localhost/cyclix-runner:e2e-{run} --out out --with-secrets 2>export.err || {{ cat export.err; exit 3; }}
+# The value is only in the Secret file (mode 0600), never in a manifest or a notice.
+echo "secret-mode=$(stat -c %a out/secrets/credentials-secret.yaml) in-secret=$(grep -c "$KEY" out/secrets/credentials-secret.yaml) elsewhere=$(cat out/run/* out/schedule/* export.err | grep -c "$KEY")"
 {{ echo "apiVersion: v1"; echo "kind: ConfigMap"; echo "metadata: {{name: cyclix-$R-repo}}"; echo "binaryData:"; echo "  repo.bundle: $(base64 -w0 repo.bundle)"; }} > repo-configmap.yaml
 podman network create --internal --subnet 10.213.{octet}.0/24 --ip-range 10.213.{octet}.128/25 --disable-dns $NET >/dev/null
 podman network create $NET-egress >/dev/null
 {proxy}
 sed "s/\$({var})/10.213.{octet}.2/g" out/run/agent-job.yaml > agent-job.yaml
 {{ cat out/run/run-configmap.yaml; echo ---; cat repo-configmap.yaml; echo ---; cat out/run/work-pvc.yaml; echo ---; cat agent-job.yaml; }} > agent.yaml
-timeout 120 podman kube play -q --network $NET agent.yaml >/dev/null 2>play.err
-echo "exit=$(timeout 120 podman wait $NET-agent-pod-agent)"
+timeout 120 podman kube play -q --network $NET agent.yaml >/dev/null 2>play.err || {{ echo "kube play failed:"; cat play.err; }}
+echo "exit=$(timeout 120 podman wait --condition=exited $NET-agent-pod-agent)"
 podman logs $NET-agent-pod-agent 2>&1
 podman image rm -f localhost/cyclix-runner:e2e-{run} >/dev/null
 "#
@@ -91,7 +106,8 @@ fn leftovers(tb: &Testbed, run: &str) -> String {
              podman ps -a --format '{{{{.Names}}}}' | grep cyclix-{run}; \
              podman volume ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \
              podman network ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \
-             podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' | grep e2e-{run}; true"
+             podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' | grep e2e-{run}; \
+             podman secret ls --format '{{{{.Name}}}}' | grep cyclix-{run}; true"
         )),
         "list leftovers",
     )
@@ -106,6 +122,7 @@ fn probe_lines(log: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn the_exported_agent_pod_passes_its_probes_under_podman_kube_play_and_leaves_nothing() {
+    let _s = serial();
     let _g = shared();
     let tb = demo_ready();
     let out = play(tb, "kp-ok-1", 251, true);
@@ -122,11 +139,19 @@ fn the_exported_agent_pod_passes_its_probes_under_podman_kube_play_and_leaves_no
     // The agent ran after the probes, in the clone of the run branch from the bundle.
     assert!(out.contains("AGENT-STARTED on base-of-kp-ok-1"), "{out}");
     assert!(out.contains("exit=0"), "{out}");
+    // The credential: its Secret (played with the proxy, mounted only there) holds the value,
+    // nothing else written or printed does; the agent's NO_PROXY names the proxy (N16 passed).
+    assert!(
+        out.contains("secret-mode=600 in-secret=1 elsewhere=0"),
+        "{out}"
+    );
+    assert!(!out.contains("kube-e2e-secret-value"), "{out}");
     assert_eq!(leftovers(tb, "kp-ok-1"), "", "left behind");
 }
 
 #[test]
 fn without_its_proxy_the_pods_probes_fail_and_the_agent_never_starts() {
+    let _s = serial();
     let _g = shared();
     let tb = demo_ready();
     let out = play(tb, "kp-noproxy-1", 252, false);

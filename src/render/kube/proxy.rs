@@ -71,9 +71,12 @@ pub fn manifests(
             "name": "credentials", "mountPath": CREDENTIALS_INCLUDE_PATH,
             "subPath": CREDENTIALS_KEY, "readOnly": true,
         }));
+        // 0444, not the Podman backend's 0400 for uid 13: `podman kube play` ignores fsGroup
+        // and makes the file root's, so squid could not read a 0400 or 0440 file there. Only
+        // squid runs in this Pod, and no other Pod mounts the Secret.
         volumes.push(json!({
             "name": "credentials",
-            "secret": { "secretName": names.credentials(), "defaultMode": 0o400 },
+            "secret": { "secretName": names.credentials(), "defaultMode": 0o444 },
         }));
     }
     let container_ports: Vec<Value> = ports(spec)
