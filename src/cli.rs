@@ -444,8 +444,8 @@ pub struct KubeArgs {
     /// The runner image (cyclix at /usr/local/bin/cyclix, git, sh, base64).
     #[arg(long, default_value = "localhost/cyclix-runner:latest")]
     pub runner_image: String,
-    /// The cluster's Pod CIDR, the only clients squid serves [default: any; the proxy's
-    /// ingress NetworkPolicy then keeps other Pods out alone].
+    /// The cluster's Pod CIDR, the only clients squid serves (`0.0.0.0/0`: any, and the
+    /// proxy's ingress NetworkPolicy alone keeps other Pods out).
     #[arg(long, default_value = "0.0.0.0/0")]
     pub pod_cidr: String,
     /// The size of the run's work volume (a PersistentVolumeClaim request).
