@@ -10,6 +10,7 @@ pub mod clock;
 pub mod completions_cmd;
 pub mod demo_cmd;
 pub mod drill_cmd;
+pub mod export_cmd;
 pub mod images_cmd;
 pub mod init_cmd;
 pub mod install_cmd;
@@ -38,7 +39,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
-use crate::cli::{Cli, Command, DemoCommand, ImagesCommand, SpecCommand, TierCommand};
+use crate::cli::{
+    Cli, Command, DemoCommand, ExportCommand, ImagesCommand, SpecCommand, TierCommand,
+};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 
@@ -99,12 +102,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             json,
             tenant,
         } => check_cmd::run(&env()?, *quick, *json, tenant.as_deref()),
-        Command::AgentWait {
-            go,
-            timeout_s,
-            stdin,
-            argv,
-        } => agent_wait::run(go, *timeout_s, stdin.as_deref(), argv),
+        c @ Command::AgentWait { .. } => agent_wait::from_command(c),
         Command::BenchRender { tenants } => bench_cmd::run(&env()?, *tenants),
         Command::BenchPrivateRepo { repo, base, out } => bench_cmd::private_repo(repo, base, out),
         Command::Probe(args) => Ok(Outcome::from_passed(crate::probe::main(args)?)),
@@ -118,6 +116,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         cmd @ Command::Twin { .. } => twin_cmd::dispatch(&env()?, cmd),
         Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => tier_cmd::run(*tier, *json),
+        Command::Export(ExportCommand::Kube(args)) => export_cmd::run(&env()?, args),
         // Issue 18.
         Command::Spec(SpecCommand::Schema) => {
             print_out(&crate::spec::schema::json_schema_text())?;

@@ -41,6 +41,9 @@ pub enum Command {
     /// Show the isolation tiers and what each does and does not protect against.
     #[command(subcommand)]
     Tier(TierCommand),
+    /// Export one run of a tenant for another platform (nothing is installed or started).
+    #[command(subcommand)]
+    Export(ExportCommand),
     /// Talk to the systemd user manager directly (plumbing): reload, start, stop, show, ...
     Unit(unit::UnitArgs),
     /// Run one task for TENANT now, in this process (what `cyclix-run@TENANT.service` executes).
@@ -155,8 +158,13 @@ pub enum Command {
     #[command(hide = true)]
     AgentWait {
         /// The file whose appearance means "go".
-        #[arg(long)]
-        go: PathBuf,
+        #[arg(long, required_unless_present = "probe", conflicts_with = "probe")]
+        go: Option<PathBuf>,
+        /// Instead of waiting for a go file, run the probe suite here with this context (JSON,
+        /// `cyclix::probe::Context`; `cyclix export kube` puts it in the run's ConfigMap) and
+        /// start the agent only when every probe passed (the Kubernetes profile, issue 17).
+        #[arg(long, value_name = "CONTEXT")]
+        probe: Option<PathBuf>,
         /// Give up (the agent never starts) after this many seconds.
         #[arg(long)]
         timeout_s: u64,
@@ -416,6 +424,51 @@ pub struct RenderArgs {
     /// Absolute path of the cyclix binary written into the unit template [default: this binary].
     #[arg(long)]
     pub cyclix_bin: Option<String>,
+}
+
+/// `cyclix export ...`
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// Render one run of TENANT as Kubernetes manifests (agent Job, proxy Deployment +
+    /// Service, NetworkPolicies, gate and collector Jobs, the runner's CronJob and RBAC);
+    /// docs/kubernetes.md says what a cluster must provide.
+    Kube(KubeArgs),
+}
+
+/// `cyclix export kube TENANT ...`
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// The tenant (`~/.config/cyclix/tenants/TENANT.yaml`; `demo` without a file: the
+    /// embedded demo tenant).
+    pub tenant: String,
+    /// Use this spec file instead.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// Write one manifest per file below this directory (`run/`, `schedule/`) [default: all
+    /// of them to stdout as one YAML stream].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The Kubernetes version targeted (1.29–1.37).
+    #[arg(long, default_value = crate::render::kube::DEFAULT_K8S)]
+    pub k8s_version: String,
+    /// The run id the object names carry [default: a new one].
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// The runner image (cyclix at /usr/local/bin/cyclix, git, sh, base64).
+    #[arg(long, default_value = "localhost/cyclix-runner:latest")]
+    pub runner_image: String,
+    /// The cluster's Pod CIDR, the only clients squid serves (`0.0.0.0/0`: any, and the
+    /// proxy's ingress NetworkPolicy alone keeps other Pods out).
+    #[arg(long, default_value = "0.0.0.0/0")]
+    pub pod_cidr: String,
+    /// The size of the run's work volume (a PersistentVolumeClaim request).
+    #[arg(long, default_value = "4Gi")]
+    pub work_size: String,
+    /// Also write the run's Secrets (credential header lines, `agent.env` values) with their
+    /// VALUES, read from the environment and the tenant's env file as `cyclix run` reads
+    /// them, to `--out DIR/secrets/` (mode 0600). Without it no value is written anywhere.
+    #[arg(long, requires = "out")]
+    pub with_secrets: bool,
 }
 
 impl clap::ValueEnum for Tier {

@@ -20,6 +20,7 @@
 
 pub mod clients;
 pub mod observe;
+pub mod profile;
 pub mod registry;
 pub mod sys;
 pub mod verdict;
@@ -30,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use profile::Profile;
 pub use registry::{PROBES, Probe, ProbeFn};
 use verdict::Judged;
 
@@ -150,6 +152,10 @@ pub struct Context {
     /// effect afterwards (`run::tripwire`). `None`: E1 fails (nothing to attempt).
     #[serde(default)]
     pub escape: Option<Escape>,
+    /// Which sandbox is judged ([`Profile`]): `podman` (default) or `kubernetes`, where a
+    /// drop within the probes' short deadline counts as denied for direct connections.
+    #[serde(default)]
+    pub profile: Profile,
 }
 
 /// One `mounts:` entry as the probes must find it (P18).

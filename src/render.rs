@@ -10,6 +10,7 @@ mod common;
 pub mod escape;
 pub mod host_units;
 pub mod ini;
+pub mod kube;
 pub mod plain;
 pub mod plan;
 pub mod prompt;

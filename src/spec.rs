@@ -18,7 +18,7 @@ pub mod keys;
 mod located;
 mod model;
 pub mod mount_guard;
-mod rules;
+pub(crate) mod rules;
 pub mod schema;
 mod sections;
 mod suggest;

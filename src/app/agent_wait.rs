@@ -62,6 +62,94 @@ pub fn run(go: &Path, timeout_s: u64, stdin: Option<&Path>, argv: &[String]) -> 
     )
 }
 
+/// `agent-wait` with `--go FILE` ([`run`]) or `--probe CONTEXT` ([`run_probed`]).
+///
+/// # Errors
+/// Neither is given, or as the one that runs.
+pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
+    let crate::cli::Command::AgentWait {
+        go,
+        probe,
+        timeout_s,
+        stdin,
+        argv,
+    } = c
+    else {
+        anyhow::bail!("invariant: agent-wait dispatched another verb");
+    };
+    match (go, probe) {
+        (_, Some(context)) => run_probed(context, stdin.as_deref(), argv),
+        (Some(go), None) => run(go, *timeout_s, stdin.as_deref(), argv),
+        (None, None) => Err(crate::exit::input(
+            "cyclix agent-wait needs --go FILE or --probe CONTEXT",
+        )),
+    }
+}
+
+/// The Kubernetes profile's gate in front of the agent (`agent-wait --probe CONTEXT`): runs
+/// the probe suite in this very process (the one that becomes the agent), with the context's
+/// profile and its probe list, its JSON lines on stderr (the Pod's log; stdout is the
+/// agent's), and `exec`s `argv` only when every probe passed. An empty `proxy_url` is taken
+/// from this process's `HTTP_PROXY`, which the kubelet set from the proxy Service's
+/// environment before anything of the agent ran.
+///
+/// # Errors
+/// The context cannot be read or parsed (naming the file), or the agent cannot be started.
+pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Result<Outcome> {
+    let text = std::fs::read_to_string(context)
+        .map_err(|e| anyhow::anyhow!("reading the probe context {}: {e}", context.display()))?;
+    let mut ctx: crate::probe::Context = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "parsing the probe context {} (see cyclix::probe::Context): {e}",
+            context.display()
+        )
+    })?;
+    if ctx.proxy_url.is_empty() {
+        ctx.proxy_url = std::env::var("HTTP_PROXY").unwrap_or_default();
+    }
+    // With credentials `NO_PROXY` names the proxy itself, whose address only the Pod knows.
+    let proxy_host = ctx.proxy_ip().unwrap_or_default();
+    for entry in &mut ctx.no_proxy_allowed {
+        if entry == crate::render::kube::agent::PROXY_HOST_MARKER {
+            entry.clone_from(&proxy_host);
+        }
+    }
+    let only: Vec<String> = ctx
+        .profile
+        .probes()
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    let start = Instant::now();
+    let results = crate::probe::run(&ctx, &only)?;
+    let sum = crate::probe::summary(&results, start.elapsed());
+    for r in &results {
+        crate::stderrln!("{}", serde_json::to_string(r)?);
+    }
+    crate::stderrln!("{}", serde_json::to_string(&sum)?);
+    if sum.fail > 0 || sum.pass == 0 {
+        crate::stderrln!(
+            "cyclix: {} of {} probes failed ({}); the agent does not start",
+            sum.fail,
+            sum.fail + sum.pass,
+            ctx.profile.statement()
+        );
+        return Ok(Outcome::Findings);
+    }
+    let input = match stdin {
+        Some(p) => Some(
+            std::fs::File::open(p)
+                .map_err(|e| anyhow::anyhow!("opening the agent's input {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let err = crate::process::exec_replace(argv, input);
+    anyhow::bail!(
+        "starting the agent `{}`: {err}",
+        argv.first().map_or("", String::as_str)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -328,15 +328,7 @@ pub(crate) fn run_inputs(
     let secrets = secret_values(&spec, tenant, &file_vars)?;
     // Refused before anything exists: a value the proxy's header line cannot carry.
     crate::run::phases::prepare::credential_include(&spec, &secrets)?;
-    let placeholders = spec
-        .agent
-        .credentials
-        .iter()
-        .map(|c| {
-            random_hex16()
-                .map(|h| crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &h))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let placeholders = random_placeholders(&spec)?;
     let handed: Vec<String> = secrets.iter().map(|(k, _)| k.clone()).collect();
     let mut watched = crate::run::boundary::watch_list(&crate::context::all_env(), &handed);
     watched.extend(crate::run::boundary::credential_watch(
@@ -374,7 +366,7 @@ pub(crate) fn run_inputs(
         task,
         secrets,
         placeholders,
-        log_key: random_hex16()?,
+        log_key: random_log_key()?,
         deadlines: Deadlines::default(),
         notices: env_file_notice(env, tenant).into_iter().collect(),
         // The agent container mounts an execute-only copy: its probes are non-dumpable from
@@ -482,6 +474,29 @@ pub(crate) fn env_needs(env: &HostEnv, spec: &Spec) -> Vec<crate::host::facts::E
         ));
     }
     v
+}
+
+/// A run's proxy access-log key (`render::RunContext::log_key`): 32 random hex digits.
+///
+/// # Errors
+/// `/dev/urandom` cannot be read.
+pub(crate) fn random_log_key() -> Result<String> {
+    random_hex16()
+}
+
+/// A run's credential placeholders, one per `agent.credentials` entry, random per run.
+///
+/// # Errors
+/// `/dev/urandom` cannot be read.
+pub(crate) fn random_placeholders(spec: &Spec) -> Result<Vec<String>> {
+    spec.agent
+        .credentials
+        .iter()
+        .map(|c| {
+            random_hex16()
+                .map(|h| crate::render::proxy::credentials::placeholder(&c.placeholder_prefix, &h))
+        })
+        .collect()
 }
 
 /// 16 random bytes from the kernel (`/dev/urandom`) as 32 lowercase hex digits: a

@@ -6,6 +6,8 @@ use anyhow::Result;
 
 use super::print_out;
 use crate::exit::Outcome;
+use crate::probe::Profile;
+use crate::render::kube::limits::NOT_ENFORCED;
 use crate::tier::{TIERS, Tier, TierFacts};
 
 /// The human form of `tier describe`.
@@ -23,8 +25,38 @@ pub fn tier_text(facts: &[&TierFacts]) -> String {
         for d in f.does_not_protect_against {
             let _ = writeln!(s, "    - {d}");
         }
+        if f.tier == Tier::Container {
+            let _ = writeln!(
+                s,
+                "  on Kubernetes (`cyclix export kube`, docs/kubernetes.md): {}",
+                Profile::Kubernetes.statement()
+            );
+            let _ = writeln!(s, "  Kubernetes does not enforce the way Podman does:");
+            for d in NOT_ENFORCED {
+                let _ = writeln!(s, "    - {d}");
+            }
+        }
     }
     s
+}
+
+/// The JSON form: the tier facts, the container tier with a `kubernetes` object (its probe
+/// profile and what Kubernetes does not enforce the way Podman does).
+fn tier_json(facts: &[&TierFacts]) -> Result<String> {
+    let mut v = serde_json::to_value(facts)?;
+    if let Some(list) = v.as_array_mut() {
+        for t in list {
+            if t["tier"] == "container" {
+                t["kubernetes"] = serde_json::json!({
+                    "probe_profile": Profile::Kubernetes,
+                    "statement": Profile::Kubernetes.statement(),
+                    "probes": crate::probe::profile::KUBERNETES_PROBES,
+                    "not_enforced": NOT_ENFORCED,
+                });
+            }
+        }
+    }
+    Ok(format!("{}\n", serde_json::to_string_pretty(&v)?))
 }
 
 /// Describes `tier`, or every tier, as text or JSON on stdout.
@@ -37,7 +69,7 @@ pub fn run(tier: Option<Tier>, json: bool) -> Result<Outcome> {
         None => TIERS.iter().collect(),
     };
     print_out(&if json {
-        format!("{}\n", serde_json::to_string_pretty(&facts)?)
+        tier_json(&facts)?
     } else {
         tier_text(&facts)
     })?;

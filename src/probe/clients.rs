@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::probe::verdict::Attempt;
 
 /// Deadline of one network attempt (below the probe's 2 s).
-pub(crate) const NET_TIMEOUT: Duration = Duration::from_secs(1);
+pub const NET_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub mod dns;
 pub mod http;

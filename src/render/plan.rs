@@ -322,9 +322,18 @@ fn warnings(spec: &Spec) -> Vec<String> {
         );
     }
 
+    if let Some(rc) = &spec.agent.runtime_class {
+        warnings.push(format!(
+            "{RUNTIME_CLASS_NOTICE} `{rc}` is used only by `cyclix export kube` (the agent Pod's runtimeClassName); the Podman backends ignore it and run the agent under podman's own OCI runtime"
+        ));
+    }
     warnings.extend(crate::spec::env_key_warnings(spec));
     warnings
 }
+
+/// How the plan's notice about `agent.runtime_class` begins: the Podman backends print it,
+/// `cyclix export kube` (which honours the key) leaves it out.
+pub const RUNTIME_CLASS_NOTICE: &str = "agent.runtime_class:";
 
 #[cfg(test)]
 mod tests;

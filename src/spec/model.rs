@@ -216,6 +216,11 @@ pub struct Agent {
     pub fixed_env: Vec<(String, String)>,
     /// Whether the task arrives on the agent's standard input (`agent-wait --stdin`).
     pub task_on_stdin: bool,
+    /// `agent.runtime_class`: the agent Pod's `runtimeClassName` in `cyclix export kube`
+    /// (gVisor, Kata); `None`: the cluster's default runtime. The Podman backends ignore it
+    /// and say so in the plan's warnings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class: Option<String>,
 }
 
 /// A CLI preset as a run uses it (`agent.preset`, `agent.model`, `agent.max_turns`).

@@ -79,6 +79,38 @@ pub fn render_case(spec: &Spec) -> BTreeMap<String, String> {
     out
 }
 
+/// The fixed options every golden case exports with (`cyclix export kube`).
+pub fn kube_options(spec_text: &str) -> cyclix::render::kube::KubeOptions {
+    cyclix::render::kube::KubeOptions {
+        k8s_version: cyclix::render::kube::DEFAULT_K8S.into(),
+        runner_image: "localhost/cyclix-runner:latest".into(),
+        task: "The golden task.\n".into(),
+        pod_cidr: "10.244.0.0/16".into(),
+        work_size: "4Gi".into(),
+        spec_text: spec_text.into(),
+    }
+}
+
+/// A case's Kubernetes export, keyed by `kube/<file>`; a spec the export refuses gives
+/// `kube/error.txt` with the message.
+pub fn render_kube_case(spec: &Spec, spec_text: &str) -> BTreeMap<String, String> {
+    let run = run_context(spec);
+    let mut out = BTreeMap::new();
+    let export = render::plan::plan(spec, &run)
+        .and_then(|plan| render::kube::render(spec, &plan, &kube_options(spec_text)));
+    match export {
+        Ok(e) => {
+            for m in &e.manifests {
+                out.insert(format!("kube/{}", m.file), m.yaml().expect("yaml"));
+            }
+        }
+        Err(e) => {
+            out.insert("kube/error.txt".into(), format!("{e}\n"));
+        }
+    }
+    out
+}
+
 fn read_tree(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
@@ -130,7 +162,9 @@ fn golden_cases_render_exactly() {
                 }
             }
             Ok(spec) => {
-                let got = render_case(&spec);
+                let mut got = render_case(&spec);
+                let text = std::fs::read_to_string(case.join("spec.yaml")).expect("read spec.yaml");
+                got.extend(render_kube_case(&spec, &text));
                 if update() {
                     let _ = std::fs::remove_dir_all(&expected_dir);
                     for (rel, text) in &got {

@@ -73,14 +73,31 @@ pub fn default_routes_v6(ipv6_route: &str) -> Vec<String> {
 
 /// N2.
 #[must_use]
-pub fn n2(_: &Context) -> Judged {
-    let items = vec![
+pub fn n2(ctx: &Context) -> Judged {
+    let mut items = vec![
         ("tcp 1.1.1.1:443".to_string(), tcp("1.1.1.1:443")),
         ("tcp 8.8.8.8:53".to_string(), tcp("8.8.8.8:53")),
-        ("udp 8.8.8.8:53".to_string(), udp("8.8.8.8:53")),
-        ("udp 8.8.8.8:443".to_string(), udp("8.8.8.8:443")),
     ];
-    v::n2(&items)
+    if ctx.profile.drop_counts_as_denied() {
+        // A Pod has a route, so a UDP send always succeeds locally: what counts is whether a
+        // public resolver answers (a reply FAILs; none within the deadline is a drop).
+        for server in ["8.8.8.8", "1.1.1.1"] {
+            let got = match crate::probe::clients::dns::dns_query(
+                server
+                    .parse()
+                    .unwrap_or(std::net::IpAddr::from([8, 8, 8, 8])),
+                "example.com",
+            ) {
+                crate::probe::verdict::dns::Dns::Reply { .. } => Attempt::Ok,
+                crate::probe::verdict::dns::Dns::Failed(a) => a,
+            };
+            items.push((format!("dns {server}:53"), got));
+        }
+    } else {
+        items.push(("udp 8.8.8.8:53".to_string(), udp("8.8.8.8:53")));
+        items.push(("udp 8.8.8.8:443".to_string(), udp("8.8.8.8:443")));
+    }
+    v::n2(&items, ctx.profile)
 }
 
 /// N3.
@@ -109,7 +126,7 @@ pub fn n3(_: &Context) -> Judged {
 
 /// N4.
 #[must_use]
-pub fn n4(_: &Context) -> Judged {
+pub fn n4(ctx: &Context) -> Judged {
     let items = [
         "169.254.169.254:80",
         "100.100.100.200:80",
@@ -120,7 +137,7 @@ pub fn n4(_: &Context) -> Judged {
     .iter()
     .map(|a| (format!("tcp {a}"), tcp(a)))
     .collect::<Vec<_>>();
-    v::n4(&items)
+    v::n4(&items, ctx.profile)
 }
 
 /// N6.

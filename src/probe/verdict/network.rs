@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Attempt, Judged, all_errno, judged, list};
-use crate::probe::Context;
+use crate::probe::{Context, Profile};
 
 /// What N1 saw.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -73,8 +73,45 @@ pub fn n1(o: &RouteObs, ctx: &Context) -> Judged {
 
 /// N2: direct TCP/UDP to public addresses → `ENETUNREACH`.
 #[must_use]
-pub fn n2(items: &[(String, Attempt)]) -> Judged {
-    all_errno("ENETUNREACH for each", items, &[libc::ENETUNREACH])
+pub fn n2(items: &[(String, Attempt)], profile: Profile) -> Judged {
+    direct("ENETUNREACH for each", items, profile)
+}
+
+/// The errnos a Kubernetes NetworkPolicy's REJECT-style denial may answer with (Calico and
+/// Cilium reject with `EPERM` from eBPF, iptables REJECT with `ECONNREFUSED`/`EHOSTUNREACH`).
+const KUBE_REFUSALS: &[i32] = &[
+    libc::ENETUNREACH,
+    libc::EHOSTUNREACH,
+    libc::ECONNREFUSED,
+    libc::EPERM,
+];
+
+/// A direct-connection verdict: Podman needs `ENETUNREACH` (the internal network has no
+/// route); the Kubernetes profile also takes a refusal or no answer within the probes' short
+/// deadline (a drop; `probe::profile`).
+fn direct(expect: &str, items: &[(String, Attempt)], profile: Profile) -> Judged {
+    if !profile.drop_counts_as_denied() {
+        return all_errno(expect, items, &[libc::ENETUNREACH]);
+    }
+    let mut j = all_errno(
+        "refused (ENETUNREACH, EHOSTUNREACH, ECONNREFUSED, EPERM) or dropped (no answer within the deadline) for each",
+        items,
+        KUBE_REFUSALS,
+    );
+    let bad: Vec<&str> = items
+        .iter()
+        .filter(|(_, a)| !(a.is_errno(KUBE_REFUSALS) || *a == Attempt::Timeout))
+        .map(|(l, _)| l.as_str())
+        .collect();
+    j.pass = !items.is_empty() && bad.is_empty();
+    j.detail = if j.pass {
+        "profile kubernetes: a drop within the deadline counts as denied".to_string()
+    } else if items.is_empty() {
+        "no attempt was made".to_string()
+    } else {
+        format!("reached or wrong answer: {}", bad.join(", "))
+    };
+    j
 }
 
 /// N3: direct IPv6 → `ENETUNREACH`; no global IPv6 address.
@@ -95,8 +132,8 @@ pub fn n3(items: &[(String, Attempt)], global_v6: &[String]) -> Judged {
 
 /// N4: direct connections to cloud metadata endpoints → `ENETUNREACH`.
 #[must_use]
-pub fn n4(items: &[(String, Attempt)]) -> Judged {
-    all_errno("ENETUNREACH for each", items, &[libc::ENETUNREACH])
+pub fn n4(items: &[(String, Attempt)], profile: Profile) -> Judged {
+    direct("ENETUNREACH for each", items, profile)
 }
 
 /// N6: the gateway and `host.containers.internal` refuse fast on service ports; the control is

@@ -58,6 +58,7 @@ fn ctx() -> Context {
         limits: Limits::default(),
         init_comm: "podman-init".into(),
         max_pids: 30,
+        profile: crate::probe::Profile::Podman,
         no_proxy_allowed: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
         report_only: false,
         escape: None,
@@ -105,7 +106,10 @@ fn timeout_and_budget_are_fails() {
     assert!(timed_out(2000).detail.contains("dropped, not rejected"));
     assert!(!over_budget(15000).pass);
     // A timeout inside an errno list is a FAIL too.
-    let j = n2(&items(&[("tcp 1.1.1.1:443", Attempt::Timeout)]));
+    let j = n2(
+        &items(&[("tcp 1.1.1.1:443", Attempt::Timeout)]),
+        crate::probe::Profile::Podman,
+    );
     assert!(!j.pass && j.detail.contains("dropped"), "{j:?}");
     let j = proxy_denies(&[("x".into(), Reply::Failed(Attempt::Timeout))], &ok200(""));
     assert!(!j.pass && j.detail.contains("dropped"), "{j:?}");

@@ -16,7 +16,7 @@ pub const START_TIMEOUT_PULL_S: u64 = 600;
 
 /// Whether `image` is a local one, never pulled (`Pull=never`): a local build or one built
 /// from the project's files; a pinned one may be pulled.
-pub(super) fn is_local(image: &Image) -> bool {
+pub(crate) fn is_local(image: &Image) -> bool {
     matches!(image, Image::UnpinnedLocal { .. } | Image::Build { .. })
 }
 

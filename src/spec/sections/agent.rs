@@ -37,6 +37,8 @@ pub(crate) struct RawAgent {
     pub(crate) preset: super::agent_preset::RawPreset,
     /// `agent.build`.
     pub(crate) build: Option<super::build::RawBuild>,
+    /// `agent.runtime_class`.
+    pub(crate) runtime_class: Option<Located<String>>,
 }
 
 /// `agent.resources:`.
@@ -104,6 +106,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::MapList(super::credentials::KEYS),
         "API keys the egress proxy adds for one host each (the agent gets a placeholder)",
     ),
+    Key::optional(
+        "runtime_class",
+        Kind::Str(StrKind::Line),
+        "Kubernetes only (`cyclix export kube`): the agent Pod's runtimeClassName, e.g. `gvisor`; the Podman backends ignore it",
+    ),
 ];
 
 /// The keys of `agent.resources:`.
@@ -130,6 +137,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawAgen
         credentials: d.list(&f, "credentials", super::credentials::decode),
         preset: super::agent_preset::RawPreset::decode(d, &f),
         build: super::build::decode_in(d, &f),
+        runtime_class: d.string(&f, "runtime_class"),
     })
 }
 
@@ -175,6 +183,7 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
         None => Some(Resources::default()),
         Some(r) => resources(r, out),
     };
+    let runtime_class = runtime_class(a.runtime_class.as_ref(), out);
     let mut credentials = super::credentials::validate(&a.credentials, a.env.as_ref(), out);
     let preset = preset.ok()?;
     if let (Some(p), Some(list)) = (&preset, credentials.as_mut())
@@ -214,7 +223,32 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
             .as_ref()
             .is_some_and(|p| p.row.task_input == crate::agents::TaskInput::Stdin),
         preset: preset.map(|p| p.used),
+        runtime_class: runtime_class.ok()?,
     })
+}
+
+/// Validates `agent.runtime_class`: a Kubernetes object name (RFC 1123 subdomain: at most 253
+/// characters of a-z, 0-9, `-` and `.`, alphanumeric at both ends), as `RuntimeClass` names are.
+fn runtime_class(
+    v: Option<&Located<String>>,
+    out: &mut Vec<Diagnostic>,
+) -> Result<Option<String>, ()> {
+    let Some(v) = v else { return Ok(None) };
+    let s = v.value.as_str();
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        return Ok(Some(s.to_string()));
+    }
+    out.push(
+        v.diag(format!("invalid runtime_class `{}`", s.escape_debug()))
+            .hint("a RuntimeClass name: a-z, 0-9, `-` and `.`, alphanumeric first and last, e.g. `gvisor`"),
+    );
+    Err(())
 }
 
 /// The decoder's own "missing required key" diagnostic, for a key only a preset makes optional.

@@ -186,7 +186,7 @@ fn unknown_keys_name_the_path_and_the_nearest_key() {
                 "  command: [agent, --run]\n  cap_add: [ALL]",
             ),
             d(10, 3, "agent.cap_add", "unknown key `cap_add`"),
-            "valid keys here: image, unpinned_local_image, build, command, preset, model, max_turns, api_host, env, timeout, resources, credentials",
+            "valid keys here: image, unpinned_local_image, build, command, preset, model, max_turns, api_host, env, timeout, resources, credentials, runtime_class",
         ),
         (
             with("  command: [agent, --run]", "  comand: [agent]"),

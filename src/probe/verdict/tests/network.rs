@@ -1,6 +1,7 @@
 //! The network verdicts (N1–N4, N6, N15): passing and failing fixtures.
 
 use super::*;
+use crate::probe::Profile;
 use crate::probe::verdict::network::*;
 
 #[test]
@@ -30,12 +31,14 @@ fn n1_to_n4_routes_and_direct_connections() {
     wrong.ifaces.insert("eth0".into(), vec!["10.88.0.3".into()]);
     assert!(!n1(&wrong, &c).pass);
 
-    assert!(n2(&items(&[("tcp 1.1.1.1:443", E(libc::ENETUNREACH))])).pass);
+    let pm = Profile::Podman;
+    assert!(n2(&items(&[("tcp 1.1.1.1:443", E(libc::ENETUNREACH))]), pm).pass);
     assert!(
-        !n2(&items(&[("tcp 1.1.1.1:443", E(libc::ECONNREFUSED))])).pass,
+        !n2(&items(&[("tcp 1.1.1.1:443", E(libc::ECONNREFUSED))]), pm).pass,
         "a route exists"
     );
-    assert!(!n2(&items(&[("udp 8.8.8.8:53", Attempt::Ok)])).pass);
+    assert!(!n2(&items(&[("udp 8.8.8.8:53", Attempt::Ok)]), pm).pass);
+    assert!(!n2(&items(&[("tcp 1.1.1.1:443", Attempt::Timeout)]), pm).pass);
     assert!(n3(&items(&[("v6", E(libc::ENETUNREACH))]), &[]).pass);
     assert!(
         !n3(
@@ -44,7 +47,7 @@ fn n1_to_n4_routes_and_direct_connections() {
         )
         .pass
     );
-    assert!(!n4(&items(&[("tcp 169.254.169.254:80", Attempt::Timeout)])).pass);
+    assert!(!n4(&items(&[("tcp 169.254.169.254:80", Attempt::Timeout)]), pm).pass);
     assert!(in_subnet("10.213.7.3", "10.213.7.0/24") && !in_subnet("10.213.8.3", "10.213.7.0/24"));
 }
 
@@ -75,4 +78,57 @@ fn n15_raw_sockets_and_netlink() {
     assert!(n15(&measured).pass);
     assert!(!n15(&items(&[("AF_PACKET", Attempt::Ok)])).pass);
     assert!(!n15(&items(&[("ping 1.1.1.1", Attempt::Ok)])).pass);
+}
+
+/// The Kubernetes profile: a drop within the deadline (timeout) or a policy's refusal counts
+/// as denied for direct connections; an answer, or an attempt that could not be made, does not.
+#[test]
+fn the_kubernetes_profile_counts_a_drop_as_denied_and_nothing_else() {
+    let k = Profile::Kubernetes;
+    assert!(
+        n2(
+            &items(&[
+                ("tcp 1.1.1.1:443", Attempt::Timeout),
+                ("dns 8.8.8.8:53", Attempt::Timeout)
+            ]),
+            k
+        )
+        .pass
+    );
+    assert!(
+        n2(
+            &items(&[
+                ("tcp 1.1.1.1:443", E(libc::EPERM)),
+                ("tcp 8.8.8.8:53", E(libc::ECONNREFUSED))
+            ]),
+            k
+        )
+        .pass
+    );
+    assert!(
+        !n2(&items(&[("tcp 1.1.1.1:443", Attempt::Ok)]), k).pass,
+        "reached"
+    );
+    assert!(
+        !n2(&items(&[("dns 8.8.8.8:53", Attempt::Ok)]), k).pass,
+        "a resolver answered"
+    );
+    assert!(
+        !n2(
+            &items(&[("tcp 1.1.1.1:443", Attempt::Missing("x".into()))]),
+            k
+        )
+        .pass
+    );
+    assert!(
+        !n2(&items(&[("tcp 1.1.1.1:443", E(libc::EACCES))]), k).pass,
+        "unknown errno"
+    );
+    assert!(!n2(&[], k).pass);
+    assert!(n4(&items(&[("tcp 169.254.169.254:80", Attempt::Timeout)]), k).pass);
+    assert!(
+        n4(&items(&[("tcp 169.254.169.254:80", Attempt::Timeout)]), k)
+            .detail
+            .contains("profile kubernetes")
+    );
 }

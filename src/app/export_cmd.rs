@@ -1,0 +1,197 @@
+//! `cyclix export kube TENANT ...`: one run of TENANT as Kubernetes manifests, printed as one
+//! YAML stream or written one per file below `--out DIR` (nothing is applied). The notices —
+//! what Kubernetes does not enforce the way Podman does, and the Secrets the run needs — go
+//! to stderr. Secret values are written only with `--with-secrets`, only below `DIR/secrets/`
+//! (mode 0600), never printed.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::{Context as _, Result};
+
+use super::render_cmd::default_run_context;
+use super::spec_file::{read_spec_text, report_spec_error, spec_context};
+use crate::cli::KubeArgs;
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::render::kube::{self, KubeOptions};
+use crate::spec::{self, Task};
+
+/// Renders and prints or writes the export.
+///
+/// # Errors
+/// I/O failures; an invalid spec, run id or a spec the export cannot carry is a finding.
+pub fn run(env: &HostEnv, args: &KubeArgs) -> Result<Outcome> {
+    super::tenant::check_name(&args.tenant)?;
+    let path = args
+        .spec
+        .clone()
+        .unwrap_or_else(|| super::tenant::tenant_spec_path(env, &args.tenant));
+    let embedded_demo = args.spec.is_none() && args.tenant == "demo" && !path.exists();
+    let (text, file) = if embedded_demo {
+        (
+            crate::demo::TENANT_YAML.to_string(),
+            "<embedded demo tenant.yaml>".to_string(),
+        )
+    } else {
+        match read_spec_text(&path)? {
+            Ok(t) => (t, path.display().to_string()),
+            Err(e) => return report_spec_error(&e, false),
+        }
+    };
+    let spec = match spec::parse(&text, &spec_context(&file, env)) {
+        Ok(s) => s,
+        Err(e) => return report_spec_error(&e, false),
+    };
+    if spec.tenant != args.tenant {
+        crate::stderrln!(
+            "error: {file}: tenant: the spec is tenant `{}`, not `{}`; export the tenant it names",
+            spec.tenant,
+            args.tenant
+        );
+        return Ok(Outcome::Findings);
+    }
+    let run_id = match &args.run_id {
+        Some(r) => r.clone(),
+        None => super::clock::new_run_id(SystemTime::now(), std::process::id()),
+    };
+    if let Err(m) = spec::validate::run_id(&run_id) {
+        crate::stderrln!("error: --run-id `{run_id}`: {m}");
+        return Ok(Outcome::Findings);
+    }
+    let task = match (&spec.task, embedded_demo) {
+        (Task::File(f), true) if !Path::new(f).exists() => crate::demo::TASK.to_string(),
+        _ => match super::tenant::task_text(&spec) {
+            Some(t) => t,
+            None => return Ok(Outcome::Findings),
+        },
+    };
+    let mut ctx = default_run_context(
+        &spec,
+        &run_id,
+        env,
+        None,
+        None,
+        None,
+        crate::render::plan::CYCLIX_BIN_PATH,
+    );
+    ctx.placeholders = super::tenant::random_placeholders(&spec)?;
+    // A real run's: the agent, having read the source, must not know it.
+    ctx.log_key = super::tenant::random_log_key()?;
+    let opts = KubeOptions {
+        k8s_version: args.k8s_version.clone(),
+        runner_image: args.runner_image.clone(),
+        task,
+        pod_cidr: args.pod_cidr.clone(),
+        work_size: args.work_size.clone(),
+        spec_text: text,
+    };
+    let export = match crate::render::plan::plan(&spec, &ctx)
+        .and_then(|plan| kube::render(&spec, &plan, &opts))
+    {
+        Ok(e) => e,
+        Err(e) => {
+            crate::stderrln!("error: {file}: cannot export the run: {e}");
+            return Ok(Outcome::Findings);
+        }
+    };
+    let mut docs = Vec::new();
+    for m in &export.manifests {
+        docs.push((m, m.yaml().map_err(|e| anyhow::anyhow!("{e}"))?));
+    }
+    if let Some(out) = &args.out {
+        for (m, yaml) in &docs {
+            write_file(out, &m.file, yaml, 0o644)?;
+        }
+        if args.with_secrets {
+            write_secrets(env, &spec, &run_id, out)?;
+        }
+        crate::stderrln!("wrote {} manifests below {}", docs.len(), out.display());
+    } else {
+        let mut s = String::new();
+        for (m, yaml) in &docs {
+            let _ = write!(s, "---\n# {}\n{yaml}", m.file);
+        }
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(s.as_bytes())
+            .and_then(|()| stdout.flush())
+            .context("writing to stdout")?;
+    }
+    print_notices(&export, args.with_secrets);
+    Ok(Outcome::Ok)
+}
+
+fn print_notices(export: &kube::KubeExport, with_secrets: bool) {
+    for w in &export.warnings {
+        crate::stderrln!("warning: {w}");
+    }
+    crate::stderrln!("What Kubernetes does not enforce the way Podman does:");
+    for n in &export.not_enforced {
+        crate::stderrln!("  - {n}");
+    }
+    crate::stderrln!("  - {}", crate::probe::Profile::Kubernetes.statement());
+    for s in &export.secrets {
+        if with_secrets {
+            crate::stderrln!(
+                "Secret {} (keys {}) written to secrets/ with its values (mode 0600): apply it, then delete the file",
+                s.name,
+                s.keys.join(", ")
+            );
+        } else {
+            crate::stderrln!(
+                "Secret {} is not written (no value goes to disk): keys {}, mounted by {} only; it holds {}. Create it before the run, e.g. `cyclix export kube TENANT --run-id RUN --out DIR --with-secrets` then `kubectl apply -f DIR/secrets/ && rm -r DIR/secrets`",
+                s.name,
+                s.keys.join(", "),
+                s.mounted_by.join(", "),
+                s.holds
+            );
+        }
+    }
+}
+
+/// The run's Secrets with their values, from the environment and the tenant's env file.
+fn write_secrets(env: &HostEnv, spec: &spec::Spec, run_id: &str, out: &Path) -> Result<()> {
+    let values = super::tenant::run_secrets(env, spec)?;
+    let include = if spec.agent.credentials.is_empty() {
+        None
+    } else {
+        Some(crate::run::phases::prepare::credential_include(
+            spec, &values,
+        )?)
+    };
+    let env_values: Vec<(String, String)> = values
+        .iter()
+        .filter(|(k, _)| !spec.agent.credentials.iter().any(|c| &c.env == k))
+        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    for m in kube::secrets::manifests(spec, run_id, include.as_deref(), &env_values) {
+        let yaml = m.yaml().map_err(|e| anyhow::anyhow!("{e}"))?;
+        write_file(out, &m.file, &yaml, 0o600)?;
+    }
+    Ok(())
+}
+
+/// Writes `root/name` atomically with `mode` (temp file created with that mode, then renamed).
+fn write_file(root: &Path, name: &str, text: &str, mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = root.join(name);
+    let dir = path
+        .parent()
+        .context("invariant: manifests have a parent directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(".{}.tmp", name.replace('/', "_")));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}

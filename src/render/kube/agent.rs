@@ -1,0 +1,309 @@
+//! The agent on Kubernetes: the run's ConfigMap (task, context, probe context), its work
+//! volume, and the agent Job whose Pod clones the repository from the runner's bundle, runs
+//! the services as native sidecars on its localhost, and runs the probe suite in front of the
+//! agent (`cyclix agent-wait --probe`): the agent starts only when every probe passed. Pure.
+
+use serde_json::{Value, json};
+
+use super::shared::{
+    self, DEFAULT_UID, KubeNames, RUNNER_CYCLIX, container_security, labels, meta, pod_base,
+    pull_policy, resources,
+};
+use super::{KubeOptions, Manifest};
+use crate::naming::RunNames;
+use crate::render::RenderError;
+use crate::render::plan::{
+    AGENT_WAIT_S, CONTEXT_FILE, CONTEXT_PATH, CTL_PATH, CYCLIX_BIN_PATH, ContainerPlan,
+    PROBE_CONTEXT_FILE, RunPlan, TASK_FILE, TASK_PATH, WORKDIR,
+};
+use crate::spec::{HostPattern, Spec};
+
+/// The repository bundle's key in the `cyclix-R-repo` ConfigMap the runner creates.
+pub const BUNDLE_KEY: &str = "repo.bundle";
+
+/// Where the bundle appears in the clone step.
+pub const BUNDLE_DIR: &str = "/cyclix/repo";
+
+/// The clone step: `git init` (which, unlike `git clone`, works in a volume whose root holds a
+/// file system's `lost+found`), fetch the run branch from the bundle, check it out. The branch
+/// is `$1` of this fixed script, never part of its text. No `subPath` on the work volume:
+/// `podman kube play` resolves every mount when it creates the Pod, before any init step ran.
+pub const CLONE_SCRIPT: &str = "set -e; git init -q /work; git -C /work fetch -q /cyclix/repo/repo.bundle \"$1:$1\"; git -C /work checkout -q \"$1\"";
+
+/// What `agent-wait --probe` replaces in a probe context's `no_proxy_allowed` with the proxy
+/// Service's address (known only in the Pod).
+pub const PROXY_HOST_MARKER: &str = "cyclix:proxy-host";
+
+/// The probe profile the agent Pod's suite runs with (`probe::Profile::Kubernetes` as the
+/// context names it; a unit test reads the context back as a `probe::Context`).
+pub const PROBE_PROFILE: &str = "kubernetes";
+
+/// Extra seconds the agent Job may run beyond the agent's own budget: the clone, the
+/// sidecars' start and the probe suite.
+pub const START_SLACK_S: u64 = 300;
+
+/// The uid the agent (and so every container of its Pod) runs as.
+#[must_use]
+pub fn agent_uid(spec: &Spec) -> u32 {
+    spec.agent.run_as.unwrap_or(DEFAULT_UID)
+}
+
+/// The probe context the agent Pod's suite judges against (profile `kubernetes`).
+#[must_use]
+pub fn probe_context(spec: &Spec) -> Value {
+    let allowed = spec.egress.allow.iter().find_map(|h| match h {
+        HostPattern::Exact(h) => Some(h.clone()),
+        HostPattern::Subdomains(_) => None,
+    });
+    let denied = if spec
+        .egress
+        .allow
+        .iter()
+        .any(|h| matches!(h, HostPattern::Exact(x) if x == "denied.example"))
+    {
+        "cyclix-denied.invalid"
+    } else {
+        "denied.example"
+    };
+    let mut no_proxy = vec!["localhost", "127.0.0.1", "::1"];
+    if !spec.agent.credentials.is_empty() {
+        no_proxy.push(PROXY_HOST_MARKER);
+    }
+    json!({
+        "profile": PROBE_PROFILE,
+        "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+        "allowed_host": allowed.clone().unwrap_or_default(),
+        "allowed_port": if allowed.is_some() { spec.egress.ports.first().copied().unwrap_or(443) } else { 0 },
+        "allowed_ports": spec.egress.ports,
+        "denied_host": denied,
+        "host_namespaces": {},
+        "host_uid": agent_uid(spec),
+        "allowed_env_names": spec.agent.env.iter().chain(spec.agent.credentials.iter().map(|c| &c.env)).cloned().collect::<Vec<_>>(),
+        "workdir": WORKDIR,
+        "no_proxy_allowed": no_proxy,
+        "report_only": spec.egress.report_only,
+    })
+}
+
+/// The context file (`/cyclix/context.json`) with `proxy` null: on Kubernetes the proxy's
+/// address is known only in the Pod, where `$HTTP_PROXY` holds it.
+fn context_file(plan: &RunPlan) -> String {
+    let mut v: Value = serde_json::from_str(&crate::render::plan::context_json(plan))
+        .unwrap_or_else(|_| json!({}));
+    v["proxy"] = Value::Null;
+    let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The run's ConfigMap, work volume and agent Job.
+///
+/// # Errors
+/// [`RenderError`] when the plan lacks the agent or a service container.
+pub fn manifests(
+    spec: &Spec,
+    plan: &RunPlan,
+    opts: &KubeOptions,
+) -> Result<Vec<Manifest>, RenderError> {
+    let names = KubeNames(RunNames::new(&plan.run_id));
+    let run_config = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(plan, &names.run_config(), "agent"),
+        "data": {
+            TASK_FILE: opts.task,
+            CONTEXT_FILE: context_file(plan),
+            PROBE_CONTEXT_FILE: format!("{}\n", serde_json::to_string_pretty(&probe_context(spec)).unwrap_or_default()),
+        },
+    });
+    let work = json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(plan, &names.work(), "agent"),
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": { "requests": { "storage": opts.work_size } },
+        },
+    });
+    let agent = shared::container(plan, &RunNames::new(&plan.run_id).agent())?;
+    let mut init = vec![cyclix_bin_step(opts), clone_step(plan, opts)];
+    for s in &plan.units.services {
+        let stem = RunNames::new(&plan.run_id).service(&s.name);
+        init.push(sidecar(plan, &names, shared::container(plan, &stem)?, s));
+    }
+    let mut pod = pod_base(agent_uid(spec));
+    pod.insert("enableServiceLinks".into(), json!(true));
+    // No resolver: the agent needs none (the proxy resolves), and a name it tries fails at
+    // once on the Pod's own loopback.
+    pod.insert("dnsPolicy".into(), json!("None"));
+    pod.insert("dnsConfig".into(), json!({ "nameservers": ["127.0.0.1"] }));
+    if let Some(rc) = &spec.agent.runtime_class {
+        pod.insert("runtimeClassName".into(), json!(rc));
+    }
+    pod.insert("initContainers".into(), json!(init));
+    pod.insert(
+        "containers".into(),
+        json!([agent_container(plan, &names, agent)]),
+    );
+    pod.insert("volumes".into(), json!(volumes(plan, &names)));
+    let job = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(plan, &names.role("agent"), "agent"),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": agent.runtime_max_s.unwrap_or(spec.agent.timeout_s) + AGENT_WAIT_S + START_SLACK_S,
+            "template": {
+                "metadata": { "labels": labels(plan, "agent") },
+                "spec": pod,
+            },
+        },
+    });
+    Ok(vec![
+        Manifest {
+            file: "run/run-configmap.yaml".into(),
+            object: run_config,
+        },
+        Manifest {
+            file: "run/work-pvc.yaml".into(),
+            object: work,
+        },
+        Manifest {
+            file: "run/agent-job.yaml".into(),
+            object: job,
+        },
+    ])
+}
+
+/// The init step that copies the cyclix binary from the runner image into the Pod (the probes
+/// and `agent-wait` run from it, read-only).
+fn cyclix_bin_step(opts: &KubeOptions) -> Value {
+    json!({
+        "name": "cyclix-bin",
+        "image": opts.runner_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["cp", RUNNER_CYCLIX, "/cyclix-bin/cyclix"],
+        "securityContext": container_security(),
+        "volumeMounts": [{ "name": "cyclix-bin", "mountPath": "/cyclix-bin" }],
+    })
+}
+
+/// The init step that clones the run branch from the runner's bundle into the work volume.
+fn clone_step(plan: &RunPlan, opts: &KubeOptions) -> Value {
+    json!({
+        "name": "repo",
+        "image": opts.runner_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", CLONE_SCRIPT, "clone", crate::naming::branch(&plan.tenant, &plan.run_id)],
+        "env": [{ "name": "HOME", "value": "/tmp" }],
+        "securityContext": container_security(),
+        "volumeMounts": [
+            { "name": "bundle", "mountPath": BUNDLE_DIR, "readOnly": true },
+            { "name": "work", "mountPath": WORKDIR },
+            { "name": "tmp-repo", "mountPath": "/tmp" },
+        ],
+    })
+}
+
+/// A service as a native sidecar (an init container that keeps running): on the Pod's
+/// localhost like in the Podman pod; its health check becomes a startup probe, so the agent
+/// starts only once it passed.
+fn sidecar(
+    plan: &RunPlan,
+    names: &KubeNames,
+    c: &ContainerPlan,
+    s: &crate::render::plan::ServicePlan,
+) -> Value {
+    let mut env = shared::env(plan, names, &c.env);
+    env.extend(shared::secret_env(names, &c.secrets));
+    let mut mounts = vec![json!({ "name": format!("tmp-svc-{}", s.name), "mountPath": "/tmp" })];
+    if let Some(target) = c.volumes.first().map(|v| v.target.clone()) {
+        mounts.push(json!({ "name": format!("svc-{}-data", s.name), "mountPath": target }));
+    }
+    if s.worktree {
+        mounts.push(json!({ "name": "work", "mountPath": WORKDIR, "readOnly": true }));
+    }
+    let mut v = json!({
+        "name": format!("svc-{}", s.name),
+        "image": c.image,
+        "imagePullPolicy": pull_policy(c),
+        "restartPolicy": "Always",
+        "env": env,
+        "securityContext": container_security(),
+        "volumeMounts": mounts,
+    });
+    if let Some(cmd) = shared::command(c) {
+        v["command"] = cmd;
+    }
+    if let Some(w) = &c.workdir {
+        v["workingDir"] = json!(w);
+    }
+    if let Some(h) = &c.health {
+        v["startupProbe"] = json!({
+            "exec": { "command": h.command },
+            "periodSeconds": h.interval_s,
+            "timeoutSeconds": h.timeout_s,
+            "failureThreshold": h.retries,
+            "initialDelaySeconds": h.start_period_s,
+        });
+    }
+    v
+}
+
+/// The agent's argv: the plan's, with `agent-wait --go FILE` replaced by `agent-wait --probe
+/// CONTEXT` (the suite runs in the Pod itself, nothing on a host creates a go file).
+fn agent_argv(c: &ContainerPlan) -> Vec<String> {
+    let mut argv = c.exec.clone();
+    if argv.get(2).map(String::as_str) == Some("--go") && argv.len() > 3 {
+        argv[2] = "--probe".into();
+        argv[3] = format!("{CTL_PATH}/{PROBE_CONTEXT_FILE}");
+    }
+    argv
+}
+
+fn agent_container(plan: &RunPlan, names: &KubeNames, c: &ContainerPlan) -> Value {
+    let mut env = shared::env(plan, names, &c.env);
+    env.extend(shared::secret_env(names, &c.secrets));
+    let mut v = json!({
+        "name": "agent",
+        "image": c.image,
+        "imagePullPolicy": pull_policy(c),
+        "command": agent_argv(c),
+        "workingDir": WORKDIR,
+        "env": env,
+        "securityContext": container_security(),
+        "volumeMounts": [
+            { "name": "work", "mountPath": WORKDIR },
+            { "name": "cyclix-bin", "mountPath": "/cyclix/bin", "readOnly": true },
+            { "name": "run", "mountPath": TASK_PATH, "subPath": TASK_FILE, "readOnly": true },
+            { "name": "run", "mountPath": CONTEXT_PATH, "subPath": CONTEXT_FILE, "readOnly": true },
+            { "name": "run", "mountPath": format!("{CTL_PATH}/{PROBE_CONTEXT_FILE}"), "subPath": PROBE_CONTEXT_FILE, "readOnly": true },
+            { "name": "tmp", "mountPath": "/tmp" },
+        ],
+    });
+    debug_assert!(CYCLIX_BIN_PATH.starts_with("/cyclix/bin/"));
+    if let Some(r) = resources(c) {
+        v["resources"] = r;
+    }
+    v
+}
+
+fn volumes(plan: &RunPlan, names: &KubeNames) -> Vec<Value> {
+    let mut v = vec![
+        json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work() } }),
+        json!({ "name": "bundle", "configMap": { "name": names.repo_bundle() } }),
+        json!({ "name": "run", "configMap": { "name": names.run_config() } }),
+        // On disk, not `medium: Memory`: `podman kube play` gives each container its own tmpfs
+        // for a memory emptyDir, so the binary copied by the init step would not be shared.
+        json!({ "name": "cyclix-bin", "emptyDir": { "sizeLimit": "256Mi" } }),
+        json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } }),
+        json!({ "name": "tmp-repo", "emptyDir": { "medium": "Memory", "sizeLimit": "64Mi" } }),
+    ];
+    for s in &plan.units.services {
+        v.push(json!({ "name": format!("tmp-svc-{}", s.name), "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } }));
+        if s.volume.is_some() {
+            v.push(json!({ "name": format!("svc-{}-data", s.name), "emptyDir": {} }));
+        }
+    }
+    v
+}

@@ -1,0 +1,175 @@
+//! The gate and the collector on Kubernetes, both Pods without any network (the deny-all
+//! policy selects their `io.cyclix.network: none` label):
+//! - the gate Job judges a clean export of the run branch's tip (an init step clones it from
+//!   the work volume, read-only, and strips its `.git`), as the Podman gate judges `WORKTREE.gate`;
+//! - the collector Job writes the run branch as a git bundle, base64 on its standard output,
+//!   which the runner reads (`kubectl logs`) and imports as `cyclix run` imports a run's
+//!   commits; delivery happens outside the cluster's Pods, as on Podman. Pure.
+
+use serde_json::{Value, json};
+
+use super::agent::agent_uid;
+use super::shared::{
+    KubeNames, NO_NETWORK_LABEL, RUNNER_CYCLIX, container_security, labels, meta, pod_base,
+};
+use super::{KubeOptions, Manifest};
+use crate::naming::RunNames;
+use crate::render::plan::{RunPlan, WORKDIR};
+use crate::spec::Spec;
+
+/// Where the work volume appears, read-only, in the export and collect steps.
+pub const REPO_PATH: &str = "/repo";
+
+/// Extra seconds the gate Job may run beyond the gate's own timeout (the export step).
+pub const EXPORT_SLACK_S: u64 = 120;
+
+/// How long the collector may take, in seconds.
+pub const COLLECT_S: u64 = 300;
+
+fn no_network_labels(plan: &RunPlan, role: &str) -> Value {
+    let mut l = labels(plan, role);
+    l[NO_NETWORK_LABEL] = json!("none");
+    l
+}
+
+fn job(
+    plan: &RunPlan,
+    name: &str,
+    role: &str,
+    deadline_s: u64,
+    pod: serde_json::Map<String, Value>,
+) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(plan, name, role),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_s,
+            "template": {
+                "metadata": { "labels": no_network_labels(plan, role) },
+                "spec": Value::Object(pod),
+            },
+        },
+    })
+}
+
+fn runner_step(opts: &KubeOptions, name: &str, command: Value, mounts: Value) -> Value {
+    let mut v = json!({
+        "name": name,
+        "image": opts.runner_image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [{ "name": "HOME", "value": "/tmp" }],
+        "securityContext": container_security(),
+    });
+    v["command"] = command;
+    v["volumeMounts"] = mounts;
+    v
+}
+
+/// The gate Job and the collector Job.
+#[must_use]
+pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifest> {
+    let names = KubeNames(RunNames::new(&plan.run_id));
+    let branch = crate::naming::branch(&plan.tenant, &plan.run_id);
+    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true });
+    let tmp = json!({ "name": "tmp", "mountPath": "/tmp" });
+    let work_volume = json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } });
+    let tmp_volume =
+        json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } });
+
+    let mut gate_pod = pod_base(agent_uid(spec));
+    gate_pod.insert("enableServiceLinks".into(), json!(false));
+    gate_pod.insert(
+        "initContainers".into(),
+        json!([
+            runner_step(
+                opts,
+                "export",
+                json!([
+                    "git",
+                    "-c",
+                    "safe.directory=*",
+                    "clone",
+                    "--quiet",
+                    "--no-hardlinks",
+                    "--branch",
+                    branch,
+                    "--",
+                    REPO_PATH,
+                    "/tree"
+                ]),
+                json!([repo_ro, { "name": "tree", "mountPath": "/tree" }, tmp]),
+            ),
+            runner_step(
+                opts,
+                "strip-git",
+                json!(["rm", "-rf", "--", "/tree/.git"]),
+                json!([{ "name": "tree", "mountPath": "/tree" }]),
+            ),
+        ]),
+    );
+    let gate_env: Vec<Value> = crate::render::plan::fresh::fresh_env()
+        .into_iter()
+        .chain([
+            ("CYCLIX_TENANT".to_string(), plan.tenant.clone()),
+            ("CYCLIX_RUN".to_string(), plan.run_id.clone()),
+        ])
+        .map(|(k, v)| json!({ "name": k, "value": v.replace('$', "$$") }))
+        .collect();
+    let gate_image = spec.gate.image.reference();
+    gate_pod.insert(
+        "containers".into(),
+        json!([{
+            "name": "gate",
+            "image": gate_image,
+            "imagePullPolicy": if crate::render::plan::budgets::is_local(&spec.gate.image) { "Never" } else { "IfNotPresent" },
+            "command": spec.gate.command,
+            "workingDir": WORKDIR,
+            "env": gate_env,
+            "securityContext": container_security(),
+            "volumeMounts": [{ "name": "tree", "mountPath": WORKDIR, "readOnly": true }, tmp],
+        }]),
+    );
+    gate_pod.insert(
+        "volumes".into(),
+        json!([work_volume, tmp_volume, { "name": "tree", "emptyDir": {} }]),
+    );
+
+    let mut collect_pod = pod_base(agent_uid(spec));
+    collect_pod.insert("enableServiceLinks".into(), json!(false));
+    collect_pod.insert(
+        "containers".into(),
+        json!([runner_step(
+            opts,
+            "collect",
+            // argv, not text: the branch is `$1` of a fixed script.
+            json!(["sh", "-c", "git -c safe.directory='*' -C /repo bundle create --quiet /tmp/run.bundle \"$1\" && exec base64 -w0 /tmp/run.bundle", "collect", branch]),
+            json!([repo_ro, tmp]),
+        )]),
+    );
+    collect_pod.insert("volumes".into(), json!([work_volume, tmp_volume]));
+    debug_assert!(RUNNER_CYCLIX.starts_with('/'));
+    vec![
+        Manifest {
+            file: "run/gate-job.yaml".into(),
+            object: job(
+                plan,
+                &names.role("gate"),
+                "gate",
+                spec.gate.timeout_s + EXPORT_SLACK_S,
+                gate_pod,
+            ),
+        },
+        Manifest {
+            file: "run/collect-job.yaml".into(),
+            object: job(
+                plan,
+                &names.role("collect"),
+                "collect",
+                COLLECT_S,
+                collect_pod,
+            ),
+        },
+    ]
+}

@@ -1,0 +1,130 @@
+//! The Kubernetes backend's pure parts: versions, the cron form of a calendar, the probe
+//! context, and what the export refuses.
+
+use super::schedule::cron;
+use super::*;
+
+#[test]
+fn versions_are_checked_against_the_supported_range() {
+    assert_eq!(parse_version("1.29").expect("ok"), (1, 29));
+    assert_eq!(parse_version("v1.37.2").expect("ok"), (1, 37));
+    for bad in ["1.28", "1.38", "2.0", "1", "1.x", "", "1.30.1.2", "1.30.x"] {
+        let e = parse_version(bad).expect_err(bad);
+        assert_eq!(e.key, "--k8s-version");
+        assert!(e.message.contains("1.29–1.37"), "{}", e.message);
+    }
+}
+
+#[test]
+fn calendars_with_a_cron_form_convert_and_others_are_refused() {
+    for (cal, want) in [
+        ("daily", "0 0 * * *"),
+        ("hourly", "0 * * * *"),
+        ("weekly", "0 0 * * 1"),
+        ("*-*-* 02:00:00", "0 2 * * *"),
+        ("Mon..Fri *-*-* 02:30", "30 2 * * 1-5"),
+        ("Sat,Sun 9,17:0/15", "0/15 9,17 * * 6,0"),
+        ("*-*-* *:*/10", "*/10 * * * *"),
+        ("*-*-* 08..18:00", "0 8-18 * * *"),
+    ] {
+        assert_eq!(cron(cal).expect(cal), want, "{cal}");
+    }
+    for bad in [
+        "2026-01-01 00:00",
+        "*-*-* 25:00",
+        "*-*-* 02:00:30",
+        "quarterly",
+        "*-*-* 02:00 UTC",
+        "Mon",
+    ] {
+        let e = cron(bad).expect_err(bad);
+        assert_eq!(e.key, "schedule.on_calendar");
+    }
+}
+
+#[test]
+fn the_probe_context_is_a_valid_kubernetes_profile_context() {
+    let spec = crate::spec::parse(
+        crate::demo::TENANT_YAML,
+        &crate::spec::SpecContext {
+            file: "demo".into(),
+            home: "/home/t".into(),
+            runtime_dir: "/run/user/1000".into(),
+        },
+    )
+    .expect("demo spec");
+    let ctx: crate::probe::Context =
+        serde_json::from_value(agent::probe_context(&spec)).expect("a probe context");
+    assert_eq!(ctx.profile, crate::probe::Profile::Kubernetes);
+    assert!(
+        ctx.proxy_url.is_empty(),
+        "filled in the Pod from $HTTP_PROXY"
+    );
+    assert_eq!(ctx.denied_host, "denied.example");
+}
+
+#[test]
+fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders() {
+    let spec = crate::spec::parse(
+        crate::demo::TENANT_YAML,
+        &crate::spec::SpecContext {
+            file: "demo".into(),
+            home: "/home/t".into(),
+            runtime_dir: "/run/user/1000".into(),
+        },
+    )
+    .expect("demo spec");
+    let run = crate::render::RunContext {
+        run_id: "t-1".into(),
+        worktree: "/home/t/w".into(),
+        run_dir: "/run/user/1000/cyclix/runs/t-1".into(),
+        subnet_octet: 7,
+        proxy_image: crate::images::PROXY_IMAGE.into(),
+        cyclix_bin: "/usr/local/bin/cyclix".into(),
+        service_ports: vec![],
+        placeholders: vec![],
+        setup_binds: vec![],
+        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
+    };
+    let plan = crate::render::plan::plan(&spec, &run).expect("plan");
+    let opts = KubeOptions {
+        k8s_version: DEFAULT_K8S.into(),
+        runner_image: "r".into(),
+        task: "t".into(),
+        pod_cidr: "0.0.0.0/0".into(),
+        work_size: "4Gi".into(),
+        spec_text: String::new(),
+    };
+    let ok = render(&spec, &plan, &opts).expect("renders");
+    assert!(
+        ok.not_enforced
+            .iter()
+            .any(|n| n.contains("--pod-cidr 0.0.0.0/0"))
+    );
+    for (field, opts) in [
+        (
+            "--k8s-version",
+            KubeOptions {
+                k8s_version: "1.20".into(),
+                ..opts.clone()
+            },
+        ),
+        (
+            "--pod-cidr",
+            KubeOptions {
+                pod_cidr: "all; http_access allow all".into(),
+                ..opts.clone()
+            },
+        ),
+        (
+            "--work-size",
+            KubeOptions {
+                work_size: "lots".into(),
+                ..opts.clone()
+            },
+        ),
+    ] {
+        let e = render(&spec, &plan, &opts).expect_err(field);
+        assert_eq!(e.key, field);
+    }
+}
