@@ -58,15 +58,21 @@ impl From<Outcome> for ExitCode {
     }
 }
 
+/// Whether `err` is stdout's reader having gone away (`EPIPE`, `cyclix ... | head`).
+#[must_use]
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// The exit code for an error that escaped a verb: "cyclix failed", except a person's input
 /// ([`InputError`]: a finding) and a broken pipe on stdout (`cyclix ... | head`), which is
 /// success (as ripgrep does).
 #[must_use]
 pub fn for_error(err: &anyhow::Error) -> ExitCode {
-    let broken_pipe = err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    });
+    let broken_pipe = is_broken_pipe(err);
     let input = err
         .chain()
         .any(|c| c.downcast_ref::<InputError>().is_some());

@@ -75,15 +75,30 @@ pub fn identifier_info_messages(identifier: &str) -> Result<Vec<String>> {
     run_messages(identifier, &args)
 }
 
-/// [`unit_messages`] logged at or after `since_s` (seconds since the Unix epoch;
-/// `--since @S`, journalctl(1)): what one start of `unit` said, e.g. why a run unit exited
-/// before its run wrote a record.
+/// What user unit `unit` (with `SyslogIdentifier=identifier`) said at or after `since_ms`
+/// (ms since the Unix epoch; `--since=@S.mmm`, journalctl(1) and systemd.time(7)): the lines
+/// filed under the unit OR carrying its identifier (`_SYSTEMD_USER_UNIT=U + SYSLOG_IDENTIFIER=I`),
+/// since a process that exits at once leaves its last stderr lines untied to the unit. Why a
+/// run unit ended before its run wrote a record.
 ///
 /// # Errors
 /// As [`unit_messages`].
-pub fn unit_messages_since(unit: &str, since_s: u64) -> Result<Vec<String>> {
-    let since = format!("--since=@{since_s}");
-    messages(unit, &[since.as_str()])
+pub fn unit_messages_since(unit: &str, identifier: &str, since_ms: u128) -> Result<Vec<String>> {
+    let since = format!("--since=@{}.{:03}", since_ms / 1000, since_ms % 1000);
+    let by_unit = format!("_SYSTEMD_USER_UNIT={unit}");
+    let by_id = format!("SYSLOG_IDENTIFIER={identifier}");
+    let args = [
+        "--user",
+        since.as_str(),
+        "--output",
+        "cat",
+        "--no-pager",
+        "--quiet",
+        by_unit.as_str(),
+        "+",
+        by_id.as_str(),
+    ];
+    run_messages(unit, &args)
 }
 
 fn messages(unit: &str, filter: &[&str]) -> Result<Vec<String>> {

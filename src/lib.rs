@@ -14,6 +14,33 @@ macro_rules! stderrln {
     }};
 }
 
+/// `println!` that never panics: a closed stdout (`cyclix status | head -1`) returns from the
+/// enclosing function (which returns `anyhow::Result`) with `writing to stdout: Broken pipe`,
+/// which `exit::for_error` turns into exit 0 and no message, as ripgrep does; `println!`
+/// would panic (exit 101).
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, $($t)*)
+            .and_then(|()| out.flush())
+            .map_err(|e| anyhow::Error::new(e).context("writing to stdout"))?;
+    }};
+}
+
+/// `print!` that never panics (see [`outln!`]).
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        write!(out, $($t)*)
+            .and_then(|()| out.flush())
+            .map_err(|e| anyhow::Error::new(e).context("writing to stdout"))?;
+    }};
+}
+
 /// `eprint!` that never panics (see [`stderrln!`]).
 #[macro_export]
 macro_rules! stderr {

@@ -52,7 +52,10 @@ fn main() -> ExitCode {
     match app::run(&cli) {
         Ok(outcome) => outcome.into(),
         Err(err) => {
-            cyclix::stderrln!("error: {err:#}");
+            // A reader that went away (`| head`) is no error to report (as ripgrep).
+            if !exit::is_broken_pipe(&err) {
+                cyclix::stderrln!("error: {err:#}");
+            }
             exit::for_error(&err)
         }
     }

@@ -474,6 +474,7 @@ build_all() {
 fetch_agent_packages() {
   mkdir -p "$AGENT_PACKAGES_DIR"
   [ -n "$TB_AGENT_PACKAGES" ] || return 0
+  log "agent preset packages ($TB_AGENT_PACKAGES) into $AGENT_PACKAGES_DIR (npm/PyPI the first time, verified by hash; cached after)"
   # shellcheck disable=SC2086 # a space-separated preset list by design
   CYCLIX_PACKAGES=$AGENT_PACKAGES_DIR "$PROJECT_ROOT/scripts/fetch-agent-packages" $TB_AGENT_PACKAGES >/dev/null \
     || die "fetching the agent preset packages ($TB_AGENT_PACKAGES) into $AGENT_PACKAGES_DIR failed (needs internet once; TB_AGENT_PACKAGES= skips)"

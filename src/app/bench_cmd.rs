@@ -71,6 +71,6 @@ pub fn private_repo(repo: &std::path::Path, base: &str, out: &std::path::Path) -
     crate::git::private::create(repo, out, "cyclix/bench/run", &sha)
         .with_context(|| format!("making a private repository of {}", repo.display()))?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
-    println!("{}", serde_json::json!({ "ms": ms }));
+    crate::outln!("{}", serde_json::json!({ "ms": ms }));
     Ok(Outcome::Ok)
 }

@@ -260,8 +260,24 @@ pub fn table(list: &[Check], summary: Summary, elapsed_ms: u64, colour: bool) ->
             let _ = writeln!(s, "      {:<width$}  fix: {fix}", "");
         }
     }
+    // A failed tenant check (`spec:T`, `images:T`, `env:T`) is the tenant's, not the host's.
+    let failed: Vec<&Check> = list.iter().filter(|c| c.status == Status::Fail).collect();
+    let mut tenants: Vec<&str> = failed
+        .iter()
+        .filter_map(|c| c.id.split_once(':').map(|(_, t)| t))
+        .collect();
+    tenants.dedup();
     let verdict = if summary.fail == 0 {
         paint("this host can run cyclix", Status::Pass, colour)
+    } else if failed.iter().all(|c| c.id.contains(':')) {
+        paint(
+            &format!(
+                "this host can run cyclix; tenant {} cannot run yet",
+                tenants.join(", ")
+            ),
+            Status::Fail,
+            colour,
+        )
     } else {
         paint("this host cannot run cyclix yet", Status::Fail, colour)
     };
@@ -292,6 +308,28 @@ mod tests {
                 fix: Some("sudo usermod --add-subuids 100000-165535 cyx".into()),
             },
         ]
+    }
+
+    #[test]
+    fn a_failure_of_tenant_checks_only_is_the_tenants_not_the_hosts() {
+        let mut list = sample();
+        list[1].id = "env:shop".into();
+        list.push(Check {
+            id: "images:shop".into(),
+            status: Status::Fail,
+            found: "missing".into(),
+            fix: None,
+        });
+        let text = table(&list, Summary::of(&list), 1, false);
+        assert!(
+            text.contains(
+                "this host can run cyclix; tenant shop cannot run yet: 1 pass, 0 warn, 2 fail"
+            ),
+            "{text}"
+        );
+        list[0].status = Status::Fail;
+        let text = table(&list, Summary::of(&list), 1, false);
+        assert!(text.contains("this host cannot run cyclix yet"), "{text}");
     }
 
     #[test]

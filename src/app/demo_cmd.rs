@@ -18,24 +18,24 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     std::fs::write(base.join("task.md"), crate::demo::TASK).context("writing the demo task")?;
     if project.join(".git").exists() {
-        println!("demo project exists: {}", project.display());
+        crate::outln!("demo project exists: {}", project.display());
     } else {
         Git::init_repo(
             &project,
             crate::demo::project_files(),
             "demo project: calc with a failing test",
         )?;
-        println!("created demo project {}", project.display());
+        crate::outln!("created demo project {}", project.display());
     }
     let spec = tenant_spec_path(env, "demo");
     std::fs::create_dir_all(spec.parent().context("invariant: spec path has a parent")?)?;
     if spec.exists() {
         // Never overwrite a spec the user may have edited.
-        println!("demo spec exists (kept): {}", spec.display());
+        crate::outln!("demo spec exists (kept): {}", spec.display());
     } else {
         std::fs::write(&spec, crate::demo::TENANT_YAML)
             .with_context(|| format!("writing {}", spec.display()))?;
-        println!("wrote {}", spec.display());
+        crate::outln!("wrote {}", spec.display());
     }
     Ok(Outcome::Ok)
 }

@@ -320,7 +320,7 @@ fn report(
     took: Duration,
 ) -> Result<()> {
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "schema": "cyclix-drill/1",
@@ -331,8 +331,8 @@ fn report(
             }))?
         );
     } else {
-        print!("{}", verdict::table(rows));
-        println!(
+        crate::out!("{}", verdict::table(rows));
+        crate::outln!(
             "drill of tenant {tenant}: {} escape(s) in {} s{}",
             rows.len(),
             took.as_secs(),

@@ -88,7 +88,7 @@ pub fn run() -> Result<Outcome> {
             &dir.path().join(ctx),
             BUILD_DEADLINE,
         )?;
-        println!("built {tag} ({})", id.get(..12).unwrap_or(&id));
+        crate::outln!("built {tag} ({})", id.get(..12).unwrap_or(&id));
     }
     Ok(Outcome::Ok)
 }
@@ -128,13 +128,13 @@ pub fn run_tenant(env: &crate::context::HostEnv, tenant: &str) -> Result<Outcome
     }
     let spec = super::spec_file::load_spec(&path, env)?.map_err(|e| exit::input(e.to_string()))?;
     if !crate::run::build_phase::has_builds(&spec) {
-        println!("tenant {tenant} builds no image (no `build:` in its spec)");
+        crate::outln!("tenant {tenant} builds no image (no `build:` in its spec)");
         return Ok(Outcome::Ok);
     }
     let commit = crate::git::Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base)?;
     let id = super::clock::new_run_id(std::time::SystemTime::now(), std::process::id());
     for b in build_images(&spec, &commit, &id)?.1 {
-        println!(
+        crate::outln!(
             "{} {}",
             if b.built { "built" } else { "up to date" },
             b.reference
@@ -271,7 +271,7 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
     let inputs = hex(&inputs.finalize());
     if podman.image_label(&tag, INPUTS_LABEL)?.as_deref() == Some(inputs.as_str()) {
         let id = podman.image_id(&tag)?;
-        println!("up to date {tag} ({})", id.get(..12).unwrap_or(&id));
+        crate::outln!("up to date {tag} ({})", id.get(..12).unwrap_or(&id));
         return Ok(Outcome::Ok);
     }
     let file = dir.path().join("Containerfile");
@@ -291,7 +291,7 @@ pub fn run_preset(preset: &str, packages_dir: &Path) -> Result<Outcome> {
         &[(INPUTS_LABEL, &inputs), (FILE_LABEL, &file_label)],
         BUILD_DEADLINE,
     )?;
-    println!("built {tag} ({})", id.get(..12).unwrap_or(&id));
+    crate::outln!("built {tag} ({})", id.get(..12).unwrap_or(&id));
     Ok(Outcome::Ok)
 }
 

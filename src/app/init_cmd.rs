@@ -76,9 +76,9 @@ pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Out
     f.write_all(text.as_bytes())
         .and_then(|()| f.sync_all())
         .with_context(|| format!("writing {file}"))?;
-    println!("wrote {file} (check it: cyclix spec validate {file})");
+    crate::outln!("wrote {file} (check it: cyclix spec validate {file})");
     if !schema_path(env).exists() {
-        println!(
+        crate::outln!(
             "note: the schema it names is written by `cyclix install` ({})",
             schema_path(env).display()
         );

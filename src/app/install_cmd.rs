@@ -69,14 +69,14 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         let path = unit_dir.join(&f.name);
         std::fs::create_dir_all(path.parent().context("invariant: unit path has a parent")?)?;
         record::atomic_write(&path, f.contents.as_bytes())?;
-        println!("wrote {}", path.display());
+        crate::outln!("wrote {}", path.display());
     }
     docs::install(env, &bin)?;
     notify::install(env, &unit_dir, &bin, &specs)?;
     let units = unit_manager(env)?;
     for (t, why) in &plan.remove {
         remove_timer(&units, &unit_dir, t)?;
-        println!(
+        crate::outln!(
             "removed {} (stopped, disabled, drop-in deleted): {}",
             crate::naming::run_timer(t),
             why.text()
@@ -84,21 +84,24 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     }
     units.reload()?;
     for t in &plan.paused {
-        println!(
+        crate::outln!(
             "{} not installed: the tenant is paused (`cyclix resume {t}`)",
             crate::naming::run_timer(t)
         );
     }
     for t in &plan.left {
-        println!(
+        crate::outln!(
             "{} left as it was: its spec does not load (fix it and run `cyclix install` again)",
             crate::naming::run_timer(t)
         );
     }
     if plan.install.is_empty() {
-        println!(
-            "no tenant has a schedule; start runs with `systemctl --user start cyclix-run@TENANT`"
-        );
+        let none = if plan.paused.is_empty() && plan.left.is_empty() {
+            "no tenant has a schedule"
+        } else {
+            "no timer to enable"
+        };
+        crate::outln!("{none}; start runs with `systemctl --user start cyclix-run@TENANT`");
         return Ok(Outcome::from_passed(ok));
     }
     let timers: Vec<String> = plan
@@ -173,12 +176,12 @@ fn start_timer(units: &impl UnitManager, t: &str) -> Result<bool> {
     {
         // Persistent=true catching up a missed run fires at once; the next elapse is only
         // computed when that run ends.
-        println!(
+        crate::outln!(
             "{t} fired at once (a missed run caught up, Persistent=true); {service} is {}",
             fired.summary()
         );
     } else if next.is_scheduled() {
-        println!("enabled {t}: next elapse {}", elapse_text(next));
+        crate::outln!("enabled {t}: next elapse {}", elapse_text(next));
     } else {
         crate::stderrln!(
             "error: {t} has no next elapse: it would never fire (check its OnCalendar=); disabled it again"
@@ -198,8 +201,17 @@ fn start_timer(units: &impl UnitManager, t: &str) -> Result<bool> {
 /// D-Bus failures, or the drop-in cannot be removed.
 pub(crate) fn remove_timer(units: &impl UnitManager, unit_dir: &Path, t: &str) -> Result<()> {
     let timer = crate::naming::run_timer(t);
-    units.stop(&timer, JobMode::Replace, TIMER_JOB_DEADLINE)?;
-    units.disable_unit_files(&[timer.as_str()])?;
+    // A timer the manager does not know (never enabled, or already removed) is off already.
+    let gone = |r: Result<(), crate::systemd::Error>| match r {
+        Err(crate::systemd::Error::NoSuchUnit { .. }) | Ok(()) => Ok(()),
+        Err(e) => Err(e),
+    };
+    gone(
+        units
+            .stop(&timer, JobMode::Replace, TIMER_JOB_DEADLINE)
+            .map(drop),
+    )?;
+    gone(units.disable_unit_files(&[timer.as_str()]).map(drop))?;
     let dropin = unit_dir.join(crate::naming::schedule_dropin(t));
     match std::fs::remove_file(&dropin) {
         Ok(()) => {}

@@ -143,17 +143,17 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
         .collect();
     let bad = list.iter().filter(|l| l.status != "running").count();
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({"schema": "cyclix-leftovers/1", "leftovers": list})
             )?
         );
     } else if list.is_empty() {
-        println!("no leftovers");
+        crate::outln!("no leftovers");
     } else {
         for l in &list {
-            println!(
+            crate::outln!(
                 "{:<9} {:<9} {} ({})\n          {}",
                 l.leftover.kind,
                 l.status,

@@ -34,6 +34,7 @@ pub fn run(
     follow: bool,
     lines: u32,
 ) -> Result<Outcome> {
+    super::tenant::known_tenant(env, tenant)?;
     let dir = record::tenant_dir(&env.state_home, tenant);
     let run_id = which_run(env, tenant, &dir, run)?;
     let files = RunFiles::new(&dir, &run_id);

@@ -14,13 +14,19 @@ use crate::run::record;
 use crate::systemd::{ActiveState, UnitManager};
 
 /// `cyclix pause TENANT`: writes the pause marker, then stops and disables the tenant's timer
-/// and removes its drop-in. A run in progress goes on (`cyclix stop` stops it).
+/// and removes its drop-in (a timer the manager does not know is off already: a tenant with
+/// no schedule is paused all the same, so a schedule added later stays off until `resume`). A
+/// second pause says so and changes nothing. A run in progress goes on (`cyclix stop`).
 ///
 /// # Errors
 /// An unknown tenant, I/O or D-Bus failures.
 pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     let marker = env.layout().pause_marker(tenant);
+    if let Some(since) = paused(env, tenant) {
+        crate::outln!("{tenant} is already paused ({since}); `cyclix resume {tenant}` ends it");
+        return Ok(Outcome::Ok);
+    }
     std::fs::create_dir_all(marker.parent().context("invariant: marker has a parent")?)?;
     let when = super::clock::utc_timestamp(super::clock::now_ms());
     record::atomic_write(
@@ -30,7 +36,7 @@ pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let units = unit_manager(env)?;
     remove_timer(&units, &env.layout().user_units_dir(), tenant)?;
     units.reload()?;
-    println!(
+    crate::outln!(
         "paused {tenant}: {} is stopped and disabled and stays so across `cyclix install` until `cyclix resume {tenant}`",
         crate::naming::run_timer(tenant)
     );
@@ -39,7 +45,7 @@ pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         st.active_state,
         ActiveState::Active | ActiveState::Activating
     ) {
-        println!(
+        crate::outln!(
             "a run is in progress ({unit}: {}); `cyclix stop {tenant}` stops it",
             st.summary()
         );
@@ -56,9 +62,9 @@ pub fn resume(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     run_unit(env, tenant)?;
     let marker = env.layout().pause_marker(tenant);
     match std::fs::remove_file(&marker) {
-        Ok(()) => println!("resumed {tenant}"),
+        Ok(()) => crate::outln!("resumed {tenant}"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!("{tenant} was not paused");
+            crate::outln!("{tenant} was not paused");
         }
         Err(e) => return Err(e).with_context(|| format!("removing {}", marker.display())),
     }

@@ -222,7 +222,7 @@ fn converge_and_execute(
         // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.
         crate::stderrln!("{summary}");
     } else {
-        println!("{summary}");
+        crate::outln!("{summary}");
     }
     Ok(match Outcome::from_code(rec.result.exit_code()) {
         Some(o) => (o, Some(rec)),

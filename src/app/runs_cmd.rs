@@ -151,7 +151,7 @@ pub fn text_line(l: &RunLine) -> String {
 /// A bad tenant name, stdout closed.
 pub fn run(env: &HostEnv, tenant: Option<&str>, json: bool) -> Result<Outcome> {
     if let Some(t) = tenant {
-        super::tenant::check_name(t)?;
+        super::tenant::known_tenant(env, t)?;
     }
     let (lines, bad) = history(&env.layout().records_root(), tenant);
     for b in &bad {

@@ -34,7 +34,7 @@ pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
         return Ok(Outcome::Findings);
     }
     let before = record::latest(&env.state_home, tenant)?.map(|r| r.run_id);
-    let started_s = u64::try_from(super::clock::now_ms() / 1000).unwrap_or(0);
+    let started_ms = super::clock::now_ms();
     let units = unit_manager(env)?;
     let t0 = std::time::Instant::now();
     let r = units.start(&unit, JobMode::Replace, wait);
@@ -46,7 +46,7 @@ pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
     let ours =
         record::latest(&env.state_home, tenant)?.filter(|r| Some(&r.run_id) != before.as_ref());
     if let Some(rec) = &ours {
-        print!("{}", record::summary(rec));
+        crate::out!("{}", record::summary(rec));
     }
     Ok(outcome(ours.as_ref(), r.as_ref().err(), || {
         let status = units.unit_status(&unit).ok();
@@ -54,7 +54,8 @@ pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
             .as_ref()
             .and_then(|s| s.exec_main_status)
             .is_some_and(|c| c == i32::from(crate::exit::INTERRUPTED));
-        let lines = crate::journal::unit_messages_since(&unit, started_s).unwrap_or_default();
+        let id = unit.strip_suffix(".service").unwrap_or(&unit);
+        let lines = crate::journal::unit_messages_since(&unit, id, started_ms).unwrap_or_default();
         (interrupted, lines)
     }))
 }

@@ -168,11 +168,11 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
     }
     if json {
         let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
     if rows.is_empty() {
-        println!(
+        crate::outln!(
             "no tenants in {} (`cyclix demo setup` lays out the demo tenant)",
             env.layout().tenants_dir().display()
         );
@@ -187,7 +187,7 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             (None, Some(n)) => format!("next {n}"),
             (None, None) => "no timer".to_owned(),
         };
-        println!(
+        crate::outln!(
             "{:<20} {}{now} · {timer} · last {} ({})",
             r.tenant,
             r.unit_state,
@@ -223,33 +223,34 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             "paused": paused, "current_run": current,
             "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
             "last_run": last});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
-    println!("{unit}: {}", st.summary());
+    crate::outln!("{unit}: {}", st.summary());
     if let Some(c) = &current {
-        println!("{}", current_line(c));
+        crate::outln!("{}", current_line(c));
         for s in &c.services {
-            println!("  service {s}");
+            crate::outln!("  service {s}");
         }
     }
     match next {
-        Some(n) if n.is_scheduled() => println!("{timer}: next elapse {}", elapse_text(n)),
-        _ => println!("{timer}: not scheduled"),
+        Some(n) if n.is_scheduled() => crate::outln!("{timer}: next elapse {}", elapse_text(n)),
+        _ => crate::outln!("{timer}: not scheduled"),
     }
     if let Some(why) = &paused {
-        println!("{tenant} is paused ({why}); `cyclix resume {tenant}` undoes it");
+        crate::outln!("{tenant} is paused ({why}); `cyclix resume {tenant}` undoes it");
     }
     if let Some(s) = skips.last() {
-        println!(
+        crate::outln!(
             "{timer}: {} trigger(s) skipped while a run was active; last: {}",
             skips.len(),
             super::tick_cmd::skip_line(s)
         );
     }
-    match last {
-        Some(r) => print!("last {}", record::summary(&r)),
-        None => println!("no run recorded yet"),
+    if let Some(r) = last {
+        crate::out!("last {}", record::summary(&r));
+    } else {
+        crate::outln!("no run recorded yet");
     }
     Ok(Outcome::Ok)
 }

@@ -16,6 +16,6 @@ use crate::systemd::{JobMode, UnitManager};
 pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     let o = unit_manager(env)?.stop(&unit, JobMode::Replace, Duration::from_secs(150))?;
-    println!("stopped {unit}: {}", o.status.summary());
+    crate::outln!("stopped {unit}: {}", o.status.summary());
     Ok(Outcome::Ok)
 }

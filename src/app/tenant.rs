@@ -59,6 +59,19 @@ pub(crate) fn run_unit(env: &HostEnv, tenant: &str) -> Result<String> {
     Ok(crate::naming::run_service(tenant))
 }
 
+/// A tenant a history verb (`logs`, `runs`) may name: one with a spec, or one whose records
+/// outlived its spec; anything else is a mistyped name, refused as `status` refuses it.
+///
+/// # Errors
+/// An invalid name, or neither a spec nor records of `tenant`.
+pub(crate) fn known_tenant(env: &HostEnv, tenant: &str) -> Result<()> {
+    check_name(tenant)?;
+    if record::tenant_dir(&env.state_home, tenant).is_dir() {
+        return Ok(());
+    }
+    run_unit(env, tenant).map(drop)
+}
+
 fn load_tenant(
     env: &HostEnv,
     tenant: &str,

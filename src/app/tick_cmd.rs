@@ -44,7 +44,7 @@ pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let lock_path = lock::path(env.runtime_dir()?, tenant);
     let records = record::tenant_dir(&env.state_home, tenant);
     match tick::tick(&units, tenant, &lock_path, &records, now_ms())? {
-        Ticked::Started(job) => println!("started {unit} (job {job})"),
+        Ticked::Started(job) => crate::outln!("started {unit} (job {job})"),
         Ticked::Skipped(s, path) => {
             crate::stderrln!("cyclix: {} (recorded in {})", skip_line(&s), path.display());
         }

@@ -42,7 +42,7 @@ fn setup_changed(spec: &crate::spec::Spec, rev: &str, at: &str) -> Result<Option
     let changed = git.touched_among(&from, &to, &paths)?;
     let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
     if changed.is_empty() {
-        println!(
+        crate::outln!(
             "setup unchanged between {rev} ({}) and {at} ({}): twin skipped",
             short(&from),
             short(&to)
@@ -175,9 +175,9 @@ pub fn run(
     let host = RealRunHost::new().with_mount_guard(file.display().to_string(), env.clone());
     let report = twin::execute(&inputs, &units, &host);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.text());
+        crate::out!("{}", report.text());
     }
     Ok(Outcome::from_passed(report.verdict.passed))
 }

@@ -33,7 +33,7 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     let units = unit_manager(env)?;
     for t in &installed {
         remove_timer(&units, &unit_dir, t)?;
-        println!(
+        crate::outln!(
             "removed {} (stopped, disabled, drop-in deleted)",
             crate::naming::run_timer(t)
         );
@@ -68,12 +68,12 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     }
     units.reload()?;
     for p in &removed {
-        println!("removed {}", p.display());
+        crate::outln!("removed {}", p.display());
     }
     if removed.is_empty() && installed.is_empty() {
-        println!("nothing of cyclix was installed");
+        crate::outln!("nothing of cyclix was installed");
     }
-    println!(
+    crate::outln!(
         "left as they were: the specs and env files in {}, the run records in {}, the work trees in {}, the run branches (`cyclix/TENANT/RUN`) in your repositories, and the images",
         layout.tenants_dir().display(),
         layout.records_root().display(),

@@ -295,3 +295,79 @@ fn images_build_preset_refuses_an_unknown_preset_and_names_a_missing_package() {
         assert!(err.contains(&want), "missing {want:?} in:\n{err}");
     }
 }
+
+#[test]
+fn a_closed_stdout_is_no_error_and_no_panic() {
+    // `cyclix status | head -1` panicked (exit 101) when head had gone: stdout's reader is
+    // closed before cyclix writes a byte here, for a verb that prints with `outln!` (init)
+    // and one that prints through `print_out` (spec schema).
+    let home = tempfile::tempdir().expect("tmp home");
+    let repo = home.path().join("shop");
+    std::fs::create_dir_all(&repo).expect("repo");
+    let git = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(&repo)
+        .status()
+        .expect("git");
+    assert!(git.success());
+    for argv in [
+        vec![
+            "init".to_string(),
+            "shop".into(),
+            "--repo".into(),
+            repo.display().to_string(),
+        ],
+        vec!["spec".into(), "schema".into()],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+            .args(&argv)
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .stdout(writer)
+            .output()
+            .expect("run cyclix");
+        assert_eq!(o.status.code(), Some(0), "{argv:?}: {}", text(&o.stderr));
+        assert!(o.stderr.is_empty(), "{argv:?}: {}", text(&o.stderr));
+    }
+    assert!(
+        home.path()
+            .join(".config/cyclix/tenants/shop.yaml")
+            .exists(),
+        "init did its work before it printed"
+    );
+}
+
+#[test]
+fn logs_and_runs_refuse_a_tenant_that_does_not_exist() {
+    // `cyclix logs shpo` said "shpo has no run yet; cyclix start shpo starts one" and `cyclix
+    // runs shpo` "no runs recorded", exit 0: a mistyped name is named as `status` names it.
+    let home = tempfile::tempdir().expect("tmp home");
+    for verb in ["logs", "runs"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+            .args([verb, "shpo"])
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .expect("run cyclix");
+        assert_eq!(o.status.code(), Some(1), "{verb}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("no tenant `shpo`"),
+            "{verb}: {}",
+            text(&o.stderr)
+        );
+    }
+    // A tenant whose records outlived its spec still has a history.
+    let records = home.path().join(".local/state/cyclix/runs/old");
+    std::fs::create_dir_all(&records).expect("records");
+    let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+        .args(["runs", "old"])
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .expect("run cyclix");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

@@ -53,6 +53,9 @@ fn install_converges_timers_on_the_specs_and_a_pause_holds_until_resume() {
         off.ends_with(" inactive no-dropin") && !off.starts_with("enabled"),
         "after pause: {off}"
     );
+    // A second pause changes nothing and is no error (it was exit 2, "unit not found").
+    let again = cyclix(tb, &["pause", &t]);
+    assert!(again.contains(&format!("{t} is already paused")), "{again}");
     let out = cyclix(tb, &["install", "--tenant", &t]);
     assert!(out.contains("not installed: the tenant is paused"), "{out}");
     assert_eq!(timer_state(tb, &t), off, "install must honour the pause");
@@ -93,6 +96,11 @@ fn install_converges_timers_on_the_specs_and_a_pause_holds_until_resume() {
         gone.ends_with(" inactive no-dropin") && !gone.starts_with("enabled"),
         "{gone}"
     );
+    // A tenant with no schedule (no timer the manager knows) is paused all the same, exit 0:
+    // it was exit 2 with the marker written (half done).
+    let out = cyclix(tb, &["pause", &t]);
+    assert!(out.contains(&format!("paused {t}")), "{out}");
+    cyclix(tb, &["resume", &t]);
 
     // The spec deleted: install still finds the installed timer and removes it.
     scheduled.write(tb);

@@ -74,7 +74,7 @@ pub fn install(env: &HostEnv, bin: &str) -> Result<()> {
         crate::run::record::atomic_write(&f.path, &f.contents)?;
     }
     let pages = files.len() - 2;
-    println!(
+    crate::outln!(
         "wrote {} (the spec's JSON Schema), {} (bash completion) and {pages} man pages below {} (`man` finds them when ~/.local/bin is on PATH, or with MANPATH={}:)",
         super::super::init_cmd::schema_path(env).display(),
         bash_completion(env).display(),

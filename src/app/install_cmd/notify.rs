@@ -29,7 +29,7 @@ pub fn install(env: &HostEnv, unit_dir: &Path, bin: &str, specs: &[PathBuf]) -> 
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
                 crate::run::record::atomic_write(&path, d.contents.as_bytes())?;
-                println!("wrote {} (notify: {})", path.display(), spec_command(&spec));
+                crate::outln!("wrote {} (notify: {})", path.display(), spec_command(&spec));
             }
             None => remove(&path)?,
         }
@@ -51,7 +51,7 @@ fn spec_command(spec: &crate::spec::Spec) -> String {
 pub fn remove(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => {
-            println!("removed {} (the spec has no `notify:`)", path.display());
+            crate::outln!("removed {} (the spec has no `notify:`)", path.display());
             if let Some(dir) = path.parent() {
                 let _ = std::fs::remove_dir(dir);
             }

@@ -131,9 +131,16 @@ pub(super) fn env(f: &CheckFacts, t: &TenantFacts) -> Option<Check> {
 }
 
 pub(super) fn image_fix(i: &ImageFact) -> String {
+    let preset = crate::agents::PRESETS
+        .iter()
+        .find(|p| crate::images::agents::preset_image(p).as_deref() == Some(i.reference.as_str()));
     if i.reference == crate::images::PROXY_IMAGE || i.reference == crate::images::AGENT_PYTHON_IMAGE
     {
         "`cyclix images build`".to_string()
+    } else if let Some(p) = preset {
+        format!(
+            "`cyclix images build --preset {p}` (offline, from the package cache `scripts/fetch-agent-packages {p}` fills; in the testbed add `--packages /opt/cyclix-packages`)"
+        )
     } else if i.reference.starts_with("localhost/") {
         format!("build it: `podman build -t {} ...`", i.reference)
     } else {

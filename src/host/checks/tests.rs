@@ -496,3 +496,28 @@ fn a_presets_own_image_is_not_reported_as_an_unpinned_local_image() {
         "{images:?}"
     );
 }
+
+#[test]
+fn a_missing_preset_image_is_fixed_with_images_build_preset() {
+    let mut t = preset_tenant(true, false);
+    for i in &mut t.images {
+        if i.role == "agent" {
+            i.present = Ok(false);
+        }
+    }
+    let mut f = good();
+    f.tenants = vec![t];
+    let c = checks(&f, &CheckOptions::default());
+    let images = c
+        .iter()
+        .find(|c| c.id == "images:shop")
+        .expect("images:shop");
+    assert_eq!(images.status, Status::Fail, "{images:?}");
+    assert!(
+        images
+            .fix
+            .as_deref()
+            .is_some_and(|f| f.starts_with("`cyclix images build --preset claude-code`")),
+        "{images:?}"
+    );
+}
