@@ -40,8 +40,17 @@ pub(crate) fn collect(
                 st.summary()
             );
         }
-        let (kept, forged) = decisions(&host.unit_stdout_journal(proxy)?, log_key, rec.go_ms);
-        rec.egress_decisions = kept;
+        let found = decisions(&host.unit_stdout_journal(proxy)?, log_key, rec.go_ms);
+        rec.egress_decisions = found.kept;
+        let (forged, unreadable) = (found.forged, found.unreadable);
+        if unreadable > 0 {
+            rec.notices.push(format!(
+                "the proxy's journal held {unreadable} line(s) with this run's access-log key that \
+                 are not JSON even joined with the lines after them: requests squid decided that \
+                 egress_decisions does not show; see `journalctl --user --identifier={}`",
+                proxy.strip_suffix(".service").unwrap_or(proxy)
+            ));
+        }
         if forged > 0 {
             rec.notices.push(format!(
                 "the proxy's journal held {forged} JSON line(s) without this run's access-log key: \
@@ -53,33 +62,110 @@ pub(crate) fn collect(
     Ok(())
 }
 
-/// The proxy's decisions among its journal `lines`: the JSON objects whose `key` is the run's
-/// access-log key (`render::RunContext::log_key`; squid writes it first on every access-log
-/// line, and only squid.conf, out of the agent's reach, holds it), without that field and with
-/// `by` ([`egress_source`]); and how many other JSON objects were there (lines that look like
-/// decisions but did not come from the access log: forged).
+/// What [`decisions`] found among the proxy's journal lines.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    /// The decisions, oldest first: without `key`, with `by` ([`egress_source`]).
+    pub kept: Vec<serde_json::Value>,
+    /// JSON objects without the run's key: lines that look like decisions but did not come
+    /// from the access log (forged).
+    pub forged: usize,
+    /// Lines that start with the run's key and are no JSON object, even with control bytes
+    /// escaped and joined with the pieces after them: decisions that cannot be shown.
+    pub unreadable: usize,
+}
+
+/// The least length of a journal entry that was cut from a longer line: conmon's journald
+/// driver cuts at its 8 KiB buffer (`STDIO_BUF_SIZE`; measured: the first piece of a split
+/// access-log line was 8,192 bytes), journald a stream's line at `LineMax=` (48 KiB by
+/// default). A shorter line is whole: nothing is joined to it (on the plain backend the lines
+/// after it may be the cache log's, which quote the agent's bytes).
+const PIECE_MIN: usize = 8192;
+
+/// The most journal entries one access-log line is taken to be split into: conmon's journald
+/// driver cuts a line at its 8 KiB buffer (measured: a 8.1 KiB URL made two entries), and a
+/// line is at most squid's 8 KiB URL (its quoting doubles `"` and `\`) plus a 16 KiB SNI.
+const MAX_PIECES: usize = 8;
+
+/// The proxy's decisions among its journal `lines` ([`Decisions`]): the JSON objects whose
+/// `key` is the run's access-log key (`render::RunContext::log_key`; squid writes it first on
+/// every access-log line, and only squid.conf, out of the agent's reach, holds it).
+///
+/// Two things an agent can do to its own request's line are undone, so that the request is not
+/// left out of the record: squid's `%"` quoting escapes only `"`, `\`, CR, LF and TAB, so a
+/// control byte in an SNI or a URL reaches the line raw (JSON forbids it in a string: it is
+/// escaped here, [`json_controls_escaped`]); and a line longer than conmon's buffer is split
+/// over journal entries (the pieces after one that starts with the key and does not parse are
+/// joined to it while each piece before is [`PIECE_MIN`] long and none of them starts a line of
+/// squid's, at most [`MAX_PIECES`]).
 #[must_use]
-pub fn decisions(
-    lines: &[String],
-    log_key: &str,
-    go_ms: Option<u128>,
-) -> (Vec<serde_json::Value>, usize) {
-    let mut forged = 0;
-    let mut kept = Vec::new();
-    for l in lines {
-        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(l.trim()) else {
-            continue;
-        };
-        if d.remove("key").as_ref().and_then(serde_json::Value::as_str) != Some(log_key) {
-            forged += 1;
+pub fn decisions(lines: &[String], log_key: &str, go_ms: Option<u128>) -> Decisions {
+    const LINE_START: &str = r#"{"key":""#;
+    let ours = format!(r#"{LINE_START}{log_key}""#);
+    let mut out = Decisions::default();
+    let mut i = 0;
+    while i < lines.len() {
+        let first = lines[i].trim_start();
+        i += 1;
+        if !first.starts_with(&ours) {
+            if object(first).is_some() {
+                out.forged += 1;
+            }
             continue;
         }
+        let mut text = first.to_string();
+        let mut parsed = object(&text);
+        let mut next = i;
+        while parsed.is_none()
+            && next < lines.len()
+            && lines[next - 1].len() >= PIECE_MIN
+            && next - i < MAX_PIECES - 1
+            && !lines[next].trim_start().starts_with(LINE_START)
+        {
+            text.push_str(&lines[next]);
+            next += 1;
+            parsed = object(&text);
+        }
+        let Some(mut d) = parsed else {
+            // The lines after it are judged on their own.
+            out.unreadable += 1;
+            continue;
+        };
+        i = next;
+        d.remove("key");
         let mut d = serde_json::Value::Object(d);
         let by = egress_source(&d, go_ms);
         d["by"] = by.into();
-        kept.push(d);
+        out.kept.push(d);
     }
-    (kept, forged)
+    out
+}
+
+/// `text` as a JSON object, its control characters (U+0000 to U+001F) read as `\u00XX`
+/// escapes ([`json_controls_escaped`]).
+fn object(text: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::from_str(json_controls_escaped(text.trim_end()).as_ref()) {
+        Ok(serde_json::Value::Object(d)) => Some(d),
+        _ => None,
+    }
+}
+
+/// `text` with every control character U+0000 to U+001F written `\u00XX`. squid's access-log
+/// lines have none outside their strings, so this changes only bytes the agent put in one (a
+/// raw control character is not valid JSON there).
+fn json_controls_escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c < ' ') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c < ' ' {
+            let _ = std::fmt::Write::write_fmt(&mut out, format_args!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Who made a proxy request (issue 19 item 8): `probe` when squid saw it start before the go
@@ -260,12 +346,47 @@ mod tests {
         ]
         .map(str::to_string)
         .to_vec();
-        let (kept, forged) = decisions(&lines, key, None);
+        let Decisions {
+            kept,
+            forged,
+            unreadable,
+        } = decisions(&lines, key, None);
+        assert_eq!(unreadable, 0);
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0]["host"], "real.example");
         assert!(kept[0].get("key").is_none(), "the key is not recorded");
         assert_eq!(kept[0]["by"], "probe");
         assert_eq!(forged, 3, "every other JSON object is counted");
+    }
+
+    #[test]
+    fn a_control_byte_or_a_split_does_not_hide_a_decision_line() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let long = "a".repeat(9000);
+        let line = format!(
+            r#"{{"key":"{key}","host":"long.example","url":"http://long.example/{long}"}}"#
+        );
+        let (head, tail) = line.split_at(8192);
+        let lines: Vec<String> = [
+            format!("{{\"key\":\"{key}\",\"host\":\"allowed.example\",\"sni\":\"hidden.example\u{1}\u{1f}\"}}"),
+            head.to_string(),
+            tail.to_string(),
+            format!(r#"{{"key":"{key}","host":"cut.example","url":"http://cut.example/"#),
+            format!(r#"{{"key":"{key}","host":"short.example","url":"x"#),
+            r#"","status":"200"}"#.to_string(),
+            r#"{"key":"ffffffffffffffffffffffffffffffff","host":"forged.example"}"#.to_string(),
+        ]
+        .to_vec();
+        let d = decisions(&lines, key, None);
+        let hosts: Vec<&str> = d.kept.iter().filter_map(|d| d["host"].as_str()).collect();
+        assert_eq!(hosts, ["allowed.example", "long.example"], "{d:?}");
+        assert_eq!(d.kept[0]["sni"], "hidden.example\u{1}\u{1f}");
+        assert_eq!(d.kept[1]["url"].as_str().map(str::len), Some(9020));
+        assert_eq!(
+            (d.forged, d.unreadable),
+            (1, 2),
+            "a piece never joins a line of squid's, nor a short line"
+        );
     }
 
     #[test]
