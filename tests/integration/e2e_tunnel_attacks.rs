@@ -97,7 +97,13 @@ json.dump(out, open("attack13.json", "w"))
 
 /// The agent's results, from one run shared by the tests below.
 fn results() -> &'static serde_json::Value {
-    static R: OnceLock<serde_json::Value> = OnceLock::new();
+    &run().0
+}
+
+/// The agent's results and the proxy's journal lines of that run (every priority: squid's
+/// cache log too), from one run shared by the tests below.
+fn run() -> &'static (serde_json::Value, String) {
+    static R: OnceLock<(serde_json::Value, String)> = OnceLock::new();
     R.get_or_init(|| {
         let _shared = crate::common::testbed::shared();
         let tb = prepared();
@@ -120,7 +126,14 @@ fn results() -> &'static serde_json::Value {
             )),
             "read the agent's results",
         );
-        serde_json::from_str(&json).expect("attack13.json")
+        let proxy = expect_success(
+            &tb.user_sh(&format!(
+                "journalctl --user -t cyclix-{}-proxy -o cat --no-pager",
+                rec["run_id"].as_str().expect("run id")
+            )),
+            "the proxy's journal",
+        );
+        (serde_json::from_str(&json).expect("attack13.json"), proxy)
     })
 }
 
@@ -156,5 +169,18 @@ fn an_sni_with_a_newline_is_cut() {
         "cut",
         "SNI `allowed.example\\nelsewhere.example` was spliced (the helper saw only the \
          first line): {r:#}"
+    );
+    // Cut before the helper sees it (`sni_bad`): a split lookup line made the helper answer
+    // twice, its answers then out of step with squid's questions (attack review 16 saw
+    // `helperHandleRead: unexpected read from external_acl_type` 12 times in one run).
+    let proxy = &run().1;
+    assert!(
+        proxy.contains("cyclix-end") || proxy.contains("\"sni\":"),
+        "control: the proxy's lines were read: {proxy:.400}"
+    );
+    assert!(
+        !proxy.contains("helperHandleRead: unexpected")
+            && !proxy.contains("unexpected reply on channel"),
+        "the SNI helper's answers went out of step: {proxy}"
     );
 }

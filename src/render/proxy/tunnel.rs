@@ -32,6 +32,10 @@ pub const SNI_EQ_HELPER: &str = "/usr/local/libexec/cyclix-sni-eq";
 /// `allowed.example\n…` made the first half-line `HOST HOST`), so a split line cannot pass.
 pub const SNI_EQ_END: &str = "cyclix-end";
 
+/// The `sni_bad` ACL's regex (`ssl::server_name_regex`, squid.conf.documented): a server name
+/// holding any byte outside a DNS name's `[-A-Za-z0-9.]`.
+pub const SNI_BAD: &str = "[^-A-Za-z0-9.]";
+
 /// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at; in
 /// report-only mode a plain port (see [`render_tunnel_rules`] for why).
 pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16, report_only: bool) {
@@ -59,6 +63,9 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
         "external_acl_type sni_eq ttl=0 negative_ttl=0 children-max=2 children-startup=1 %>rd %ssl::>sni {SNI_EQ_HELPER}\n\
          # The fixed last field: a line the SNI split (a newline in it) never ends with it.\n\
          acl sni_ok external sni_eq {SNI_EQ_END}\n\
+         # An SNI with a byte no host name has (a newline splits the helper's line and puts its\n\
+         # answers out of step: attack review 16) is cut before the helper sees it.\n\
+         acl sni_bad ssl::server_name_regex {SNI_BAD}\n\
          # A plain-HTTP answer squid had to turn into HTTP/0.9 is not HTTP: withheld.\n\
          acl http09 rep_header X-Transformed-From -i ^HTTP/0\\.9\n\
          # A refused CONNECT is answered 407 at once (squid would bump it to deliver a 403).\n\
@@ -89,10 +96,11 @@ pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
     );
     let _ = writeln!(
         out,
-        "ssl_bump peek step1\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}\n\
+        "ssl_bump peek step1\nssl_bump terminate sni_bad {}\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}\n\
          # Plain HTTP to a service that is not HTTP (e.g. `POST http://allowed:443/` to an SSH-like\n\
          # service): squid would relay its bytes as HTTP/0.9; the answer is withheld (403).\n\
          http_reply_access deny http09 {}\nhttp_reply_access allow all",
+        DenyReason::SniMismatch.acl(),
         DenyReason::SniMismatch.acl(),
         DenyReason::NotTls.acl(),
         DenyReason::NotHttp.acl()
@@ -147,6 +155,7 @@ mod tests {
             rules(false),
             [
                 "ssl_bump peek step1",
+                "ssl_bump terminate sni_bad r_sni",
                 "ssl_bump splice sni_ok",
                 "ssl_bump terminate all r_sni",
                 "on_unsupported_protocol respond all r_not_tls",
