@@ -189,6 +189,11 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
                     .as_ref()
                     .map(|s| super::tenant::env_needs(env, s))
                     .unwrap_or_default(),
+                base: spec.as_ref().ok().map(|s| {
+                    crate::git::Git::new(&s.repo.path)
+                        .rev_parse_commit(&s.repo.base)
+                        .map_err(|e| format!("{e:#}"))
+                }),
                 spec,
                 file: path.display().to_string(),
                 name,

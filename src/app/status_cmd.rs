@@ -247,10 +247,36 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             super::tick_cmd::skip_line(s)
         );
     }
+    if st.active_state == crate::systemd::ActiveState::Failed {
+        let errors = unrecorded_errors(&unit, last.as_ref());
+        if !errors.is_empty() {
+            crate::outln!("the last start of {unit} failed before its run wrote a record:");
+            for e in &errors {
+                crate::outln!("  {}", crate::text::printable(e));
+            }
+        }
+    }
     if let Some(r) = last {
         crate::out!("last {}", record::summary(&r));
     } else {
         crate::outln!("no run recorded yet");
     }
     Ok(Outcome::Ok)
+}
+
+/// cyclix's `error:` lines (at most the last 3) that run unit `unit` logged after the end of
+/// the `last` recorded run: why a start that wrote no record failed (a variable set nowhere,
+/// an image not built), which the record cannot say. Read like `cyclix start` reads them
+/// (`journal::unit_messages_since`); empty when the journal cannot be read.
+fn unrecorded_errors(unit: &str, last: Option<&record::RunRecord>) -> Vec<String> {
+    let since = last
+        .and_then(|r| r.phases.iter().map(|p| p.end_ms).max())
+        .map_or(0, |ms| ms + 1);
+    let id = unit.strip_suffix(".service").unwrap_or(unit);
+    let lines = crate::journal::unit_messages_since(unit, id, since).unwrap_or_default();
+    let errors: Vec<String> = lines
+        .into_iter()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    errors[errors.len().saturating_sub(3)..].to_vec()
 }

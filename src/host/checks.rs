@@ -151,6 +151,9 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
     for t in &f.tenants {
         v.push(spec(f, t));
         v.push(images(f, t));
+        if let Some(c) = tenants::repo(t) {
+            v.push(c);
+        }
         if let Some(c) = tenants::env(f, t) {
             v.push(c);
         }

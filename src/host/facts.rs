@@ -157,6 +157,9 @@ pub struct TenantInput {
     pub spec: Fact<Spec>,
     /// The variables the spec names (secrets, credentials) and where this host has them.
     pub env: Vec<EnvNeed>,
+    /// The commit `repo.base` names in `repo.path` (`git rev-parse`), or why it names none;
+    /// `None` when the spec is invalid.
+    pub base: Option<Fact<String>>,
 }
 
 /// One variable a spec names (`agent.env`, `services[].env`, `agent.credentials[].env`) and

@@ -371,3 +371,76 @@ fn logs_and_runs_refuse_a_tenant_that_does_not_exist() {
         .expect("run cyclix");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+#[test]
+fn check_tenant_fails_repo_for_a_base_that_names_no_commit() {
+    // `repo.base: mian` passed `spec validate` and `check --tenant`, then the run failed in
+    // prepare: `check` resolves it in the real repository (`repo:T`).
+    // HOME, and a runtime dir apart from it (a project under the runtime dir is refused).
+    let home = tempfile::Builder::new()
+        .prefix("cyx-home")
+        .tempdir()
+        .expect("tmp home");
+    let runtime = tempfile::tempdir().expect("tmp runtime");
+    let repo = home.path().join("src/min");
+    std::fs::create_dir_all(&repo).expect("repo");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "base",
+        ],
+    ] {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git");
+        assert!(o.status.success(), "git {args:?}: {}", text(&o.stderr));
+    }
+    let tenants = home.path().join(".config/cyclix/tenants");
+    std::fs::create_dir_all(&tenants).expect("tenants");
+    let status = |base: &str| {
+        let yaml = std::fs::read_to_string("tests/fixtures/spec/minimal.yaml")
+            .expect("fixture")
+            .replace("/srv/min", &repo.display().to_string())
+            .replace("base: 0123abc", &format!("base: {base}"))
+            .replace("{ file: ~/tasks/min.md }", "{ text: hi }");
+        std::fs::write(tenants.join("min.yaml"), yaml).expect("spec");
+        let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+            .args(["check", "--quick", "--json", "--tenant", "min"])
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+            .output()
+            .expect("run cyclix");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("check --json");
+        let c = v["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["id"] == "repo:min")
+            .cloned()
+            .unwrap_or_else(|| panic!("no repo:min in {v:#}"));
+        (
+            c["status"].as_str().unwrap_or_default().to_string(),
+            c["found"].to_string(),
+        )
+    };
+    let (st, found) = status("mian");
+    assert_eq!(st, "fail", "{found}");
+    assert!(found.contains("repo.base `mian`"), "{found}");
+    assert_eq!(
+        status("main").0,
+        "pass",
+        "positive control: the real branch"
+    );
+}

@@ -33,6 +33,17 @@ fn spec(name: &str, image: &str) -> Tenant {
         .no_timeouts()
 }
 
+/// A root shell snippet that makes `user`'s `~/src/NAME` a git repository with a commit on
+/// `main`, owned by `user`: what a tenant spec of [`spec`] names, so `repo:NAME` passes and a
+/// test's one failure stays the only one.
+fn repo_sh(user: &str, name: &str) -> String {
+    format!(
+        "R=/home/{user}/src/{name}; rm -rf \"$R\"; install -d -o {user} -g {user} /home/{user}/src \"$R\"; \
+         runuser -u {user} -- git -C \"$R\" init -q -b main; \
+         runuser -u {user} -- git -C \"$R\" -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m base\n"
+    )
+}
+
 /// Runs `cyclix check ARGS` inside: `setup` (root bash; `$D` is a fresh directory readable by
 /// all, removed at exit), then `systemd-run UNIT_ARGS -- PREFIX CYCLIX check ARGS --json`.
 /// Returns the exit code and the JSON report.
@@ -208,6 +219,7 @@ fn a_tenant_with_pinned_present_images_passes_spec_and_images() {
         r#"set -euo pipefail
 podman image exists localhost/cyclix-proxy:latest || {bin} images build >/dev/null
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT; mkdir -p "$D/cyclix/tenants"
+R=~/src/pinned; rm -rf "$R"; git init -q -b main "$R"; git -C "$R" -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m base
 digest=$(podman image inspect --format '{{{{.Digest}}}}' docker.io/library/busybox:latest)
 cat > "$D/cyclix/tenants/pinned.yaml" <<EOF
 {}EOF
@@ -244,7 +256,8 @@ fn b09_limits_the_user_manager_cannot_enforce_fail_the_check_as_cyclix_run_refus
     // refuses such a tenant (run::limits), so the check fails for it, with the same fix.
     let tb = Testbed::get();
     let setup = format!(
-        "cat > \"$D/config/cyclix/tenants/big.yaml\" <<'EOF'\n{}EOF",
+        "{}cat > \"$D/config/cyclix/tenants/big.yaml\" <<'EOF'\n{}EOF",
+        repo_sh("cyx", "big"),
         spec("big", "localhost/x:latest")
             .agent_key("resources: { memory: 2G, pids: 512 }")
             .tier("worktree")
@@ -386,7 +399,8 @@ fn podman_older_than_the_floor_fails_podman() {
 fn an_image_not_present_fails_images_with_the_build_command() {
     let tb = Testbed::get();
     let setup = format!(
-        "cat > \"$D/config/cyclix/tenants/ghost.yaml\" <<'EOF'\n{}EOF",
+        "{}cat > \"$D/config/cyclix/tenants/ghost.yaml\" <<'EOF'\n{}EOF",
+        repo_sh("cyx", "ghost"),
         spec("ghost", ABSENT_IMAGE).yaml()
     );
     // Full mode: image presence through `podman image exists`, and the outcome test.
@@ -408,7 +422,8 @@ fn b08_no_linger_with_a_scheduled_tenant_fails_linger() {
     let user = TempUser::new(tb, "cyxnl", 1501);
     // A worktree tenant needs no images, so only linger can fail.
     let setup = format!(
-        "cat > \"$D/config/cyclix/tenants/nightly.yaml\" <<'EOF'\n{}EOF",
+        "{}cat > \"$D/config/cyclix/tenants/nightly.yaml\" <<'EOF'\n{}EOF",
+        repo_sh(user.name, "nightly"),
         spec("nightly", "localhost/x:latest")
             .tier("worktree")
             .extra_yaml("schedule: { on_calendar: \"*-*-* 02:00:00\" }")

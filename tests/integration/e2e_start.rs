@@ -49,6 +49,12 @@ fn check_and_start_name_an_unset_variable_and_a_stopped_start_exits_3_with_its_o
         err.contains("the run unit said") && err.contains("E2E_START_KEY"),
         "start must print why the run wrote no record:\n{err}"
     );
+    // ... and `status` says it too (the unit is failed, no record tells why).
+    let status = expect_success(&tb.user(&[&c, "status", &t]), "status");
+    assert!(
+        status.contains("failed before its run wrote a record") && status.contains("E2E_START_KEY"),
+        "{status}"
+    );
 
     // Positive control: in the tenant's env file, `check` passes env:T.
     expect_success(

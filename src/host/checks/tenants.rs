@@ -55,6 +55,34 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
     Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
+/// `repo:TENANT`: `repo.base` names a commit in `repo.path` (a run resolves it first in
+/// `prepare`; a typo there passed `spec validate`, which reads no repository). `None` when the
+/// spec is invalid.
+pub(super) fn repo(t: &TenantFacts) -> Option<Check> {
+    let base = t.base.as_ref()?;
+    let s = t.spec.as_ref().ok()?;
+    let id = format!("repo:{}", t.name);
+    Some(match base {
+        Ok(sha) => Check::pass(
+            &id,
+            format!(
+                "repo.base `{}` is {} in {}",
+                s.repo.base,
+                sha.get(..12).unwrap_or(sha),
+                s.repo.path
+            ),
+        ),
+        Err(e) => Check::fail(
+            &id,
+            format!("{}: repo.base `{}`: {e}", t.file, s.repo.base),
+            format!(
+                "`repo.path` must be a git work tree and `repo.base` a branch, tag or commit in it (`git -C {} branch --list`)",
+                s.repo.path
+            ),
+        ),
+    })
+}
+
 /// `env:TENANT`: every variable the spec names reaches a run the user manager starts — from
 /// the tenant's env file (the run unit's `EnvironmentFile=`) or the manager's environment
 /// block — FAIL when it is set nowhere (a run would stop in `prepare`), WARN when only the

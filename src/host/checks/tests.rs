@@ -52,6 +52,7 @@ fn tenant(name: &str, yaml: &str) -> TenantFacts {
         spec,
         images,
         env: Vec::new(),
+        base: None,
     }
 }
 
@@ -520,4 +521,31 @@ fn a_missing_preset_image_is_fixed_with_images_build_preset() {
             .is_some_and(|f| f.starts_with("`cyclix images build --preset claude-code`")),
         "{images:?}"
     );
+}
+
+#[test]
+fn a_base_that_names_no_commit_fails_repo_and_one_that_does_passes() {
+    let yaml = spec_yaml("acme", "", "");
+    let mut t = tenant("acme", &yaml);
+    t.base = Some(Err("ref `mian` does not exist in /home/cyx/src/acme".into()));
+    let mut f = good();
+    f.tenants = vec![t.clone()];
+    let c = checks(&f, &CheckOptions::default());
+    let repo = c.iter().find(|c| c.id == "repo:acme").expect("repo:acme");
+    assert_eq!(repo.status, Status::Fail, "{repo:?}");
+    assert!(
+        repo.found
+            .contains("acme.yaml: repo.base `main`: ref `mian` does not exist"),
+        "{repo:?}"
+    );
+    assert!(
+        repo.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("branch --list")),
+        "{repo:?}"
+    );
+    t.base = Some(Ok("0123456789abcdef0123456789abcdef01234567".into()));
+    f.tenants = vec![t];
+    let c = checks(&f, &CheckOptions::default());
+    assert_eq!(status_of(&c, "repo:acme"), Status::Pass);
 }

@@ -34,6 +34,8 @@ pub struct TenantFacts {
     pub images: Vec<ImageFact>,
     /// The variables the spec names and where they are set.
     pub env: Vec<super::EnvNeed>,
+    /// The commit `repo.base` names ([`super::TenantInput::base`]).
+    pub base: Option<Fact<String>>,
 }
 
 /// One image a tenant needs.

@@ -118,6 +118,7 @@ pub(super) fn podman_side(
                 spec: t.spec.clone(),
                 images,
                 env: t.env.clone(),
+                base: t.base.clone(),
             }
         })
         .collect();
