@@ -57,6 +57,10 @@ pub fn run(
     for (i, p) in paths.iter().enumerate() {
         at[i] = print_tail(p, lines)?;
     }
+    // How many looks in a row found the run gone and nothing new: one look can miss a run
+    // that is still there (its lock file read mid-write, measured once in a full suite under
+    // load: `logs -f` ended before the run's last lines), so it takes two, a poll apart.
+    let mut ended_looks = 0;
     loop {
         // Looked at first: a run that has ended has written everything it will.
         let running = live();
@@ -67,7 +71,12 @@ pub fn run(
             at[i] = pos;
         }
         if !running && got == 0 {
-            return Ok(Outcome::Ok);
+            ended_looks += 1;
+            if ended_looks >= 2 {
+                return Ok(Outcome::Ok);
+            }
+        } else {
+            ended_looks = 0;
         }
         if got == 0 {
             std::thread::sleep(POLL);

@@ -426,23 +426,34 @@ fn a_full_runtime_dir_is_a_named_cause_and_no_exit_code_is_invented() {
     crate::common::tenant::Tenant::new(t)
         .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
         .write(tb);
-    let run = crate::common::run::inject_mid_run(
-        tb,
-        t,
-        "cat /dev/zero > $XDG_RUNTIME_DIR/e2e-fill 2>/dev/null; df -h $XDG_RUNTIME_DIR > /tmp/e2e-rtfull-df",
-    );
-    expect_success(
-        &tb.user_sh("rm -f $XDG_RUNTIME_DIR/e2e-fill"),
-        "free the runtime dir",
-    );
-    let rec = crate::common::run::record_of(tb, t, &run);
-    let causes = rec["causes"].to_string();
-    // Measured, two ways the race goes: the agent printed "done: fix committed" and exited 0,
-    // but conmon could not store that ("conmon exited prematurely, exit code could not be
+    // Measured, three ways the race goes: the agent printed "done: fix committed" and exited
+    // 0, but conmon could not store that ("conmon exited prematurely, exit code could not be
     // retrieved"), so the unit failed with conmon's status 1; or conmon stored the 0 and the
-    // export container after it exited 125. Either way the run fails, names the full runtime
-    // dir and claims no exit code it did not read.
-    assert_eq!(rec["result"], "agent_failed", "{rec:#}");
+    // export container after it exited 125; or nothing needed the space in time and the run
+    // passed (seen once in a full suite). A pass is no fault to judge: tried again, at most 3
+    // times. A failure must name the full runtime dir and claim no exit code it did not read.
+    let mut rec = serde_json::Value::Null;
+    let mut run = String::new();
+    for _ in 0..3 {
+        run = crate::common::run::inject_mid_run(
+            tb,
+            t,
+            "cat /dev/zero > $XDG_RUNTIME_DIR/e2e-fill 2>/dev/null; df -h $XDG_RUNTIME_DIR > /tmp/e2e-rtfull-df",
+        );
+        expect_success(
+            &tb.user_sh("rm -f $XDG_RUNTIME_DIR/e2e-fill"),
+            "free the runtime dir",
+        );
+        rec = crate::common::run::record_of(tb, t, &run);
+        if rec["result"] != "passed" {
+            break;
+        }
+    }
+    let causes = rec["causes"].to_string();
+    assert_ne!(
+        rec["result"], "passed",
+        "the full runtime dir never bit in 3 runs: {rec:#}"
+    );
     assert!(
         causes.contains("runtime dir full"),
         "the full runtime dir is named: {rec:#}"
