@@ -11,6 +11,7 @@ pub mod completions_cmd;
 pub mod demo_cmd;
 pub mod drill_cmd;
 pub mod export_cmd;
+pub mod host_config;
 pub mod images_cmd;
 pub mod init_cmd;
 pub mod install_cmd;

@@ -18,6 +18,9 @@ pub struct HostEnv {
     pub data_home: PathBuf,
     /// `$XDG_STATE_HOME` or `~/.local/state`.
     pub state_home: PathBuf,
+    /// `$CYCLIX_CONFIG`: another file for cyclix's own settings than
+    /// `$XDG_CONFIG_HOME/cyclix/config.yaml` (`spec::host_config`); `None` when unset.
+    pub config_file: Option<PathBuf>,
 }
 
 fn abs_var(name: &str) -> Option<PathBuf> {
@@ -42,6 +45,7 @@ impl HostEnv {
             config_home: abs_var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config")),
             data_home: abs_var("XDG_DATA_HOME").unwrap_or_else(|| home.join(".local/share")),
             state_home: abs_var("XDG_STATE_HOME").unwrap_or_else(|| home.join(".local/state")),
+            config_file: abs_var("CYCLIX_CONFIG"),
             home,
         })
     }

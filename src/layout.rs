@@ -3,12 +3,14 @@
 //!
 //! | what | where |
 //! | --- | --- |
+//! | cyclix's own settings (`max_runs`) | `$XDG_CONFIG_HOME/cyclix/config.yaml` (or `$CYCLIX_CONFIG`) |
 //! | tenant specs and env files | `$XDG_CONFIG_HOME/cyclix/tenants/TENANT.{yaml,env}` |
 //! | installed unit templates | `$XDG_CONFIG_HOME/systemd/user/` |
 //! | records, markers, phase notes, import staging | `$XDG_STATE_HOME/cyclix/runs/TENANT/RUN.{json,running,phase,import,uncommitted.diff}` |
 //! | work trees (private repositories, linked worktrees) | `$XDG_DATA_HOME/cyclix/worktrees/TENANT/RUN` (gate checkout: `RUN.gate`) |
 //! | the demo tenant's repository | `$XDG_DATA_HOME/cyclix/demo` |
 //! | run state (control dir, task, proxy config) | `$XDG_RUNTIME_DIR/cyclix/runs/RUN` |
+//! | run slots and the queue (`max_runs`) | `$XDG_RUNTIME_DIR/cyclix/{slots/N.lock,queue/RUN.json}` |
 //! | reservations (subnets, ports) | `$XDG_RUNTIME_DIR/cyclix/{subnets,ports}/N` |
 //! | locks (tenant, delivery, systemd reload) | `$XDG_RUNTIME_DIR/cyclix/locks/`, `$XDG_RUNTIME_DIR/cyclix/systemd.lock` |
 //! | rendered Quadlet files | `$XDG_RUNTIME_DIR/containers/systemd/` (podman-systemd.unit(5), "rootless, runtime") |
@@ -54,6 +56,12 @@ impl Layout {
     #[must_use]
     pub fn tenant_env(&self, tenant: &str) -> PathBuf {
         self.tenants_dir().join(format!("{tenant}.env"))
+    }
+
+    /// `$XDG_CONFIG_HOME/cyclix/config.yaml`: cyclix's own settings (`spec::host_config`).
+    #[must_use]
+    pub fn config_file(&self) -> PathBuf {
+        self.config_home.join("cyclix/config.yaml")
     }
 
     /// `$XDG_CONFIG_HOME/systemd/user`: where `cyclix install` puts the unit templates.

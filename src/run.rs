@@ -5,6 +5,7 @@ pub mod baseline;
 pub mod boundary;
 pub(crate) mod build_phase;
 pub mod canary;
+pub mod capacity;
 pub mod converge;
 pub mod delivery;
 pub mod exec_only;

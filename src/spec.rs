@@ -14,6 +14,7 @@
 //! component-wise inside their allowed roots. Fields document the unit key or podman flag they
 //! become.
 
+pub mod host_config;
 pub mod keys;
 mod located;
 mod model;

@@ -122,7 +122,15 @@ pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Resu
     let options = CheckOptions {
         tenant: tenant.map(str::to_string),
     };
-    let list = checks::checks(&host, &options);
+    let mut list = checks::checks(&host, &options);
+    let settings = super::host_config::load(env)
+        .map(|l| (l.max_runs(), l.max_runs_source(), l.config.queue_timeout_s));
+    // Before the tenants' checks (the last check, the outcome test, stays last).
+    let at = list
+        .iter()
+        .position(|c| c.id.contains(':') || c.id == "outcome")
+        .unwrap_or(list.len());
+    list.insert(at, checks::host_config(&settings));
     let summary = Summary::of(&list);
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let text = if json {

@@ -124,6 +124,15 @@ pub(crate) fn run_with(
             return Ok((Outcome::Findings, None));
         }
     };
+    // The host-wide limit (`max_runs`): a config that does not validate refuses the run
+    // before anything of it exists.
+    let capacity = match super::host_config::load(env) {
+        Ok(l) => l.request(&runtime_dir),
+        Err(e) => {
+            crate::stderrln!("error: {e}");
+            return Ok((Outcome::Findings, None));
+        }
+    };
     let task = match over.task.clone() {
         Some(t) => t,
         None => match tenant::task_text(&spec) {
@@ -135,6 +144,7 @@ pub(crate) fn run_with(
     inputs.deadlines.storage_lock = storage_lock_wait;
     // `over.model` is in the spec's preset (above) and in the record's `model`.
     inputs.overridden = over;
+    inputs.capacity = Some(capacity);
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     converge_and_execute(env, tenant, inputs, backend, &file)
 }

@@ -166,8 +166,18 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             last_run: last.map(|r| r.run_id),
         });
     }
+    // The host-wide run slots (`max_runs`) and the runs waiting for one (issue 16, item 4).
+    let capacity = match (super::host_config::load(env), env.runtime_dir.as_ref()) {
+        (Ok(l), Some(rt)) => Ok(super::host_config::view(&l, rt)),
+        (Err(e), _) => Err(e),
+        (_, None) => Err("$XDG_RUNTIME_DIR is unset: the run slots cannot be read".to_string()),
+    };
     if json {
-        let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows});
+        let cap = match &capacity {
+            Ok(v) => serde_json::to_value(v)?,
+            Err(e) => serde_json::json!({"error": e}),
+        };
+        let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows, "capacity": cap});
         crate::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
@@ -194,6 +204,15 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             r.last_result.as_deref().unwrap_or("-"),
             r.last_run.as_deref().unwrap_or("-"),
         );
+    }
+    match &capacity {
+        Ok(v) => {
+            let now = u64::try_from(super::clock::now_ms()).unwrap_or(u64::MAX);
+            for l in super::host_config::view_lines(v, now) {
+                crate::outln!("{l}");
+            }
+        }
+        Err(e) => crate::outln!("run slots: unknown ({e})"),
     }
     Ok(Outcome::Ok)
 }

@@ -392,6 +392,7 @@ pub(crate) fn run_inputs(
         interrupted: interrupt_flag()?,
         progress: None,
         overridden: crate::run::inputs::Override::default(),
+        capacity: None,
     })
 }
 

@@ -162,6 +162,24 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
     v
 }
 
+/// `config`: cyclix's own settings file (`max_runs`, `queue_timeout`; issue 16, item 4):
+/// `settings` is the limit in force, where it comes from and the queue timeout (s), or why the
+/// file does not validate (then every run is refused until it is fixed).
+#[must_use]
+pub fn host_config(settings: &Result<(u32, String, u64), String>) -> Check {
+    match settings {
+        Ok((max, from, timeout_s)) => Check::pass(
+            "config",
+            format!("{max} run(s) at once ({from}); a run over it waits up to {timeout_s} s"),
+        ),
+        Err(e) => Check::fail(
+            "config",
+            e.clone(),
+            "fix the file as the message says (docs/capacity.md), or remove it for the defaults",
+        ),
+    }
+}
+
 /// `major.minor.patch` from `5.4.2`, `4.3.1-dev`, `5.0.0-rc1` (missing parts are 0).
 #[must_use]
 pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {

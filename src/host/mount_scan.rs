@@ -305,6 +305,7 @@ mod tests {
             config_home: dir.path().join("xdg/config"),
             data_home: dir.path().join("xdg/data"),
             state_home: dir.path().join("xdg/state"),
+            config_file: None,
         };
         World {
             _dir: dir,

@@ -113,6 +113,9 @@ pub struct RunInputs {
     pub progress: Option<PathBuf>,
     /// What the caller replaced for this run ([`Override`]): the record says so.
     pub overridden: Override,
+    /// The host-wide limit on runs at once (`max_runs`): the run's `queue` phase takes a slot
+    /// before anything else ([`super::capacity`]). `None`: no limit (tests, `cyclix twin`).
+    pub capacity: Option<super::capacity::Request>,
 }
 
 /// What a caller replaces for one run (`cyclix drill`): the task text, the escape it asks

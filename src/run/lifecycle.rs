@@ -112,6 +112,9 @@ pub(crate) struct RunState {
     pub(crate) in_progress: Option<String>,
     /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
     pub(crate) notices: Vec<String>,
+    /// The run's slot under the host's `max_runs`, held until the run's state is dropped
+    /// (after teardown and the audit).
+    pub(crate) slot: Option<super::capacity::Slot>,
 }
 
 impl RunState {
@@ -125,6 +128,7 @@ impl RunState {
             branch_made: false,
             in_progress: None,
             notices: Vec::new(),
+            slot: None,
         }
     }
 
@@ -374,6 +378,48 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     }
 }
 
+/// The `queue` phase: the host-wide limit first. A run over `max_runs` waits here, holding
+/// nothing but its tenant lock, and keeps its slot until after the audit (`RunState::slot`).
+fn queue(
+    inp: &RunInputs,
+    r: &mut Recorder,
+    created: &mut RunState,
+    rec: &mut RunRecord,
+) -> Result<()> {
+    let Some(req) = &inp.capacity else {
+        return Ok(());
+    };
+    let taken = r.phase("queue", || take_slot(inp, req))?;
+    if taken.waited_ms >= 1000 {
+        rec.notices.push(format!(
+            "queued {}.{} s for a run slot ({} run(s) at once on this host: max_runs)",
+            taken.waited_ms / 1000,
+            taken.waited_ms % 1000 / 100,
+            req.max_runs
+        ));
+    }
+    rec.queue = Some(super::record::QueueRecord {
+        max_runs: req.max_runs,
+        slot: taken.slot.index,
+        waited_ms: taken.waited_ms,
+        busy_at_start: taken.busy_at_start,
+        ahead_at_start: taken.ahead_at_start,
+    });
+    created.slot = Some(taken.slot);
+    Ok(())
+}
+
+/// The run's slot under the host's `max_runs` (`run::capacity`), waited for oldest first.
+fn take_slot(inp: &RunInputs, req: &super::capacity::Request) -> Result<super::capacity::Taken> {
+    let me = super::capacity::Occupant {
+        tenant: inp.spec.tenant.clone(),
+        run_id: inp.run_id.clone(),
+        pid: std::process::id(),
+        since_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
+    };
+    Ok(super::capacity::acquire(req, &me, &inp.interrupted)?)
+}
+
 /// Before teardown frees the space: a full project file system is named as a cause, and a full
 /// runtime dir, which fails whatever ran last (conmon's exit file, an export container exiting
 /// 125), as the first cause, however the failure looked.
@@ -412,6 +458,7 @@ fn bring_up_and_run(
 ) -> Result<RunResult> {
     let spec = &inp.spec;
     let repo = PathBuf::from(&spec.repo.path);
+    queue(inp, r, created, rec)?;
     let (delivery, (base, _common, octet, service_ports, setup_binds)) =
         r.phase("prepare", || {
             // Delivery first: the branch lock and the remote tip decide where the run starts.

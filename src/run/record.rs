@@ -231,6 +231,25 @@ pub struct RunRecord {
     /// A failed build's last lines of podman output (phase `build`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub build_log: Vec<String>,
+    /// The run's turn under the host's `max_runs` (phase `queue`; issue 16, item 4); `None`
+    /// when no limit applied (`cyclix twin`) or the run ended before it got a slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueRecord>,
+}
+
+/// A run's turn under the host's `max_runs` (`run::capacity`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct QueueRecord {
+    /// The limit in force.
+    pub max_runs: u32,
+    /// The slot taken, `0..max_runs`.
+    pub slot: u32,
+    /// How long the run waited for it, ms (0: a slot was free at once).
+    pub waited_ms: u64,
+    /// Runs holding a slot when this one first looked.
+    pub busy_at_start: usize,
+    /// Runs waiting before this one when it first looked.
+    pub ahead_at_start: usize,
 }
 
 /// One image of a run's `build` phase.
@@ -312,6 +331,7 @@ impl RunRecord {
             images: Vec::new(),
             build_log: Vec::new(),
             setup_changes: Vec::new(),
+            queue: None,
         }
     }
 }

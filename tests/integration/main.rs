@@ -17,6 +17,7 @@ mod e2e_attacks16;
 mod e2e_bench;
 mod e2e_boundary;
 mod e2e_build;
+mod e2e_capacity;
 mod e2e_check;
 mod e2e_credentials;
 mod e2e_delivery;
