@@ -78,12 +78,17 @@ pub fn summary(r: &RunRecord) -> String {
         .iter()
         .filter(|p| p.get("verdict").and_then(|v| v.as_str()) == Some("PASS"))
         .count();
-    let _ = writeln!(
-        s,
-        "  probes: {passed}/{} PASS; leak watch ran {} time(s)",
-        r.probes.len(),
-        r.watch_rounds
-    );
+    if r.probes.is_empty() && !ran(r, "probe") {
+        // Ended before the probes: `0/0 PASS` would read as a suite that found nothing.
+        let _ = writeln!(s, "  probes: not run (the run ended before them)");
+    } else {
+        let _ = writeln!(
+            s,
+            "  probes: {passed}/{} PASS; leak watch ran {} time(s)",
+            r.probes.len(),
+            r.watch_rounds
+        );
+    }
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
     }
@@ -144,6 +149,10 @@ pub fn summary(r: &RunRecord) -> String {
 /// then the probe suite's (each decision's `by`, `collect::egress_source`).
 fn egress_line(r: &RunRecord) -> String {
     use crate::render::proxy::DenyReason;
+    if r.egress_decisions.is_empty() && !ran(r, "collect") {
+        // The proxy's decisions are read in collect: none read is not none made.
+        return "  egress: not read (the run ended before collect)\n".to_string();
+    }
     let reason = |d: &serde_json::Value| {
         d.get("reason")
             .and_then(|v| v.as_str())
@@ -183,6 +192,11 @@ fn egress_line(r: &RunRecord) -> String {
     format!(
         "  egress: the agent made {n} requests, {denied} denied{cut}; the probes {pn}, {pdenied} denied\n"
     )
+}
+
+/// Whether the run reached phase `name` (whatever its outcome).
+fn ran(r: &RunRecord, name: &str) -> bool {
+    r.phases.iter().any(|p| p.name == name)
 }
 
 /// `  delivery: …` when the run has a delivery, else nothing.
@@ -226,6 +240,46 @@ fn last_lines(r: &RunRecord) -> String {
         _ => None,
     };
     if let Some((who, log, out)) = shown {
+        // A preset's CLI writes its events as JSON lines, parsed into `agent_report`: its
+        // final message says why it failed (an API error, say), and the event lines are left
+        // out of the last lines (`cyclix logs` has them all).
+        let report = r.agent_report.as_ref().filter(|_| who == "agent");
+        let parsed: Vec<String>;
+        let log = if let Some(rep) = report {
+            let flag = if rep.is_error == Some(true) {
+                ", an error"
+            } else {
+                ""
+            };
+            match rep
+                .final_message
+                .as_deref()
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+            {
+                Some(m) => {
+                    let _ = writeln!(s, "  the agent's final message ({}{flag}):", rep.stream);
+                    for l in m.lines().take(5) {
+                        let _ = writeln!(s, "    > {}", crate::text::printable(l));
+                    }
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "  the agent's stream ({}) held no final message",
+                        rep.stream
+                    );
+                }
+            }
+            parsed = log
+                .iter()
+                .filter(|l| !l.trim_start().starts_with('{'))
+                .cloned()
+                .collect();
+            &parsed
+        } else {
+            log
+        };
         let shown = log.len().min(10);
         let total = out.as_ref().map_or(log.len() as u64, |o| o.lines);
         let more = total.saturating_sub(shown as u64);
@@ -237,10 +291,90 @@ fn last_lines(r: &RunRecord) -> String {
         } else {
             String::new()
         };
-        let _ = writeln!(s, "  last lines of the {who}{earlier}:");
+        if shown > 0 || report.is_none() {
+            let what = if report.is_some() {
+                "other lines"
+            } else {
+                "lines"
+            };
+            let _ = writeln!(s, "  last {what} of the {who}{earlier}:");
+        }
         for l in &log[log.len() - shown..] {
             let _ = writeln!(s, "    | {}", crate::text::printable(l));
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::record::Phase;
+
+    fn phase(name: &str) -> Phase {
+        Phase {
+            name: name.into(),
+            start_ms: 0,
+            end_ms: 1,
+            outcome: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn a_run_that_ended_early_says_what_was_not_read_instead_of_zeros() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.phases = vec![phase("queue"), phase("teardown"), phase("audit")];
+        let s = summary(&r);
+        assert!(
+            s.contains("probes: not run (the run ended before them)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("egress: not read (the run ended before collect)"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("0/0 PASS") && !s.contains("the probes 0"),
+            "{s}"
+        );
+        // A run that reached them keeps the counts, zeros included.
+        r.phases = vec![phase("probe"), phase("collect")];
+        let s = summary(&r);
+        assert!(s.contains("probes: 0/0 PASS"), "{s}");
+        assert!(
+            s.contains("egress: the agent made 0 requests, 0 denied; the probes 0, 0 denied"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_failed_preset_run_shows_the_cli_final_message_not_its_json_events() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.result = RunResult::AgentFailed;
+        r.agent_log = vec![
+            r#"{"type":"system","subtype":"init"}"#.into(),
+            r#"{"type":"result","is_error":true,"result":"API Error: 502 Bad Gateway"}"#.into(),
+            "warning: retrying".into(),
+        ];
+        r.agent_report = Some(crate::agents::AgentReport {
+            stream: "claude-stream-json".into(),
+            final_message: Some("API Error: 502 Bad Gateway".into()),
+            is_error: Some(true),
+            ..crate::agents::AgentReport::default()
+        });
+        let s = summary(&r);
+        assert!(
+            s.contains("the agent's final message (claude-stream-json, an error):"),
+            "{s}"
+        );
+        assert!(s.contains("> API Error: 502 Bad Gateway"), "{s}");
+        assert!(
+            s.contains("| warning: retrying") && !s.contains(r#"| {"type""#),
+            "{s}"
+        );
+        // Without a report the raw lines are the evidence, JSON or not.
+        r.agent_report = None;
+        let s = summary(&r);
+        assert!(s.contains(r#"| {"type":"result""#), "{s}");
+    }
 }
