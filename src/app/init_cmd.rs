@@ -96,7 +96,9 @@ pub fn starter(tenant: &str, repo: &str, base: &str, preset: &str, schema: &Path
   # (codex, aider, gemini-cli), see docs/agents.md.
   image: {STARTER_IMAGE}
   unpinned_local_image: true   # a local build; pin others as REGISTRY/NAME@sha256:…
-  command: [sh, -c, 'echo \"replace agent.command with your agent\" >&2; exit 1']
+  # argv, never a shell string. Until you replace it, a run fails with
+  # "starting the agent `replace-me-with-your-agent`: No such file or directory".
+  command: [replace-me-with-your-agent, /cyclix/task.md]
   timeout: 30m
 "
         )
