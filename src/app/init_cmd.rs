@@ -97,7 +97,7 @@ pub fn starter(tenant: &str, repo: &str, base: &str, preset: &str, schema: &Path
   image: {STARTER_IMAGE}
   unpinned_local_image: true   # a local build; pin others as REGISTRY/NAME@sha256:…
   # argv, never a shell string. Until you replace it, a run fails with
-  # "starting the agent `replace-me-with-your-agent`: No such file or directory".
+  # 'starting the agent `replace-me-with-your-agent`: No such file or directory'.
   command: [replace-me-with-your-agent, /cyclix/task.md]
   timeout: 30m
 "

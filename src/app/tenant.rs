@@ -420,74 +420,82 @@ fn tenant_value(name: &str, file_vars: &[(String, Vec<u8>)]) -> Option<Vec<u8>> 
     secret_value(name).or_else(|| crate::envfile::get(file_vars, name).map(<[u8]>::to_vec))
 }
 
-/// The values of the variables the spec names (agent, credentials and services), from
-/// cyclix's environment or the tenant's env file ([`tenant_value`]).
-fn secret_values(
-    spec: &Spec,
-    tenant: &str,
-    file_vars: &[(String, Vec<u8>)],
-) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut secrets = Vec::new();
-    for name in spec
-        .agent
-        .env
-        .iter()
-        .chain(spec.services.iter().flat_map(|s| s.env.iter()))
-    {
-        let Some(v) = tenant_value(name, file_vars) else {
-            return Err(crate::exit::input(format!(
-                "agent.env names `{name}` but it is not set in cyclix's environment; set it for the user manager \
-                 (`systemctl --user set-environment {name}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)"
-            )));
-        };
-        secrets.push((name.clone(), v));
-    }
-    for (i, c) in spec.agent.credentials.iter().enumerate() {
-        let Some(v) = tenant_value(&c.env, file_vars) else {
-            return Err(crate::exit::input(format!(
-                "line {}: agent.credentials[{i}].env names `{}` but it is not set in cyclix's environment; set it for the user manager \
-                 (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",
-                c.line, c.env, c.env
-            )));
-        };
-        secrets.push((c.env.clone(), v));
-    }
-    Ok(secrets)
+/// One variable a spec names: the key that names it (`agent.env`, `services[db].env`,
+/// `agent.credentials[0].env`), the spec line when known, the variable.
+struct Named {
+    key: String,
+    line: Option<usize>,
+    name: String,
 }
 
-/// The variables `spec` names (as [`secret_values`] reads them) and where each is set: the
-/// tenant's env file, this process's environment. `cyclix check` adds the user manager's
-/// environment block and judges (`host::checks`, `env:TENANT`). Presence only: no value is kept.
-pub(crate) fn env_needs(env: &HostEnv, spec: &Spec) -> Vec<crate::host::facts::EnvNeed> {
-    let file_vars = tenant_env_file(env, &spec.tenant);
-    let need = |key: String, line: Option<usize>, name: &str| crate::host::facts::EnvNeed {
+/// Every variable `spec` names, in the order a run reads them: `agent.env`, each service's
+/// `env`, each credential's `env`. The one list [`secret_values`] and [`env_needs`] walk.
+fn named_variables(spec: &Spec) -> Vec<Named> {
+    let named = |key: String, line: Option<usize>, name: &str| Named {
         key,
         line,
         name: name.to_string(),
-        in_file: crate::envfile::get(&file_vars, name).is_some(),
-        in_shell: secret_value(name).is_some(),
     };
-    let mut v: Vec<_> = spec
+    let mut v: Vec<Named> = spec
         .agent
         .env
         .iter()
-        .map(|n| need("agent.env".into(), None, n))
+        .map(|n| named("agent.env".into(), None, n))
         .collect();
     for s in &spec.services {
         v.extend(
             s.env
                 .iter()
-                .map(|n| need(format!("services[{}].env", s.name), None, n)),
+                .map(|n| named(format!("services[{}].env", s.name), None, n)),
         );
     }
     for (i, c) in spec.agent.credentials.iter().enumerate() {
-        v.push(need(
+        v.push(named(
             format!("agent.credentials[{i}].env"),
             Some(c.line),
             &c.env,
         ));
     }
     v
+}
+
+/// The values of the variables the spec names ([`named_variables`]), from cyclix's
+/// environment or the tenant's env file ([`tenant_value`]).
+fn secret_values(
+    spec: &Spec,
+    tenant: &str,
+    file_vars: &[(String, Vec<u8>)],
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut secrets = Vec::new();
+    for n in named_variables(spec) {
+        let Some(v) = tenant_value(&n.name, file_vars) else {
+            let at = n.line.map_or_else(String::new, |l| format!("line {l}: "));
+            return Err(crate::exit::input(format!(
+                "{at}{} names `{}` but it is not set in cyclix's environment; set it for the user manager \
+                 (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",
+                n.key, n.name, n.name
+            )));
+        };
+        secrets.push((n.name, v));
+    }
+    Ok(secrets)
+}
+
+/// The variables `spec` names ([`named_variables`]) and where each is set: the tenant's env
+/// file, this process's environment. `cyclix check` adds the user manager's environment block
+/// and judges (`host::checks`, `env:TENANT`). Presence only: no value is kept.
+pub(crate) fn env_needs(env: &HostEnv, spec: &Spec) -> Vec<crate::host::facts::EnvNeed> {
+    let file_vars = tenant_env_file(env, &spec.tenant);
+    named_variables(spec)
+        .into_iter()
+        .map(|n| crate::host::facts::EnvNeed {
+            in_file: crate::envfile::get(&file_vars, &n.name).is_some(),
+            in_shell: secret_value(&n.name).is_some(),
+            key: n.key,
+            line: n.line,
+            name: n.name,
+        })
+        .collect()
 }
 
 /// A run's proxy access-log key (`render::RunContext::log_key`): 32 random hex digits.
