@@ -17,10 +17,14 @@ pub struct BuildCall<'a> {
     pub containerfile: &'a Path,
     /// The context directory.
     pub context: &'a Path,
-    /// The network of its `RUN` steps (`--network VALUE`: `ns:/proc/PID/ns/net`, the
-    /// namespace of a container on the build's internal network; rootless buildah cannot
-    /// attach a `RUN` step to a named network itself: "cannot use networks as rootless").
-    pub network: &'a str,
+    /// The network namespace (`/proc/PID/ns/net`) of a container on the build's internal
+    /// network. podman itself runs in it (`podman unshare nsenter --net=PATH -- podman build
+    /// …`) and so do the `RUN` steps (`--network=ns:PATH`; rootless buildah cannot attach a
+    /// step to a named network itself: "cannot use networks as rootless"). A step's own
+    /// `RUN --network=host` is the namespace of the build process, so it is this one too,
+    /// and so is every fetch podman makes (`ADD <url>`, a pull, a base image's `ONBUILD`
+    /// trigger): nothing of the build reaches the host's network (attack review 17).
+    pub netns: &'a str,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
     /// `--label KEY=VALUE`.
@@ -205,14 +209,16 @@ impl Podman {
         Ok(())
     }
 
-    /// Builds `call` (`podman build --network NET --layers=false --force-rm --pull=missing
-    /// --tag TAG --file FILE --build-arg …  --label … -- CONTEXT`), handing each line of
-    /// podman's output to `on_line` as it comes; returns the last `keep` lines, and whether
-    /// it succeeded. `--layers=false` and `--force-rm`: a failed build leaves no intermediate
-    /// image or container behind.
+    /// Builds `call` (`podman unshare nsenter --net=NETNS -- podman build --network=ns:NETNS
+    /// --layers=false --force-rm --pull=never --tag TAG --file FILE --build-arg …  --label …
+    /// -- CONTEXT`), handing each line of podman's output to `on_line` as it comes; returns
+    /// the last `keep` lines, and whether it succeeded. `--layers=false` and `--force-rm`: a
+    /// failed build leaves no intermediate image or container behind. `--pull=never`: the
+    /// build has no route to a registry, its bases are local beforehand.
     ///
     /// # Errors
-    /// [`PodmanError::Command`] when podman cannot start or runs past the deadline.
+    /// [`PodmanError::Command`] when podman cannot start or runs past the deadline;
+    /// [`PodmanError::BadName`] when `netns` is not `/proc/PID/ns/net`.
     pub fn build_streamed(
         &self,
         call: &BuildCall<'_>,
@@ -220,10 +226,20 @@ impl Podman {
         on_line: &mut dyn FnMut(&str),
     ) -> Result<(bool, Vec<String>)> {
         check_name("image tag", call.tag)?;
-        check_name("network", call.network)?;
+        let pid = call
+            .netns
+            .strip_prefix("/proc/")
+            .and_then(|r| r.strip_suffix("/ns/net"));
+        if !pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(PodmanError::BadName {
+                what: "network namespace (/proc/PID/ns/net)",
+                name: call.netns.to_string(),
+            });
+        }
         let file = call.containerfile.to_string_lossy();
         let context = call.context.to_string_lossy();
-        let net = format!("--network={}", call.network);
+        let enter = format!("--net={}", call.netns);
+        let net = format!("--network=ns:{}", call.netns);
         let pairs: Vec<String> = call.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let labels: Vec<String> = call
             .labels
@@ -231,11 +247,16 @@ impl Podman {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let mut argv: Vec<&str> = vec![
+            "unshare",
+            "nsenter",
+            &enter,
+            "--",
+            &self.bin,
             "build",
             &net,
             "--layers=false",
             "--force-rm",
-            "--pull=missing",
+            "--pull=never",
             "--tag",
             call.tag,
             "--file",
