@@ -186,6 +186,8 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     std::fs::remove_file(&archive).context("removing the context archive")?;
     let cf = scratch.path().join("Containerfile");
     std::fs::write(&cf, &text).context("writing the Containerfile")?;
+    let tmpdir = scratch.path().join("tmp");
+    std::fs::create_dir(&tmpdir).context("creating the build's TMPDIR")?;
     let net = Net::new(req.id);
     let result = net.up(&podman, req, scratch.path()).and_then(|proxy| {
         let ns = net.holder_ns(&podman)?;
@@ -200,6 +202,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             containerfile: &cf,
             context: &ctx_dir,
             netns: &ns,
+            tmpdir: &tmpdir,
             args: &args,
             labels: &labels,
             deadline: BUILD_DEADLINE,
@@ -225,6 +228,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
         }
     });
     let down = net.down(&podman);
+    let cache = podman.unshare_remove(&tmpdir);
     if result.is_err() {
         // `--layers=false`: nothing of a failed build is committed; this is for a build that
         // was killed between its commit and its tag.
@@ -232,6 +236,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     }
     result?;
     down?;
+    cache?;
     Ok(Built {
         reference: tag,
         built: true,

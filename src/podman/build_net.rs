@@ -25,6 +25,12 @@ pub struct BuildCall<'a> {
     /// and so is every fetch podman makes (`ADD <url>`, a pull, a base image's `ONBUILD`
     /// trigger): nothing of the build reaches the host's network (attack review 17).
     pub netns: &'a str,
+    /// The build's own `TMPDIR` (an empty directory). buildah keeps the directories of
+    /// `RUN --mount=type=cache` under it (`buildah-cache-UID`, otherwise in `/var/tmp`, shared
+    /// by every build of the user): a cache is this build's alone, so no build (another
+    /// tenant's, an earlier run's Containerfile) leaves content in it that the inputs digest
+    /// does not cover (attack review 17).
+    pub tmpdir: &'a Path,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
     /// `--label KEY=VALUE`.
@@ -209,7 +215,25 @@ impl Podman {
         Ok(())
     }
 
-    /// Builds `call` (`podman unshare nsenter --net=NETNS -- podman build --network=ns:NETNS
+    /// Removes directory `dir` and everything in it as root of the user namespace
+    /// (`podman unshare rm -rf -- DIR`): a build's cache may hold files of subordinate ids
+    /// the user cannot remove itself.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn unshare_remove(&self, dir: &Path) -> Result<()> {
+        let d = dir.to_string_lossy();
+        check_name("directory", &d)?;
+        self.run(
+            &["unshare", "rm", "-rf", "--", &d],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("removing {d}"),
+        )?;
+        Ok(())
+    }
+
+    /// Builds `call` (`TMPDIR=TMP podman unshare nsenter --net=NETNS -- podman build --network=ns:NETNS
     /// --layers=false --force-rm --pull=never --tag TAG --file FILE --build-arg …  --label …
     /// -- CONTEXT`), handing each line of podman's output to `on_line` as it comes; returns
     /// the last `keep` lines, and whether it succeeded. `--layers=false` and `--force-rm`: a
@@ -269,11 +293,14 @@ impl Podman {
             argv.extend(["--label", l.as_str()]);
         }
         argv.extend(["--", &context]);
-        let out = process::run_streaming(&self.bin, &argv, &[], call.deadline, HINT, keep, on_line)
-            .map_err(|source: ProcessError| PodmanError::Command {
-                action: format!("building image {}", call.tag),
-                source,
-            })?;
+        let tmpdir = call.tmpdir.to_string_lossy();
+        let env = [("TMPDIR", Some(tmpdir.as_ref()))];
+        let out =
+            process::run_streaming(&self.bin, &argv, &env, call.deadline, HINT, keep, on_line)
+                .map_err(|source: ProcessError| PodmanError::Command {
+                    action: format!("building image {}", call.tag),
+                    source,
+                })?;
         Ok((out.status.success(), out.tail))
     }
 }

@@ -17,6 +17,12 @@
 //!   (buildah drops the mark; with the backtick as escape a `\` no longer continues a line,
 //!   so a `FROM` cyclix read as part of a `RUN` was a stage of its own). Now both are read as
 //!   buildah reads them and refused naming file and line.
+//! - Poison another build. Broke, fixed: buildah keeps `RUN --mount=type=cache` directories
+//!   in `/var/tmp/buildah-cache-UID`, shared by every build of the user and outside the inputs
+//!   digest: one tenant's build wrote a file another tenant's build took into its image
+//!   (measured before the fix: `POISON`). Now each build has its own `TMPDIR`, removed after.
+//! - Print to the user's terminal. Broke, fixed: a step's output went raw to stderr (an OSC
+//!   title sequence, a screen clear); now control characters are replaced (`text::printable`).
 
 use crate::common::run::prepared;
 use crate::common::tenant::Tenant;
@@ -102,19 +108,22 @@ fn a_build_step_reaches_no_host_network_by_run_network_host_an_onbuild_trigger_o
             .collect::<Vec<_>>()
             .join("\n")
             .as_str(),
-        "localhost/atk17-ctl",
+        "localhost/atk17-net-ctl",
         "oci",
     );
     assert_eq!(
-        cat(tb, "localhost/atk17-ctl", "/host"),
+        cat(tb, "localhost/atk17-net-ctl", "/host"),
         "hello-from-denied.example"
     );
     assert_eq!(
-        cat(tb, "localhost/atk17-ctl", "/trigger"),
+        cat(tb, "localhost/atk17-net-ctl", "/trigger"),
         "hello-from-denied.example"
     );
-    plain_build(tb, ADD_VAR, "localhost/atk17-ctl", "oci");
-    assert_eq!(cat(tb, "localhost/atk17-ctl", "/add"), "hello-from-outside");
+    plain_build(tb, ADD_VAR, "localhost/atk17-net-ctl", "oci");
+    assert_eq!(
+        cat(tb, "localhost/atk17-net-ctl", "/add"),
+        "hello-from-outside"
+    );
 
     let raw = expect_success(
         &tb.user_sh(
@@ -158,7 +167,7 @@ fn a_build_step_reaches_no_host_network_by_run_network_host_an_onbuild_trigger_o
     assert!(!stderr.contains("hello-from-outside"), "{stderr}");
     let left = expect_success(
         &tb.user_sh(&format!(
-            "podman rmi -f localhost/atk17-ctl localhost/atk17-trigger:latest {tag} >/dev/null; \
+            "podman rmi -f localhost/atk17-net-ctl localhost/atk17-trigger:latest {tag} >/dev/null; \
              podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' | grep -F cyclix-build-{t}-agent || true; \
              podman ps -a --format '{{{{.Names}}}}' | grep -F build || true"
         )),
@@ -177,14 +186,14 @@ fn a_redeclared_arg_or_an_escape_directive_behind_a_byte_order_mark_slips_no_bas
     let stderr = plain_build(
         tb,
         "ARG B=localhost/tb-busybox:latest\nARG B=localhost/tb-debian:trixie\nFROM $B\nRUN grep -q trixie /etc/os-release\n",
-        "localhost/atk17-ctl",
+        "localhost/atk17-parse-ctl",
         "oci",
     );
     assert!(!stderr.contains("Error"), "{stderr}");
     let out = expect_success(
         &tb.user_sh(
             "set -e; d=$(mktemp -d); printf '\\357\\273\\277# escape=`\\nFROM localhost/tb-busybox:latest\\nRUN true \\\\\\nFROM localhost/tb-debian:trixie\\n' > $d/C; \
-             timeout 120 podman build --network=none --layers=false --force-rm -f $d/C -t localhost/atk17-ctl $d 2>&1; rm -rf $d; podman rmi -f localhost/atk17-ctl >/dev/null",
+             timeout 120 podman build --network=none --layers=false --force-rm -f $d/C -t localhost/atk17-parse-ctl $d 2>&1; rm -rf $d; podman rmi -f localhost/atk17-parse-ctl >/dev/null",
         ),
         "plain build behind a byte-order mark",
     );
@@ -213,4 +222,65 @@ fn a_redeclared_arg_or_an_escape_directive_behind_a_byte_order_mark_slips_no_bas
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains(want) && stderr.contains("fix:"), "{stderr}");
     }
+}
+
+/// The poisoner: writes into the cache every build of the user would share.
+const CACHE_WRITE: &str = "FROM localhost/tb-busybox:latest\nRUN --mount=type=cache,target=/atk17-cache echo POISON > /atk17-cache/pkg\n";
+
+/// Another tenant's build that takes what its cache holds into its image.
+const CACHE_READ: &str = "FROM localhost/tb-busybox:latest\nRUN --mount=type=cache,target=/atk17-cache cat /atk17-cache/pkg > /got 2>/dev/null || echo clean > /got\n";
+
+#[test]
+fn a_cache_mount_carries_nothing_from_one_build_into_another() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    // Control: plain builds share buildah's cache directory (`/var/tmp/buildah-cache-UID`).
+    plain_build(tb, CACHE_WRITE, "localhost/atk17-cache-ctl", "oci");
+    plain_build(tb, CACHE_READ, "localhost/atk17-cache-ctl", "oci");
+    assert_eq!(cat(tb, "localhost/atk17-cache-ctl", "/got"), "POISON");
+    expect_success(
+        &tb.user_sh(
+            "podman rmi -f localhost/atk17-cache-ctl >/dev/null; podman unshare sh -c 'rm -rf /var/tmp/buildah-cache-*/*atk17*'",
+        ),
+        "remove the control's image and cache",
+    );
+
+    let writer = Tenant::new("e2e-atk17-cache-a")
+        .file("Containerfile", CACHE_WRITE)
+        .agent_build("{ containerfile: Containerfile }")
+        .write(tb);
+    let reader = Tenant::new("e2e-atk17-cache-b")
+        .file("Containerfile", CACHE_READ)
+        .agent_build("{ containerfile: Containerfile }")
+        .write(tb);
+    let mut tags = Vec::new();
+    for t in [&writer, &reader] {
+        expect_success(
+            &tb.user_sh(&format!(
+                "podman images -q 'localhost/cyclix-build-{t}-agent' | xargs -r podman rmi -f >/dev/null"
+            )),
+            "remove earlier builds",
+        );
+        let out = expect_success(
+            &tb.user_sh(&format!("{c} images build --tenant {t} 2>/dev/null")),
+            "cyclix images build",
+        );
+        tags.push(
+            out.trim()
+                .strip_prefix("built ")
+                .expect("built")
+                .to_string(),
+        );
+    }
+    assert_eq!(cat(tb, &tags[1], "/got"), "clean");
+    // Nothing of either cache is left on the host.
+    let left = expect_success(
+        &tb.user_sh(&format!(
+            "podman rmi -f {} >/dev/null; ls -d /var/tmp/buildah-cache-*/*atk17* /tmp/.tmp*/tmp/buildah-cache-* 2>/dev/null || true",
+            tags.join(" ")
+        )),
+        "what the builds left",
+    );
+    assert_eq!(left.trim(), "", "left behind: {left}");
 }
