@@ -23,6 +23,8 @@
 //!   (measured before the fix: `POISON`). Now each build has its own `TMPDIR`, removed after.
 //! - Print to the user's terminal. Broke, fixed: a step's output went raw to stderr (an OSC
 //!   title sequence, a screen clear); now control characters are replaced (`text::printable`).
+//!   So did the paths `cyclix twin --if-setup-changed` names as changed (a file under
+//!   `.cyclix/` named with an OSC sequence, in a merged commit): replaced the same way.
 
 use crate::common::run::prepared;
 use crate::common::tenant::Tenant;
@@ -283,4 +285,46 @@ fn a_cache_mount_carries_nothing_from_one_build_into_another() {
         "what the builds left",
     );
     assert_eq!(left.trim(), "", "left behind: {left}");
+}
+
+#[test]
+fn a_setup_path_named_with_escapes_reaches_no_terminal_through_twin_if_setup_changed() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = Tenant::new("e2e-atk17-twin")
+        .file("Containerfile", "FROM localhost/tb-busybox:latest\n")
+        .agent_build("{ containerfile: Containerfile }")
+        .write(tb);
+    // The merged commit: a file under `.cyclix/` whose name holds an OSC sequence and a line
+    // that a CI runner reads as a command, and a base that is refused (so the twin stops
+    // right after saying what changed).
+    let listed = expect_success(
+        &tb.user_sh(&format!(
+            "cd ~/src/{t} && mkdir -p .cyclix && touch \"$(printf '.cyclix/a\\033]0;title\\007\\n::error::spoofed')\" \
+             && echo 'FROM docker.io/library/alpine:3' > Containerfile && git add -A \
+             && git -c user.name=t -c user.email=t@example.com commit -qm setup \
+             && git diff --name-only -z HEAD~1 HEAD | tr '\\0' '\\n'"
+        )),
+        "commit the file",
+    );
+    // Control: git names it with the raw bytes.
+    assert!(
+        listed.contains(".cyclix/a\u{1b}]0;title\u{7}\n::error::spoofed"),
+        "{listed:?}"
+    );
+    let out = tb.user_sh(&format!(
+        "cd ~/src/{t} && {c} twin {t} --if-setup-changed HEAD~1"
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("setup changed between HEAD~1 and HEAD: .cyclix/a\u{fffd}]0;title\u{fffd}")
+            && stderr.contains("is neither in podman's local storage nor pinned"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains("\n::error::"),
+        "{stderr:?}"
+    );
 }
