@@ -233,7 +233,8 @@ impl Podman {
         Ok(())
     }
 
-    /// Builds `call` (`TMPDIR=TMP podman unshare nsenter --net=NETNS -- podman build --network=ns:NETNS
+    /// Builds `call` (`TMPDIR=TMP podman unshare setpriv --pdeathsig KILL nsenter --net=NETNS --
+    /// podman build --network=ns:NETNS
     /// --layers=false --force-rm --pull=never --tag TAG --file FILE --build-arg …  --label …
     /// -- CONTEXT`), handing each line of podman's output to `on_line` as it comes; returns
     /// the last `keep` lines, and whether it succeeded. `--layers=false` and `--force-rm`: a
@@ -272,6 +273,11 @@ impl Podman {
             .collect();
         let mut argv: Vec<&str> = vec![
             "unshare",
+            // The build dies with `podman unshare` (which the deadline kills): otherwise it
+            // ran on, reparented (measured).
+            "setpriv",
+            "--pdeathsig",
+            "KILL",
             "nsenter",
             &enter,
             "--",
