@@ -11,7 +11,8 @@
 //!   hid the URL from the check; podman fetched `private.example:8080` itself). Now podman
 //!   builds inside the holder's namespace (`podman unshare nsenter --net=…`): the steps'
 //!   "host" is the internal network, the fetch has no route. Control: a plain step reaches
-//!   the allowed host through the build's proxy.
+//!   the allowed host through the build's proxy. A base pinned by digest is taken from local
+//!   storage or pulled by cyclix before the build (`--pull=never`).
 //! - Slip a base past the check. Broke, fixed: a redeclared `ARG B` before `FROM $B` (cyclix
 //!   took the first default, buildah the last) and `# escape=` behind a UTF-8 byte-order mark
 //!   (buildah drops the mark; with the backtick as escape a `\` no longer continues a line,
@@ -326,5 +327,56 @@ fn a_setup_path_named_with_escapes_reaches_no_terminal_through_twin_if_setup_cha
     assert!(
         !stderr.contains('\u{1b}') && !stderr.contains("\n::error::"),
         "{stderr:?}"
+    );
+}
+
+/// The digest the testbed's busybox was imported with (its `RepoDigests`).
+const BUSYBOX_PIN: &str = "docker.io/library/busybox@sha256:834b6525648f3522537acc44b4d51f3bd8c79794d15f02299de0394d8cbb4580";
+
+#[test]
+fn a_pinned_base_is_taken_from_local_storage_or_pulled_before_the_build_which_has_no_route() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let c = tb.cyclix_bin();
+    let t = Tenant::new("e2e-atk17-pin")
+        .file(
+            "Containerfile",
+            &format!("FROM {BUSYBOX_PIN}\nRUN echo pinned > /pinned\n"),
+        )
+        .agent_build("{ containerfile: Containerfile }")
+        .write(tb);
+    expect_success(
+        &tb.user_sh(&format!(
+            "podman images -q 'localhost/cyclix-build-{t}-agent' | xargs -r podman rmi -f >/dev/null"
+        )),
+        "remove earlier builds",
+    );
+    // Local by its digest: built with `--pull=never`.
+    let out = expect_success(
+        &tb.user_sh(&format!("{c} images build --tenant {t} 2>/dev/null")),
+        "cyclix images build",
+    );
+    let tag = out
+        .trim()
+        .strip_prefix("built ")
+        .expect("built")
+        .to_string();
+    assert_eq!(cat(tb, &tag, "/pinned"), "pinned");
+    // Not local: cyclix pulls it first, on the host's network (no registry on the testbed),
+    // and says so; nothing of the build is started.
+    let missing = "registry.example/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    commit(tb, &t, &format!("FROM {missing}\n"));
+    let out = tb.user_sh(&format!("{c} images build --tenant {t}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("pulling pinned base {missing}"))
+            && stderr.contains(&format!("pulling image {missing}"))
+            && !stderr.contains("[build agent]"),
+        "{stderr}"
+    );
+    expect_success(
+        &tb.user_sh(&format!("podman rmi -f {tag} >/dev/null")),
+        "remove the image",
     );
 }
