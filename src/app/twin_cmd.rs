@@ -49,9 +49,12 @@ fn setup_changed(spec: &crate::spec::Spec, rev: &str, at: &str) -> Result<Option
         );
         return Ok(None);
     }
+    // The paths are names in commits (the agent's, once merged): control characters are
+    // replaced before they reach a terminal or a CI log (attack review 17).
+    let names: Vec<String> = changed.iter().map(|p| crate::text::printable(p)).collect();
     crate::stderrln!(
         "cyclix: setup changed between {rev} and {at}: {}; running the twin at {}",
-        changed.join(", "),
+        names.join(", "),
         short(&to)
     );
     Ok(Some(to))

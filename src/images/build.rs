@@ -11,8 +11,11 @@
 //! The build's `RUN` steps have one network: an internal one (no route out) whose only other
 //! member is a squid proxy rendered like a run's (`render::proxy::squid_conf`) with
 //! `build.egress` as its allowlist (ports 80 and 443), reached through the `http_proxy` /
-//! `https_proxy` build args. Base images must be local or pinned by digest and `ADD <url>` is
-//! refused ([`containerfile::bases`]): those fetches would happen outside the proxy. Whatever
+//! `https_proxy` build args. podman itself builds inside that network namespace
+//! ([`crate::podman::BuildCall::netns`]), so a step's `RUN --network=host`, `ADD <url>` and a
+//! base image's `ONBUILD` trigger have no other way out either (attack review 17). Base images
+//! must be local or pinned by digest (a pinned one is pulled before the build) and `ADD <url>`
+//! is refused ([`containerfile::bases`]), each with a clear error up front. Whatever
 //! the outcome, the proxy, both networks and the context directory are removed; podman builds
 //! with `--layers=false --force-rm`, so a failed build leaves no image.
 
@@ -36,6 +39,9 @@ pub const INPUTS_LABEL: &str = "io.cyclix.build.inputs";
 
 /// Deadline of one image build.
 pub const BUILD_DEADLINE: Duration = Duration::from_secs(1800);
+
+/// Deadline of pulling one pinned base image before the build.
+const PULL_DEADLINE: Duration = Duration::from_secs(600);
 
 /// How long the build's proxy may take to listen.
 const PROXY_READY: Duration = Duration::from_secs(30);
@@ -133,6 +139,11 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     let podman = Podman::new();
     for base in &bases {
         if base.pinned {
+            // Pulled here, on the host's network: the build itself has none but its proxy.
+            if !podman.image_exists(&base.reference)? {
+                progress(&format!("pulling pinned base {}", base.reference));
+                podman.image_pull(&base.reference, PULL_DEADLINE)?;
+            }
             parts.push(format!("base {}", base.reference));
             continue;
         }
@@ -175,6 +186,8 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     std::fs::remove_file(&archive).context("removing the context archive")?;
     let cf = scratch.path().join("Containerfile");
     std::fs::write(&cf, &text).context("writing the Containerfile")?;
+    let tmpdir = scratch.path().join("tmp");
+    std::fs::create_dir(&tmpdir).context("creating the build's TMPDIR")?;
     let net = Net::new(req.id);
     let result = net.up(&podman, req, scratch.path()).and_then(|proxy| {
         let ns = net.holder_ns(&podman)?;
@@ -188,15 +201,20 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             tag: &tag,
             containerfile: &cf,
             context: &ctx_dir,
-            network: &ns,
+            netns: &ns,
+            tmpdir: &tmpdir,
             args: &args,
             labels: &labels,
             deadline: BUILD_DEADLINE,
         };
         let role = b.role.clone();
+        // A step's output is the Containerfile's (the agent's, once merged): control and bidi
+        // characters are replaced before it reaches a terminal, the journal or the record
+        // (an OSC or CSI sequence in a `RUN` step's output: attack review 17).
         let (ok, tail) = podman.build_streamed(&call, TAIL_LINES, &mut |l| {
-            progress(&format!("[build {role}] {l}"));
+            progress(&format!("[build {role}] {}", crate::text::printable(l)));
         })?;
+        let tail: Vec<String> = tail.iter().map(|l| crate::text::printable(l)).collect();
         if ok {
             Ok(())
         } else {
@@ -210,6 +228,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
         }
     });
     let down = net.down(&podman);
+    let cache = podman.unshare_remove(&tmpdir);
     if result.is_err() {
         // `--layers=false`: nothing of a failed build is committed; this is for a build that
         // was killed between its commit and its tag.
@@ -217,6 +236,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
     }
     result?;
     down?;
+    cache?;
     Ok(Built {
         reference: tag,
         built: true,
@@ -335,10 +355,10 @@ impl Net {
         }
     }
 
-    /// `ns:/proc/PID/ns/net` of the holder.
+    /// `/proc/PID/ns/net` of the holder: the namespace podman builds in.
     fn holder_ns(&self, podman: &Podman) -> Result<String> {
         Ok(format!(
-            "ns:/proc/{}/ns/net",
+            "/proc/{}/ns/net",
             podman.container_pid(&self.holder)?
         ))
     }

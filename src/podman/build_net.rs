@@ -17,10 +17,20 @@ pub struct BuildCall<'a> {
     pub containerfile: &'a Path,
     /// The context directory.
     pub context: &'a Path,
-    /// The network of its `RUN` steps (`--network VALUE`: `ns:/proc/PID/ns/net`, the
-    /// namespace of a container on the build's internal network; rootless buildah cannot
-    /// attach a `RUN` step to a named network itself: "cannot use networks as rootless").
-    pub network: &'a str,
+    /// The network namespace (`/proc/PID/ns/net`) of a container on the build's internal
+    /// network. podman itself runs in it (`podman unshare nsenter --net=PATH -- podman build
+    /// …`) and so do the `RUN` steps (`--network=ns:PATH`; rootless buildah cannot attach a
+    /// step to a named network itself: "cannot use networks as rootless"). A step's own
+    /// `RUN --network=host` is the namespace of the build process, so it is this one too,
+    /// and so is every fetch podman makes (`ADD <url>`, a pull, a base image's `ONBUILD`
+    /// trigger): nothing of the build reaches the host's network (attack review 17).
+    pub netns: &'a str,
+    /// The build's own `TMPDIR` (an empty directory). buildah keeps the directories of
+    /// `RUN --mount=type=cache` under it (`buildah-cache-UID`, otherwise in `/var/tmp`, shared
+    /// by every build of the user): a cache is this build's alone, so no build (another
+    /// tenant's, an earlier run's Containerfile) leaves content in it that the inputs digest
+    /// does not cover (attack review 17).
+    pub tmpdir: &'a Path,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
     /// `--label KEY=VALUE`.
@@ -205,14 +215,35 @@ impl Podman {
         Ok(())
     }
 
-    /// Builds `call` (`podman build --network NET --layers=false --force-rm --pull=missing
-    /// --tag TAG --file FILE --build-arg …  --label … -- CONTEXT`), handing each line of
-    /// podman's output to `on_line` as it comes; returns the last `keep` lines, and whether
-    /// it succeeded. `--layers=false` and `--force-rm`: a failed build leaves no intermediate
-    /// image or container behind.
+    /// Removes directory `dir` and everything in it as root of the user namespace
+    /// (`podman unshare rm -rf -- DIR`): a build's cache may hold files of subordinate ids
+    /// the user cannot remove itself.
     ///
     /// # Errors
-    /// [`PodmanError::Command`] when podman cannot start or runs past the deadline.
+    /// [`PodmanError::Command`].
+    pub fn unshare_remove(&self, dir: &Path) -> Result<()> {
+        let d = dir.to_string_lossy();
+        check_name("directory", &d)?;
+        self.run(
+            &["unshare", "rm", "-rf", "--", &d],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("removing {d}"),
+        )?;
+        Ok(())
+    }
+
+    /// Builds `call` (`TMPDIR=TMP podman unshare setpriv --pdeathsig KILL nsenter --net=NETNS --
+    /// podman build --network=ns:NETNS
+    /// --layers=false --force-rm --pull=never --tag TAG --file FILE --build-arg …  --label …
+    /// -- CONTEXT`), handing each line of podman's output to `on_line` as it comes; returns
+    /// the last `keep` lines, and whether it succeeded. `--layers=false` and `--force-rm`: a
+    /// failed build leaves no intermediate image or container behind. `--pull=never`: the
+    /// build has no route to a registry, its bases are local beforehand.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] when podman cannot start or runs past the deadline;
+    /// [`PodmanError::BadName`] when `netns` is not `/proc/PID/ns/net`.
     pub fn build_streamed(
         &self,
         call: &BuildCall<'_>,
@@ -220,10 +251,20 @@ impl Podman {
         on_line: &mut dyn FnMut(&str),
     ) -> Result<(bool, Vec<String>)> {
         check_name("image tag", call.tag)?;
-        check_name("network", call.network)?;
+        let pid = call
+            .netns
+            .strip_prefix("/proc/")
+            .and_then(|r| r.strip_suffix("/ns/net"));
+        if !pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(PodmanError::BadName {
+                what: "network namespace (/proc/PID/ns/net)",
+                name: call.netns.to_string(),
+            });
+        }
         let file = call.containerfile.to_string_lossy();
         let context = call.context.to_string_lossy();
-        let net = format!("--network={}", call.network);
+        let enter = format!("--net={}", call.netns);
+        let net = format!("--network=ns:{}", call.netns);
         let pairs: Vec<String> = call.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let labels: Vec<String> = call
             .labels
@@ -231,11 +272,21 @@ impl Podman {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let mut argv: Vec<&str> = vec![
+            "unshare",
+            // The build dies with `podman unshare` (which the deadline kills): otherwise it
+            // ran on, reparented (measured).
+            "setpriv",
+            "--pdeathsig",
+            "KILL",
+            "nsenter",
+            &enter,
+            "--",
+            &self.bin,
             "build",
             &net,
             "--layers=false",
             "--force-rm",
-            "--pull=missing",
+            "--pull=never",
             "--tag",
             call.tag,
             "--file",
@@ -248,11 +299,14 @@ impl Podman {
             argv.extend(["--label", l.as_str()]);
         }
         argv.extend(["--", &context]);
-        let out = process::run_streaming(&self.bin, &argv, &[], call.deadline, HINT, keep, on_line)
-            .map_err(|source: ProcessError| PodmanError::Command {
-                action: format!("building image {}", call.tag),
-                source,
-            })?;
+        let tmpdir = call.tmpdir.to_string_lossy();
+        let env = [("TMPDIR", Some(tmpdir.as_ref()))];
+        let out =
+            process::run_streaming(&self.bin, &argv, &env, call.deadline, HINT, keep, on_line)
+                .map_err(|source: ProcessError| PodmanError::Command {
+                    action: format!("building image {}", call.tag),
+                    source,
+                })?;
         Ok((out.status.success(), out.tail))
     }
 }

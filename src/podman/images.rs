@@ -59,6 +59,24 @@ impl Podman {
         Ok((!value.is_empty() && value != "<no value>").then(|| value.to_string()))
     }
 
+    /// Pulls `reference` into local storage (`podman pull --quiet -- REFERENCE`) within
+    /// `deadline`, on the host's network: a build's pinned base (`NAME@sha256:…`, its content
+    /// fixed by the digest) is pulled before the build, which itself has no route out.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (the registry refused or was not reached in time; stderr has
+    /// podman's reason), [`PodmanError::BadName`].
+    pub fn image_pull(&self, reference: &str, deadline: Duration) -> Result<()> {
+        check_name("image reference", reference)?;
+        self.run(
+            &["pull", "--quiet", "--", reference],
+            None,
+            deadline,
+            || format!("pulling image {reference}"),
+        )?;
+        Ok(())
+    }
+
     /// Whether image `reference` is in local storage (`podman image exists`: exit 0 yes, 1 no).
     /// Never pulls.
     ///

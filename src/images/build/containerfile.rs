@@ -35,6 +35,9 @@ fn instructions(text: &str) -> Result<Vec<Instruction>, (usize, String)> {
     let mut out = Vec::new();
     let mut current: Option<(usize, String)> = None;
     let mut directives = true;
+    // A UTF-8 byte-order mark before the first line is dropped, as buildah's parser does:
+    // otherwise `\u{feff}# escape=`` would pass as a plain line (attack review 17).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let trimmed = raw.trim();
@@ -166,9 +169,16 @@ pub fn bases(text: &str, file: &str, args: &[(String, String)]) -> Result<Vec<Ba
         match i.keyword.as_str() {
             "ARG" if !seen_from => {
                 for w in &words {
-                    let (k, v) = w.split_once('=').unwrap_or((w, ""));
-                    vars.entry(k.to_string())
-                        .or_insert_with(|| v.trim_matches('"').to_string());
+                    // A later declaration's default wins, as in buildah (`ARG B=x` then
+                    // `ARG B=y`: `FROM $B` is `y`; attack review 17).
+                    match w.split_once('=') {
+                        Some((k, v)) => {
+                            vars.insert(k.to_string(), v.trim_matches('"').to_string());
+                        }
+                        None => {
+                            vars.entry((*w).to_string()).or_default();
+                        }
+                    }
                 }
                 for (k, v) in args {
                     if vars.contains_key(k) {
@@ -313,8 +323,21 @@ mod tests {
         assert!(e.contains("C:1:") && e.contains("ARG NAME=value"), "{e}");
         assert!(bases("# only a comment\n", "C", &[]).is_err());
         assert!(bases("# escape=`\nFROM x\n", "C", &[]).is_err());
+        // Behind a byte-order mark, as buildah reads it (attack review 17).
+        let e = bases("\u{feff}# escape=`\nFROM x\n", "C", &[]).expect_err("refused");
+        assert!(e.starts_with("C:1:") && e.contains("escape"), "{e}");
         // A local ADD is fine.
         assert!(bases("FROM localhost/x\nADD app.tgz /app\n", "C", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_redeclared_arg_before_from_takes_its_last_default_as_buildah_does() {
+        let text = "ARG B=localhost/ok\nARG B=docker.io/library/alpine:latest\nARG B\nFROM $B\n";
+        let got = bases(text, "C", &[]).expect("reads");
+        assert_eq!(
+            got.first().map(|b| b.reference.as_str()),
+            Some("docker.io/library/alpine:latest")
+        );
     }
 
     #[test]
