@@ -18,8 +18,8 @@ use crate::common::testbed::{Testbed, expect_success, shared};
 
 /// The two plays run one at a time: played in parallel, the agent's `exec` of the cyclix
 /// binary its init step had just copied failed in 2 of 5 parallel runs with `Text file busy`
-/// (podman 5.4.2; never in 5 serial runs).
-fn serial() -> MutexGuard<'static, ()> {
+/// (podman 5.4.2; never in 5 serial runs). `e2e_kube_run` takes the same lock.
+pub(crate) fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
