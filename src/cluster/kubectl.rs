@@ -66,11 +66,11 @@ impl Kubectl {
         deadline: Duration,
         out: Option<(&Path, u64)>,
     ) -> Result<process::Output> {
-        let argv = self.argv(args);
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let full = self.argv(args);
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
         Ok(process::run_with(
             &self.program,
-            &argv,
+            &full,
             &process::Opts {
                 stdin,
                 deadline,

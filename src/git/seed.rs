@@ -27,22 +27,22 @@ pub fn run_bundle(
     scratch: &Path,
     out: &Path,
 ) -> Result<()> {
-    let bare = scratch.join("seed.git");
+    let scratch_repo = scratch.join("seed.git");
     let at = |what: &str| {
         format!(
             "{what} (the run's repository bundle, in {})",
-            bare.display()
+            scratch_repo.display()
         )
     };
-    let bare_s = bare.to_string_lossy().into_owned();
+    let scratch_repo_path = scratch_repo.to_string_lossy().into_owned();
     run_to(
         None,
-        &["init", "--quiet", "--bare", &bare_s],
+        &["init", "--quiet", "--bare", &scratch_repo_path],
         None,
         None,
         &at("creating a scratch repository"),
     )?;
-    let alternates = bare.join("objects/info/alternates");
+    let alternates = scratch_repo.join("objects/info/alternates");
     let objects = common_dir.join("objects");
     std::fs::write(&alternates, format!("{}\n", objects.display())).map_err(|source| {
         GitError::Io {
@@ -52,7 +52,7 @@ pub fn run_bundle(
     })?;
     let dest = format!("refs/heads/{branch}");
     run_to(
-        Some(&bare),
+        Some(&scratch_repo),
         &["update-ref", "--end-of-options", &dest, base],
         None,
         None,
@@ -60,7 +60,7 @@ pub fn run_bundle(
     )?;
     let out_s = out.to_string_lossy().into_owned();
     run_to(
-        Some(&bare),
+        Some(&scratch_repo),
         &["bundle", "create", "--quiet", &out_s, &dest],
         None,
         None,

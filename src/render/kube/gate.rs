@@ -191,10 +191,8 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
     );
     collect["env"] = json!(collect_env());
     collect_pod.insert("containers".into(), json!([collect]));
-    collect_pod.insert(
-        "volumes".into(),
-        json!([work_volume, tmp_volume, { "name": "bundle", "configMap": { "name": names.repo_bundle() } }]),
-    );
+    let collect_volumes = json!([work_volume, tmp_volume, { "name": "bundle", "configMap": { "name": names.repo_bundle() } }]);
+    collect_pod.insert("volumes".into(), collect_volumes);
     debug_assert!(RUNNER_CYCLIX.starts_with('/'));
     vec![
         Manifest {
