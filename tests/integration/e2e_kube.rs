@@ -59,7 +59,7 @@ down() {{
 }}
 trap down EXIT
 b=$(mktemp -d); cp {c} $b/cyclix
-podman image exists localhost/cyclix-runner:e2e-{run} || podman build -q -t localhost/cyclix-runner:e2e-{run} -f /src/images/runner/Containerfile $b >/dev/null
+podman image exists localhost/cyclix-runner:e2e-{run} || podman build -q --build-arg KUBECTL=no -t localhost/cyclix-runner:e2e-{run} -f /src/images/runner/Containerfile $b >/dev/null
 rm -rf $b
 cat > spec.yaml <<'Y'
 tenant: {TENANT}

@@ -32,7 +32,7 @@ KEY=kube-run-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 IMG=localhost/cyclix-runner:e2e-$R
 trap 'cd /; rm -rf $W; podman image rm -f $IMG >/dev/null 2>&1' EXIT
 b=$(mktemp -d); cp {c} $b/cyclix
-podman build -q -t $IMG -f /src/images/runner/Containerfile $b >/dev/null || exit 3
+podman build -q --build-arg KUBECTL=no -t $IMG -f /src/images/runner/Containerfile $b >/dev/null || exit 3
 rm -rf $b
 git init -q -b main repo && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
 cat > spec.yaml <<Y
