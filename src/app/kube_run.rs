@@ -79,6 +79,16 @@ pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
         ClusterKind::Kubectl => Box::new(Kubectl::new(args.namespace.clone())),
         ClusterKind::Podman => Box::new(PodmanPlay::new(&r.run_id)),
     };
+    run_on(env, args, &r, cluster.as_ref())
+}
+
+/// [`run`] on `cluster`.
+fn run_on(
+    env: &HostEnv,
+    args: &KubeRunArgs,
+    r: &Rendered,
+    cluster: &dyn Cluster,
+) -> Result<Outcome> {
     let repo = args
         .repo
         .clone()
@@ -91,8 +101,8 @@ pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
     rec.notices
         .push(format!("cluster adapter: {}", cluster.name()));
     let mut run = KubeRun {
-        cluster: cluster.as_ref(),
-        r: &r,
+        cluster,
+        r,
         env,
         repo: &repo,
         scratch: scratch.path(),
@@ -414,3 +424,6 @@ impl KubeRun<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
