@@ -108,6 +108,7 @@ fn run_on(
         scratch: scratch.path(),
         rec: &mut rec,
         secrets: Vec::new(),
+        delivery: None,
     };
     crate::stderrln!(
         "kube-run {} (tenant {}) on {}",
@@ -147,6 +148,8 @@ struct KubeRun<'a> {
     rec: &'a mut RunRecord,
     /// The names of the Secrets the run created (deleted and audited by name).
     secrets: Vec<String>,
+    /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
+    delivery: Option<crate::run::delivery::Start>,
 }
 
 type PhaseResult<T> = std::result::Result<T, (&'static str, anyhow::Error)>;
@@ -178,6 +181,17 @@ impl KubeRun<'_> {
 
     /// The run's phases up to the import; the caller tears down.
     fn drive(&mut self) -> PhaseResult<()> {
+        if self.r.spec.delivery.is_some() {
+            match self.phase("delivery-start", Self::delivery_start) {
+                Ok(()) => {}
+                Err((_, e)) if e.downcast_ref::<crate::run::delivery::Refusal>().is_some() => {
+                    self.rec.result = RunResult::DeliveryRefused;
+                    self.rec.causes.push(format!("{e:#}"));
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let bundle = self.phase("bundle", Self::make_bundle)?;
         let st = stages::split(&self.r.export.manifests);
         let secrets = self.phase("secrets", |s| {
@@ -242,7 +256,76 @@ impl KubeRun<'_> {
                 anyhow::anyhow!("the collector Job failed: {why}"),
             ));
         }
-        self.phase("import", Self::import)
+        self.phase("import", Self::import)?;
+        let imported = self
+            .rec
+            .import
+            .as_ref()
+            .is_some_and(|i| i.outcome == "imported");
+        if let Some(start) = self.delivery.take() {
+            if self.rec.result == RunResult::Passed && imported {
+                self.phase("deliver", |s| s.deliver(start))?;
+            } else {
+                self.rec.delivery = Some(start.record.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The delivery's facts for [`crate::run::delivery`], with the run's secret values to scan
+    /// for.
+    fn with_target<T>(
+        &mut self,
+        f: impl FnOnce(
+            &crate::run::delivery::Target<'_>,
+            &crate::run::delivery::GitRepo,
+            &mut RunRecord,
+        ) -> Result<T>,
+    ) -> Result<T> {
+        let spec = &self.r.spec;
+        let d = spec
+            .delivery
+            .as_ref()
+            .context("invariant: a delivery phase has a delivery spec")?;
+        let values = super::tenant::run_secrets(self.env, spec)?;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let locks_dir = self
+            .env
+            .runtime()
+            .map_or_else(|_| self.scratch.join("locks"), |r| r.locks_dir());
+        let branch = self.rec.branch.clone();
+        let t = crate::run::delivery::Target {
+            spec: d,
+            tenant: &spec.tenant,
+            run_id: &self.r.run_id,
+            base: &spec.repo.base,
+            run_branch: &branch,
+            locks_dir,
+            interrupted: &stop,
+            secrets: values
+                .iter()
+                .map(|(k, v)| (format!("value of secret {k}"), v.as_slice()))
+                .collect(),
+            scratch: self.scratch.join("delivery"),
+        };
+        let repo = crate::run::delivery::GitRepo::new(self.repo)?;
+        f(&t, &repo, self.rec)
+    }
+
+    /// Takes the branch lock and reads the remote tip (phase `delivery-start`): a fixed branch
+    /// that contains the base moves the run's start to its tip.
+    fn delivery_start(&mut self) -> Result<()> {
+        let start = self.with_target(|t, repo, _| crate::run::delivery::start_with(t, repo))?;
+        self.delivery = Some(start);
+        Ok(())
+    }
+
+    /// Checks and pushes the imported run branch (phase `deliver`).
+    fn deliver(&mut self, start: crate::run::delivery::Start) -> Result<()> {
+        let result = self
+            .with_target(|t, repo, rec| crate::run::delivery::deliver_with(t, start, rec, repo))?;
+        self.rec.result = result;
+        Ok(())
     }
 
     /// Waits for the Job of `role` (its deadline: the Job's own plus [`WAIT_SLACK_S`]).
@@ -395,6 +478,9 @@ impl KubeRun<'_> {
     /// Deletes every object of the run and audits that nothing is left (phases `delete`,
     /// `audit`); a failure of either makes the run an error.
     fn teardown(&mut self) {
+        if let Some(start) = self.delivery.take() {
+            self.rec.delivery = Some(start.record.clone());
+        }
         let run_id = self.r.run_id.clone();
         let secrets = self.secrets.clone();
         let deleted = self.phase("delete", |s| s.cluster.delete_run(&run_id, &secrets));

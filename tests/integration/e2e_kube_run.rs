@@ -4,7 +4,7 @@
 //! runner's environment, the proxy and the agent Job played, the probe suite passing in the
 //! Pod, the agent committing, the gate Job on a clean export, the collector's bundle read from
 //! its log and imported into the user's repository as the run branch, every object deleted
-//! and the deletion audited. The failure mode: an agent whose branch no longer descends from
+//! and the deletion audited, the branch delivered to the spec's remote. The failure mode: an agent whose branch no longer descends from
 //! the base (a rewritten history) — the collector's bundle breaks the import's contract, the
 //! import refuses it, the record says so, no branch appears, nothing of the run is left.
 //!
@@ -23,7 +23,12 @@ const TENANT: &str = "e2e-kuberun";
 /// Runs `cyclix kube-run` for run `run` with the agent's shell command `agent`; prints the
 /// runner's output and exit status, the run branch's subjects in the user's repository, the
 /// record, and what of the run is left.
-fn kube_run(tb: &Testbed, run: &str, agent: &str) -> String {
+fn kube_run(tb: &Testbed, run: &str, agent: &str, deliver: bool) -> String {
+    let delivery = if deliver {
+        "delivery: { remote: deliver }"
+    } else {
+        ""
+    };
     let c = tb.cyclix_bin();
     let script = format!(
         r#"set -u
@@ -35,6 +40,7 @@ b=$(mktemp -d); cp {c} $b/cyclix
 podman build -q --build-arg KUBECTL=no -t $IMG -f /src/images/runner/Containerfile $b >/dev/null || exit 3
 rm -rf $b
 git init -q -b main repo && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
+git init -q --bare remote.git && git -C repo remote add deliver $W/remote.git
 cat > spec.yaml <<Y
 tenant: $T
 repo: {{ path: $W/repo, base: main }}
@@ -51,12 +57,14 @@ gate:
   unpinned_local_image: true
   command: [sh, -c, 'test -f hello.txt && test ! -e .git && echo GATE-SAW-HELLO']
 egress: {{ allow: [allowed.example], ports: [80] }}
+{delivery}
 Y
 E2E_KUBE_KEY=$KEY timeout 300 {c} kube-run $T --spec spec.yaml --cluster podman --run-id $R --runner-image $IMG >out.txt 2>err.txt
 echo "rc=$?"
 cat out.txt err.txt
 echo "--- branch"
 git -C repo log --format=%s refs/heads/cyclix/$T/$R -- 2>&1
+echo "--- remote: $(git -C remote.git rev-parse --verify -q refs/heads/cyclix/$T/$R)"
 echo "--- record"
 cat ~/.local/state/cyclix/runs/$T/$R.json
 echo
@@ -90,7 +98,7 @@ fn left(out: &str) -> &str {
 }
 
 #[test]
-fn kube_run_does_a_whole_run_through_podman_kube_play_and_imports_the_run_branch() {
+fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_run_branch() {
     let _s = serial();
     let _g = shared();
     let tb = demo_ready();
@@ -98,6 +106,7 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_and_imports_the_run_branch
         tb,
         "kr-ok-1",
         "echo hello > hello.txt && git add hello.txt && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
+        true,
     );
     assert!(out.contains("rc=0"), "{out}");
     let rec = record(&out);
@@ -121,10 +130,14 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_and_imports_the_run_branch
     let branch = out
         .split("--- branch\n")
         .nth(1)
-        .and_then(|s| s.split("--- record").next())
+        .and_then(|s| s.split("--- remote").next())
         .expect("branch");
     assert_eq!(branch, "agent-says-hello\nbase-of-kr-ok-1\n", "{out}");
     assert_eq!(rec["commits"][0]["subject"], "agent-says-hello", "{out}");
+    // Delivered with `cyclix run`'s delivery code: the remote has the imported tip.
+    let tip = rec["import"]["tip"].as_str().expect("tip");
+    assert!(out.contains(&format!("--- remote: {tip}\n")), "{out}");
+    assert_eq!(rec["delivery"]["outcome"], "pushed", "{out}");
     // The credential's value went only into the Secret (on stdin), never a record or output.
     assert!(out.contains("--- secret: 0"), "{out}");
     assert_eq!(rec["leftovers"], serde_json::json!([]), "{out}");
@@ -142,6 +155,7 @@ fn a_rewritten_history_is_refused_at_import_and_nothing_of_the_run_is_left() {
         tb,
         "kr-orphan-1",
         "git checkout -q --orphan tmp && echo x > hello.txt && git add hello.txt && git -c user.name=a -c user.email=a@a commit -qm orphan && git for-each-ref \"--format=%(refname)\" refs/heads/cyclix | while read r; do git update-ref \"\\$r\" HEAD; done; echo AGENT-REWROTE",
+        false,
     );
     let rec = record(&out);
     assert!(out.contains("rc=1"), "{out}");
