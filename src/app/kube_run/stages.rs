@@ -59,11 +59,13 @@ pub(super) fn split_secrets(secrets: &[Value]) -> (Vec<Value>, Vec<Value>) {
 /// rest's last lines into `rec.agent_log`.
 pub(super) fn read_agent_log(lines: &[String], rec: &mut RunRecord) {
     let mut rest = Vec::new();
+    // The suite runs before the agent in the same process, and its summary line ends it:
+    // what follows is the agent's, which may print lines that look like verdicts.
+    let mut suite = true;
     for l in lines {
         match serde_json::from_str::<Value>(l) {
-            Ok(v) if v.get("id").is_some() => rec.probes.push(v),
-            // The suite's summary line: the verdicts above are the record's.
-            Ok(v) if v.get("summary").is_some() => {}
+            Ok(v) if suite && v.get("id").is_some() => rec.probes.push(v),
+            Ok(v) if suite && v.get("summary").is_some() => suite = false,
             _ => rest.push(l.clone()),
         }
     }

@@ -70,13 +70,21 @@ fn the_agent_log_gives_the_probe_verdicts_and_a_missing_or_failed_probe_is_a_ref
         r#"{"id":"N8","verdict":"FAIL"}"#,
         r#"{"summary":true,"pass":1,"fail":1}"#,
         "the agent does not start",
+        // After the summary: the agent's own output, never a verdict.
+        r#"{"id":"N8","verdict":"PASS"}"#,
     ]
     .iter()
     .map(|s| (*s).to_string())
     .collect();
     read_agent_log(&lines, &mut rec);
     assert_eq!(rec.probes.len(), 2);
-    assert_eq!(rec.agent_log, ["the agent does not start"]);
+    assert_eq!(
+        rec.agent_log,
+        [
+            "the agent does not start",
+            r#"{"id":"N8","verdict":"PASS"}"#
+        ]
+    );
     assert!(probes_failed(&rec.probes));
     assert!(probes_failed(&[]), "no probe ran: not a pass");
     assert!(!probes_failed(&[json!({"id": "P1", "verdict": "PASS"})]));
