@@ -8,7 +8,8 @@
 //! read, so a failed Job ends the wait at once instead of at the deadline.
 //!
 //! Not proven here: no API server is reachable from this project's machines
-//! (docs/kubernetes.md, "What is proven here"); unit tests check the argv.
+//! (docs/kubernetes.md, "What is proven here"); unit tests run the adapter against a
+//! stand-in `kubectl` script (argv, stdin, the wait's control flow).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -297,5 +298,108 @@ mod tests {
         ] {
             assert!(RUN_KINDS.split(',').any(|x| x == k), "{k}");
         }
+    }
+
+    /// A stand-in `kubectl` (a shell script) that logs its argv and stdin and answers as an
+    /// API server would for one run: the adapter's control flow, not a cluster.
+    fn fake(dir: &Path, script: &str) -> Kubectl {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = dir.join("kubectl");
+        std::fs::write(
+            &bin,
+            format!(
+                "#!/bin/sh\nL={}/calls\necho \"$*\" >> $L\n{script}\n",
+                dir.display()
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Kubectl {
+            program: bin.display().to_string(),
+            namespace: Some("ns".into()),
+        }
+    }
+
+    fn calls(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("calls")).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_failed_job_ends_the_wait_at_once_and_a_complete_one_is_complete() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let k = fake(
+            tmp.path(),
+            r#"case "$*" in
+  *"wait --for=condition=complete"*job/good*) exit 0;;
+  *"wait --for=condition=complete"*) echo "timed out waiting for the condition" >&2; exit 1;;
+  *"get job/bad"*) printf 'True BackoffLimitExceeded';;
+  *"get job/slow"*) printf ' ';;
+esac"#,
+        );
+        assert_eq!(
+            k.wait_job("good", "agent", Duration::from_secs(60))
+                .expect("wait"),
+            JobEnd::Complete
+        );
+        assert_eq!(
+            k.wait_job("bad", "agent", Duration::from_secs(60))
+                .expect("wait"),
+            JobEnd::Failed("the Job failed (BackoffLimitExceeded)".into())
+        );
+        // Neither complete nor failed: the deadline ends the wait, naming the Job.
+        let e = k
+            .wait_job("slow", "agent", Duration::ZERO)
+            .expect_err("deadline");
+        assert!(
+            format!("{e:#}").contains("job/slow did not end within 0 s"),
+            "{e:#}"
+        );
+        let c = calls(tmp.path());
+        assert!(
+            c.contains("--namespace=ns wait --for=condition=complete --timeout=10s job/good"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn objects_go_on_stdin_secrets_are_deleted_by_name_and_an_empty_selector_is_gone() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let k = fake(
+            tmp.path(),
+            &format!(
+                r#"case "$*" in
+  *"create -f -"*) cat > {d}/stdin;;
+  *"wait --for=delete"*) echo "error: no matching resources found" >&2; exit 1;;
+  *"get secret"*) echo secret/cyclix-r-env;;
+  *"get "*) ;;
+esac"#,
+                d = tmp.path().display()
+            ),
+        );
+        let secret = json!({"kind": "Secret", "metadata": {"name": "cyclix-r-env"}, "stringData": {"K": "value-9"}});
+        k.apply(&[secret]).expect("apply");
+        let stdin = std::fs::read_to_string(tmp.path().join("stdin")).expect("stdin");
+        assert!(
+            stdin.contains("value-9") && stdin.contains("\"List\""),
+            "{stdin}"
+        );
+        k.delete_run("r", &["cyclix-r-env".into()]).expect("delete");
+        let left = k.leftovers("r", &["cyclix-r-env".into()]).expect("audit");
+        assert_eq!(left, ["secret/cyclix-r-env"]);
+        let c = calls(tmp.path());
+        // The value travelled on stdin only; Secrets are never selected by label (no list).
+        assert!(!c.contains("value-9"), "{c}");
+        assert!(
+            c.contains("delete secret --ignore-not-found --wait=false cyclix-r-env"),
+            "{c}"
+        );
+        assert!(
+            c.contains(&format!("delete {RUN_KINDS} -l io.cyclix.run=r")),
+            "{c}"
+        );
+        assert!(
+            !c.lines().any(|l| l.contains("-l") && l.contains("secret")),
+            "{c}"
+        );
     }
 }
