@@ -14,6 +14,7 @@
 mod stages;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
@@ -75,19 +76,23 @@ pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),
     };
+    // SIGTERM (the runner Pod deleted, its deadline) and SIGINT stop the run at its next
+    // check (a wait's slice, a phase's start) and it still deletes everything.
+    let stop = super::tenant::interrupt_flag()?;
     let cluster: Box<dyn Cluster> = match args.cluster {
-        ClusterKind::Kubectl => Box::new(Kubectl::new(args.namespace.clone())),
-        ClusterKind::Podman => Box::new(PodmanPlay::new(&r.run_id)),
+        ClusterKind::Kubectl => Box::new(Kubectl::new(args.namespace.clone(), stop.clone())),
+        ClusterKind::Podman => Box::new(PodmanPlay::new(&r.run_id, stop.clone())),
     };
-    run_on(env, args, &r, cluster.as_ref())
+    run_on(env, args, &r, cluster.as_ref(), &stop)
 }
 
-/// [`run`] on `cluster`.
+/// [`run`] on `cluster`; `stop` set: interrupted.
 fn run_on(
     env: &HostEnv,
     args: &KubeRunArgs,
     r: &Rendered,
     cluster: &dyn Cluster,
+    stop: &AtomicBool,
 ) -> Result<Outcome> {
     let repo = args
         .repo
@@ -109,6 +114,7 @@ fn run_on(
         rec: &mut rec,
         secrets: Vec::new(),
         delivery: None,
+        stop,
     };
     crate::stderrln!(
         "kube-run {} (tenant {}) on {}",
@@ -116,10 +122,19 @@ fn run_on(
         r.spec.tenant,
         cluster.name()
     );
-    if let Err((phase, e)) = run.drive() {
-        run.rec.result = RunResult::Error;
-        run.rec.failed_phase = Some(phase.to_string());
-        run.rec.error = Some(format!("{e:#}"));
+    match run.drive() {
+        Err((phase, e)) if stop.load(Ordering::Relaxed) => {
+            run.rec.result = RunResult::Interrupted;
+            run.rec
+                .causes
+                .push(format!("stopped by a signal in phase {phase}: {e:#}"));
+        }
+        Err((phase, e)) => {
+            run.rec.result = RunResult::Error;
+            run.rec.failed_phase = Some(phase.to_string());
+            run.rec.error = Some(format!("{e:#}"));
+        }
+        Ok(()) => {}
     }
     run.teardown();
     let dir = crate::run::record::tenant_dir(&env.state_home, &r.spec.tenant);
@@ -128,6 +143,7 @@ fn run_on(
     crate::outln!("record: {}", path.display());
     Ok(match rec.result {
         RunResult::Passed => Outcome::Ok,
+        RunResult::Interrupted => Outcome::Interrupted,
         RunResult::Error => anyhow::bail!(
             "run {} failed in phase {}: {}",
             rec.run_id,
@@ -150,18 +166,24 @@ struct KubeRun<'a> {
     secrets: Vec<String>,
     /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
     delivery: Option<crate::run::delivery::Start>,
+    /// Set by SIGTERM/SIGINT.
+    stop: &'a AtomicBool,
 }
 
 type PhaseResult<T> = std::result::Result<T, (&'static str, anyhow::Error)>;
 
 impl KubeRun<'_> {
-    /// Runs `f` as phase `name`, timing it into the record.
+    /// Runs `f` as phase `name`, timing it into the record; not at all once the run is
+    /// interrupted.
     fn phase<T>(
         &mut self,
         name: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T>,
     ) -> PhaseResult<T> {
         let start_ms = now_ms();
+        if self.stop.load(Ordering::Relaxed) && !matches!(name, "delete" | "audit") {
+            return Err((name, anyhow::anyhow!("interrupted before phase {name}")));
+        }
         let out = f(self);
         self.rec.phases.push(Phase {
             name: name.to_string(),

@@ -5,13 +5,16 @@
 //! `create` but no `patch`/`update`, and an object of the same name already there is an error,
 //! never silently changed. Jobs are waited for with `kubectl wait --for=condition=complete` in
 //! slices of [`WAIT_SLICE_S`] seconds, and after each slice the Job's `Failed` condition is
-//! read, so a failed Job ends the wait at once instead of at the deadline.
+//! read, so a failed Job ends the wait at once instead of at the deadline (and an interrupt is
+//! seen within a slice).
 //!
 //! Not proven here: no API server is reachable from this project's machines
 //! (docs/kubernetes.md, "What is proven here"); unit tests run the adapter against a
 //! stand-in `kubectl` script (argv, stdin, the wait's control flow).
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
@@ -22,7 +25,7 @@ use crate::naming::label;
 use crate::process;
 
 /// Seconds of one `kubectl wait` slice.
-pub const WAIT_SLICE_S: u64 = 10;
+pub const WAIT_SLICE_S: u64 = 5;
 
 /// The kinds one run creates that are found by label, as `kubectl get`/`delete` takes them
 /// (Secrets are deleted by name: the runner may not list them; Pods only in the audit: the
@@ -37,15 +40,18 @@ pub struct Kubectl {
     pub program: String,
     /// `--namespace`, when given.
     pub namespace: Option<String>,
+    /// Set when the run is asked to stop (SIGTERM, SIGINT): a wait ends at its next slice.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl Kubectl {
     /// `kubectl` in `namespace` (`None`: the default).
     #[must_use]
-    pub fn new(namespace: Option<String>) -> Self {
+    pub fn new(namespace: Option<String>, stop: Arc<AtomicBool>) -> Self {
         Self {
             program: "kubectl".into(),
             namespace,
+            stop,
         }
     }
 
@@ -136,6 +142,9 @@ impl Cluster for Kubectl {
         let target = format!("job/{job}");
         let slice = format!("--timeout={WAIT_SLICE_S}s");
         loop {
+            if self.stop.load(Ordering::Relaxed) {
+                bail!("interrupted while waiting for {target}");
+            }
             let o = self.run(
                 &["wait", "--for=condition=complete", &slice, &target],
                 None,
@@ -277,12 +286,12 @@ mod tests {
 
     #[test]
     fn the_calls_name_the_namespace_first_and_the_objects_travel_on_stdin() {
-        let k = Kubectl::new(Some("team-a".into()));
+        let k = Kubectl::new(Some("team-a".into()), Arc::default());
         assert_eq!(
             k.argv(&["create", "-f", "-"]),
             ["--namespace=team-a", "create", "-f", "-"]
         );
-        assert_eq!(Kubectl::new(None).argv(&["get"]), ["get"]);
+        assert_eq!(Kubectl::new(None, Arc::default()).argv(&["get"]), ["get"]);
         let l =
             list(&[json!({"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}})]);
         assert_eq!(l["kind"], "List");
@@ -317,6 +326,7 @@ mod tests {
         Kubectl {
             program: bin.display().to_string(),
             namespace: Some("ns".into()),
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -356,7 +366,7 @@ esac"#,
         );
         let c = calls(tmp.path());
         assert!(
-            c.contains("--namespace=ns wait --for=condition=complete --timeout=10s job/good"),
+            c.contains("--namespace=ns wait --for=condition=complete --timeout=5s job/good"),
             "{c}"
         );
     }

@@ -18,6 +18,8 @@
 
 use std::cell::RefCell;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -28,6 +30,9 @@ use crate::naming::RunNames;
 use crate::naming::label;
 use crate::process;
 use crate::render::kube::{KubeNames, NO_NETWORK_LABEL};
+
+/// One slice of a wait: how long an interrupt may go unseen.
+const WAIT_SLICE: Duration = Duration::from_secs(2);
 
 /// The kinds `podman kube play` creates something for.
 const PLAYED: [&str; 6] = [
@@ -43,6 +48,8 @@ const PLAYED: [&str; 6] = [
 #[derive(Debug)]
 pub struct PodmanPlay {
     run_id: String,
+    /// Set when the run is asked to stop (SIGTERM, SIGINT): a wait ends at its next slice.
+    stop: Arc<AtomicBool>,
     /// The proxy's address on the internal network, once the networks exist.
     proxy_ip: RefCell<Option<String>>,
     /// Each play's YAML, Secret values blanked, for `kube down`.
@@ -144,14 +151,44 @@ fn second_address(subnet: &str) -> Option<String> {
 impl PodmanPlay {
     /// The adapter for run `run_id`.
     #[must_use]
-    pub fn new(run_id: &str) -> Self {
+    pub fn new(run_id: &str, stop: Arc<AtomicBool>) -> Self {
         Self {
             run_id: run_id.to_string(),
+            stop,
             proxy_ip: RefCell::new(None),
             plays: RefCell::new(Vec::new()),
             played_names: RefCell::new(Vec::new()),
             failed_jobs: RefCell::new(Vec::new()),
             config_maps: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Runs `podman ARGS` (a `podman wait`) in slices of [`WAIT_SLICE`] until it ends, the
+    /// run is interrupted or `deadline` passed.
+    fn sliced(&self, args: &[&str], deadline: Duration, what: &str) -> Result<process::Output> {
+        let began = std::time::Instant::now();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                bail!("interrupted while waiting for {what}");
+            }
+            let left = deadline.saturating_sub(began.elapsed());
+            if left.is_zero() {
+                bail!("{what} did not end within {} s", deadline.as_secs());
+            }
+            let r = process::run_with(
+                "podman",
+                args,
+                &process::Opts {
+                    deadline: left.min(WAIT_SLICE),
+                    hint: "is podman (rootless, ≥ 5) installed?",
+                    ..process::Opts::default()
+                },
+            );
+            match r {
+                Ok(o) => return Ok(o),
+                Err(process::ProcessError::Deadline { .. }) => {}
+                Err(e) => return Err(e).with_context(|| format!("waiting for {what}")),
+            }
         }
     }
 
@@ -317,18 +354,11 @@ impl Cluster for PodmanPlay {
     fn wait_available(&self, deployment: &str, container: &str, deadline: Duration) -> Result<()> {
         // A played Deployment's Pod is `NAME-pod`, its containers `NAME-pod-CONTAINER`.
         let name = format!("{deployment}-pod-{container}");
-        let o = podman(
+        let o = self.sliced(
             &["wait", "--condition=running", &name],
-            None,
             deadline,
-            None,
-        )
-        .with_context(|| {
-            format!(
-                "waiting for Deployment {deployment} (container {name}) at most {} s",
-                deadline.as_secs()
-            )
-        })?;
+            &format!("Deployment {deployment} (container {name})"),
+        )?;
         if !o.status.success() {
             bail!(
                 "podman wait {name} failed ({}): {}",
@@ -344,13 +374,10 @@ impl Cluster for PodmanPlay {
             return Ok(JobEnd::Failed(why.clone()));
         }
         let name = format!("{job}-pod-{container}");
-        let o = podman(&["wait", "--condition=exited", &name], None, deadline, None).with_context(
-            || {
-                format!(
-                    "waiting for Job {job} (container {name}) at most {} s",
-                    deadline.as_secs()
-                )
-            },
+        let o = self.sliced(
+            &["wait", "--condition=exited", &name],
+            deadline,
+            &format!("Job {job} (container {name})"),
         )?;
         if !o.status.success() {
             bail!(

@@ -6,7 +6,8 @@
 //! its log and imported into the user's repository as the run branch, every object deleted
 //! and the deletion audited, the branch delivered to the spec's remote. The failure mode: an agent whose branch no longer descends from
 //! the base (a rewritten history) — the collector's bundle breaks the import's contract, the
-//! import refuses it, the record says so, no branch appears, nothing of the run is left.
+//! import refuses it, the record says so, no branch appears, nothing of the run is left; and a
+//! runner stopped by SIGTERM while the agent runs still deletes everything (`interrupted`).
 //!
 //! The plays run one at a time with `e2e_kube`'s (its `serial`: podman 5.4's `Text file busy`
 //! on the copied cyclix binary in parallel plays; seen here too, 1 of 2 parallel runs).
@@ -24,6 +25,23 @@ const TENANT: &str = "e2e-kuberun";
 /// runner's output and exit status, the run branch's subjects in the user's repository, the
 /// record, and what of the run is left.
 fn kube_run(tb: &Testbed, run: &str, agent: &str, deliver: bool) -> String {
+    kube_run_stopped(tb, run, agent, deliver, false)
+}
+
+/// [`kube_run`]; with `interrupt`, the runner gets SIGTERM once the agent's container runs.
+fn kube_run_stopped(
+    tb: &Testbed,
+    run: &str,
+    agent: &str,
+    deliver: bool,
+    interrupt: bool,
+) -> String {
+    let stop = if interrupt {
+        // Bounded by its timeout: the agent's container appears once its Pod is played.
+        "timeout 120 sh -c 'until podman wait --condition=running cyclix-$0-agent-pod-agent >/dev/null 2>&1; do sleep 0.2; done' $R; kill -TERM $P"
+    } else {
+        ""
+    };
     let delivery = if deliver {
         "delivery: { remote: deliver }"
     } else {
@@ -59,7 +77,10 @@ gate:
 egress: {{ allow: [allowed.example], ports: [80] }}
 {delivery}
 Y
-E2E_KUBE_KEY=$KEY timeout 300 {c} kube-run $T --spec spec.yaml --cluster podman --run-id $R --runner-image $IMG >out.txt 2>err.txt
+E2E_KUBE_KEY=$KEY timeout 300 {c} kube-run $T --spec spec.yaml --cluster podman --run-id $R --runner-image $IMG >out.txt 2>err.txt &
+P=$!
+{stop}
+wait $P
 echo "rc=$?"
 cat out.txt err.txt
 echo "--- branch"
@@ -173,5 +194,27 @@ fn a_rewritten_history_is_refused_at_import_and_nothing_of_the_run_is_left() {
         out.contains("--- branch\nfatal:") || out.contains("unknown revision"),
         "{out}"
     );
+    assert_eq!(left(&out), "", "left behind:\n{out}");
+}
+
+#[test]
+fn a_stopped_runner_still_deletes_everything_of_the_run_and_says_interrupted() {
+    let _s = serial();
+    let _g = shared();
+    let tb = demo_ready();
+    let out = kube_run_stopped(
+        tb,
+        "kr-stop-1",
+        "echo AGENT-SLEEPING; sleep 120",
+        false,
+        true,
+    );
+    // SIGTERM (the runner Pod deleted, Ctrl-C) during the agent's wait: exit 3, the record
+    // says interrupted, and the teardown ran anyway.
+    assert!(out.contains("rc=3"), "{out}");
+    let rec = record(&out);
+    assert_eq!(rec["result"], "interrupted", "{out}");
+    assert!(rec["causes"].to_string().contains("wait-agent"), "{out}");
+    assert_eq!(rec["leftovers"], serde_json::json!([]), "{out}");
     assert_eq!(left(&out), "", "left behind:\n{out}");
 }

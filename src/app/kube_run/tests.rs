@@ -106,7 +106,13 @@ fn drive(fake: &Fake) -> (Result<Outcome>, RunRecord) {
     .expect("render") else {
         panic!("the spec renders")
     };
-    let out = run_on(&env, &args, &r, fake);
+    let out = run_on(
+        &env,
+        &args,
+        &r,
+        fake,
+        &std::sync::atomic::AtomicBool::new(false),
+    );
     let rec = crate::run::record::latest(&env.state_home, "fake")
         .expect("read")
         .expect("a record");

@@ -220,6 +220,8 @@ pub fn manifests(
         // The runner talks to the API server: its token is mounted (only in this Pod).
         "automountServiceAccountToken": true,
         "restartPolicy": "Never",
+        // SIGTERM makes the runner delete the run's objects (at most 180 s) before it exits.
+        "terminationGracePeriodSeconds": 300,
         "enableServiceLinks": false,
         "securityContext": pod_security(DEFAULT_UID),
         "containers": [{
