@@ -102,7 +102,7 @@ podman image rm -f localhost/cyclix-runner:e2e-{run} >/dev/null
 fn leftovers(tb: &Testbed, run: &str) -> String {
     expect_success(
         &tb.user_sh(&format!(
-            "podman pod ps -a --format '{{{{.Name}}}}' | grep cyclix-{run}; \
+            "podman pod ps --format '{{{{.Name}}}}' | grep cyclix-{run}; \
              podman ps -a --format '{{{{.Names}}}}' | grep cyclix-{run}; \
              podman volume ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \
              podman network ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \

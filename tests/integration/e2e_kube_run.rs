@@ -91,7 +91,7 @@ cat ~/.local/state/cyclix/runs/$T/$R.json
 echo
 echo "--- secret: $(grep -rc "$KEY" ~/.local/state/cyclix/runs/$T/ out.txt err.txt | grep -v ':0$' | wc -l)"
 echo "--- left"
-podman pod ps -a --format '{{{{.Name}}}}' | grep "cyclix-$R"
+podman pod ps --format '{{{{.Name}}}}' | grep "cyclix-$R"
 podman ps -a --format '{{{{.Names}}}}' | grep "cyclix-$R"
 podman volume ls --format '{{{{.Name}}}}' | grep "cyclix-$R"
 podman network ls --format '{{{{.Name}}}}' | grep "cyclix-$R"
