@@ -15,6 +15,7 @@ pub mod host_config;
 pub mod images_cmd;
 pub mod init_cmd;
 pub mod install_cmd;
+pub mod kube_run;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
 pub mod notify_cmd;
@@ -118,6 +119,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Unit(args) => unit_cmd::run(args),
         Command::Tier(TierCommand::Describe { tier, json }) => tier_cmd::run(*tier, *json),
         Command::Export(ExportCommand::Kube(args)) => export_cmd::run(&env()?, args),
+        Command::KubeRun(args) => kube_run::run(&env()?, args),
         // Issue 18.
         Command::Spec(SpecCommand::Schema) => {
             print_out(&crate::spec::schema::json_schema_text())?;

@@ -41,6 +41,10 @@ pub enum Command {
     /// Show the isolation tiers and what each does and does not protect against.
     #[command(subcommand)]
     Tier(TierCommand),
+    /// Run one run of TENANT on Kubernetes (the CronJob's runner, or by hand): create its
+    /// objects, wait for the agent, gate and collector Jobs, import the run branch, delete
+    /// everything of the run (docs/kubernetes.md).
+    KubeRun(KubeRunArgs),
     /// Export one run of a tenant for another platform (nothing is installed or started).
     #[command(subcommand)]
     Export(ExportCommand),
@@ -433,6 +437,50 @@ pub enum ExportCommand {
     /// Service, NetworkPolicies, gate and collector Jobs, the runner's CronJob and RBAC);
     /// docs/kubernetes.md says what a cluster must provide.
     Kube(KubeArgs),
+}
+
+/// Where `cyclix kube-run` creates the run's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterKind {
+    /// A Kubernetes cluster through `kubectl` (in-cluster or a kubeconfig).
+    Kubectl,
+    /// This host through `podman kube play` (single-host: no Services, no NetworkPolicy).
+    Podman,
+}
+
+/// `cyclix kube-run TENANT ...`
+#[derive(Debug, Args)]
+pub struct KubeRunArgs {
+    /// The tenant (`~/.config/cyclix/tenants/TENANT.yaml`).
+    pub tenant: String,
+    /// Use this spec file instead (the CronJob: the tenant ConfigMap's file).
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// The user's repository as the runner reaches it [default: the spec's `repo.path`]: the
+    /// run's bundle is made from it and the run branch imported into it.
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// Where the objects are created.
+    #[arg(long, value_enum, default_value = "kubectl")]
+    pub cluster: ClusterKind,
+    /// The namespace (kubectl) [default: the kubeconfig's, or the runner Pod's own].
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// The run id [default: a new one].
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// The Kubernetes version targeted (1.29–1.37).
+    #[arg(long, default_value = crate::render::kube::DEFAULT_K8S)]
+    pub k8s_version: String,
+    /// The runner image (cyclix at /usr/local/bin/cyclix, git, sh, base64).
+    #[arg(long, default_value = "localhost/cyclix-runner:latest")]
+    pub runner_image: String,
+    /// The cluster's Pod CIDR, the only clients squid serves.
+    #[arg(long, default_value = "0.0.0.0/0")]
+    pub pod_cidr: String,
+    /// The size of the run's work volume.
+    #[arg(long, default_value = "4Gi")]
+    pub work_size: String,
 }
 
 /// `cyclix export kube TENANT ...`

@@ -33,6 +33,7 @@ mod objects;
 mod parse;
 pub mod private;
 mod refs;
+pub mod seed;
 mod worktree;
 
 /// Deadline of a git query or a ref update (rev-parse, log, for-each-ref, branch): 30 s.

@@ -53,6 +53,7 @@ macro_rules! stderr {
 pub mod agents;
 pub mod app;
 pub mod cli;
+pub mod cluster;
 pub mod context;
 pub mod demo;
 pub mod drill;

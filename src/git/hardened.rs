@@ -96,6 +96,22 @@ pub fn argv<'a>(dir: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
+/// git options of a container that reads an agent's repository (`cyclix run`'s export
+/// container, `run::import`; the Kubernetes collector), inside it (defence in depth: the
+/// container is the boundary): the repository is the agent's, so it is declared safe, and the program-starting
+/// keys are neutralised as on the host.
+pub const EXPORT_CONFIG: [&str; 9] = [
+    "core.useReplaceRefs=false",
+    "safe.directory=*",
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "protocol.allow=never",
+    "core.untrackedCache=false",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

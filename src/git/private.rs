@@ -30,7 +30,7 @@ fn run(dir: Option<&Path>, args: &[&str], stdin: Option<&[u8]>, action: &str) ->
 }
 
 /// [`run`] with stdout into a new file instead of captured.
-fn run_to(
+pub(super) fn run_to(
     dir: Option<&Path>,
     args: &[&str],
     stdin: Option<&[u8]>,

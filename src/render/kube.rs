@@ -28,6 +28,8 @@ pub mod schedule;
 pub mod secrets;
 mod shared;
 
+pub use shared::{KubeNames, NO_NETWORK_LABEL};
+
 use serde_json::Value;
 
 use super::RenderError;
@@ -175,18 +177,12 @@ pub fn render(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Result<KubeExp
     manifests.extend(gate::manifests(spec, plan, opts));
     manifests.extend(schedule::manifests(spec, &opts.spec_text, opts)?);
     let secrets = shared::secret_needs(spec, plan);
-    let mut warnings: Vec<String> = plan
+    let warnings: Vec<String> = plan
         .warnings
         .iter()
         .filter(|w| !w.starts_with(super::plan::RUNTIME_CLASS_NOTICE))
         .cloned()
         .collect();
-    if spec.schedule.is_some() {
-        warnings.push(format!(
-            "schedule: the CronJob runs `{}` from the runner image, which cyclix does not ship yet (docs/kubernetes.md, \"Scheduling\"): until it does, a run is applied, waited for, collected and deleted by hand or by your own job",
-            schedule::RUNNER_ENTRY
-        ));
-    }
     let mut not_enforced: Vec<String> = limits::NOT_ENFORCED
         .iter()
         .map(|s| (*s).to_string())

@@ -34,20 +34,8 @@ pub const EXPORT_DEADLINE: Duration = Duration::from_secs(120);
 /// Where the private repository is mounted in the export container.
 const REPO: &str = "/repo";
 
-/// git options of the export container (inside; defence in depth, the container is the
-/// boundary): the repository is the agent's, so it is declared safe, and the program-starting
-/// keys are neutralised as on the host.
-const INNER_CONFIG: [&str; 9] = [
-    "core.useReplaceRefs=false",
-    "safe.directory=*",
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "core.pager=cat",
-    "gc.auto=0",
-    "maintenance.auto=false",
-    "protocol.allow=never",
-    "core.untrackedCache=false",
-];
+/// git options of the export container: [`crate::git::hardened::EXPORT_CONFIG`].
+const INNER_CONFIG: [&str; 9] = crate::git::hardened::EXPORT_CONFIG;
 
 /// What one export asks for.
 #[derive(Debug, Clone)]

@@ -163,6 +163,7 @@ fn each_external_interface_is_called_from_its_one_adapter() {
         "process",
         "probe/observe",
         "notify",
+        "cluster",
     ];
     let mut hits = Vec::new();
     for (rel, code) in sources() {

@@ -18,8 +18,8 @@ use crate::common::testbed::{Testbed, expect_success, shared};
 
 /// The two plays run one at a time: played in parallel, the agent's `exec` of the cyclix
 /// binary its init step had just copied failed in 2 of 5 parallel runs with `Text file busy`
-/// (podman 5.4.2; never in 5 serial runs).
-fn serial() -> MutexGuard<'static, ()> {
+/// (podman 5.4.2; never in 5 serial runs). `e2e_kube_run` takes the same lock.
+pub(crate) fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -59,7 +59,7 @@ down() {{
 }}
 trap down EXIT
 b=$(mktemp -d); cp {c} $b/cyclix
-podman image exists localhost/cyclix-runner:e2e-{run} || podman build -q -t localhost/cyclix-runner:e2e-{run} -f /src/images/runner/Containerfile $b >/dev/null
+podman image exists localhost/cyclix-runner:e2e-{run} || podman build -q --build-arg KUBECTL=no -t localhost/cyclix-runner:e2e-{run} -f /src/images/runner/Containerfile $b >/dev/null
 rm -rf $b
 cat > spec.yaml <<'Y'
 tenant: {TENANT}
@@ -102,7 +102,7 @@ podman image rm -f localhost/cyclix-runner:e2e-{run} >/dev/null
 fn leftovers(tb: &Testbed, run: &str) -> String {
     expect_success(
         &tb.user_sh(&format!(
-            "podman pod ps -a --format '{{{{.Name}}}}' | grep cyclix-{run}; \
+            "podman pod ps --format '{{{{.Name}}}}' | grep cyclix-{run}; \
              podman ps -a --format '{{{{.Names}}}}' | grep cyclix-{run}; \
              podman volume ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \
              podman network ls --format '{{{{.Name}}}}' | grep cyclix-{run}; \

@@ -28,6 +28,7 @@ mod e2e_faults;
 mod e2e_faults20;
 mod e2e_git_attacks;
 mod e2e_kube;
+mod e2e_kube_run;
 mod e2e_leftovers;
 mod e2e_logs;
 mod e2e_mounts;

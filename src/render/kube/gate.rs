@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::agent::agent_uid;
+use super::agent::{BUNDLE_DIR, BUNDLE_KEY, agent_uid};
 use super::shared::{
     KubeNames, NO_NETWORK_LABEL, RUNNER_CYCLIX, container_security, labels, meta, pod_base,
 };
@@ -25,6 +25,50 @@ pub const EXPORT_SLACK_S: u64 = 120;
 
 /// How long the collector may take, in seconds.
 pub const COLLECT_S: u64 = 300;
+
+/// The first line of the collector's log: `cyclix-collect N`, N as [`collect_status`]
+/// reads it; with 0 the next line is the bundle in base64.
+pub const COLLECT_MARK: &str = "cyclix-collect";
+
+/// The collector's script (`$1`: the run branch): the base is the run branch's tip in the
+/// runner's own bundle (`cyclix-R-repo`, which the agent cannot change), the bundle is
+/// `BASE..refs/heads/BRANCH`, git runs with the program-starting keys neutralised as in
+/// `cyclix run`'s export container (`run::import`). It always exits 0: its first line says
+/// what it found (0 a bundle, 3 the branch is gone, 4 no commits, 5 the runner's bundle
+/// unreadable, 6 git could not bundle the agent's repository). No `$(…)`: the kubelet
+/// expands `$(NAME)` in commands.
+#[must_use]
+pub fn collect_script() -> String {
+    let cfg = crate::git::hardened::EXPORT_CONFIG
+        .iter()
+        .map(|kv| format!("-c {kv}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "set -u; m={COLLECT_MARK}; \
+git bundle list-heads {BUNDLE_DIR}/{BUNDLE_KEY} \"refs/heads/$1\" > /tmp/heads 2>/dev/null && read base rest < /tmp/heads || {{ echo \"$m 5\"; exit 0; }}; \
+git {cfg} rev-parse --verify --quiet \"refs/heads/$1^{{commit}}\" > /tmp/tip 2>/dev/null && read tip < /tmp/tip || {{ echo \"$m 3\"; exit 0; }}; \
+[ \"$tip\" = \"$base\" ] && {{ echo \"$m 4\"; exit 0; }}; \
+git {cfg} bundle create --quiet /tmp/run.bundle \"$base..refs/heads/$1\" 2>/dev/null || {{ echo \"$m 6\"; exit 0; }}; \
+echo \"$m 0\"; exec base64 -w0 /tmp/run.bundle"
+    )
+}
+
+/// The collector's environment: the repository read as committed (no replace refs or
+/// grafts), `HOME` in `/tmp`.
+fn collect_env() -> Vec<Value> {
+    [
+        ("HOME", "/tmp"),
+        ("GIT_DIR", "/repo/.git"),
+        ("GIT_WORK_TREE", REPO_PATH),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_GRAFT_FILE", "/dev/null"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| json!({ "name": k, "value": v }))
+    .collect()
+}
 
 fn no_network_labels(plan: &RunPlan, role: &str) -> Value {
     let mut l = labels(plan, role);
@@ -138,17 +182,17 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
 
     let mut collect_pod = pod_base(agent_uid(spec));
     collect_pod.insert("enableServiceLinks".into(), json!(false));
-    collect_pod.insert(
-        "containers".into(),
-        json!([runner_step(
-            opts,
-            "collect",
-            // argv, not text: the branch is `$1` of a fixed script.
-            json!(["sh", "-c", "git -c safe.directory='*' -C /repo bundle create --quiet /tmp/run.bundle \"$1\" && exec base64 -w0 /tmp/run.bundle", "collect", branch]),
-            json!([repo_ro, tmp]),
-        )]),
+    let mut collect = runner_step(
+        opts,
+        "collect",
+        // argv, not text: the branch is `$1` of a fixed script.
+        json!(["sh", "-c", collect_script(), "collect", branch]),
+        json!([repo_ro, tmp, { "name": "bundle", "mountPath": BUNDLE_DIR, "readOnly": true }]),
     );
-    collect_pod.insert("volumes".into(), json!([work_volume, tmp_volume]));
+    collect["env"] = json!(collect_env());
+    collect_pod.insert("containers".into(), json!([collect]));
+    let collect_volumes = json!([work_volume, tmp_volume, { "name": "bundle", "configMap": { "name": names.repo_bundle() } }]);
+    collect_pod.insert("volumes".into(), collect_volumes);
     debug_assert!(RUNNER_CYCLIX.starts_with('/'));
     vec![
         Manifest {

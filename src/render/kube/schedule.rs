@@ -17,27 +17,29 @@ pub const SPEC_KEY: &str = "tenant.yaml";
 /// Where the runner finds the spec.
 pub const SPEC_DIR: &str = "/etc/cyclix/tenant";
 
-/// The runner's entry point in the runner image.
-pub const RUNNER_ENTRY: &str = "cyclix-kube-run";
+/// The runner's command in the runner image (then the tenant and its options).
+pub const RUNNER_ENTRY: [&str; 2] = [super::shared::RUNNER_CYCLIX, "kube-run"];
 
-/// The runner's rights, one rule per API group: `(group, resources, verbs)`. Creating,
-/// reading (`get`, `list`, `watch`: `kubectl wait`) and deleting one run's objects, and
-/// reading the collector's log. No `update`, `patch`, `escalate`, `bind`, `impersonate`,
-/// no `pods/exec`, nothing cluster-wide.
+/// The runner's rights: `(group, resources, verbs)`. Creating one run's objects, reading
+/// them (`get`; `list` and `watch` for `kubectl wait` and the label-selected delete and
+/// audit), deleting them, and reading the collector's log. Secrets only by name (`create`,
+/// `get`, `delete`): a `list` would hand over every Secret's value in the namespace. No
+/// `update`, `patch`, `escalate`, `bind`, `impersonate`, no `pods/exec`, nothing
+/// cluster-wide.
 pub const RUNNER_RULES: &[(&str, &[&str], &[&str])] = &[
     (
         "",
-        &[
-            "configmaps",
-            "secrets",
-            "services",
-            "persistentvolumeclaims",
-        ],
-        &["create", "get", "delete"],
+        &["configmaps", "services", "persistentvolumeclaims"],
+        &["create", "get", "list", "watch", "delete"],
     ),
+    ("", &["secrets"], &["create", "get", "delete"]),
     ("", &["pods"], &["get", "list", "watch"]),
     ("", &["pods/log"], &["get"]),
-    ("apps", &["deployments"], &["create", "get", "delete"]),
+    (
+        "apps",
+        &["deployments"],
+        &["create", "get", "list", "watch", "delete"],
+    ),
     (
         "batch",
         &["jobs"],
@@ -46,9 +48,27 @@ pub const RUNNER_RULES: &[(&str, &[&str], &[&str])] = &[
     (
         "networking.k8s.io",
         &["networkpolicies"],
-        &["create", "get", "delete"],
+        &["create", "get", "list", "watch", "delete"],
     ),
 ];
+
+/// The claim the runner finds the user's repository on (`cyclix-TENANT-repo`, made by you:
+/// the CronJob mounts it at [`REPO_DIR`]).
+#[must_use]
+pub fn repo_claim(tenant: &str) -> String {
+    format!("cyclix-{tenant}-repo")
+}
+
+/// Where the runner's Pod mounts the repository claim.
+pub const REPO_DIR: &str = "/var/lib/cyclix/repo";
+
+/// The Secret the runner takes the run's secret values from as its environment
+/// (`cyclix-TENANT-secrets`, optional, made by you; the runner makes the run's own Secrets
+/// from it).
+#[must_use]
+pub fn runner_secret(tenant: &str) -> String {
+    format!("cyclix-{tenant}-secrets")
+}
 
 /// The first five fields of a cron line for `schedule.on_calendar`, for the subset that has
 /// one: the shorthands `hourly`, `daily`, `weekly`, `monthly`, `yearly`/`annually`, and
@@ -200,22 +220,28 @@ pub fn manifests(
         // The runner talks to the API server: its token is mounted (only in this Pod).
         "automountServiceAccountToken": true,
         "restartPolicy": "Never",
+        // SIGTERM makes the runner delete the run's objects (at most 180 s) before it exits.
+        "terminationGracePeriodSeconds": 300,
         "enableServiceLinks": false,
         "securityContext": pod_security(DEFAULT_UID),
         "containers": [{
             "name": "runner",
             "image": opts.runner_image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [RUNNER_ENTRY, t, "--spec", format!("{SPEC_DIR}/{SPEC_KEY}")],
+            "command": [RUNNER_ENTRY[0], RUNNER_ENTRY[1], t, "--spec", format!("{SPEC_DIR}/{SPEC_KEY}"), "--repo", REPO_DIR, "--cluster", "kubectl", "--runner-image", opts.runner_image, "--k8s-version", opts.k8s_version, "--pod-cidr", opts.pod_cidr, "--work-size", opts.work_size],
             "env": [{ "name": "HOME", "value": "/tmp" }],
+            // The run's secret values, as the runner's environment (never in an argument).
+            "envFrom": [{ "secretRef": { "name": runner_secret(t), "optional": true } }],
             "securityContext": container_security(),
             "volumeMounts": [
                 { "name": "spec", "mountPath": SPEC_DIR, "readOnly": true },
+                { "name": "repo", "mountPath": REPO_DIR },
                 { "name": "tmp", "mountPath": "/tmp" },
             ],
         }],
         "volumes": [
             { "name": "spec", "configMap": { "name": config_name } },
+            { "name": "repo", "persistentVolumeClaim": { "claimName": repo_claim(t) } },
             { "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } },
         ],
     });

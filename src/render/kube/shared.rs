@@ -26,15 +26,18 @@ pub struct KubeNames<'a>(pub RunNames<'a>);
 
 impl KubeNames<'_> {
     /// `cyclix-R-ROLE`.
+    #[must_use]
     pub fn role(&self, role: &str) -> String {
         self.0.role(role)
     }
     /// The proxy's Service (and Deployment): `cyclix-R-proxy`.
+    #[must_use]
     pub fn proxy(&self) -> String {
         self.0.proxy()
     }
     /// The environment variable the kubelet sets from the proxy Service in Pods created after
     /// it (`CYCLIX_R_PROXY_SERVICE_HOST`).
+    #[must_use]
     pub fn proxy_host_var(&self) -> String {
         format!(
             "{}_SERVICE_HOST",
@@ -42,22 +45,27 @@ impl KubeNames<'_> {
         )
     }
     /// The run's ConfigMap (task, context, probe context): `cyclix-R-run`.
+    #[must_use]
     pub fn run_config(&self) -> String {
         self.role("run")
     }
     /// The ConfigMap holding the repository bundle (made by the runner): `cyclix-R-repo`.
+    #[must_use]
     pub fn repo_bundle(&self) -> String {
         self.role("repo")
     }
     /// The run's work volume: `cyclix-R-work`.
+    #[must_use]
     pub fn work(&self) -> String {
         self.role("work")
     }
     /// The proxy's credential Secret: `cyclix-R-credentials`.
+    #[must_use]
     pub fn credentials(&self) -> String {
         self.role("credentials")
     }
     /// The Secret of the variables named by `agent.env` and `services[].env`: `cyclix-R-env`.
+    #[must_use]
     pub fn env_secret(&self) -> String {
         self.role("env")
     }

@@ -1,0 +1,537 @@
+//! `cyclix kube-run TENANT`: one run of a tenant on Kubernetes, driven from outside its Pods
+//! (the CronJob's runner, or a person): the same objects as `cyclix export kube`, created in
+//! stages through a [`Cluster`] adapter, waited for, the run's commits read from the
+//! collector's log and imported into the user's repository as untrusted data, then every object
+//! of the run deleted and the deletion audited. Each step is a phase with a deadline; a failure
+//! names the phase and the object, and whatever was created is deleted (the `delete` and
+//! `audit` phases run whatever happened before them).
+//!
+//! The repository: the runner reads it at `--repo` (default `repo.path`), a directory it can
+//! reach — on a cluster, a volume mounted into the runner's Pod (the CronJob mounts the claim
+//! `cyclix-TENANT-repo`). It makes the run's bundle from it (git's own `git bundle`,
+//! [`crate::git::seed`]) and imports the run branch back into it.
+
+mod stages;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use super::export_cmd::{RenderArgs, Rendered, render, secret_manifests};
+use crate::cli::{ClusterKind, KubeRunArgs};
+use crate::cluster::kubectl::Kubectl;
+use crate::cluster::podman_play::PodmanPlay;
+use crate::cluster::{Cluster, JobEnd};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::naming::RunNames;
+use crate::render::kube::KubeNames;
+use crate::run::record::{Phase, RunRecord, RunResult};
+
+/// The largest repository bundle a ConfigMap carries: Kubernetes refuses a ConfigMap over
+/// 1 MiB (bytes of all keys and values; `binaryData` counts the decoded bytes). 8 KiB are
+/// left for the key and the object's metadata.
+pub const BUNDLE_MAX: u64 = 1024 * 1024 - 8 * 1024;
+
+/// Seconds added to a Job's own `activeDeadlineSeconds` for the runner's wait (the Pod's
+/// scheduling and image pull).
+pub const WAIT_SLACK_S: u64 = 120;
+
+/// How long the runner waits for the proxy Deployment to be available.
+pub const PROXY_READY: Duration = Duration::from_secs(120);
+
+/// The largest agent or gate log kept for the record (bytes).
+pub const LOG_CAP: u64 = 4 * 1024 * 1024;
+
+/// Lines of the agent's and the gate's log kept in the record.
+const LOG_LINES: usize = 40;
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Runs `cyclix kube-run`.
+///
+/// # Errors
+/// I/O on the record or the scratch directory; every failure of the run itself is in its
+/// record (result `error`, the failed phase) and the exit status.
+pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
+    let r = match render(
+        env,
+        &RenderArgs {
+            tenant: &args.tenant,
+            spec: args.spec.as_deref(),
+            run_id: args.run_id.as_deref(),
+            k8s_version: &args.k8s_version,
+            runner_image: &args.runner_image,
+            pod_cidr: &args.pod_cidr,
+            work_size: &args.work_size,
+        },
+    )? {
+        Ok(r) => r,
+        Err(outcome) => return Ok(outcome),
+    };
+    // SIGTERM (the runner Pod deleted, its deadline) and SIGINT stop the run at its next
+    // check (a wait's slice, a phase's start) and it still deletes everything.
+    let stop = super::tenant::interrupt_flag()?;
+    let cluster: Box<dyn Cluster> = match args.cluster {
+        ClusterKind::Kubectl => Box::new(Kubectl::new(args.namespace.clone(), stop.clone())),
+        ClusterKind::Podman => Box::new(PodmanPlay::new(&r.run_id, stop.clone())),
+    };
+    run_on(env, args, &r, cluster.as_ref(), &stop)
+}
+
+/// [`run`] on `cluster`; `stop` set: interrupted.
+fn run_on(
+    env: &HostEnv,
+    args: &KubeRunArgs,
+    r: &Rendered,
+    cluster: &dyn Cluster,
+    stop: &AtomicBool,
+) -> Result<Outcome> {
+    let repo = args
+        .repo
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&r.spec.repo.path));
+    let scratch = tempfile::Builder::new()
+        .prefix("cyclix-kube-run-")
+        .tempdir()
+        .context("creating the runner's scratch directory")?;
+    let mut rec = RunRecord::new(&r.spec.tenant, &r.run_id, "kubernetes".into());
+    rec.notices
+        .push(format!("cluster adapter: {}", cluster.name()));
+    let mut run = KubeRun {
+        cluster,
+        r,
+        env,
+        repo: &repo,
+        scratch: scratch.path(),
+        rec: &mut rec,
+        secrets: Vec::new(),
+        delivery: None,
+        stop,
+    };
+    crate::stderrln!(
+        "kube-run {} (tenant {}) on {}",
+        r.run_id,
+        r.spec.tenant,
+        cluster.name()
+    );
+    match run.drive() {
+        Err((phase, e)) if stop.load(Ordering::Relaxed) => {
+            run.rec.result = RunResult::Interrupted;
+            run.rec
+                .causes
+                .push(format!("stopped by a signal in phase {phase}: {e:#}"));
+        }
+        Err((phase, e)) => {
+            run.rec.result = RunResult::Error;
+            run.rec.failed_phase = Some(phase.to_string());
+            run.rec.error = Some(format!("{e:#}"));
+        }
+        Ok(()) => {}
+    }
+    run.teardown();
+    let dir = crate::run::record::tenant_dir(&env.state_home, &r.spec.tenant);
+    let path = crate::run::record::write(&dir, &rec)?;
+    crate::outln!("{}", crate::run::record::summary(&rec));
+    crate::outln!("record: {}", path.display());
+    Ok(match rec.result {
+        RunResult::Passed => Outcome::Ok,
+        RunResult::Interrupted => Outcome::Interrupted,
+        RunResult::Error => anyhow::bail!(
+            "run {} failed in phase {}: {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?"),
+            rec.error.as_deref().unwrap_or_default()
+        ),
+        _ => Outcome::Findings,
+    })
+}
+
+/// One run in progress.
+struct KubeRun<'a> {
+    cluster: &'a dyn Cluster,
+    r: &'a Rendered,
+    env: &'a HostEnv,
+    repo: &'a Path,
+    scratch: &'a Path,
+    rec: &'a mut RunRecord,
+    /// The names of the Secrets the run created (deleted and audited by name).
+    secrets: Vec<String>,
+    /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
+    delivery: Option<crate::run::delivery::Start>,
+    /// Set by SIGTERM/SIGINT.
+    stop: &'a AtomicBool,
+}
+
+type PhaseResult<T> = std::result::Result<T, (&'static str, anyhow::Error)>;
+
+impl KubeRun<'_> {
+    /// Runs `f` as phase `name`, timing it into the record; not at all once the run is
+    /// interrupted.
+    fn phase<T>(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> PhaseResult<T> {
+        let start_ms = now_ms();
+        if self.stop.load(Ordering::Relaxed) && !matches!(name, "delete" | "audit") {
+            return Err((name, anyhow::anyhow!("interrupted before phase {name}")));
+        }
+        let out = f(self);
+        self.rec.phases.push(Phase {
+            name: name.to_string(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome: match &out {
+                Ok(_) => "ok".into(),
+                Err(e) => format!("{e:#}"),
+            },
+        });
+        out.map_err(|e| (name, e))
+    }
+
+    fn names(&self) -> KubeNames<'_> {
+        KubeNames(RunNames::new(&self.r.run_id))
+    }
+
+    /// The run's phases up to the import; the caller tears down.
+    fn drive(&mut self) -> PhaseResult<()> {
+        if self.r.spec.delivery.is_some() {
+            match self.phase("delivery-start", Self::delivery_start) {
+                Ok(()) => {}
+                Err((_, e)) if e.downcast_ref::<crate::run::delivery::Refusal>().is_some() => {
+                    self.rec.result = RunResult::DeliveryRefused;
+                    self.rec.causes.push(format!("{e:#}"));
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let bundle = self.phase("bundle", Self::make_bundle)?;
+        let st = stages::split(&self.r.export.manifests);
+        let secrets = self.phase("secrets", |s| {
+            secret_manifests(s.env, &s.r.spec, &s.r.run_id)
+                .map(|m| m.into_iter().map(|m| m.object).collect::<Vec<Value>>())
+        })?;
+        self.secrets = secrets
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+            .collect();
+        let (proxy_secrets, agent_secrets) = stages::split_secrets(&secrets);
+        let repo_map = self.repo_configmap(&bundle);
+        self.phase("apply-proxy", |s| {
+            let mut objs = proxy_secrets;
+            objs.extend(st.proxy.iter().cloned());
+            s.cluster.apply(&objs)
+        })?;
+        let proxy = self.names().proxy();
+        self.phase("proxy-ready", |s| {
+            s.cluster.wait_available(&proxy, "proxy", PROXY_READY)
+        })?;
+        self.phase("apply-agent", |s| {
+            let mut objs = agent_secrets;
+            objs.push(repo_map);
+            objs.extend(st.agent.iter().cloned());
+            s.cluster.apply(&objs)
+        })?;
+        let agent_end = self.job("agent", "agent", &st.agent)?;
+        let agent_log = self.log_lines("agent", "agent")?;
+        stages::read_agent_log(&agent_log, self.rec);
+        if let JobEnd::Failed(why) = agent_end {
+            self.rec.result = if stages::probes_failed(&self.rec.probes) {
+                self.rec
+                    .refusal
+                    .push("a probe failed in the agent Pod: the agent did not start".into());
+                RunResult::ProbeRefused
+            } else {
+                RunResult::AgentFailed
+            };
+            self.rec.causes.push(format!("the agent Job failed: {why}"));
+            return Ok(());
+        }
+        self.rec.agent_exit = Some(0);
+        self.phase("apply-gate", |s| s.cluster.apply(&st.gate))?;
+        let gate_end = self.job("gate", "gate", &st.gate)?;
+        self.rec.gate_log = self.log_lines("gate", "gate")?;
+        self.rec.result = match gate_end {
+            JobEnd::Complete => {
+                self.rec.gate_exit = Some(0);
+                RunResult::Passed
+            }
+            JobEnd::Failed(why) => {
+                self.rec.causes.push(format!("the gate Job failed: {why}"));
+                RunResult::GateFailed
+            }
+        };
+        self.phase("apply-collect", |s| s.cluster.apply(&st.collect))?;
+        let collect_end = self.job("collect", "collect", &st.collect)?;
+        if let JobEnd::Failed(why) = collect_end {
+            return Err((
+                "collect",
+                anyhow::anyhow!("the collector Job failed: {why}"),
+            ));
+        }
+        self.phase("import", Self::import)?;
+        let imported = self
+            .rec
+            .import
+            .as_ref()
+            .is_some_and(|i| i.outcome == "imported");
+        if let Some(start) = self.delivery.take() {
+            if self.rec.result == RunResult::Passed && imported {
+                self.phase("deliver", |s| s.deliver(start))?;
+            } else {
+                self.rec.delivery = Some(start.record.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The delivery's facts for [`crate::run::delivery`], with the run's secret values to scan
+    /// for.
+    fn with_target<T>(
+        &mut self,
+        f: impl FnOnce(
+            &crate::run::delivery::Target<'_>,
+            &crate::run::delivery::GitRepo,
+            &mut RunRecord,
+        ) -> Result<T>,
+    ) -> Result<T> {
+        let spec = &self.r.spec;
+        let d = spec
+            .delivery
+            .as_ref()
+            .context("invariant: a delivery phase has a delivery spec")?;
+        let values = super::tenant::run_secrets(self.env, spec)?;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let locks_dir = self
+            .env
+            .runtime()
+            .map_or_else(|_| self.scratch.join("locks"), |r| r.locks_dir());
+        let branch = self.rec.branch.clone();
+        let t = crate::run::delivery::Target {
+            spec: d,
+            tenant: &spec.tenant,
+            run_id: &self.r.run_id,
+            base: &spec.repo.base,
+            run_branch: &branch,
+            locks_dir,
+            interrupted: &stop,
+            secrets: values
+                .iter()
+                .map(|(k, v)| (format!("value of secret {k}"), v.as_slice()))
+                .collect(),
+            scratch: self.scratch.join("delivery"),
+        };
+        let repo = crate::run::delivery::GitRepo::new(self.repo)?;
+        f(&t, &repo, self.rec)
+    }
+
+    /// Takes the branch lock and reads the remote tip (phase `delivery-start`): a fixed branch
+    /// that contains the base moves the run's start to its tip.
+    fn delivery_start(&mut self) -> Result<()> {
+        let start = self.with_target(|t, repo, _| crate::run::delivery::start_with(t, repo))?;
+        self.delivery = Some(start);
+        Ok(())
+    }
+
+    /// Checks and pushes the imported run branch (phase `deliver`).
+    fn deliver(&mut self, start: crate::run::delivery::Start) -> Result<()> {
+        let result = self
+            .with_target(|t, repo, rec| crate::run::delivery::deliver_with(t, start, rec, repo))?;
+        self.rec.result = result;
+        Ok(())
+    }
+
+    /// Waits for the Job of `role` (its deadline: the Job's own plus [`WAIT_SLACK_S`]).
+    fn job(
+        &mut self,
+        role: &'static str,
+        container: &str,
+        objects: &[Value],
+    ) -> PhaseResult<JobEnd> {
+        let name = self.names().role(role);
+        let own = objects
+            .iter()
+            .find(|o| o["kind"] == "Job")
+            .and_then(|o| o["spec"]["activeDeadlineSeconds"].as_u64())
+            .unwrap_or(3600);
+        let deadline = Duration::from_secs(own + WAIT_SLACK_S);
+        let phase: &'static str = match role {
+            "agent" => "wait-agent",
+            "gate" => "wait-gate",
+            _ => "wait-collect",
+        };
+        self.phase(phase, |s| {
+            s.cluster
+                .wait_job(&name, container, deadline)
+                .with_context(|| format!("Job {name}"))
+        })
+    }
+
+    /// The last lines of a Job's log, printable.
+    fn log_lines(&mut self, role: &'static str, container: &str) -> PhaseResult<Vec<String>> {
+        let name = self.names().role(role);
+        let file = self.scratch.join(format!("{role}.log"));
+        let phase: &'static str = if role == "agent" {
+            "log-agent"
+        } else {
+            "log-gate"
+        };
+        self.phase(phase, |s| {
+            s.cluster
+                .log(&name, container, &file, LOG_CAP)
+                .with_context(|| format!("reading the log of Job {name}"))?;
+            let text =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let _ = std::fs::remove_file(&file);
+            let text = String::from_utf8_lossy(&text);
+            let lines: Vec<String> = text.lines().map(crate::text::printable).collect();
+            Ok(lines)
+        })
+        .map(|l| {
+            let skip = l.len().saturating_sub(LOG_LINES * 4);
+            l.into_iter().skip(skip).collect()
+        })
+    }
+
+    /// The repository bundle of the base as the run branch (phase `bundle`).
+    fn make_bundle(&mut self) -> Result<Vec<u8>> {
+        let g = crate::git::Git::new(self.repo);
+        let base = g
+            .rev_parse_commit(&self.r.spec.repo.base)
+            .with_context(|| {
+                format!(
+                    "repo.base `{}` in {} (--repo or repo.path)",
+                    self.r.spec.repo.base,
+                    self.repo.display()
+                )
+            })?;
+        let common = g.common_dir()?;
+        let seed = self.scratch.join("seed");
+        std::fs::create_dir(&seed).with_context(|| format!("creating {}", seed.display()))?;
+        let out = self.scratch.join("repo.bundle");
+        crate::git::seed::run_bundle(&common, &base, &self.rec.branch, &seed, &out)?;
+        let _ = std::fs::remove_dir_all(&seed);
+        let bytes = std::fs::read(&out).with_context(|| format!("reading {}", out.display()))?;
+        let _ = std::fs::remove_file(&out);
+        if bytes.len() as u64 > BUNDLE_MAX {
+            anyhow::bail!(
+                "the repository bundle of {} at `{}` is {} bytes; a ConfigMap carries at most {BUNDLE_MAX}: run this repository with `cyclix run` on a host, or make its history smaller (e.g. a shallow clone as repo.path)",
+                self.repo.display(),
+                self.r.spec.repo.base,
+                bytes.len()
+            );
+        }
+        self.rec.base_commit = base;
+        Ok(bytes)
+    }
+
+    /// The ConfigMap `cyclix-R-repo` holding the bundle.
+    fn repo_configmap(&self, bundle: &[u8]) -> Value {
+        use base64::Engine as _;
+        let names = self.names();
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": names.repo_bundle(),
+                "labels": {
+                    crate::naming::label::TENANT: self.r.spec.tenant,
+                    crate::naming::label::RUN: self.r.run_id,
+                    crate::naming::label::ROLE: "agent",
+                },
+            },
+            "binaryData": {
+                crate::render::kube::agent::BUNDLE_KEY: base64::engine::general_purpose::STANDARD.encode(bundle),
+            },
+        })
+    }
+
+    /// Reads the collector's log and imports its bundle (phase `import`).
+    fn import(&mut self) -> Result<()> {
+        let name = self.names().role("collect");
+        let log = self.scratch.join("collect.log");
+        // base64 of a bundle at the cap, plus the status line.
+        let cap = crate::run::import::BUNDLE_CAP / 3 * 4 + 4096;
+        self.cluster
+            .log(&name, "collect", &log, cap)
+            .with_context(|| format!("reading the log of Job {name}"))?;
+        let text = std::fs::read(&log).with_context(|| format!("reading {}", log.display()))?;
+        let _ = std::fs::remove_file(&log);
+        let bundle = self.scratch.join("run.bundle");
+        let out = stages::import_log(
+            &text,
+            &bundle,
+            self.repo,
+            &self.rec.branch,
+            &self.rec.base_commit,
+        )?;
+        let _ = std::fs::remove_file(&bundle);
+        if out.outcome == "imported" {
+            self.rec.commits =
+                crate::git::bundle::commits(self.repo, &self.rec.base_commit, &out.tip)?
+                    .into_iter()
+                    .map(|c| crate::run::record::CommitInfo {
+                        sha: c.sha,
+                        subject: c.subject,
+                    })
+                    .collect();
+        } else if out.outcome != "no-commits" {
+            self.rec.causes.push(format!(
+                "the run's commits were not imported ({}): {}",
+                out.outcome, out.reason
+            ));
+            if matches!(self.rec.result, RunResult::Passed | RunResult::GateFailed) {
+                self.rec.result = RunResult::AgentFailed;
+            }
+        }
+        self.rec.import = Some(out);
+        Ok(())
+    }
+
+    /// Deletes every object of the run and audits that nothing is left (phases `delete`,
+    /// `audit`); a failure of either makes the run an error.
+    fn teardown(&mut self) {
+        if let Some(start) = self.delivery.take() {
+            self.rec.delivery = Some(start.record.clone());
+        }
+        let run_id = self.r.run_id.clone();
+        let secrets = self.secrets.clone();
+        let deleted = self.phase("delete", |s| s.cluster.delete_run(&run_id, &secrets));
+        let audit = self.phase("audit", |s| s.cluster.leftovers(&run_id, &secrets));
+        let fail = |phase: &str, e: String, rec: &mut RunRecord| {
+            if rec.result != RunResult::Error {
+                rec.result = RunResult::Error;
+                rec.failed_phase = Some(phase.to_string());
+                rec.error = Some(e);
+            }
+        };
+        if let Err((p, e)) = deleted {
+            fail(p, format!("{e:#}"), self.rec);
+        }
+        match audit {
+            Ok(left) if left.is_empty() => {}
+            Ok(left) => {
+                let msg = format!(
+                    "objects of run {run_id} are left: {}; delete them with `kubectl delete {} -l io.cyclix.run={run_id}` (or `podman pod rm`/`volume rm`)",
+                    left.join(", "),
+                    crate::cluster::kubectl::RUN_KINDS
+                );
+                self.rec.leftovers = left;
+                fail("audit", msg, self.rec);
+            }
+            Err((p, e)) => fail(p, format!("{e:#}"), self.rec),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

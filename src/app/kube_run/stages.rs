@@ -1,0 +1,173 @@
+//! The pure-ish parts of `cyclix kube-run`: which exported objects go in which stage, what
+//! the agent's log says (the probe lines), and the collector's log turned into an import.
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use serde_json::Value;
+
+use crate::render::kube::Manifest;
+use crate::render::kube::gate::COLLECT_MARK;
+use crate::run::record::{ImportRecord, RunRecord};
+
+/// The run's objects by stage, in apply order.
+#[derive(Debug, Default)]
+pub(super) struct Stages {
+    /// The proxy (its ConfigMap, Service, Deployment) and the NetworkPolicies: first, so the
+    /// Service exists before the agent's Pod (its address is a Service variable) and the
+    /// policies before any Pod they select.
+    pub proxy: Vec<Value>,
+    /// The run's ConfigMap, the work volume, the agent Job.
+    pub agent: Vec<Value>,
+    /// The gate Job, once the agent Job completed.
+    pub gate: Vec<Value>,
+    /// The collector Job, once the gate Job ended.
+    pub collect: Vec<Value>,
+}
+
+/// Splits the export's `run/` manifests into stages (the `schedule/` ones are the CronJob's,
+/// not a run's).
+pub(super) fn split(manifests: &[Manifest]) -> Stages {
+    let mut s = Stages::default();
+    for m in manifests {
+        let Some(file) = m.file.strip_prefix("run/") else {
+            continue;
+        };
+        let to = if file.starts_with("proxy-") || file.starts_with("netpol-") {
+            &mut s.proxy
+        } else if file == "gate-job.yaml" {
+            &mut s.gate
+        } else if file == "collect-job.yaml" {
+            &mut s.collect
+        } else {
+            &mut s.agent
+        };
+        to.push(m.object.clone());
+    }
+    s
+}
+
+/// The Secrets by stage: the proxy's credentials, and the agent's (and services') variables.
+pub(super) fn split_secrets(secrets: &[Value]) -> (Vec<Value>, Vec<Value>) {
+    secrets
+        .iter()
+        .cloned()
+        .partition(|o| o["metadata"]["labels"][crate::naming::label::ROLE] == "proxy")
+}
+
+/// Puts the agent log's probe lines (`{"id":…}`; the summary line is dropped) into `rec.probes` and the
+/// rest's last lines into `rec.agent_log`.
+pub(super) fn read_agent_log(lines: &[String], rec: &mut RunRecord) {
+    let mut rest = Vec::new();
+    // The suite runs before the agent in the same process, and its summary line ends it:
+    // what follows is the agent's, which may print lines that look like verdicts.
+    let mut suite = true;
+    for l in lines {
+        match serde_json::from_str::<Value>(l) {
+            Ok(v) if suite && v.get("id").is_some() => rec.probes.push(v),
+            Ok(v) if suite && v.get("summary").is_some() => suite = false,
+            _ => rest.push(l.clone()),
+        }
+    }
+    let skip = rest.len().saturating_sub(super::LOG_LINES);
+    rec.agent_log = rest.into_iter().skip(skip).collect();
+}
+
+/// Whether the probe lines say a probe failed (or there were none: the suite never ran).
+pub(super) fn probes_failed(probes: &[Value]) -> bool {
+    probes.is_empty() || probes.iter().any(|p| p["verdict"] != "PASS")
+}
+
+/// Reads the collector's log (untrusted: the agent's repository was its input), writes the
+/// bundle it carries to `bundle` and imports it into `repo` as `refs/heads/BRANCH` with the
+/// import code of `cyclix run` ([`crate::git::bundle::import`]: header contract, `git bundle
+/// verify`, fetch with fsck, create-only ref).
+///
+/// # Errors
+/// Writing the bundle file, git could not run; a refusal is an [`ImportRecord`].
+pub(super) fn import_log(
+    text: &[u8],
+    bundle: &Path,
+    repo: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<ImportRecord> {
+    use base64::Engine as _;
+    let mut out = ImportRecord::default();
+    let mut lines = text.split(|b| *b == b'\n');
+    let status = lines.by_ref().find_map(|l| {
+        let l = std::str::from_utf8(l).ok()?;
+        l.trim()
+            .strip_prefix(COLLECT_MARK)
+            .map(|n| n.trim().to_string())
+    });
+    let (outcome, reason) = match status.as_deref() {
+        Some("0") => {
+            let body: Vec<u8> = lines
+                .next()
+                .unwrap_or_default()
+                .iter()
+                .copied()
+                .filter(|b| !b.is_ascii_whitespace())
+                .collect();
+            match base64::engine::general_purpose::STANDARD.decode(&body) {
+                Ok(bytes) => {
+                    write_new(bundle, &bytes)?;
+                    let dest = format!("refs/heads/{branch}");
+                    match crate::git::bundle::import(repo, bundle, &dest, base, &dest)? {
+                        Ok(tip) => {
+                            out.tip = tip;
+                            ("imported", String::new())
+                        }
+                        Err(why) => ("refused", why.0),
+                    }
+                }
+                Err(e) => (
+                    "refused",
+                    format!("the collector's bundle is not base64: {e}"),
+                ),
+            }
+        }
+        Some("3") => (
+            "branch-gone",
+            format!(
+                "the agent deleted or renamed its branch {branch} in its repository: nothing to import"
+            ),
+        ),
+        Some("4") => ("no-commits", String::new()),
+        Some("5") => (
+            "export-failed",
+            "the collector could not read the run's own repository bundle".into(),
+        ),
+        Some(n) => (
+            "export-failed",
+            format!(
+                "the collector's git could not bundle the agent's repository (status `{}`: the agent may have broken it)",
+                crate::text::printable(&n.chars().take(40).collect::<String>())
+            ),
+        ),
+        None => (
+            "export-failed",
+            format!("the collector's log has no `{COLLECT_MARK}` line"),
+        ),
+    };
+    outcome.clone_into(&mut out.outcome);
+    out.reason = reason;
+    Ok(out)
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests;

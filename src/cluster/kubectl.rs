@@ -1,0 +1,415 @@
+//! The real-cluster adapter of [`super::Cluster`]: `kubectl` (Debian's `kubernetes-client`
+//! in the runner image), in-cluster from the CronJob's runner Pod (the ServiceAccount's token
+//! and namespace) or with any kubeconfig. Objects are created with `kubectl create -f -` (a
+//! JSON `List` on stdin, so Secret values are never in an argument): the runner's Role has
+//! `create` but no `patch`/`update`, and an object of the same name already there is an error,
+//! never silently changed. Jobs are waited for with `kubectl wait --for=condition=complete` in
+//! slices of [`WAIT_SLICE_S`] seconds, and after each slice the Job's `Failed` condition is
+//! read, so a failed Job ends the wait at once instead of at the deadline (and an interrupt is
+//! seen within a slice).
+//!
+//! Not proven here: no API server is reachable from this project's machines
+//! (docs/kubernetes.md, "What is proven here"); unit tests run the adapter against a
+//! stand-in `kubectl` script (argv, stdin, the wait's control flow).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use super::{APPLY_DEADLINE, Cluster, DELETE_DEADLINE, JobEnd, QUERY_DEADLINE, names};
+use crate::naming::label;
+use crate::process;
+
+/// Seconds of one `kubectl wait` slice.
+pub const WAIT_SLICE_S: u64 = 5;
+
+/// The kinds one run creates that are found by label, as `kubectl get`/`delete` takes them
+/// (Secrets are deleted by name: the runner may not list them; Pods only in the audit: the
+/// Jobs' and the Deployment's Pods are deleted by the cluster's garbage collector).
+pub const RUN_KINDS: &str =
+    "jobs,deployments,services,networkpolicies,configmaps,persistentvolumeclaims";
+
+/// `kubectl`, optionally in a namespace (default: the kubeconfig's or the Pod's own).
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    /// The program (`kubectl`).
+    pub program: String,
+    /// `--namespace`, when given.
+    pub namespace: Option<String>,
+    /// Set when the run is asked to stop (SIGTERM, SIGINT): a wait ends at its next slice.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Kubectl {
+    /// `kubectl` in `namespace` (`None`: the default).
+    #[must_use]
+    pub fn new(namespace: Option<String>, stop: Arc<AtomicBool>) -> Self {
+        Self {
+            program: "kubectl".into(),
+            namespace,
+            stop,
+        }
+    }
+
+    /// The argv of one call: the namespace, then `args`.
+    #[must_use]
+    pub fn argv(&self, args: &[&str]) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(ns) = &self.namespace {
+            v.push(format!("--namespace={ns}"));
+        }
+        v.extend(args.iter().map(|a| (*a).to_string()));
+        v
+    }
+
+    fn run(
+        &self,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        deadline: Duration,
+        out: Option<(&Path, u64)>,
+    ) -> Result<process::Output> {
+        let full = self.argv(args);
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        Ok(process::run_with(
+            &self.program,
+            &full,
+            &process::Opts {
+                stdin,
+                deadline,
+                hint: "install kubectl (Debian: kubernetes-client) and give it a kubeconfig or run it in a Pod with a ServiceAccount",
+                stdout_file: out,
+                ..process::Opts::default()
+            },
+        )?)
+    }
+
+    fn run_ok(
+        &self,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        deadline: Duration,
+        what: &str,
+    ) -> Result<String> {
+        let o = self.run(args, stdin, deadline, None)?;
+        if !o.status.success() {
+            bail!("kubectl {what} failed ({}): {}", o.status, o.stderr.trim());
+        }
+        Ok(o.stdout)
+    }
+}
+
+/// `objects` as one `List` (what `kubectl create -f -` reads).
+#[must_use]
+pub fn list(objects: &[Value]) -> Value {
+    json!({ "apiVersion": "v1", "kind": "List", "items": objects })
+}
+
+impl Cluster for Kubectl {
+    fn name(&self) -> &'static str {
+        "kubectl"
+    }
+
+    fn apply(&self, objects: &[Value]) -> Result<()> {
+        let body = serde_json::to_vec(&list(objects)).context("serialising the objects")?;
+        self.run_ok(
+            &["create", "-f", "-"],
+            Some(&body),
+            APPLY_DEADLINE,
+            &format!("creating {}", names(objects)),
+        )
+        .map(|_| ())
+    }
+
+    fn wait_available(&self, deployment: &str, _container: &str, deadline: Duration) -> Result<()> {
+        let timeout = format!("--timeout={}s", deadline.as_secs());
+        let target = format!("deployment/{deployment}");
+        self.run_ok(
+            &["wait", "--for=condition=available", &timeout, &target],
+            None,
+            deadline + Duration::from_secs(30),
+            &format!("waiting for {target} to be available"),
+        )
+        .map(|_| ())
+    }
+
+    fn wait_job(&self, job: &str, _container: &str, deadline: Duration) -> Result<JobEnd> {
+        let began = Instant::now();
+        let target = format!("job/{job}");
+        let slice = format!("--timeout={WAIT_SLICE_S}s");
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                bail!("interrupted while waiting for {target}");
+            }
+            let o = self.run(
+                &["wait", "--for=condition=complete", &slice, &target],
+                None,
+                Duration::from_secs(WAIT_SLICE_S + 30),
+                None,
+            )?;
+            if o.status.success() {
+                return Ok(JobEnd::Complete);
+            }
+            let failed = self.run_ok(
+                &[
+                    "get",
+                    &target,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Failed\")].status} {.status.conditions[?(@.type==\"Failed\")].reason}",
+                ],
+                None,
+                QUERY_DEADLINE,
+                &format!("reading the conditions of {target}"),
+            )?;
+            if let Some(reason) = failed.trim().strip_prefix("True") {
+                return Ok(JobEnd::Failed(format!(
+                    "the Job failed ({})",
+                    reason.trim()
+                )));
+            }
+            if began.elapsed() >= deadline {
+                bail!(
+                    "{target} did not end within {} s (kubectl wait: {})",
+                    deadline.as_secs(),
+                    o.stderr.trim()
+                );
+            }
+        }
+    }
+
+    fn log(&self, job: &str, container: &str, out: &Path, cap: u64) -> Result<()> {
+        let target = format!("job/{job}");
+        let o = self.run(
+            &["logs", &target, "-c", container],
+            None,
+            QUERY_DEADLINE,
+            Some((out, cap)),
+        )?;
+        if !o.status.success() {
+            bail!(
+                "kubectl logs {target} -c {container} failed ({}): {}",
+                o.status,
+                o.stderr.trim()
+            );
+        }
+        Ok(())
+    }
+
+    fn delete_run(&self, run_id: &str, secrets: &[String]) -> Result<()> {
+        let sel = format!("{}={run_id}", label::RUN);
+        self.run_ok(
+            &[
+                "delete",
+                RUN_KINDS,
+                "-l",
+                &sel,
+                "--ignore-not-found",
+                "--cascade=foreground",
+                "--wait=false",
+            ],
+            None,
+            DELETE_DEADLINE,
+            &format!("deleting the objects labelled {sel}"),
+        )?;
+        if !secrets.is_empty() {
+            let mut args = vec!["delete", "secret", "--ignore-not-found", "--wait=false"];
+            args.extend(secrets.iter().map(String::as_str));
+            self.run_ok(
+                &args,
+                None,
+                DELETE_DEADLINE,
+                &format!("deleting the Secrets {}", secrets.join(", ")),
+            )?;
+        }
+        let timeout = format!("--timeout={}s", DELETE_DEADLINE.as_secs());
+        let kinds = format!("{RUN_KINDS},pods");
+        let o = self.run(
+            &["wait", "--for=delete", &kinds, "-l", &sel, &timeout],
+            None,
+            DELETE_DEADLINE + Duration::from_secs(30),
+            None,
+        )?;
+        // Nothing matching the selector any more is what was waited for.
+        if o.status.success() || o.stderr.contains("no matching resources found") {
+            Ok(())
+        } else {
+            bail!(
+                "the objects labelled {sel} were not gone within {} s: {}",
+                DELETE_DEADLINE.as_secs(),
+                o.stderr.trim()
+            )
+        }
+    }
+
+    fn leftovers(&self, run_id: &str, secrets: &[String]) -> Result<Vec<String>> {
+        let sel = format!("{}={run_id}", label::RUN);
+        let kinds = format!("{RUN_KINDS},pods");
+        let out = self.run_ok(
+            &["get", &kinds, "-l", &sel, "-o", "name"],
+            None,
+            QUERY_DEADLINE,
+            &format!("listing the objects labelled {sel}"),
+        )?;
+        let mut left: Vec<String> = out
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+        if !secrets.is_empty() {
+            let mut args = vec!["get", "secret", "--ignore-not-found", "-o", "name"];
+            args.extend(secrets.iter().map(String::as_str));
+            let out = self.run_ok(
+                &args,
+                None,
+                QUERY_DEADLINE,
+                &format!("looking up the Secrets {}", secrets.join(", ")),
+            )?;
+            left.extend(
+                out.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(String::from),
+            );
+        }
+        Ok(left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_name_the_namespace_first_and_the_objects_travel_on_stdin() {
+        let k = Kubectl::new(Some("team-a".into()), Arc::default());
+        assert_eq!(
+            k.argv(&["create", "-f", "-"]),
+            ["--namespace=team-a", "create", "-f", "-"]
+        );
+        assert_eq!(Kubectl::new(None, Arc::default()).argv(&["get"]), ["get"]);
+        let l =
+            list(&[json!({"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}})]);
+        assert_eq!(l["kind"], "List");
+        assert_eq!(l["items"][0]["stringData"]["k"], "v");
+        // Every kind the run creates is deleted and audited (pods: audited).
+        for k in [
+            "jobs",
+            "deployments",
+            "services",
+            "networkpolicies",
+            "configmaps",
+            "persistentvolumeclaims",
+        ] {
+            assert!(RUN_KINDS.split(',').any(|x| x == k), "{k}");
+        }
+    }
+
+    /// A stand-in `kubectl` (a shell script) that logs its argv and stdin and answers as an
+    /// API server would for one run: the adapter's control flow, not a cluster.
+    fn fake(dir: &Path, script: &str) -> Kubectl {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = dir.join("kubectl");
+        std::fs::write(
+            &bin,
+            format!(
+                "#!/bin/sh\nL={}/calls\necho \"$*\" >> $L\n{script}\n",
+                dir.display()
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Kubectl {
+            program: bin.display().to_string(),
+            namespace: Some("ns".into()),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn calls(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("calls")).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_failed_job_ends_the_wait_at_once_and_a_complete_one_is_complete() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let k = fake(
+            tmp.path(),
+            r#"case "$*" in
+  *"wait --for=condition=complete"*job/good*) exit 0;;
+  *"wait --for=condition=complete"*) echo "timed out waiting for the condition" >&2; exit 1;;
+  *"get job/bad"*) printf 'True BackoffLimitExceeded';;
+  *"get job/slow"*) printf ' ';;
+esac"#,
+        );
+        assert_eq!(
+            k.wait_job("good", "agent", Duration::from_secs(60))
+                .expect("wait"),
+            JobEnd::Complete
+        );
+        assert_eq!(
+            k.wait_job("bad", "agent", Duration::from_secs(60))
+                .expect("wait"),
+            JobEnd::Failed("the Job failed (BackoffLimitExceeded)".into())
+        );
+        // Neither complete nor failed: the deadline ends the wait, naming the Job.
+        let e = k
+            .wait_job("slow", "agent", Duration::ZERO)
+            .expect_err("deadline");
+        assert!(
+            format!("{e:#}").contains("job/slow did not end within 0 s"),
+            "{e:#}"
+        );
+        let c = calls(tmp.path());
+        assert!(
+            c.contains("--namespace=ns wait --for=condition=complete --timeout=5s job/good"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn objects_go_on_stdin_secrets_are_deleted_by_name_and_an_empty_selector_is_gone() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let k = fake(
+            tmp.path(),
+            &format!(
+                r#"case "$*" in
+  *"create -f -"*) cat > {d}/stdin;;
+  *"wait --for=delete"*) echo "error: no matching resources found" >&2; exit 1;;
+  *"get secret"*) echo secret/cyclix-r-env;;
+  *"get "*) ;;
+esac"#,
+                d = tmp.path().display()
+            ),
+        );
+        let secret = json!({"kind": "Secret", "metadata": {"name": "cyclix-r-env"}, "stringData": {"K": "value-9"}});
+        k.apply(&[secret]).expect("apply");
+        let stdin = std::fs::read_to_string(tmp.path().join("stdin")).expect("stdin");
+        assert!(
+            stdin.contains("value-9") && stdin.contains("\"List\""),
+            "{stdin}"
+        );
+        k.delete_run("r", &["cyclix-r-env".into()]).expect("delete");
+        let left = k.leftovers("r", &["cyclix-r-env".into()]).expect("audit");
+        assert_eq!(left, ["secret/cyclix-r-env"]);
+        let c = calls(tmp.path());
+        // The value travelled on stdin only; Secrets are never selected by label (no list).
+        assert!(!c.contains("value-9"), "{c}");
+        assert!(
+            c.contains("delete secret --ignore-not-found --wait=false cyclix-r-env"),
+            "{c}"
+        );
+        assert!(
+            c.contains(&format!("delete {RUN_KINDS} -l io.cyclix.run=r")),
+            "{c}"
+        );
+        assert!(
+            !c.lines().any(|l| l.contains("-l") && l.contains("secret")),
+            "{c}"
+        );
+    }
+}
