@@ -72,6 +72,7 @@ fn setup(tmp: &Path) -> (HostEnv, KubeRunArgs) {
         config_home: tmp.join("config"),
         data_home: tmp.join("data"),
         state_home: tmp.join("state"),
+        config_file: None,
     };
     let args = KubeRunArgs {
         tenant: "fake".into(),
