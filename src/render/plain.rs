@@ -321,7 +321,8 @@ fn pod_unit(plan: &RunPlan, pod: &str, internal: &NetworkPlan) -> RenderedFile {
 #[must_use]
 pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, String, Vec<String>) {
     let (_, args) = run_args(plan, c);
-    let tail = 1 + c.exec.len(); // image + argv
+    let rest = c.entrypoint_and_args().1.to_vec();
+    let tail = 1 + rest.len(); // image + argv after the entrypoint
     let flags = args[..args.len() - tail]
         .iter()
         .filter(|a| {
@@ -332,7 +333,7 @@ pub fn foreground_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Strin
         })
         .cloned()
         .collect();
-    (flags, c.image.clone(), c.exec.clone())
+    (flags, c.image.clone(), rest)
 }
 
 /// The agent's and the gate's output into a file cyclix reads (podman-run(1) `--log-driver`,
@@ -350,6 +351,16 @@ fn log_args(c: &ContainerPlan) -> Vec<String> {
             ]
         },
     )
+}
+
+/// `[--entrypoint=["ARGV0"]] IMAGE ARGS…` ([`ContainerPlan::entrypoint_and_args`]).
+fn push_command(args: &mut Vec<String>, c: &ContainerPlan) {
+    let (entrypoint, rest) = c.entrypoint_and_args();
+    if let Some(ep) = entrypoint {
+        args.push(format!("--entrypoint={ep}"));
+    }
+    args.push(c.image.clone());
+    args.extend(rest.iter().cloned());
 }
 
 fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
@@ -461,7 +472,6 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     if let Some(sig) = c.stop_signal {
         args.push(format!("--stop-signal={sig}"));
     }
-    args.push(c.image.clone());
-    args.extend(c.exec.iter().cloned());
+    push_command(&mut args, c);
     (deps, args)
 }

@@ -11,7 +11,7 @@ use super::common::{
     HEADER, cpus_arg, esc_err, health_cmd_json, label_flags, labels, network_role, quoted_pair, v,
 };
 use super::escape;
-use super::ini::UnitFile;
+use super::ini::{Section, UnitFile};
 use super::plan::{
     ContainerPlan, Net, NetworkPlan, RunPlan, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S, VolumePlan,
 };
@@ -205,6 +205,30 @@ fn volumes_and_health(
     Ok(())
 }
 
+/// `Entrypoint=` and `Exec=` of container `c` ([`ContainerPlan::entrypoint_and_args`]).
+fn command(s: &mut Section<'_>, c: &ContainerPlan) -> Result<(), RenderError> {
+    let (entrypoint, args) = c.entrypoint_and_args();
+    if let Some(ep) = &entrypoint {
+        // Quadlet passes the value on as one `--entrypoint` argument of ExecStart, whose
+        // specifiers systemd expands: a `%` of the argv is written `%%`.
+        s.add("Entrypoint", ep.replace('%', "%%"));
+    }
+    let skipped = usize::from(entrypoint.is_some());
+    if !args.is_empty() {
+        let mut words = Vec::with_capacity(args.len());
+        for (i, w) in args.iter().enumerate() {
+            // Index the spec's argv, after cyclix's own wrapper words.
+            let idx = (i + skipped).saturating_sub(c.exec_key_offset);
+            words.push(
+                escape::quadlet_exec_word(w)
+                    .map_err(|e| esc_err(&format!("{}[{idx}]", c.exec_key), &e))?,
+            );
+        }
+        s.add("Exec", words.join(" "));
+    }
+    Ok(())
+}
+
 fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderError> {
     let mut u = UnitFile::new(HEADER);
     u.section("Unit")
@@ -285,18 +309,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     if let Some(sig) = c.stop_signal {
         s.add("StopSignal", sig);
     }
-    if !c.exec.is_empty() {
-        let mut words = Vec::with_capacity(c.exec.len());
-        for (i, w) in c.exec.iter().enumerate() {
-            // Index the spec's argv, after cyclix's own wrapper words.
-            let idx = i.saturating_sub(c.exec_key_offset);
-            words.push(
-                escape::quadlet_exec_word(w)
-                    .map_err(|e| esc_err(&format!("{}[{idx}]", c.exec_key), &e))?,
-            );
-        }
-        s.add("Exec", words.join(" "));
-    }
+    command(&mut s, c)?;
     let mut svc = u.section("Service");
     svc.add("TimeoutStartSec", c.start_timeout_s.to_string());
     svc.add("TimeoutStopSec", UNIT_STOP_TIMEOUT_S.to_string());

@@ -380,3 +380,71 @@ fn a_pinned_base_is_taken_from_local_storage_or_pulled_before_the_build_which_ha
         "remove the image",
     );
 }
+
+/// An agent image whose `ENTRYPOINT` runs first, then hands over to the command it was given.
+const EP_AGENT: &str = "FROM localhost/cyclix-agent-python:latest\n\
+ENTRYPOINT [\"/bin/sh\", \"-c\", \"echo atk17-entrypoint-ran-first >&2; exec \\\"$@\\\"\", \"--\"]\n";
+
+/// A gate image whose `ENTRYPOINT` exits 0 whatever the command.
+const EP_GATE: &str = "FROM localhost/cyclix-agent-python:latest\n\
+ENTRYPOINT [\"/bin/sh\", \"-c\", \"echo atk17-gate-says-yes; exit 0\", \"--\"]\n";
+
+#[test]
+fn an_images_entrypoint_runs_neither_before_the_boundary_is_proven_nor_around_the_gate() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    plain_build(tb, EP_AGENT, "localhost/atk17-ep-agent:latest", "docker");
+    plain_build(tb, EP_GATE, "localhost/atk17-ep-gate:latest", "docker");
+    // Positive controls: podman runs each entrypoint around a given command.
+    let control = expect_success(
+        &tb.user_sh(
+            "podman run --rm localhost/atk17-ep-agent:latest true 2>&1; \
+             podman run --rm localhost/atk17-ep-gate:latest false; echo \"gate-rc=$?\"",
+        ),
+        "run the images as podman would",
+    );
+    assert!(
+        control.contains("atk17-entrypoint-ran-first") && control.contains("gate-rc=0"),
+        "the entrypoints run around a plain `podman run` command: {control}"
+    );
+    let c = tb.cyclix_bin();
+    // The agent's image: its entrypoint would run before `agent-wait`, i.e. before the probes.
+    let a = Tenant::new("e2e-atk17-ep-a")
+        .image("localhost/atk17-ep-agent:latest")
+        .write(tb);
+    // The gate's image: its entrypoint would turn a failing check into exit 0. The agent
+    // changes nothing, so the demo's failing test must fail the gate.
+    let g = Tenant::new("e2e-atk17-ep-g")
+        .agent_cmd("[\"true\"]")
+        .write(tb);
+    expect_success(
+        &tb.user_sh(&format!(
+            "f=~/.config/cyclix/tenants/{g}.yaml; \
+             awk '/^gate:/{{g=1}} g && /image:/ && !d {{sub(/image: .*/, \"image: localhost/atk17-ep-gate:latest\"); d=1}} {{print}}' $f > $f.new && mv $f.new $f; \
+             grep -A1 '^gate:' $f"
+        )),
+        "give the gate the entrypoint image",
+    );
+    let out = tb.user_sh(&format!(
+        "{c} run {a} >/dev/null 2>&1; {c} run {g} >/dev/null 2>&1; true"
+    ));
+    assert!(out.status.success(), "{out:?}");
+    let rec_a = crate::common::run::record(tb, &a);
+    assert_eq!(rec_a["result"], "passed", "{rec_a:#}");
+    let log = rec_a["agent_log"].to_string();
+    assert!(
+        !log.contains("atk17-entrypoint-ran-first"),
+        "the image's entrypoint ran in the agent's container: {log}"
+    );
+    let rec_g = crate::common::run::record(tb, &g);
+    assert_eq!(
+        rec_g["result"], "gate_failed",
+        "the gate's own command decides, not the image's entrypoint: {rec_g:#}"
+    );
+    assert!(
+        !rec_g["gate_log"]
+            .to_string()
+            .contains("atk17-gate-says-yes"),
+        "{rec_g:#}"
+    );
+}

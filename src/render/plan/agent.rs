@@ -72,6 +72,7 @@ pub(super) fn agent_container(
         exec: agent_exec(spec),
         exec_key: "agent.command".into(),
         exec_key_offset: agent_wrapper_words(spec),
+        replaces_entrypoint: true,
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "agent"),
         memory_bytes: spec.agent.resources.memory_bytes,

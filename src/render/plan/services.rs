@@ -169,6 +169,7 @@ fn service_container(
         exec: s.command.clone(),
         exec_key: format!("services[{i}].command"),
         exec_key_offset: 0,
+        replaces_entrypoint: false,
         workdir: s.worktree.then(|| WORKDIR.to_string()),
         labels: labels(spec, run, &format!("service-{}", s.name)),
         memory_bytes: None,

@@ -144,6 +144,13 @@ pub struct ContainerPlan {
     /// How many leading words of `exec` are cyclix's own (the agent's `agent-wait` wrapper);
     /// error messages index the spec's argv after them.
     pub exec_key_offset: usize,
+    /// `exec` is the whole command: its first word replaces the image's `ENTRYPOINT`
+    /// (Quadlet `Entrypoint=`, podman-run(1) `--entrypoint`), so nothing of the image runs
+    /// before it. Set for the agent (whose first word is cyclix's `agent-wait`: an image's
+    /// entrypoint would otherwise run before the boundary is proven) and the gate (whose
+    /// argv is the tenant's checks, exactly); not for services, whose `command` is the
+    /// arguments of their image's own entrypoint (attack review 17).
+    pub replaces_entrypoint: bool,
     /// Working directory.
     pub workdir: Option<String>,
     /// Labels (`io.cyclix.tenant`, `io.cyclix.run`, `io.cyclix.role`).
@@ -234,6 +241,22 @@ fn proxy_binds(spec: &Spec, run: &RunContext) -> Vec<Bind> {
     binds
 }
 
+impl ContainerPlan {
+    /// The image's `ENTRYPOINT` replacement and the arguments after it: with
+    /// [`ContainerPlan::replaces_entrypoint`] and an argv, `(Some(["ARGV0"] as JSON), ARGV[1..])`
+    /// (the JSON array form, so podman takes the word as one program whatever it holds);
+    /// otherwise `(None, ARGV)`.
+    #[must_use]
+    pub fn entrypoint_and_args(&self) -> (Option<String>, &[String]) {
+        match self.exec.split_first() {
+            Some((first, rest)) if self.replaces_entrypoint => {
+                (Some(serde_json::json!([first]).to_string()), rest)
+            }
+            _ => (None, &self.exec),
+        }
+    }
+}
+
 pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> ContainerPlan {
     let r = &run.run_id;
     let proxy_ip = proxy_ip.to_string();
@@ -267,6 +290,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         exec: Vec::new(),
         exec_key: "proxy".into(),
         exec_key_offset: 0,
+        replaces_entrypoint: false,
         workdir: None,
         labels: labels(spec, run, "proxy"),
         memory_bytes: None,
@@ -310,6 +334,7 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         exec: spec.gate.command.clone(),
         exec_key: "gate.command".into(),
         exec_key_offset: 0,
+        replaces_entrypoint: true,
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "gate"),
         memory_bytes: None,

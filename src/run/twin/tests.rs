@@ -133,7 +133,7 @@ fn both_environments_come_up_run_the_quick_suite_and_no_agent_runs() {
         assert!(reference.contains(flag), "{flag} missing: {reference}");
     }
     assert!(
-        reference.ends_with("localhost/a check --quick"),
+        reference.ends_with(r#"--entrypoint=["check"] localhost/a --quick"#),
         "{reference}"
     );
     assert!(!reference.contains(" -d "), "{reference}");
