@@ -18,6 +18,7 @@
 /// `phase.NAME` (the run record's `phases` list the same names). A passed run of a spec with
 /// `delivery:` has one more, `deliver`, between `escape-check` and `teardown`.
 pub const PHASES: &[&str] = &[
+    "queue",
     "prepare",
     "render",
     "install",
