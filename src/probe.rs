@@ -10,8 +10,8 @@
 //!
 //! Rules (§0): each probe checks the effect, not the flag; PASS needs the exact errno or
 //! status; a timeout is a FAIL ("dropped, not rejected"); a missing tool is a FAIL; every deny
-//! check has a positive control. Each probe runs on its own thread with a hard deadline of
-//! [`PROBE_TIMEOUT`]; the suite stops starting probes after [`SUITE_BUDGET`].
+//! check has a positive control. The probes run side by side, each on its own thread with a hard
+//! deadline of [`PROBE_TIMEOUT`] (capped by [`SUITE_BUDGET`]); one that misses it FAILs.
 //!
 //! Layout: [`registry`] lists every probe (id, title, run function, leak watch); [`observe`]
 //! does the effectful observations and [`verdict`] the pure judgement (table-driven tests),
@@ -331,11 +331,16 @@ pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeErro
     run_with(PROBES, ctx, only, PROBE_TIMEOUT, SUITE_BUDGET)
 }
 
-/// Runs `probes` in order (only those named in `only`, all when it is empty), each on its own
-/// thread with a hard deadline of `min(timeout, what is left of budget)`; a probe that misses
-/// it is a FAIL ([`verdict::timed_out`]) and its thread is abandoned (the process exits soon
-/// after). Once `budget` is used up, the remaining probes are not started and FAIL
-/// ([`verdict::over_budget`]). So the suite never takes much longer than `budget`.
+/// Runs `probes` (only those named in `only`, all when it is empty) in parallel, each on its
+/// own thread started at once, each with its own hard deadline of `min(timeout, budget)` from
+/// the suite's start; a probe that misses it is a FAIL ([`verdict::timed_out`]) and its
+/// thread is abandoned (the process exits or `exec`s soon after, which ends it). The results
+/// come back in `probes` order. So the suite takes about as long as its slowest probe, and
+/// never much longer than `budget`. A probe whose thread cannot be spawned FAILs.
+///
+/// The probes are independent: each observes its own effect (its own scratch names, its own
+/// child processes, its own sockets), so running them side by side changes no verdict; P20's
+/// pid count sees at most the few children of P6 and P9 next to it (`max_pids` leaves room).
 ///
 /// # Errors
 /// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
@@ -351,58 +356,69 @@ pub fn run_with(
             return Err(ProbeError::UnknownId(id.clone()));
         }
     }
+    let deadline = timeout.min(budget);
     let suite = Instant::now();
-    let mut out = Vec::new();
-    for p in probes {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(p.id)) {
-            continue;
-        }
-        let start = Instant::now();
-        let left = budget.saturating_sub(suite.elapsed());
-        let judged = if left.is_zero() {
-            verdict::over_budget(ms(budget))
-        } else {
-            run_one(p.run, ctx, timeout.min(left))
-        };
-        out.push(result(p.id, judged, start));
-    }
-    Ok(out)
+    let started: Vec<(&str, Started)> = probes
+        .iter()
+        .filter(|p| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(p.id)))
+        .map(|p| (p.id, start_one(p.run, ctx)))
+        .collect();
+    Ok(started
+        .into_iter()
+        .map(|(id, s)| {
+            let (judged, took) = match s {
+                Started::Running(rx) => rx
+                    .recv_timeout(deadline.saturating_sub(suite.elapsed()))
+                    .unwrap_or_else(|_| (verdict::timed_out(ms(deadline)), suite.elapsed())),
+                Started::Failed(j) => (j, Duration::ZERO),
+            };
+            result(id, judged, took)
+        })
+        .collect())
 }
 
-/// The JSON line of probe `id`, judged `j`, started at `start`.
-fn result(id: &str, j: Judged, start: Instant) -> ProbeResult {
+/// A probe's thread: its answer and its own wall time come on the channel, or it could not
+/// be spawned.
+enum Started {
+    Running(mpsc::Receiver<(Judged, Duration)>),
+    Failed(Judged),
+}
+
+fn start_one(f: ProbeFn, ctx: &Context) -> Started {
+    let (tx, rx) = mpsc::channel();
+    let ctx = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("probe".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let j = f(&ctx);
+            let _ = tx.send((j, t.elapsed()));
+        });
+    match spawned {
+        Ok(_) => Started::Running(rx),
+        Err(e) => Started::Failed(Judged {
+            expect: "the probe runs".into(),
+            got: "not started".into(),
+            pass: false,
+            detail: format!("spawning the probe thread: {e}"),
+        }),
+    }
+}
+
+/// The JSON line of probe `id`, judged `j`, which took `took`.
+fn result(id: &str, j: Judged, took: Duration) -> ProbeResult {
     ProbeResult {
         id: id.to_string(),
         expect: j.expect,
         got: j.got,
         verdict: if j.pass { Verdict::Pass } else { Verdict::Fail },
         detail: j.detail,
-        ms: ms(start.elapsed()),
+        ms: ms(took),
     }
 }
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn run_one(f: ProbeFn, ctx: &Context, deadline: Duration) -> Judged {
-    let (tx, rx) = mpsc::channel();
-    let ctx = ctx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("probe".into())
-        .spawn(move || {
-            let _ = tx.send(f(&ctx));
-        });
-    if let Err(e) = spawned {
-        return Judged {
-            expect: "the probe runs".into(),
-            got: "not started".into(),
-            pass: false,
-            detail: format!("spawning the probe thread: {e}"),
-        };
-    }
-    rx.recv_timeout(deadline)
-        .unwrap_or_else(|_| verdict::timed_out(ms(deadline)))
 }
 
 /// The summary of a result list.
@@ -432,9 +448,10 @@ pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
         return observe::privilege::child_main(child);
     }
     // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
-    let guard = args
-        .watch
-        .then(|| result("W0", observe::processes::w0(), Instant::now()));
+    let guard = args.watch.then(|| {
+        let t = Instant::now();
+        result("W0", observe::processes::w0(), t.elapsed())
+    });
     let mut ctx: Context = match &args.context {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -543,7 +560,8 @@ mod tests {
     }
 
     #[test]
-    fn the_suite_budget_stops_new_probes_and_they_fail() {
+    fn the_suite_budget_caps_every_deadline_and_the_probes_run_side_by_side() {
+        let t = Instant::now();
         let r = run_with(
             FAKE,
             &ctx(),
@@ -552,13 +570,46 @@ mod tests {
             Duration::from_millis(150),
         )
         .expect("known ids");
-        assert_eq!(r[0].verdict, Verdict::Pass);
-        assert_eq!(r[1].verdict, Verdict::Fail, "B is cut at the budget");
+        let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
+        assert_eq!(
+            v,
+            [
+                ("A", Verdict::Pass),
+                ("B", Verdict::Fail),
+                ("C", Verdict::Pass),
+                ("D", Verdict::Pass)
+            ],
+            "B is cut at the budget; C and D, started beside it, pass"
+        );
+        assert!(r[1].detail.contains("within 150 ms"), "{:?}", r[1]);
         assert!(
-            r[2..]
-                .iter()
-                .all(|r| r.verdict == Verdict::Fail && r.got == "not run"),
-            "{r:?}"
+            t.elapsed() < Duration::from_millis(400),
+            "the suite waited for the hanging probe: {:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn two_slow_probes_take_the_time_of_one() {
+        const SLOW: &[Probe] = &[Probe::new("A", "a", hang), Probe::new("B", "b", hang)];
+        let t = Instant::now();
+        let r = run_with(
+            SLOW,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
+        assert!(
+            t.elapsed() < Duration::from_millis(790),
+            "two 400 ms probes ran one after the other: {:?}",
+            t.elapsed()
+        );
+        assert!(
+            r.iter().all(|r| r.ms >= 400),
+            "each probe's own time: {r:?}"
         );
     }
 

@@ -12,9 +12,9 @@ use crate::inventory::Leftover;
 /// Everything the run lifecycle needs from the host: one small trait per adapter (git,
 /// podman, the journal, processes and file systems), implemented together by
 /// [`super::host::RealRunHost`] (and, in tests, the recording fake).
-pub trait RunHost: RunGit + RunPodman + RunJournal + RunProcs {}
+pub trait RunHost: RunGit + RunPodman + RunJournal + RunProcs + Sync {}
 
-impl<T: RunGit + RunPodman + RunJournal + RunProcs> RunHost for T {}
+impl<T: RunGit + RunPodman + RunJournal + RunProcs + Sync> RunHost for T {}
 
 /// The git side of a run: the user's repository, its refs and worktrees, the private
 /// repository and the import.

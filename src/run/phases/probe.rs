@@ -58,8 +58,17 @@ pub(crate) fn boundary_proven(
     tripwires: Option<&mut Tripwires>,
     rec: &mut RunRecord,
 ) -> Result<bool> {
-    // The agent unit was started in the start phase, next to the proxy.
-    let (exit, stdout) = host.probe(container, &[], false, inp.deadline)?;
+    // The agent unit was started in the start phase, next to the proxy. The probes inside,
+    // the environment scan and the network listing are independent looks: side by side
+    // (issue 16), each with its own deadline, all of them judged.
+    let network = crate::naming::RunNames::new(inp.run_id).base();
+    let (report, environ, members) = std::thread::scope(|s| {
+        let environ = s.spawn(|| host.sandbox_environ(container));
+        let members = s.spawn(|| host.network_members(&network));
+        let report = host.probe(container, &[], false, inp.deadline);
+        (report, joined(environ), joined(members))
+    });
+    let (exit, stdout) = report?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
     rec.probes = probes;
     if !ok && why.is_empty() {
@@ -67,21 +76,23 @@ pub(crate) fn boundary_proven(
             "the probe run exited {exit} without a complete report"
         ));
     }
-    why.extend(boundary::leaks(
-        &host.sandbox_environ(container)?,
-        inp.watched,
-    ));
-    let network = crate::naming::RunNames::new(inp.run_id).base();
-    why.extend(boundary::network_strangers(
-        &network,
-        &host.network_members(&network)?,
-    ));
+    why.extend(boundary::leaks(&environ?, inp.watched));
+    why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
         why.extend(tripwire::check(tw)?);
     }
     let go = ok && why.is_empty();
     rec.refusal = why;
     Ok(go)
+}
+
+/// The result of a scoped thread; a panic in it is an error of the look it made.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    h.join().unwrap_or_else(|_| {
+        Err(anyhow::anyhow!(
+            "a host-side look of the probe phase panicked"
+        ))
+    })
 }
 
 /// What one leak-watch round found.
