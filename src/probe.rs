@@ -22,17 +22,18 @@ pub mod clients;
 pub mod observe;
 pub mod profile;
 pub mod registry;
+pub mod suite;
 pub mod sys;
 pub mod verdict;
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use profile::Profile;
 pub use registry::{PROBES, Probe, ProbeFn};
+pub use suite::{main, run_with, summary};
 use verdict::Judged;
 
 /// Hard deadline of one probe (§2: 2 s).
@@ -331,82 +332,8 @@ pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeErro
     run_with(PROBES, ctx, only, PROBE_TIMEOUT, SUITE_BUDGET)
 }
 
-/// Runs `probes` (only those named in `only`, all when it is empty) in parallel, each on its
-/// own thread started at once, each with its own hard deadline of `min(timeout, budget)` from
-/// the suite's start; a probe that misses it is a FAIL ([`verdict::timed_out`]) and its
-/// thread is abandoned (the process exits or `exec`s soon after, which ends it). The results
-/// come back in `probes` order. So the suite takes about as long as its slowest probe, and
-/// never much longer than `budget`. A probe whose thread cannot be spawned FAILs.
-///
-/// The probes are independent: each observes its own effect (its own scratch names, its own
-/// child processes, its own sockets), so running them side by side changes no verdict; P20's
-/// pid count sees at most the few children of P6 and P9 next to it (`max_pids` leaves room).
-///
-/// # Errors
-/// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
-pub fn run_with(
-    probes: &[Probe],
-    ctx: &Context,
-    only: &[String],
-    timeout: Duration,
-    budget: Duration,
-) -> Result<Vec<ProbeResult>, ProbeError> {
-    for id in only {
-        if !probes.iter().any(|p| p.id.eq_ignore_ascii_case(id)) {
-            return Err(ProbeError::UnknownId(id.clone()));
-        }
-    }
-    let deadline = timeout.min(budget);
-    let suite = Instant::now();
-    let started: Vec<(&str, Started)> = probes
-        .iter()
-        .filter(|p| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(p.id)))
-        .map(|p| (p.id, start_one(p.run, ctx)))
-        .collect();
-    Ok(started
-        .into_iter()
-        .map(|(id, s)| {
-            let (judged, took) = match s {
-                Started::Running(rx) => rx
-                    .recv_timeout(deadline.saturating_sub(suite.elapsed()))
-                    .unwrap_or_else(|_| (verdict::timed_out(ms(deadline)), suite.elapsed())),
-                Started::Failed(j) => (j, Duration::ZERO),
-            };
-            result(id, judged, took)
-        })
-        .collect())
-}
-
-/// A probe's thread: its answer and its own wall time come on the channel, or it could not
-/// be spawned.
-enum Started {
-    Running(mpsc::Receiver<(Judged, Duration)>),
-    Failed(Judged),
-}
-
-fn start_one(f: ProbeFn, ctx: &Context) -> Started {
-    let (tx, rx) = mpsc::channel();
-    let ctx = ctx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("probe".into())
-        .spawn(move || {
-            let t = Instant::now();
-            let j = f(&ctx);
-            let _ = tx.send((j, t.elapsed()));
-        });
-    match spawned {
-        Ok(_) => Started::Running(rx),
-        Err(e) => Started::Failed(Judged {
-            expect: "the probe runs".into(),
-            got: "not started".into(),
-            pass: false,
-            detail: format!("spawning the probe thread: {e}"),
-        }),
-    }
-}
-
 /// The JSON line of probe `id`, judged `j`, which took `took`.
-fn result(id: &str, j: Judged, took: Duration) -> ProbeResult {
+pub(crate) fn result(id: &str, j: Judged, took: Duration) -> ProbeResult {
     ProbeResult {
         id: id.to_string(),
         expect: j.expect,
@@ -417,81 +344,14 @@ fn result(id: &str, j: Judged, took: Duration) -> ProbeResult {
     }
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The summary of a result list.
-#[must_use]
-pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
-    let pass = results
-        .iter()
-        .filter(|r| r.verdict == Verdict::Pass)
-        .count();
-    Summary {
-        summary: true,
-        pass,
-        fail: results.len() - pass,
-        wall_ms: ms(wall),
-    }
-}
-
-/// Entry point of `cyclix probe`: reads the context, runs the suite, prints the JSON lines.
-/// Returns `Ok(true)` when every probe passed.
-///
-/// # Errors
-/// An unreadable or invalid context file, an unknown `--only` id, stdout failures.
-pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
-    use anyhow::Context as _;
-    use std::io::Write as _;
-    if let Some(child) = &args.child {
-        return observe::privilege::child_main(child);
-    }
-    // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
-    let guard = args.watch.then(|| {
-        let t = Instant::now();
-        result("W0", observe::processes::w0(), t.elapsed())
-    });
-    let mut ctx: Context = match &args.context {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the probe context {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "parsing the probe context {} (see cyclix::probe::Context)",
-                    path.display()
-                )
-            })?
-        }
-        None => anyhow::bail!(
-            "cyclix probe needs --context FILE (the host-written facts); see cyclix::probe::Context"
-        ),
-    };
-    let only: Vec<String> = args
-        .only
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    ctx.watch = args.watch;
-    let start = Instant::now();
-    let mut results: Vec<ProbeResult> = guard.into_iter().collect();
-    results.extend(run(&ctx, &only)?);
-    let sum = summary(&results, start.elapsed());
-    let mut out = std::io::stdout().lock();
-    for r in &results {
-        writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;
-    }
-    writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
-    out.flush().context("writing to stdout")?;
-    Ok(sum.fail == 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn ctx() -> Context {
         serde_json::from_str(
@@ -611,6 +471,48 @@ mod tests {
             r.iter().all(|r| r.ms >= 400),
             "each probe's own time: {r:?}"
         );
+    }
+
+    #[test]
+    fn the_proxy_lane_runs_one_at_a_time_beside_the_others_and_stops_at_the_budget() {
+        const LANE: &[Probe] = &[
+            Probe::new("A", "a", hang).proxied(),
+            Probe::new("B", "b", hang).proxied(),
+            Probe::new("C", "c", hang),
+        ];
+        let t = Instant::now();
+        let r = run_with(
+            LANE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_millis(1190),
+            "A and B one after the other, C beside them: {took:?}"
+        );
+        // A budget of 300 ms: A is cut at it, B never starts; C (beside) is cut too.
+        let r = run_with(
+            LANE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_millis(300),
+        )
+        .expect("known ids");
+        assert_eq!(r[0].verdict, Verdict::Fail);
+        assert!(r[0].detail.contains("dropped, not rejected"), "{:?}", r[0]);
+        assert_eq!(
+            (r[1].verdict, r[1].got.as_str()),
+            (Verdict::Fail, "not run"),
+            "{:?}",
+            r[1]
+        );
+        assert_eq!(r[2].verdict, Verdict::Fail, "{:?}", r[2]);
     }
 
     #[test]

@@ -115,6 +115,17 @@ pub fn timed_out(limit_ms: u64) -> Judged {
     )
 }
 
+/// A probe that was not started because the suite's budget was used up: FAIL.
+#[must_use]
+pub fn over_budget(budget_ms: u64) -> Judged {
+    judged(
+        "run within the suite budget",
+        "not run",
+        false,
+        format!("the suite budget of {budget_ms} ms was used up before this probe started"),
+    )
+}
+
 /// Judges a list of (label, attempt) against the accepted errnos: PASS when every attempt
 /// failed with one of `want`.
 fn all_errno(expect: &str, items: &[(String, Attempt)], want: &[i32]) -> Judged {

@@ -186,6 +186,20 @@ pub trait RunPodman {
         watch: bool,
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
+    /// The pre-agent probe report of `container`'s held-back `cyclix agent-wait --report
+    /// FIFO` (issue 16): opens the FIFO `report` (host path), which lets agent-wait run the
+    /// suite, reads the report until agent-wait closes its end, then removes the FIFO so
+    /// nothing can hand the host another one. Returns the exit status `cyclix probe` would
+    /// have had (0: a summary with no failure; 1: failures; -1: no summary) and the lines.
+    ///
+    /// # Errors
+    /// The FIFO cannot be opened or read, or the report did not end within `deadline`.
+    fn held_probe(
+        &self,
+        container: &str,
+        report: &std::path::Path,
+        deadline: std::time::Duration,
+    ) -> Result<(i32, String)>;
     /// Runs the spec's `baseline.command` inside the running (held back) agent container
     /// `container` (`podman exec`: the agent's image, user, environment and work tree) and
     /// returns its exit status and output (stdout, then stderr).

@@ -104,6 +104,7 @@ const E: fn(i32) -> Attempt = Attempt::Errno;
 fn timeouts_are_fails() {
     assert!(!timed_out(2000).pass);
     assert!(timed_out(2000).detail.contains("dropped, not rejected"));
+    assert!(!over_budget(15000).pass);
     // A timeout inside an errno list is a FAIL too.
     let j = n2(
         &items(&[("tcp 1.1.1.1:443", Attempt::Timeout)]),

@@ -58,14 +58,19 @@ pub(crate) fn boundary_proven(
     tripwires: Option<&mut Tripwires>,
     rec: &mut RunRecord,
 ) -> Result<bool> {
-    // The agent unit was started in the start phase, next to the proxy. The probes inside,
-    // the environment scan and the network listing are independent looks: side by side
-    // (issue 16), each with its own deadline, all of them judged.
+    // The agent unit was started in the start phase, next to the proxy; its agent-wait runs
+    // the probes once the report FIFO is opened here (no `podman exec`, issue 16). The
+    // probes, the environment scan and the network listing are independent looks: side by
+    // side, each with its own deadline, all of them judged.
     let network = crate::naming::RunNames::new(inp.run_id).base();
     let (report, environ, members) = std::thread::scope(|s| {
         let environ = s.spawn(|| host.sandbox_environ(container));
         let members = s.spawn(|| host.network_members(&network));
-        let report = host.probe(container, &[], false, inp.deadline);
+        let fifo = inp
+            .run_dir
+            .join(render::plan::CTL_DIR)
+            .join(render::plan::REPORT_FILE);
+        let report = host.held_probe(container, &fifo, inp.deadline);
         (report, joined(environ), joined(members))
     });
     let (exit, stdout) = report?;
