@@ -28,9 +28,10 @@ pub struct Probe {
     pub run: ProbeFn,
     /// Re-run while the agent works: the leak watch (security-cases §2, the ★ rows).
     pub watch: bool,
-    /// Talks to the run's proxy (and through it to its resolver): the suite runs these one
-    /// after the other on one thread, beside the others, so they never queue at the proxy
-    /// against each other and each one's deadline measures its own answer.
+    /// Talks to the run's proxy or its resolver (the proxy's lookups go there too): the suite
+    /// runs these one after the other on one thread, beside the others, so they never queue
+    /// at the proxy or the resolver against each other and each one's deadline measures its
+    /// own answer (N5 of a report-only run timed out behind N7's lookups when all ran at once).
     pub via_proxy: bool,
 }
 
@@ -99,7 +100,7 @@ pub const PROBES: &[Probe] = &[
     Probe::new("N4",  "no direct cloud metadata",                      network::n4),
     Probe::new("N5",  "metadata is denied through the proxy",          proxy::n5).proxied(),
     Probe::new("N6",  "the gateway and the host refuse",               network::n6),
-    Probe::new("N7",  "the resolver answers only the run's names",     dns::n7),
+    Probe::new("N7",  "the resolver answers only the run's names",     dns::n7).proxied(),
     Probe::new("N8",  "the allowed host through the proxy",            proxy::n8).proxied(),
     Probe::new("N9",  "denied hosts and ports",                        proxy::n9).proxied(),
     Probe::new("N10", "IP literals and their encodings are denied",    proxy::n10).proxied(),

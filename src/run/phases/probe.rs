@@ -81,7 +81,16 @@ pub(crate) fn boundary_proven(
             "the probe run exited {exit} without a complete report"
         ));
     }
-    why.extend(boundary::leaks(&environ?, inp.watched));
+    // A probe's own short-lived child (P9's, in a user namespace of its own) can be seen by
+    // the scan beside the probes and not be readable: then the sandbox is scanned again now
+    // the report is in, and that scan decides for every process it finds (what the first
+    // one read is judged too).
+    let mut procs = environ?;
+    if procs.iter().any(|p| p.unreadable.is_some()) {
+        procs.retain(|p| p.unreadable.is_none());
+        procs.extend(host.sandbox_environ(container)?);
+    }
+    why.extend(boundary::leaks(&procs, inp.watched));
     why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
         why.extend(tripwire::check(tw)?);
