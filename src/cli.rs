@@ -169,6 +169,11 @@ pub enum Command {
         /// start the agent only when every probe passed (the Kubernetes profile, issue 17).
         #[arg(long, value_name = "CONTEXT")]
         probe: Option<PathBuf>,
+        /// With `--go`: run the probe suite here, once the host opens this FIFO's read end,
+        /// and hand the report over it before waiting for the go file (the context is
+        /// `probe.json` beside it).
+        #[arg(long, value_name = "FIFO", conflicts_with = "probe")]
+        report: Option<PathBuf>,
         /// Give up (the agent never starts) after this many seconds.
         #[arg(long)]
         timeout_s: u64,

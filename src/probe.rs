@@ -10,8 +10,8 @@
 //!
 //! Rules (§0): each probe checks the effect, not the flag; PASS needs the exact errno or
 //! status; a timeout is a FAIL ("dropped, not rejected"); a missing tool is a FAIL; every deny
-//! check has a positive control. Each probe runs on its own thread with a hard deadline of
-//! [`PROBE_TIMEOUT`]; the suite stops starting probes after [`SUITE_BUDGET`].
+//! check has a positive control. The probes run side by side, each on its own thread with a hard
+//! deadline of [`PROBE_TIMEOUT`] (capped by [`SUITE_BUDGET`]); one that misses it FAILs.
 //!
 //! Layout: [`registry`] lists every probe (id, title, run function, leak watch); [`observe`]
 //! does the effectful observations and [`verdict`] the pure judgement (table-driven tests),
@@ -22,17 +22,18 @@ pub mod clients;
 pub mod observe;
 pub mod profile;
 pub mod registry;
+pub mod suite;
 pub mod sys;
 pub mod verdict;
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use profile::Profile;
 pub use registry::{PROBES, Probe, ProbeFn};
+pub use suite::{main, run_with, summary};
 use verdict::Judged;
 
 /// Hard deadline of one probe (§2: 2 s).
@@ -331,150 +332,26 @@ pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ProbeResult>, ProbeErro
     run_with(PROBES, ctx, only, PROBE_TIMEOUT, SUITE_BUDGET)
 }
 
-/// Runs `probes` in order (only those named in `only`, all when it is empty), each on its own
-/// thread with a hard deadline of `min(timeout, what is left of budget)`; a probe that misses
-/// it is a FAIL ([`verdict::timed_out`]) and its thread is abandoned (the process exits soon
-/// after). Once `budget` is used up, the remaining probes are not started and FAIL
-/// ([`verdict::over_budget`]). So the suite never takes much longer than `budget`.
-///
-/// # Errors
-/// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
-pub fn run_with(
-    probes: &[Probe],
-    ctx: &Context,
-    only: &[String],
-    timeout: Duration,
-    budget: Duration,
-) -> Result<Vec<ProbeResult>, ProbeError> {
-    for id in only {
-        if !probes.iter().any(|p| p.id.eq_ignore_ascii_case(id)) {
-            return Err(ProbeError::UnknownId(id.clone()));
-        }
-    }
-    let suite = Instant::now();
-    let mut out = Vec::new();
-    for p in probes {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(p.id)) {
-            continue;
-        }
-        let start = Instant::now();
-        let left = budget.saturating_sub(suite.elapsed());
-        let judged = if left.is_zero() {
-            verdict::over_budget(ms(budget))
-        } else {
-            run_one(p.run, ctx, timeout.min(left))
-        };
-        out.push(result(p.id, judged, start));
-    }
-    Ok(out)
-}
-
-/// The JSON line of probe `id`, judged `j`, started at `start`.
-fn result(id: &str, j: Judged, start: Instant) -> ProbeResult {
+/// The JSON line of probe `id`, judged `j`, which took `took`.
+pub(crate) fn result(id: &str, j: Judged, took: Duration) -> ProbeResult {
     ProbeResult {
         id: id.to_string(),
         expect: j.expect,
         got: j.got,
         verdict: if j.pass { Verdict::Pass } else { Verdict::Fail },
         detail: j.detail,
-        ms: ms(start.elapsed()),
+        ms: ms(took),
     }
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn run_one(f: ProbeFn, ctx: &Context, deadline: Duration) -> Judged {
-    let (tx, rx) = mpsc::channel();
-    let ctx = ctx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("probe".into())
-        .spawn(move || {
-            let _ = tx.send(f(&ctx));
-        });
-    if let Err(e) = spawned {
-        return Judged {
-            expect: "the probe runs".into(),
-            got: "not started".into(),
-            pass: false,
-            detail: format!("spawning the probe thread: {e}"),
-        };
-    }
-    rx.recv_timeout(deadline)
-        .unwrap_or_else(|_| verdict::timed_out(ms(deadline)))
-}
-
-/// The summary of a result list.
-#[must_use]
-pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
-    let pass = results
-        .iter()
-        .filter(|r| r.verdict == Verdict::Pass)
-        .count();
-    Summary {
-        summary: true,
-        pass,
-        fail: results.len() - pass,
-        wall_ms: ms(wall),
-    }
-}
-
-/// Entry point of `cyclix probe`: reads the context, runs the suite, prints the JSON lines.
-/// Returns `Ok(true)` when every probe passed.
-///
-/// # Errors
-/// An unreadable or invalid context file, an unknown `--only` id, stdout failures.
-pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
-    use anyhow::Context as _;
-    use std::io::Write as _;
-    if let Some(child) = &args.child {
-        return observe::privilege::child_main(child);
-    }
-    // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
-    let guard = args
-        .watch
-        .then(|| result("W0", observe::processes::w0(), Instant::now()));
-    let mut ctx: Context = match &args.context {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the probe context {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "parsing the probe context {} (see cyclix::probe::Context)",
-                    path.display()
-                )
-            })?
-        }
-        None => anyhow::bail!(
-            "cyclix probe needs --context FILE (the host-written facts); see cyclix::probe::Context"
-        ),
-    };
-    let only: Vec<String> = args
-        .only
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    ctx.watch = args.watch;
-    let start = Instant::now();
-    let mut results: Vec<ProbeResult> = guard.into_iter().collect();
-    results.extend(run(&ctx, &only)?);
-    let sum = summary(&results, start.elapsed());
-    let mut out = std::io::stdout().lock();
-    for r in &results {
-        writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;
-    }
-    writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
-    out.flush().context("writing to stdout")?;
-    Ok(sum.fail == 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn ctx() -> Context {
         serde_json::from_str(
@@ -543,7 +420,8 @@ mod tests {
     }
 
     #[test]
-    fn the_suite_budget_stops_new_probes_and_they_fail() {
+    fn the_suite_budget_caps_every_deadline_and_the_probes_run_side_by_side() {
+        let t = Instant::now();
         let r = run_with(
             FAKE,
             &ctx(),
@@ -552,14 +430,89 @@ mod tests {
             Duration::from_millis(150),
         )
         .expect("known ids");
-        assert_eq!(r[0].verdict, Verdict::Pass);
-        assert_eq!(r[1].verdict, Verdict::Fail, "B is cut at the budget");
-        assert!(
-            r[2..]
-                .iter()
-                .all(|r| r.verdict == Verdict::Fail && r.got == "not run"),
-            "{r:?}"
+        let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
+        assert_eq!(
+            v,
+            [
+                ("A", Verdict::Pass),
+                ("B", Verdict::Fail),
+                ("C", Verdict::Pass),
+                ("D", Verdict::Pass)
+            ],
+            "B is cut at the budget; C and D, started beside it, pass"
         );
+        assert!(r[1].detail.contains("within 150 ms"), "{:?}", r[1]);
+        assert!(
+            t.elapsed() < Duration::from_millis(400),
+            "the suite waited for the hanging probe: {:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn two_slow_probes_take_the_time_of_one() {
+        const SLOW: &[Probe] = &[Probe::new("A", "a", hang), Probe::new("B", "b", hang)];
+        let t = Instant::now();
+        let r = run_with(
+            SLOW,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
+        assert!(
+            t.elapsed() < Duration::from_millis(790),
+            "two 400 ms probes ran one after the other: {:?}",
+            t.elapsed()
+        );
+        assert!(
+            r.iter().all(|r| r.ms >= 400),
+            "each probe's own time: {r:?}"
+        );
+    }
+
+    #[test]
+    fn the_proxy_lane_runs_one_at_a_time_beside_the_others_and_stops_at_the_budget() {
+        const LANE: &[Probe] = &[
+            Probe::new("A", "a", hang).proxied(),
+            Probe::new("B", "b", hang).proxied(),
+            Probe::new("C", "c", hang),
+        ];
+        let t = Instant::now();
+        let r = run_with(
+            LANE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .expect("known ids");
+        assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_millis(1190),
+            "A and B one after the other, C beside them: {took:?}"
+        );
+        // A budget of 300 ms: A is cut at it, B never starts; C (beside) is cut too.
+        let r = run_with(
+            LANE,
+            &ctx(),
+            &[],
+            Duration::from_secs(2),
+            Duration::from_millis(300),
+        )
+        .expect("known ids");
+        assert_eq!(r[0].verdict, Verdict::Fail);
+        assert!(r[0].detail.contains("dropped, not rejected"), "{:?}", r[0]);
+        assert_eq!(
+            (r[1].verdict, r[1].got.as_str()),
+            (Verdict::Fail, "not run"),
+            "{:?}",
+            r[1]
+        );
+        assert_eq!(r[2].verdict, Verdict::Fail, "{:?}", r[2]);
     }
 
     #[test]

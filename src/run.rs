@@ -22,6 +22,7 @@ pub(crate) mod phases;
 pub mod procs;
 pub mod record;
 pub mod repo_state;
+pub mod report_fifo;
 pub mod reserve;
 pub mod seam;
 pub mod setup;

@@ -1,9 +1,12 @@
-//! `cyclix agent-wait --go FILE --timeout-s N -- ARGV...`: runs as the agent container's
-//! command and holds the agent back until cyclix, on the host, has proven the boundary from
-//! inside this very container (`cyclix probe` through `podman exec`) and created FILE in the
-//! read-only control directory. Then it `exec`s ARGV, so the agent is the same process the unit
-//! supervises. If cyclix refuses the boundary (it creates `refused` beside FILE) or FILE does
-//! not appear within N seconds, the agent never starts and this exits 1.
+//! `cyclix agent-wait --go FILE [--report FIFO] --timeout-s N -- ARGV...`: runs as the agent
+//! container's command and holds the agent back until cyclix, on the host, has proven the
+//! boundary from inside this very container and created FILE in the read-only control
+//! directory. With `--report` this process runs the probe suite itself when the host opens
+//! the FIFO's read end, and writes the report into it (issue 16: no `podman exec` before the
+//! agent); the agent's command does not exist yet, so nothing else in the container can write
+//! there first. Then it `exec`s ARGV, so the agent is the same process the unit supervises. If
+//! cyclix refuses the boundary (it creates `refused` beside FILE) or FILE does not appear within
+//! N seconds, the agent never starts and this exits 1.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -16,16 +19,110 @@ use crate::render::plan::REFUSED_FILE;
 /// How often the control directory is looked at.
 pub const POLL: Duration = Duration::from_millis(10);
 
+/// How often the report FIFO is tried for a reader while none is there: the host opens it at
+/// the start of the probe phase, which then waits for this at most.
+pub const REPORT_POLL: Duration = Duration::from_millis(2);
+
+/// The report FIFO opened for writing, or `None` while the host has no read end open (`ENXIO`
+/// of a non-blocking open).
+fn open_report(fifo: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs the suite with the context beside `fifo` and writes the report (the lines of `cyclix
+/// probe`) into `f`, blocking; closing `f` ends the report for the host. Whatever fails is said
+/// in the report itself (a context that does not parse: one FAIL line), so the host refuses.
+fn hand_report(f: std::fs::File, fifo: &Path) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::io::Write as _;
+    // Blocking writes from here: the host reads as we write.
+    if let Ok(fl) = fcntl(&f, FcntlArg::F_GETFL) {
+        let _ = fcntl(
+            &f,
+            FcntlArg::F_SETFL(OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK),
+        );
+    }
+    let context = fifo.with_file_name(crate::render::plan::PROBE_CONTEXT_FILE);
+    let lines = report_lines(&context);
+    let mut w = std::io::BufWriter::new(f);
+    let _ = w.write_all(lines.as_bytes());
+    let _ = w.flush();
+}
+
+/// The report of the whole suite under the context in `context`, as `cyclix probe` prints it.
+fn report_lines(context: &Path) -> String {
+    let start = Instant::now();
+    let results = std::fs::read_to_string(context)
+        .map_err(|e| format!("reading the probe context {}: {e}", context.display()))
+        .and_then(|t| {
+            serde_json::from_str::<crate::probe::Context>(&t)
+                .map_err(|e| format!("parsing the probe context {}: {e}", context.display()))
+        })
+        .and_then(|ctx| crate::probe::run(&ctx, &[]).map_err(|e| e.to_string()));
+    let results = results.unwrap_or_else(|why| {
+        vec![crate::probe::ProbeResult {
+            id: "P0".into(),
+            expect: "the probe context".into(),
+            got: "unusable".into(),
+            verdict: crate::probe::Verdict::Fail,
+            detail: why,
+            ms: 0,
+        }]
+    });
+    let sum = crate::probe::summary(&results, start.elapsed());
+    let mut out = String::new();
+    for r in &results {
+        if let Ok(l) = serde_json::to_string(r) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    if let Ok(l) = serde_json::to_string(&sum) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
 /// Waits for `go`, then replaces this process with `argv`, its standard input `stdin` when
 /// given (opened only after the go: the task file of a preset CLI).
 ///
 /// # Errors
 /// When `stdin` cannot be opened or `argv` cannot be executed (the error names the file or
 /// the program).
-pub fn run(go: &Path, timeout_s: u64, stdin: Option<&Path>, argv: &[String]) -> Result<Outcome> {
+pub fn run(
+    go: &Path,
+    report: Option<&Path>,
+    timeout_s: u64,
+    stdin: Option<&Path>,
+    argv: &[String],
+) -> Result<Outcome> {
     let refused = go.with_file_name(REFUSED_FILE);
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    let mut report = report;
     loop {
+        if let Some(fifo) = report {
+            match open_report(fifo) {
+                Ok(Some(f)) => {
+                    hand_report(f, fifo);
+                    report = None;
+                    continue;
+                }
+                Ok(None) => {}
+                // Gone (the host removed it) or unusable: the host then has no report and
+                // refuses, or gives up; keep waiting for its verdict either way.
+                Err(_) => report = None,
+            }
+        }
         if refused.exists() {
             // cyclix writes why (the boundary, or a failed baseline); the directory is
             // read-only here.
@@ -46,7 +143,7 @@ pub fn run(go: &Path, timeout_s: u64, stdin: Option<&Path>, argv: &[String]) -> 
             );
             return Ok(Outcome::Findings);
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(if report.is_some() { REPORT_POLL } else { POLL });
     }
     let input = match stdin {
         Some(p) => Some(
@@ -70,6 +167,7 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
     let crate::cli::Command::AgentWait {
         go,
         probe,
+        report,
         timeout_s,
         stdin,
         argv,
@@ -79,7 +177,7 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
     };
     match (go, probe) {
         (_, Some(context)) => run_probed(context, stdin.as_deref(), argv),
-        (Some(go), None) => run(go, *timeout_s, stdin.as_deref(), argv),
+        (Some(go), None) => run(go, report.as_deref(), *timeout_s, stdin.as_deref(), argv),
         (None, None) => Err(crate::exit::input(
             "cyclix agent-wait needs --go FILE or --probe CONTEXT",
         )),
@@ -161,11 +259,50 @@ mod tests {
         let marker = dir.path().join("agent-ran");
         let argv = vec!["touch".to_string(), marker.display().to_string()];
         std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
-        assert_eq!(run(&go, 5, None, &argv).expect("runs"), Outcome::Findings);
+        assert_eq!(
+            run(&go, None, 5, None, &argv).expect("runs"),
+            Outcome::Findings
+        );
         std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
         let t = Instant::now();
-        assert_eq!(run(&go, 0, None, &argv).expect("runs"), Outcome::Findings);
+        assert_eq!(
+            run(&go, None, 0, None, &argv).expect("runs"),
+            Outcome::Findings
+        );
         assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(!marker.exists(), "the agent ran without a proven boundary");
+    }
+
+    #[test]
+    fn the_report_goes_through_the_fifo_before_any_verdict_and_a_bad_context_fails_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let go = dir.path().join("go");
+        let fifo = dir.path().join(crate::render::plan::REPORT_FILE);
+        crate::run::report_fifo::make(&fifo).expect("mkfifo");
+        std::fs::write(
+            dir.path().join(crate::render::plan::PROBE_CONTEXT_FILE),
+            "{\"bogus\":1}",
+        )
+        .expect("context");
+        let marker = dir.path().join("agent-ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        let (f, d) = (fifo.clone(), dir.path().to_path_buf());
+        // The host's side: read the report, then refuse (as it must for a failed probe).
+        let host = std::thread::spawn(move || {
+            let text = crate::run::report_fifo::read(&f, Duration::from_secs(20)).expect("report");
+            std::fs::write(d.join(REFUSED_FILE), "refused by the test").expect("refuse");
+            text
+        });
+        assert_eq!(
+            run(&go, Some(&fifo), 20, None, &argv).expect("runs"),
+            Outcome::Findings
+        );
+        let text = host.join().expect("host side");
+        assert!(
+            text.contains("\"id\":\"P0\"") && text.contains("\"verdict\":\"FAIL\""),
+            "{text}"
+        );
+        assert_eq!(crate::run::report_fifo::exit_of(&text), 1, "{text}");
         assert!(!marker.exists(), "the agent ran without a proven boundary");
     }
 }

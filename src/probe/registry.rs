@@ -28,6 +28,11 @@ pub struct Probe {
     pub run: ProbeFn,
     /// Re-run while the agent works: the leak watch (security-cases §2, the ★ rows).
     pub watch: bool,
+    /// Talks to the run's proxy or its resolver (the proxy's lookups go there too): the suite
+    /// runs these one after the other on one thread, beside the others, so they never queue
+    /// at the proxy or the resolver against each other and each one's deadline measures its
+    /// own answer (N5 of a report-only run timed out behind N7's lookups when all ran at once).
+    pub via_proxy: bool,
 }
 
 impl Probe {
@@ -39,6 +44,16 @@ impl Probe {
             title,
             run,
             watch: false,
+            via_proxy: false,
+        }
+    }
+
+    /// The same probe, in the proxy's lane ([`Probe::via_proxy`]).
+    #[must_use]
+    pub const fn proxied(self) -> Probe {
+        Probe {
+            via_proxy: true,
+            ..self
         }
     }
 
@@ -83,19 +98,19 @@ pub const PROBES: &[Probe] = &[
     Probe::new("N2",  "no direct IPv4 egress",                         network::n2),
     Probe::new("N3",  "no direct IPv6 egress",                         network::n3),
     Probe::new("N4",  "no direct cloud metadata",                      network::n4),
-    Probe::new("N5",  "metadata is denied through the proxy",          proxy::n5),
+    Probe::new("N5",  "metadata is denied through the proxy",          proxy::n5).proxied(),
     Probe::new("N6",  "the gateway and the host refuse",               network::n6),
-    Probe::new("N7",  "the resolver answers only the run's names",     dns::n7),
-    Probe::new("N8",  "the allowed host through the proxy",            proxy::n8),
-    Probe::new("N9",  "denied hosts and ports",                        proxy::n9),
-    Probe::new("N10", "IP literals and their encodings are denied",    proxy::n10),
-    Probe::new("N11", "the proxy itself, rebinding names denied",      proxy::n11),
-    Probe::new("N12", "look-alike names are denied",                   proxy::n12),
-    Probe::new("N13", "a smuggled Host is decided on the URI",         proxy::n13),
-    Probe::new("N14", "redirects are not followed",                    proxy::n14),
+    Probe::new("N7",  "the resolver answers only the run's names",     dns::n7).proxied(),
+    Probe::new("N8",  "the allowed host through the proxy",            proxy::n8).proxied(),
+    Probe::new("N9",  "denied hosts and ports",                        proxy::n9).proxied(),
+    Probe::new("N10", "IP literals and their encodings are denied",    proxy::n10).proxied(),
+    Probe::new("N11", "the proxy itself, rebinding names denied",      proxy::n11).proxied(),
+    Probe::new("N12", "look-alike names are denied",                   proxy::n12).proxied(),
+    Probe::new("N13", "a smuggled Host is decided on the URI",         proxy::n13).proxied(),
+    Probe::new("N14", "redirects are not followed",                    proxy::n14).proxied(),
     Probe::new("N15", "raw sockets, netlink changes, ping refused",    network::n15),
     Probe::new("N16", "the proxy variables point at the proxy",        proxy::n16).watched(),
-    Probe::new("N17", "a tunnel carries TLS for its own name",         proxy::n17),
+    Probe::new("N17", "a tunnel carries TLS for its own name",         proxy::n17).proxied(),
     Probe::new("E1",  "escape attempts fail",                          escape::e1),
 ];
 

@@ -81,7 +81,7 @@ pub const DEADLINE: Duration = Duration::from_secs(300);
 /// What convergence needs besides the tenant's records dir.
 pub struct Converging<'a> {
     /// The user manager.
-    pub units: &'a dyn UnitManager,
+    pub units: &'a (dyn UnitManager + Sync),
     /// The host.
     pub host: &'a dyn RunHost,
     /// The converging run's id (named in the dead run's record).

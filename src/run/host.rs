@@ -405,6 +405,20 @@ impl RunPodman for RealRunHost {
         let out = self.podman.exec(container, &argv, deadline)?;
         Ok((out.status.code().unwrap_or(-1), out.stdout))
     }
+    fn held_probe(
+        &self,
+        _container: &str,
+        report: &Path,
+        deadline: Duration,
+    ) -> Result<(i32, String)> {
+        let read = super::report_fifo::read(report, deadline);
+        // Removed whatever the read gave: no second report through this path.
+        let removed = std::fs::remove_file(report)
+            .with_context(|| format!("removing the probe report FIFO {}", report.display()));
+        let text = read?;
+        removed?;
+        Ok((super::report_fifo::exit_of(&text), text))
+    }
     fn baseline(
         &self,
         container: &str,

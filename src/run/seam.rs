@@ -12,9 +12,9 @@ use crate::inventory::Leftover;
 /// Everything the run lifecycle needs from the host: one small trait per adapter (git,
 /// podman, the journal, processes and file systems), implemented together by
 /// [`super::host::RealRunHost`] (and, in tests, the recording fake).
-pub trait RunHost: RunGit + RunPodman + RunJournal + RunProcs {}
+pub trait RunHost: RunGit + RunPodman + RunJournal + RunProcs + Sync {}
 
-impl<T: RunGit + RunPodman + RunJournal + RunProcs> RunHost for T {}
+impl<T: RunGit + RunPodman + RunJournal + RunProcs + Sync> RunHost for T {}
 
 /// The git side of a run: the user's repository, its refs and worktrees, the private
 /// repository and the import.
@@ -184,6 +184,20 @@ pub trait RunPodman {
         container: &str,
         only: &[&str],
         watch: bool,
+        deadline: std::time::Duration,
+    ) -> Result<(i32, String)>;
+    /// The pre-agent probe report of `container`'s held-back `cyclix agent-wait --report
+    /// FIFO` (issue 16): opens the FIFO `report` (host path), which lets agent-wait run the
+    /// suite, reads the report until agent-wait closes its end, then removes the FIFO so
+    /// nothing can hand the host another one. Returns the exit status `cyclix probe` would
+    /// have had (0: a summary with no failure; 1: failures; -1: no summary) and the lines.
+    ///
+    /// # Errors
+    /// The FIFO cannot be opened or read, or the report did not end within `deadline`.
+    fn held_probe(
+        &self,
+        container: &str,
+        report: &std::path::Path,
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
     /// Runs the spec's `baseline.command` inside the running (held back) agent container

@@ -117,6 +117,37 @@ fn the_demo_run_records_every_probe_passing() {
     assert_all_probes_pass(&rec);
 }
 
+/// The pre-agent report comes from agent-wait through the run's FIFO (issue 16): every probe
+/// reports and passes, and by the time the agent runs the FIFO is gone and the read-only
+/// control directory takes no new one, so nothing the agent writes there reaches the host.
+#[test]
+fn the_report_fifo_is_gone_before_the_agent_runs_and_cannot_be_made_again() {
+    let _shared = crate::common::testbed::shared();
+    let tb = Testbed::get();
+    demo_setup(tb);
+    Tenant::new("b-fifo")
+        .agent_cmd(r#"[sh, -c, "if [ -e /cyclix/ctl/report ]; then echo FIFO-THERE; else echo FIFO-GONE; fi; touch /cyclix/ctl/report || echo CREATE-REFUSED"]"#)
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", "b-fifo", "--run-id", "b-fifo-1"]);
+    let rec: serde_json::Value = serde_json::from_str(&expect_success(
+        &tb.user_sh("cat ~/.local/state/cyclix/runs/b-fifo/b-fifo-1.json"),
+        "record",
+    ))
+    .expect("json");
+    assert_all_probes_pass(&rec);
+    let log = rec["agent_log"].to_string();
+    assert!(
+        log.contains("FIFO-GONE") && !log.contains("FIFO-THERE"),
+        "the agent saw the report FIFO: {rec:#}\n{out:?}"
+    );
+    assert!(
+        log.contains("CREATE-REFUSED"),
+        "the agent made a file in the control directory: {rec:#}"
+    );
+    assert_eq!(rec["leftovers"], serde_json::json!([]), "{rec:#}");
+}
+
 /// Every probe of the suite reported, in order, and passed: the boundary is proven.
 pub fn assert_all_probes_pass(rec: &serde_json::Value) {
     let probes = rec["probes"].as_array().expect("probes");

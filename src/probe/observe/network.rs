@@ -179,7 +179,7 @@ pub fn n15(_: &Context) -> Judged {
             nix_attempt(socket(
                 AddressFamily::Packet,
                 SockType::Raw,
-                SockFlag::empty(),
+                SockFlag::SOCK_CLOEXEC,
                 None,
             )),
         ),
@@ -188,7 +188,7 @@ pub fn n15(_: &Context) -> Judged {
             nix_attempt(socket(
                 AddressFamily::Inet,
                 SockType::Raw,
-                SockFlag::empty(),
+                SockFlag::SOCK_CLOEXEC,
                 SockProtocol::Icmp,
             )),
         ),
@@ -201,7 +201,7 @@ pub fn n15(_: &Context) -> Judged {
     let ping = match socket(
         AddressFamily::Inet,
         SockType::Datagram,
-        SockFlag::empty(),
+        SockFlag::SOCK_CLOEXEC,
         SockProtocol::Icmp,
     ) {
         Ok(fd) => {

@@ -101,7 +101,7 @@ fn ok200(body: &str) -> Reply {
 const E: fn(i32) -> Attempt = Attempt::Errno;
 
 #[test]
-fn timeout_and_budget_are_fails() {
+fn timeouts_are_fails() {
     assert!(!timed_out(2000).pass);
     assert!(timed_out(2000).detail.contains("dropped, not rejected"));
     assert!(!over_budget(15000).pass);

@@ -250,13 +250,17 @@ fn sidecar(
     v
 }
 
-/// The agent's argv: the plan's, with `agent-wait --go FILE` replaced by `agent-wait --probe
-/// CONTEXT` (the suite runs in the Pod itself, nothing on a host creates a go file).
+/// The agent's argv: the plan's, with `agent-wait --go FILE --report FIFO` replaced by
+/// `agent-wait --probe CONTEXT` (the suite runs in the Pod itself and gates the agent there;
+/// nothing on a host reads a report or creates a go file).
 fn agent_argv(c: &ContainerPlan) -> Vec<String> {
     let mut argv = c.exec.clone();
     if argv.get(2).map(String::as_str) == Some("--go") && argv.len() > 3 {
         argv[2] = "--probe".into();
         argv[3] = format!("{CTL_PATH}/{PROBE_CONTEXT_FILE}");
+        if argv.get(4).map(String::as_str) == Some("--report") && argv.len() > 5 {
+            argv.drain(4..6);
+        }
     }
     argv
 }

@@ -43,6 +43,14 @@ pub const REFUSED_FILE: &str = "refused";
 /// The probe context's file name in the control directory.
 pub const PROBE_CONTEXT_FILE: &str = "probe.json";
 
+/// The FIFO in the control directory through which the held-back `cyclix agent-wait
+/// --report` hands the host its probe report (issue 16): agent-wait runs the suite when the
+/// host opens the FIFO's read end, before the agent's command exists, and the host reads the
+/// report and removes the FIFO before the go file. A FIFO opens for writing on the read-only
+/// mount (no data reaches the file system), and with no reader left nothing written to it
+/// later is read by anyone.
+pub const REPORT_FILE: &str = "report";
+
 /// How long the agent container waits for the go file before it gives up, in seconds.
 pub const AGENT_WAIT_S: u64 = 300;
 
@@ -200,7 +208,7 @@ fn baseline_s(spec: &Spec) -> u64 {
 }
 
 /// Number of words `agent_exec` puts before the spec's argv.
-const AGENT_WRAPPER_WORDS: usize = 7;
+const AGENT_WRAPPER_WORDS: usize = 9;
 
 /// The wrapper's words for `spec`: two more (`--stdin PATH`) when the task goes to stdin.
 fn agent_wrapper_words(spec: &Spec) -> usize {
@@ -208,14 +216,16 @@ fn agent_wrapper_words(spec: &Spec) -> usize {
 }
 
 /// The agent's argv behind the wrapper that holds it back until the boundary is proven:
-/// `cyclix agent-wait --go /cyclix/ctl/go --timeout-s N -- ARGV...` (N: [`AGENT_WAIT_S`] plus
-/// the baseline's timeout).
+/// `cyclix agent-wait --go /cyclix/ctl/go --report /cyclix/ctl/report --timeout-s N --
+/// ARGV...` (N: [`AGENT_WAIT_S`] plus the baseline's timeout).
 fn agent_exec(spec: &Spec) -> Vec<String> {
     let mut v = vec![
         CYCLIX_BIN_PATH.to_string(),
         "agent-wait".into(),
         "--go".into(),
         format!("{CTL_PATH}/{GO_FILE}"),
+        "--report".into(),
+        format!("{CTL_PATH}/{REPORT_FILE}"),
         "--timeout-s".into(),
         (AGENT_WAIT_S + baseline_s(spec)).to_string(),
     ];

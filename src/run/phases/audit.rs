@@ -36,7 +36,7 @@ pub(crate) struct Audit<'a> {
 /// podman, systemd, git or `/proc` could not be asked.
 pub(crate) fn audit(
     a: &Audit<'_>,
-    units: &dyn UnitManager,
+    units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     st: &RunState,
 ) -> Result<Vec<Leftover>> {
@@ -83,19 +83,36 @@ pub(crate) fn audit(
 /// podman or systemd could not be asked.
 pub(crate) fn of_ledger(
     run_id: &str,
-    units: &dyn UnitManager,
+    units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     ledger: &Ledger,
 ) -> Result<Vec<Leftover>> {
     let run = Some(run_id);
-    let mut left = if ledger.podman() {
-        host.inventory(run_id)?
-    } else {
-        Vec::new()
-    };
-    for u in ledger.units() {
+    // The podman listing and the units' states are independent looks: side by side (issue
+    // 16); every one of them is still made and judged.
+    let (inventory, states) = std::thread::scope(|s| {
+        let inventory = s.spawn(|| {
+            if ledger.podman() {
+                host.inventory(run_id)
+            } else {
+                Ok(Vec::new())
+            }
+        });
+        let states: Vec<_> = ledger
+            .units()
+            .map(|u| (u, s.spawn(move || units.unit_status(u))))
+            .collect();
+        let panicked = || anyhow::anyhow!("a look of the audit panicked");
+        let states: Vec<_> = states
+            .into_iter()
+            .map(|(u, h)| (u, h.join().map_err(|_| panicked())))
+            .collect();
+        (inventory.join().map_err(|_| panicked()), states)
+    });
+    let mut left = inventory??;
+    for (u, st) in states {
         // Inactive with its file gone is what systemd garbage-collects; running or failed stays.
-        let st = units.unit_status(u)?;
+        let st = st??;
         if !matches!(st.active_state, ActiveState::Inactive) {
             left.push(Leftover::new(Kind::Unit, u, run).with_detail(st.summary()));
         }

@@ -121,6 +121,7 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
+        crate::run::report_fifo::make(&ctl.join(render::plan::REPORT_FILE))?;
         let tw = plant_and_describe(
             &inp.tripwires,
             &mut created.ledger,

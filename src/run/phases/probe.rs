@@ -58,8 +58,22 @@ pub(crate) fn boundary_proven(
     tripwires: Option<&mut Tripwires>,
     rec: &mut RunRecord,
 ) -> Result<bool> {
-    // The agent unit was started in the start phase, next to the proxy.
-    let (exit, stdout) = host.probe(container, &[], false, inp.deadline)?;
+    // The agent unit was started in the start phase, next to the proxy; its agent-wait runs
+    // the probes once the report FIFO is opened here (no `podman exec`, issue 16). The
+    // probes, the environment scan and the network listing are independent looks: side by
+    // side, each with its own deadline, all of them judged.
+    let network = crate::naming::RunNames::new(inp.run_id).base();
+    let (report, environ, members) = std::thread::scope(|s| {
+        let environ = s.spawn(|| host.sandbox_environ(container));
+        let members = s.spawn(|| host.network_members(&network));
+        let fifo = inp
+            .run_dir
+            .join(render::plan::CTL_DIR)
+            .join(render::plan::REPORT_FILE);
+        let report = host.held_probe(container, &fifo, inp.deadline);
+        (report, joined(environ), joined(members))
+    });
+    let (exit, stdout) = report?;
     let (probes, ok, mut why) = boundary::judge(exit, &stdout);
     rec.probes = probes;
     if !ok && why.is_empty() {
@@ -67,21 +81,32 @@ pub(crate) fn boundary_proven(
             "the probe run exited {exit} without a complete report"
         ));
     }
-    why.extend(boundary::leaks(
-        &host.sandbox_environ(container)?,
-        inp.watched,
-    ));
-    let network = crate::naming::RunNames::new(inp.run_id).base();
-    why.extend(boundary::network_strangers(
-        &network,
-        &host.network_members(&network)?,
-    ));
+    // A probe's own short-lived child (P9's, in a user namespace of its own) can be seen by
+    // the scan beside the probes and not be readable: then the sandbox is scanned again now
+    // the report is in, and that scan decides for every process it finds (what the first
+    // one read is judged too).
+    let mut procs = environ?;
+    if procs.iter().any(|p| p.unreadable.is_some()) {
+        procs.retain(|p| p.unreadable.is_none());
+        procs.extend(host.sandbox_environ(container)?);
+    }
+    why.extend(boundary::leaks(&procs, inp.watched));
+    why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
         why.extend(tripwire::check(tw)?);
     }
     let go = ok && why.is_empty();
     rec.refusal = why;
     Ok(go)
+}
+
+/// The result of a scoped thread; a panic in it is an error of the look it made.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    h.join().unwrap_or_else(|_| {
+        Err(anyhow::anyhow!(
+            "a host-side look of the probe phase panicked"
+        ))
+    })
 }
 
 /// What one leak-watch round found.

@@ -39,7 +39,7 @@ pub(crate) struct Teardown<'a> {
 /// The failed steps, each as `what: why`, joined with `; `.
 pub(crate) fn teardown(
     t: &Teardown<'_>,
-    units: &dyn UnitManager,
+    units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     st: &mut RunState,
 ) -> Result<()> {
@@ -61,14 +61,9 @@ pub(crate) fn teardown(
     tripwires_and_reservations(t, host, st, &mut note);
     let ledger = &st.ledger;
     step("stop-units");
-    for u in ledger.units() {
-        let stopped = match units.stop(u, JobMode::Replace, t.stop) {
-            Err(UnitError::NoSuchUnit { .. }) if t.converging => Ok(()),
-            r => r.map(|_| ()).map_err(Into::into),
-        };
+    let stops = stop_all(t, units, ledger.units());
+    for (u, stopped) in stops {
         note(&format!("stopping {u}"), stopped);
-        // A failed unit stays loaded until its failure is reset; reset it so nothing remains.
-        let _ = units.reset_failed(u);
     }
     step("files");
     for f in ledger.files() {
@@ -131,6 +126,43 @@ pub(crate) fn teardown(
     } else {
         bail!("{}", errors.join("; "))
     }
+}
+
+/// Every unit's stop job at once (issue 16): systemd orders them by the units' own
+/// `After=`/`Requires=` (a network stops after the proxy on it), so nothing stops early; what
+/// runs side by side is each call's round trip and the jobs without an order. A failed unit
+/// stays loaded until its failure is reset; each is reset so nothing remains. Returns each
+/// unit's stop result, in `names` order.
+fn stop_all<'u>(
+    t: &Teardown<'_>,
+    units: &(dyn UnitManager + Sync),
+    names: impl Iterator<Item = &'u String>,
+) -> Vec<(&'u String, Result<()>)> {
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = names
+            .map(|u| {
+                (
+                    u,
+                    s.spawn(move || {
+                        let stopped = match units.stop(u, JobMode::Replace, t.stop) {
+                            Err(UnitError::NoSuchUnit { .. }) if t.converging => Ok(()),
+                            r => r.map(|_| ()).map_err(Into::into),
+                        };
+                        let _ = units.reset_failed(u);
+                        stopped
+                    }),
+                )
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|(u, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the stop job's thread panicked")));
+                (u, r)
+            })
+            .collect()
+    })
 }
 
 /// The gate's tree, the run's tree (private repository or linked worktree) and, once empty,

@@ -1,0 +1,210 @@
+//! The suite runner: every selected probe on its own thread with its own deadline, the
+//! proxy's lane one at a time beside them (issue 16), results in registry order.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::verdict::{self, Judged};
+use super::{
+    Context, Probe, ProbeError, ProbeFn, ProbeResult, Summary, Verdict, ms, observe, result, run,
+};
+
+/// Runs `probes` (only those named in `only`, all when it is empty) side by side, and
+/// returns their results in `probes` order. Every probe runs on its own thread with its own
+/// hard deadline of `min(timeout, what is left of budget)` from its own start; a probe that
+/// misses it is a FAIL ([`verdict::timed_out`]) and its thread is abandoned (the process exits
+/// or `exec`s soon after, which ends it). The probes of the proxy's lane
+/// ([`Probe::via_proxy`]) start one after the other, on a lane thread beside the others;
+/// once `budget` is used up, the lane starts no more and those FAIL
+/// ([`verdict::over_budget`]). So the suite takes about as long as its slowest probe or its
+/// proxy lane, and never much longer than `budget`. A probe whose thread cannot be spawned
+/// FAILs.
+///
+/// The probes are independent: each observes its own effect (its own scratch names, its own
+/// child processes, its own sockets), so running them side by side changes no verdict; P20's
+/// pid count sees at most the few children of P6 and P9 next to it (`max_pids` leaves room).
+///
+/// # Errors
+/// [`ProbeError::UnknownId`] for an id in `only` that is not in `probes`.
+pub fn run_with(
+    probes: &[Probe],
+    ctx: &Context,
+    only: &[String],
+    timeout: Duration,
+    budget: Duration,
+) -> Result<Vec<ProbeResult>, ProbeError> {
+    for id in only {
+        if !probes.iter().any(|p| p.id.eq_ignore_ascii_case(id)) {
+            return Err(ProbeError::UnknownId(id.clone()));
+        }
+    }
+    let suite = Instant::now();
+    let selected: Vec<&Probe> = probes
+        .iter()
+        .filter(|p| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(p.id)))
+        .collect();
+    // The proxy's lane: one thread, one probe at a time, each answer sent with its index.
+    let (lane_tx, lane_rx) = mpsc::channel();
+    let lane: Vec<(usize, ProbeFn)> = selected
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.via_proxy)
+        .map(|(i, p)| (i, p.run))
+        .collect();
+    let lane_len = lane.len();
+    if !lane.is_empty() {
+        let ctx = ctx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("probe-lane".into())
+            .spawn(move || {
+                for (i, f) in lane {
+                    let left = budget.saturating_sub(suite.elapsed());
+                    let t = Instant::now();
+                    let j = if left.is_zero() {
+                        verdict::over_budget(ms(budget))
+                    } else {
+                        let d = timeout.min(left);
+                        match start_one(f, &ctx) {
+                            Started::Running(rx) => rx
+                                .recv_timeout(d)
+                                .map_or_else(|_| verdict::timed_out(ms(d)), |(j, _)| j),
+                            Started::Failed(j) => j,
+                        }
+                    };
+                    let _ = lane_tx.send((i, j, t.elapsed()));
+                }
+            });
+        // Not spawned: the channel is closed at once and the lane's probes FAIL below.
+        drop(spawned);
+    }
+    let deadline = timeout.min(budget);
+    let started: Vec<Option<Started>> = selected
+        .iter()
+        .map(|p| (!p.via_proxy).then(|| start_one(p.run, ctx)))
+        .collect();
+    let mut out: Vec<Option<(Judged, Duration)>> = started
+        .into_iter()
+        .map(|s| {
+            s.map(|s| match s {
+                Started::Running(rx) => rx
+                    .recv_timeout(deadline.saturating_sub(suite.elapsed()))
+                    .unwrap_or_else(|_| (verdict::timed_out(ms(deadline)), suite.elapsed())),
+                Started::Failed(j) => (j, Duration::ZERO),
+            })
+        })
+        .collect();
+    // The lane ends within the budget plus one probe's overrun of it; what has not come by
+    // then FAILs as timed out.
+    let lane_end = budget + timeout;
+    for _ in 0..lane_len {
+        match lane_rx.recv_timeout(lane_end.saturating_sub(suite.elapsed())) {
+            Ok((i, j, took)) => out[i] = Some((j, took)),
+            Err(_) => break,
+        }
+    }
+    Ok(selected
+        .iter()
+        .zip(out)
+        .map(|(p, r)| {
+            let (j, took) =
+                r.unwrap_or_else(|| (verdict::timed_out(ms(deadline)), suite.elapsed()));
+            result(p.id, j, took)
+        })
+        .collect())
+}
+
+/// A probe's thread: its answer and its own wall time come on the channel, or it could not
+/// be spawned.
+enum Started {
+    Running(mpsc::Receiver<(Judged, Duration)>),
+    Failed(Judged),
+}
+
+fn start_one(f: ProbeFn, ctx: &Context) -> Started {
+    let (tx, rx) = mpsc::channel();
+    let ctx = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("probe".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let j = f(&ctx);
+            let _ = tx.send((j, t.elapsed()));
+        });
+    match spawned {
+        Ok(_) => Started::Running(rx),
+        Err(e) => Started::Failed(Judged {
+            expect: "the probe runs".into(),
+            got: "not started".into(),
+            pass: false,
+            detail: format!("spawning the probe thread: {e}"),
+        }),
+    }
+}
+
+/// The summary of a result list.
+#[must_use]
+pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
+    let pass = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Pass)
+        .count();
+    Summary {
+        summary: true,
+        pass,
+        fail: results.len() - pass,
+        wall_ms: ms(wall),
+    }
+}
+
+/// Entry point of `cyclix probe`: reads the context, runs the suite, prints the JSON lines.
+/// Returns `Ok(true)` when every probe passed.
+///
+/// # Errors
+/// An unreadable or invalid context file, an unknown `--only` id, stdout failures.
+pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    if let Some(child) = &args.child {
+        return observe::privilege::child_main(child);
+    }
+    // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
+    let guard = args.watch.then(|| {
+        let t = Instant::now();
+        result("W0", observe::processes::w0(), t.elapsed())
+    });
+    let mut ctx: Context = match &args.context {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the probe context {}", path.display()))?;
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "parsing the probe context {} (see cyclix::probe::Context)",
+                    path.display()
+                )
+            })?
+        }
+        None => anyhow::bail!(
+            "cyclix probe needs --context FILE (the host-written facts); see cyclix::probe::Context"
+        ),
+    };
+    let only: Vec<String> = args
+        .only
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    ctx.watch = args.watch;
+    let start = Instant::now();
+    let mut results: Vec<ProbeResult> = guard.into_iter().collect();
+    results.extend(run(&ctx, &only)?);
+    let sum = summary(&results, start.elapsed());
+    let mut out = std::io::stdout().lock();
+    for r in &results {
+        writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;
+    }
+    writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
+    out.flush().context("writing to stdout")?;
+    Ok(sum.fail == 0)
+}
