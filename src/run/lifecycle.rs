@@ -370,6 +370,11 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         preset: spec.agent.preset.clone(),
         drill: inp.overridden.drill.clone(),
         model: inp.overridden.model.clone(),
+        environment: Some(super::pool::cold(
+            &inp.run_id,
+            spec.pool.as_ref(),
+            inp.backend,
+        )),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }

@@ -231,6 +231,11 @@ pub struct RunRecord {
     /// A failed build's last lines of podman output (phase `build`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub build_log: Vec<String>,
+    /// The environment (networks, proxy, pod) the run used: its id, whether it was a warm one
+    /// from the tenant's pool, and why not (`run::pool::cold`); `None` in records written
+    /// before issue 16 and in those convergence writes for a run whose cyclix died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<super::pool::EnvironmentRecord>,
 }
 
 /// One image of a run's `build` phase.
@@ -312,6 +317,7 @@ impl RunRecord {
             images: Vec::new(),
             build_log: Vec::new(),
             setup_changes: Vec::new(),
+            environment: None,
         }
     }
 }

@@ -1,0 +1,309 @@
+//! The warm pool's state on disk (issue 16) and the run's environment as its record states it.
+//!
+//! A tenant's pool lives in `$XDG_RUNTIME_DIR/cyclix/pool/TENANT/` (`layout::Runtime::pool_dir`),
+//! outside anything an environment or a sandbox can write. One file per environment, named by
+//! its environment id (the syntax of a run id, `spec::rules::names::run_id`), moves through
+//! four directories:
+//!
+//! | directory | meaning |
+//! | --- | --- |
+//! | `filling/ENV` | a filler is making it (created exclusively *before* any object is made) |
+//! | `ready/ENV` | made and recorded ([`Filled`]): a run may claim it |
+//! | `claimed/ENV@RUN` | run `RUN` claimed it (one rename(2) from `ready/`) |
+//! | `expiring/ENV` | idle past `max_idle`: taken out of `ready/` to be destroyed |
+//!
+//! A claim is one `rename(2)` of `ready/ENV` to `claimed/ENV@RUN`: of two claims of the same
+//! environment exactly one rename finds the source (the other gets `ENOENT` and tries the next
+//! one), so two runs can never get the same environment. Expiry takes an environment out of
+//! `ready/` the same way, so a run never claims one being destroyed.
+//!
+//! What exists today is this state and the record of the cold path: no filler makes
+//! environments yet (`cyclix pool fill` is not built), so every run is cold and its record
+//! says why ([`cold`]).
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::render::Backend;
+use crate::spec::Pool;
+
+/// The four state directories under a pool's directory.
+const FILLING: &str = "filling";
+const READY: &str = "ready";
+const CLAIMED: &str = "claimed";
+const EXPIRING: &str = "expiring";
+
+/// What the pool recorded of an environment when it was filled (the JSON in its state file):
+/// what a claim compares the environment against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filled {
+    /// The environment id.
+    pub env: String,
+    /// The tenant whose pool made it.
+    pub tenant: String,
+    /// When the filler began it, in ms since the Unix epoch.
+    pub began_ms: u128,
+    /// When it became ready, in ms since the Unix epoch; 0 while it is being filled.
+    #[serde(default)]
+    pub ready_ms: u128,
+}
+
+/// An environment a run claimed: its state file is `claimed/ENV@RUN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// What the pool recorded at fill time.
+    pub filled: Filled,
+    /// The state file, now `claimed/ENV@RUN`.
+    pub path: PathBuf,
+}
+
+/// How many environments a pool holds in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Being filled (`filling/`).
+    pub filling: usize,
+    /// Ready to be claimed (`ready/`).
+    pub ready: usize,
+    /// Claimed by a run (`claimed/`).
+    pub claimed: usize,
+    /// Idle past `max_idle`, being destroyed (`expiring/`).
+    pub expiring: usize,
+}
+
+/// One tenant's pool state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolState {
+    dir: PathBuf,
+}
+
+impl PoolState {
+    /// The pool state in `dir` (`layout::Runtime::pool_dir`); nothing is created yet.
+    #[must_use]
+    pub fn new(dir: PathBuf) -> Self {
+        PoolState { dir }
+    }
+
+    fn sub(&self, state: &str) -> PathBuf {
+        self.dir.join(state)
+    }
+
+    /// Notes that a filler begins environment `env` of `tenant`: creates `filling/ENV`
+    /// exclusively (before any object of it is made, so convergence can undo a half-made one).
+    ///
+    /// # Errors
+    /// `env` is not a valid id, the file exists already (another filler took the id), or I/O.
+    pub fn begin(&self, env: &str, tenant: &str, now_ms: u128) -> Result<Filled> {
+        crate::spec::rules::names::run_id(env)
+            .map_err(|e| anyhow::anyhow!("environment id: {e}"))?;
+        let dir = self.sub(FILLING);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let filled = Filled {
+            env: env.to_string(),
+            tenant: tenant.to_string(),
+            began_ms: now_ms,
+            ready_ms: 0,
+        };
+        let path = dir.join(env);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "creating {} (is another filler using the id?)",
+                    path.display()
+                )
+            })?;
+        serde_json::to_writer(&mut f, &filled)
+            .with_context(|| format!("writing {}", path.display()))?;
+        f.sync_all()
+            .with_context(|| format!("syncing {}", path.display()))?;
+        Ok(filled)
+    }
+
+    /// Marks environment `env` ready: its facts with `ready_ms` are written into
+    /// `filling/ENV`, which is then renamed to `ready/ENV`.
+    ///
+    /// # Errors
+    /// `env` was not begun ([`Self::begin`]), or I/O.
+    pub fn ready(&self, env: &str, now_ms: u128) -> Result<Filled> {
+        let from = self.sub(FILLING).join(env);
+        let mut filled = read(&from)?;
+        filled.ready_ms = now_ms;
+        let text = serde_json::to_vec(&filled).context("serialising the environment's facts")?;
+        crate::run::record::atomic_write(&from, &text)?;
+        let dir = self.sub(READY);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let to = dir.join(env);
+        std::fs::rename(&from, &to)
+            .with_context(|| format!("renaming {} to {}", from.display(), to.display()))?;
+        Ok(filled)
+    }
+
+    /// The ids in state directory `state`, sorted (ids begin with their UTC time, so the
+    /// oldest comes first); none when the directory does not exist.
+    fn ids(&self, state: &str) -> Result<Vec<String>> {
+        let dir = self.sub(state);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+        };
+        let mut ids = Vec::new();
+        for e in entries {
+            let e = e.with_context(|| format!("listing {}", dir.display()))?;
+            if let Some(name) = e.file_name().to_str() {
+                // A temp file of `ready` (`.tmpXXXX`) is not an environment.
+                if !name.starts_with('.') {
+                    ids.push(name.to_string());
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Claims the oldest ready environment for run `run_id`: `ready/ENV` is renamed to
+    /// `claimed/ENV@RUN`. `None` when none is ready (the run goes cold).
+    ///
+    /// # Errors
+    /// `run_id` is not a valid run id, or I/O other than losing a race for an environment.
+    pub fn claim(&self, run_id: &str) -> Result<Option<Claim>> {
+        crate::spec::rules::names::run_id(run_id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let to_dir = self.sub(CLAIMED);
+        for env in self.ids(READY)? {
+            std::fs::create_dir_all(&to_dir)
+                .with_context(|| format!("creating {}", to_dir.display()))?;
+            let from = self.sub(READY).join(&env);
+            let to = to_dir.join(format!("{env}@{run_id}"));
+            match std::fs::rename(&from, &to) {
+                Ok(()) => {
+                    let filled = read(&to)?;
+                    if filled.env != env {
+                        bail!(
+                            "{} names environment `{}`, not `{env}`: the pool state was edited",
+                            to.display(),
+                            filled.env
+                        );
+                    }
+                    return Ok(Some(Claim { filled, path: to }));
+                }
+                // Another run claimed it (or expiry took it) first: try the next one.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("renaming {} to {}", from.display(), to.display())
+                    });
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Takes every ready environment idle past `max_idle_s` out of `ready/` (into
+    /// `expiring/ENV`, where a run cannot claim it) and returns what the pool recorded of
+    /// each, for the caller to destroy.
+    ///
+    /// # Errors
+    /// I/O other than losing a race for an environment to a claim.
+    pub fn take_expired(&self, now_ms: u128, max_idle_s: u64) -> Result<Vec<Filled>> {
+        let mut out = Vec::new();
+        let to_dir = self.sub(EXPIRING);
+        for env in self.ids(READY)? {
+            let from = self.sub(READY).join(&env);
+            let filled = match read(&from) {
+                Ok(f) => f,
+                Err(_) if !from.exists() => continue, // claimed meanwhile
+                Err(e) => return Err(e),
+            };
+            if filled.ready_ms + u128::from(max_idle_s) * 1000 > now_ms {
+                continue;
+            }
+            std::fs::create_dir_all(&to_dir)
+                .with_context(|| format!("creating {}", to_dir.display()))?;
+            let to = to_dir.join(&env);
+            match std::fs::rename(&from, &to) {
+                Ok(()) => out.push(filled),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("renaming {} to {}", from.display(), to.display())
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets a destroyed environment: removes its state file (`claimed/ENV@RUN` after the
+    /// run's teardown, `expiring/ENV` or `filling/ENV` after its objects are gone).
+    ///
+    /// # Errors
+    /// I/O other than the file being gone already.
+    pub fn forget(path: &Path) -> Result<()> {
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+        }
+    }
+
+    /// How many environments the pool holds in each state.
+    ///
+    /// # Errors
+    /// A state directory cannot be listed.
+    pub fn counts(&self) -> Result<Counts> {
+        Ok(Counts {
+            filling: self.ids(FILLING)?.len(),
+            ready: self.ids(READY)?.len(),
+            claimed: self.ids(CLAIMED)?.len(),
+            expiring: self.ids(EXPIRING)?.len(),
+        })
+    }
+}
+
+/// Reads an environment's state file.
+fn read(path: &Path) -> Result<Filled> {
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The environment a run used, as its record states it (`environment` in the run record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    /// The environment id: the run id on the cold path.
+    pub id: String,
+    /// Whether the run claimed a warm environment from its tenant's pool.
+    pub pooled: bool,
+    /// Why the run went cold (empty when pooled).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why_cold: String,
+}
+
+/// The record of a cold run `run_id`: its environment id is the run id, and `why_cold` says
+/// why it had no warm one: no `pool:` (or `size: 0`), the plain backend (Podman < 5: it always
+/// goes cold), or none ready (nothing fills a pool yet).
+#[must_use]
+pub fn cold(run_id: &str, pool: Option<&Pool>, backend: Backend) -> EnvironmentRecord {
+    let why_cold = match pool {
+        None => "the tenant has no pool",
+        Some(p) if p.size == 0 => "the tenant's pool has size 0",
+        Some(_) if backend == Backend::Plain => {
+            "plain backend (Podman < 5): a run always builds its own environment"
+        }
+        Some(_) => {
+            "none ready: nothing fills pools yet (`cyclix pool fill` is not built, issue 16)"
+        }
+    };
+    EnvironmentRecord {
+        id: run_id.to_string(),
+        pooled: false,
+        why_cold: why_cold.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

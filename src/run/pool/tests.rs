@@ -1,0 +1,191 @@
+use std::collections::BTreeSet;
+use std::sync::{Arc, Barrier};
+
+use super::*;
+
+fn pool(t: &tempfile::TempDir) -> PoolState {
+    PoolState::new(t.path().join("pool/acme"))
+}
+
+fn spec_pool(size: u32) -> Pool {
+    Pool {
+        size,
+        max_idle_s: 7200,
+        warm_before_s: 600,
+    }
+}
+
+#[test]
+fn an_environment_moves_from_filling_to_ready_to_claimed() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    assert_eq!(p.counts().expect("counts"), Counts::default());
+    assert_eq!(p.claim("20261202t030000-aaaa").expect("claim"), None);
+    p.begin("20261202t020000-e001", "acme", 10).expect("begin");
+    assert_eq!(p.counts().expect("counts").filling, 1);
+    // Filling is not ready: no claim gets it.
+    assert_eq!(p.claim("20261202t030000-aaaa").expect("claim"), None);
+    let filled = p.ready("20261202t020000-e001", 20).expect("ready");
+    assert_eq!((filled.began_ms, filled.ready_ms), (10, 20));
+    let c = p
+        .claim("20261202t030000-aaaa")
+        .expect("claim")
+        .expect("one");
+    assert_eq!(c.filled, filled);
+    assert_eq!(
+        c.path,
+        t.path()
+            .join("pool/acme/claimed/20261202t020000-e001@20261202t030000-aaaa")
+    );
+    let n = p.counts().expect("counts");
+    assert_eq!((n.filling, n.ready, n.claimed), (0, 0, 1));
+    assert_eq!(p.claim("20261202t030000-bbbb").expect("claim"), None);
+    PoolState::forget(&c.path).expect("forget");
+    PoolState::forget(&c.path).expect("forget twice is no error");
+    assert_eq!(p.counts().expect("counts"), Counts::default());
+}
+
+#[test]
+fn begin_is_exclusive_and_checks_the_id() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    p.begin("20261202t020000-e001", "acme", 1).expect("begin");
+    let e = p
+        .begin("20261202t020000-e001", "acme", 2)
+        .expect_err("taken");
+    assert!(format!("{e:#}").contains("another filler"), "{e:#}");
+    let e = p.begin("../x", "acme", 1).expect_err("bad id");
+    assert!(format!("{e:#}").contains("environment id"), "{e:#}");
+    let e = p.ready("20261202t020000-e002", 1).expect_err("never begun");
+    assert!(
+        format!("{e:#}").contains("filling/20261202t020000-e002"),
+        "{e:#}"
+    );
+    let e = p.claim("Bad Run").expect_err("bad run id");
+    assert!(format!("{e:#}").contains("run id"), "{e:#}");
+}
+
+#[test]
+fn claims_take_the_oldest_first() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    for env in ["20261202t020002-e002", "20261202t020001-e001"] {
+        p.begin(env, "acme", 1).expect("begin");
+        p.ready(env, 2).expect("ready");
+    }
+    let c = p
+        .claim("20261202t030000-aaaa")
+        .expect("claim")
+        .expect("one");
+    assert_eq!(c.filled.env, "20261202t020001-e001");
+}
+
+/// 16 runs race for 5 environments, each from its own thread released by one barrier: every
+/// environment goes to exactly one run, and 11 runs go cold. Repeated so a race that only
+/// sometimes shows has its chances.
+#[test]
+fn two_concurrent_claims_never_get_the_same_environment() {
+    for round in 0..20 {
+        let t = tempfile::tempdir().expect("tempdir");
+        let p = pool(&t);
+        for i in 0..5 {
+            let env = format!("20261202t02000{i}-e00{i}");
+            p.begin(&env, "acme", 1).expect("begin");
+            p.ready(&env, 2).expect("ready");
+        }
+        let barrier = Arc::new(Barrier::new(16));
+        let handles: Vec<_> = (0..16)
+            .map(|r| {
+                let (p, barrier) = (p.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    p.claim(&format!("20261202t030000-{r:04x}"))
+                        .expect("claim")
+                        .map(|c| c.filled.env)
+                })
+            })
+            .collect();
+        let got: Vec<String> = handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("thread"))
+            .collect();
+        let unique: BTreeSet<&String> = got.iter().collect();
+        assert_eq!(got.len(), 5, "round {round}: {got:?}");
+        assert_eq!(
+            unique.len(),
+            5,
+            "round {round}: one environment twice: {got:?}"
+        );
+        let n = p.counts().expect("counts");
+        assert_eq!((n.ready, n.claimed), (0, 5), "round {round}");
+    }
+}
+
+#[test]
+fn an_environment_idle_past_max_idle_expires_and_cannot_be_claimed() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    p.begin("20261202t020000-e001", "acme", 0).expect("begin");
+    p.ready("20261202t020000-e001", 1_000).expect("ready");
+    p.begin("20261202t020000-e002", "acme", 0).expect("begin");
+    p.ready("20261202t020000-e002", 5_000).expect("ready");
+    // max_idle 2 s: at 2.999 s nothing is past it (positive control: e001 is still ready).
+    assert!(p.take_expired(2_999, 2).expect("expire").is_empty());
+    assert_eq!(p.counts().expect("counts").ready, 2);
+    let gone = p.take_expired(3_000, 2).expect("expire");
+    assert_eq!(
+        gone.iter().map(|f| f.env.as_str()).collect::<Vec<_>>(),
+        ["20261202t020000-e001"]
+    );
+    let n = p.counts().expect("counts");
+    assert_eq!((n.ready, n.expiring), (1, 1));
+    // The run gets the one still fresh, never the expiring one.
+    let c = p
+        .claim("20261202t030000-aaaa")
+        .expect("claim")
+        .expect("one");
+    assert_eq!(c.filled.env, "20261202t020000-e002");
+    assert_eq!(p.claim("20261202t030000-bbbb").expect("claim"), None);
+}
+
+#[test]
+fn a_state_file_naming_another_environment_is_refused_at_claim() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    p.begin("20261202t020000-e001", "acme", 0).expect("begin");
+    p.ready("20261202t020000-e001", 1).expect("ready");
+    std::fs::rename(
+        t.path().join("pool/acme/ready/20261202t020000-e001"),
+        t.path().join("pool/acme/ready/20261202t020000-e009"),
+    )
+    .expect("rename");
+    let e = p.claim("20261202t030000-aaaa").expect_err("edited");
+    assert!(
+        format!("{e:#}").contains("the pool state was edited"),
+        "{e:#}"
+    );
+}
+
+#[test]
+fn a_cold_run_says_why_and_its_environment_is_the_run() {
+    let run = "20261202t030000-aaaa";
+    let cases = [
+        (None, Backend::Quadlet, "the tenant has no pool"),
+        (
+            Some(spec_pool(0)),
+            Backend::Quadlet,
+            "the tenant's pool has size 0",
+        ),
+        (
+            Some(spec_pool(2)),
+            Backend::Plain,
+            "plain backend (Podman < 5)",
+        ),
+        (Some(spec_pool(2)), Backend::Quadlet, "none ready"),
+    ];
+    for (pool, backend, why) in cases {
+        let r = cold(run, pool.as_ref(), backend);
+        assert_eq!((r.id.as_str(), r.pooled), (run, false));
+        assert!(r.why_cold.starts_with(why), "{why}: {}", r.why_cold);
+    }
+}
