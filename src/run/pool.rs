@@ -305,5 +305,58 @@ pub fn cold(run_id: &str, pool: Option<&Pool>, backend: Backend) -> EnvironmentR
     }
 }
 
+/// A pool as `cyclix status` shows it: the spec's pool, what its state holds, and whether it
+/// can refill (never yet: nothing fills pools), with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolView {
+    /// Environments the spec asks to keep ready.
+    pub size: u32,
+    /// The state's counts; `None` when the state could not be read (`error` says why).
+    pub counts: Option<Counts>,
+    /// Why the state could not be read; empty otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// Whether the pool is being refilled.
+    pub refilling: bool,
+    /// Why not, when it is not.
+    pub why_not: String,
+}
+
+impl PoolView {
+    /// The view of `pool` whose state read as `counts`.
+    #[must_use]
+    pub fn new(pool: &Pool, counts: Result<Counts>) -> Self {
+        let (counts, error) = match counts {
+            Ok(c) => (Some(c), String::new()),
+            Err(e) => (None, format!("{e:#}")),
+        };
+        PoolView {
+            size: pool.size,
+            counts,
+            error,
+            refilling: false,
+            why_not: "nothing fills pools yet (`cyclix pool fill` is not built, issue 16): every run goes cold".to_string(),
+        }
+    }
+
+    /// One line for people: `pool: size 2: 0 ready, 0 filling, 0 claimed; cannot refill: …`.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let held = match &self.counts {
+            Some(c) => format!(
+                "{} ready, {} filling, {} claimed, {} expiring",
+                c.ready, c.filling, c.claimed, c.expiring
+            ),
+            None => format!("state unreadable ({})", self.error),
+        };
+        let refill = if self.refilling {
+            "refilling".to_string()
+        } else {
+            format!("cannot refill: {}", self.why_not)
+        };
+        format!("pool: size {}: {held}; {refill}", self.size)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! record of a run's environment. No filler makes environments yet, so a run of a tenant with
 //! a pool goes cold; its record says so (environment id = run id, `pooled: false`, why), on
 //! Quadlet and on the plain backend (which always goes cold), and the run is the same clean
-//! run as without a pool. A bad `pool:` key is refused by `spec validate` and by `cyclix run`
+//! run as without a pool; `cyclix status` shows the pool and that it cannot refill. A bad `pool:` key is refused by `spec validate` and by `cyclix run`
 //! (nothing half-created) naming the file, line and key, with a fix.
 
 use crate::common::run::{leftovers, prepared, record};

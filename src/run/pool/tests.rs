@@ -189,3 +189,22 @@ fn a_cold_run_says_why_and_its_environment_is_the_run() {
         assert!(r.why_cold.starts_with(why), "{why}: {}", r.why_cold);
     }
 }
+
+#[test]
+fn status_shows_what_the_pool_holds_and_that_it_cannot_refill() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    p.begin("20261202t020000-e001", "acme", 0).expect("begin");
+    let v = PoolView::new(&spec_pool(2), p.counts());
+    assert_eq!(
+        v.line(),
+        "pool: size 2: 0 ready, 1 filling, 0 claimed, 0 expiring; cannot refill: nothing fills pools yet (`cyclix pool fill` is not built, issue 16): every run goes cold"
+    );
+    let v = PoolView::new(&spec_pool(2), Err(anyhow::anyhow!("listing X: denied")));
+    assert!(
+        v.line()
+            .starts_with("pool: size 2: state unreadable (listing X: denied); cannot refill"),
+        "{}",
+        v.line()
+    );
+}
