@@ -8,6 +8,7 @@ use crate::spec::rules::durations::bounded_duration;
 use crate::spec::rules::sizes::decimal_int;
 use crate::spec::yaml::{Decoder, Node};
 use crate::spec::{Diagnostic, Pool};
+use crate::tier::Tier;
 
 /// Environments kept ready: bounds (0–8; 0 keeps none, as if there were no pool).
 pub const SIZE: (u32, u32) = (0, 8);
@@ -62,9 +63,18 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawPool
     })
 }
 
-/// Validates `pool:`: `size` within [`SIZE`], the two durations within their bounds.
-pub(crate) fn validate(p: &RawPool, out: &mut Vec<Diagnostic>) -> Option<Pool> {
-    let _ = &p.at;
+/// Validates `pool:`: `size` within [`SIZE`], the two durations within their bounds; `tier`
+/// is the spec's tier floor: only tier `container` has an environment to keep warm.
+pub(crate) fn validate(p: &RawPool, tier: Option<Tier>, out: &mut Vec<Diagnostic>) -> Option<Pool> {
+    if let Some(t) = tier.filter(|t| *t != Tier::Container) {
+        out.push(
+            p.at.diag(format!(
+                "tier `{t}` runs the agent on the host: it has no environment (networks, proxy, pod) to keep warm"
+            ))
+            .hint("use `tier: container` (the default), or remove `pool:`"),
+        );
+        return None;
+    }
     let (lo, hi) = SIZE;
     let size = p.size.as_ref().and_then(|s| {
         let n = decimal_int(&s.value)
@@ -170,5 +180,16 @@ mod tests {
         assert!(e.contains("pool.max_idel") && e.contains("max_idle"), "{e}");
         let e = err("{ size: '2' }");
         assert!(e.contains("pool.size: expected an integer"), "{e}");
+        let e = parse(
+            &format!("{BASE}tier: worktree\npool: {{ size: 1 }}\n"),
+            &ctx(),
+        )
+        .expect_err("host tier");
+        let e = e.to_string();
+        assert!(
+            e.contains("z.yaml:13:7: pool: tier `worktree` runs the agent on the host")
+                && e.contains("use `tier: container`"),
+            "{e}"
+        );
     }
 }

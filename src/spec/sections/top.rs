@@ -236,7 +236,7 @@ pub(crate) fn validate(
     };
     let pool = match &raw.pool {
         None => Some(None),
-        Some(p) => pool::validate(p, out).map(Some),
+        Some(p) => pool::validate(p, tier.map(|t| crate::tier::floor(t, legacy)), out).map(Some),
     };
     if out.len() != before {
         return None;
