@@ -53,7 +53,13 @@ fn a_bad_pool_key_is_refused_with_file_line_key_and_a_fix() {
     let t = Tenant::new("e2e-poolbad")
         .extra_yaml("pool:\n  size: 9")
         .write(tb);
-    let spec = format!("/home/cyx/.config/cyclix/tenants/{t}.yaml");
+    // Out of the tenants directory (with `--spec`): an invalid spec there would fail every
+    // other test's `check`/`install` of all tenants on this testbed.
+    let spec = format!("/home/cyx/{t}.yaml");
+    crate::common::testbed::expect_success(
+        &tb.user_sh(&format!("mv ~/.config/cyclix/tenants/{t}.yaml {spec}")),
+        "move the spec",
+    );
     // The line of `size: 9` in the file as written.
     let text = crate::common::testbed::expect_success(&tb.user(&["cat", &spec]), "read spec");
     let line = text
@@ -68,7 +74,7 @@ fn a_bad_pool_key_is_refused_with_file_line_key_and_a_fix() {
     assert!(err.contains(&want), "{err}");
     assert!(err.contains("fix: use a size from 0 to 8"), "{err}");
     // A run of it is refused before anything is made: no record, no run state.
-    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--spec", &spec]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(err.contains("pool.size") && err.contains("0 to 8"), "{err}");
