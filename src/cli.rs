@@ -41,6 +41,9 @@ pub enum Command {
     /// Show the isolation tiers and what each does and does not protect against.
     #[command(subcommand)]
     Tier(TierCommand),
+    /// A tenant's warm pool of environments (`pool:` in its spec; docs/pool.md).
+    #[command(subcommand)]
+    Pool(PoolCommand),
     /// Export one run of a tenant for another platform (nothing is installed or started).
     #[command(subcommand)]
     Export(ExportCommand),
@@ -350,6 +353,17 @@ pub enum ImagesCommand {
             default_value = "/var/tmp/cyclix-packages"
         )]
         packages: std::path::PathBuf,
+    },
+}
+
+/// `cyclix pool ...`
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Destroy environments left half-made by a filler that died, then fill TENANT's pool to
+    /// its `size` once and exit (exit 1: the tenant cannot have a warm pool, or a fill failed).
+    Fill {
+        /// The tenant.
+        tenant: String,
     },
 }
 

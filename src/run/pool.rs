@@ -22,6 +22,7 @@
 //! says why ([`cold`]).
 
 use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
@@ -49,6 +50,19 @@ pub struct Filled {
     /// When it became ready, in ms since the Unix epoch; 0 while it is being filled.
     #[serde(default)]
     pub ready_ms: u128,
+    /// The filler's pid: a `filling/` environment whose filler is dead is converged.
+    #[serde(default)]
+    pub pid: u32,
+    /// The third octet of its reserved subnet `10.213.N.0/24` (0 until reserved).
+    #[serde(default)]
+    pub octet: u8,
+    /// The proxy access log's key rendered into its `squid.conf` (random per environment;
+    /// why the state file is mode 0600; never in the environment's labels or names).
+    #[serde(default)]
+    pub log_key: String,
+    /// Every file of the environment as installed: (absolute path, SHA-256 hex of its bytes).
+    #[serde(default)]
+    pub files: Vec<(String, String)>,
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
@@ -95,7 +109,7 @@ impl PoolState {
     ///
     /// # Errors
     /// `env` is not a valid id, the file exists already (another filler took the id), or I/O.
-    pub fn begin(&self, env: &str, tenant: &str, now_ms: u128) -> Result<Filled> {
+    pub fn begin(&self, env: &str, tenant: &str, now_ms: u128, pid: u32) -> Result<Filled> {
         crate::spec::rules::names::run_id(env)
             .map_err(|e| anyhow::anyhow!("environment id: {e}"))?;
         let dir = self.sub(FILLING);
@@ -105,11 +119,16 @@ impl PoolState {
             tenant: tenant.to_string(),
             began_ms: now_ms,
             ready_ms: 0,
+            pid,
+            octet: 0,
+            log_key: String::new(),
+            files: Vec::new(),
         };
         let path = dir.join(env);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&path)
             .with_context(|| {
                 format!(
@@ -122,6 +141,23 @@ impl PoolState {
         f.sync_all()
             .with_context(|| format!("syncing {}", path.display()))?;
         Ok(filled)
+    }
+
+    /// Records what the filler made of environment `env` so far (`filled`, whose `env` must
+    /// be `env`) in `filling/ENV` (mode 0600: it holds the log key).
+    ///
+    /// # Errors
+    /// `env` was not begun ([`Self::begin`]), or I/O.
+    pub fn note(&self, filled: &Filled) -> Result<()> {
+        let path = self.sub(FILLING).join(&filled.env);
+        if !path.exists() {
+            bail!(
+                "{} does not exist: the environment was not begun",
+                path.display()
+            );
+        }
+        let text = serde_json::to_vec(filled).context("serialising the environment's facts")?;
+        crate::run::record::atomic_write(&path, &text)
     }
 
     /// Marks environment `env` ready: its facts with `ready_ms` are written into
@@ -173,8 +209,22 @@ impl PoolState {
     /// `run_id` is not a valid run id, or I/O other than losing a race for an environment.
     pub fn claim(&self, run_id: &str) -> Result<Option<Claim>> {
         crate::spec::rules::names::run_id(run_id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.claim_as(|_| run_id.to_string())
+    }
+
+    /// Claims the oldest ready environment for a run that adopts the environment's id as its
+    /// run id (`claimed/ENV@ENV`); `None` when none is ready.
+    ///
+    /// # Errors
+    /// As [`Self::claim`].
+    pub fn claim_own(&self) -> Result<Option<Claim>> {
+        self.claim_as(str::to_string)
+    }
+
+    fn claim_as(&self, run_of: impl Fn(&str) -> String) -> Result<Option<Claim>> {
         let to_dir = self.sub(CLAIMED);
         for env in self.ids(READY)? {
+            let run_id = run_of(&env);
             std::fs::create_dir_all(&to_dir)
                 .with_context(|| format!("creating {}", to_dir.display()))?;
             let from = self.sub(READY).join(&env);
@@ -251,6 +301,37 @@ impl PoolState {
         }
     }
 
+    /// The environments being filled (`filling/`): id, state file and what the filler noted
+    /// (`None` when the file cannot be read, e.g. half-written by a filler that died).
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    pub fn filling(&self) -> Result<Vec<(String, PathBuf, Option<Filled>)>> {
+        Ok(self
+            .ids(FILLING)?
+            .into_iter()
+            .map(|id| {
+                let path = self.sub(FILLING).join(&id);
+                let f = read(&path).ok();
+                (id, path, f)
+            })
+            .collect())
+    }
+
+    /// Where the pool keeps the ledger of environment `env` (what its filler created, as a
+    /// run's ledger: `run::ledger`), outside the tenant's records so a run's convergence never
+    /// takes a ready environment for a dead run.
+    #[must_use]
+    pub fn ledger_path(&self, env: &str) -> PathBuf {
+        self.sub("ledgers").join(format!("{env}.running"))
+    }
+
+    /// The state file of environment `env` while it is being filled (`filling/ENV`).
+    #[must_use]
+    pub fn filling_path(&self, env: &str) -> PathBuf {
+        self.sub(FILLING).join(env)
+    }
+
     /// How many environments the pool holds in each state.
     ///
     /// # Errors
@@ -281,27 +362,66 @@ pub struct EnvironmentRecord {
     /// Why the run went cold (empty when pooled).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub why_cold: String,
+    /// Pooled: when the environment became ready, in ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub filled_ms: u64,
+    /// Pooled: how long it idled in the pool before the claim, in ms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_ms: u64,
 }
 
-/// The record of a cold run `run_id`: its environment id is the run id, and `why_cold` says
-/// why it had no warm one: no `pool:` (or `size: 0`), the plain backend (Podman < 5: it always
-/// goes cold), or none ready (nothing fills a pool yet).
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Why a run of `spec` on `backend` cannot claim a warm environment, or `None` when it may
+/// (tier `container` with a pool of size > 0 on the Quadlet backend, no credentials, no
+/// services).
 #[must_use]
-pub fn cold(run_id: &str, pool: Option<&Pool>, backend: Backend) -> EnvironmentRecord {
-    let why_cold = match pool {
+pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static str> {
+    Some(match spec.pool.as_ref() {
         None => "the tenant has no pool",
         Some(p) if p.size == 0 => "the tenant's pool has size 0",
         Some(_) if backend == Backend::Plain => {
             "plain backend (Podman < 5): a run always builds its own environment"
         }
-        Some(_) => {
-            "none ready: nothing fills pools yet (`cyclix pool fill` is not built, issue 16)"
+        Some(_) if !spec.agent.credentials.is_empty() => {
+            "credentials enter the proxy only at creation (issue 16: not pooled yet)"
         }
-    };
+        Some(_) if !spec.services.is_empty() => {
+            "services enter the environment only at creation (issue 16: not pooled yet)"
+        }
+        Some(_) => return None,
+    })
+}
+
+/// What `why_cold` says when a pooled tenant's pool had nothing ready.
+pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";
+
+/// The record of a cold run `run_id`: its environment id is the run id, and `why_cold` says
+/// why it had no warm one ([`why_cold`], or [`NONE_READY`]).
+#[must_use]
+pub fn cold(run_id: &str, why: &str) -> EnvironmentRecord {
     EnvironmentRecord {
         id: run_id.to_string(),
         pooled: false,
-        why_cold: why_cold.to_string(),
+        why_cold: why.to_string(),
+        filled_ms: 0,
+        idle_ms: 0,
+    }
+}
+
+/// The record of a run that claimed environment `filled` at `claimed_ms` (ms since the
+/// epoch): its id (the run's id too), when it was filled and how long it idled.
+#[must_use]
+pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
+    EnvironmentRecord {
+        id: filled.env.clone(),
+        pooled: true,
+        why_cold: String::new(),
+        filled_ms: u64::try_from(filled.ready_ms).unwrap_or(u64::MAX),
+        idle_ms: u64::try_from(claimed_ms.saturating_sub(filled.ready_ms)).unwrap_or(u64::MAX),
     }
 }
 
@@ -357,6 +477,8 @@ impl PoolView {
         format!("pool: size {}: {held}; {refill}", self.size)
     }
 }
+
+pub mod env;
 
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,36 @@
-//! The warm pool (issue 16) on the real stack, as far as it is built: the `pool:` key and the
-//! record of a run's environment. No filler makes environments yet, so a run of a tenant with
-//! a pool goes cold; its record says so (environment id = run id, `pooled: false`, why), on
-//! Quadlet and on the plain backend (which always goes cold), and the run is the same clean
-//! run as without a pool; `cyclix status` shows the pool and that it cannot refill. A bad `pool:` key is refused by `spec validate` and by `cyclix run`
+//! The warm pool (issue 16) on the real stack: the `pool:` key, the record of a run's
+//! environment, `cyclix pool fill` and the claim. A run of a tenant whose pool is empty goes
+//! cold and its record says so (environment id = run id, `pooled: false`, why), on Quadlet and
+//! on the plain backend (which always goes cold). A filled environment holds no secret, canary
+//! or work tree; a run claims it, adopts its id, proves the boundary on it and destroys it
+//! with its teardown. A bad `pool:` key is refused by `spec validate` and by `cyclix run`
 //! (nothing half-created) naming the file, line and key, with a fix.
 
 use crate::common::run::{leftovers, prepared, record};
 use crate::common::tenant::Tenant;
+use crate::common::testbed::{Testbed, expect_success};
+
+/// `cyclix pool fill TENANT` (it must succeed); returns the ids of the environments it made.
+pub(crate) fn fill(tb: &Testbed, tenant: &str) -> Vec<String> {
+    let out = expect_success(
+        &tb.user(&[&tb.cyclix_bin(), "pool", "fill", tenant]),
+        "cyclix pool fill",
+    );
+    out.lines()
+        .filter_map(|l| l.split("environment ").nth(1))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The files of state directory `state` of `tenant`'s pool (`ready`, `filling`, `claimed`,
+/// `ledgers`), one a line.
+pub(crate) fn pool_files(tb: &Testbed, tenant: &str, state: &str) -> String {
+    let out = tb.user_sh(&format!(
+        "ls $XDG_RUNTIME_DIR/cyclix/pool/{tenant}/{state}/ 2>/dev/null || true"
+    ));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
 
 /// A run's `environment` record: (`id`, `pooled`, `why_cold`).
 fn environment(rec: &serde_json::Value) -> (String, bool, String) {
@@ -26,7 +50,7 @@ fn a_pool_tenant_runs_cold_and_its_record_says_why_on_both_backends() {
         .extra_yaml("pool:\n  size: 2\n  max_idle: 30m\n  warm_before: 5m")
         .write(tb);
     for (backend, why) in [
-        ("quadlet", "none ready: nothing fills pools yet"),
+        ("quadlet", "none ready: the pool is empty"),
         ("plain", "plain backend (Podman < 5)"),
     ] {
         let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", backend]);
@@ -82,4 +106,64 @@ fn a_bad_pool_key_is_refused_with_file_line_key_and_a_fix() {
         "ls ~/.local/state/cyclix/runs/{t}/ ~/.local/share/cyclix/worktrees/{t}/ 2>/dev/null | grep -v '^/\\|^$' || true"
     ));
     assert_eq!(String::from_utf8_lossy(&made.stdout).trim(), "", "{made:?}");
+}
+
+#[test]
+fn a_filled_environment_holds_nothing_of_a_run_and_serves_one_warm_run() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolw")
+        .extra_yaml("pool:\n  size: 1")
+        .write(tb);
+    let envs = fill(tb, &t);
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let e = &envs[0];
+    assert_eq!(pool_files(tb, &t, "ready"), *e);
+    // Positive control: the environment is up (its proxy runs, its pod exists) ...
+    let up = tb.user_sh(&format!(
+        "podman inspect --format '{{{{.State.Status}}}}' cyclix-{e}-proxy; podman pod exists cyclix-{e} && echo pod"
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&up.stdout).trim(),
+        "running\npod",
+        "{up:?}"
+    );
+    // ... and holds nothing of a run: no secret, no work tree, no canary in the proxy's env.
+    let held = tb.user_sh(&format!(
+        "podman secret ls --format '{{{{.Name}}}}' | grep -e 'cyclix-{e}' || true
+         ls -d ~/.local/share/cyclix/worktrees/{t}/{e} 2>/dev/null || true
+         podman inspect --format '{{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}}' cyclix-{e}-proxy | grep CYCLIX_CANARY || true"
+    ));
+    assert_eq!(String::from_utf8_lossy(&held.stdout).trim(), "", "{held:?}");
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
+    let (id, pooled, why_cold) = environment(&rec);
+    assert_eq!(
+        (id.as_str(), pooled, why_cold.as_str()),
+        (e.as_str(), true, ""),
+        "{rec:#}"
+    );
+    assert_eq!(rec["run_id"], e.as_str(), "{rec:#}");
+    assert!(
+        rec["environment"]["filled_ms"].as_u64().unwrap_or(0) > 0,
+        "{rec:#}"
+    );
+    let left = leftovers(tb, e, &t);
+    assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    // Each environment serves one run: nothing of it is left in the pool.
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+    // The next run finds the pool empty and goes cold, saying so.
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    let (id, pooled, why_cold) = environment(&rec);
+    assert!(
+        !pooled && id != *e && why_cold.starts_with("none ready"),
+        "{rec:#}"
+    );
 }

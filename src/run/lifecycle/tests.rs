@@ -59,6 +59,7 @@ fn world() -> World {
         interrupted: Arc::new(AtomicBool::new(false)),
         progress: None,
         overridden: crate::run::inputs::Override::default(),
+        environment: None,
         probe_context: serde_json::from_value(serde_json::json!({
             "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
             "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000

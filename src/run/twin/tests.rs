@@ -62,6 +62,7 @@ fn inputs(dir: &Path, run_id: &str) -> RunInputs {
         watched: Vec::new(),
         progress: None,
         overridden: crate::run::inputs::Override::default(),
+        environment: None,
     }
 }
 
