@@ -83,6 +83,10 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             tenant::check_name(tenant)?;
             pool_cmd::fill(&env()?, tenant)
         }
+        Command::Pool(PoolCommand::Expire { tenant, now_ms }) => {
+            tenant::check_name(tenant)?;
+            pool_cmd::expire(&env()?, tenant, *now_ms)
+        }
         Command::Install { tenant } => install_cmd::run(&env()?, tenant.as_deref()),
         Command::Start { tenant, wait_s } => {
             start_cmd::run(&env()?, tenant, Duration::from_secs(*wait_s))

@@ -365,6 +365,14 @@ pub enum PoolCommand {
         /// The tenant.
         tenant: String,
     },
+    /// Destroy TENANT's ready environments idle past its pool's `max_idle`.
+    Expire {
+        /// The tenant.
+        tenant: String,
+        /// The time to judge idleness at, in ms since the Unix epoch (tests).
+        #[arg(long, hide = true)]
+        now_ms: Option<u128>,
+    },
 }
 
 /// `cyclix demo ...`

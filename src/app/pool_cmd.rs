@@ -121,6 +121,39 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     })
 }
 
+/// `cyclix pool expire TENANT`: destroys every ready environment idle past the pool's
+/// `max_idle` at `now` (ms since the epoch; default the clock: `--now-ms` is for tests).
+///
+/// # Errors
+/// As [`fill`].
+pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome> {
+    let Some((spec, _)) = runnable_spec(env, tenant, None, None, &|_| None)? else {
+        return Ok(Outcome::Findings);
+    };
+    let Some(p) = spec.pool.clone() else {
+        crate::stderrln!("error: tenant {tenant} has no pool");
+        return Ok(Outcome::Findings);
+    };
+    let now = now.unwrap_or_else(now_ms);
+    with_env_host(env, &spec, |eh| {
+        let mut ok = true;
+        for f in eh.state.take_expired(now, p.max_idle_s)? {
+            let idle_s = now.saturating_sub(f.ready_ms) / 1000;
+            match eh.destroy(&f.env, &eh.state.expiring_path(&f.env)) {
+                None => crate::outln!(
+                    "pool {tenant}: environment {} expired (idle {idle_s} s) and destroyed",
+                    f.env
+                ),
+                Some(l) => {
+                    ok = false;
+                    crate::stderrln!("error: pool {tenant}: {l}");
+                }
+            }
+        }
+        Ok(if ok { Outcome::Ok } else { Outcome::Findings })
+    })
+}
+
 /// What a run's claim decided: its run id and environment, the notices for its record, and
 /// for a warm environment the pool's files the run takes over.
 pub(crate) struct Claimed {

@@ -332,6 +332,12 @@ impl PoolState {
         self.sub(FILLING).join(env)
     }
 
+    /// The state file of environment `env` once expired (`expiring/ENV`).
+    #[must_use]
+    pub fn expiring_path(&self, env: &str) -> PathBuf {
+        self.sub(EXPIRING).join(env)
+    }
+
     /// How many environments the pool holds in each state.
     ///
     /// # Errors

@@ -167,3 +167,153 @@ fn a_filled_environment_holds_nothing_of_a_run_and_serves_one_warm_run() {
         "{rec:#}"
     );
 }
+
+#[test]
+fn a_tampered_environment_is_refused_at_the_claim_and_the_run_goes_cold() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolt")
+        .extra_yaml("pool:\n  size: 3")
+        .write(tb);
+    let envs = fill(tb, &t);
+    assert_eq!(envs.len(), 3, "{envs:?}");
+    let (net, conf, proc) = (&envs[0], &envs[1], &envs[2]);
+    let intruder = format!("e2e-intruder-{net}");
+    let lodger = format!("e2e-lodger-{proc}");
+    // Three tampers before the claim: a container on the internal network, an allowlist line
+    // in squid.conf, a container left in the pod (a process beside the infra).
+    let script = format!(
+        "set -e
+         podman run -d --name {intruder} --network cyclix-{net} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         echo 'acl e2e_extra dstdomain denied.example' >> $XDG_RUNTIME_DIR/cyclix/runs/{conf}/squid.conf
+         podman run -d --name {lodger} --pod cyclix-{proc} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         echo tampered"
+    );
+    let done = tb.user_sh(&script);
+    assert_eq!(
+        String::from_utf8_lossy(&done.stdout).trim(),
+        "tampered",
+        "{done:?}"
+    );
+    // Positive controls, in a call of their own: each tamper is still in place.
+    let ctl = tb.user_sh(&format!(
+        "podman network inspect --format '{{{{range .Containers}}}}{{{{.Name}}}} {{{{end}}}}' cyclix-{net} | grep -qw {intruder} && echo net
+         grep -q e2e_extra $XDG_RUNTIME_DIR/cyclix/runs/{conf}/squid.conf && echo conf
+         podman pod inspect --format json cyclix-{proc} | grep -q '\"{lodger}\"' && podman top {lodger} comm | grep -qx sleep && echo pod"
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&ctl.stdout).trim(),
+        "net\nconf\npod",
+        "{ctl:?}"
+    );
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    let _ = tb.user(&["podman", "rm", "-f", "-t", "0", &intruder, &lodger]);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
+    let (id, pooled, why_cold) = environment(&rec);
+    assert!(!pooled && !envs.contains(&id), "{rec:#}");
+    assert!(why_cold.starts_with("none ready that passed"), "{why_cold}");
+    let notices: Vec<String> = rec["notices"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let refused = |env: &str, what: &str| {
+        notices.iter().any(|n| {
+            n.starts_with(&format!(
+                "pool: environment {env} refused at the claim and destroyed"
+            )) && n.contains(what)
+        })
+    };
+    assert!(refused(net, &intruder), "{notices:#?}");
+    assert!(
+        refused(conf, "squid.conf changed since the fill"),
+        "{notices:#?}"
+    );
+    assert!(
+        refused(proc, &format!("pod cyclix-{proc} has the containers")) && refused(proc, &lodger),
+        "{notices:#?}"
+    );
+    for e in envs.iter().chain(std::iter::once(&id)) {
+        let left = leftovers(tb, e, &t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+}
+
+#[test]
+fn a_filler_killed_mid_fill_is_converged_and_an_idle_environment_expires() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolk")
+        .extra_yaml("pool:\n  size: 1\n  max_idle: 1m")
+        .write(tb);
+    let killed = tb.user_sh(&format!(
+        "CYCLIX_FAILPOINTS=pool.fill.started {} pool fill {t}",
+        tb.cyclix_bin()
+    ));
+    assert!(!killed.status.success(), "{killed:?}");
+    let dead = pool_files(tb, &t, "filling");
+    assert_eq!(dead.lines().count(), 1, "{dead}");
+    // Positive control: the half-made environment's objects exist.
+    let up = tb.user_sh(&format!(
+        "podman inspect --format '{{{{.State.Status}}}}' cyclix-{dead}-proxy"
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&up.stdout).trim(),
+        "running",
+        "{up:?}"
+    );
+    // The next fill converges it (the filler is dead) and fills afresh.
+    let out = tb.user(&[&tb.cyclix_bin(), "pool", "fill", &t]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.contains(&format!(
+            "destroyed environment {dead}, left half-made by a filler that died"
+        )),
+        "{err}"
+    );
+    let left = leftovers(tb, &dead, &t);
+    assert!(left.trim().is_empty(), "left by {dead}:\n{left}");
+    let ready = pool_files(tb, &t, "ready");
+    assert_eq!(ready.lines().count(), 1, "{ready}");
+    // Idle under max_idle (1 min from now): kept; past it: destroyed.
+    let now = tb.user_sh("date +%s%3N");
+    let now: u128 = String::from_utf8_lossy(&now.stdout)
+        .trim()
+        .parse()
+        .expect("ms");
+    let expire = |at: u128| {
+        expect_success(
+            &tb.user(&[
+                &tb.cyclix_bin(),
+                "pool",
+                "expire",
+                &t,
+                "--now-ms",
+                &at.to_string(),
+            ]),
+            "cyclix pool expire",
+        )
+    };
+    assert_eq!(expire(now + 30_000).trim(), "");
+    assert_eq!(pool_files(tb, &t, "ready"), ready);
+    let said = expire(now + 61_000);
+    assert!(
+        said.contains(&format!("environment {ready} expired")),
+        "{said}"
+    );
+    let left = leftovers(tb, &ready, &t);
+    assert!(left.trim().is_empty(), "left by {ready}:\n{left}");
+    for state in ["ready", "expiring", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+}

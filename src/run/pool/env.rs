@@ -26,6 +26,10 @@ use crate::run::seam::RunHost;
 use crate::spec::Spec;
 use crate::systemd::{JobMode, LoadState, UnitManager};
 
+/// Fail points of a fill (`failpoint`): `pool.fill` after the subnet is reserved (the first
+/// object), `pool.fill.started` once the environment runs, before it is marked ready.
+pub const FAIL_POINTS: &[&str] = &["pool.fill", "pool.fill.started"];
+
 /// What a filler, a claim's check and a destruction need: the tenant's spec and the host.
 pub struct EnvHost<'a> {
     /// The pool's state.
@@ -183,6 +187,8 @@ impl EnvHost<'_> {
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill");
         let rendered = self.render(&id, octet, log_key)?;
+        // Its units make podman objects: a destruction sweeps them by label.
+        ledger.record(Entry::Podman)?;
         for (path, f) in env_files(&rendered, &id, &paths) {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)
@@ -223,6 +229,7 @@ impl EnvHost<'_> {
                 .with_context(|| format!("starting {u}"))?;
         }
         self.state.note(filled)?;
+        crate::failpoint::kill_point("pool.fill.started");
         self.state.ready(&id, now_ms())
     }
 
