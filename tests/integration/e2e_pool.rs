@@ -182,11 +182,16 @@ fn a_tampered_environment_is_refused_at_the_claim_and_the_run_goes_cold() {
     let lodger = format!("e2e-lodger-{proc}");
     // Three tampers before the claim: a container on the internal network, an allowlist line
     // in squid.conf, a container left in the pod (a process beside the infra).
+    // Each intruding container runs in a user unit of its own (`systemd-run`), so its conmon
+    // outlives this call's transient unit.
     let script = format!(
         "set -e
-         podman run -d --name {intruder} --network cyclix-{net} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         podman create --name {intruder} --network cyclix-{net} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         systemd-run --user --quiet --collect --unit {intruder} podman start --attach {intruder}
          echo 'acl e2e_extra dstdomain denied.example' >> $XDG_RUNTIME_DIR/cyclix/runs/{conf}/squid.conf
-         podman run -d --name {lodger} --pod cyclix-{proc} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         podman create --name {lodger} --pod cyclix-{proc} localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+         systemd-run --user --quiet --collect --unit {lodger} podman start --attach {lodger}
+         timeout 60 podman wait --condition=running {intruder} {lodger} >/dev/null
          echo tampered"
     );
     let done = tb.user_sh(&script);
