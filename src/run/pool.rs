@@ -17,9 +17,8 @@
 //! one), so two runs can never get the same environment. Expiry takes an environment out of
 //! `ready/` the same way, so a run never claims one being destroyed.
 //!
-//! What exists today is this state and the record of the cold path: no filler makes
-//! environments yet (`cyclix pool fill` is not built), so every run is cold and its record
-//! says why ([`cold`]).
+//! `cyclix pool fill` makes environments (`env`), `cyclix run` claims one (`app::pool_cmd`)
+//! and every record says which environment the run used and, cold, why ([`why_cold`]).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -402,6 +401,9 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
     })
 }
 
+/// Why no pool refills (what `status` and `check` say).
+pub const NO_REFILL: &str = "nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); `cyclix pool fill TENANT` fills one once, and a run that finds none ready goes cold";
+
 /// What `why_cold` says when a pooled tenant's pool had nothing ready.
 pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";
 
@@ -461,7 +463,7 @@ impl PoolView {
             counts,
             error,
             refilling: false,
-            why_not: "nothing fills pools yet (`cyclix pool fill` is not built, issue 16): every run goes cold".to_string(),
+            why_not: NO_REFILL.to_string(),
         }
     }
 

@@ -56,17 +56,18 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
 }
 
 /// `pool:TENANT`: a tenant with a warm pool (`pool:` with a size above 0) whose pool cannot
-/// refill: WARN (its runs pass, cold). Nothing fills pools yet (`cyclix pool fill` is not
-/// built, issue 16), so this is every pool. `None` without a pool or when the spec is invalid.
+/// refill: WARN (its runs pass, cold when none is ready). Nothing refills a pool in the
+/// background yet (`cyclix-pool@.service` is not built, issue 16; `cyclix pool fill` fills it
+/// once), so this is every pool. `None` without a pool or when the spec is invalid.
 pub(super) fn pool(t: &TenantFacts) -> Option<Check> {
     let p = t.spec.as_ref().ok()?.pool.as_ref().filter(|p| p.size > 0)?;
     Some(Check::warn(
         &format!("pool:{}", t.name),
         format!(
-            "{}: pool of size {} cannot refill: nothing fills pools yet (`cyclix pool fill` is not built); every run goes cold",
+            "{}: pool of size {} cannot refill: nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); runs that find none ready go cold",
             t.file, p.size
         ),
-        "nothing is needed for runs to pass; remove `pool:` (or set `size: 0`) to drop this warning",
+        "nothing is needed for runs to pass; fill it with `cyclix pool fill TENANT` before the runs, or remove `pool:` (or set `size: 0`) to drop this warning",
     ))
 }
 

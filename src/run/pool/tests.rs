@@ -259,7 +259,9 @@ fn status_shows_what_the_pool_holds_and_that_it_cannot_refill() {
     let v = PoolView::new(&spec_pool(2), p.counts());
     assert_eq!(
         v.line(),
-        "pool: size 2: 0 ready, 1 filling, 0 claimed, 0 expiring; cannot refill: nothing fills pools yet (`cyclix pool fill` is not built, issue 16): every run goes cold"
+        format!(
+            "pool: size 2: 0 ready, 1 filling, 0 claimed, 0 expiring; cannot refill: {NO_REFILL}"
+        )
     );
     let v = PoolView::new(&spec_pool(2), Err(anyhow::anyhow!("listing X: denied")));
     assert!(
