@@ -331,6 +331,26 @@ impl PoolState {
         self.sub(FILLING).join(env)
     }
 
+    /// The environments the pool holds (its objects are the pool's, not leftovers): (id,
+    /// state) for every ready, claimed and expiring one.
+    ///
+    /// # Errors
+    /// A state directory cannot be listed.
+    pub fn held(&self) -> Result<Vec<(String, &'static str)>> {
+        let mut out = Vec::new();
+        for (dir, state) in [
+            (READY, "ready"),
+            (CLAIMED, "claimed"),
+            (EXPIRING, "expiring"),
+        ] {
+            for id in self.ids(dir)? {
+                let env = id.split('@').next().unwrap_or(&id).to_string();
+                out.push((env, state));
+            }
+        }
+        Ok(out)
+    }
+
     /// The state file of environment `env` once expired (`expiring/ENV`).
     #[must_use]
     pub fn expiring_path(&self, env: &str) -> PathBuf {

@@ -23,6 +23,40 @@ pub(crate) fn fill(tb: &Testbed, tenant: &str) -> Vec<String> {
         .collect()
 }
 
+/// Destroys what an earlier, failed test left ready in `tenant`'s pool (`cyclix pool expire`
+/// at a time far past every `max_idle`).
+pub(crate) fn drain(tb: &Testbed, tenant: &str) {
+    expect_success(
+        &tb.user(&[
+            &tb.cyclix_bin(),
+            "pool",
+            "expire",
+            tenant,
+            "--now-ms",
+            "99999999999999",
+        ]),
+        "cyclix pool expire",
+    );
+}
+
+/// The statuses `cyclix leftovers --json` gives the objects of run (or environment) `id`, and
+/// whether it exited 0.
+pub(crate) fn leftover_statuses(tb: &Testbed, id: &str) -> (Vec<String>, bool) {
+    let out = tb.user(&[&tb.cyclix_bin(), "leftovers", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("cyclix leftovers --json is JSON");
+    let mut st: Vec<String> = v["leftovers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["run"] == id)
+        .filter_map(|l| l["status"].as_str().map(str::to_string))
+        .collect();
+    st.sort();
+    st.dedup();
+    (st, out.status.success())
+}
+
 /// The files of state directory `state` of `tenant`'s pool (`ready`, `filling`, `claimed`,
 /// `ledgers`), one a line.
 pub(crate) fn pool_files(tb: &Testbed, tenant: &str, state: &str) -> String {
@@ -115,6 +149,7 @@ fn a_filled_environment_holds_nothing_of_a_run_and_serves_one_warm_run() {
     let t = Tenant::new("e2e-poolw")
         .extra_yaml("pool:\n  size: 1")
         .write(tb);
+    drain(tb, &t);
     let envs = fill(tb, &t);
     assert_eq!(envs.len(), 1, "{envs:?}");
     let e = &envs[0];
@@ -135,6 +170,9 @@ fn a_filled_environment_holds_nothing_of_a_run_and_serves_one_warm_run() {
          podman inspect --format '{{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}}' cyclix-{e}-proxy | grep CYCLIX_CANARY || true"
     ));
     assert_eq!(String::from_utf8_lossy(&held.stdout).trim(), "", "{held:?}");
+    // `cyclix leftovers` lists its objects as the pool's, not as leftovers (its exit status
+    // also counts other tests' objects).
+    assert_eq!(leftover_statuses(tb, e).0, vec!["pooled".to_string()]);
     let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
     let rec = record(tb, &t);
     assert!(out.status.success(), "{out:?}\n{rec:#}");
@@ -175,6 +213,7 @@ fn a_tampered_environment_is_refused_at_the_claim_and_the_run_goes_cold() {
     let t = Tenant::new("e2e-poolt")
         .extra_yaml("pool:\n  size: 3")
         .write(tb);
+    drain(tb, &t);
     let envs = fill(tb, &t);
     assert_eq!(envs.len(), 3, "{envs:?}");
     let (net, conf, proc) = (&envs[0], &envs[1], &envs[2]);
@@ -260,6 +299,7 @@ fn a_filler_killed_mid_fill_is_converged_and_an_idle_environment_expires() {
     let t = Tenant::new("e2e-poolk")
         .extra_yaml("pool:\n  size: 1\n  max_idle: 1m")
         .write(tb);
+    drain(tb, &t);
     let killed = tb.user_sh(&format!(
         "CYCLIX_FAILPOINTS=pool.fill.started {} pool fill {t}",
         tb.cyclix_bin()
