@@ -218,6 +218,25 @@ pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Clai
     })
 }
 
+/// The environment of a run given `--run-id` (it never claims one: the pool's ids are fixed
+/// at fill time): `None` when the tenant cannot have a warm one anyway (the record then says
+/// why from the spec).
+pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claimed> {
+    pool::why_cold(spec, backend).is_none().then(|| Claimed {
+        environment: Environment {
+            record: pool::cold(
+                run_id,
+                "`--run-id` names the run: it makes its own environment",
+            ),
+            octet: None,
+        },
+        run_id: run_id.to_string(),
+        log_key: None,
+        notices: Vec::new(),
+        files: None,
+    })
+}
+
 fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -> Claimed {
     let ledger = eh.state.ledger_path(&filled.env);
     Claimed {

@@ -133,7 +133,7 @@ pub(crate) fn run_with(
     };
     // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment.
     let claimed = if opts.run_id.is_some() {
-        None
+        super::pool_cmd::named(&run_id, &spec, backend)
     } else {
         Some(super::pool_cmd::claim(env, &spec, backend)?)
     };

@@ -83,11 +83,28 @@ fn a_pool_tenant_runs_cold_and_its_record_says_why_on_both_backends() {
     let t = Tenant::new("e2e-pool")
         .extra_yaml("pool:\n  size: 2\n  max_idle: 30m\n  warm_before: 5m")
         .write(tb);
-    for (backend, why) in [
-        ("quadlet", "none ready: the pool is empty"),
-        ("plain", "plain backend (Podman < 5)"),
+    // A run given `--run-id` never claims (a pooled environment's id is fixed at its fill);
+    // `none ready` is shown by the warm test's last run.
+    let now = expect_success(&tb.user_sh("date -u +%Y%m%dt%H%M%S"), "date");
+    let named = format!("{}-e2e0", now.trim());
+    for (backend, why, extra) in [
+        (
+            "quadlet",
+            "`--run-id` names the run",
+            vec!["--run-id", named.as_str()],
+        ),
+        ("plain", "plain backend (Podman < 5)", vec![]),
     ] {
-        let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", backend]);
+        let mut argv = vec![
+            tb.cyclix_bin(),
+            "run".into(),
+            t.clone(),
+            "--backend".into(),
+            backend.into(),
+        ];
+        argv.extend(extra.iter().map(|s| (*s).to_string()));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = tb.user(&argv);
         let rec = record(tb, &t);
         assert!(out.status.success(), "{backend}: {out:?}\n{rec:#}");
         assert_eq!(rec["result"], "passed", "{backend}: {rec:#}");
