@@ -12,6 +12,7 @@
 //! | run state (control dir, task, proxy config) | `$XDG_RUNTIME_DIR/cyclix/runs/RUN` |
 //! | run slots and the queue (`max_runs`) | `$XDG_RUNTIME_DIR/cyclix/{slots/N.lock,queue/RUN.json}` |
 //! | reservations (subnets, ports) | `$XDG_RUNTIME_DIR/cyclix/{subnets,ports}/N` |
+//! | warm pool state (issue 16) | `$XDG_RUNTIME_DIR/cyclix/pool/TENANT/{filling,ready,claimed,expiring}/ENV` |
 //! | locks (tenant, delivery, systemd reload) | `$XDG_RUNTIME_DIR/cyclix/locks/`, `$XDG_RUNTIME_DIR/cyclix/systemd.lock` |
 //! | rendered Quadlet files | `$XDG_RUNTIME_DIR/containers/systemd/` (podman-systemd.unit(5), "rootless, runtime") |
 //! | rendered plain units | `$XDG_RUNTIME_DIR/systemd/user/` (systemd.unit(5), "user unit search path") |
@@ -166,6 +167,13 @@ impl Runtime {
     #[must_use]
     pub fn fallback_records(&self, tenant: &str) -> PathBuf {
         self.cyclix_dir().join("records").join(tenant)
+    }
+
+    /// `$XDG_RUNTIME_DIR/cyclix/pool/TENANT`: the tenant's warm pool state (`run::pool`),
+    /// outside anything an environment or a run's sandbox can write.
+    #[must_use]
+    pub fn pool_dir(&self, tenant: &str) -> PathBuf {
+        self.cyclix_dir().join("pool").join(tenant)
     }
 
     /// `$XDG_RUNTIME_DIR/cyclix/locks`: tenant and delivery locks.

@@ -21,6 +21,12 @@ pub mod label {
     pub const RUN: &str = "io.cyclix.run";
     /// The object's role in the run (`agent`, `gate`, `proxy`, `service`, …).
     pub const ROLE: &str = "io.cyclix.role";
+    /// The environment id (`io.cyclix.env=ENV`, issue 16): the networks, proxy and pod a run
+    /// uses; on the cold path it is the run id.
+    pub const ENV: &str = "io.cyclix.env";
+    /// The tenant whose warm pool holds the object (`io.cyclix.pool=TENANT`), on pooled
+    /// objects only.
+    pub const POOL: &str = "io.cyclix.pool";
     /// Objects of `cyclix check`'s own probes (not of a run).
     pub const CHECK: &str = "io.cyclix.check";
 }

@@ -19,6 +19,7 @@ pub mod output;
 pub use crate::limits;
 pub mod lock;
 pub(crate) mod phases;
+pub mod pool;
 pub mod procs;
 pub mod record;
 pub mod repo_state;

@@ -5,7 +5,7 @@
 //!
 //! JSON schema `cyclix-leftovers/1`: `{"schema", "leftovers": [{"kind", "name", "run",
 //! "status", "fix"}]}` with `kind` one of container, pod, network, volume, secret, unit-file, subnet-reservation, port-reservation,
-//! worktree, run-dir, tripwire, marker, process (conmon or the escape sentinel, B11); `status` one of `running`, `dead-run`, `untied`.
+//! worktree, run-dir, tripwire, marker, process (conmon or the escape sentinel, B11); `status` one of `running`, `pooled`, `dead-run`, `untied`.
 //! A drill's objects (`cyclix drill`: its keys, outside paths, sockets, sentinels and ledgers) are
 //! tied to `drill-NONCE` through the drill's ledger, like a run's are through its marker.
 
@@ -32,7 +32,7 @@ pub struct Listed {
     /// What it is and whose.
     #[serde(flatten)]
     pub leftover: Leftover,
-    /// `running`, `dead-run` or `untied`.
+    /// `running`, `pooled` (a warm pool's environment), `dead-run` or `untied`.
     pub status: &'static str,
     /// What to do about it.
     pub fix: String,
@@ -68,6 +68,29 @@ fn status_of(
             "not tied to a known run: check it and remove it by hand (cyclix never deletes what it cannot tie to a run)".into(),
         ),
     }
+}
+
+/// The environments the warm pools hold (issue 16), by id: (tenant, state); an environment
+/// being filled is its filler's, tied through the pool's ledger of it (added to `markers`)
+/// like a run through its marker.
+fn pool_ties(
+    runtime: &Runtime,
+    markers: &mut BTreeMap<String, Owner>,
+) -> Result<BTreeMap<String, (String, &'static str)>> {
+    let mut pooled = BTreeMap::new();
+    let pools = runtime.cyclix_dir().join("pool");
+    for tenant in names_in(&pools) {
+        let state = crate::run::pool::PoolState::new(pools.join(&tenant));
+        for (id, held) in state.held()? {
+            pooled.insert(id, (tenant.clone(), held));
+        }
+        for (id, _, _) in state.filling()? {
+            if let Some((owner, _)) = ledger::read(&state.ledger_path(&id)) {
+                markers.insert(id, owner);
+            }
+        }
+    }
+    Ok(pooled)
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -126,6 +149,7 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
             },
         );
     }
+    let pooled = pool_ties(&Runtime(runtime.0.clone()), &mut markers)?;
     let mut found = crate::run::host::podman_leftovers(&Podman::new(), None)?;
     found.extend(drill_files(&env.home, &runtime, &drill_ledgers));
     found.extend(files(&layout, &env.home, &runtime, &markers));
@@ -133,7 +157,18 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
     let list: Vec<Listed> = found
         .into_iter()
         .map(|leftover| {
-            let (status, fix) = status_of(leftover.run.as_deref(), &markers, &pid_alive);
+            let pool = leftover
+                .run
+                .as_deref()
+                .filter(|r| !markers.contains_key(*r))
+                .and_then(|r| pooled.get(r));
+            let (status, fix) = match pool {
+                Some((t, held)) => (
+                    "pooled",
+                    format!("kept {held} by the pool of tenant {t}: `cyclix pool expire {t}` destroys idle ones"),
+                ),
+                None => status_of(leftover.run.as_deref(), &markers, &pid_alive),
+            };
             Listed {
                 leftover,
                 status,
@@ -141,7 +176,10 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
             }
         })
         .collect();
-    let bad = list.iter().filter(|l| l.status != "running").count();
+    let bad = list
+        .iter()
+        .filter(|l| !matches!(l.status, "running" | "pooled"))
+        .count();
     if json {
         crate::outln!(
             "{}",

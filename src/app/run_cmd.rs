@@ -105,7 +105,7 @@ pub(crate) fn run_with(
         pid: std::process::id(),
         started_ms: now_ms(),
     };
-    let _lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
+    let mut lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
         Acquire::Held(l) => l,
         Acquire::Busy(h) => {
             if let Some(h) = h {
@@ -140,13 +140,35 @@ pub(crate) fn run_with(
             None => return Ok((Outcome::Findings, None)),
         },
     };
+    // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment.
+    let claimed = if opts.run_id.is_some() {
+        super::pool_cmd::named(&run_id, &spec, backend)
+    } else {
+        Some(super::pool_cmd::claim(env, &spec, backend)?)
+    };
+    let run_id = claimed.as_ref().map_or(run_id, |c| c.run_id.clone());
+    lock.set_holder(&Holder {
+        run_id: run_id.clone(),
+        ..holder
+    })?;
     let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
     inputs.deadlines.storage_lock = storage_lock_wait;
+    let mut pool_files = None;
+    if let Some(c) = claimed {
+        if let Some(k) = c.log_key {
+            inputs.log_key = k;
+        }
+        inputs.notices.extend(c.notices);
+        inputs.environment = Some(c.environment);
+        pool_files = c.files;
+    }
     // `over.model` is in the spec's preset (above) and in the record's `model`.
     inputs.overridden = over;
     inputs.capacity = Some(capacity);
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
-    converge_and_execute(env, tenant, inputs, backend, &file)
+    let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
+    drop(lock);
+    out
 }
 
 /// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),
@@ -157,6 +179,7 @@ fn converge_and_execute(
     inputs: RunInputs,
     backend: Backend,
     spec_file: &Path,
+    pool_files: Option<&(PathBuf, PathBuf)>,
 ) -> Result<(Outcome, Option<record::RunRecord>)> {
     let units = unit_manager(env)?;
     let host = RealRunHost::new()
@@ -198,6 +221,12 @@ fn converge_and_execute(
             repo: PathBuf::from(&inputs.spec.repo.path),
         },
     )?;
+    let mut ledger = ledger;
+    if let Some((_, pool_ledger)) = pool_files {
+        // The claimed environment's objects are this run's now: its ledger names them before
+        // the pool forgets them, so a run that dies from here on is converged with them.
+        take_over(&mut ledger, pool_ledger)?;
+    }
     crate::stderrln!(
         "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
         inputs.run_id
@@ -227,6 +256,10 @@ fn converge_and_execute(
     };
     crate::failpoint::kill_point("record.written");
     crate::run::ledger::remove(&records, &rec.run_id);
+    if let Some((state_file, _)) = pool_files {
+        // The environment served its one run and was torn down with it.
+        crate::run::pool::PoolState::forget(state_file)?;
+    }
     let summary = format!("{}  record: {}", record::summary(&rec), path.display());
     if drill {
         // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.
@@ -242,4 +275,21 @@ fn converge_and_execute(
             rec.failed_phase.as_deref().unwrap_or("?")
         ),
     })
+}
+
+/// Appends every entry of the pool's ledger of a claimed environment (but its `run` line) to
+/// the run's `ledger`, then removes the pool's.
+fn take_over(ledger: &mut crate::run::ledger::Ledger, pool_ledger: &Path) -> Result<()> {
+    let Some((_, entries)) = crate::run::ledger::read(pool_ledger) else {
+        bail!(
+            "the claimed environment's ledger {} cannot be read",
+            pool_ledger.display()
+        );
+    };
+    for e in entries {
+        if !matches!(e, crate::run::ledger::Entry::Run { .. }) {
+            ledger.record(e)?;
+        }
+    }
+    crate::run::pool::PoolState::forget(pool_ledger)
 }

@@ -237,9 +237,10 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             (Vec::new(), 0)
         });
     let paused = super::pause_cmd::paused(env, tenant);
+    let pool = pool_view(env, tenant);
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
-            "paused": paused, "current_run": current,
+            "paused": paused, "current_run": current, "pool": pool,
             "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
             "last_run": last});
         crate::outln!("{}", serde_json::to_string_pretty(&v)?);
@@ -258,6 +259,9 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     }
     if let Some(why) = &paused {
         crate::outln!("{tenant} is paused ({why}); `cyclix resume {tenant}` undoes it");
+    }
+    if let Some(p) = &pool {
+        crate::outln!("{}", p.line());
     }
     if let Some(s) = skips.last() {
         crate::outln!(
@@ -281,6 +285,17 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
         crate::outln!("no run recorded yet");
     }
     Ok(Outcome::Ok)
+}
+
+/// The tenant's warm pool (`pool:` with a size above 0) and what its state holds; `None`
+/// without one, or when the spec cannot be loaded (`status` shows the unit regardless).
+fn pool_view(env: &HostEnv, tenant: &str) -> Option<crate::run::pool::PoolView> {
+    let path = super::tenant::tenant_spec_path(env, tenant);
+    let spec = super::spec_file::load_spec(&path, env).ok()?.ok()?;
+    let pool = spec.pool.filter(|p| p.size > 0)?;
+    let dir = env.runtime().ok()?.pool_dir(tenant);
+    let state = crate::run::pool::PoolState::new(dir);
+    Some(crate::run::pool::PoolView::new(&pool, state.counts()))
 }
 
 /// cyclix's `error:` lines (at most the last 3) that run unit `unit` logged after the end of

@@ -325,6 +325,21 @@ pub(crate) fn task_text(spec: &Spec) -> Option<String> {
     }
 }
 
+/// Where run `run_id` of `tenant` keeps its files.
+pub(crate) fn run_paths(env: &HostEnv, runtime_dir: &Path, tenant: &str, run_id: &str) -> RunPaths {
+    RunPaths {
+        quadlet_dir: runtime_dir.join("containers/systemd"),
+        units_dir: runtime_dir.join("systemd/user"),
+        run_dir: runtime_dir.join("cyclix/runs").join(run_id),
+        worktree: env
+            .data_home
+            .join("cyclix/worktrees")
+            .join(tenant)
+            .join(run_id),
+        records_dir: Some(record::tenant_dir(&env.state_home, tenant)),
+    }
+}
+
 /// Everything the lifecycle needs for one run, resolved from the host: paths, secret values,
 /// the leak watch's list, the probe context.
 pub(crate) fn run_inputs(
@@ -362,17 +377,7 @@ pub(crate) fn run_inputs(
     };
     let probe_context = crate::run::boundary::probe_context(&spec, &watched, &host);
     Ok(RunInputs {
-        paths: RunPaths {
-            quadlet_dir: runtime_dir.join("containers/systemd"),
-            units_dir: runtime_dir.join("systemd/user"),
-            run_dir: runtime_dir.join("cyclix/runs").join(&run_id),
-            worktree: env
-                .data_home
-                .join("cyclix/worktrees")
-                .join(tenant)
-                .join(&run_id),
-            records_dir: Some(record::tenant_dir(&env.state_home, tenant)),
-        },
+        paths: run_paths(env, runtime_dir, tenant, &run_id),
         spec,
         run_id,
         backend,
@@ -393,6 +398,7 @@ pub(crate) fn run_inputs(
         progress: None,
         overridden: crate::run::inputs::Override::default(),
         capacity: None,
+        environment: None,
     })
 }
 

@@ -48,4 +48,18 @@ impl Podman {
             parse_container_names,
         )
     }
+
+    /// Names of the containers of pod `name` (its infra container included), sorted (`podman
+    /// pod inspect`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn pod_containers(&self, name: &str) -> Result<Vec<String>> {
+        check_name("pod", name)?;
+        self.query(
+            &["pod", "inspect", "--format", "json", "--", name],
+            &format!("inspecting pod {name}"),
+            super::output::parse_pod_containers,
+        )
+    }
 }

@@ -204,6 +204,28 @@ pub fn parse_network_containers(json: &str) -> serde_json::Result<Option<Vec<Str
     Ok(Some(names))
 }
 
+/// The names of a pod's containers in `podman pod inspect --format json` (an object, or an
+/// array of one since podman 5), sorted.
+///
+/// # Errors
+/// Not JSON.
+pub fn parse_pod_containers(json: &str) -> serde_json::Result<Vec<String>> {
+    let v: serde_json::Value = serde_json::from_str(json)?;
+    let pods = match v {
+        serde_json::Value::Array(a) => a,
+        o => vec![o],
+    };
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.get("Containers").and_then(serde_json::Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("Name").and_then(serde_json::Value::as_str))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// The names of the containers in `podman ps -a --format json` (infra containers included),
 /// sorted: the members of a network on podman < 5 (`--filter network=NAME`).
 ///

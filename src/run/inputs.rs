@@ -116,6 +116,18 @@ pub struct RunInputs {
     /// The host-wide limit on runs at once (`max_runs`): the run's `queue` phase takes a slot
     /// before anything else ([`super::capacity`]). `None`: no limit (tests, `cyclix twin`).
     pub capacity: Option<super::capacity::Request>,
+    /// The environment the run uses (`run::pool`): cold (`None`: the record says why from the
+    /// spec) or a claimed warm one, whose reserved subnet octet the run keeps.
+    pub environment: Option<Environment>,
+}
+
+/// The environment of a run as its caller decided it (`cyclix run`'s claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    /// What the record says.
+    pub record: super::pool::EnvironmentRecord,
+    /// A claimed environment's subnet octet (its reservation holds the run id); `None` cold.
+    pub octet: Option<u8>,
 }
 
 /// What a caller replaces for one run (`cyclix drill`): the task text, the escape it asks

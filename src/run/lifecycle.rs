@@ -297,6 +297,7 @@ pub(crate) fn prepare_of(inp: &RunInputs) -> prepare::Prepare<'_> {
         secrets: &inp.secrets,
         storage_lock: inp.deadlines.storage_lock,
         interrupted: &inp.interrupted,
+        octet: inp.environment.as_ref().and_then(|e| e.octet),
         tripwires: prepare::Plant {
             run_id: &inp.run_id,
             tripwire_dir: &inp.tripwire_dir,
@@ -318,6 +319,7 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
         secrets: &inp.secrets,
         placeholders: &inp.placeholders,
         log_key: &inp.log_key,
+        pooled: inp.environment.as_ref().is_some_and(|e| e.record.pooled),
     }
 }
 
@@ -374,6 +376,15 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
         preset: spec.agent.preset.clone(),
         drill: inp.overridden.drill.clone(),
         model: inp.overridden.model.clone(),
+        environment: Some(inp.environment.as_ref().map_or_else(
+            || {
+                super::pool::cold(
+                    &inp.run_id,
+                    super::pool::why_cold(spec, inp.backend).unwrap_or(super::pool::NONE_READY),
+                )
+            },
+            |e| e.record.clone(),
+        )),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }

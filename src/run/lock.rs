@@ -91,6 +91,21 @@ pub fn peek(lock_path: &Path) -> Option<Holder> {
 }
 
 impl TenantLock {
+    /// Rewrites the holder in the held lock (a run that adopted a claimed environment's id).
+    ///
+    /// # Errors
+    /// I/O failures.
+    pub fn set_holder(&mut self, holder: &Holder) -> Result<()> {
+        self.file.set_len(0).context("truncating the lock file")?;
+        self.file
+            .seek(SeekFrom::Start(0))
+            .context("seeking the lock file")?;
+        self.file
+            .write_all(&serde_json::to_vec(holder).context("serialising the lock holder")?)
+            .and_then(|()| self.file.flush())
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
     /// The lock file's path.
     #[must_use]
     pub fn path(&self) -> &Path {

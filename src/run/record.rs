@@ -231,6 +231,11 @@ pub struct RunRecord {
     /// A failed build's last lines of podman output (phase `build`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub build_log: Vec<String>,
+    /// The environment (networks, proxy, pod) the run used: its id, whether it was a warm one
+    /// from the tenant's pool, and why not (`run::pool::cold`); `None` in records written
+    /// before issue 16 and in those convergence writes for a run whose cyclix died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<super::pool::EnvironmentRecord>,
     /// The run's turn under the host's `max_runs` (phase `queue`; issue 16, item 4); `None`
     /// when no limit applied (`cyclix twin`) or the run ended before it got a slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -332,6 +337,7 @@ impl RunRecord {
             build_log: Vec::new(),
             setup_changes: Vec::new(),
             queue: None,
+            environment: None,
         }
     }
 }

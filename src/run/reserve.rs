@@ -49,6 +49,25 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
     )
 }
 
+/// The subnet `10.213.N.0/24` reserved for `run_id` before the run began (by the fill of the
+/// warm environment the run claimed): its reservation file must hold the run id.
+///
+/// # Errors
+/// The reservation does not exist or holds another id.
+pub fn held_subnet(runs_root: &Path, run_id: &str, n: u8) -> Result<u8> {
+    let file = layout::reservations_beside(runs_root, SUBNETS_DIR).join(n.to_string());
+    let owner = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading the reservation {}", file.display()))?;
+    if owner.trim() != run_id {
+        bail!(
+            "the reservation {} holds `{}`, not this run's environment {run_id}",
+            file.display(),
+            owner.trim()
+        );
+    }
+    Ok(n)
+}
+
 /// What claiming one reservation file gave.
 enum Claim {
     /// Created, holding our run id.

@@ -44,6 +44,9 @@ pub struct Spec {
     /// Who is told when a run needs a person (`notify:`); `None`: nobody.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
+    /// A warm pool of environments kept ready (`pool:`, issue 16); `None`: every run is cold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Pool>,
 }
 
 /// `baseline:`: run with `podman exec` in the agent's container once the boundary is proven
@@ -431,6 +434,19 @@ pub struct Notify {
     pub command: Vec<String>,
     /// Whether a passed run is told too.
     pub on_success: bool,
+}
+
+/// `pool:`: environments (networks, proxy with the allowlist, pod; no secret, credential,
+/// canary, work tree or run data) kept ready by `cyclix-pool@TENANT.service`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    /// Environments kept ready (0–8).
+    pub size: u32,
+    /// An environment idle this long is destroyed, in seconds (60 s–24 h, default 2 h).
+    pub max_idle_s: u64,
+    /// With a `schedule:`, fill only this long before the timer's next elapse, in seconds
+    /// (0–24 h, default 10 min).
+    pub warm_before_s: u64,
 }
 
 /// The tenant's schedule, rendered as a drop-in for `cyclix-run@TENANT.timer`.

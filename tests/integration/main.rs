@@ -32,6 +32,7 @@ mod e2e_kube_run;
 mod e2e_leftovers;
 mod e2e_logs;
 mod e2e_mounts;
+mod e2e_pool;
 mod e2e_presets;
 mod e2e_probe;
 mod e2e_project;

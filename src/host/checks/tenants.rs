@@ -55,6 +55,22 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
     Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
+/// `pool:TENANT`: a tenant with a warm pool (`pool:` with a size above 0) whose pool cannot
+/// refill: WARN (its runs pass, cold when none is ready). Nothing refills a pool in the
+/// background yet (`cyclix-pool@.service` is not built, issue 16; `cyclix pool fill` fills it
+/// once), so this is every pool. `None` without a pool or when the spec is invalid.
+pub(super) fn pool(t: &TenantFacts) -> Option<Check> {
+    let p = t.spec.as_ref().ok()?.pool.as_ref().filter(|p| p.size > 0)?;
+    Some(Check::warn(
+        &format!("pool:{}", t.name),
+        format!(
+            "{}: pool of size {} cannot refill: nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); runs that find none ready go cold",
+            t.file, p.size
+        ),
+        "nothing is needed for runs to pass; fill it with `cyclix pool fill TENANT` before the runs, or remove `pool:` (or set `size: 0`) to drop this warning",
+    ))
+}
+
 /// `repo:TENANT`: `repo.base` names a commit in `repo.path` (a run resolves it first in
 /// `prepare`; a typo there passed `spec validate`, which reads no repository). `None` when the
 /// spec is invalid.

@@ -37,6 +37,9 @@ pub(crate) struct BringUp<'a> {
     pub(crate) placeholders: &'a [String],
     /// The proxy access log's key (`RunInputs::log_key`).
     pub(crate) log_key: &'a str,
+    /// The run claimed a warm environment: its files (checked at the claim) are installed
+    /// already and must be exactly what this run renders.
+    pub(crate) pooled: bool,
 }
 
 /// The run's host facts for the renderer.
@@ -55,8 +58,8 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
     }
 }
 
-/// The install phase: writes the rendered files (never over an existing one), recording each
-/// for teardown.
+/// The install phase: writes the rendered files (never over an existing one; a claimed warm
+/// environment's own files are kept when identical), recording each for teardown.
 pub(crate) fn install(
     inp: &BringUp<'_>,
     rendered: &render::Rendered,
@@ -76,6 +79,19 @@ pub(crate) fn install(
         if let Some(parent) = path.parent().filter(|p| *p != dir.as_path()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        if inp.pooled && path.exists() {
+            // The claimed environment's file: recorded for teardown, never rewritten.
+            let on_disk =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            ledger.record(Entry::File { path: path.clone() })?;
+            if on_disk != f.contents.as_bytes() {
+                bail!(
+                    "{} of the claimed environment differs from what this run renders",
+                    path.display()
+                );
+            }
+            continue;
         }
         if path.exists() {
             bail!(

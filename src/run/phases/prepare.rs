@@ -40,6 +40,8 @@ pub(crate) struct Prepare<'a> {
     pub(crate) interrupted: &'a AtomicBool,
     /// What the tripwires and the probes' context need.
     pub(crate) tripwires: Plant<'a>,
+    /// A claimed environment's subnet octet (reserved by its fill); `None`: reserve one.
+    pub(crate) octet: Option<u8>,
 }
 
 /// What [`prepare`] made: the base commit, the git common dir, the subnet octet, the services'
@@ -100,7 +102,11 @@ pub(crate) fn prepare(
         dir: crate::layout::reservations_beside(runs_root, kind),
     };
     ledger.record(reservations(crate::layout::SUBNETS_DIR))?;
-    let (octet, _) = reserve_subnet(runs_root, inp.run_id, &used)?;
+    let octet = match inp.octet {
+        // A claimed environment's subnet, reserved by its fill under this run's id.
+        Some(n) => super::super::reserve::held_subnet(runs_root, inp.run_id, n)?,
+        None => reserve_subnet(runs_root, inp.run_id, &used)?.0,
+    };
     let ports = if spec.tier == Tier::Container {
         if !spec.services.is_empty() {
             ledger.record(reservations(crate::layout::PORTS_DIR))?;

@@ -63,6 +63,7 @@ fn inputs(dir: &Path, run_id: &str) -> RunInputs {
         progress: None,
         overridden: crate::run::inputs::Override::default(),
         capacity: None,
+        environment: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn every_table_has_unique_documented_keys() {
             "delivery",
             "baseline",
             "notify",
+            "pool",
             "agent.build",
             "agent.resources",
             "agent.credentials",

@@ -2,7 +2,8 @@
 //! which section. A new section is one entry here plus its own file.
 
 use super::{
-    agent, baseline, delivery, egress, gate, mounts, notify, repo, schedule, services, setup, task,
+    agent, baseline, delivery, egress, gate, mounts, notify, pool, repo, schedule, services, setup,
+    task,
 };
 use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
@@ -48,6 +49,8 @@ pub(crate) struct RawSpec {
     pub(crate) baseline: Option<baseline::RawBaseline>,
     /// `notify`.
     pub(crate) notify: Option<notify::RawNotify>,
+    /// `pool`.
+    pub(crate) pool: Option<pool::RawPool>,
 }
 
 /// The top-level keys of a spec.
@@ -128,6 +131,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Map(notify::KEYS),
         "a command told when a run fails, is refused or leaves something",
     ),
+    Key::optional(
+        "pool",
+        Kind::Map(pool::KEYS),
+        "a warm pool of environments kept ready for the tenant's runs",
+    ),
 ];
 
 /// Reads the document root.
@@ -150,6 +158,7 @@ pub(crate) fn decode(d: &mut Decoder, root: &Node) -> Option<RawSpec> {
         setup: d.strings(&f, "setup"),
         baseline: d.section(&f, "baseline", baseline::decode),
         notify: d.section(&f, "notify", notify::decode),
+        pool: d.section(&f, "pool", pool::decode),
     })
 }
 
@@ -225,6 +234,10 @@ pub(crate) fn validate(
         None => Some(None),
         Some(n) => notify::validate(n, out).map(Some),
     };
+    let pool = match &raw.pool {
+        None => Some(None),
+        Some(p) => pool::validate(p, tier.map(|t| crate::tier::floor(t, legacy)), out).map(Some),
+    };
     if out.len() != before {
         return None;
     }
@@ -244,6 +257,7 @@ pub(crate) fn validate(
         setup: setup?,
         baseline: baseline?,
         notify: notify?,
+        pool: pool?,
     };
     super::build::name_builds(&mut spec);
     Some(spec)

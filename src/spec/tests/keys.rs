@@ -178,7 +178,7 @@ fn unknown_keys_name_the_path_and_the_nearest_key() {
         (
             plus("netwrok: open\n"),
             d(13, 1, "netwrok", "unknown key `netwrok`"),
-            "valid keys here: tenant, repo, tier, worktree_isolation, task, agent, gate, egress, mounts, services, schedule, delivery, setup, baseline, notify",
+            "valid keys here: tenant, repo, tier, worktree_isolation, task, agent, gate, egress, mounts, services, schedule, delivery, setup, baseline, notify, pool",
         ),
         (
             with(

@@ -83,6 +83,14 @@ pub(super) fn tenant_rows() -> Vec<Row> {
             Status::Skip,
             "no containers",
         ),
+        // pool
+        (
+            "a pool cannot refill",
+            |f| f.tenants = vec![tenant("pl", &spec_yaml("pl", "", "pool: { size: 2 }\n"))],
+            "pool:pl",
+            Status::Warn,
+            "pool of size 2 cannot refill",
+        ),
         // outcome
         (
             "outcome skipped in quick mode",
@@ -182,4 +190,17 @@ pub(super) fn tenant_rows() -> Vec<Row> {
             "remembered for this exact binary",
         ),
     ]
+}
+
+/// No pool (or `size: 0`): no `pool:` check at all (the control of the row "a pool cannot
+/// refill").
+#[test]
+fn a_tenant_without_a_pool_has_no_pool_check() {
+    for tail in ["", "pool: { size: 0 }\n"] {
+        let mut f = good();
+        f.tenants = vec![tenant("pl", &spec_yaml("pl", "", tail))];
+        let c = checks(&f, &CheckOptions::default());
+        assert!(c.iter().any(|c| c.id == "spec:pl"), "{c:#?}");
+        assert!(!c.iter().any(|c| c.id == "pool:pl"), "{tail:?}: {c:#?}");
+    }
 }

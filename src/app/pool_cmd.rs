@@ -1,0 +1,252 @@
+//! `cyclix pool fill TENANT` and the claim of `cyclix run` (issue 16): the warm pool's
+//! environments made and handed to a run (`run::pool`, `run::pool::env`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+
+use super::clock::{new_run_id, now_ms};
+use super::tenant::{random_log_key, run_paths, runnable_spec, unit_manager};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::render::Backend;
+use crate::run::host::RealRunHost;
+use crate::run::inputs::Environment;
+use crate::run::pool::env::EnvHost;
+use crate::run::pool::{self, Filled, PoolState};
+use crate::spec::Spec;
+
+/// How long a destruction waits for podman's storage lock.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// The deadline of one unit start of an environment.
+const START: Duration = Duration::from_secs(60);
+
+/// The pool state of `tenant`.
+fn state_of(env: &HostEnv, tenant: &str) -> Result<PoolState> {
+    Ok(PoolState::new(
+        crate::layout::Runtime(env.runtime_dir()?.clone()).pool_dir(tenant),
+    ))
+}
+
+/// Runs `f` with the environment host of `spec`.
+fn with_env_host<T>(
+    env: &HostEnv,
+    spec: &Spec,
+    f: impl FnOnce(&EnvHost<'_>) -> Result<T>,
+) -> Result<T> {
+    let runtime_dir = env.runtime_dir()?.clone();
+    let state = state_of(env, &spec.tenant)?;
+    let units = unit_manager(env)?;
+    let host = RealRunHost::new();
+    let tenant = spec.tenant.clone();
+    let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
+    let bin = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cyclix"));
+    let eh = EnvHost {
+        state: &state,
+        spec,
+        paths: &paths,
+        cyclix_bin: &bin,
+        units: &units,
+        host: &host,
+        start: START,
+        lock_wait: LOCK_WAIT,
+    };
+    f(&eh)
+}
+
+/// Whether process `pid` is alive (`/proc/PID` exists).
+fn alive(pid: u32) -> bool {
+    pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Destroys every `filling/` environment whose filler is dead; returns a notice for each.
+fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for (id, path, f) in eh.state.filling()? {
+        if f.as_ref().is_some_and(|f| alive(f.pid)) {
+            continue;
+        }
+        let left = eh.destroy(&id, &path);
+        notes.push(match left {
+            None => {
+                format!("pool: destroyed environment {id}, left half-made by a filler that died")
+            }
+            Some(l) => format!("pool: {l}"),
+        });
+    }
+    Ok(notes)
+}
+
+/// `cyclix pool fill TENANT`: converges environments of fillers that died, then fills the
+/// pool to its `size` once and exits. Exit 1 when the tenant cannot have a warm pool (the
+/// reason is printed) or a fill failed.
+///
+/// # Errors
+/// No runtime dir, the user manager cannot be reached, the state cannot be read.
+pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
+    let Some((spec, backend)) = runnable_spec(env, tenant, None, None, &|_| None)? else {
+        return Ok(Outcome::Findings);
+    };
+    if let Some(why) = pool::why_cold(&spec, backend) {
+        crate::stderrln!("error: the pool of tenant {tenant} cannot be filled: {why}");
+        return Ok(Outcome::Findings);
+    }
+    let size = spec.pool.as_ref().map_or(0, |p| p.size) as usize;
+    with_env_host(env, &spec, |eh| {
+        for n in converge_dead_fillers(eh)? {
+            crate::stderrln!("{n}");
+        }
+        let mut ok = true;
+        loop {
+            let c = eh.state.counts()?;
+            if c.ready + c.filling >= size {
+                break;
+            }
+            let id = new_run_id(SystemTime::now(), std::process::id());
+            match eh.fill(&id, &random_log_key()?, now_ms) {
+                Ok(f) => crate::outln!(
+                    "pool {tenant}: environment {} ready ({} ms)",
+                    f.env,
+                    f.ready_ms.saturating_sub(f.began_ms)
+                ),
+                Err(e) => {
+                    crate::stderrln!("error: pool {tenant}: filling environment {id}: {e:#}");
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        Ok(if ok { Outcome::Ok } else { Outcome::Findings })
+    })
+}
+
+/// `cyclix pool expire TENANT`: destroys every ready environment idle past the pool's
+/// `max_idle` at `now` (ms since the epoch; default the clock: `--now-ms` is for tests).
+///
+/// # Errors
+/// As [`fill`].
+pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome> {
+    let Some((spec, _)) = runnable_spec(env, tenant, None, None, &|_| None)? else {
+        return Ok(Outcome::Findings);
+    };
+    let Some(p) = spec.pool.clone() else {
+        crate::stderrln!("error: tenant {tenant} has no pool");
+        return Ok(Outcome::Findings);
+    };
+    let now = now.unwrap_or_else(now_ms);
+    with_env_host(env, &spec, |eh| {
+        let mut ok = true;
+        for f in eh.state.take_expired(now, p.max_idle_s)? {
+            let idle_s = now.saturating_sub(f.ready_ms) / 1000;
+            match eh.destroy(&f.env, &eh.state.expiring_path(&f.env)) {
+                None => crate::outln!(
+                    "pool {tenant}: environment {} expired (idle {idle_s} s) and destroyed",
+                    f.env
+                ),
+                Some(l) => {
+                    ok = false;
+                    crate::stderrln!("error: pool {tenant}: {l}");
+                }
+            }
+        }
+        Ok(if ok { Outcome::Ok } else { Outcome::Findings })
+    })
+}
+
+/// What a run's claim decided: its run id and environment, the notices for its record, and
+/// for a warm environment the pool's files the run takes over.
+pub(crate) struct Claimed {
+    /// The run id: the claimed environment's id, or a new one (cold).
+    pub run_id: String,
+    /// The environment (record, octet).
+    pub environment: Environment,
+    /// The environment's log key (warm).
+    pub log_key: Option<String>,
+    /// Notices for the record (a refused environment, what was wrong with it).
+    pub notices: Vec<String>,
+    /// Warm: the claimed state file (`claimed/ENV@ENV`) and the pool's ledger of it.
+    pub files: Option<(PathBuf, PathBuf)>,
+}
+
+/// The claim of a run of `spec` (holding the tenant lock, before its ledger): the oldest
+/// ready environment that passes the check against its fill ([`EnvHost::check`]); one that
+/// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
+/// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
+///
+/// # Errors
+/// The pool's state or the user manager cannot be reached.
+pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
+    let cold = |why: &str, notices: Vec<String>| {
+        let run_id = new_run_id(SystemTime::now(), std::process::id());
+        Claimed {
+            environment: Environment {
+                record: pool::cold(&run_id, why),
+                octet: None,
+            },
+            run_id,
+            log_key: None,
+            notices,
+            files: None,
+        }
+    };
+    if let Some(why) = pool::why_cold(spec, backend) {
+        return Ok(cold(why, Vec::new()));
+    }
+    with_env_host(env, spec, |eh| {
+        let mut notices = converge_dead_fillers(eh)?;
+        let podman = crate::podman::Podman::new();
+        while let Some(c) = eh.state.claim_own()? {
+            let wrong = eh.check(&c.filled, &podman);
+            if wrong.is_empty() {
+                return Ok(warm(eh, c.filled, c.path, notices));
+            }
+            let id = c.filled.env.clone();
+            let left = eh.destroy(&id, &c.path);
+            notices.push(format!(
+                "pool: environment {id} refused at the claim and destroyed: {}{}",
+                wrong.join("; "),
+                left.map(|l| format!("; {l}")).unwrap_or_default()
+            ));
+        }
+        let why = if notices.iter().any(|n| n.contains("refused at the claim")) {
+            "none ready that passed the claim's check (see the notices)"
+        } else {
+            pool::NONE_READY
+        };
+        Ok(cold(why, notices))
+    })
+}
+
+/// The environment of a run given `--run-id` (it never claims one: the pool's ids are fixed
+/// at fill time): `None` when the tenant cannot have a warm one anyway (the record then says
+/// why from the spec).
+pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claimed> {
+    pool::why_cold(spec, backend).is_none().then(|| Claimed {
+        environment: Environment {
+            record: pool::cold(
+                run_id,
+                "`--run-id` names the run: it makes its own environment",
+            ),
+            octet: None,
+        },
+        run_id: run_id.to_string(),
+        log_key: None,
+        notices: Vec::new(),
+        files: None,
+    })
+}
+
+fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -> Claimed {
+    let ledger = eh.state.ledger_path(&filled.env);
+    Claimed {
+        run_id: filled.env.clone(),
+        environment: Environment {
+            record: pool::warm(&filled, now_ms()),
+            octet: Some(filled.octet),
+        },
+        log_key: Some(filled.log_key),
+        notices,
+        files: Some((path, ledger)),
+    }
+}

@@ -1,0 +1,512 @@
+//! The warm pool's state on disk (issue 16) and the run's environment as its record states it.
+//!
+//! A tenant's pool lives in `$XDG_RUNTIME_DIR/cyclix/pool/TENANT/` (`layout::Runtime::pool_dir`),
+//! outside anything an environment or a sandbox can write. One file per environment, named by
+//! its environment id (the syntax of a run id, `spec::rules::names::run_id`), moves through
+//! four directories:
+//!
+//! | directory | meaning |
+//! | --- | --- |
+//! | `filling/ENV` | a filler is making it (created exclusively *before* any object is made) |
+//! | `ready/ENV` | made and recorded ([`Filled`]): a run may claim it |
+//! | `claimed/ENV@RUN` | run `RUN` claimed it (one rename(2) from `ready/`) |
+//! | `expiring/ENV` | idle past `max_idle`: taken out of `ready/` to be destroyed |
+//!
+//! A claim is one `rename(2)` of `ready/ENV` to `claimed/ENV@RUN`: of two claims of the same
+//! environment exactly one rename finds the source (the other gets `ENOENT` and tries the next
+//! one), so two runs can never get the same environment. Expiry takes an environment out of
+//! `ready/` the same way, so a run never claims one being destroyed.
+//!
+//! `cyclix pool fill` makes environments (`env`), `cyclix run` claims one (`app::pool_cmd`)
+//! and every record says which environment the run used and, cold, why ([`why_cold`]).
+
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::render::Backend;
+use crate::spec::Pool;
+
+/// The four state directories under a pool's directory.
+const FILLING: &str = "filling";
+const READY: &str = "ready";
+const CLAIMED: &str = "claimed";
+const EXPIRING: &str = "expiring";
+
+/// What the pool recorded of an environment when it was filled (the JSON in its state file):
+/// what a claim compares the environment against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filled {
+    /// The environment id.
+    pub env: String,
+    /// The tenant whose pool made it.
+    pub tenant: String,
+    /// When the filler began it, in ms since the Unix epoch.
+    pub began_ms: u128,
+    /// When it became ready, in ms since the Unix epoch; 0 while it is being filled.
+    #[serde(default)]
+    pub ready_ms: u128,
+    /// The filler's pid: a `filling/` environment whose filler is dead is converged.
+    #[serde(default)]
+    pub pid: u32,
+    /// The third octet of its reserved subnet `10.213.N.0/24` (0 until reserved).
+    #[serde(default)]
+    pub octet: u8,
+    /// The proxy access log's key rendered into its `squid.conf` (random per environment;
+    /// why the state file is mode 0600; never in the environment's labels or names).
+    #[serde(default)]
+    pub log_key: String,
+    /// Every file of the environment as installed: (absolute path, SHA-256 hex of its bytes).
+    #[serde(default)]
+    pub files: Vec<(String, String)>,
+}
+
+/// An environment a run claimed: its state file is `claimed/ENV@RUN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// What the pool recorded at fill time.
+    pub filled: Filled,
+    /// The state file, now `claimed/ENV@RUN`.
+    pub path: PathBuf,
+}
+
+/// How many environments a pool holds in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Being filled (`filling/`).
+    pub filling: usize,
+    /// Ready to be claimed (`ready/`).
+    pub ready: usize,
+    /// Claimed by a run (`claimed/`).
+    pub claimed: usize,
+    /// Idle past `max_idle`, being destroyed (`expiring/`).
+    pub expiring: usize,
+}
+
+/// One tenant's pool state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolState {
+    dir: PathBuf,
+}
+
+impl PoolState {
+    /// The pool state in `dir` (`layout::Runtime::pool_dir`); nothing is created yet.
+    #[must_use]
+    pub fn new(dir: PathBuf) -> Self {
+        PoolState { dir }
+    }
+
+    fn sub(&self, state: &str) -> PathBuf {
+        self.dir.join(state)
+    }
+
+    /// Notes that a filler begins environment `env` of `tenant`: creates `filling/ENV`
+    /// exclusively (before any object of it is made, so convergence can undo a half-made one).
+    ///
+    /// # Errors
+    /// `env` is not a valid id, the file exists already (another filler took the id), or I/O.
+    pub fn begin(&self, env: &str, tenant: &str, now_ms: u128, pid: u32) -> Result<Filled> {
+        crate::spec::rules::names::run_id(env)
+            .map_err(|e| anyhow::anyhow!("environment id: {e}"))?;
+        let dir = self.sub(FILLING);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let filled = Filled {
+            env: env.to_string(),
+            tenant: tenant.to_string(),
+            began_ms: now_ms,
+            ready_ms: 0,
+            pid,
+            octet: 0,
+            log_key: String::new(),
+            files: Vec::new(),
+        };
+        let path = dir.join(env);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "creating {} (is another filler using the id?)",
+                    path.display()
+                )
+            })?;
+        serde_json::to_writer(&mut f, &filled)
+            .with_context(|| format!("writing {}", path.display()))?;
+        f.sync_all()
+            .with_context(|| format!("syncing {}", path.display()))?;
+        Ok(filled)
+    }
+
+    /// Records what the filler made of environment `env` so far (`filled`, whose `env` must
+    /// be `env`) in `filling/ENV` (mode 0600: it holds the log key).
+    ///
+    /// # Errors
+    /// `env` was not begun ([`Self::begin`]), or I/O.
+    pub fn note(&self, filled: &Filled) -> Result<()> {
+        let path = self.sub(FILLING).join(&filled.env);
+        if !path.exists() {
+            bail!(
+                "{} does not exist: the environment was not begun",
+                path.display()
+            );
+        }
+        let text = serde_json::to_vec(filled).context("serialising the environment's facts")?;
+        crate::run::record::atomic_write(&path, &text)
+    }
+
+    /// Marks environment `env` ready: its facts with `ready_ms` are written into
+    /// `filling/ENV`, which is then renamed to `ready/ENV`.
+    ///
+    /// # Errors
+    /// `env` was not begun ([`Self::begin`]), or I/O.
+    pub fn ready(&self, env: &str, now_ms: u128) -> Result<Filled> {
+        let from = self.sub(FILLING).join(env);
+        let mut filled = read(&from)?;
+        filled.ready_ms = now_ms;
+        let text = serde_json::to_vec(&filled).context("serialising the environment's facts")?;
+        crate::run::record::atomic_write(&from, &text)?;
+        let dir = self.sub(READY);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let to = dir.join(env);
+        std::fs::rename(&from, &to)
+            .with_context(|| format!("renaming {} to {}", from.display(), to.display()))?;
+        Ok(filled)
+    }
+
+    /// The ids in state directory `state`, sorted (ids begin with their UTC time, so the
+    /// oldest comes first); none when the directory does not exist.
+    fn ids(&self, state: &str) -> Result<Vec<String>> {
+        let dir = self.sub(state);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+        };
+        let mut ids = Vec::new();
+        for e in entries {
+            let e = e.with_context(|| format!("listing {}", dir.display()))?;
+            if let Some(name) = e.file_name().to_str() {
+                // A temp file of `ready` (`.tmpXXXX`) is not an environment.
+                if !name.starts_with('.') {
+                    ids.push(name.to_string());
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Claims the oldest ready environment for run `run_id`: `ready/ENV` is renamed to
+    /// `claimed/ENV@RUN`. `None` when none is ready (the run goes cold).
+    ///
+    /// # Errors
+    /// `run_id` is not a valid run id, or I/O other than losing a race for an environment.
+    pub fn claim(&self, run_id: &str) -> Result<Option<Claim>> {
+        crate::spec::rules::names::run_id(run_id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.claim_as(|_| run_id.to_string())
+    }
+
+    /// Claims the oldest ready environment for a run that adopts the environment's id as its
+    /// run id (`claimed/ENV@ENV`); `None` when none is ready.
+    ///
+    /// # Errors
+    /// As [`Self::claim`].
+    pub fn claim_own(&self) -> Result<Option<Claim>> {
+        self.claim_as(str::to_string)
+    }
+
+    fn claim_as(&self, run_of: impl Fn(&str) -> String) -> Result<Option<Claim>> {
+        let to_dir = self.sub(CLAIMED);
+        for env in self.ids(READY)? {
+            let run_id = run_of(&env);
+            std::fs::create_dir_all(&to_dir)
+                .with_context(|| format!("creating {}", to_dir.display()))?;
+            let from = self.sub(READY).join(&env);
+            let to = to_dir.join(format!("{env}@{run_id}"));
+            match std::fs::rename(&from, &to) {
+                Ok(()) => {
+                    let filled = read(&to)?;
+                    if filled.env != env {
+                        bail!(
+                            "{} names environment `{}`, not `{env}`: the pool state was edited",
+                            to.display(),
+                            filled.env
+                        );
+                    }
+                    return Ok(Some(Claim { filled, path: to }));
+                }
+                // Another run claimed it (or expiry took it) first: try the next one.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("renaming {} to {}", from.display(), to.display())
+                    });
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Takes every ready environment idle past `max_idle_s` out of `ready/` (into
+    /// `expiring/ENV`, where a run cannot claim it) and returns what the pool recorded of
+    /// each, for the caller to destroy.
+    ///
+    /// # Errors
+    /// I/O other than losing a race for an environment to a claim.
+    pub fn take_expired(&self, now_ms: u128, max_idle_s: u64) -> Result<Vec<Filled>> {
+        let mut out = Vec::new();
+        let to_dir = self.sub(EXPIRING);
+        for env in self.ids(READY)? {
+            let from = self.sub(READY).join(&env);
+            let filled = match read(&from) {
+                Ok(f) => f,
+                Err(_) if !from.exists() => continue, // claimed meanwhile
+                Err(e) => return Err(e),
+            };
+            if filled.ready_ms + u128::from(max_idle_s) * 1000 > now_ms {
+                continue;
+            }
+            std::fs::create_dir_all(&to_dir)
+                .with_context(|| format!("creating {}", to_dir.display()))?;
+            let to = to_dir.join(&env);
+            match std::fs::rename(&from, &to) {
+                Ok(()) => out.push(filled),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("renaming {} to {}", from.display(), to.display())
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets a destroyed environment: removes its state file (`claimed/ENV@RUN` after the
+    /// run's teardown, `expiring/ENV` or `filling/ENV` after its objects are gone).
+    ///
+    /// # Errors
+    /// I/O other than the file being gone already.
+    pub fn forget(path: &Path) -> Result<()> {
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+        }
+    }
+
+    /// The environments being filled (`filling/`): id, state file and what the filler noted
+    /// (`None` when the file cannot be read, e.g. half-written by a filler that died).
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    pub fn filling(&self) -> Result<Vec<(String, PathBuf, Option<Filled>)>> {
+        Ok(self
+            .ids(FILLING)?
+            .into_iter()
+            .map(|id| {
+                let path = self.sub(FILLING).join(&id);
+                let f = read(&path).ok();
+                (id, path, f)
+            })
+            .collect())
+    }
+
+    /// Where the pool keeps the ledger of environment `env` (what its filler created, as a
+    /// run's ledger: `run::ledger`), outside the tenant's records so a run's convergence never
+    /// takes a ready environment for a dead run.
+    #[must_use]
+    pub fn ledger_path(&self, env: &str) -> PathBuf {
+        self.sub("ledgers").join(format!("{env}.running"))
+    }
+
+    /// The state file of environment `env` while it is being filled (`filling/ENV`).
+    #[must_use]
+    pub fn filling_path(&self, env: &str) -> PathBuf {
+        self.sub(FILLING).join(env)
+    }
+
+    /// The environments the pool holds (its objects are the pool's, not leftovers): (id,
+    /// state) for every ready, claimed and expiring one.
+    ///
+    /// # Errors
+    /// A state directory cannot be listed.
+    pub fn held(&self) -> Result<Vec<(String, &'static str)>> {
+        let mut out = Vec::new();
+        for (dir, state) in [
+            (READY, "ready"),
+            (CLAIMED, "claimed"),
+            (EXPIRING, "expiring"),
+        ] {
+            for id in self.ids(dir)? {
+                let env = id.split('@').next().unwrap_or(&id).to_string();
+                out.push((env, state));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The state file of environment `env` once expired (`expiring/ENV`).
+    #[must_use]
+    pub fn expiring_path(&self, env: &str) -> PathBuf {
+        self.sub(EXPIRING).join(env)
+    }
+
+    /// How many environments the pool holds in each state.
+    ///
+    /// # Errors
+    /// A state directory cannot be listed.
+    pub fn counts(&self) -> Result<Counts> {
+        Ok(Counts {
+            filling: self.ids(FILLING)?.len(),
+            ready: self.ids(READY)?.len(),
+            claimed: self.ids(CLAIMED)?.len(),
+            expiring: self.ids(EXPIRING)?.len(),
+        })
+    }
+}
+
+/// Reads an environment's state file.
+fn read(path: &Path) -> Result<Filled> {
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The environment a run used, as its record states it (`environment` in the run record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    /// The environment id: the run id on the cold path.
+    pub id: String,
+    /// Whether the run claimed a warm environment from its tenant's pool.
+    pub pooled: bool,
+    /// Why the run went cold (empty when pooled).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why_cold: String,
+    /// Pooled: when the environment became ready, in ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub filled_ms: u64,
+    /// Pooled: how long it idled in the pool before the claim, in ms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_ms: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Why a run of `spec` on `backend` cannot claim a warm environment, or `None` when it may
+/// (tier `container` with a pool of size > 0 on the Quadlet backend, no credentials, no
+/// services).
+#[must_use]
+pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static str> {
+    Some(match spec.pool.as_ref() {
+        None => "the tenant has no pool",
+        Some(p) if p.size == 0 => "the tenant's pool has size 0",
+        Some(_) if backend == Backend::Plain => {
+            "plain backend (Podman < 5): a run always builds its own environment"
+        }
+        Some(_) if !spec.agent.credentials.is_empty() => {
+            "credentials enter the proxy only at creation (issue 16: not pooled yet)"
+        }
+        Some(_) if !spec.services.is_empty() => {
+            "services enter the environment only at creation (issue 16: not pooled yet)"
+        }
+        Some(_) => return None,
+    })
+}
+
+/// Why no pool refills (what `status` and `check` say).
+pub const NO_REFILL: &str = "nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); `cyclix pool fill TENANT` fills one once, and a run that finds none ready goes cold";
+
+/// What `why_cold` says when a pooled tenant's pool had nothing ready.
+pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";
+
+/// The record of a cold run `run_id`: its environment id is the run id, and `why_cold` says
+/// why it had no warm one ([`why_cold`], or [`NONE_READY`]).
+#[must_use]
+pub fn cold(run_id: &str, why: &str) -> EnvironmentRecord {
+    EnvironmentRecord {
+        id: run_id.to_string(),
+        pooled: false,
+        why_cold: why.to_string(),
+        filled_ms: 0,
+        idle_ms: 0,
+    }
+}
+
+/// The record of a run that claimed environment `filled` at `claimed_ms` (ms since the
+/// epoch): its id (the run's id too), when it was filled and how long it idled.
+#[must_use]
+pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
+    EnvironmentRecord {
+        id: filled.env.clone(),
+        pooled: true,
+        why_cold: String::new(),
+        filled_ms: u64::try_from(filled.ready_ms).unwrap_or(u64::MAX),
+        idle_ms: u64::try_from(claimed_ms.saturating_sub(filled.ready_ms)).unwrap_or(u64::MAX),
+    }
+}
+
+/// A pool as `cyclix status` shows it: the spec's pool, what its state holds, and whether it
+/// can refill (never yet: nothing fills pools), with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolView {
+    /// Environments the spec asks to keep ready.
+    pub size: u32,
+    /// The state's counts; `None` when the state could not be read (`error` says why).
+    pub counts: Option<Counts>,
+    /// Why the state could not be read; empty otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// Whether the pool is being refilled.
+    pub refilling: bool,
+    /// Why not, when it is not.
+    pub why_not: String,
+}
+
+impl PoolView {
+    /// The view of `pool` whose state read as `counts`.
+    #[must_use]
+    pub fn new(pool: &Pool, counts: Result<Counts>) -> Self {
+        let (counts, error) = match counts {
+            Ok(c) => (Some(c), String::new()),
+            Err(e) => (None, format!("{e:#}")),
+        };
+        PoolView {
+            size: pool.size,
+            counts,
+            error,
+            refilling: false,
+            why_not: NO_REFILL.to_string(),
+        }
+    }
+
+    /// One line for people: `pool: size 2: 0 ready, 0 filling, 0 claimed; cannot refill: …`.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let held = match &self.counts {
+            Some(c) => format!(
+                "{} ready, {} filling, {} claimed, {} expiring",
+                c.ready, c.filling, c.claimed, c.expiring
+            ),
+            None => format!("state unreadable ({})", self.error),
+        };
+        let refill = if self.refilling {
+            "refilling".to_string()
+        } else {
+            format!("cannot refill: {}", self.why_not)
+        };
+        format!("pool: size {}: {held}; {refill}", self.size)
+    }
+}
+
+pub mod env;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,357 @@
+//! A pooled environment's objects (issue 16): made by a filler, checked at a claim, destroyed
+//! when refused, expired or left half-made by a filler that died.
+//!
+//! An environment is the pre-made part of one future run whose id it has: the fill renders
+//! that run's units exactly as the run will (`render::render` with the run's context: the
+//! environment id as run id, its reserved subnet octet, its access-log key) and installs and
+//! starts only the environment's part ([`env_file`]): the two `.network`s, the `.pod` (and its
+//! drop-in), the `-proxy.container` and the run dir's files the proxy mounts (`squid.conf`).
+//! No secret, credential, canary, work tree or task is made. What it made is in a ledger of
+//! its own (`PoolState::ledger_path`), which the claiming run copies into its ledger; a
+//! refused, expired or half-made environment is destroyed over that ledger by the same
+//! teardown and audit as a dead run's (`run::converge::converge`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use sha2::Digest as _;
+
+use super::{Filled, PoolState};
+use crate::naming::RunNames;
+use crate::render::{self, Backend, Dest, RenderedFile, RunContext};
+use crate::run::inputs::RunPaths;
+use crate::run::ledger::{Entry, Ledger, Owner};
+use crate::run::seam::RunHost;
+use crate::spec::Spec;
+use crate::systemd::{JobMode, LoadState, UnitManager};
+
+/// Fail points of a fill (`failpoint`): `pool.fill` after the subnet is reserved (the first
+/// object), `pool.fill.started` once the environment runs, before it is marked ready.
+pub const FAIL_POINTS: &[&str] = &["pool.fill", "pool.fill.started"];
+
+/// What a filler, a claim's check and a destruction need: the tenant's spec and the host.
+pub struct EnvHost<'a> {
+    /// The pool's state.
+    pub state: &'a PoolState,
+    /// The tenant's validated spec (the one runs of it render).
+    pub spec: &'a Spec,
+    /// The run paths of an id (`app::tenant::run_paths`).
+    pub paths: &'a dyn Fn(&str) -> RunPaths,
+    /// The cyclix binary the agent container mounts (rendered into the agent's file only,
+    /// which the environment never installs).
+    pub cyclix_bin: &'a Path,
+    /// The user manager.
+    pub units: &'a (dyn UnitManager + Sync),
+    /// The host (subnets in use; the teardown of a destroyed environment).
+    pub host: &'a dyn RunHost,
+    /// The deadline of one unit start.
+    pub start: Duration,
+    /// How long a destruction waits for podman's storage lock.
+    pub lock_wait: Duration,
+}
+
+/// SHA-256 of `bytes`, lower-case hex.
+fn digest(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Whether rendered file `f` of run `id` is part of the environment (installed by the fill):
+/// every Quadlet file but the agent's and the gate's `.container`, the pod unit's drop-ins,
+/// and the run dir's files the proxy's `.container` mounts (`proxy_file`).
+#[must_use]
+pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
+    let n = RunNames::new(id);
+    match f.dest {
+        Dest::Quadlet => {
+            f.name != crate::naming::container_file(&n.agent())
+                && f.name != crate::naming::container_file(&n.gate())
+        }
+        Dest::RuntimeUnits => f
+            .name
+            .starts_with(&format!("{}.d/", crate::naming::pod_unit(&n.base()))),
+        Dest::RunDir => proxy_file.contains(&format!("/{id}/{}", f.name)),
+        Dest::UserConfig => false,
+    }
+}
+
+/// The environment's files of `rendered` (run `id`), each with its absolute path.
+fn env_files<'r>(
+    rendered: &'r render::Rendered,
+    id: &str,
+    paths: &RunPaths,
+) -> Vec<(std::path::PathBuf, &'r RenderedFile)> {
+    let proxy = crate::naming::container_file(&RunNames::new(id).proxy());
+    let proxy_text = rendered
+        .files
+        .iter()
+        .find(|f| f.dest == Dest::Quadlet && f.name == proxy)
+        .map_or("", |f| f.contents.as_str());
+    rendered
+        .files
+        .iter()
+        .filter(|f| env_file(f, id, proxy_text))
+        .filter_map(|f| {
+            let dir = match f.dest {
+                Dest::Quadlet => &paths.quadlet_dir,
+                Dest::RuntimeUnits => &paths.units_dir,
+                Dest::RunDir => &paths.run_dir,
+                Dest::UserConfig => return None,
+            };
+            Some((dir.join(&f.name), f))
+        })
+        .collect()
+}
+
+impl EnvHost<'_> {
+    /// The run `id` renders with `octet` and `log_key`, as a run of it would.
+    fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
+        let paths = (self.paths)(id);
+        let ctx = RunContext {
+            run_id: id.to_string(),
+            worktree: paths.worktree.display().to_string(),
+            run_dir: paths.run_dir.display().to_string(),
+            subnet_octet: octet,
+            proxy_image: crate::images::PROXY_IMAGE.to_string(),
+            cyclix_bin: self.cyclix_bin.display().to_string(),
+            service_ports: Vec::new(),
+            placeholders: Vec::new(),
+            setup_binds: Vec::new(),
+            log_key: log_key.to_string(),
+        };
+        Ok(render::render(self.spec, &ctx, Backend::Quadlet)?)
+    }
+
+    /// Fills environment `id` (a fresh run id) with access-log key `log_key`: notes it in
+    /// `filling/` before any object exists, then reserves its subnet, installs and starts the
+    /// environment's part, and marks it ready with what it installed (digests). On a failure
+    /// what was made is destroyed ([`Self::destroy`]) and the error returned.
+    ///
+    /// # Errors
+    /// Any step failed (the error names it).
+    pub fn fill(&self, id: &str, log_key: &str, now_ms: impl Fn() -> u128) -> Result<Filled> {
+        let tenant = self.spec.tenant.as_str();
+        let mut filled = self.state.begin(id, tenant, now_ms(), std::process::id())?;
+        match self.make(&mut filled, log_key, &now_ms) {
+            Ok(f) => Ok(f),
+            Err(e) => {
+                let left = self.destroy(id, &self.state.filling_path(id));
+                bail!(
+                    "{e:#}{}",
+                    left.map(|l| format!("; {l}")).unwrap_or_default()
+                )
+            }
+        }
+    }
+
+    fn make(
+        &self,
+        filled: &mut Filled,
+        log_key: &str,
+        now_ms: &dyn Fn() -> u128,
+    ) -> Result<Filled> {
+        let id = filled.env.clone();
+        let paths = (self.paths)(&id);
+        let mut ledger = Ledger::create(
+            &self.state.ledger_path(&id),
+            &Owner {
+                tenant: self.spec.tenant.clone(),
+                run_id: id.clone(),
+                pid: std::process::id(),
+                started_ms: u64::try_from(filled.began_ms).unwrap_or(u64::MAX),
+                repo: self.spec.repo.path.clone().into(),
+            },
+        )?;
+        ledger.record(Entry::RunDir {
+            path: paths.run_dir.clone(),
+        })?;
+        std::fs::create_dir_all(&paths.run_dir)
+            .with_context(|| format!("creating {}", paths.run_dir.display()))?;
+        let runs_root = paths
+            .run_dir
+            .parent()
+            .context("invariant: the run dir has a parent")?;
+        ledger.record(Entry::Reservations {
+            dir: crate::layout::reservations_beside(runs_root, crate::layout::SUBNETS_DIR),
+        })?;
+        let used = self.host.used_subnets()?;
+        let (octet, _) = crate::run::reserve::reserve_subnet(runs_root, &id, &used)?;
+        filled.octet = octet;
+        filled.log_key = log_key.to_string();
+        self.state.note(filled)?;
+        crate::failpoint::kill_point("pool.fill");
+        let rendered = self.render(&id, octet, log_key)?;
+        // Its units make podman objects: a destruction sweeps them by label.
+        ledger.record(Entry::Podman)?;
+        for (path, f) in env_files(&rendered, &id, &paths) {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            if path.exists() {
+                bail!("{} exists already", path.display());
+            }
+            ledger.record(Entry::File { path: path.clone() })?;
+            crate::run::record::atomic_write(&path, f.contents.as_bytes())?;
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .with_context(|| format!("setting the mode of {}", path.display()))?;
+            filled
+                .files
+                .push((path.display().to_string(), digest(f.contents.as_bytes())));
+        }
+        let n = &rendered.units;
+        let env_units: Vec<&String> = n
+            .all
+            .iter()
+            .filter(|u| **u != n.agent && **u != n.gate)
+            .collect();
+        for u in &env_units {
+            ledger.record(Entry::Unit { name: (*u).clone() })?;
+        }
+        self.state.note(filled)?;
+        self.units.reload()?;
+        for u in &env_units {
+            let s = self.units.load_unit(u)?;
+            if s != LoadState::Loaded {
+                bail!("unit {u} is {s} after the reload: the generator did not produce it");
+            }
+        }
+        let pod = crate::naming::pod_unit(&RunNames::new(&id).base());
+        for u in n.infra.iter().chain(std::iter::once(&pod)) {
+            self.units
+                .start(u, JobMode::Replace, self.start)
+                .with_context(|| format!("starting {u}"))?;
+        }
+        self.state.note(filled)?;
+        crate::failpoint::kill_point("pool.fill.started");
+        self.state.ready(&id, now_ms())
+    }
+
+    /// Destroys environment `id` over the pool's ledger of it: stops its units, removes its
+    /// files, labelled objects and reservation (the teardown and audit of a dead run), then
+    /// forgets its ledger and its state file `state_file`. Returns what is left, or `None`.
+    #[must_use]
+    pub fn destroy(&self, id: &str, state_file: &Path) -> Option<String> {
+        let ledger_path = self.state.ledger_path(id);
+        let entries = crate::run::ledger::read(&ledger_path);
+        let Some((owner, entries)) = entries else {
+            // No ledger: nothing was made (begin is before the ledger).
+            let _ = PoolState::forget(state_file);
+            return None;
+        };
+        let c = crate::run::converge::Converging {
+            units: self.units,
+            host: self.host,
+            by: id,
+            lock_wait: self.lock_wait,
+            manager_started_ms: None,
+            uid: crate::host::namespaces::host_uid(),
+        };
+        let (rec, done) = crate::run::converge::converge(&owner, entries, &c, self.lock_wait, None);
+        if done {
+            let _ = PoolState::forget(&ledger_path);
+            let _ = PoolState::forget(state_file);
+            None
+        } else {
+            Some(format!(
+                "environment {id} is not fully destroyed: {}; left: {}",
+                rec.causes.join("; "),
+                rec.leftovers.join(", ")
+            ))
+        }
+    }
+
+    /// What is wrong with claimed environment `filled` compared with what its fill recorded
+    /// (checked before anything else of the run): a file changed, the spec renders another
+    /// environment now, a container other than the proxy and the pod's infra on its networks,
+    /// a container in its pod other than the infra, a process in the proxy other than squid.
+    /// Empty when nothing is.
+    #[must_use]
+    pub fn check(&self, filled: &Filled, podman: &crate::podman::Podman) -> Vec<String> {
+        let id = filled.env.as_str();
+        let mut wrong = Vec::new();
+        for (path, want) in &filled.files {
+            match std::fs::read(path) {
+                Ok(b) if digest(&b) == *want => {}
+                Ok(_) => wrong.push(format!("{path} changed since the fill")),
+                Err(e) => wrong.push(format!("{path} cannot be read ({e})")),
+            }
+        }
+        match self.render(id, filled.octet, &filled.log_key) {
+            Ok(r) => {
+                let paths = (self.paths)(id);
+                let now: Vec<(String, String)> = env_files(&r, id, &paths)
+                    .into_iter()
+                    .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
+                    .collect();
+                if now != filled.files && wrong.is_empty() {
+                    wrong.push(
+                        "the spec renders another environment now (changed since the fill)".into(),
+                    );
+                }
+            }
+            Err(e) => wrong.push(format!("the spec does not render: {e:#}")),
+        }
+        let n = RunNames::new(id);
+        let (proxy, infra) = (n.proxy(), n.infra());
+        let mut both = vec![proxy.clone(), infra.clone()];
+        both.sort();
+        for (net, want) in [(n.base(), both), (n.egress(), vec![proxy.clone()])] {
+            match podman.network_containers(&net) {
+                Ok(got) if got == want => {}
+                Ok(got) => wrong.push(format!(
+                    "network {net} has the containers {got:?}, the fill left {want:?}"
+                )),
+                Err(e) => wrong.push(format!("network {net} cannot be inspected: {e:#}")),
+            }
+        }
+        match podman.pod_containers(&n.base()) {
+            Ok(got) if got == [infra.clone()] => {}
+            Ok(got) => wrong.push(format!(
+                "pod {} has the containers {got:?}, the fill left only {infra}",
+                n.base()
+            )),
+            Err(e) => wrong.push(format!("pod {} cannot be inspected: {e:#}", n.base())),
+        }
+        match podman.top_hpids(&proxy) {
+            Ok(procs) => {
+                let odd: Vec<String> = procs
+                    .iter()
+                    .filter(|(_, comm)| !PROXY_PROCESSES.contains(&comm.as_str()))
+                    .map(|(pid, comm)| format!("{comm} (pid {pid})"))
+                    .collect();
+                if !odd.is_empty() || procs.is_empty() {
+                    wrong.push(format!(
+                        "the proxy {proxy} runs {} besides squid and its helper",
+                        if odd.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            odd.join(", ")
+                        }
+                    ));
+                }
+            }
+            Err(e) => wrong.push(format!(
+                "the proxy {proxy}'s processes cannot be listed: {e:#}"
+            )),
+        }
+        wrong
+    }
+}
+
+/// The processes a pooled proxy runs (`podman top … comm`): podman's init, squid (Debian's
+/// `squid-openssl`, its kids) and the SNI helper the proxy image ships (a shell loop of
+/// builtins: `images/proxy/cyclix-sni-eq`).
+pub const PROXY_PROCESSES: &[&str] = &[
+    "catatonit",
+    "podman-init",
+    "squid",
+    "squid-openssl",
+    "cyclix-sni-eq",
+];
