@@ -131,7 +131,23 @@ pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Resu
         .iter()
         .position(|c| c.id.contains(':') || c.id == "outcome")
         .unwrap_or(list.len());
-    list.insert(at, checks::host_config(&settings));
+    let mut config = checks::host_config(&settings);
+    if config.status == checks::Status::Pass
+        && env.config_file.is_some()
+        && host
+            .manager_env
+            .as_ref()
+            .is_ok_and(|names| !names.iter().any(|n| n == "CYCLIX_CONFIG"))
+    {
+        // As `env:T` for a variable only the shell has: the runs would not see it.
+        config.status = checks::Status::Warn;
+        config.fix = Some(format!(
+            "CYCLIX_CONFIG is set in this shell only; runs started by the user manager read {}. \
+             Put the settings there, or `systemctl --user set-environment CYCLIX_CONFIG=...`",
+            env.layout().config_file().display()
+        ));
+    }
+    list.insert(at, config);
     let summary = Summary::of(&list);
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let text = if json {

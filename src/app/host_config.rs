@@ -80,6 +80,15 @@ pub fn load(env: &HostEnv) -> Result<Loaded, String> {
                 .map_err(|e| e.to_string().trim_end().to_string())?;
             (c, true)
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && env.config_file.is_some() => {
+            // A file named on purpose that is not there is a typo, not "the defaults".
+            return Err(format!(
+                "{}: named by CYCLIX_CONFIG but does not exist; fix: create it, or unset \
+                 CYCLIX_CONFIG for {}",
+                file.display(),
+                env.layout().config_file().display()
+            ));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (HostConfig::default(), false),
         Err(e) => return Err(format!("{}: cannot be read: {e}", file.display())),
     };

@@ -308,9 +308,33 @@ fn unrecorded_errors(unit: &str, last: Option<&record::RunRecord>) -> Vec<String
         .map_or(0, |ms| ms + 1);
     let id = unit.strip_suffix(".service").unwrap_or(unit);
     let lines = crate::journal::unit_messages_since(unit, id, since).unwrap_or_default();
-    let errors: Vec<String> = lines
-        .into_iter()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
-    errors[errors.len().saturating_sub(3)..].to_vec()
+    error_lines(&lines)
+}
+
+/// The last `error:` line of a start and the lines after it (a spec's diagnostics and their
+/// fixes follow `error: the spec does not validate:`), at most [`ERROR_LINES`].
+fn error_lines(lines: &[String]) -> Vec<String> {
+    let Some(first) = lines.iter().rposition(|l| l.starts_with("error:")) else {
+        return Vec::new();
+    };
+    lines[first..].iter().take(ERROR_LINES).cloned().collect()
+}
+
+/// How many lines of a failed start `cyclix status` shows.
+const ERROR_LINES: usize = 8;
+
+#[cfg(test)]
+mod error_line_tests {
+    #[test]
+    fn the_last_error_and_its_diagnostics_are_shown() {
+        let l = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        let lines = l(&[
+            "cyclix: starting",
+            "error: the spec does not validate:",
+            "/h/t.yaml:29:1: egres: unknown key `egres`",
+            "  fix: did you mean `egress`?",
+        ]);
+        assert_eq!(super::error_lines(&lines), lines[1..].to_vec());
+        assert!(super::error_lines(&l(&["cyclix: ok"])).is_empty());
+    }
 }

@@ -107,7 +107,9 @@ pub(crate) fn runnable_spec(
     let mut spec = match load_tenant(env, tenant, spec_path)? {
         Ok(s) => s,
         Err(e) => {
-            crate::stderrln!("{e}");
+            // The `error:` line first: `cyclix status` shows a failed start's error lines and
+            // the lines after them (the diagnostics) from the journal.
+            crate::stderrln!("error: the spec does not validate:\n{e}");
             return Ok(None);
         }
     };
