@@ -12,7 +12,7 @@ pub mod docs;
 mod kube;
 pub mod unit;
 
-pub use kube::{ClusterKind, ExportCommand, KubeArgs, KubeRunArgs};
+pub use kube::{ClusterKind, ExportCommand, KubeArgs, KubeRender, KubeRunArgs};
 
 use crate::render::Backend;
 use crate::tier::Tier;

@@ -26,15 +26,7 @@ use crate::spec::{self, Task};
 pub fn run(env: &HostEnv, args: &KubeArgs) -> Result<Outcome> {
     let r = match render(
         env,
-        &RenderArgs {
-            tenant: &args.tenant,
-            spec: args.spec.as_deref(),
-            run_id: args.run_id.as_deref(),
-            k8s_version: &args.k8s_version,
-            runner_image: &args.runner_image,
-            pod_cidr: &args.pod_cidr,
-            work_size: &args.work_size,
-        },
+        &args.render.render_args(),
     )? {
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),
@@ -68,6 +60,21 @@ pub fn run(env: &HostEnv, args: &KubeArgs) -> Result<Outcome> {
 }
 
 /// What [`render`] takes: the tenant, its spec file and the export's options.
+impl crate::cli::KubeRender {
+    /// The borrowed form [`render`] takes.
+    pub(crate) fn render_args(&self) -> RenderArgs<'_> {
+        RenderArgs {
+            tenant: &self.tenant,
+            spec: self.spec.as_deref(),
+            run_id: self.run_id.as_deref(),
+            k8s_version: &self.k8s_version,
+            runner_image: &self.runner_image,
+            pod_cidr: &self.pod_cidr,
+            work_size: &self.work_size,
+        }
+    }
+}
+
 pub(crate) struct RenderArgs<'a> {
     /// The tenant.
     pub tenant: &'a str,

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use super::export_cmd::{RenderArgs, Rendered, render, secret_manifests};
+use super::export_cmd::{Rendered, render, secret_manifests};
 use crate::cli::{ClusterKind, KubeRunArgs};
 use crate::cluster::kubectl::Kubectl;
 use crate::cluster::podman_play::PodmanPlay;
@@ -63,15 +63,7 @@ fn now_ms() -> u128 {
 pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
     let r = match render(
         env,
-        &RenderArgs {
-            tenant: &args.tenant,
-            spec: args.spec.as_deref(),
-            run_id: args.run_id.as_deref(),
-            k8s_version: &args.k8s_version,
-            runner_image: &args.runner_image,
-            pod_cidr: &args.pod_cidr,
-            work_size: &args.work_size,
-        },
+        &args.render.render_args(),
     )? {
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),

@@ -94,15 +94,7 @@ fn drive(fake: &Fake) -> (Result<Outcome>, RunRecord) {
     let (env, args) = setup(tmp.path());
     let Ok(r) = render(
         &env,
-        &RenderArgs {
-            tenant: &args.tenant,
-            spec: args.spec.as_deref(),
-            run_id: args.run_id.as_deref(),
-            k8s_version: &args.k8s_version,
-            runner_image: &args.runner_image,
-            pod_cidr: &args.pod_cidr,
-            work_size: &args.work_size,
-        },
+        &args.render.render_args(),
     )
     .expect("render") else {
         panic!("the spec renders")
