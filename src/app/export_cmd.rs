@@ -24,10 +24,7 @@ use crate::spec::{self, Task};
 /// # Errors
 /// I/O failures; an invalid spec, run id or a spec the export cannot carry is a finding.
 pub fn run(env: &HostEnv, args: &KubeArgs) -> Result<Outcome> {
-    let r = match render(
-        env,
-        &args.render.render_args(),
-    )? {
+    let r = match render(env, &args.render.render_args())? {
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),
     };

@@ -61,10 +61,7 @@ fn now_ms() -> u128 {
 /// I/O on the record or the scratch directory; every failure of the run itself is in its
 /// record (result `error`, the failed phase) and the exit status.
 pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
-    let r = match render(
-        env,
-        &args.render.render_args(),
-    )? {
+    let r = match render(env, &args.render.render_args())? {
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),
     };

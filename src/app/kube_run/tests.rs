@@ -75,16 +75,18 @@ fn setup(tmp: &Path) -> (HostEnv, KubeRunArgs) {
         config_file: None,
     };
     let args = KubeRunArgs {
-        tenant: "fake".into(),
-        spec: Some(spec),
+        render: crate::cli::KubeRender {
+            tenant: "fake".into(),
+            spec: Some(spec),
+            run_id: Some("fk-1".into()),
+            k8s_version: crate::render::kube::DEFAULT_K8S.into(),
+            runner_image: "localhost/cyclix-runner:latest".into(),
+            pod_cidr: "0.0.0.0/0".into(),
+            work_size: "1Gi".into(),
+        },
         repo: None,
         cluster: ClusterKind::Kubectl,
         namespace: None,
-        run_id: Some("fk-1".into()),
-        k8s_version: crate::render::kube::DEFAULT_K8S.into(),
-        runner_image: "localhost/cyclix-runner:latest".into(),
-        pod_cidr: "0.0.0.0/0".into(),
-        work_size: "1Gi".into(),
     };
     (env, args)
 }
@@ -92,11 +94,7 @@ fn setup(tmp: &Path) -> (HostEnv, KubeRunArgs) {
 fn drive(fake: &Fake) -> (Result<Outcome>, RunRecord) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (env, args) = setup(tmp.path());
-    let Ok(r) = render(
-        &env,
-        &args.render.render_args(),
-    )
-    .expect("render") else {
+    let Ok(r) = render(&env, &args.render.render_args()).expect("render") else {
         panic!("the spec renders")
     };
     let out = run_on(
