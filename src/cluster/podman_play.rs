@@ -163,6 +163,30 @@ impl PodmanPlay {
         }
     }
 
+    /// `podman wait --condition=CONDITION NAME` ([`PodmanPlay::sliced`]); a wait that fails
+    /// is an error naming the container.
+    fn wait_for(
+        &self,
+        name: &str,
+        condition: &str,
+        deadline: Duration,
+        what: &str,
+    ) -> Result<process::Output> {
+        let o = self.sliced(
+            &["wait", &format!("--condition={condition}"), name],
+            deadline,
+            what,
+        )?;
+        if !o.status.success() {
+            bail!(
+                "podman wait {name} failed ({}): {}",
+                o.status,
+                o.stderr.trim()
+            );
+        }
+        Ok(o)
+    }
+
     /// Runs `podman ARGS` (a `podman wait`) in slices of [`WAIT_SLICE`] until it ends, the
     /// run is interrupted or `deadline` passed.
     fn sliced(&self, args: &[&str], deadline: Duration, what: &str) -> Result<process::Output> {
@@ -354,19 +378,13 @@ impl Cluster for PodmanPlay {
     fn wait_available(&self, deployment: &str, container: &str, deadline: Duration) -> Result<()> {
         // A played Deployment's Pod is `NAME-pod`, its containers `NAME-pod-CONTAINER`.
         let name = format!("{deployment}-pod-{container}");
-        let o = self.sliced(
-            &["wait", "--condition=running", &name],
+        self.wait_for(
+            &name,
+            "running",
             deadline,
             &format!("Deployment {deployment} (container {name})"),
-        )?;
-        if !o.status.success() {
-            bail!(
-                "podman wait {name} failed ({}): {}",
-                o.status,
-                o.stderr.trim()
-            );
-        }
-        Ok(())
+        )
+        .map(drop)
     }
 
     fn wait_job(&self, job: &str, container: &str, deadline: Duration) -> Result<JobEnd> {
@@ -374,18 +392,12 @@ impl Cluster for PodmanPlay {
             return Ok(JobEnd::Failed(why.clone()));
         }
         let name = format!("{job}-pod-{container}");
-        let o = self.sliced(
-            &["wait", "--condition=exited", &name],
+        let o = self.wait_for(
+            &name,
+            "exited",
             deadline,
             &format!("Job {job} (container {name})"),
         )?;
-        if !o.status.success() {
-            bail!(
-                "podman wait {name} failed ({}): {}",
-                o.status,
-                o.stderr.trim()
-            );
-        }
         match o.stdout.trim() {
             "0" => Ok(JobEnd::Complete),
             code => Ok(JobEnd::Failed(format!(
