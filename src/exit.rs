@@ -4,7 +4,7 @@
 //! |---|---|
 //! | 0 | ok (for `run`: the gate passed) |
 //! | 1 | findings: an invalid spec, failed checks, a refused tier, a failed gate or probe, a twin that found a difference; a person's missing input ([`InputError`]: an unknown tenant, an unset variable the spec names, a local image not built) |
-//! | 2 | cyclix itself failed (I/O, D-Bus, podman, a bug) |
+//! | 2 | cyclix itself failed (I/O, D-Bus, podman, a bug), or the command line is wrong (clap's usage error: an unknown verb or flag, a missing argument; nothing ran; LSB's "invalid argument") |
 //! | 3 | interrupted: a person stopped the run (`cyclix stop`, `systemctl --user stop`, Ctrl-C: SIGTERM or SIGINT); teardown ran. The run unit lists it in `SuccessExitStatus=`, so it is not `failed` (issue 19, item 6) |
 
 use std::process::ExitCode;

@@ -120,7 +120,8 @@ pub fn history(records_root: &Path, tenant: Option<&str>) -> (Vec<RunLine>, Vec<
 }
 
 /// One line of text: `STARTED  TENANT  RUN  RESULT  DURATION  CAUSE (branch B)`: the cause of
-/// a run that did not pass, then its kept branch; a pass shows `branch B`.
+/// a run that did not pass, then its kept branch; a pass shows `branch B`, or `no commits`
+/// when the agent committed nothing.
 #[must_use]
 pub fn text_line(l: &RunLine) -> String {
     let dash = || "-".to_owned();
@@ -132,6 +133,8 @@ pub fn text_line(l: &RunLine) -> String {
         (Some(b), Some(c)) => format!("{c} (branch {b})"),
         (Some(b), None) => format!("branch {b}"),
         (None, Some(c)) => c.clone(),
+        // A pass that kept no branch: the agent committed nothing (newcomer trial 7, item 16).
+        (None, None) if l.result == RunResult::Passed => "no commits".to_owned(),
         (None, None) => String::new(),
     };
     let result = l.result.as_str();
@@ -225,6 +228,20 @@ mod tests {
             "2023-11-14 22:13:20 UTC  acme  r-old  gate_failed  62s  phase gate: exit 1"
         );
         assert!(history(d.path(), Some("other")).0.is_empty());
+    }
+
+    #[test]
+    fn a_pass_without_commits_says_so() {
+        let r = rec("r-none", 1_700_000_000_000, RunResult::Passed);
+        let l = line(&r);
+        assert_eq!(l.branch, None);
+        assert!(
+            text_line(&l).ends_with("  passed  62s  no commits"),
+            "{}",
+            text_line(&l)
+        );
+        let f = rec("r-gate", 1_700_000_000_000, RunResult::GateFailed);
+        assert!(!text_line(&line(&f)).contains("no commits"));
     }
 
     #[test]

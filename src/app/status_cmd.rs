@@ -188,10 +188,15 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
         );
     }
     for r in &rows {
-        let now = r
-            .current_run
-            .as_ref()
-            .map_or_else(String::new, |c| format!(" · running {}", c.run_id));
+        let now = r.current_run.as_ref().map_or_else(String::new, |c| {
+            // A run still waiting for a run slot (phase `queue`) is not running yet.
+            let verb = if c.phase.as_deref() == Some("queue") {
+                "queued"
+            } else {
+                "running"
+            };
+            format!(" · {verb} {}", c.run_id)
+        });
         let timer = match (&r.paused, &r.timer_next_elapse) {
             (Some(_), _) => "paused".to_owned(),
             (None, Some(n)) => format!("next {n}"),

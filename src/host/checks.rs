@@ -135,6 +135,7 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
         storage_driver(f),
         podman_info(f),
         network_online(f),
+        host_tools(f),
     ];
     if let Some(t) = &o.tenant
         && !f.tenants.iter().any(|x| &x.name == t)

@@ -133,6 +133,9 @@ pub struct CheckFacts {
     pub pasta: Option<String>,
     /// `slirp4netns` (helper directories or `$PATH`).
     pub slirp4netns: Option<String>,
+    /// The host programs cyclix runs itself ([`HOST_TOOLS`]), each with its path on `$PATH`
+    /// or `None` when it is not there.
+    pub host_tools: Vec<(&'static str, Option<String>)>,
     /// The storage driver as configured or as found in the store.
     pub storage: StorageFacts,
     /// `podman info`; `None` with `--quick` or when podman is missing.
@@ -291,6 +294,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
             aardvark_dns,
             pasta,
             slirp4netns,
+            host_tools: host_tools(&input.search_path),
             storage,
             info: podman.info,
             uid_map: podman.uid_map,
@@ -302,6 +306,16 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
 
 fn is_executable_file(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The programs cyclix runs on the host by name from `$PATH`: `git` (each run's private
+/// repository, the import and the delivery: `src/git*`), `setpriv` and `nsenter` (util-linux:
+/// a build runs in its holder's network namespace, `src/podman/build_net.rs`).
+pub const HOST_TOOLS: &[&str] = &["git", "setpriv", "nsenter"];
+
+/// Each of [`HOST_TOOLS`] with its path in `dirs` (`None`: not there).
+fn host_tools(dirs: &[PathBuf]) -> Vec<(&'static str, Option<String>)> {
+    HOST_TOOLS.iter().map(|n| (*n, which(n, dirs))).collect()
 }
 
 /// The first executable `name` in `dirs` (as `execvp` finds it).

@@ -73,7 +73,7 @@ impl Recorder {
                 .is_some_and(|i| i.load(Ordering::SeqCst));
         let r = if interrupted {
             Err(anyhow!(
-                "interrupted (SIGTERM or SIGINT) before this phase; tearing down"
+                "stopped by a person (SIGTERM or SIGINT) before this phase began; tearing down"
             ))
         } else {
             f()

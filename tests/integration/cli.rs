@@ -81,6 +81,18 @@ fn spec_validate_refuses_what_quadlet_would_mangle() {
 }
 
 #[test]
+fn a_usage_error_exits_2_with_the_usage() {
+    // docs/verbs.md and src/exit.rs: a wrong command line is exit 2 (clap's usage error).
+    let o = cyclix(&["run", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("--no-such-flag") && err.contains("Usage:"),
+        "{err}"
+    );
+}
+
+#[test]
 fn missing_file_is_a_tool_failure_exit_2() {
     let o = cyclix(&["spec", "validate", "/nonexistent/spec.yaml"]);
     assert_eq!(o.status.code(), Some(2));

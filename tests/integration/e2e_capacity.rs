@@ -71,6 +71,12 @@ tail -3 /tmp/cap-c.out
             && out.contains(&format!("queued: {b}/")),
         "status shows the slot and the queue:\n{out}"
     );
+    // B's tenant line calls it queued, not running (newcomer trial 7, item 12); A's is running.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(b.as_str()) && l.contains(" · queued ")),
+        "B's tenant line says queued:\n{out}"
+    );
     assert_eq!(field("rc_a"), "0", "{out}");
     assert_eq!(field("rc_b"), "0", "{out}");
     assert_eq!(

@@ -317,3 +317,33 @@ pub fn podman_storage(f: &CheckFacts) -> Vec<mount_guard::Protected> {
         _ => mount_guard::podman_paths(&f.storage.graphroot, "", ""),
     }
 }
+
+/// The host programs cyclix runs itself ([`crate::host::facts::HOST_TOOLS`]): every one must
+/// be on `$PATH`, else a run (git) or a build (setpriv, nsenter) fails part-way.
+pub(super) fn host_tools(f: &CheckFacts) -> Check {
+    const ID: &str = "host-tools";
+    let missing: Vec<&str> = f
+        .host_tools
+        .iter()
+        .filter(|(_, p)| p.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if missing.is_empty() {
+        let found: Vec<String> = f
+            .host_tools
+            .iter()
+            .map(|(n, p)| format!("{n} {}", p.as_deref().unwrap_or("-")))
+            .collect();
+        return Check::pass(ID, found.join(", "));
+    }
+    Check::fail(
+        ID,
+        format!(
+            "not on $PATH: {} (git makes each run's private repository, imports and delivers; \
+             setpriv and nsenter run a build in its holder's network namespace)",
+            missing.join(", ")
+        ),
+        "install them: `sudo apt install git util-linux` (Debian, Ubuntu), or your \
+         distribution's git and util-linux packages",
+    )
+}

@@ -4,6 +4,7 @@ use super::{Check, podman_storage, runtime};
 use crate::host::facts::{CheckFacts, ImageFact, TenantFacts};
 use crate::spec::{Spec, mount_guard};
 use crate::tier::{self, Tier};
+use std::fmt::Write as _;
 
 pub(super) fn spec(f: &CheckFacts, t: &TenantFacts) -> Check {
     let id = format!("spec:{}", t.name);
@@ -248,13 +249,28 @@ pub(super) fn images(f: &CheckFacts, t: &TenantFacts) -> Check {
             "run `podman images` to see podman's error",
         );
     }
+    // The spec's images, then cyclix's own proxy apart: it is pinned by cyclix's build, not by
+    // a digest, so "pinned" does not list it (newcomer trial 7, item 15).
     let mut refs: Vec<&str> = Vec::new();
+    let mut own: Vec<&str> = Vec::new();
     for i in &t.images {
-        if !refs.contains(&i.reference.as_str()) {
-            refs.push(&i.reference);
+        let list = if i.role == "proxy" {
+            &mut own
+        } else {
+            &mut refs
+        };
+        if !list.contains(&i.reference.as_str()) {
+            list.push(&i.reference);
         }
     }
-    let all = refs.join(", ");
+    let mut all = refs.join(", ");
+    if !own.is_empty() {
+        let _ = write!(
+            all,
+            "; the proxy is cyclix's own build ({}, `cyclix images build`)",
+            own.join(", ")
+        );
+    }
     if unpinned.is_empty() {
         let how = preset.map_or_else(String::new, |p| {
             format!(

@@ -66,9 +66,15 @@ pub fn summary(r: &RunRecord) -> String {
     );
     if let Some(p) = &r.failed_phase {
         let err = r.error.as_deref().unwrap_or("-");
+        // A person's stop is no failure (newcomer trial 7, item 11).
+        let how = if r.result == super::RunResult::Interrupted {
+            "stopped"
+        } else {
+            "failed"
+        };
         let _ = writeln!(
             s,
-            "  failed in phase {p}: {}",
+            "  {how} in phase {p}: {}",
             err.strip_prefix(&format!("phase {p}: ")).unwrap_or(err)
         );
     }
@@ -345,6 +351,19 @@ mod tests {
             s.contains("egress: the agent made 0 requests, 0 denied; the probes 0, 0 denied"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_stopped_run_reads_stopped_not_failed() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.result = RunResult::Interrupted;
+        r.failed_phase = Some("agent".into());
+        r.error = Some("phase agent: interrupted (SIGTERM or SIGINT) while u ran".into());
+        let s = summary(&r);
+        assert!(s.contains("  stopped in phase agent: interrupted"), "{s}");
+        assert!(!s.contains("failed in phase"), "{s}");
+        r.result = RunResult::Error;
+        assert!(summary(&r).contains("  failed in phase agent:"));
     }
 
     #[test]

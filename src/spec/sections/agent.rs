@@ -164,7 +164,7 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
             reference: p.row.image.to_string(),
         }),
         (None, Ok(None)) => {
-            out.push(missing(a, "image", "`image: NAME@sha256:<64 hex>`"));
+            push_missing(out, missing(a, "image", "`image: NAME@sha256:<64 hex>`"));
             None
         }
         _ => image(&a.image, out),
@@ -172,7 +172,7 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Option<Agent>
     let command = match (&a.command, &preset) {
         (None, Ok(Some(p))) => Some(p.argv.clone()),
         (None, Ok(None)) => {
-            out.push(missing(a, "command", "`command: [PROGRAM, ARG, ...]`"));
+            push_missing(out, missing(a, "command", "`command: [PROGRAM, ARG, ...]`"));
             None
         }
         _ => argv(a.command.as_ref(), true, out),
@@ -249,6 +249,15 @@ fn runtime_class(
             .hint("a RuntimeClass name: a-z, 0-9, `-` and `.`, alphanumeric first and last, e.g. `gvisor`"),
     );
     Err(())
+}
+
+/// Adds `missing` unless a diagnostic already names its key: a key that is present but of the
+/// wrong type (`command: "a string"`) decodes to nothing and has its own diagnostic, so it is
+/// not also "missing" (newcomer trial 7, item 9).
+fn push_missing(out: &mut Vec<Diagnostic>, missing: Diagnostic) {
+    if !out.iter().any(|d| d.path == missing.path) {
+        out.push(missing);
+    }
 }
 
 /// The decoder's own "missing required key" diagnostic, for a key only a preset makes optional.

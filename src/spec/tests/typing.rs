@@ -363,3 +363,23 @@ fn numbers_are_plain_decimals() {
         );
     }
 }
+
+// --- newcomer trial 7, item 9: a key of the wrong type is not also "missing" ---
+
+#[test]
+fn a_string_command_is_one_diagnostic_not_also_missing() {
+    let diags = all(&with("command: [agent, --run]", "command: \"agent --run\""));
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].2, "agent.command", "{diags:?}");
+    assert!(!diags[0].3.contains("missing"), "{diags:?}");
+    // The positive control: an absent command is still reported as missing.
+    let b = base();
+    let absent = b.replacen("  command: [agent, --run]\n", "", 1);
+    let diags = all(&absent);
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.2 == "agent.command" && d.3.contains("missing required key")),
+        "{diags:?}"
+    );
+}
