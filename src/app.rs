@@ -21,6 +21,7 @@ pub mod logs_cmd;
 pub mod notify_cmd;
 pub mod pause_cmd;
 pub mod pool_cmd;
+pub mod pool_keep;
 pub mod prune_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
@@ -84,6 +85,10 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Pool(PoolCommand::Fill { tenant }) => {
             tenant::check_name(tenant)?;
             pool_cmd::fill(&env()?, tenant)
+        }
+        Command::Pool(PoolCommand::Keep { tenant }) => {
+            tenant::check_name(tenant)?;
+            pool_keep::keep(&env()?, tenant)
         }
         Command::Pool(PoolCommand::Expire { tenant, now_ms }) => {
             tenant::check_name(tenant)?;

@@ -134,9 +134,9 @@ fn an_environment_idle_past_max_idle_expires_and_cannot_be_claimed() {
         .expect("begin");
     p.ready("20261202t020000-e002", 5_000).expect("ready");
     // max_idle 2 s: at 2.999 s nothing is past it (positive control: e001 is still ready).
-    assert!(p.take_expired(2_999, 2).expect("expire").is_empty());
+    assert!(p.take_expired(2_999, 2_000).expect("expire").is_empty());
     assert_eq!(p.counts().expect("counts").ready, 2);
-    let gone = p.take_expired(3_000, 2).expect("expire");
+    let gone = p.take_expired(3_000, 2_000).expect("expire");
     assert_eq!(
         gone.iter().map(|f| f.env.as_str()).collect::<Vec<_>>(),
         ["20261202t020000-e001"]
