@@ -137,7 +137,10 @@ pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome>
     let now = now.unwrap_or_else(now_ms);
     with_env_host(env, &spec, |eh| {
         let mut ok = true;
-        for f in eh.state.take_expired(now, u128::from(p.max_idle_s) * 1000)? {
+        for f in eh
+            .state
+            .take_expired(now, u128::from(p.max_idle_s) * 1000)?
+        {
             let idle_s = now.saturating_sub(f.ready_ms) / 1000;
             match eh.destroy(&f.env, &eh.state.expiring_path(&f.env)) {
                 None => crate::outln!(

@@ -24,9 +24,9 @@ use super::pool_cmd::{converge_dead_fillers, with_env_host};
 use super::tenant::{random_log_key, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
+use crate::run::pool;
 use crate::run::pool::env::EnvHost;
 use crate::run::pool::keeper::{self, Decision, Facts, KeeperState, Schedule};
-use crate::run::pool;
 use crate::systemd::{ActiveState, UnitManager};
 
 /// What wakes the keeper before its deadline.
@@ -179,7 +179,9 @@ impl Keeper {
             return self.blocked("the tenant's spec does not load or cannot run (the lines above in the keeper's log say why)");
         };
         if let Some(why) = pool::why_cold(&spec, backend) {
-            return self.blocked(&format!("its runs cannot claim a pooled environment: {why}"));
+            return self.blocked(&format!(
+                "its runs cannot claim a pooled environment: {why}"
+            ));
         }
         let Some(p) = spec.pool.clone() else {
             return self.blocked("the tenant has no pool");
@@ -339,9 +341,9 @@ fn schedule(units: &dyn UnitManager, tenant: &str) -> Schedule {
         }
     }
     match units.timer_next_elapse(&timer) {
-        Ok(n) => n
-            .realtime_us
-            .map_or(Schedule::Pending, |us| Schedule::Next(u128::from(us / 1000))),
+        Ok(n) => n.realtime_us.map_or(Schedule::Pending, |us| {
+            Schedule::Next(u128::from(us / 1000))
+        }),
         Err(e) => {
             crate::stderrln!("warning: pool {tenant}: reading {timer}'s next elapse: {e}");
             Schedule::Pending

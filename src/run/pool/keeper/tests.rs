@@ -52,7 +52,10 @@ fn an_environment_idle_exactly_max_idle_expires_and_one_short_of_it_does_not() {
     let mut f = facts(Schedule::None);
     f.ready_ms = vec![NOW - 120 * MIN, NOW];
     let d = decide(&f);
-    assert!(d.expire && !d.fill, "expire first, then decide the fill: {d:?}");
+    assert!(
+        d.expire && !d.fill,
+        "expire first, then decide the fill: {d:?}"
+    );
     assert_eq!(d.wake_ms, NOW);
     f.ready_ms = vec![NOW - 120 * MIN + 1, NOW];
     let d = decide(&f);
@@ -155,7 +158,10 @@ fn the_state_file_round_trips_and_says_what_the_keeper_waits_for() {
         ..KeeperState::default()
     };
     s.write(dir.path()).expect("write");
-    assert_eq!(KeeperState::read(dir.path()).expect("read"), Some(s.clone()));
+    assert_eq!(
+        KeeperState::read(dir.path()).expect("read"),
+        Some(s.clone())
+    );
     let ts = |ms: u128| format!("T{}", (ms - NOW) / MIN);
     assert_eq!(
         s.line(NOW, &ts),
