@@ -78,6 +78,28 @@ pub(crate) fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// `cyclix pool fill|keep|expire TENANT`.
+///
+/// # Errors
+/// An invalid tenant name, or those of [`fill`], [`super::pool_keep::keep`], [`expire`].
+pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome> {
+    use crate::cli::PoolCommand;
+    match cmd {
+        PoolCommand::Fill { tenant } => {
+            super::tenant::check_name(tenant)?;
+            fill(env, tenant)
+        }
+        PoolCommand::Keep { tenant } => {
+            super::tenant::check_name(tenant)?;
+            super::pool_keep::keep(env, tenant)
+        }
+        PoolCommand::Expire { tenant, now_ms } => {
+            super::tenant::check_name(tenant)?;
+            expire(env, tenant, *now_ms)
+        }
+    }
+}
+
 /// `cyclix pool fill TENANT`: converges environments of fillers that died, then fills the
 /// pool to its `size` once and exits. Exit 1 when the tenant cannot have a warm pool (the
 /// reason is printed) or a fill failed.

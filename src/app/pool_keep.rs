@@ -7,7 +7,7 @@
 //!
 //! A failed fill (destroyed by the fill itself, nothing half-made) is retried after a bounded
 //! backoff and its error is in the state file. SIGTERM or SIGINT: a fill in progress is
-//! finished (or destroyed when it fails), then the keeper exits 0. A SIGKILLed keeper is
+//! finished (or destroyed when it fails), then the keeper exits 0. A keeper killed by SIGKILL is
 //! restarted by its unit (`Restart=on-failure`) and the new one converges the half-made
 //! environment its predecessor left in `filling/` (its pid is dead).
 
