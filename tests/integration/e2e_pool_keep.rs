@@ -323,13 +323,12 @@ fn with_a_schedule_far_away_the_keeper_keeps_the_pool_empty_and_says_until_when(
     let k = keeper_json(tb, &t);
     let next_us = expect_success(
         &tb.user_sh(&format!(
-            "systemctl --user show -p NextElapseUSecRealtime --value --timestamp=unix cyclix-run@{t}.timer"
+            "date -u +%s -d \"$(systemctl --user show -p NextElapseUSecRealtime --value cyclix-run@{t}.timer)\""
         )),
         "the timer's next elapse",
     );
     let next_ms: u128 = next_us
         .trim()
-        .trim_start_matches('@')
         .parse::<u128>()
         .expect("unix seconds")
         * 1000;
