@@ -1,6 +1,6 @@
 //! The warm pool's keeper (`cyclix pool keep`, `cyclix-pool@TENANT.service`, issue 16) on the
 //! real user manager: `cyclix install --tenant T` enables and starts it for a pooled tenant;
-//! it fills the pool to size, a run claims warm and the keeper refills; a keeper SIGKILLed
+//! it fills the pool to size, a run claims warm and the keeper refills; a keeper killed by SIGKILL
 //! mid-fill is restarted by its unit and converges (zero leftovers, the pool back at size); it
 //! expires an idle environment; with a schedule far away it keeps the pool empty and `status`
 //! says until when; `install` of the pool set to 0 stops it and destroys the pool; `cyclix
@@ -321,17 +321,13 @@ fn with_a_schedule_far_away_the_keeper_keeps_the_pool_empty_and_says_until_when(
         "the keeper waits for warm_before",
     );
     let k = keeper_json(tb, &t);
-    let next_us = expect_success(
+    let elapse_s = expect_success(
         &tb.user_sh(&format!(
             "date -u +%s -d \"$(systemctl --user show -p NextElapseUSecRealtime --value cyclix-run@{t}.timer)\""
         )),
         "the timer's next elapse",
     );
-    let next_ms: u128 = next_us
-        .trim()
-        .parse::<u128>()
-        .expect("unix seconds")
-        * 1000;
+    let next_ms: u128 = elapse_s.trim().parse::<u128>().expect("unix seconds") * 1000;
     assert_eq!(
         k["next_elapse_ms"].as_u64().map(u128::from),
         Some(next_ms),
