@@ -430,3 +430,92 @@ fn uninstall_leaves_no_keeper_and_no_pooled_object() {
         "reinstall",
     );
 }
+
+#[test]
+fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() {
+    // Exclusive: the runs' Quadlet directory is made read-only for a while.
+    let _exclusive = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolfail")
+        .extra_yaml("pool:\n  size: 1")
+        .write(tb);
+    drain(tb, &t);
+    let q = "$XDG_RUNTIME_DIR/containers/systemd";
+    expect_success(
+        &tb.user_sh(&format!("mkdir -p {q} && chmod 555 {q}")),
+        "make the Quadlet directory read-only",
+    );
+    cyclix(tb, &format!("install --tenant {t}"));
+    wait(
+        tb,
+        &t,
+        60,
+        &format!("grep -q '\"failures\": [1-9]' $XDG_RUNTIME_DIR/cyclix/pool/{t}/keeper.json"),
+        "the keeper's fill fails and is written down",
+    );
+    let status = cyclix(tb, &format!("status {t}"));
+    let check = tb.user(&[
+        &tb.cyclix_bin(),
+        "check",
+        "--quick",
+        "--tenant",
+        &t,
+        "--json",
+    ]);
+    expect_success(&tb.user_sh(&format!("chmod 755 {q}")), "writable again");
+    assert!(
+        status.contains(&format!(
+            "cyclix-pool@{t}.service: active: cannot refill; last fill error"
+        )) && status.contains("retries at")
+            && status.contains("cannot refill: its last"),
+        "{status}"
+    );
+    let check: serde_json::Value = serde_json::from_slice(&check.stdout).expect("check JSON");
+    let row = check["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["id"] == format!("pool:{t}")))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["status"], "warn", "{row:#}");
+    assert!(
+        row["found"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot refill")
+            && row["fix"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("cyclix pool fill {t}")),
+        "{row:#}"
+    );
+    // A failed fill leaves nothing half-made: no environment in filling/, no ledger.
+    for state in ["ready", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+    // Writable again: the next retry (a bounded backoff) fills, and the error is cleared.
+    wait(
+        tb,
+        &t,
+        120,
+        &holds(&t, 1),
+        "the keeper's retry fills the pool",
+    );
+    let k = keeper_json(tb, &t);
+    assert!(k["failures"] == 0 && k.get("last_error").is_none(), "{k:#}");
+    let check = tb.user(&[
+        &tb.cyclix_bin(),
+        "check",
+        "--quick",
+        "--tenant",
+        &t,
+        "--json",
+    ]);
+    let check: serde_json::Value = serde_json::from_slice(&check.stdout).expect("check JSON");
+    let ok = check["checks"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|c| c["id"] == format!("pool:{t}") && c["status"] == "pass")
+    });
+    assert!(ok, "{check:#}");
+    let now = ready(tb, &t);
+    put_away(tb, &t, &now);
+}
