@@ -519,3 +519,46 @@ fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() 
     let now = ready(tb, &t);
     put_away(tb, &t, &now);
 }
+
+#[test]
+fn a_keeper_stopped_mid_fill_finishes_the_fill_and_leaves_nothing_half_made() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolterm")
+        .extra_yaml("pool:\n  size: 2")
+        .write(tb);
+    drain(tb, &t);
+    cyclix(tb, &format!("install --tenant {t}"));
+    let p = format!("$XDG_RUNTIME_DIR/cyclix/pool/{t}");
+    // Stopped (SIGTERM) as soon as a fill is under way (positive control: its `filling/`).
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "timeout 60 sh -c 'until [ \"$(ls {p}/filling 2>/dev/null | wc -l)\" = 1 ]; do sleep 0.05; done' && \
+             ls {p}/filling && systemctl --user stop cyclix-pool@{t}.service && echo STOPPED"
+        )),
+        "stop the keeper mid-fill",
+    );
+    let mut lines = out.lines();
+    let filling = lines.next().unwrap_or("").to_string();
+    assert_eq!(lines.next(), Some("STOPPED"), "{out}");
+    assert_eq!(pool_files(tb, &t, "filling"), "", "nothing half-made");
+    let k = keeper_json(tb, &t);
+    assert_eq!(k["state"], "stopped", "{k:#}");
+    let said = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -u cyclix-pool@{t}.service --no-pager -o cat"
+        )),
+        "the keeper's journal",
+    );
+    assert!(said.contains("keeper stopped (SIGTERM)"), "{said}");
+    // The fill under way was finished: it is ready (or, had it failed, destroyed).
+    let ready_now = ready(tb, &t);
+    if !ready_now.contains(&filling) {
+        let left = leftovers(tb, &filling, &t);
+        assert!(left.trim().is_empty(), "left by {filling}:\n{left}");
+    }
+    assert_eq!(keeper_unit(tb, &t), "inactive enabled");
+    let mut all = ready_now;
+    all.push(filling);
+    put_away(tb, &t, &all);
+}
