@@ -21,6 +21,7 @@ pub mod logs_cmd;
 pub mod notify_cmd;
 pub mod pause_cmd;
 pub mod pool_cmd;
+pub mod pool_keep;
 pub mod prune_cmd;
 pub mod render_cmd;
 pub mod run_cmd;
@@ -43,7 +44,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use crate::cli::{
-    Cli, Command, DemoCommand, ExportCommand, ImagesCommand, PoolCommand, SpecCommand, TierCommand,
+    Cli, Command, DemoCommand, ExportCommand, ImagesCommand, SpecCommand, TierCommand,
 };
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -81,14 +82,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             packages,
         }) => images_cmd::dispatch(preset.as_deref(), tenant.as_deref(), packages, env),
         Command::Demo(DemoCommand::Setup) => demo_cmd::run(&env()?),
-        Command::Pool(PoolCommand::Fill { tenant }) => {
-            tenant::check_name(tenant)?;
-            pool_cmd::fill(&env()?, tenant)
-        }
-        Command::Pool(PoolCommand::Expire { tenant, now_ms }) => {
-            tenant::check_name(tenant)?;
-            pool_cmd::expire(&env()?, tenant, *now_ms)
-        }
+        Command::Pool(cmd) => pool_cmd::dispatch(&env()?, cmd),
         Command::Install { tenant } => install_cmd::run(&env()?, tenant.as_deref()),
         Command::Start { tenant, wait_s } => {
             start_cmd::run(&env()?, tenant, Duration::from_secs(*wait_s))

@@ -377,6 +377,14 @@ pub enum PoolCommand {
         /// The tenant.
         tenant: String,
     },
+    /// Keep TENANT's pool until SIGTERM (what `cyclix-pool@TENANT.service` runs): destroy
+    /// half-made environments, fill to `size`, refill after each claim, destroy environments
+    /// idle past `max_idle`; with a schedule, fill only from `warm_before` before the timer's
+    /// next elapse. Its state is in `$XDG_RUNTIME_DIR/cyclix/pool/TENANT/keeper.json`.
+    Keep {
+        /// The tenant.
+        tenant: String,
+    },
     /// Destroy TENANT's ready environments idle past its pool's `max_idle`.
     Expire {
         /// The tenant.

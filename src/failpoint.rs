@@ -12,7 +12,8 @@
 //! `phase.teardown`, `phase.audit`), `teardown.STEP` before each teardown step
 //! ([`TEARDOWN_STEPS`]), `ledger.KIND` right after each append of that kind to the run's
 //! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
-//! removing the run's ledger.
+//! removing the run's ledger. A *hold* point ([`hold_point`], `pool.fill.held`) blocks instead
+//! of dying, for a test that kills the process from outside.
 
 /// The phases of a run of tier `container` that gets to its gate, in order, each a point
 /// `phase.NAME` (the run record's `phases` list the same names). A passed run of a spec with
@@ -77,6 +78,19 @@ pub fn kill_point(name: &str) {
     fail::fail_point!(name, |_| {
         tracing::warn!("fail point {name}: SIGKILL");
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    });
+}
+
+/// Blocks here for good if the point `name` is armed (the process waits to be killed from
+/// outside, e.g. a test's `systemctl --user kill -s KILL` of a keeper mid-fill); otherwise
+/// does nothing.
+pub fn hold_point(name: &str) {
+    fail::fail_point!(name, |_| {
+        tracing::warn!("fail point {name}: holding until killed");
+        crate::stderrln!("fail point {name}: holding until killed");
+        loop {
+            std::thread::park();
+        }
     });
 }
 

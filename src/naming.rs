@@ -213,6 +213,8 @@ pub mod template {
     pub const TICK_SERVICE: &str = "cyclix-tick@.service";
     /// The template the run unit's `OnFailure=` starts (`cyclix-notify@TENANT.service`).
     pub const NOTIFY_SERVICE: &str = "cyclix-notify@.service";
+    /// The template that keeps a tenant's warm pool (`cyclix-pool@TENANT.service`, issue 16).
+    pub const POOL_SERVICE: &str = "cyclix-pool@.service";
 }
 
 /// The drop-in of a tenant's run unit naming its notification:
@@ -318,6 +320,12 @@ pub fn run_service(tenant: &str) -> String {
 #[must_use]
 pub fn run_timer(tenant: &str) -> String {
     format!("cyclix-run@{tenant}.timer")
+}
+
+/// The keeper of a tenant's warm pool: `cyclix-pool@TENANT.service` (`cyclix pool keep`).
+#[must_use]
+pub fn pool_service(tenant: &str) -> String {
+    format!("cyclix-pool@{tenant}.service")
 }
 
 /// The network `cyclix check` creates for its own probe (`cyclix-check-NONCE`).

@@ -205,11 +205,27 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
             }
         }
     };
+    // The user manager, asked only when some tenant has a pool (its keeper's state).
+    let units = std::cell::OnceCell::new();
     Ok(files
         .into_iter()
         .map(|(name, path)| {
             let spec = load_one(env, &name, &path);
             TenantInput {
+                keeper: spec
+                    .as_ref()
+                    .ok()
+                    .and_then(|s| s.pool.as_ref())
+                    .filter(|p| p.size > 0)
+                    .map(|_| {
+                        keeper_fact(
+                            env,
+                            units.get_or_init(|| {
+                                super::tenant::unit_manager(env).map_err(|e| format!("{e:#}"))
+                            }),
+                            &name,
+                        )
+                    }),
                 env: spec
                     .as_ref()
                     .map(|s| super::tenant::env_needs(env, s))
@@ -225,6 +241,36 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
             }
         })
         .collect())
+}
+
+/// The keeper of `tenant`'s pool: its unit's state (from `units`, or why the user manager
+/// cannot be reached) and what it wrote down last.
+fn keeper_fact(
+    env: &HostEnv,
+    units: &std::result::Result<crate::systemd::ZbusUnitManager, String>,
+    tenant: &str,
+) -> facts::KeeperFact {
+    let active = units.as_ref().map_err(Clone::clone).and_then(|u| {
+        crate::systemd::UnitManager::unit_status(u, &crate::naming::pool_service(tenant))
+            .map(|s| s.active_state.as_str().to_string())
+            .map_err(|e| e.to_string())
+    });
+    let note = env
+        .runtime()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|rt| {
+            crate::run::pool::keeper::KeeperState::read(&rt.pool_dir(tenant))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .map(|st| {
+            st.map(|st| facts::KeeperNote {
+                line: st.line(super::clock::now_ms(), &super::clock::utc_timestamp),
+                state: st.state,
+                failures: st.failures,
+                last_error: st.last_error,
+            })
+        });
+    facts::KeeperFact { active, note }
 }
 
 /// The tenant's spec as `check` judges it: loaded, its name matching the file, and its mount

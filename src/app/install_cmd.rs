@@ -1,9 +1,11 @@
 //! `cyclix install [--tenant T]`: the unit templates, and timers that follow the specs: a
 //! scheduled tenant's timer is installed and started; a timer whose tenant has no schedule any
 //! more, no spec, or is paused is stopped, disabled and its drop-in removed (issue 19, item 2).
+//! Likewise the pool keepers (`cyclix-pool@TENANT.service`, issue 16: [`pools`]).
 
 pub mod docs;
 pub mod notify;
+pub mod pools;
 pub mod timers;
 
 use std::collections::BTreeSet;
@@ -48,7 +50,7 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     let installed = timers::installed(&unit_dir);
     if let Some(t) = only {
         specs.retain(|p| p.file_stem().is_some_and(|s| s == t));
-        if specs.is_empty() && !installed.contains(t) {
+        if specs.is_empty() && !installed.contains(t) && !pools::installed(&unit_dir).contains(t) {
             bail!(
                 "no spec for tenant `{t}` at {}",
                 tenant_spec_path(env, t).display()
@@ -102,6 +104,8 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
             "no timer to enable"
         };
         crate::outln!("{none}; start runs with `systemctl --user start cyclix-run@TENANT`");
+        // After the timers: a keeper reads its tenant's timer when it starts (warm_before).
+        ok &= pools::install(env, &units, &unit_dir, &specs, only)?;
         return Ok(Outcome::from_passed(ok));
     }
     let timers: Vec<String> = plan
@@ -114,6 +118,7 @@ pub fn run(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     for t in &timers {
         ok &= start_timer(&units, t)?;
     }
+    ok &= pools::install(env, &units, &unit_dir, &specs, only)?;
     Ok(Outcome::from_passed(ok))
 }
 

@@ -23,14 +23,14 @@ const LOCK_WAIT: Duration = Duration::from_secs(30);
 const START: Duration = Duration::from_secs(60);
 
 /// The pool state of `tenant`.
-fn state_of(env: &HostEnv, tenant: &str) -> Result<PoolState> {
+pub(crate) fn state_of(env: &HostEnv, tenant: &str) -> Result<PoolState> {
     Ok(PoolState::new(
         crate::layout::Runtime(env.runtime_dir()?.clone()).pool_dir(tenant),
     ))
 }
 
 /// Runs `f` with the environment host of `spec`.
-fn with_env_host<T>(
+pub(crate) fn with_env_host<T>(
     env: &HostEnv,
     spec: &Spec,
     f: impl FnOnce(&EnvHost<'_>) -> Result<T>,
@@ -61,7 +61,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Destroys every `filling/` environment whose filler is dead; returns a notice for each.
-fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
+pub(crate) fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     for (id, path, f) in eh.state.filling()? {
         if f.as_ref().is_some_and(|f| alive(f.pid)) {
@@ -76,6 +76,28 @@ fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
         });
     }
     Ok(notes)
+}
+
+/// `cyclix pool fill|keep|expire TENANT`.
+///
+/// # Errors
+/// An invalid tenant name, or those of [`fill`], [`super::pool_keep::keep`], [`expire`].
+pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome> {
+    use crate::cli::PoolCommand;
+    match cmd {
+        PoolCommand::Fill { tenant } => {
+            super::tenant::check_name(tenant)?;
+            fill(env, tenant)
+        }
+        PoolCommand::Keep { tenant } => {
+            super::tenant::check_name(tenant)?;
+            super::pool_keep::keep(env, tenant)
+        }
+        PoolCommand::Expire { tenant, now_ms } => {
+            super::tenant::check_name(tenant)?;
+            expire(env, tenant, *now_ms)
+        }
+    }
 }
 
 /// `cyclix pool fill TENANT`: converges environments of fillers that died, then fills the
@@ -137,7 +159,10 @@ pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome>
     let now = now.unwrap_or_else(now_ms);
     with_env_host(env, &spec, |eh| {
         let mut ok = true;
-        for f in eh.state.take_expired(now, p.max_idle_s)? {
+        for f in eh
+            .state
+            .take_expired(now, u128::from(p.max_idle_s) * 1000)?
+        {
             let idle_s = now.saturating_sub(f.ready_ms) / 1000;
             match eh.destroy(&f.env, &eh.state.expiring_path(&f.env)) {
                 None => crate::outln!(

@@ -242,7 +242,7 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             (Vec::new(), 0)
         });
     let paused = super::pause_cmd::paused(env, tenant);
-    let pool = pool_view(env, tenant);
+    let pool = pool_view(env, &units, tenant);
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
             "paused": paused, "current_run": current, "pool": pool,
@@ -266,7 +266,9 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
         crate::outln!("{tenant} is paused ({why}); `cyclix resume {tenant}` undoes it");
     }
     if let Some(p) = &pool {
-        crate::outln!("{}", p.line());
+        for l in p.lines(super::clock::now_ms(), &super::clock::utc_timestamp) {
+            crate::outln!("{l}");
+        }
     }
     if let Some(s) = skips.last() {
         crate::outln!(
@@ -292,15 +294,47 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// The tenant's warm pool (`pool:` with a size above 0) and what its state holds; `None`
-/// without one, or when the spec cannot be loaded (`status` shows the unit regardless).
-fn pool_view(env: &HostEnv, tenant: &str) -> Option<crate::run::pool::PoolView> {
+/// The tenant's warm pool (`pool:` with a size above 0), what its state holds and its keeper;
+/// `None` without one, or when the spec cannot be loaded (`status` shows the unit regardless).
+fn pool_view(
+    env: &HostEnv,
+    units: &dyn UnitManager,
+    tenant: &str,
+) -> Option<crate::run::pool::PoolView> {
     let path = super::tenant::tenant_spec_path(env, tenant);
     let spec = super::spec_file::load_spec(&path, env).ok()?.ok()?;
     let pool = spec.pool.filter(|p| p.size > 0)?;
     let dir = env.runtime().ok()?.pool_dir(tenant);
+    let keeper = keeper_view(units, &dir, tenant);
     let state = crate::run::pool::PoolState::new(dir);
-    Some(crate::run::pool::PoolView::new(&pool, state.counts()))
+    Some(crate::run::pool::PoolView::new(
+        &pool,
+        state.counts(),
+        keeper,
+    ))
+}
+
+/// The keeper of `tenant`'s pool (in `pool_dir`): its unit's state and its state file.
+pub(crate) fn keeper_view(
+    units: &dyn UnitManager,
+    pool_dir: &std::path::Path,
+    tenant: &str,
+) -> crate::run::pool::KeeperView {
+    let unit = crate::naming::pool_service(tenant);
+    let active_state = match units.unit_status(&unit) {
+        Ok(s) => s.active_state.as_str().to_string(),
+        Err(e) => format!("unknown ({e})"),
+    };
+    let (state, error) = match crate::run::pool::keeper::KeeperState::read(pool_dir) {
+        Ok(s) => (s, String::new()),
+        Err(e) => (None, format!("{e:#}")),
+    };
+    crate::run::pool::KeeperView {
+        unit,
+        active_state,
+        state,
+        error,
+    }
 }
 
 /// cyclix's `error:` lines (at most the last 3) that run unit `unit` logged after the end of

@@ -1,11 +1,12 @@
-//! `cyclix uninstall`: removes what `cyclix install` installed: the tenants' timers (stopped,
+//! `cyclix uninstall`: removes what `cyclix install` installed: the pool keepers (stopped,
+//! disabled, their pools' environments destroyed), the tenants' timers (stopped,
 //! disabled, drop-ins deleted), the unit templates, the man pages, the bash completion and the
 //! spec's schema; never specs, env files, records, work trees or run branches, and says so
 //! (issue 18, item 7). Refused while a run is in progress (its unit file would go from under it).
 
 use anyhow::{Context as _, Result};
 
-use super::install_cmd::{docs, remove_timer, timers};
+use super::install_cmd::{docs, pools, remove_timer, timers};
 use super::tenant::unit_manager;
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -31,6 +32,16 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
         }
     }
     let units = unit_manager(env)?;
+    // The pool keepers first (a keeper fills from the templates' binary), then their pools.
+    let keepers = pools::installed(&unit_dir);
+    let mut pooled = keepers.clone();
+    pooled.extend(tenants.iter().cloned());
+    if let Ok(rt) = env.runtime() {
+        pooled.extend(pool_tenants(&rt.cyclix_dir().join("pool")));
+    }
+    for t in &pooled {
+        pools::remove(env, &units, t, !keepers.contains(t))?;
+    }
     for t in &installed {
         remove_timer(&units, &unit_dir, t)?;
         crate::outln!(
@@ -44,6 +55,7 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
         template::RUN_TIMER,
         template::TICK_SERVICE,
         template::NOTIFY_SERVICE,
+        template::POOL_SERVICE,
     ];
     let mut paths: Vec<std::path::PathBuf> = templates.iter().map(|n| unit_dir.join(n)).collect();
     paths.extend(
@@ -70,7 +82,7 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     for p in &removed {
         crate::outln!("removed {}", p.display());
     }
-    if removed.is_empty() && installed.is_empty() {
+    if removed.is_empty() && installed.is_empty() && keepers.is_empty() {
         crate::outln!("nothing of cyclix was installed");
     }
     crate::outln!(
@@ -80,4 +92,15 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
         layout.worktrees_root().display()
     );
     Ok(Outcome::Ok)
+}
+
+/// The tenants with a pool directory in `dir` (`$XDG_RUNTIME_DIR/cyclix/pool/`); none when it
+/// does not exist.
+fn pool_tenants(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|t| super::tenant::check_name(t).is_ok())
+        .collect()
 }

@@ -7,7 +7,8 @@ use roff::{Roff, bold, roman};
 
 use super::Cli;
 use crate::render::units::{
-    NOTIFY_SERVICE_TEMPLATE, RUN_SERVICE_TEMPLATE, RUN_TIMER_TEMPLATE, TICK_SERVICE_TEMPLATE,
+    NOTIFY_SERVICE_TEMPLATE, POOL_SERVICE_TEMPLATE, RUN_SERVICE_TEMPLATE, RUN_TIMER_TEMPLATE,
+    TICK_SERVICE_TEMPLATE,
 };
 
 /// One man page: its path below the man directory (`man1/cyclix-run.1`) and its roff text.
@@ -20,7 +21,7 @@ pub struct ManPage {
 }
 
 /// The unit templates' pages: (unit name, one-line summary, what it is for, the template).
-const UNIT_PAGES: [(&str, &str, &str, &str); 4] = [
+const UNIT_PAGES: [(&str, &str, &str, &str); 5] = [
     (
         "cyclix-run@.service",
         "one run of a cyclix tenant",
@@ -53,6 +54,17 @@ const UNIT_PAGES: [(&str, &str, &str, &str); 4] = [
          spec with `notify:`. Runs `cyclix notify TENANT`: the spec's `notify.command` on the \
          host with the latest run's summary as JSON (schema cyclix-notify/1) on its stdin.",
         NOTIFY_SERVICE_TEMPLATE,
+    ),
+    (
+        "cyclix-pool@.service",
+        "keeps a cyclix tenant's warm pool",
+        "Runs `cyclix pool keep TENANT`: fills the tenant's warm pool to its `pool.size`, refills \
+         it after each claim, destroys environments idle past `max_idle` and, with a schedule, \
+         fills only from `warm_before` before cyclix-run@TENANT.timer's next elapse. Enabled \
+         and started by `cyclix install` for a tenant with a pool of size > 0; removed by \
+         `cyclix uninstall`. Its state (last fill error, next wake) is in \
+         $XDG_RUNTIME_DIR/cyclix/pool/TENANT/keeper.json, shown by `cyclix status TENANT`.",
+        POOL_SERVICE_TEMPLATE,
     ),
 ];
 

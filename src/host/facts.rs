@@ -163,6 +163,33 @@ pub struct TenantInput {
     /// The commit `repo.base` names in `repo.path` (`git rev-parse`), or why it names none;
     /// `None` when the spec is invalid.
     pub base: Option<Fact<String>>,
+    /// The keeper of its warm pool; `None` without a pool of size > 0.
+    pub keeper: Option<KeeperFact>,
+}
+
+/// The keeper of a tenant's warm pool (`cyclix-pool@TENANT.service`, issue 16) as `check`
+/// sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeeperFact {
+    /// Its unit's `ActiveState` (`active`, `inactive`, `failed`, …), or why it could not be
+    /// read.
+    pub active: Fact<String>,
+    /// What it wrote down last (`keeper.json` in the pool's directory; `None`: nothing yet),
+    /// or why that could not be read.
+    pub note: Fact<Option<KeeperNote>>,
+}
+
+/// What a pool's keeper wrote down last, as `check` needs it (`run::pool::keeper::KeeperState`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeeperNote {
+    /// `filling`, `full`, `waiting`, `retrying`, `stopped` or `blocked`.
+    pub state: String,
+    /// Failed fills in a row.
+    pub failures: u32,
+    /// The last failure's error; empty after a fill succeeded.
+    pub last_error: String,
+    /// Its line for people (`KeeperState::line`).
+    pub line: String,
 }
 
 /// One variable a spec names (`agent.env`, `services[].env`, `agent.credentials[].env`) and

@@ -15,6 +15,10 @@ pub const RUN_TIMER_TEMPLATE: &str = include_str!("../../units/cyclix-run@.timer
 /// `units/cyclix-tick@.service` as shipped (what the timer triggers); `@CYCLIX@` as above.
 pub const TICK_SERVICE_TEMPLATE: &str = include_str!("../../units/cyclix-tick@.service");
 
+/// `units/cyclix-pool@.service` as shipped (the warm pool's keeper, `cyclix pool keep`);
+/// `@CYCLIX@` as above.
+pub const POOL_SERVICE_TEMPLATE: &str = include_str!("../../units/cyclix-pool@.service");
+
 /// `units/cyclix-notify@.service` as shipped (the run unit's `OnFailure=`); `@CYCLIX@` as above.
 pub const NOTIFY_SERVICE_TEMPLATE: &str = include_str!("../../units/cyclix-notify@.service");
 
@@ -51,7 +55,7 @@ pub fn notify_dropin(spec: &Spec) -> Option<RenderedFile> {
     })
 }
 
-/// The three templates for `~/.config/systemd/user/`, with `cyclix_bin` (absolute path) as the
+/// The four templates for `~/.config/systemd/user/` (run service, timer, tick, pool keeper), with `cyclix_bin` (absolute path) as the
 /// `ExecStart=` binary.
 ///
 /// # Errors
@@ -78,6 +82,11 @@ pub fn templates(cyclix_bin: &str) -> Result<Vec<RenderedFile>, RenderError> {
             dest: Dest::UserConfig,
             name: template::TICK_SERVICE.into(),
             contents: TICK_SERVICE_TEMPLATE.replace("@CYCLIX@", &exec_word(cyclix_bin)),
+        },
+        RenderedFile {
+            dest: Dest::UserConfig,
+            name: template::POOL_SERVICE.into(),
+            contents: POOL_SERVICE_TEMPLATE.replace("@CYCLIX@", &exec_word(cyclix_bin)),
         },
     ])
 }

@@ -28,7 +28,6 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::render::Backend;
-use crate::spec::Pool;
 
 /// The four state directories under a pool's directory.
 const FILLING: &str = "filling";
@@ -252,13 +251,31 @@ impl PoolState {
         Ok(None)
     }
 
-    /// Takes every ready environment idle past `max_idle_s` out of `ready/` (into
+    /// What the pool recorded of each ready environment, oldest first (one claimed or
+    /// expired while this reads is left out).
+    ///
+    /// # Errors
+    /// I/O, or a ready state file that does not parse.
+    pub fn ready_envs(&self) -> Result<Vec<Filled>> {
+        let mut out = Vec::new();
+        for env in self.ids(READY)? {
+            let path = self.sub(READY).join(&env);
+            match read(&path) {
+                Ok(f) => out.push(f),
+                Err(_) if !path.exists() => {} // claimed meanwhile
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes every ready environment idle for `max_idle_ms` or longer out of `ready/` (into
     /// `expiring/ENV`, where a run cannot claim it) and returns what the pool recorded of
     /// each, for the caller to destroy.
     ///
     /// # Errors
     /// I/O other than losing a race for an environment to a claim.
-    pub fn take_expired(&self, now_ms: u128, max_idle_s: u64) -> Result<Vec<Filled>> {
+    pub fn take_expired(&self, now_ms: u128, max_idle_ms: u128) -> Result<Vec<Filled>> {
         let mut out = Vec::new();
         let to_dir = self.sub(EXPIRING);
         for env in self.ids(READY)? {
@@ -268,7 +285,7 @@ impl PoolState {
                 Err(_) if !from.exists() => continue, // claimed meanwhile
                 Err(e) => return Err(e),
             };
-            if filled.ready_ms + u128::from(max_idle_s) * 1000 > now_ms {
+            if filled.ready_ms.saturating_add(max_idle_ms) > now_ms {
                 continue;
             }
             std::fs::create_dir_all(&to_dir)
@@ -421,9 +438,6 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
     })
 }
 
-/// Why no pool refills (what `status` and `check` say).
-pub const NO_REFILL: &str = "nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); `cyclix pool fill TENANT` fills one once, and a run that finds none ready goes cold";
-
 /// What `why_cold` says when a pooled tenant's pool had nothing ready.
 pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";
 
@@ -453,60 +467,11 @@ pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
     }
 }
 
-/// A pool as `cyclix status` shows it: the spec's pool, what its state holds, and whether it
-/// can refill (never yet: nothing fills pools), with why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PoolView {
-    /// Environments the spec asks to keep ready.
-    pub size: u32,
-    /// The state's counts; `None` when the state could not be read (`error` says why).
-    pub counts: Option<Counts>,
-    /// Why the state could not be read; empty otherwise.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub error: String,
-    /// Whether the pool is being refilled.
-    pub refilling: bool,
-    /// Why not, when it is not.
-    pub why_not: String,
-}
-
-impl PoolView {
-    /// The view of `pool` whose state read as `counts`.
-    #[must_use]
-    pub fn new(pool: &Pool, counts: Result<Counts>) -> Self {
-        let (counts, error) = match counts {
-            Ok(c) => (Some(c), String::new()),
-            Err(e) => (None, format!("{e:#}")),
-        };
-        PoolView {
-            size: pool.size,
-            counts,
-            error,
-            refilling: false,
-            why_not: NO_REFILL.to_string(),
-        }
-    }
-
-    /// One line for people: `pool: size 2: 0 ready, 0 filling, 0 claimed; cannot refill: …`.
-    #[must_use]
-    pub fn line(&self) -> String {
-        let held = match &self.counts {
-            Some(c) => format!(
-                "{} ready, {} filling, {} claimed, {} expiring",
-                c.ready, c.filling, c.claimed, c.expiring
-            ),
-            None => format!("state unreadable ({})", self.error),
-        };
-        let refill = if self.refilling {
-            "refilling".to_string()
-        } else {
-            format!("cannot refill: {}", self.why_not)
-        };
-        format!("pool: size {}: {held}; {refill}", self.size)
-    }
-}
-
 pub mod env;
+pub mod keeper;
+mod view;
+
+pub use view::{KeeperView, PoolView};
 
 #[cfg(test)]
 mod tests;

@@ -56,20 +56,83 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
     Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
-/// `pool:TENANT`: a tenant with a warm pool (`pool:` with a size above 0) whose pool cannot
-/// refill: WARN (its runs pass, cold when none is ready). Nothing refills a pool in the
-/// background yet (`cyclix-pool@.service` is not built, issue 16; `cyclix pool fill` fills it
-/// once), so this is every pool. `None` without a pool or when the spec is invalid.
+/// `pool:TENANT`: a tenant with a warm pool (`pool:` with a size above 0) and its keeper
+/// (`cyclix-pool@TENANT.service`): PASS while the keeper runs and its last fill did not fail;
+/// WARN (its runs pass, cold when none is ready) when the keeper is not running, cannot be
+/// asked, or cannot refill (its last fills failed, or the tenant cannot have a pool), with a
+/// fix. `None` without a pool or when the spec is invalid.
 pub(super) fn pool(t: &TenantFacts) -> Option<Check> {
     let p = t.spec.as_ref().ok()?.pool.as_ref().filter(|p| p.size > 0)?;
-    Some(Check::warn(
-        &format!("pool:{}", t.name),
-        format!(
-            "{}: pool of size {} cannot refill: nothing refills pools in the background yet (`cyclix-pool@.service` is not built, issue 16); runs that find none ready go cold",
-            t.file, p.size
-        ),
-        "nothing is needed for runs to pass; fill it with `cyclix pool fill TENANT` before the runs, or remove `pool:` (or set `size: 0`) to drop this warning",
-    ))
+    let id = format!("pool:{}", t.name);
+    let unit = format!("cyclix-pool@{}.service", t.name);
+    let cold = "runs that find none ready go cold";
+    let journal = format!("`journalctl --user -u {unit}` says why");
+    let Some(k) = &t.keeper else {
+        return Some(Check::warn(
+            &id,
+            format!(
+                "{}: pool of size {}: its keeper {unit} was not looked at",
+                t.file, p.size
+            ),
+            "run `cyclix check` without `--quick`",
+        ));
+    };
+    let active = match &k.active {
+        Ok(a) => a.as_str(),
+        Err(e) => {
+            return Some(Check::warn(
+                &id,
+                format!(
+                    "{}: pool of size {}: the state of {unit} cannot be read: {e}",
+                    t.file, p.size
+                ),
+                "make the user manager reachable (the checks above)",
+            ));
+        }
+    };
+    if !matches!(active, "active" | "activating" | "reloading") {
+        return Some(Check::warn(
+            &id,
+            format!(
+                "{}: pool of size {} cannot refill: its keeper {unit} is {active}; {cold}",
+                t.file, p.size
+            ),
+            format!(
+                "`cyclix install --tenant {}` enables and starts it ({journal}); or remove `pool:` (or set `size: 0`)",
+                t.name
+            ),
+        ));
+    }
+    match &k.note {
+        Ok(Some(n)) if n.state == "blocked" || n.failures > 0 => Some(Check::warn(
+            &id,
+            format!(
+                "{}: pool of size {} cannot refill: {unit} {}; {cold}",
+                t.file, p.size, n.line
+            ),
+            format!(
+                "fix what the error names ({journal}); `cyclix pool fill {}` tries one fill by hand",
+                t.name
+            ),
+        )),
+        Ok(n) => Some(Check::pass(
+            &id,
+            format!(
+                "{}: pool of size {} kept by {unit}: {}",
+                t.file,
+                p.size,
+                n.as_ref().map_or("starting", |n| n.line.as_str())
+            ),
+        )),
+        Err(e) => Some(Check::warn(
+            &id,
+            format!(
+                "{}: pool of size {}: {unit} runs but its state cannot be read: {e}",
+                t.file, p.size
+            ),
+            format!("{journal}; `systemctl --user restart {unit}` writes it afresh"),
+        )),
+    }
 }
 
 /// `repo:TENANT`: `repo.base` names a commit in `repo.path` (a run resolves it first in

@@ -53,6 +53,7 @@ fn tenant(name: &str, yaml: &str) -> TenantFacts {
         images,
         env: Vec::new(),
         base: None,
+        keeper: None,
     }
 }
 

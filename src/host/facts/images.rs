@@ -36,6 +36,8 @@ pub struct TenantFacts {
     pub env: Vec<super::EnvNeed>,
     /// The commit `repo.base` names ([`super::TenantInput::base`]).
     pub base: Option<Fact<String>>,
+    /// The keeper of its warm pool ([`super::TenantInput::keeper`]).
+    pub keeper: Option<super::KeeperFact>,
 }
 
 /// One image a tenant needs.

@@ -119,6 +119,7 @@ pub(super) fn podman_side(
                 images,
                 env: t.env.clone(),
                 base: t.base.clone(),
+                keeper: t.keeper.clone(),
             }
         })
         .collect();

@@ -27,8 +27,10 @@ use crate::spec::Spec;
 use crate::systemd::{JobMode, LoadState, UnitManager};
 
 /// Fail points of a fill (`failpoint`): `pool.fill` after the subnet is reserved (the first
-/// object), `pool.fill.started` once the environment runs, before it is marked ready.
-pub const FAIL_POINTS: &[&str] = &["pool.fill", "pool.fill.started"];
+/// object), `pool.fill.started` once the environment runs, before it is marked ready; and the
+/// hold point `pool.fill.held` there (the filler blocks until it is killed: a test kills the
+/// keeper, `cyclix pool keep`, mid-fill from outside).
+pub const FAIL_POINTS: &[&str] = &["pool.fill", "pool.fill.started", "pool.fill.held"];
 
 /// What a filler, a claim's check and a destruction need: the tenant's spec and the host.
 pub struct EnvHost<'a> {
@@ -230,41 +232,21 @@ impl EnvHost<'_> {
         }
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");
+        crate::failpoint::hold_point("pool.fill.held");
         self.state.ready(&id, now_ms())
     }
 
-    /// Destroys environment `id` over the pool's ledger of it: stops its units, removes its
-    /// files, labelled objects and reservation (the teardown and audit of a dead run), then
-    /// forgets its ledger and its state file `state_file`. Returns what is left, or `None`.
+    /// Destroys environment `id` over the pool's ledger of it ([`destroy`]).
     #[must_use]
     pub fn destroy(&self, id: &str, state_file: &Path) -> Option<String> {
-        let ledger_path = self.state.ledger_path(id);
-        let entries = crate::run::ledger::read(&ledger_path);
-        let Some((owner, entries)) = entries else {
-            // No ledger: nothing was made (begin is before the ledger).
-            let _ = PoolState::forget(state_file);
-            return None;
-        };
-        let c = crate::run::converge::Converging {
-            units: self.units,
-            host: self.host,
-            by: id,
-            lock_wait: self.lock_wait,
-            manager_started_ms: None,
-            uid: crate::host::namespaces::host_uid(),
-        };
-        let (rec, done) = crate::run::converge::converge(&owner, entries, &c, self.lock_wait, None);
-        if done {
-            let _ = PoolState::forget(&ledger_path);
-            let _ = PoolState::forget(state_file);
-            None
-        } else {
-            Some(format!(
-                "environment {id} is not fully destroyed: {}; left: {}",
-                rec.causes.join("; "),
-                rec.leftovers.join(", ")
-            ))
-        }
+        destroy(
+            self.state,
+            self.units,
+            self.host,
+            self.lock_wait,
+            id,
+            state_file,
+        )
     }
 
     /// What is wrong with claimed environment `filled` compared with what its fill recorded
@@ -342,6 +324,49 @@ impl EnvHost<'_> {
             )),
         }
         wrong
+    }
+}
+
+/// Destroys environment `id` of pool `state` over the pool's ledger of it: stops its units,
+/// removes its files, labelled objects and reservation (the teardown and audit of a dead run,
+/// waiting up to `lock_wait` for podman's storage lock), then forgets its ledger and its state
+/// file `state_file`. Needs no spec (`cyclix uninstall` destroys the pools of tenants whose
+/// spec is gone). Returns what is left, or `None`.
+#[must_use]
+pub fn destroy(
+    state: &PoolState,
+    units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
+    lock_wait: Duration,
+    id: &str,
+    state_file: &Path,
+) -> Option<String> {
+    let ledger_path = state.ledger_path(id);
+    let entries = crate::run::ledger::read(&ledger_path);
+    let Some((owner, entries)) = entries else {
+        // No ledger: nothing was made (begin is before the ledger).
+        let _ = PoolState::forget(state_file);
+        return None;
+    };
+    let c = crate::run::converge::Converging {
+        units,
+        host,
+        by: id,
+        lock_wait,
+        manager_started_ms: None,
+        uid: crate::host::namespaces::host_uid(),
+    };
+    let (rec, done) = crate::run::converge::converge(&owner, entries, &c, lock_wait, None);
+    if done {
+        let _ = PoolState::forget(&ledger_path);
+        let _ = PoolState::forget(state_file);
+        None
+    } else {
+        Some(format!(
+            "environment {id} is not fully destroyed: {}; left: {}",
+            rec.causes.join("; "),
+            rec.leftovers.join(", ")
+        ))
     }
 }
 

@@ -2,6 +2,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 
 use super::*;
+use crate::spec::Pool;
 
 fn pool(t: &tempfile::TempDir) -> PoolState {
     PoolState::new(t.path().join("pool/acme"))
@@ -134,9 +135,9 @@ fn an_environment_idle_past_max_idle_expires_and_cannot_be_claimed() {
         .expect("begin");
     p.ready("20261202t020000-e002", 5_000).expect("ready");
     // max_idle 2 s: at 2.999 s nothing is past it (positive control: e001 is still ready).
-    assert!(p.take_expired(2_999, 2).expect("expire").is_empty());
+    assert!(p.take_expired(2_999, 2_000).expect("expire").is_empty());
     assert_eq!(p.counts().expect("counts").ready, 2);
-    let gone = p.take_expired(3_000, 2).expect("expire");
+    let gone = p.take_expired(3_000, 2_000).expect("expire");
     assert_eq!(
         gone.iter().map(|f| f.env.as_str()).collect::<Vec<_>>(),
         ["20261202t020000-e001"]
@@ -251,23 +252,37 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
 }
 
 #[test]
-fn status_shows_what_the_pool_holds_and_that_it_cannot_refill() {
+fn status_shows_what_the_pool_holds_and_whether_its_keeper_runs() {
     let t = tempfile::tempdir().expect("tempdir");
     let p = pool(&t);
     p.begin("20261202t020000-e001", "acme", 0, 1)
         .expect("begin");
-    let v = PoolView::new(&spec_pool(2), p.counts());
+    let keeper = |active: &str| KeeperView {
+        unit: "cyclix-pool@acme.service".into(),
+        active_state: active.into(),
+        state: None,
+        error: String::new(),
+    };
+    let ts = |ms: u128| ms.to_string();
+    let v = PoolView::new(&spec_pool(2), p.counts(), keeper("inactive"));
     assert_eq!(
-        v.line(),
-        format!(
-            "pool: size 2: 0 ready, 1 filling, 0 claimed, 0 expiring; cannot refill: {NO_REFILL}"
-        )
+        v.lines(0, &ts),
+        [
+            "pool: size 2: 0 ready, 1 filling, 0 claimed, 0 expiring",
+            "cyclix-pool@acme.service: inactive; cannot refill: the keeper is not running; `cyclix install` enables and starts it"
+        ]
     );
-    let v = PoolView::new(&spec_pool(2), Err(anyhow::anyhow!("listing X: denied")));
-    assert!(
-        v.line()
-            .starts_with("pool: size 2: state unreadable (listing X: denied); cannot refill"),
-        "{}",
-        v.line()
+    let v = PoolView::new(
+        &spec_pool(2),
+        Err(anyhow::anyhow!("listing X: denied")),
+        keeper("active"),
     );
+    assert_eq!(
+        v.lines(0, &ts),
+        [
+            "pool: size 2: state unreadable (listing X: denied)",
+            "cyclix-pool@acme.service: active: starting"
+        ]
+    );
+    assert!(v.refilling);
 }

@@ -14,7 +14,9 @@ pub fn prepared() -> &'static Testbed {
         let c = tb.cyclix_bin();
         expect_success(
             &tb.user_sh(&format!(
-                "set -e; rm -rf ~/.config/cyclix/tenants/e2e-* ~/.config/systemd/user/cyclix-run@e2e-* \
+                "set -e; systemctl --user stop 'cyclix-pool@e2e-*.service' || true; \
+                 rm -rf ~/.config/cyclix/tenants/e2e-* ~/.config/systemd/user/cyclix-run@e2e-* \
+                 ~/.config/systemd/user/cyclix-pool@e2e-* ~/.config/systemd/user/default.target.wants/cyclix-pool@e2e-* \
                  ~/.local/share/systemd/timers/stamp-cyclix-run@e2e-*; {c} images build; {c} demo setup; {c} install --tenant demo"
             )),
             "build images, set up the demo, install the templates",

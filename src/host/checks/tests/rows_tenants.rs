@@ -86,10 +86,10 @@ pub(super) fn tenant_rows() -> Vec<Row> {
         // pool
         (
             "a pool cannot refill",
-            |f| f.tenants = vec![tenant("pl", &spec_yaml("pl", "", "pool: { size: 2 }\n"))],
+            |f| f.tenants = vec![pooled("inactive", None)],
             "pool:pl",
             Status::Warn,
-            "pool of size 2 cannot refill",
+            "pool of size 2 cannot refill: its keeper cyclix-pool@pl.service is inactive",
         ),
         // outcome
         (
@@ -190,6 +190,81 @@ pub(super) fn tenant_rows() -> Vec<Row> {
             "remembered for this exact binary",
         ),
     ]
+}
+
+/// Tenant `pl` with a pool of size 2 whose keeper's unit is `active` and wrote `note`.
+fn pooled(
+    active: &str,
+    note: Option<crate::host::facts::KeeperNote>,
+) -> crate::host::facts::TenantFacts {
+    let mut t = tenant("pl", &spec_yaml("pl", "", "pool: { size: 2 }\n"));
+    t.keeper = Some(crate::host::facts::KeeperFact {
+        active: Ok(active.to_string()),
+        note: Ok(note),
+    });
+    t
+}
+
+/// A running keeper passes; one whose fills fail, or that cannot be asked, warns with a fix.
+#[test]
+fn a_pool_passes_while_its_keeper_refills_it() {
+    use crate::host::facts::KeeperNote;
+    let note = |state: &str, failures: u32| KeeperNote {
+        state: state.into(),
+        failures,
+        last_error: if failures > 0 {
+            "boom".into()
+        } else {
+            String::new()
+        },
+        line: format!("{state} line"),
+    };
+    let check = |t| {
+        let mut f = good();
+        f.tenants = vec![t];
+        checks(&f, &CheckOptions::default())
+            .into_iter()
+            .find(|c| c.id == "pool:pl")
+            .expect("a pool check")
+    };
+    let c = check(pooled("active", Some(note("full", 0))));
+    assert_eq!(c.status, Status::Pass, "{c:#?}");
+    assert!(
+        c.found
+            .contains("kept by cyclix-pool@pl.service: full line"),
+        "{c:#?}"
+    );
+    let c = check(pooled("active", Some(note("retrying", 2))));
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(
+        c.found
+            .contains("cannot refill: cyclix-pool@pl.service retrying line"),
+        "{c:#?}"
+    );
+    assert!(
+        c.fix
+            .as_deref()
+            .unwrap_or("")
+            .contains("cyclix pool fill pl"),
+        "{c:#?}"
+    );
+    let c = check(pooled("failed", Some(note("full", 0))));
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(
+        c.fix
+            .as_deref()
+            .unwrap_or("")
+            .contains("cyclix install --tenant pl"),
+        "{c:#?}"
+    );
+    let mut t = pooled("active", None);
+    t.keeper = Some(crate::host::facts::KeeperFact {
+        active: Err("no bus".into()),
+        note: Ok(None),
+    });
+    let c = check(t);
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(c.found.contains("cannot be read: no bus"), "{c:#?}");
 }
 
 /// No pool (or `size: 0`): no `pool:` check at all (the control of the row "a pool cannot
