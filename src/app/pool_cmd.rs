@@ -174,15 +174,33 @@ pub(crate) struct Claimed {
 /// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
 /// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
 ///
+/// The claim is timed as the record's first phase, `claim` (`Environment::claim`), when
+/// the tenant can have a warm environment.
+///
 /// # Errors
 /// The pool's state or the user manager cannot be reached.
 pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
+    let start_ms = now_ms();
+    let mut c = claim_untimed(env, spec, backend)?;
+    if pool::why_cold(spec, backend).is_none() {
+        c.environment.claim = Some(crate::run::record::Phase {
+            name: "claim".into(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome: "ok".into(),
+        });
+    }
+    Ok(c)
+}
+
+fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
     let cold = |why: &str, notices: Vec<String>| {
         let run_id = new_run_id(SystemTime::now(), std::process::id());
         Claimed {
             environment: Environment {
                 record: pool::cold(&run_id, why),
                 octet: None,
+                claim: None,
             },
             run_id,
             log_key: None,
@@ -229,6 +247,7 @@ pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claim
                 "`--run-id` names the run: it makes its own environment",
             ),
             octet: None,
+            claim: None,
         },
         run_id: run_id.to_string(),
         log_key: None,
@@ -244,6 +263,7 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
         environment: Environment {
             record: pool::warm(&filled, now_ms()),
             octet: Some(filled.octet),
+            claim: None,
         },
         log_key: Some(filled.log_key),
         notices,

@@ -156,6 +156,9 @@ pub fn execute(
     .entered();
     let mut rec = new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
+    // The claim ran before the run's ledger (`cyclix run`): the record's first phase.
+    r.phases
+        .extend(inp.environment.as_ref().and_then(|e| e.claim.clone()));
     let mut created = RunState::new(ledger);
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     // A run that ended before collect read its output: the readers end here.

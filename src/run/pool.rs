@@ -506,6 +506,7 @@ impl PoolView {
     }
 }
 
+pub mod check;
 pub mod env;
 
 #[cfg(test)]

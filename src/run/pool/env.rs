@@ -52,7 +52,7 @@ pub struct EnvHost<'a> {
 }
 
 /// SHA-256 of `bytes`, lower-case hex.
-fn digest(bytes: &[u8]) -> String {
+pub(super) fn digest(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     sha2::Sha256::digest(bytes)
         .iter()
@@ -82,7 +82,7 @@ pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
 }
 
 /// The environment's files of `rendered` (run `id`), each with its absolute path.
-fn env_files<'r>(
+pub(super) fn env_files<'r>(
     rendered: &'r render::Rendered,
     id: &str,
     paths: &RunPaths,
@@ -111,7 +111,7 @@ fn env_files<'r>(
 
 impl EnvHost<'_> {
     /// The run `id` renders with `octet` and `log_key`, as a run of it would.
-    fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
+    pub(super) fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
         let paths = (self.paths)(id);
         let ctx = RunContext {
             run_id: id.to_string(),
@@ -266,92 +266,4 @@ impl EnvHost<'_> {
             ))
         }
     }
-
-    /// What is wrong with claimed environment `filled` compared with what its fill recorded
-    /// (checked before anything else of the run): a file changed, the spec renders another
-    /// environment now, a container other than the proxy and the pod's infra on its networks,
-    /// a container in its pod other than the infra, a process in the proxy other than squid.
-    /// Empty when nothing is.
-    #[must_use]
-    pub fn check(&self, filled: &Filled, podman: &crate::podman::Podman) -> Vec<String> {
-        let id = filled.env.as_str();
-        let mut wrong = Vec::new();
-        for (path, want) in &filled.files {
-            match std::fs::read(path) {
-                Ok(b) if digest(&b) == *want => {}
-                Ok(_) => wrong.push(format!("{path} changed since the fill")),
-                Err(e) => wrong.push(format!("{path} cannot be read ({e})")),
-            }
-        }
-        match self.render(id, filled.octet, &filled.log_key) {
-            Ok(r) => {
-                let paths = (self.paths)(id);
-                let now: Vec<(String, String)> = env_files(&r, id, &paths)
-                    .into_iter()
-                    .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
-                    .collect();
-                if now != filled.files && wrong.is_empty() {
-                    wrong.push(
-                        "the spec renders another environment now (changed since the fill)".into(),
-                    );
-                }
-            }
-            Err(e) => wrong.push(format!("the spec does not render: {e:#}")),
-        }
-        let n = RunNames::new(id);
-        let (proxy, infra) = (n.proxy(), n.infra());
-        let mut both = vec![proxy.clone(), infra.clone()];
-        both.sort();
-        for (net, want) in [(n.base(), both), (n.egress(), vec![proxy.clone()])] {
-            match podman.network_containers(&net) {
-                Ok(got) if got == want => {}
-                Ok(got) => wrong.push(format!(
-                    "network {net} has the containers {got:?}, the fill left {want:?}"
-                )),
-                Err(e) => wrong.push(format!("network {net} cannot be inspected: {e:#}")),
-            }
-        }
-        match podman.pod_containers(&n.base()) {
-            Ok(got) if got == [infra.clone()] => {}
-            Ok(got) => wrong.push(format!(
-                "pod {} has the containers {got:?}, the fill left only {infra}",
-                n.base()
-            )),
-            Err(e) => wrong.push(format!("pod {} cannot be inspected: {e:#}", n.base())),
-        }
-        match podman.top_hpids(&proxy) {
-            Ok(procs) => {
-                let odd: Vec<String> = procs
-                    .iter()
-                    .filter(|(_, comm)| !PROXY_PROCESSES.contains(&comm.as_str()))
-                    .map(|(pid, comm)| format!("{comm} (pid {pid})"))
-                    .collect();
-                if !odd.is_empty() || procs.is_empty() {
-                    wrong.push(format!(
-                        "the proxy {proxy} runs {} besides squid and its helper",
-                        if odd.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            odd.join(", ")
-                        }
-                    ));
-                }
-            }
-            Err(e) => wrong.push(format!(
-                "the proxy {proxy}'s processes cannot be listed: {e:#}"
-            )),
-        }
-        wrong
-    }
 }
-
-/// The processes a pooled proxy runs (`podman top … comm`): podman's init, squid (Debian's
-/// `squid-openssl`, its kids) and the SNI helper the proxy image ships (a shell loop of
-/// builtins: `images/proxy/cyclix-sni-eq`).
-pub const PROXY_PROCESSES: &[&str] = &[
-    "catatonit",
-    "podman-init",
-    "squid",
-    "squid-openssl",
-    "cyclix-sni-eq",
-];
