@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use super::clock::{new_run_id, now_ms};
 use super::tenant::{random_log_key, run_paths, runnable_spec, unit_manager};
@@ -41,7 +41,10 @@ fn with_env_host<T>(
     let host = RealRunHost::new();
     let tenant = spec.tenant.clone();
     let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
-    let bin = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cyclix"));
+    // The binary the agent container mounts, as a run of the environment mounts it (its
+    // execute-only copy): the agent's file the fill installs is then the run's.
+    let exe = std::env::current_exe().context("finding the cyclix binary")?;
+    let bin = crate::run::exec_only::copy(&exe, env.runtime_dir()?)?;
     let eh = EnvHost {
         state: &state,
         spec,

@@ -6,6 +6,9 @@
 //! environment id as run id, its reserved subnet octet, its access-log key) and installs and
 //! starts only the environment's part ([`env_file`]): the two `.network`s, the `.pod` (and its
 //! drop-in), the `-proxy.container` and the run dir's files the proxy mounts (`squid.conf`).
+//! The agent's and the gate's `.container` are installed and loaded too, never started: they
+//! hold names and paths only (the secrets' names, the work tree's and the task's paths), so a
+//! claim that renders them the same needs no daemon-reload (`run::phases::bring_up`).
 //! No secret, credential, canary, work tree or task is made. What it made is in a ledger of
 //! its own (`PoolState::ledger_path`), which the claiming run copies into its ledger; a
 //! refused, expired or half-made environment is destroyed over that ledger by the same
@@ -63,16 +66,14 @@ pub(super) fn digest(bytes: &[u8]) -> String {
 }
 
 /// Whether rendered file `f` of run `id` is part of the environment (installed by the fill):
-/// every Quadlet file but the agent's and the gate's `.container`, the pod unit's drop-ins,
-/// and the run dir's files the proxy's `.container` mounts (`proxy_file`).
+/// every Quadlet file (the agent's and the gate's `.container` are installed, not started),
+/// the pod unit's drop-ins, and the run dir's files the proxy's `.container` mounts
+/// (`proxy_file`).
 #[must_use]
 pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
     let n = RunNames::new(id);
     match f.dest {
-        Dest::Quadlet => {
-            f.name != crate::naming::container_file(&n.agent())
-                && f.name != crate::naming::container_file(&n.gate())
-        }
+        Dest::Quadlet => true,
         Dest::RuntimeUnits => f
             .name
             .starts_with(&format!("{}.d/", crate::naming::pod_unit(&n.base()))),
@@ -206,17 +207,12 @@ impl EnvHost<'_> {
                 .push((path.display().to_string(), digest(f.contents.as_bytes())));
         }
         let n = &rendered.units;
-        let env_units: Vec<&String> = n
-            .all
-            .iter()
-            .filter(|u| **u != n.agent && **u != n.gate)
-            .collect();
-        for u in &env_units {
-            ledger.record(Entry::Unit { name: (*u).clone() })?;
+        for u in &n.all {
+            ledger.record(Entry::Unit { name: u.clone() })?;
         }
         self.state.note(filled)?;
         self.units.reload()?;
-        for u in &env_units {
+        for u in &n.all {
             let s = self.units.load_unit(u)?;
             if s != LoadState::Loaded {
                 bail!("unit {u} is {s} after the reload: the generator did not produce it");
