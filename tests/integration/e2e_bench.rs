@@ -57,7 +57,9 @@ fn the_short_benchmark_measures_every_pair() {
     let ta = &v["time_to_agent"];
     for (side, parts) in [("cold", 5), ("warm", 6)] {
         num(ta, &format!("{side}.median"));
-        let got = ta[format!("{side}_parts")].as_object().map(|p| p.len());
+        let got = ta[format!("{side}_parts")]
+            .as_object()
+            .map(serde_json::Map::len);
         assert_eq!(got, Some(parts), "{ta:#}");
     }
     num(ta, "warm_parts.claim+check.median");

@@ -3,6 +3,8 @@
 //! agent unit).
 
 use std::path::Path;
+#[cfg(test)]
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -143,8 +145,8 @@ pub(crate) fn loaded_as_installed(
     names: &render::plan::UnitNames,
 ) -> Result<bool> {
     let current = |u: &String| -> Result<bool> {
-        let (state, stale) = units.load_current(u)?;
-        Ok(state == LoadState::Loaded && !stale)
+        let (load, changed) = units.load_current(u)?;
+        Ok(load == LoadState::Loaded && !changed)
     };
     std::thread::scope(|s| {
         let looks: Vec<_> = names
@@ -328,3 +330,6 @@ pub(crate) fn shell_words(argv: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+#[cfg(test)]
+mod tests;

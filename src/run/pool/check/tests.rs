@@ -74,6 +74,7 @@ fn a_missing_proxy_or_infra_is_wrong() {
     assert_eq!(topology_wrong(&n, &all).len(), 2);
 }
 
+#[allow(clippy::unnecessary_wraps)] // what a `podman top` look returns
 fn procs(list: &[(u32, &str)]) -> anyhow::Result<Vec<(u32, String)>> {
     Ok(list.iter().map(|(p, c)| (*p, (*c).to_string())).collect())
 }
