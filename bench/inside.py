@@ -4,7 +4,9 @@ on a host (or testbed) with a systemd user manager and rootless Podman 5; `bench
 inside the testbed. Prints the table on stderr and one JSON object (schema cyclix-bench/1) on
 stdout. It measures; it never judges: noise cannot fail it, only a measurement that did not run.
 
-  inside.py [--short] [--cyclix PATH] [--build debug|release]
+  inside.py [--short] [--to-agent] [--cyclix PATH] [--build debug|release]
+
+--to-agent measures only the time to agent, cold and warm (N = 20 each), nothing else.
 
 Each pair runs interleaved N times (cyclix side, then bare side; N = 20, 1 with --short);
 min/median(p50)/p95/max per side and the ratio of the medians; every sample is in the JSON.
@@ -60,7 +62,7 @@ def pair(name, target, cyclix, bare, unit="ms", note=""):
             "ratio": round(c["median"] / b["median"], 2) if b["median"] else None}
 
 
-def tenant(cyclix, name, agent_cmd):
+def tenant(cyclix, name, agent_cmd, extra=""):
     repo = HOME / "src" / name
     sh(f"rm -rf {repo} && mkdir -p ~/src ~/.config/cyclix/tenants && "
        f"git clone -q ~/.local/share/cyclix/demo/project {repo}")
@@ -77,7 +79,7 @@ gate:
   unpinned_local_image: true
   command: ["true"]
   timeout: 2m
-""")
+{extra}""")
 
 
 def record(name, run_id):
@@ -146,6 +148,46 @@ def cyclix_run(cyclix, name):
         "leftovers": rec["leftovers"],
     }
     return out
+
+
+def warm_run(cyclix, name):
+    """One warm sample: `cyclix pool fill` makes one environment (untimed), then `cyclix run`
+    claims it. Time to agent: the record's `claim` phase (the pool's rename, the check against
+    the fill) -> the agent's first instruction, the probe run on the claimed objects included."""
+    filled = sh([cyclix, "pool", "fill", name]).stdout
+    m = re.search(r"environment (\S+) ready \((\d+) ms\)", filled)
+    if not m:
+        raise SystemExit(f"bench: `cyclix pool fill {name}` made no environment: {filled}")
+    env, fill_ms = m.group(1), int(m.group(2))
+    r = sh([cyclix, "run", name], check=False)
+    rec = record(name, env)
+    e = rec.get("environment") or {}
+    if rec["result"] != "passed" or not e.get("pooled"):
+        raise SystemExit(f"bench: warm run {env} of {name}: {rec['result']} pooled="
+                         f"{e.get('pooled')} {e.get('why_cold')}: {rec.get('error')} "
+                         f"{rec.get('notices')} {r.stderr[-500:]}")
+    t0 = t0_of(rec["agent_log"])
+    if t0 is None or rec.get("agent_ready_ms") is None or rec.get("go_ms") is None:
+        raise SystemExit(f"bench: warm run {env}: no T0 / agent_ready_ms / go_ms in the record")
+    claim = phase(rec, "claim")
+    render = phase(rec, "render")["start_ms"]
+    return {
+        "to_agent": t0 - claim["start_ms"],
+        "to_agent_parts": {
+            "claim+check": claim["end_ms"] - claim["start_ms"],
+            # from the claim's end: the run's set-up (its ledger, convergence) and prepare
+            "prepare": phase(rec, "prepare")["end_ms"] - claim["end_ms"],
+            "render..reload": phase(rec, "reload")["end_ms"] - render,
+            "start": rec["agent_ready_ms"] - phase(rec, "reload")["end_ms"],
+            "probe": rec["go_ms"] - rec["agent_ready_ms"],
+            "go..first instruction": t0 - rec["go_ms"],
+        },
+        "fill_ms": fill_ms,
+        "teardown": sum(phase(rec, p)["end_ms"] - phase(rec, p)["start_ms"]
+                        for p in ("teardown", "audit")),
+        "phases": {p["name"]: p["end_ms"] - p["start_ms"] for p in rec["phases"]},
+        "leftovers": rec["leftovers"],
+    }
 
 
 def bare_once(conf_dir, i):
@@ -253,6 +295,41 @@ def density(cyclix, n):
     }
 
 
+def time_to_agent(cy, wa):
+    """The cold and the warm time to agent, their parts, and the warm/cold ratio of the p50s."""
+    parts = lambda xs: {k: stats([x["to_agent_parts"][k] for x in xs])  # noqa: E731
+                        for k in xs[0]["to_agent_parts"]}
+    cold, warm = stats([c["to_agent"] for c in cy]), stats([w["to_agent"] for w in wa])
+    return {
+        "cold": cold, "cold_parts": parts(cy), "warm": warm, "warm_parts": parts(wa),
+        "warm_over_cold": round(warm["median"] / cold["median"], 2),
+        "warm_fill_ms": stats([w["fill_ms"] for w in wa]),
+        "warm_teardown_ms": stats([w["teardown"] for w in wa]),
+        "warm_phases_median_ms": {k: statistics.median([w["phases"][k] for w in wa])
+                                  for k in wa[0]["phases"]},
+        "warm_leftovers": [x for w in wa for x in w["leftovers"]],
+        "target": "warm p50 <= 440 ms and <= 0.35 x cold p50",
+        "note": "cold: the run's first phase (prepare; `--run-id`, no claim) -> the agent's "
+                "first instruction, the probe run included; warm: the `claim` phase (the pool's "
+                "rename and the check against the fill) -> the agent's first instruction, the "
+                "whole probe suite on the claimed objects included; fill (`cyclix pool fill`, "
+                "one environment) untimed in it"}
+
+
+def log_to_agent(log, build, n, ta):
+    if build:
+        log("")
+        log(f"cyclix build: {build}, n={n}")
+    for side in ("cold", "warm"):
+        s = ta[side]
+        log(f"time to agent, {side} (ms)     {s['min']:>8} {s['median']:>8} {s['p95']:>8}   "
+            "parts p50/p95: " + ", ".join(f"{k} {v['median']}/{v['p95']}"
+                                         for k, v in ta[side + "_parts"].items()))
+    log(f"time to agent, warm/cold     {ta['warm_over_cold']} (target <= 0.35; warm p50 target "
+        f"<= 440 ms); fill p50 {ta['warm_fill_ms']['median']} ms, warm teardown+audit p50 "
+        f"{ta['warm_teardown_ms']['median']} ms, {len(ta['warm_leftovers'])} leftovers")
+
+
 def fmt_row(p):
     c, b = p["cyclix"], p["bare"]
     return (f"{p['name']:<28} {c['min']:>8} {c['median']:>8} {c['p95']:>8} | "
@@ -262,32 +339,46 @@ def fmt_row(p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--short", action="store_true")
+    ap.add_argument("--to-agent", action="store_true")
     ap.add_argument("--cyclix", default="/src/target/debug/cyclix")
     ap.add_argument("--build", default="debug", choices=["debug", "release"])
     a = ap.parse_args()
     cyclix = a.cyclix
     n = 1 if a.short else 20
-    out = {"schema": "cyclix-bench/1", "mode": "short" if a.short else "full", "n": n,
+    mode = "short" if a.short else "to-agent" if a.to_agent else "full"
+    out = {"schema": "cyclix-bench/1", "mode": mode, "n": n,
            "build": a.build, "host": os.uname().nodename, "pairs": [], "probes": {},
            "render": {}, "density": None}
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
 
     # Setup: images, demo, the bench tenant, a squid.conf for the bare side.
     sh(f"{cyclix} images build >/dev/null && {cyclix} demo setup >/dev/null")
-    tenant(cyclix, "bench", T0_CMD)
+    # A pool of one: the cold runs name their run (`--run-id`), so they never claim; each warm
+    # sample fills one environment and claims it.
+    tenant(cyclix, "bench", T0_CMD, "pool:\n  size: 1\n")
+    sh([cyclix, "pool", "expire", "bench", "--now-ms", "99999999999999"])
     conf = RUNTIME / "cyclix-bench"
     sh(f"rm -rf {conf}; {cyclix} render --demo --run-id benchconf --out {conf}")
     (conf / "squid.conf").write_text((conf / "run/squid.conf").read_text())
     # One untimed warm-up per side (page cache, image layers, podman's first-run state).
     cyclix_run(cyclix, "bench")
-    bare_once(conf, 0)
+    warm_run(cyclix, "bench")
+    if not a.to_agent:
+        bare_once(conf, 0)
 
-    # 1-3: interleaved runs.
-    cy, ba = [], []
+    # 1-3: interleaved runs (cold, bare, warm).
+    cy, ba, wa = [], [], []
     for i in range(n):
         log(f"bench: run pair {i + 1}/{n}")
         cy.append(cyclix_run(cyclix, "bench"))
-        ba.append(bare_once(conf, i + 1))
+        if not a.to_agent:
+            ba.append(bare_once(conf, i + 1))
+        wa.append(warm_run(cyclix, "bench"))
+    out["time_to_agent"] = time_to_agent(cy, wa)
+    if a.to_agent:
+        log_to_agent(log, a.build, n, out["time_to_agent"])
+        print(json.dumps(out, indent=1))
+        return
     out["pairs"].append(pair(
         "bring-up (ms)", "ratio <= 1.0", [c["bringup"] for c in cy], [b[0] for b in ba],
         note="cyclix: render start -> agent unit started, plus go -> agent's first instruction "
@@ -296,15 +387,6 @@ def main():
     out["pairs"].append(pair(
         "teardown+audit (ms)", "ratio <= 1.5", [c["teardown"] for c in cy], [b[1] for b in ba],
         note="cyclix: teardown + audit phases; bare: rm -f -t0 containers, pod rm, network rm"))
-    out["time_to_agent"] = {
-        "cold": stats([c["to_agent"] for c in cy]),
-        "cold_parts": {k: stats([c["to_agent_parts"][k] for c in cy])
-                       for k in cy[0]["to_agent_parts"]},
-        # The warm pool (issue 16 item 1) is not on this branch: nothing to claim.
-        "warm": "not measured (no pool)",
-        "note": "cold: the run's first phase (prepare) -> the agent's first instruction, the "
-                "probe run included; warm: a pooled environment's claim -> the agent's first "
-                "instruction"}
     probe_wall = [c["probe_wall"] for c in cy]
     per_probe = {}
     for c in cy:
@@ -366,11 +448,7 @@ def main():
         f"{'bare min':>8} {'p50':>8} {'p95':>8} | {'ratio':>6}  target")
     for p in out["pairs"]:
         log(fmt_row(p))
-    ta = out["time_to_agent"]
-    log(f"time to agent, cold (ms)     {ta['cold']['min']:>8} {ta['cold']['median']:>8} "
-        f"{ta['cold']['p95']:>8}   parts p50: "
-        + ", ".join(f"{k} {v['median']}" for k, v in ta["cold_parts"].items()))
-    log(f"time to agent, warm          {ta['warm']}")
+    log_to_agent(log, None, n, out["time_to_agent"])
     pw = out["probes"]["wall_ms"]
     log(f"probe run (ms)               {pw['min']:>8} {pw['median']:>8} {pw['p95']:>8}"
         f"   target <= 150; slowest: "

@@ -139,6 +139,18 @@ pub trait UnitManager {
     /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
     fn load_unit(&self, unit: &str) -> Result<LoadState, Error>;
 
+    /// Forces `unit` to be loaded and returns its `LoadState` and `NeedDaemonReload` (its
+    /// file, a drop-in or its `SourcePath=`, e.g. a Quadlet file, changed since it was loaded):
+    /// whether the manager runs the unit as its files are now, without a reload. The default
+    /// reads the whole [`UnitManager::unit_status`].
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`], [`Error::Dbus`], [`Error::Deadline`].
+    fn load_current(&self, unit: &str) -> Result<(LoadState, bool), Error> {
+        let s = self.unit_status(unit)?;
+        Ok((s.load_state, s.need_daemon_reload))
+    }
+
     /// The user manager's version: its `org.freedesktop.systemd1.Manager.Version` property,
     /// e.g. `"257.13-1~deb13u1"` (what `systemctl --user --version` prints after `systemd`).
     /// Read-only; used by `cyclix check`.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use super::clock::{new_run_id, now_ms};
 use super::tenant::{random_log_key, run_paths, runnable_spec, unit_manager};
@@ -41,7 +41,10 @@ pub(crate) fn with_env_host<T>(
     let host = RealRunHost::new();
     let tenant = spec.tenant.clone();
     let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
-    let bin = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cyclix"));
+    // The binary the agent container mounts, as a run of the environment mounts it (its
+    // execute-only copy): the agent's file the fill installs is then the run's.
+    let exe = std::env::current_exe().context("finding the cyclix binary")?;
+    let bin = crate::run::exec_only::copy(&exe, env.runtime_dir()?)?;
     let eh = EnvHost {
         state: &state,
         spec,
@@ -199,15 +202,33 @@ pub(crate) struct Claimed {
 /// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
 /// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
 ///
+/// The claim is timed as the record's first phase, `claim` (`Environment::claim`), when
+/// the tenant can have a warm environment.
+///
 /// # Errors
 /// The pool's state or the user manager cannot be reached.
 pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
+    let start_ms = now_ms();
+    let mut c = claim_untimed(env, spec, backend)?;
+    if pool::why_cold(spec, backend).is_none() {
+        c.environment.claim = Some(crate::run::record::Phase {
+            name: "claim".into(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome: "ok".into(),
+        });
+    }
+    Ok(c)
+}
+
+fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
     let cold = |why: &str, notices: Vec<String>| {
         let run_id = new_run_id(SystemTime::now(), std::process::id());
         Claimed {
             environment: Environment {
                 record: pool::cold(&run_id, why),
                 octet: None,
+                claim: None,
             },
             run_id,
             log_key: None,
@@ -254,6 +275,7 @@ pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claim
                 "`--run-id` names the run: it makes its own environment",
             ),
             octet: None,
+            claim: None,
         },
         run_id: run_id.to_string(),
         log_key: None,
@@ -269,6 +291,7 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
         environment: Environment {
             record: pool::warm(&filled, now_ms()),
             octet: Some(filled.octet),
+            claim: None,
         },
         log_key: Some(filled.log_key),
         notices,

@@ -20,6 +20,20 @@ impl Podman {
         )
     }
 
+    /// Every container of the user (`podman ps --all --format json`, infra containers
+    /// included): one listing for a look at several networks and pods at once (the claim's
+    /// check of a warm environment, `run::pool::env`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`].
+    pub fn all_containers(&self) -> Result<Vec<ContainerInfo>> {
+        self.query(
+            &["ps", "--all", "--format", "json"],
+            "listing every container",
+            parse_containers,
+        )
+    }
+
     /// Pods carrying `label` (`podman pod ps --filter label=LABEL --format json`).
     ///
     /// # Errors

@@ -21,6 +21,9 @@ pub struct ContainerInfo {
     pub pod: Option<String>,
     /// Whether it is a pod's infra container (removed with its pod, not by itself).
     pub is_infra: bool,
+    /// The networks it is attached to by name (podman's `Networks`; empty for a pod's member,
+    /// which shares its infra container's).
+    pub networks: Vec<String>,
 }
 
 /// A pod of [`Podman::pods`] (`podman pod ps --format json`).
@@ -85,6 +88,8 @@ struct PsEntry {
     pod: String,
     #[serde(default)]
     is_infra: bool,
+    #[serde(default)]
+    networks: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -154,6 +159,7 @@ pub fn parse_containers(json: &str) -> serde_json::Result<Vec<ContainerInfo>> {
             labels: e.labels,
             pod: Some(e.pod).filter(|p| !p.is_empty()),
             is_infra: e.is_infra,
+            networks: e.networks.unwrap_or_default(),
         })
         .collect())
 }

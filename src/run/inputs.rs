@@ -128,6 +128,9 @@ pub struct Environment {
     pub record: super::pool::EnvironmentRecord,
     /// A claimed environment's subnet octet (its reservation holds the run id); `None` cold.
     pub octet: Option<u8>,
+    /// The claim as a phase of the record (`claim`: the pool's rename and the check against
+    /// the fill, or finding none ready), when the run tried one; the record's first phase.
+    pub claim: Option<super::record::Phase>,
 }
 
 /// What a caller replaces for one run (`cyclix drill`): the task text, the escape it asks

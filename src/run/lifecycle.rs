@@ -24,7 +24,7 @@ pub use super::phases::collect::LOG_TAIL_LINES;
 use super::phases::{
     agent::{self, agent_and_gate},
     audit,
-    bring_up::{self, install, record_units, reload_and_confirm, run_context, start_units},
+    bring_up::{self, install, run_context, start_units},
     collect::{Outputs, agent_report, collect, follow_outputs, project_space_causes, redact, tail},
     prepare::{self, prepare},
     probe, teardown,
@@ -156,6 +156,9 @@ pub fn execute(
     .entered();
     let mut rec = new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
+    // The claim ran before the run's ledger (`cyclix run`): the record's first phase.
+    r.phases
+        .extend(inp.environment.as_ref().and_then(|e| e.claim.clone()));
     let mut created = RunState::new(ledger);
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     // A run that ended before collect read its output: the readers end here.
@@ -499,10 +502,10 @@ fn bring_up_and_run(
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
-    r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
+    let wrote_units = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
     r.phase("reload", || {
-        record_units(&mut created.ledger, &rendered.units)?;
-        reload_and_confirm(units, &rendered.units)
+        let names = &rendered.units;
+        bring_up::reload(&up, units, &mut created.ledger, names, wrote_units)
     })?;
     r.phase("start", || {
         follow_outputs(&outputs_of(inp), host, &rendered.units)?;

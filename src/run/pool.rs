@@ -467,6 +467,7 @@ pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
     }
 }
 
+pub mod check;
 pub mod env;
 pub mod keeper;
 mod view;

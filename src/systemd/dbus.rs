@@ -500,6 +500,26 @@ impl UnitManager for ZbusUnitManager {
         })
     }
 
+    #[tracing::instrument(skip_all, fields(unit = %unit))]
+    fn load_current(&self, unit: &str) -> Result<(LoadState, bool), Error> {
+        let call = self.call(Op::LoadUnit, unit, self.call_timeout);
+        async_io::block_on(async {
+            let manager = self.manager(&call).await?;
+            let path = call
+                .run("loading the unit", manager.load_unit(unit))
+                .await?;
+            let proxy = call
+                .run("reading the load state", self.unit_proxy(path))
+                .await?;
+            let (state, reload) = futures_lite::future::zip(
+                call.run("reading the load state", proxy.load_state()),
+                call.run("reading NeedDaemonReload", proxy.need_daemon_reload()),
+            )
+            .await;
+            Ok((LoadState::parse(&state?), reload?))
+        })
+    }
+
     #[tracing::instrument(skip_all)]
     fn manager_version(&self) -> Result<String, Error> {
         let call = self.call(Op::Version, MANAGER, self.call_timeout);

@@ -53,6 +53,22 @@ fn the_short_benchmark_measures_every_pair() {
         assert!(num(p, "bare.median") > 0.0, "{p:#}");
         num(p, "ratio");
     }
+    // The time to agent, cold and warm (a pooled environment claimed): numbers and parts.
+    let ta = &v["time_to_agent"];
+    for (side, parts) in [("cold", 5), ("warm", 6)] {
+        num(ta, &format!("{side}.median"));
+        let got = ta[format!("{side}_parts")]
+            .as_object()
+            .map(serde_json::Map::len);
+        assert_eq!(got, Some(parts), "{ta:#}");
+    }
+    num(ta, "warm_parts.claim+check.median");
+    num(ta, "warm_over_cold");
+    assert_eq!(
+        ta["warm_leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "{ta:#}"
+    );
     num(&v, "probes.wall_ms.median");
     assert_eq!(v["probes"]["slowest"].as_array().map(Vec::len), Some(3));
     assert!(num(&v, "probes.count") >= 40.0, "{:#}", v["probes"]);

@@ -93,7 +93,6 @@ pub(crate) fn prepare(
     })?;
     std::fs::create_dir_all(inp.run_dir)
         .with_context(|| format!("creating run dir {}", inp.run_dir.display()))?;
-    let used = host.used_subnets()?;
     let runs_root = inp
         .run_dir
         .parent()
@@ -105,7 +104,8 @@ pub(crate) fn prepare(
     let octet = match inp.octet {
         // A claimed environment's subnet, reserved by its fill under this run's id.
         Some(n) => super::super::reserve::held_subnet(runs_root, inp.run_id, n)?,
-        None => reserve_subnet(runs_root, inp.run_id, &used)?.0,
+        // Only a run that reserves one lists the subnets in use (a podman call).
+        None => reserve_subnet(runs_root, inp.run_id, &host.used_subnets()?)?.0,
     };
     let ports = if spec.tier == Tier::Container {
         if !spec.services.is_empty() {

@@ -6,6 +6,9 @@
 //! environment id as run id, its reserved subnet octet, its access-log key) and installs and
 //! starts only the environment's part ([`env_file`]): the two `.network`s, the `.pod` (and its
 //! drop-in), the `-proxy.container` and the run dir's files the proxy mounts (`squid.conf`).
+//! The agent's and the gate's `.container` are installed and loaded too, never started: they
+//! hold names and paths only (the secrets' names, the work tree's and the task's paths), so a
+//! claim that renders them the same needs no daemon-reload (`run::phases::bring_up`).
 //! No secret, credential, canary, work tree or task is made. What it made is in a ledger of
 //! its own (`PoolState::ledger_path`), which the claiming run copies into its ledger; a
 //! refused, expired or half-made environment is destroyed over that ledger by the same
@@ -54,7 +57,7 @@ pub struct EnvHost<'a> {
 }
 
 /// SHA-256 of `bytes`, lower-case hex.
-fn digest(bytes: &[u8]) -> String {
+pub(super) fn digest(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     sha2::Sha256::digest(bytes)
         .iter()
@@ -65,16 +68,14 @@ fn digest(bytes: &[u8]) -> String {
 }
 
 /// Whether rendered file `f` of run `id` is part of the environment (installed by the fill):
-/// every Quadlet file but the agent's and the gate's `.container`, the pod unit's drop-ins,
-/// and the run dir's files the proxy's `.container` mounts (`proxy_file`).
+/// every Quadlet file (the agent's and the gate's `.container` are installed, not started),
+/// the pod unit's drop-ins, and the run dir's files the proxy's `.container` mounts
+/// (`proxy_file`).
 #[must_use]
 pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
     let n = RunNames::new(id);
     match f.dest {
-        Dest::Quadlet => {
-            f.name != crate::naming::container_file(&n.agent())
-                && f.name != crate::naming::container_file(&n.gate())
-        }
+        Dest::Quadlet => true,
         Dest::RuntimeUnits => f
             .name
             .starts_with(&format!("{}.d/", crate::naming::pod_unit(&n.base()))),
@@ -84,7 +85,7 @@ pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
 }
 
 /// The environment's files of `rendered` (run `id`), each with its absolute path.
-fn env_files<'r>(
+pub(super) fn env_files<'r>(
     rendered: &'r render::Rendered,
     id: &str,
     paths: &RunPaths,
@@ -113,7 +114,7 @@ fn env_files<'r>(
 
 impl EnvHost<'_> {
     /// The run `id` renders with `octet` and `log_key`, as a run of it would.
-    fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
+    pub(super) fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
         let paths = (self.paths)(id);
         let ctx = RunContext {
             run_id: id.to_string(),
@@ -208,17 +209,12 @@ impl EnvHost<'_> {
                 .push((path.display().to_string(), digest(f.contents.as_bytes())));
         }
         let n = &rendered.units;
-        let env_units: Vec<&String> = n
-            .all
-            .iter()
-            .filter(|u| **u != n.agent && **u != n.gate)
-            .collect();
-        for u in &env_units {
-            ledger.record(Entry::Unit { name: (*u).clone() })?;
+        for u in &n.all {
+            ledger.record(Entry::Unit { name: u.clone() })?;
         }
         self.state.note(filled)?;
         self.units.reload()?;
-        for u in &env_units {
+        for u in &n.all {
             let s = self.units.load_unit(u)?;
             if s != LoadState::Loaded {
                 bail!("unit {u} is {s} after the reload: the generator did not produce it");
@@ -247,83 +243,6 @@ impl EnvHost<'_> {
             id,
             state_file,
         )
-    }
-
-    /// What is wrong with claimed environment `filled` compared with what its fill recorded
-    /// (checked before anything else of the run): a file changed, the spec renders another
-    /// environment now, a container other than the proxy and the pod's infra on its networks,
-    /// a container in its pod other than the infra, a process in the proxy other than squid.
-    /// Empty when nothing is.
-    #[must_use]
-    pub fn check(&self, filled: &Filled, podman: &crate::podman::Podman) -> Vec<String> {
-        let id = filled.env.as_str();
-        let mut wrong = Vec::new();
-        for (path, want) in &filled.files {
-            match std::fs::read(path) {
-                Ok(b) if digest(&b) == *want => {}
-                Ok(_) => wrong.push(format!("{path} changed since the fill")),
-                Err(e) => wrong.push(format!("{path} cannot be read ({e})")),
-            }
-        }
-        match self.render(id, filled.octet, &filled.log_key) {
-            Ok(r) => {
-                let paths = (self.paths)(id);
-                let now: Vec<(String, String)> = env_files(&r, id, &paths)
-                    .into_iter()
-                    .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
-                    .collect();
-                if now != filled.files && wrong.is_empty() {
-                    wrong.push(
-                        "the spec renders another environment now (changed since the fill)".into(),
-                    );
-                }
-            }
-            Err(e) => wrong.push(format!("the spec does not render: {e:#}")),
-        }
-        let n = RunNames::new(id);
-        let (proxy, infra) = (n.proxy(), n.infra());
-        let mut both = vec![proxy.clone(), infra.clone()];
-        both.sort();
-        for (net, want) in [(n.base(), both), (n.egress(), vec![proxy.clone()])] {
-            match podman.network_containers(&net) {
-                Ok(got) if got == want => {}
-                Ok(got) => wrong.push(format!(
-                    "network {net} has the containers {got:?}, the fill left {want:?}"
-                )),
-                Err(e) => wrong.push(format!("network {net} cannot be inspected: {e:#}")),
-            }
-        }
-        match podman.pod_containers(&n.base()) {
-            Ok(got) if got == [infra.clone()] => {}
-            Ok(got) => wrong.push(format!(
-                "pod {} has the containers {got:?}, the fill left only {infra}",
-                n.base()
-            )),
-            Err(e) => wrong.push(format!("pod {} cannot be inspected: {e:#}", n.base())),
-        }
-        match podman.top_hpids(&proxy) {
-            Ok(procs) => {
-                let odd: Vec<String> = procs
-                    .iter()
-                    .filter(|(_, comm)| !PROXY_PROCESSES.contains(&comm.as_str()))
-                    .map(|(pid, comm)| format!("{comm} (pid {pid})"))
-                    .collect();
-                if !odd.is_empty() || procs.is_empty() {
-                    wrong.push(format!(
-                        "the proxy {proxy} runs {} besides squid and its helper",
-                        if odd.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            odd.join(", ")
-                        }
-                    ));
-                }
-            }
-            Err(e) => wrong.push(format!(
-                "the proxy {proxy}'s processes cannot be listed: {e:#}"
-            )),
-        }
-        wrong
     }
 }
 
@@ -369,14 +288,3 @@ pub fn destroy(
         ))
     }
 }
-
-/// The processes a pooled proxy runs (`podman top … comm`): podman's init, squid (Debian's
-/// `squid-openssl`, its kids) and the SNI helper the proxy image ships (a shell loop of
-/// builtins: `images/proxy/cyclix-sni-eq`).
-pub const PROXY_PROCESSES: &[&str] = &[
-    "catatonit",
-    "podman-init",
-    "squid",
-    "squid-openssl",
-    "cyclix-sni-eq",
-];

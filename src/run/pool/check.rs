@@ -1,0 +1,207 @@
+//! The claim's check of a warm environment (issue 16): what is wrong with a claimed
+//! environment compared with what its fill recorded, looked at before anything else of the
+//! run exists. It is not the boundary proof (the run's whole probe suite still runs on the
+//! claimed objects after the claim); it refuses an environment tampered with while it idled:
+//! an edited file, a stranger on its networks, a container or a process left in its pod or
+//! its proxy.
+//!
+//! The looks are independent podman processes and run side by side, beside the file digests
+//! and the render: one `podman ps --all --format json` for both networks and the pod (was a
+//! `network inspect` per network and a `pod inspect`), `podman top` of the proxy and of the
+//! pod's infra container.
+
+use super::Filled;
+use super::env::{EnvHost, digest, env_files};
+use crate::naming::RunNames;
+use crate::podman::{ContainerInfo, Podman};
+
+/// The processes a pooled proxy runs (`podman top … comm`): podman's init, squid (Debian's
+/// `squid-openssl`, its kids) and the SNI helper the proxy image ships (a shell loop of
+/// builtins: `images/proxy/cyclix-sni-eq`).
+pub const PROXY_PROCESSES: &[&str] = &[
+    "catatonit",
+    "podman-init",
+    "squid",
+    "squid-openssl",
+    "cyclix-sni-eq",
+];
+
+/// The one process a pod's infra container runs (podman's pause image: `catatonit -P`).
+pub const INFRA_PROCESSES: &[&str] = &["catatonit"];
+
+impl EnvHost<'_> {
+    /// What is wrong with claimed environment `filled` compared with what its fill recorded
+    /// (checked before anything else of the run): a file changed, the spec renders another
+    /// environment now, a container other than the proxy and the pod's infra on its networks,
+    /// a container in its pod other than the infra, a process in the proxy other than squid's,
+    /// a process in the infra container besides its one `catatonit`. A look that cannot be
+    /// made is wrong too (fail closed). Empty when nothing is.
+    #[must_use]
+    pub fn check(&self, filled: &Filled, podman: &Podman) -> Vec<String> {
+        let n = RunNames::new(&filled.env);
+        let (proxy, infra) = (n.proxy(), n.infra());
+        std::thread::scope(|s| {
+            let listed = s.spawn(|| podman.all_containers());
+            let proxy_top = s.spawn(|| podman.top_hpids(&proxy));
+            let infra_top = s.spawn(|| podman.top_hpids(&infra));
+            let mut wrong = self.files_wrong(filled);
+            match joined(listed) {
+                Ok(all) => wrong.extend(topology_wrong(&n, &all)),
+                Err(e) => wrong.push(format!(
+                    "the containers on {}'s networks cannot be listed: {e:#}",
+                    n.base()
+                )),
+            }
+            wrong.extend(processes_wrong(
+                &format!("the proxy {proxy}"),
+                joined(proxy_top),
+                PROXY_PROCESSES,
+                None,
+            ));
+            wrong.extend(processes_wrong(
+                &format!("the pod's infra container {infra}"),
+                joined(infra_top),
+                INFRA_PROCESSES,
+                Some(1),
+            ));
+            wrong
+        })
+    }
+
+    /// Every file of the environment against its digest at the fill, and the spec rendered
+    /// now against the files the fill installed.
+    fn files_wrong(&self, filled: &Filled) -> Vec<String> {
+        let id = filled.env.as_str();
+        let mut wrong = Vec::new();
+        for (path, want) in &filled.files {
+            match std::fs::read(path) {
+                Ok(b) if digest(&b) == *want => {}
+                Ok(_) => wrong.push(format!("{path} changed since the fill")),
+                Err(e) => wrong.push(format!("{path} cannot be read ({e})")),
+            }
+        }
+        match self.render(id, filled.octet, &filled.log_key) {
+            Ok(r) => {
+                let paths = (self.paths)(id);
+                let now: Vec<(String, String)> = env_files(&r, id, &paths)
+                    .into_iter()
+                    .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
+                    .collect();
+                if now != filled.files && wrong.is_empty() {
+                    wrong.push(
+                        "the spec renders another environment now (changed since the fill)".into(),
+                    );
+                }
+            }
+            Err(e) => wrong.push(format!("the spec does not render: {e:#}")),
+        }
+        wrong
+    }
+}
+
+/// The result of a look made in a scoped thread; a panic in it is an error of that look.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> anyhow::Result<T> {
+    match h.join() {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(anyhow::anyhow!("the look panicked")),
+    }
+}
+
+/// What is wrong with environment `n`'s containers in `all` (every container of the user,
+/// `podman ps --all`): its internal network must hold exactly its proxy and its pod's infra
+/// container, its egress network exactly its proxy, its pod exactly its infra container. Pure.
+#[must_use]
+pub fn topology_wrong(n: &RunNames, all: &[ContainerInfo]) -> Vec<String> {
+    let (proxy, infra) = (n.proxy(), n.infra());
+    let name = |c: &ContainerInfo| c.names.join(",");
+    let mut wrong = Vec::new();
+    let mut both = vec![proxy.clone(), infra.clone()];
+    both.sort();
+    for (net, want) in [(n.base(), both), (n.egress(), vec![proxy.clone()])] {
+        let mut got: Vec<String> = all
+            .iter()
+            .filter(|c| c.networks.contains(&net))
+            .map(name)
+            .collect();
+        got.sort();
+        if got != want {
+            wrong.push(format!(
+                "network {net} has the containers {got:?}, the fill left {want:?}"
+            ));
+        }
+    }
+    let pod_id = all
+        .iter()
+        .find(|c| c.names.contains(&infra) && c.is_infra)
+        .and_then(|c| c.pod.clone());
+    match pod_id {
+        None => wrong.push(format!(
+            "pod {} has no infra container {infra}: the fill left one",
+            n.base()
+        )),
+        Some(id) => {
+            let mut got: Vec<String> = all
+                .iter()
+                .filter(|c| c.pod.as_deref() == Some(id.as_str()))
+                .map(name)
+                .collect();
+            got.sort();
+            if got != [infra.clone()] {
+                wrong.push(format!(
+                    "pod {} has the containers {got:?}, the fill left only {infra}",
+                    n.base()
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+/// What is wrong with the processes `listed` of container `what` (`podman top … hpid comm`):
+/// none (it is not running), one whose command is not in `allowed`, or more than `at_most`.
+/// Empty when nothing is. Pure.
+#[must_use]
+pub fn processes_wrong(
+    what: &str,
+    listed: anyhow::Result<Vec<(u32, String)>>,
+    allowed: &[&str],
+    at_most: Option<usize>,
+) -> Option<String> {
+    let procs = match listed {
+        Ok(p) => p,
+        Err(e) => return Some(format!("{what}'s processes cannot be listed: {e:#}")),
+    };
+    let all = || {
+        procs
+            .iter()
+            .map(|(pid, comm)| format!("{comm} (pid {pid})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let odd: Vec<String> = procs
+        .iter()
+        .filter(|(_, comm)| !allowed.contains(&comm.as_str()))
+        .map(|(pid, comm)| format!("{comm} (pid {pid})"))
+        .collect();
+    if procs.is_empty() {
+        Some(format!("{what} runs nothing (the fill left it running)"))
+    } else if !odd.is_empty() {
+        Some(format!(
+            "{what} runs {} besides {}",
+            odd.join(", "),
+            allowed.join("/")
+        ))
+    } else if at_most.is_some_and(|m| procs.len() > m) {
+        Some(format!(
+            "{what} runs {} processes, the fill left {}: {}",
+            procs.len(),
+            at_most.unwrap_or_default(),
+            all()
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+use super::*;
+
+const ENV: &str = "20261202t070000-e001";
+
+fn container(name: &str, networks: &[&str], pod: Option<&str>, is_infra: bool) -> ContainerInfo {
+    ContainerInfo {
+        id: format!("id-{name}"),
+        names: vec![name.to_string()],
+        state: "running".into(),
+        labels: crate::podman::Labels::default(),
+        pod: pod.map(str::to_string),
+        is_infra,
+        networks: networks.iter().map(|n| (*n).to_string()).collect(),
+    }
+}
+
+/// What the fill leaves: the proxy on both networks, the infra on the internal one and in
+/// the pod, and another run's objects beside them.
+fn as_filled(n: &RunNames) -> Vec<ContainerInfo> {
+    let (base, egress) = (n.base(), n.egress());
+    vec![
+        container(&n.proxy(), &[&base, &egress], None, false),
+        container(&n.infra(), &[&base], Some("pod1"), true),
+        container("cyclix-other-proxy", &["cyclix-other"], None, false),
+        container("cyclix-other-agent", &[], Some("pod2"), false),
+    ]
+}
+
+#[test]
+fn the_environment_as_filled_passes_the_topology_check() {
+    let n = RunNames::new(ENV);
+    assert_eq!(topology_wrong(&n, &as_filled(&n)), Vec::<String>::new());
+}
+
+#[test]
+fn a_stranger_on_either_network_or_in_the_pod_is_wrong() {
+    let n = RunNames::new(ENV);
+    let (base, egress) = (n.base(), n.egress());
+    for (stranger, what) in [
+        (container("intruder", &[&base], None, false), base.clone()),
+        (
+            container("intruder", &[&egress], None, false),
+            egress.clone(),
+        ),
+        (
+            container("lodger", &[], Some("pod1"), false),
+            format!("pod {base} has the containers"),
+        ),
+    ] {
+        let mut all = as_filled(&n);
+        all.push(stranger);
+        let wrong = topology_wrong(&n, &all);
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert!(wrong[0].contains(&what), "{wrong:?}");
+        assert!(
+            wrong[0].contains("intruder") || wrong[0].contains("lodger"),
+            "{wrong:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_proxy_or_infra_is_wrong() {
+    let n = RunNames::new(ENV);
+    let mut all = as_filled(&n);
+    all.retain(|c| c.names[0] != n.infra());
+    let wrong = topology_wrong(&n, &all);
+    assert!(
+        wrong.iter().any(|w| w.contains("has no infra container")),
+        "{wrong:?}"
+    );
+    let mut all = as_filled(&n);
+    all.retain(|c| c.names[0] != n.proxy());
+    assert_eq!(topology_wrong(&n, &all).len(), 2);
+}
+
+#[allow(clippy::unnecessary_wraps)] // what a `podman top` look returns
+fn procs(list: &[(u32, &str)]) -> anyhow::Result<Vec<(u32, String)>> {
+    Ok(list.iter().map(|(p, c)| (*p, (*c).to_string())).collect())
+}
+
+#[test]
+fn the_proxy_and_the_infra_as_filled_pass_and_a_stray_process_is_wrong() {
+    let proxy = [(10, "catatonit"), (11, "squid"), (12, "cyclix-sni-eq")];
+    assert_eq!(
+        processes_wrong("the proxy", procs(&proxy), PROXY_PROCESSES, None),
+        None
+    );
+    assert_eq!(
+        processes_wrong(
+            "infra",
+            procs(&[(20, "catatonit")]),
+            INFRA_PROCESSES,
+            Some(1)
+        ),
+        None
+    );
+    // A process left by a `podman exec` in either.
+    let mut stray = proxy.to_vec();
+    stray.push((13, "sleep"));
+    let w = processes_wrong("the proxy", procs(&stray), PROXY_PROCESSES, None);
+    assert!(
+        w.as_deref().is_some_and(|w| w.contains("sleep (pid 13)")),
+        "{w:?}"
+    );
+    let w = processes_wrong(
+        "infra",
+        procs(&[(20, "catatonit"), (21, "sh")]),
+        INFRA_PROCESSES,
+        Some(1),
+    );
+    assert!(
+        w.as_deref().is_some_and(|w| w.contains("sh (pid 21)")),
+        "{w:?}"
+    );
+    // A second catatonit in the infra container (an exec of its only binary) is one too many.
+    let w = processes_wrong(
+        "infra",
+        procs(&[(20, "catatonit"), (22, "catatonit")]),
+        INFRA_PROCESSES,
+        Some(1),
+    );
+    assert!(
+        w.as_deref().is_some_and(|w| w.contains("runs 2 processes")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn a_container_not_running_or_not_listed_is_wrong() {
+    let w = processes_wrong("the proxy", procs(&[]), PROXY_PROCESSES, None);
+    assert!(
+        w.as_deref().is_some_and(|w| w.contains("runs nothing")),
+        "{w:?}"
+    );
+    let w = processes_wrong(
+        "the proxy",
+        Err(anyhow::anyhow!("no such container")),
+        PROXY_PROCESSES,
+        None,
+    );
+    assert!(
+        w.as_deref()
+            .is_some_and(|w| w.contains("cannot be listed: no such container")),
+        "{w:?}"
+    );
+}

@@ -1,0 +1,139 @@
+//! The claim's check of a warm environment on the real stack (issue 16, "done when"): a
+//! process left in a pooled environment before its claim (in its proxy, or in its pod's infra
+//! container) is refused by the claim, the environment destroyed with the process, and the run
+//! replaces it with the next ready one, whose boundary it proves as usual.
+
+use crate::common::run::{leftovers, prepared, record};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::{Testbed, expect_success};
+use crate::e2e_pool::{drain, fill, pool_files};
+
+/// Starts `argv` in container `container` of the testbed's user with `podman exec`, from a
+/// transient user unit of its own (`unit`), so the process outlives the test's one-off call;
+/// returns once `podman top` lists a process named `comm` in the container (positive control),
+/// within a deadline.
+fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm: &str) {
+    let out = tb.user_sh(&format!(
+        "systemd-run --user --quiet --collect --unit {unit} podman exec {container} {argv}
+         timeout 60 sh -c 'until podman top {container} comm | grep -qx {comm}; do sleep 0.2; done' && echo seen"
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "seen",
+        "{out:?}"
+    );
+}
+
+/// How many processes named `comm` `podman top` lists in `container`.
+fn count(tb: &Testbed, container: &str, comm: &str) -> usize {
+    let out = tb.user_sh(&format!(
+        "podman top {container} comm | grep -cx {comm} || true"
+    ));
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolp")
+        .extra_yaml("pool:\n  size: 3")
+        .write(tb);
+    drain(tb, &t);
+    let mut envs = fill(tb, &t);
+    assert_eq!(envs.len(), 3, "{envs:?}");
+    // The claim tries the ready ones in id order: the two tampered ones come first.
+    envs.sort();
+    let (in_proxy, in_infra, good) = (&envs[0], &envs[1], &envs[2]);
+    let proxy = format!("cyclix-{in_proxy}-proxy");
+    let infra = format!("cyclix-{in_infra}-infra");
+    let units = [
+        format!("e2e-stray-{in_proxy}"),
+        format!("e2e-stray-{in_infra}"),
+    ];
+    // A process left in the proxy (its image has a shell and sleep) ...
+    stray(tb, &units[0], &proxy, "sleep 1000", "sleep");
+    // ... and one in the pod's infra container, whose image holds only catatonit: a second
+    // one (`-P`: it pauses) beside the one the fill left.
+    assert_eq!(count(tb, &infra, "catatonit"), 1, "the fill left one");
+    let out = tb.user_sh(&format!(
+        "systemd-run --user --quiet --collect --unit {} podman exec {infra} /catatonit -P
+         timeout 60 sh -c 'until [ $(podman top {infra} comm | grep -cx catatonit) -ge 2 ]; do sleep 0.2; done' && echo seen",
+        units[1]
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "seen",
+        "{out:?}"
+    );
+    // Positive control in a call of its own: both processes are still there before the claim.
+    assert_eq!(count(tb, &proxy, "sleep"), 1);
+    assert_eq!(count(tb, &infra, "catatonit"), 2);
+
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    let cleanup = format!(
+        "systemctl --user stop {} {} 2>/dev/null; true",
+        units[0], units[1]
+    );
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
+    // Replaced: the run claimed the untampered environment, warm.
+    assert_eq!(rec["environment"]["id"], good.as_str(), "{rec:#}");
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    assert_eq!(rec["run_id"], good.as_str(), "{rec:#}");
+    let notices: Vec<&str> = rec["notices"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let refused = |env: &str, what: &str| {
+        notices.iter().any(|n| {
+            n.starts_with(&format!(
+                "pool: environment {env} refused at the claim and destroyed"
+            )) && n.contains(what)
+        })
+    };
+    assert!(
+        refused(in_proxy, &format!("the proxy {proxy} runs sleep (pid")),
+        "{notices:#?}"
+    );
+    assert!(
+        refused(
+            in_infra,
+            &format!("the pod's infra container {infra} runs 2 processes")
+        ),
+        "{notices:#?}"
+    );
+    // The claim is the record's first phase.
+    assert_eq!(rec["phases"][0]["name"], "claim", "{rec:#}");
+    // The stray processes went with their environments: their units ended by themselves.
+    let ended = tb.user_sh(&format!(
+        "timeout 60 sh -c 'while systemctl --user is-active -q {} {}; do sleep 0.2; done' && echo ended",
+        units[0], units[1]
+    ));
+    let _ = tb.user_sh(&cleanup);
+    assert_eq!(
+        String::from_utf8_lossy(&ended.stdout).trim(),
+        "ended",
+        "{ended:?}"
+    );
+    for e in &envs {
+        let left = leftovers(tb, e, &t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+    let units_left = expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user list-units --all --no-legend '{}' '{}'",
+            units[0], units[1]
+        )),
+        "list the stray units",
+    );
+    assert_eq!(units_left.trim(), "", "{units_left}");
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+}
