@@ -330,18 +330,34 @@ fn a_setup_path_named_with_escapes_reaches_no_terminal_through_twin_if_setup_cha
     );
 }
 
-/// The digest the testbed's busybox was imported with (its `RepoDigests`).
-const BUSYBOX_PIN: &str = "docker.io/library/busybox@sha256:834b6525648f3522537acc44b4d51f3bd8c79794d15f02299de0394d8cbb4580";
+/// The testbed's busybox by the digest it was imported with (its first `RepoDigests` entry).
+/// Read at run time: the image is built from the testbed cache's rootfs, so its digest differs
+/// between machines (a hard-coded one failed CI on a freshly built cache).
+fn busybox_pin(tb: &Testbed) -> String {
+    let pin = expect_success(
+        &tb.user_sh(
+            "podman image inspect --format '{{index .RepoDigests 0}}' docker.io/library/busybox:latest",
+        ),
+        "the busybox image's digest",
+    );
+    let pin = pin.trim().to_string();
+    assert!(
+        pin.starts_with("docker.io/library/busybox@sha256:"),
+        "{pin:?}"
+    );
+    pin
+}
 
 #[test]
 fn a_pinned_base_is_taken_from_local_storage_or_pulled_before_the_build_which_has_no_route() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let c = tb.cyclix_bin();
+    let pin = busybox_pin(tb);
     let t = Tenant::new("e2e-atk17-pin")
         .file(
             "Containerfile",
-            &format!("FROM {BUSYBOX_PIN}\nRUN echo pinned > /pinned\n"),
+            &format!("FROM {pin}\nRUN echo pinned > /pinned\n"),
         )
         .agent_build("{ containerfile: Containerfile }")
         .write(tb);
