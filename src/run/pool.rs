@@ -423,7 +423,7 @@ fn is_zero(v: &u64) -> bool {
 #[must_use]
 pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static str> {
     Some(match spec.pool.as_ref() {
-        None => "the tenant has no pool",
+        None => NO_POOL,
         Some(p) if p.size == 0 => "the tenant's pool has size 0",
         Some(_) if backend == Backend::Plain => {
             "plain backend (Podman < 5): a run always builds its own environment"
@@ -437,6 +437,9 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
         Some(_) => return None,
     })
 }
+
+/// What `why_cold` says for a tenant without `pool:`.
+pub const NO_POOL: &str = "the tenant has no pool";
 
 /// What `why_cold` says when a pooled tenant's pool had nothing ready.
 pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";

@@ -51,6 +51,23 @@ fn import_lines(import: Option<&ImportRecord>) -> String {
     s
 }
 
+/// Whether the run claimed a warm environment (and how long it idled) or went cold and why;
+/// nothing for a tenant without a pool (newcomer trial 8: a pooled tenant's summary did not
+/// say whether the pool served the run).
+fn environment_line(e: Option<&crate::run::pool::EnvironmentRecord>) -> String {
+    match e {
+        Some(e) if e.pooled => format!(
+            "  environment: warm {} from the pool (idle {} s)\n",
+            e.id,
+            e.idle_ms / 1000
+        ),
+        Some(e) if !e.why_cold.is_empty() && e.why_cold != crate::run::pool::NO_POOL => {
+            format!("  environment: cold: {}\n", e.why_cold)
+        }
+        _ => String::new(),
+    }
+}
+
 /// A human summary (what `cyclix run` prints at the end and `status` shows).
 #[must_use]
 pub fn summary(r: &RunRecord) -> String {
@@ -64,6 +81,7 @@ pub fn summary(r: &RunRecord) -> String {
         r.tier,
         r.result.as_str()
     );
+    s.push_str(&environment_line(r.environment.as_ref()));
     if let Some(p) = &r.failed_phase {
         let err = r.error.as_deref().unwrap_or("-");
         // A person's stop is no failure (newcomer trial 7, item 11).
@@ -395,5 +413,30 @@ mod tests {
         r.agent_report = None;
         let s = summary(&r);
         assert!(s.contains(r#"| {"type":"result""#), "{s}");
+    }
+
+    #[test]
+    fn the_summary_says_warm_with_its_idle_time_or_cold_and_why_and_nothing_without_a_pool() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.environment = Some(crate::run::pool::cold("r1", crate::run::pool::NO_POOL));
+        assert!(!summary(&r).contains("environment:"), "{}", summary(&r));
+        r.environment = Some(crate::run::pool::cold("r1", crate::run::pool::NONE_READY));
+        assert!(
+            summary(&r).contains("  environment: cold: none ready: the pool is empty"),
+            "{}",
+            summary(&r)
+        );
+        r.environment = Some(crate::run::pool::EnvironmentRecord {
+            id: "e7".into(),
+            pooled: true,
+            why_cold: String::new(),
+            filled_ms: 1_000,
+            idle_ms: 125_400,
+        });
+        assert!(
+            summary(&r).contains("  environment: warm e7 from the pool (idle 125 s)\n"),
+            "{}",
+            summary(&r)
+        );
     }
 }
