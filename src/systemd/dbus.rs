@@ -486,13 +486,7 @@ impl UnitManager for ZbusUnitManager {
     fn load_unit(&self, unit: &str) -> Result<LoadState, Error> {
         let call = self.call(Op::LoadUnit, unit, self.call_timeout);
         async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            let path = call
-                .run("loading the unit", manager.load_unit(unit))
-                .await?;
-            let proxy = call
-                .run("reading the load state", self.unit_proxy(path))
-                .await?;
+            let proxy = self.loaded_unit(&call, unit).await?;
             let state = call
                 .run("reading the load state", proxy.load_state())
                 .await?;
@@ -504,13 +498,7 @@ impl UnitManager for ZbusUnitManager {
     fn load_current(&self, unit: &str) -> Result<(LoadState, bool), Error> {
         let call = self.call(Op::LoadUnit, unit, self.call_timeout);
         async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            let path = call
-                .run("loading the unit", manager.load_unit(unit))
-                .await?;
-            let proxy = call
-                .run("reading the load state", self.unit_proxy(path))
-                .await?;
+            let proxy = self.loaded_unit(&call, unit).await?;
             let (state, reload) = futures_lite::future::zip(
                 call.run("reading the load state", proxy.load_state()),
                 call.run("reading NeedDaemonReload", proxy.need_daemon_reload()),

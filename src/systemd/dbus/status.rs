@@ -88,6 +88,21 @@ impl ZbusUnitManager {
             .await
     }
 
+    /// `LoadUnit(unit)` (loads it if it is not) and a proxy on the unit's object, both within
+    /// `call`'s deadline (`load_unit`, `load_current`).
+    pub(super) async fn loaded_unit(
+        &self,
+        call: &super::Call<'_>,
+        unit: &str,
+    ) -> Result<UnitProxy<'_>, super::Error> {
+        let manager = self.manager(call).await?;
+        let path = call
+            .run("loading the unit", manager.load_unit(unit))
+            .await?;
+        call.run("reading the load state", self.unit_proxy(path))
+            .await
+    }
+
     pub(super) async fn unit_proxy(&self, path: OwnedObjectPath) -> zbus::Result<UnitProxy<'_>> {
         UnitProxy::builder(&self.conn)
             .path(path)?
