@@ -132,6 +132,48 @@ struct TenantRow {
     paused: Option<String>,
     last_result: Option<String>,
     last_run: Option<String>,
+    /// The tenant's warm pool, when it has one (newcomer trial 8: `status` alone showed none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<crate::run::pool::PoolView>,
+}
+
+impl TenantRow {
+    /// `TENANT  STATE[ · queued|running RUN] · next …|paused|no timer · last RESULT (RUN)[ · pool …]`.
+    fn line(&self) -> String {
+        let now = self.current_run.as_ref().map_or_else(String::new, |c| {
+            // A run still waiting for a run slot (phase `queue`) is not running yet.
+            let verb = if c.phase.as_deref() == Some("queue") {
+                "queued"
+            } else {
+                "running"
+            };
+            format!(" · {verb} {}", c.run_id)
+        });
+        let timer = match (&self.paused, &self.timer_next_elapse) {
+            (Some(_), _) => "paused".to_owned(),
+            (None, Some(n)) => format!("next {n}"),
+            (None, None) => "no timer".to_owned(),
+        };
+        let pool = self.pool.as_ref().map_or_else(String::new, |p| {
+            let ready = p
+                .counts
+                .as_ref()
+                .map_or_else(|| "?".to_string(), |c| c.ready.to_string());
+            let kept = if p.refilling {
+                String::new()
+            } else {
+                format!(", not refilling: {}", p.why_not)
+            };
+            format!(" · pool {ready}/{} ready{kept}", p.size)
+        });
+        format!(
+            "{:<20} {}{now} · {timer} · last {} ({}){pool}",
+            self.tenant,
+            self.unit_state,
+            self.last_result.as_deref().unwrap_or("-"),
+            self.last_run.as_deref().unwrap_or("-"),
+        )
+    }
 }
 
 /// `cyclix status` with no tenant: for each spec in the tenants directory, the run unit's
@@ -164,6 +206,7 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             paused: super::pause_cmd::paused(env, t),
             last_result: last.as_ref().map(|r| r.result.as_str().to_string()),
             last_run: last.map(|r| r.run_id),
+            pool: pool_view(env, &units, t),
         });
     }
     // The host-wide run slots (`max_runs`) and the runs waiting for one (issue 16, item 4).
@@ -188,27 +231,7 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
         );
     }
     for r in &rows {
-        let now = r.current_run.as_ref().map_or_else(String::new, |c| {
-            // A run still waiting for a run slot (phase `queue`) is not running yet.
-            let verb = if c.phase.as_deref() == Some("queue") {
-                "queued"
-            } else {
-                "running"
-            };
-            format!(" · {verb} {}", c.run_id)
-        });
-        let timer = match (&r.paused, &r.timer_next_elapse) {
-            (Some(_), _) => "paused".to_owned(),
-            (None, Some(n)) => format!("next {n}"),
-            (None, None) => "no timer".to_owned(),
-        };
-        crate::outln!(
-            "{:<20} {}{now} · {timer} · last {} ({})",
-            r.tenant,
-            r.unit_state,
-            r.last_result.as_deref().unwrap_or("-"),
-            r.last_run.as_deref().unwrap_or("-"),
-        );
+        crate::outln!("{}", r.line());
     }
     match &capacity {
         Ok(v) => {
@@ -375,5 +398,60 @@ mod error_line_tests {
         ]);
         assert_eq!(super::error_lines(&lines), lines[1..].to_vec());
         assert!(super::error_lines(&l(&["cyclix: ok"])).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod row_tests {
+    use super::TenantRow;
+    use crate::run::pool::{Counts, KeeperView, PoolView};
+
+    fn row(pool: Option<PoolView>) -> TenantRow {
+        TenantRow {
+            tenant: "t".into(),
+            unit_state: "inactive (dead)".into(),
+            current_run: None,
+            timer_next_elapse: None,
+            paused: None,
+            last_result: Some("passed".into()),
+            last_run: Some("r1".into()),
+            pool,
+        }
+    }
+
+    fn pool(active: &str, ready: usize) -> PoolView {
+        let spec = crate::spec::Pool {
+            size: 2,
+            max_idle_s: 7200,
+            warm_before_s: 600,
+        };
+        let counts = Counts {
+            ready,
+            ..Counts::default()
+        };
+        let keeper = KeeperView {
+            unit: "cyclix-pool@t.service".into(),
+            active_state: active.into(),
+            state: None,
+            error: String::new(),
+        };
+        PoolView::new(&spec, Ok(counts), keeper)
+    }
+
+    #[test]
+    fn the_tenant_list_shows_a_pool_and_whether_it_refills() {
+        let plain = row(None).line();
+        assert!(!plain.contains("pool"), "{plain}");
+        assert!(plain.ends_with("· no timer · last passed (r1)"), "{plain}");
+        let kept = row(Some(pool("active", 2))).line();
+        assert!(
+            kept.ends_with("· last passed (r1) · pool 2/2 ready"),
+            "{kept}"
+        );
+        let stopped = row(Some(pool("inactive", 0))).line();
+        assert!(
+            stopped.contains("· pool 0/2 ready, not refilling: the keeper is not running"),
+            "{stopped}"
+        );
     }
 }
