@@ -404,8 +404,6 @@ pub(crate) fn run_inputs(
     })
 }
 
-/// The tenant's env file as the run unit's `EnvironmentFile=` reads it (`envfile`); empty
-/// when there is none or it cannot be read (a run then names the variable that is missing).
 /// The secret values a run of `spec` hands out (as [`run_inputs`] resolves them), for
 /// redacting what a verb prints of the sandbox's output (`cyclix drill`'s evidence).
 ///
@@ -415,6 +413,8 @@ pub(crate) fn run_secrets(env: &HostEnv, spec: &Spec) -> Result<Vec<(String, Vec
     secret_values(spec, &spec.tenant, &tenant_env_file(env, &spec.tenant))
 }
 
+/// The tenant's env file as the run unit's `EnvironmentFile=` reads it (`envfile`); empty
+/// when there is none or it cannot be read (a run then names the variable that is missing).
 fn tenant_env_file(env: &HostEnv, tenant: &str) -> Vec<(String, Vec<u8>)> {
     std::fs::read_to_string(env.layout().tenant_env(tenant))
         .map(|t| crate::envfile::parse(&t))
@@ -477,11 +477,12 @@ fn secret_values(
     let mut secrets = Vec::new();
     for n in named_variables(spec) {
         let Some(v) = tenant_value(&n.name, file_vars) else {
-            let at = n.line.map_or_else(String::new, |l| format!("line {l}: "));
             return Err(crate::exit::input(format!(
-                "{at}{} names `{}` but it is not set in cyclix's environment; set it for the user manager \
+                "{} names `{}` but it is not set in cyclix's environment; set it for the user manager \
                  (`systemctl --user set-environment {}=...` or ~/.config/cyclix/tenants/{tenant}.env, mode 0600)",
-                n.key, n.name, n.name
+                spec.at(n.line.unwrap_or(0), &n.key),
+                n.name,
+                n.name
             )));
         };
         secrets.push((n.name, v));
@@ -572,3 +573,6 @@ pub(crate) fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::Atomi
     }
     Ok(flag)
 }
+
+#[cfg(test)]
+mod tests;

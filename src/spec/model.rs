@@ -9,6 +9,10 @@ use crate::tier::Tier;
 /// A validated tenant spec.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Spec {
+    /// The spec file it was read from, as the user gave it ([`crate::spec::SpecContext::file`]):
+    /// run-time errors about a key name it (`FILE:LINE: KEY: …`).
+    #[serde(skip)]
+    pub file: String,
     /// Tenant name: `^[a-z][a-z0-9-]{0,30}$`, no trailing `-`. Becomes the instance of
     /// `cyclix-run@TENANT.service` and the `io.cyclix.tenant` label.
     pub tenant: String,
@@ -93,6 +97,25 @@ pub struct Repo {
     /// The ref or commit the run's worktree starts from (e.g. `main`); validated with the rules
     /// of `git check-ref-format` plus a plain 7–64 hex commit id.
     pub base: String,
+    /// Line of `repo.path` in the spec file (1-based), for run-time errors.
+    #[serde(skip)]
+    pub path_line: usize,
+    /// Line of `repo.base` in the spec file (1-based), for run-time errors.
+    #[serde(skip)]
+    pub base_line: usize,
+}
+
+impl Spec {
+    /// Where key `key` written at `line` (1-based; 0: unknown) is, for a run-time error:
+    /// `FILE:LINE: KEY` (`FILE: KEY` without a line; `KEY` alone for a spec read from no file).
+    #[must_use]
+    pub fn at(&self, line: usize, key: &str) -> String {
+        match (self.file.is_empty(), line) {
+            (true, _) => key.to_string(),
+            (false, 0) => format!("{}: {key}", self.file),
+            (false, l) => format!("{}:{l}: {key}", self.file),
+        }
+    }
 }
 
 /// The task prompt.

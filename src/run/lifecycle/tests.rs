@@ -237,6 +237,25 @@ fn fails_in(phase: &str, rec: &RunRecord) {
 }
 
 #[test]
+fn a_base_or_repository_git_cannot_read_names_the_specs_file_line_and_key() {
+    for (op, key) in [("rev_parse", "repo.base"), ("common_dir", "repo.path")] {
+        let w = world();
+        let host = FakeRunHost {
+            fail: vec![op.into()],
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, Ledger::in_memory(), &FakeUnitManager::new(), &host);
+        fails_in("prepare", &rec);
+        let err = rec.error.as_deref().unwrap_or_default();
+        assert!(
+            err.contains(&format!("t.yaml:2: {key}: injected failure in {op}")),
+            "{err}"
+        );
+        nothing_left(&w, &rec, &host);
+    }
+}
+
+#[test]
 fn every_phase_failure_is_named_and_torn_down() {
     for op in [
         "rev_parse",

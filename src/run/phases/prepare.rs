@@ -60,6 +60,27 @@ pub(crate) struct Plant<'a> {
     pub(crate) probe_sockets: &'a [String],
 }
 
+/// The run's base commit (`base_override`, else `repo.base`) and the repository's common git
+/// dir. A base that names a branch since deleted, or `main` in a `master` repository, and a
+/// `repo.path` that is no git work tree name the spec's file, line and key (newcomer trial 8).
+fn base_and_common(
+    spec: &crate::spec::Spec,
+    host: &dyn RunHost,
+    repo: &Path,
+    base_override: Option<&str>,
+) -> Result<(String, PathBuf)> {
+    let base = match base_override {
+        Some(b) => host.rev_parse(repo, b)?,
+        None => host
+            .rev_parse(repo, &spec.repo.base)
+            .with_context(|| spec.at(spec.repo.base_line, "repo.base"))?,
+    };
+    let common = host
+        .common_dir(repo)
+        .with_context(|| spec.at(spec.repo.path_line, "repo.path"))?;
+    Ok((base, common))
+}
+
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
 /// is created. Tier `container`: also the setup paths to bind read-only over the work tree
@@ -84,8 +105,7 @@ pub(crate) fn prepare(
         )?;
     }
     // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
-    let base = host.rev_parse(&repo, base_override.unwrap_or(&spec.repo.base))?;
-    let common = host.common_dir(&repo)?;
+    let (base, common) = base_and_common(spec, host, &repo, base_override)?;
     let (setup, declared) = setup_mounts(inp, host, &base)?;
     let ledger = &mut created.ledger;
     ledger.record(Entry::RunDir {

@@ -71,5 +71,7 @@ pub(crate) fn validate(r: &RawRepo, ctx: &SpecContext, out: &mut Vec<Diagnostic>
     Some(Repo {
         path: path?,
         base: base?,
+        path_line: r.path.as_ref().map_or(r.at.line, |p| p.line),
+        base_line: r.base.as_ref().map_or(r.at.line, |b| b.line),
     })
 }

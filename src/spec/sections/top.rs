@@ -242,6 +242,7 @@ pub(crate) fn validate(
         return None;
     }
     let mut spec = Spec {
+        file: ctx.file.clone(),
         tenant: tenant?,
         repo: repo?,
         tier: tier?,
