@@ -190,15 +190,8 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
     } else if list.is_empty() {
         crate::outln!("no leftovers");
     } else {
-        for l in &list {
-            crate::outln!(
-                "{:<9} {:<9} {} ({})\n          {}",
-                l.leftover.kind,
-                l.status,
-                l.leftover.name,
-                l.leftover.run.as_deref().unwrap_or("-"),
-                l.fix
-            );
+        for line in human_lines(&list) {
+            crate::outln!("{line}");
         }
     }
     Ok(if bad == 0 {
@@ -206,6 +199,50 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
     } else {
         Outcome::Findings
     })
+}
+
+/// The human listing: each leftover in two lines (kind, status, name and run; the fix), except
+/// a warm pool's environments, which are not leftovers but kept objects: one line each with
+/// what it holds (newcomer trial 8: five lines per pooled object drowned the real ones).
+/// `--json` lists every object.
+fn human_lines(list: &[Listed]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pooled: BTreeMap<&str, (Vec<String>, &str)> = BTreeMap::new();
+    for l in list {
+        if l.status == "pooled" {
+            let (kinds, _) = pooled
+                .entry(l.leftover.run.as_deref().unwrap_or("-"))
+                .or_insert_with(|| (Vec::new(), l.fix.as_str()));
+            kinds.push(l.leftover.kind.to_string());
+            continue;
+        }
+        out.push(format!(
+            "{:<9} {:<9} {} ({})\n          {}",
+            l.leftover.kind,
+            l.status,
+            l.leftover.name,
+            l.leftover.run.as_deref().unwrap_or("-"),
+            l.fix
+        ));
+    }
+    for (env, (mut kinds, fix)) in pooled {
+        kinds.sort();
+        let mut counted: Vec<String> = Vec::new();
+        for k in kinds.chunk_by(|a, b| a == b) {
+            counted.push(if k.len() == 1 {
+                k[0].clone()
+            } else {
+                format!("{} ×{}", k[0], k.len())
+            });
+        }
+        out.push(format!(
+            "{:<9} {:<9} environment {env}: {}\n          {fix}",
+            "pool",
+            "pooled",
+            counted.join(", ")
+        ));
+    }
+    out
 }
 
 /// Processes named after a run (field report B11): conmon (`-n cyclix-RUN-agent`) and the
@@ -369,5 +406,31 @@ mod tests {
         assert_eq!(st, "dead-run");
         assert!(fix.contains("`cyclix drill acme` removes it"), "{fix}");
         assert_eq!(status_of(None, &markers, &|_| true).0, "untied");
+    }
+
+    #[test]
+    fn a_pooled_environment_is_one_line_with_what_it_holds_and_real_leftovers_stay_two() {
+        let listed = |kind, name: &str, run: &str, status| Listed {
+            leftover: Leftover::new(kind, name, Some(run)),
+            status,
+            fix: format!("fix of {run}"),
+        };
+        let list = vec![
+            listed(Kind::Network, "cyclix-e1-int", "e1", "pooled"),
+            listed(Kind::Container, "cyclix-e1-proxy", "e1", "pooled"),
+            listed(Kind::Network, "cyclix-e1-ext", "e1", "pooled"),
+            listed(Kind::Pod, "cyclix-e1", "e1", "pooled"),
+            listed(Kind::Container, "cyclix-r9-agent", "r9", "dead-run"),
+        ];
+        let lines = human_lines(&list);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert_eq!(
+            lines[0],
+            "container dead-run  cyclix-r9-agent (r9)\n          fix of r9"
+        );
+        assert_eq!(
+            lines[1],
+            "pool      pooled    environment e1: container, network ×2, pod\n          fix of e1"
+        );
     }
 }
