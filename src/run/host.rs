@@ -412,8 +412,7 @@ impl RunPodman for RealRunHost {
         deadline: Duration,
     ) -> Result<(i32, String)> {
         let read = super::report_fifo::read(report, deadline);
-        // Removed whatever the read gave (the read unlinks it on agent-wait's first line):
-        // no second report through this path.
+        // Removed whatever the read gave (already, after agent-wait's first line): no second report.
         let removed = match std::fs::remove_file(report) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             r => r.with_context(|| format!("removing the probe report FIFO {}", report.display())),
