@@ -51,11 +51,58 @@ fn hand_report(f: std::fs::File, fifo: &Path) {
             FcntlArg::F_SETFL(OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK),
         );
     }
-    let context = fifo.with_file_name(crate::render::plan::PROBE_CONTEXT_FILE);
-    let lines = report_lines(&context);
+    let mut f = f;
+    let hello = f.write_all(format!("{}\n", crate::run::report_fifo::HELLO).as_bytes());
+    // No probe (image code: P6's setuid child) before the host unlinked the FIFO: then no
+    // other process can open it.
+    let lines = match hello.map_err(|e| e.to_string()).and_then(|()| gone(fifo)) {
+        Ok(()) => report_lines(&fifo.with_file_name(crate::render::plan::PROBE_CONTEXT_FILE)),
+        Err(why) => unproven(&why),
+    };
     let mut w = std::io::BufWriter::new(f);
     let _ = w.write_all(lines.as_bytes());
     let _ = w.flush();
+}
+
+/// How long agent-wait waits for the host to unlink the report FIFO after its first line.
+pub const UNLINK_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until `fifo` no longer exists (the host unlinked it), within [`UNLINK_WAIT`].
+fn gone(fifo: &Path) -> Result<(), String> {
+    let end = Instant::now() + UNLINK_WAIT;
+    loop {
+        match fifo.symlink_metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            _ if Instant::now() >= end => {
+                return Err(format!(
+                    "the report FIFO {} was still there {} s after agent-wait's first line: the \
+                     host did not unlink it, so the probes (which run image code) could write into \
+                     it; no probe ran (is the host's cyclix the same version?)",
+                    fifo.display(),
+                    UNLINK_WAIT.as_secs()
+                ));
+            }
+            _ => std::thread::sleep(REPORT_POLL),
+        }
+    }
+}
+
+/// A report of one failing line `P0` saying `why`, and its summary.
+fn unproven(why: &str) -> String {
+    let r = crate::probe::ProbeResult {
+        id: "P0".into(),
+        expect: "the probe context".into(),
+        got: "unusable".into(),
+        verdict: crate::probe::Verdict::Fail,
+        detail: why.to_string(),
+        ms: 0,
+    };
+    let sum = crate::probe::summary(std::slice::from_ref(&r), Duration::ZERO);
+    [serde_json::to_string(&r), serde_json::to_string(&sum)]
+        .into_iter()
+        .flatten()
+        .map(|l| l + "\n")
+        .collect()
 }
 
 /// The report of the whole suite under the context in `context`, as `cyclix probe` prints it.

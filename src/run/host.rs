@@ -412,9 +412,11 @@ impl RunPodman for RealRunHost {
         deadline: Duration,
     ) -> Result<(i32, String)> {
         let read = super::report_fifo::read(report, deadline);
-        // Removed whatever the read gave: no second report through this path.
-        let removed = std::fs::remove_file(report)
-            .with_context(|| format!("removing the probe report FIFO {}", report.display()));
+        // Removed whatever the read gave (already, after agent-wait's first line): no second report.
+        let removed = match std::fs::remove_file(report) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r.with_context(|| format!("removing the probe report FIFO {}", report.display())),
+        };
         let text = read?;
         removed?;
         Ok((super::report_fifo::exit_of(&text), text))
