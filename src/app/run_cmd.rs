@@ -158,6 +158,12 @@ pub(crate) fn run_with(
         if let Some(k) = c.log_key {
             inputs.log_key = k;
         }
+        if let Some(p) = c.placeholders {
+            inputs.placeholders = p;
+        }
+        if let (Some(file), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+            super::pool_cmd::hand_credentials(env, &inputs, file, claimed)?;
+        }
         inputs.notices.extend(c.notices);
         inputs.environment = Some(c.environment);
         pool_files = c.files;
