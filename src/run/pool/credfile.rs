@@ -33,8 +33,12 @@ pub const MODE: u32 = 0o640;
 pub const RELOAD_DEADLINE: Duration = Duration::from_secs(15);
 
 /// What squid prints (to its cache log, the unit's journal) for each port it listens on,
-/// at start and again after each reconfiguration.
-pub const ACCEPTING: &str = "Accepting HTTP Socket connections";
+/// at start and again after each reconfiguration (`Accepting [SSL bumped |reverse-proxy ]HTTP
+/// Socket connections at …`, squid 6.13): the line starts with [`ACCEPTING`] and holds this.
+pub const SOCKET: &str = "HTTP Socket connections at";
+
+/// The word squid's port line starts with (after its timestamp).
+pub const ACCEPTING: &str = "| Accepting ";
 
 /// Makes the empty credential file `path` (at fill): mode [`MODE`], group squid's
 /// ([`PROXY_UID`] inside the containers' user namespace).
@@ -97,7 +101,10 @@ pub fn reloaded(lines: &[String], before: usize, ports: usize) -> bool {
 /// How many [`ACCEPTING`] lines `lines` hold.
 #[must_use]
 pub fn accepting(lines: &[String]) -> usize {
-    lines.iter().filter(|l| l.contains(ACCEPTING)).count()
+    lines
+        .iter()
+        .filter(|l| l.contains(ACCEPTING) && l.contains(SOCKET))
+        .count()
 }
 
 /// What the claim hands the proxy of environment `env`: the credential lines into `path`.
@@ -168,7 +175,7 @@ mod tests {
     fn reloaded_only_once_every_port_reopened() {
         let l = |n: usize| -> Vec<String> {
             (0..n)
-                .map(|i| format!("2026/12/02 kid1| {ACCEPTING} at conn{i} local=0.0.0.0:3128"))
+                .map(|i| format!("2026/12/02 13:22:16| Accepting reverse-proxy HTTP Socket connections at conn{i} local=[::]:3129"))
                 .chain(std::iter::once("Reconfiguring Squid Cache".to_string()))
                 .collect()
         };
