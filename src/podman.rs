@@ -218,6 +218,40 @@ impl Podman {
         )?;
         Ok(out.stdout)
     }
+
+    /// Sets the group of `path` to `gid` as podman's rootless user namespace maps it
+    /// (`podman unshare chgrp -- GID PATH`): a file a container's user `gid` reads through its
+    /// group bits.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`].
+    pub fn unshare_chgrp(
+        &self,
+        gid: u32,
+        path: &std::path::Path,
+        deadline: Duration,
+    ) -> Result<()> {
+        let (g, p) = (gid.to_string(), path.display().to_string());
+        self.run(&["unshare", "chgrp", "--", &g, &p], None, deadline, || {
+            format!("setting the group of {p} to the containers' {g} (podman unshare chgrp)")
+        })?;
+        Ok(())
+    }
+
+    /// Sends `signal` (`HUP`) to container `name`'s main process (`podman kill --signal`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (no such container, not running), [`PodmanError::BadName`].
+    pub fn kill_signal(&self, name: &str, signal: &str, deadline: Duration) -> Result<()> {
+        check_name("container name", name)?;
+        self.run(
+            &["kill", "--signal", signal, "--", name],
+            None,
+            deadline,
+            || format!("sending SIG{signal} to container {name}"),
+        )?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -119,6 +119,11 @@ pub struct RunContext {
     /// read as a decision (attack review 15). 32 lowercase hex digits, random per run
     /// (`app::tenant::run_inputs`); [`plan::PREVIEW_LOG_KEY`] for a preview.
     pub log_key: String,
+    /// The proxy reads its credential header lines from [`plan::PROXY_CREDENTIALS_FILE`] in
+    /// the run dir (bind-mounted read-only), which the run writes when it claims a warm
+    /// environment (issue 16: a pooled proxy is made before any credential exists), instead
+    /// of a podman secret made with the container. Only with `agent.credentials`.
+    pub credentials_file: bool,
 }
 
 /// Why rendering failed. Each names the spec key or context field.

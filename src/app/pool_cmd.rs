@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context as _, Result};
 
 use super::clock::{new_run_id, now_ms};
-use super::tenant::{random_log_key, run_paths, runnable_spec, unit_manager};
+use super::tenant::{random_log_key, random_placeholders, run_paths, runnable_spec, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::render::Backend;
@@ -129,7 +129,12 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
                 break;
             }
             let id = new_run_id(SystemTime::now(), std::process::id());
-            match eh.fill(&id, &random_log_key()?, now_ms) {
+            match eh.fill(
+                &id,
+                &random_log_key()?,
+                &random_placeholders(eh.spec)?,
+                now_ms,
+            ) {
                 Ok(f) => crate::outln!(
                     "pool {tenant}: environment {} ready ({} ms)",
                     f.env,
@@ -191,6 +196,11 @@ pub(crate) struct Claimed {
     pub environment: Environment,
     /// The environment's log key (warm).
     pub log_key: Option<String>,
+    /// The environment's credential placeholders (warm).
+    pub placeholders: Option<Vec<String>>,
+    /// The environment's proxy credential file, empty from the fill (warm, with credentials):
+    /// [`hand_credentials`] writes it.
+    pub credentials_file: Option<PathBuf>,
     /// Notices for the record (a refused environment, what was wrong with it).
     pub notices: Vec<String>,
     /// Warm: the claimed state file (`claimed/ENV@ENV`) and the pool's ledger of it.
@@ -232,6 +242,8 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
             },
             run_id,
             log_key: None,
+            placeholders: None,
+            credentials_file: None,
             notices,
             files: None,
         }
@@ -279,6 +291,8 @@ pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claim
         },
         run_id: run_id.to_string(),
         log_key: None,
+        placeholders: None,
+        credentials_file: None,
         notices: Vec::new(),
         files: None,
     })
@@ -294,7 +308,48 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
             claim: None,
         },
         log_key: Some(filled.log_key),
+        credentials_file: (!filled.credentials_file.is_empty())
+            .then(|| PathBuf::from(&filled.credentials_file)),
+        placeholders: Some(filled.placeholders),
         notices,
         files: Some((path, ledger)),
     }
+}
+
+/// Hands claimed environment `inputs.run_id`'s proxy the run's credentials: the header lines
+/// (`credential_include`, the cold path's rendering) into its credential file `file`, then
+/// squid reloaded (`run::pool::credfile`). On a failure the environment is destroyed (its
+/// state file `claimed`), so a failed hand-over leaks nothing, and the error returned.
+///
+/// # Errors
+/// The lines cannot be rendered or written, or squid did not reload.
+pub(crate) fn hand_credentials(
+    env: &HostEnv,
+    inputs: &crate::run::inputs::RunInputs,
+    file: &Path,
+    claimed: &Path,
+) -> Result<()> {
+    let id = inputs.run_id.as_str();
+    let done = crate::run::phases::prepare::credential_include(&inputs.spec, &inputs.secrets)
+        .and_then(|include| {
+            let conf = inputs
+                .paths
+                .run_dir
+                .join(crate::render::plan::PROXY_CONF_FILE);
+            let text = std::fs::read_to_string(&conf)
+                .with_context(|| format!("reading the proxy's {}", conf.display()))?;
+            pool::credfile::HandOver {
+                env: id,
+                path: file,
+                include: &include,
+                ports: text.lines().filter(|l| l.starts_with("http_port ")).count(),
+            }
+            .run(&crate::podman::Podman::new())
+        });
+    let Err(e) = done else { return Ok(()) };
+    let left = with_env_host(env, &inputs.spec, |eh| Ok(eh.destroy(id, claimed)))?;
+    anyhow::bail!(
+        "pool: handing the run's credentials to environment {id}'s proxy failed, the environment is destroyed: {e:#}{}",
+        left.map(|l| format!("; {l}")).unwrap_or_default()
+    )
 }

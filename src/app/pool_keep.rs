@@ -21,7 +21,7 @@ use anyhow::{Context as _, Result};
 
 use super::clock::{new_run_id, now_ms};
 use super::pool_cmd::{converge_dead_fillers, with_env_host};
-use super::tenant::{random_log_key, runnable_spec};
+use super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::run::pool;
@@ -293,7 +293,12 @@ impl Keeper {
     /// with the time of the next attempt.
     fn fill(&mut self, eh: &EnvHost<'_>) -> Result<()> {
         let id = new_run_id(SystemTime::now(), std::process::id());
-        let res = eh.fill(&id, &random_log_key()?, now_ms);
+        let res = eh.fill(
+            &id,
+            &random_log_key()?,
+            &random_placeholders(eh.spec)?,
+            now_ms,
+        );
         let now = now_ms();
         match res {
             Ok(f) => {

@@ -48,6 +48,7 @@ pub(crate) fn default_run_context(
         placeholders: crate::render::plan::preview_placeholders(spec),
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
+        credentials_file: false,
     }
 }
 

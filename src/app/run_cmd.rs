@@ -153,15 +153,10 @@ pub(crate) fn run_with(
     })?;
     let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
     inputs.deadlines.storage_lock = storage_lock_wait;
-    let mut pool_files = None;
-    if let Some(c) = claimed {
-        if let Some(k) = c.log_key {
-            inputs.log_key = k;
-        }
-        inputs.notices.extend(c.notices);
-        inputs.environment = Some(c.environment);
-        pool_files = c.files;
-    }
+    let pool_files = match claimed {
+        Some(c) => take_claim(env, &mut inputs, c)?,
+        None => None,
+    };
     // `over.model` is in the spec's preset (above) and in the record's `model`.
     inputs.overridden = over;
     inputs.capacity = Some(capacity);
@@ -169,6 +164,27 @@ pub(crate) fn run_with(
     let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
     drop(lock);
     out
+}
+
+/// Applies claim `c` to `inputs` (its log key, placeholders, notices, environment; a warm
+/// one's proxy gets the credentials) and returns its pool files.
+fn take_claim(
+    env: &HostEnv,
+    inputs: &mut RunInputs,
+    c: super::pool_cmd::Claimed,
+) -> Result<Option<(PathBuf, PathBuf)>> {
+    if let Some(k) = c.log_key {
+        inputs.log_key = k;
+    }
+    if let Some(p) = c.placeholders {
+        inputs.placeholders = p;
+    }
+    if let (Some(file), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+        super::pool_cmd::hand_credentials(env, inputs, file, claimed)?;
+    }
+    inputs.notices.extend(c.notices);
+    inputs.environment = Some(c.environment);
+    Ok(c.files)
 }
 
 /// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),

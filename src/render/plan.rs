@@ -31,8 +31,8 @@ pub use services::{PICKED_PORTS, SERVICE_HOST, ServicePlan, database_name, previ
 pub use supervision::UnitNames;
 pub use topology::{
     AGENT_OUTPUT_FILE, Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, GATE_OUTPUT_FILE, Net,
-    NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_PORT, RAW_LOG_MAX, VolumeMount,
-    VolumePlan, WORKDIR, gate_tree,
+    NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_CREDENTIALS_FILE, PROXY_PORT, RAW_LOG_MAX,
+    VolumeMount, VolumePlan, WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};

@@ -61,6 +61,13 @@ pub struct Filled {
     /// Every file of the environment as installed: (absolute path, SHA-256 hex of its bytes).
     #[serde(default)]
     pub files: Vec<(String, String)>,
+    /// The credential placeholders rendered into its proxy and its agent's file, one per
+    /// `agent.credentials` entry (random per environment; the claiming run's placeholders).
+    #[serde(default)]
+    pub placeholders: Vec<String>,
+    /// The proxy's credential file (`credfile`), empty from the fill; "" without credentials.
+    #[serde(default)]
+    pub credentials_file: String,
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
@@ -121,6 +128,8 @@ impl PoolState {
             octet: 0,
             log_key: String::new(),
             files: Vec::new(),
+            placeholders: Vec::new(),
+            credentials_file: String::new(),
         };
         let path = dir.join(env);
         let mut f = std::fs::OpenOptions::new()
@@ -418,8 +427,8 @@ fn is_zero(v: &u64) -> bool {
 }
 
 /// Why a run of `spec` on `backend` cannot claim a warm environment, or `None` when it may
-/// (tier `container` with a pool of size > 0 on the Quadlet backend, no credentials, no
-/// services).
+/// (tier `container` with a pool of size > 0 on the Quadlet backend, no services; credentials
+/// are handed to the claimed proxy: `credfile`).
 #[must_use]
 pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static str> {
     Some(match spec.pool.as_ref() {
@@ -427,9 +436,6 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
         Some(p) if p.size == 0 => "the tenant's pool has size 0",
         Some(_) if backend == Backend::Plain => {
             "plain backend (Podman < 5): a run always builds its own environment"
-        }
-        Some(_) if !spec.agent.credentials.is_empty() => {
-            "credentials enter the proxy only at creation (issue 16: not pooled yet)"
         }
         Some(_) if !spec.services.is_empty() => {
             "services enter the environment only at creation (issue 16: not pooled yet)"
@@ -471,6 +477,7 @@ pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
 }
 
 pub mod check;
+pub mod credfile;
 pub mod env;
 pub mod keeper;
 mod view;

@@ -251,6 +251,7 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         setup_binds: Vec::new(),
         // One per run, as `app::tenant::run_inputs` draws them.
         log_key: format!("{octet:032x}"),
+        credentials_file: false,
     };
     crate::render::plan::plan(&spec, &run).expect("plan")
 }

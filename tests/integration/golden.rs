@@ -52,6 +52,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         placeholders: cyclix::render::plan::preview_placeholders(spec),
         setup_binds: Vec::new(),
         log_key: cyclix::render::plan::PREVIEW_LOG_KEY.to_string(),
+        credentials_file: false,
     }
 }
 

@@ -85,6 +85,7 @@ fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders
         placeholders: vec![],
         setup_binds: vec![],
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
+        credentials_file: false,
     };
     let plan = crate::render::plan::plan(&spec, &run).expect("plan");
     let opts = KubeOptions {

@@ -27,6 +27,7 @@ fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
         placeholders: crate::render::plan::preview_placeholders(spec),
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
+        credentials_file: false,
         service_ports: if ports.is_empty() {
             preview_ports(spec)
         } else {

@@ -19,6 +19,11 @@ pub const PROXY_PORT: u16 = 3128;
 /// The proxy configuration's file name in the run directory.
 pub const PROXY_CONF_FILE: &str = "squid.conf";
 
+/// The proxy's credential header lines in a warm environment's run dir
+/// ([`crate::render::RunContext::credentials_file`]): empty from the fill, written by the run
+/// that claims it, mounted read-only at [`credentials::CREDENTIALS_INCLUDE_PATH`].
+pub const PROXY_CREDENTIALS_FILE: &str = "proxy-credentials.conf";
+
 /// Where the proxy image reads its configuration (read-only bind mount).
 pub const PROXY_CONF_PATH: &str = "/etc/cyclix/squid.conf";
 
@@ -230,6 +235,13 @@ fn proxy_binds(spec: &Spec, run: &RunContext) -> Vec<Bind> {
         read_only: true,
     }];
     if !spec.agent.credentials.is_empty() {
+        if run.credentials_file {
+            binds.push(Bind {
+                source: format!("{}/{PROXY_CREDENTIALS_FILE}", run.run_dir),
+                target: credentials::CREDENTIALS_INCLUDE_PATH.into(),
+                read_only: true,
+            });
+        }
         for (i, c) in spec.egress.ca_certs.iter().enumerate() {
             binds.push(Bind {
                 source: c.path.clone(),
@@ -279,7 +291,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         tmpfs: Vec::new(),
         env: Vec::new(),
         secrets: Vec::new(),
-        secret_files: if spec.agent.credentials.is_empty() {
+        secret_files: if spec.agent.credentials.is_empty() || run.credentials_file {
             Vec::new()
         } else {
             vec![(

@@ -57,6 +57,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         placeholders: inp.placeholders.to_vec(),
         setup_binds: Vec::new(),
         log_key: inp.log_key.to_string(),
+        credentials_file: inp.pooled,
     }
 }
 

@@ -250,7 +250,9 @@ fn create_secrets(
             .record(Entry::Secret { name: name.clone() })?;
         host.secret_create(&name, value, &labels)?;
     }
-    if !spec.agent.credentials.is_empty() {
+    // A claimed warm environment's proxy reads the lines from its credential file, written at
+    // the claim (`run::pool::credfile`): no secret for it.
+    if !spec.agent.credentials.is_empty() && inp.octet.is_none() {
         let include = credential_include(spec, inp.secrets)?;
         let name = names.secret(render::plan::CREDENTIALS_SECRET_VAR);
         created

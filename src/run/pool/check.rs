@@ -80,7 +80,13 @@ impl EnvHost<'_> {
                 Err(e) => wrong.push(format!("{path} cannot be read ({e})")),
             }
         }
-        match self.render(id, filled.octet, &filled.log_key) {
+        if !filled.credentials_file.is_empty() {
+            wrong.extend(super::credfile::wrong(
+                std::path::Path::new(&filled.credentials_file),
+                crate::host::namespaces::host_uid(),
+            ));
+        }
+        match self.render(id, filled.octet, &filled.log_key, &filled.placeholders) {
             Ok(r) => {
                 let paths = (self.paths)(id);
                 let now: Vec<(String, String)> = env_files(&r, id, &paths)

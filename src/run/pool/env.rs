@@ -113,8 +113,15 @@ pub(super) fn env_files<'r>(
 }
 
 impl EnvHost<'_> {
-    /// The run `id` renders with `octet` and `log_key`, as a run of it would.
-    pub(super) fn render(&self, id: &str, octet: u8, log_key: &str) -> Result<render::Rendered> {
+    /// The run `id` renders with `octet`, `log_key` and `placeholders`, as a run of it would
+    /// (its proxy reads the credential lines from its run dir: `credfile`).
+    pub(super) fn render(
+        &self,
+        id: &str,
+        octet: u8,
+        log_key: &str,
+        placeholders: &[String],
+    ) -> Result<render::Rendered> {
         let paths = (self.paths)(id);
         let ctx = RunContext {
             run_id: id.to_string(),
@@ -124,23 +131,32 @@ impl EnvHost<'_> {
             proxy_image: crate::images::PROXY_IMAGE.to_string(),
             cyclix_bin: self.cyclix_bin.display().to_string(),
             service_ports: Vec::new(),
-            placeholders: Vec::new(),
+            placeholders: placeholders.to_vec(),
             setup_binds: Vec::new(),
             log_key: log_key.to_string(),
+            credentials_file: true,
         };
         Ok(render::render(self.spec, &ctx, Backend::Quadlet)?)
     }
 
-    /// Fills environment `id` (a fresh run id) with access-log key `log_key`: notes it in
+    /// Fills environment `id` (a fresh run id) with access-log key `log_key` and credential
+    /// `placeholders` (one per `agent.credentials` entry, random): notes it in
     /// `filling/` before any object exists, then reserves its subnet, installs and starts the
     /// environment's part, and marks it ready with what it installed (digests). On a failure
     /// what was made is destroyed ([`Self::destroy`]) and the error returned.
     ///
     /// # Errors
     /// Any step failed (the error names it).
-    pub fn fill(&self, id: &str, log_key: &str, now_ms: impl Fn() -> u128) -> Result<Filled> {
+    pub fn fill(
+        &self,
+        id: &str,
+        log_key: &str,
+        placeholders: &[String],
+        now_ms: impl Fn() -> u128,
+    ) -> Result<Filled> {
         let tenant = self.spec.tenant.as_str();
         let mut filled = self.state.begin(id, tenant, now_ms(), std::process::id())?;
+        filled.placeholders = placeholders.to_vec();
         match self.make(&mut filled, log_key, &now_ms) {
             Ok(f) => Ok(f),
             Err(e) => {
@@ -189,7 +205,7 @@ impl EnvHost<'_> {
         filled.log_key = log_key.to_string();
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill");
-        let rendered = self.render(&id, octet, log_key)?;
+        let rendered = self.render(&id, octet, log_key, &filled.placeholders)?;
         // Its units make podman objects: a destruction sweeps them by label.
         ledger.record(Entry::Podman)?;
         for (path, f) in env_files(&rendered, &id, &paths) {
@@ -207,6 +223,12 @@ impl EnvHost<'_> {
             filled
                 .files
                 .push((path.display().to_string(), digest(f.contents.as_bytes())));
+        }
+        if !self.spec.agent.credentials.is_empty() {
+            // Empty: the run that claims the environment writes the lines (`credfile`).
+            let path = paths.run_dir.join(super::credfile::PROXY_CREDENTIALS_FILE);
+            super::credfile::make(&path, &crate::podman::Podman::new())?;
+            filled.credentials_file = path.display().to_string();
         }
         let n = &rendered.units;
         for u in &n.all {

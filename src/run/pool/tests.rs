@@ -238,6 +238,8 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         octet: 9,
         log_key: "k".into(),
         files: Vec::new(),
+        placeholders: Vec::new(),
+        credentials_file: String::new(),
     };
     let r = warm(&f, 4000);
     assert_eq!(

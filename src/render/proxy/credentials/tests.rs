@@ -188,6 +188,7 @@ fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
         placeholders,
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
+        credentials_file: false,
     }
 }
 
