@@ -151,7 +151,11 @@ pub(crate) fn run_with(
         run_id: run_id.clone(),
         ..holder
     })?;
-    let mut inputs = run_inputs(env, &runtime_dir, spec, run_id, backend, task)?;
+    let released = claimed.as_ref().and_then(|c| c.files.clone());
+    let mut inputs = match run_inputs(env, &runtime_dir, spec.clone(), run_id, backend, task) {
+        Ok(i) => i,
+        Err(e) => return Err(release_claim(env, &spec, released.as_ref(), e)),
+    };
     inputs.deadlines.storage_lock = storage_lock_wait;
     let pool_files = match claimed {
         Some(c) => take_claim(env, &mut inputs, c)?,
@@ -164,6 +168,30 @@ pub(crate) fn run_with(
     let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
     drop(lock);
     out
+}
+
+/// A run whose inputs failed after it claimed a warm environment (a variable set nowhere, a
+/// value the proxy's header line cannot carry): the environment is destroyed, not left in
+/// `claimed/` with no run (where `leftovers` would call it pooled forever). Returns `e`, with
+/// what the destruction left when it left something.
+fn release_claim(
+    env: &HostEnv,
+    spec: &crate::spec::Spec,
+    files: Option<&(PathBuf, PathBuf)>,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let Some((claimed, _)) = files else { return e };
+    let id = claimed
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('@').next())
+        .unwrap_or_default()
+        .to_string();
+    match super::pool_cmd::with_env_host(env, spec, |eh| Ok(eh.destroy(&id, claimed))) {
+        Ok(None) => e,
+        Ok(Some(left)) => e.context(format!("the claimed environment {id} is destroyed; {left}")),
+        Err(d) => e.context(format!("destroying the claimed environment {id}: {d:#}")),
+    }
 }
 
 /// Applies claim `c` to `inputs` (its log key, placeholders, notices, environment; a warm

@@ -93,3 +93,45 @@ fn a_credential_tenant_claims_a_warm_environment_that_held_no_secret() {
     let left = leftovers(tb, e, t);
     assert!(left.trim().is_empty(), "left by {e}:\n{left}");
 }
+
+#[test]
+fn a_run_whose_inputs_fail_after_its_claim_destroys_the_claimed_environment() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-poolunset";
+    Tenant::new(t)
+        .agent_key("env: [E2E_POOL_SET_NOWHERE]")
+        .gate_cmd("[\"true\"]")
+        .extra_yaml("pool:\n  size: 1")
+        .write(tb);
+    drain(tb, t);
+    let envs = fill(tb, t);
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let e = &envs[0];
+    // Control: the filled environment's objects are there, held by the pool.
+    assert_eq!(
+        crate::e2e_pool::leftover_statuses(tb, e).0,
+        ["pooled"],
+        "the filled environment"
+    );
+    let out = tb.user(&[&tb.cyclix_bin(), "run", t]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("agent.env names `E2E_POOL_SET_NOWHERE` but it is not set")
+            && stderr.contains(&format!("tenants/{t}.yaml")),
+        "{stderr}"
+    );
+    // The run claimed it (the pool is empty) and, failing, destroyed it: nothing is left in
+    // `claimed/` and none of its objects remain.
+    for state in ["ready", "claimed"] {
+        assert_eq!(
+            crate::e2e_pool::pool_files(tb, t, state).trim(),
+            "",
+            "{state}/ of the pool"
+        );
+    }
+    let (left, ok) = crate::e2e_pool::leftover_statuses(tb, e);
+    assert!(left.is_empty() && ok, "{left:?}");
+    assert_eq!(leftovers(tb, e, t).trim(), "", "what is left of {e}");
+}
