@@ -161,19 +161,20 @@ fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_name
 }
 
 /// The crowd: 600 non-dumpable processes (a copy of `sleep` the agent made execute-only, as
-/// cyclix does its own binary), then 20 s of waiting. The host once read each one's
+/// cyclix does its own binary), then 30 s of waiting (six 5 s rounds; the fault's 20 s rounds
+/// give two, so the test's three keep a margin on a loaded 2-core host, where 20 s once gave two). The host once read each one's
 /// environment with its own `podman unshare cat` (about 50 ms each on the testbed), one after
 /// the other inside the watch round: a crowd stretched a round far past its 5 s interval and
 /// blinded the leak watch that long (measured: about 20 s for one round).
 const CROWD: &str = r"cp /bin/sleep /work/.nd && chmod 0111 /work/.nd
 for i in $(seq 600); do /work/.nd 1000 & done
 sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l)
-sleep 19
+sleep 29
 cyclix-demo-agent > /dev/null 2>&1
 ";
 
 /// Held: every non-dumpable process is read in ONE `podman unshare` per scan, so the watch
-/// keeps its pace through 20 s of the crowd (at least three rounds) and sees every process
+/// keeps its pace through 30 s of the crowd (at least three rounds) and sees every process
 /// (no "cannot be read" refusal); the crowd is real work, and the run passes. Positive
 /// control: the crowd is there (the agent counts its processes).
 #[test]
