@@ -151,7 +151,9 @@ pub(crate) fn run_with(
         run_id: run_id.clone(),
         ..holder
     })?;
-    let released = claimed.as_ref().and_then(|c| c.files.clone());
+    let released = claimed
+        .as_ref()
+        .and_then(|c| c.files.clone().map(|f| (c.run_id.clone(), f.0)));
     let mut inputs = match run_inputs(env, &runtime_dir, spec.clone(), run_id, backend, task) {
         Ok(i) => i,
         Err(e) => return Err(release_claim(env, &spec, released.as_ref(), e)),
@@ -177,17 +179,14 @@ pub(crate) fn run_with(
 fn release_claim(
     env: &HostEnv,
     spec: &crate::spec::Spec,
-    files: Option<&(PathBuf, PathBuf)>,
+    released: Option<&(String, PathBuf)>,
     e: anyhow::Error,
 ) -> anyhow::Error {
-    let Some((claimed, _)) = files else { return e };
-    let id = claimed
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.split('@').next())
-        .unwrap_or_default()
-        .to_string();
-    match super::pool_cmd::with_env_host(env, spec, |eh| Ok(eh.destroy(&id, claimed))) {
+    // Warm: the environment's id (the run's) and its state file `claimed/ENV@ENV`.
+    let Some((id, claimed)) = released else {
+        return e;
+    };
+    match super::pool_cmd::with_env_host(env, spec, |eh| Ok(eh.destroy(id, claimed))) {
         Ok(None) => e,
         Ok(Some(left)) => e.context(format!("the claimed environment {id} is destroyed; {left}")),
         Err(d) => e.context(format!("destroying the claimed environment {id}: {d:#}")),

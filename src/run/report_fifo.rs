@@ -183,6 +183,17 @@ mod tests {
         assert!(text.starts_with("{\"id\":\"P1\""), "{text}");
     }
 
+    /// Opens `fifo`'s write end once the host has its read end open (ENXIO before).
+    fn open_when_read(fifo: &Path) -> std::fs::File {
+        loop {
+            match forge_open(fifo) {
+                Ok(f) => break f,
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => std::thread::yield_now(),
+                Err(e) => panic!("open: {e}"),
+            }
+        }
+    }
+
     /// Opens `fifo` for writing as a forger would (non-blocking).
     fn forge_open(fifo: &Path) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -200,13 +211,7 @@ mod tests {
         let (w, ready) = (fifo.clone(), std::sync::mpsc::channel::<()>());
         let (tx, rx) = ready;
         let writer = std::thread::spawn(move || {
-            let mut f = loop {
-                match forge_open(&w) {
-                    Ok(f) => break f,
-                    Err(e) if e.raw_os_error() == Some(libc::ENXIO) => std::thread::yield_now(),
-                    Err(e) => panic!("open: {e}"),
-                }
-            };
+            let mut f = open_when_read(&w);
             // Positive control: while the host reads and before the hello, a second writer
             // (what P6's setuid child of the image would be) can open the path.
             let early = forge_open(&w);
@@ -249,13 +254,7 @@ mod tests {
         make(&fifo).expect("mkfifo");
         let w = fifo.clone();
         let writer = std::thread::spawn(move || {
-            let mut f = loop {
-                match forge_open(&w) {
-                    Ok(f) => break f,
-                    Err(e) if e.raw_os_error() == Some(libc::ENXIO) => std::thread::yield_now(),
-                    Err(e) => panic!("open: {e}"),
-                }
-            };
+            let mut f = open_when_read(&w);
             std::io::Write::write_all(
                 &mut f,
                 b"{\"summary\":true,\"pass\":1,\"fail\":0,\"wall_ms\":1}\n",
