@@ -128,7 +128,9 @@ fn a_run_whose_inputs_fail_after_its_claim_destroys_the_claimed_environment() {
         let files = crate::e2e_pool::pool_files(tb, t, state);
         assert!(!files.contains(e.as_str()), "{state}/ of the pool: {files}");
     }
-    let (left, ok) = crate::e2e_pool::leftover_statuses(tb, e);
-    assert!(left.is_empty() && ok, "{left:?}");
+    // Only this environment's rows count: the exit code is the whole host's, and a test running
+    // beside this one may have objects of its own listed.
+    let (left, _) = crate::e2e_pool::leftover_statuses(tb, e);
+    assert!(left.is_empty(), "{left:?}");
     assert_eq!(leftovers(tb, e, t).trim(), "", "what is left of {e}");
 }
