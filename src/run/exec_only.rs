@@ -19,11 +19,19 @@
 //! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: `e2e_attacks14`). The host's own binary keeps its mode; the probe's `W0` line
 //! checks the effect (dumpable 0) on every watch round.
 //!
+//! Why it must be static: a dynamically linked binary is started by the program interpreter its
+//! `PT_INTERP` names, and inside the container that path is the IMAGE's — its `ld.so`, which
+//! reads the image's `/etc/ld.so.preload`, an `LD_PRELOAD` in the image's environment and the
+//! image's libc: image code inside agent-wait and the watch probes, able to forge their report.
+//! `.cargo/config.toml` links cyclix static (static-pie); [`copy`] refuses a binary that names
+//! an interpreter (`e2e_attacks18`: an image whose preload every dynamic program loads).
+//!
 //! One copy per binary (keyed by device, inode, size and mtime of the running executable),
 //! below `$XDG_RUNTIME_DIR/cyclix/bin/` (a tmpfs, emptied at logout; P18 flags a bind from
 //! below `/home`); written to a temporary file and renamed into place, so concurrent runs
 //! share it safely.
 
+use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -53,11 +61,19 @@ pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
     {
         return Ok(target);
     }
+    let mut src = std::fs::File::open(bin).with_context(|| format!("opening {}", bin.display()))?;
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    (&mut src)
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("reading {}", bin.display()))?;
+    refuse_interpreter(bin, &head)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)
         .with_context(|| format!("creating a file in {}", dir.display()))?;
-    let mut src = std::fs::File::open(bin).with_context(|| format!("opening {}", bin.display()))?;
-    std::io::copy(&mut src, tmp.as_file_mut())
+    tmp.as_file_mut()
+        .write_all(&head)
+        .and_then(|()| std::io::copy(&mut src, tmp.as_file_mut()).map(drop))
         .with_context(|| format!("copying {} to {}", bin.display(), dir.display()))?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(MODE))
@@ -69,6 +85,50 @@ pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
         .with_context(|| format!("renaming the copy to {}", target.display()))?;
     prune(&dir, &target);
     Ok(target)
+}
+
+/// How much of the binary [`refuse_interpreter`] reads: the ELF header, the program headers and
+/// the interpreter's path sit in the first page or two of every linker's output (bytes).
+const HEAD_BYTES: usize = 64 * 1024;
+
+/// Refuses `head` (the first bytes of `bin`) unless it is an ELF64 file whose program headers
+/// name no interpreter (`PT_INTERP`, elf(5)): a static binary, which the kernel starts without
+/// anything of the container's filesystem. Pure.
+///
+/// # Errors
+/// `head` is no ELF64 file, or its program headers cannot be read within it, or it names an
+/// interpreter (the error says which, and how to build cyclix static).
+pub fn refuse_interpreter(bin: &Path, head: &[u8]) -> Result<()> {
+    use object::read::elf::{FileHeader as _, ProgramHeader as _};
+    let not_elf = |e: object::read::Error| {
+        anyhow::anyhow!(
+            "{} is not an ELF64 executable whose program headers cyclix can read ({e}); only a \
+             static cyclix binary is mounted into the agent's container; fix: run the binary \
+             `cargo build` writes",
+            bin.display()
+        )
+    };
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(head).map_err(not_elf)?;
+    let endian = header.endian().map_err(not_elf)?;
+    for ph in header.program_headers(endian, head).map_err(not_elf)? {
+        if ph.p_type(endian) == object::elf::PT_INTERP {
+            let interp = ph
+                .interpreter(endian, head)
+                .ok()
+                .flatten()
+                .map_or_else(|| "?".into(), String::from_utf8_lossy);
+            anyhow::bail!(
+                "{} is linked dynamically (its program interpreter is {interp}); inside the agent's \
+                 container the image's own {interp} would start it, with the image's \
+                 /etc/ld.so.preload, LD_PRELOAD and libc, so cyclix refuses to mount it; fix: \
+                 build cyclix with the project's .cargo/config.toml (static: `cargo build`, \
+                 `cargo build --release`) and without a RUSTFLAGS variable, which replaces that \
+                 file's `-C target-feature=+crt-static`",
+                bin.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Removes the copies of other (older) binaries in `dir`, so one copy is kept, not one per
@@ -93,11 +153,90 @@ fn prune(dir: &Path, keep: &Path) {
 mod tests {
     use super::*;
 
+    /// A minimal ELF64 (little endian) with one `PT_LOAD`, and a `PT_INTERP` naming `interp`.
+    fn elf(interp: Option<&str>) -> Vec<u8> {
+        let phnum: u16 = if interp.is_some() { 2 } else { 1 };
+        let mut b = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
+        b.resize(16, 0);
+        b.extend(3u16.to_le_bytes()); // ET_DYN
+        b.extend(62u16.to_le_bytes()); // EM_X86_64
+        b.extend(1u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes()); // e_entry
+        b.extend(64u64.to_le_bytes()); // e_phoff
+        b.extend(0u64.to_le_bytes()); // e_shoff
+        b.extend(0u32.to_le_bytes());
+        for v in [64u16, 56, phnum, 64, 0, 0] {
+            b.extend(v.to_le_bytes());
+        }
+        let after = 64 + 56 * u64::from(phnum);
+        let mut ph = |p_type: u32, off: u64, size: u64| {
+            b.extend(p_type.to_le_bytes());
+            b.extend(4u32.to_le_bytes());
+            for v in [off, off, off, size, size, 8] {
+                b.extend(v.to_le_bytes());
+            }
+        };
+        ph(1, 0, after);
+        if let Some(i) = interp {
+            ph(3, after, i.len() as u64 + 1);
+            b.extend(i.as_bytes());
+            b.push(0);
+        }
+        b
+    }
+
+    #[test]
+    fn a_binary_that_names_an_interpreter_is_refused_and_a_static_one_is_not() {
+        let p = Path::new("/x/cyclix");
+        refuse_interpreter(p, &elf(None)).expect("static");
+        let e = refuse_interpreter(p, &elf(Some("/lib64/ld-linux-x86-64.so.2")))
+            .expect_err("dynamic")
+            .to_string();
+        assert!(
+            e.contains("/x/cyclix is linked dynamically")
+                && e.contains("/lib64/ld-linux-x86-64.so.2")
+                && e.contains("RUSTFLAGS"),
+            "{e}"
+        );
+        for junk in [&b"#!/bin/sh\n"[..], b"\x7fELF not really", b""] {
+            let e = refuse_interpreter(p, junk)
+                .expect_err("no ELF64")
+                .to_string();
+            assert!(e.contains("is not an ELF64 executable"), "{e}");
+        }
+        let d = tempfile::tempdir().expect("tmp");
+        let bin = d.path().join("bin");
+        std::fs::write(&bin, elf(Some("/lib/ld.so"))).expect("write");
+        assert!(copy(&bin, d.path()).is_err());
+        assert!(!d.path().join("cyclix/bin").exists(), "nothing half-made");
+    }
+
+    /// The build's own output: this test binary is linked like cyclix (`.cargo/config.toml`),
+    /// so it must name no interpreter; the host's `/bin/sh` (dynamic on Debian) is the positive
+    /// control that the check sees one.
+    #[test]
+    fn this_build_is_static_and_the_hosts_shell_is_not() {
+        let head = |p: &Path| {
+            let mut h = Vec::new();
+            std::fs::File::open(p)
+                .expect("open")
+                .take(HEAD_BYTES as u64)
+                .read_to_end(&mut h)
+                .expect("read");
+            h
+        };
+        let me = std::env::current_exe().expect("exe");
+        refuse_interpreter(&me, &head(&me)).expect("this build is static");
+        let sh = Path::new("/bin/sh");
+        let e = refuse_interpreter(sh, &head(sh)).expect_err("/bin/sh is dynamic");
+        assert!(e.to_string().contains("linked dynamically"), "{e}");
+    }
+
     #[test]
     fn the_copy_is_execute_only_and_made_once() {
         let d = tempfile::tempdir().expect("tmp");
         let bin = d.path().join("bin");
-        std::fs::write(&bin, b"\x7fELF not really").expect("write");
+        std::fs::write(&bin, elf(None)).expect("write");
         let a = copy(&bin, d.path()).expect("copy");
         assert_eq!(std::fs::metadata(&a).expect("meta").mode() & 0o7777, MODE);
         assert!(a.starts_with(d.path().join("cyclix/bin")));
@@ -120,7 +259,7 @@ mod tests {
         std::fs::write(dir.join("cyclix-1-2-3-4"), b"old").expect("old copy");
         std::fs::write(dir.join(".tmpXYZ"), b"another cyclix copying").expect("tmp");
         let bin = d.path().join("bin");
-        std::fs::write(&bin, b"\x7fELF new").expect("write");
+        std::fs::write(&bin, [elf(None), b"new".to_vec()].concat()).expect("write");
         let new = copy(&bin, d.path()).expect("copy");
         let mut left: Vec<_> = std::fs::read_dir(&dir)
             .expect("dir")

@@ -27,8 +27,10 @@ fn testbed_provides_systemd_257_rootless_podman_5_and_quadlet() {
         &tb.user_sh("readlink -f \"$(command -v cyclix)\"; cyclix --version"),
         "cyclix on PATH",
     );
+    // `/src/target/debug/cyclix` links to the static build below the target triple's
+    // directory (build.rs), which `readlink -f` gives.
     assert!(
-        on_path.starts_with("/src/target/debug/cyclix\ncyclix "),
+        on_path.starts_with(&format!("{}\ncyclix ", tb.cyclix_bin())),
         "cyclix on PATH: {on_path}"
     );
 

@@ -1,7 +1,7 @@
 //! The network without the proxy (N1–N4, N6, N15): interfaces and routes, direct TCP/UDP,
 //! the gateway and the host, raw sockets and rtnetlink.
 
-use std::net::{SocketAddr, ToSocketAddrs as _, UdpSocket};
+use std::net::UdpSocket;
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
 
@@ -143,11 +143,12 @@ pub fn n4(ctx: &Context) -> Judged {
 /// N6.
 #[must_use]
 pub fn n6(ctx: &Context) -> Judged {
-    let hci = ("host.containers.internal", 0)
-        .to_socket_addrs()
+    // Podman writes the name into the container's /etc/hosts (containers.conf `host_containers_internal_ip`);
+    // read there, not through getaddrinfo, whose NSS modules a static glibc binary would load
+    // from the image (`run::exec_only`).
+    let hci = std::fs::read_to_string("/etc/hosts")
         .ok()
-        .and_then(|mut a| a.find(SocketAddr::is_ipv4))
-        .map(|a| a.ip().to_string());
+        .and_then(|t| hosts_ipv4(&t, "host.containers.internal"));
     let mut items = Vec::new();
     let mut targets = vec![ctx.gateway_ip.clone()];
     match &hci {
@@ -168,6 +169,20 @@ pub fn n6(ctx: &Context) -> Judged {
             tcp(&format!("{h}:{p}"))
         });
     v::n6(&items, &ctl)
+}
+
+/// The first IPv4 address `/etc/hosts` text `hosts` gives for `name` (hosts(5): an address,
+/// then names; `#` starts a comment; names match without regard to case). Pure.
+#[must_use]
+pub fn hosts_ipv4(hosts: &str, name: &str) -> Option<String> {
+    hosts.lines().find_map(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        let ip = fields.next()?.parse::<std::net::Ipv4Addr>().ok()?;
+        fields
+            .any(|n| n.eq_ignore_ascii_case(name))
+            .then(|| ip.to_string())
+    })
 }
 
 /// N15: raw sockets, a route and a link change over rtnetlink, ICMP.
@@ -220,6 +235,32 @@ mod tests {
 
     const ROUTE_HEAD: &str =
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+
+    #[test]
+    fn the_host_name_is_read_from_etc_hosts() {
+        let hosts = "127.0.0.1\tlocalhost\n::1 localhost\n# 10.9.9.9 host.containers.internal\n\
+                     fd00::1 host.containers.internal\n\
+                     10.213.4.1  HOST.containers.internal host.docker.internal # podman\n\
+                     10.0.0.7 host.containers.internal\n";
+        assert_eq!(
+            hosts_ipv4(hosts, "host.containers.internal").as_deref(),
+            Some("10.213.4.1"),
+            "the first IPv4 line naming it, case aside; comments and IPv6 skipped"
+        );
+        assert_eq!(
+            hosts_ipv4(hosts, "host.containers"),
+            None,
+            "whole names only"
+        );
+        assert_eq!(hosts_ipv4("", "host.containers.internal"), None);
+        assert_eq!(
+            hosts_ipv4(
+                "not-an-ip host.containers.internal\n",
+                "host.containers.internal"
+            ),
+            None
+        );
+    }
 
     #[test]
     fn v4_default_routes() {
