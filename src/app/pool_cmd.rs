@@ -221,7 +221,7 @@ pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Clai
     let start_ms = now_ms();
     let mut c = claim_untimed(env, spec, backend)?;
     if pool::why_cold(spec, backend).is_none() {
-        c.environment.claim = Some(crate::run::record::Phase {
+        c.environment.claim.push(crate::run::record::Phase {
             name: "claim".into(),
             start_ms,
             end_ms: now_ms(),
@@ -238,7 +238,7 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
             environment: Environment {
                 record: pool::cold(&run_id, why),
                 octet: None,
-                claim: None,
+                claim: Vec::new(),
             },
             run_id,
             log_key: None,
@@ -287,7 +287,7 @@ pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claim
                 "`--run-id` names the run: it makes its own environment",
             ),
             octet: None,
-            claim: None,
+            claim: Vec::new(),
         },
         run_id: run_id.to_string(),
         log_key: None,
@@ -305,7 +305,7 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
         environment: Environment {
             record: pool::warm(&filled, now_ms()),
             octet: Some(filled.octet),
-            claim: None,
+            claim: Vec::new(),
         },
         log_key: Some(filled.log_key),
         credentials_file: (!filled.credentials_file.is_empty())

@@ -198,7 +198,7 @@ fn release_claim(
 fn take_claim(
     env: &HostEnv,
     inputs: &mut RunInputs,
-    c: super::pool_cmd::Claimed,
+    mut c: super::pool_cmd::Claimed,
 ) -> Result<Option<(PathBuf, PathBuf)>> {
     if let Some(k) = c.log_key {
         inputs.log_key = k;
@@ -207,7 +207,14 @@ fn take_claim(
         inputs.placeholders = p;
     }
     if let (Some(file), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+        let start_ms = now_ms();
         super::pool_cmd::hand_credentials(env, inputs, file, claimed)?;
+        c.environment.claim.push(crate::run::record::Phase {
+            name: "credentials".into(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome: "ok".into(),
+        });
     }
     inputs.notices.extend(c.notices);
     inputs.environment = Some(c.environment);

@@ -128,9 +128,11 @@ pub struct Environment {
     pub record: super::pool::EnvironmentRecord,
     /// A claimed environment's subnet octet (its reservation holds the run id); `None` cold.
     pub octet: Option<u8>,
-    /// The claim as a phase of the record (`claim`: the pool's rename and the check against
-    /// the fill, or finding none ready), when the run tried one; the record's first phase.
-    pub claim: Option<super::record::Phase>,
+    /// The claim's phases, the record's first ones, when the run tried one: `claim` (the
+    /// pool's rename and the check against the fill, or finding none ready), then for a warm
+    /// environment of a tenant with credentials `credentials` (the header lines written and
+    /// squid reloaded, `run::pool::credfile`).
+    pub claim: Vec<super::record::Phase>,
 }
 
 /// What a caller replaces for one run (`cyclix drill`): the task text, the escape it asks

@@ -158,7 +158,7 @@ pub fn execute(
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
     // The claim ran before the run's ledger (`cyclix run`): the record's first phase.
     r.phases
-        .extend(inp.environment.as_ref().and_then(|e| e.claim.clone()));
+        .extend(inp.environment.iter().flat_map(|e| e.claim.iter().cloned()));
     let mut created = RunState::new(ledger);
     let outcome = bring_up_and_run(inp, units, host, &mut r, &mut created, &mut rec);
     // A run that ended before collect read its output: the readers end here.

@@ -8,10 +8,17 @@
 //!   container by the image's `ld.so`, which loads what the image's `/etc/ld.so.preload` and an
 //!   `LD_PRELOAD` in its environment name, and the image's libc. Now cyclix is linked static
 //!   (`.cargo/config.toml`, static-pie: no `PT_INTERP`) and `exec_only::copy` refuses a binary
-//!   that names an interpreter.
+//!   that names an interpreter. Measured before the fix (this test's run with a dynamic
+//!   build): four `preload exe=/cyclix/bin/cyclix` lines (agent-wait, the watch rounds).
 //! - Run as an NSS module. Fixed with it: a static glibc still `dlopen`s the modules
 //!   `/etc/nsswitch.conf` names when a name is looked up; N6 looked up
-//!   `host.containers.internal` with getaddrinfo. Now N6 reads `/etc/hosts` itself.
+//!   `host.containers.internal` with getaddrinfo (measured before the fix: one
+//!   `nss exe=/cyclix/bin/cyclix` line). Now N6 reads `/etc/hosts` itself.
+//!
+//! - Forge a report line from a child. Held (atk8's fix): P6 starts the image's setuid binary
+//!   (here `passwd`, a script) while agent-wait probes; it opens `/cyclix/ctl/report` and
+//!   writes a passing line. The host unlinks the FIFO on agent-wait's hello, before the first
+//!   probe: the open gets `ENOENT` (control: the script ran and logged).
 //!
 //! The image here has a library in `/etc/ld.so.preload`, in `LD_PRELOAD` and as the `hosts` and
 //! `passwd` NSS module; its constructor appends `KIND exe=PATH` to `/tmp/atk18.log`, the
@@ -47,7 +54,19 @@ COPY libatk18.so /usr/lib/libatk18.so\n\
 COPY libnss_atk18.so.2 /usr/lib/x86_64-linux-gnu/libnss_atk18.so.2\n\
 RUN echo /usr/lib/libatk18.so > /etc/ld.so.preload \
  && sed -i -e 's/^hosts:.*/hosts: atk18 files dns/' -e 's/^passwd:.*/passwd: atk18 files/' /etc/nsswitch.conf\n\
+COPY --chmod=4755 passwd /usr/bin/passwd\n\
 ENV LD_PRELOAD=/usr/lib/libatk18.so\n";
+
+/// The image's setuid `passwd`, which P6 starts (it checks that a setuid binary gains nothing):
+/// image code running beside agent-wait while the probes run. It tries to forge a report line.
+/// The attempt runs in a child of its own, which outlives P6's kill of the binary it started.
+const PASSWD: &str = "#!/bin/sh\n\
+(\n\
+if [ -e /cyclix/ctl/report ]; then at=present; else at=absent; fi\n\
+if (echo 'P0 pass forged by passwd' > /cyclix/ctl/report) 2>/dev/null; then w=wrote; else w=refused; fi\n\
+echo \"report=$at write=$w\" >> /tmp/atk18-fifo.log\n\
+) </dev/null >/dev/null 2>&1 &\n\
+sleep 2\n";
 
 /// Builds the two libraries on the host (a C compiler is what `scripts/test` ensures) into
 /// `target/atk18/` below the project root, which the testbed sees at `/src`, and returns the
@@ -57,6 +76,7 @@ fn libraries(tb: &Testbed) -> String {
     std::fs::create_dir_all(&dir).expect("target/atk18");
     std::fs::write(dir.join("atk18.c"), LIBRARY).expect("atk18.c");
     std::fs::write(dir.join("Containerfile"), CONTAINERFILE).expect("Containerfile");
+    std::fs::write(dir.join("passwd"), PASSWD).expect("passwd");
     for (kind, out) in [("preload", "libatk18.so"), ("nss", "libnss_atk18.so.2")] {
         let st = Command::new("cc")
             .args([
@@ -92,7 +112,7 @@ fn a18_the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
     Tenant::new(t)
         .image("localhost/atk18:latest")
         .agent_cmd(
-            r#"[sh, -c, "sleep 11; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log atk18.log; git add atk18.log && git commit -qm atk18"]"#,
+            r#"[sh, -c, "sleep 11; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log /tmp/atk18-fifo.log .; git add atk18.log atk18-fifo.log && git commit -qm atk18"]"#,
         )
         .gate_cmd("[\"true\"]")
         .write(tb);
@@ -120,6 +140,21 @@ fn a18_the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
         log.lines()
             .any(|l| l.starts_with("nss exe=") && l.ends_with("/getent")),
         "getent loaded the NSS module:\n{log}"
+    );
+    // The report FIFO: P6 ran the image's passwd while the probes ran (the control), and by
+    // then the host had unlinked the FIFO, so the forged line went nowhere.
+    let fifo = expect_success(
+        &tb.user_sh(&format!("cd ~/src/{t} && git show {branch}:atk18-fifo.log")),
+        "read what passwd logged",
+    );
+    assert!(
+        fifo.lines().next() == Some("report=absent write=refused")
+            && fifo.lines().all(|l| l == "report=absent write=refused"),
+        "{fifo}"
+    );
+    assert!(
+        !rec.to_string().contains("forged by passwd"),
+        "the forged line reached the record: {rec:#}"
     );
     let in_cyclix: Vec<&str> = log.lines().filter(|l| l.contains("cyclix")).collect();
     assert!(
