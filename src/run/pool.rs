@@ -68,6 +68,31 @@ pub struct Filled {
     /// The proxy's credential file (`credfile`), empty from the fill; "" without credentials.
     #[serde(default)]
     pub credentials_file: String,
+    /// The services' ports, in spec order, reserved by the fill under the environment's id
+    /// (`reserve::reserve_ports`; the claiming run's prepare finds the same ones held by it).
+    #[serde(default)]
+    pub service_ports: Vec<u16>,
+    /// The services the fill started ([`poolable`]), in spec order.
+    #[serde(default)]
+    pub services: Vec<PooledService>,
+}
+
+/// A service a fill started: one that needs no secret and no work tree ([`poolable`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PooledService {
+    /// Its container (`cyclix-ENV-svc-NAME`).
+    pub container: String,
+    /// The names of its processes once it was up (its start job done: healthy when it has a
+    /// check), sorted, each once: what a claim allows in it (`check`).
+    pub processes: Vec<String>,
+}
+
+/// Whether a fill starts service `s` (issue 16): it needs no secret (`env` empty) and does
+/// not run the work tree, which only a run has. The others are installed by the fill and
+/// started by the claiming run, as in a cold run. Pure.
+#[must_use]
+pub fn poolable(s: &crate::spec::Service) -> bool {
+    s.env.is_empty() && !s.worktree
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
@@ -130,6 +155,8 @@ impl PoolState {
             files: Vec::new(),
             placeholders: Vec::new(),
             credentials_file: String::new(),
+            service_ports: Vec::new(),
+            services: Vec::new(),
         };
         let path = dir.join(env);
         let mut f = std::fs::OpenOptions::new()
@@ -436,9 +463,6 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
         Some(p) if p.size == 0 => "the tenant's pool has size 0",
         Some(_) if backend == Backend::Plain => {
             "plain backend (Podman < 5): a run always builds its own environment"
-        }
-        Some(_) if !spec.services.is_empty() => {
-            "services enter the environment only at creation (issue 16: not pooled yet)"
         }
         Some(_) => return None,
     })

@@ -40,7 +40,7 @@ pub fn reserve_subnet(runs_root: &Path, run_id: &str, used: &[String]) -> Result
         if used.iter().any(|u| u == &format!("10.213.{n}.0/24")) {
             continue;
         }
-        if let Claim::Ours(file) = claim(runs_root, &dir, &n.to_string(), run_id)? {
+        if let Claim::Ours(file) = claim(runs_root, &dir, &n.to_string(), run_id, false)? {
             return Ok((n, file));
         }
     }
@@ -78,8 +78,9 @@ enum Claim {
 
 /// Claims `DIR/NAME` for `run_id`: created exclusively and holding the run id; a file whose
 /// run dir (`runs_root/OWNER`) is gone is stale (its run died and was converged) and is
-/// reclaimed once.
-fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str) -> Result<Claim> {
+/// reclaimed once. With `own_ok`, a file that holds `run_id` already is ours (ports: the fill
+/// of a pooled environment reserved them under the id its claiming run takes).
+fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str, own_ok: bool) -> Result<Claim> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let file = dir.join(name);
     for attempt in 0..2 {
@@ -96,6 +97,11 @@ fn claim(runs_root: &Path, dir: &Path, name: &str, run_id: &str) -> Result<Claim
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let owner = std::fs::read_to_string(&file).unwrap_or_default();
                 let owner = owner.trim().to_string();
+                if own_ok && owner == run_id {
+                    // Reserved by this run's id before: a pooled environment's fill, whose
+                    // claiming run has its id (issue 16).
+                    return Ok(Claim::Ours(file));
+                }
                 if attempt == 1 || owner.is_empty() || runs_root.join(&owner).exists() {
                     return Ok(Claim::Held(owner)); // held by a live run
                 }
@@ -132,7 +138,7 @@ pub fn reserve_ports(
     let mut by_index: Vec<Option<u16>> = vec![None; services.len()];
     for (i, s) in services.iter().enumerate() {
         let Some(p) = s.port else { continue };
-        match claim(runs_root, &dir, &p.to_string(), run_id)? {
+        match claim(runs_root, &dir, &p.to_string(), run_id, true)? {
             Claim::Ours(f) => files.push(f),
             Claim::Held(owner) => bail!(
                 "services[{i}] ({}): port {p} is held by run {owner}, which is running now; \
@@ -162,7 +168,7 @@ pub fn reserve_ports(
             if fixed.contains(&p) {
                 continue;
             }
-            if let Claim::Ours(f) = claim(runs_root, &dir, &p.to_string(), run_id)? {
+            if let Claim::Ours(f) = claim(runs_root, &dir, &p.to_string(), run_id, true)? {
                 files.push(f);
                 by_index[i] = Some(p);
                 break;
@@ -178,6 +184,43 @@ pub fn reserve_ports(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_run_id_finds_the_ports_it_reserved_and_another_does_not() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let runs = dir.path().join("runs");
+        let env = "20261202t070000-e001";
+        std::fs::create_dir_all(runs.join(env)).expect("the environment's run dir");
+        let svc = |name: &str, port: Option<u16>| crate::spec::Service {
+            name: name.into(),
+            image: crate::spec::Image::UnpinnedLocal {
+                reference: "localhost/pg".into(),
+            },
+            command: Vec::new(),
+            env: Vec::new(),
+            port,
+            data: None,
+            health: None,
+            worktree: false,
+        };
+        let services = [svc("db", None), svc("app", Some(24000))];
+        let fill = reserve_ports(&runs, env, &services, &mut Vec::new()).expect("fill");
+        let claim = reserve_ports(&runs, env, &services, &mut Vec::new()).expect("claim");
+        assert_eq!(fill, claim, "the claiming run renders the fill's ports");
+        // Control: another live run gets another picked port and is refused the fixed one.
+        std::fs::create_dir_all(runs.join("20261202t070000-e002")).expect("run dir");
+        let e = reserve_ports(&runs, "20261202t070000-e002", &services, &mut Vec::new())
+            .expect_err("the fixed port is held");
+        assert!(e.to_string().contains(&format!("held by run {env}")), "{e}");
+        let other = reserve_ports(
+            &runs,
+            "20261202t070000-e002",
+            &services[..1],
+            &mut Vec::new(),
+        )
+        .expect("a picked port");
+        assert_ne!(other[0], fill[0]);
+    }
 
     #[test]
     fn concurrent_runs_never_reserve_the_same_port_and_a_held_fixed_port_is_refused() {

@@ -12,7 +12,7 @@ use crate::e2e_pool::{drain, fill, pool_files};
 /// transient user unit of its own (`unit`), so the process outlives the test's one-off call;
 /// returns once `podman top` lists a process named `comm` in the container (positive control),
 /// within a deadline.
-fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm: &str) {
+pub(crate) fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm: &str) {
     let out = tb.user_sh(&format!(
         "systemd-run --user --quiet --collect --unit {unit} podman exec {container} {argv}
          timeout 60 sh -c 'until podman top {container} comm | grep -qx {comm}; do sleep 0.2; done' && echo seen"

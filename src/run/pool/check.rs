@@ -44,9 +44,19 @@ impl EnvHost<'_> {
             let listed = s.spawn(|| podman.all_containers());
             let proxy_top = s.spawn(|| podman.top_hpids(&proxy));
             let infra_top = s.spawn(|| podman.top_hpids(&infra));
+            let services_top: Vec<_> = filled
+                .services
+                .iter()
+                .map(|p| (p, s.spawn(|| podman.top_hpids(&p.container))))
+                .collect();
             let mut wrong = self.files_wrong(filled);
+            let members: Vec<&str> = filled
+                .services
+                .iter()
+                .map(|p| p.container.as_str())
+                .collect();
             match joined(listed) {
-                Ok(all) => wrong.extend(topology_wrong(&n, &all)),
+                Ok(all) => wrong.extend(topology_wrong(&n, &members, &all)),
                 Err(e) => wrong.push(format!(
                     "the containers on {}'s networks cannot be listed: {e:#}",
                     n.base()
@@ -64,6 +74,11 @@ impl EnvHost<'_> {
                 INFRA_PROCESSES,
                 Some(1),
             ));
+            for (p, top) in services_top {
+                wrong.extend(service_processes_wrong(p, joined(top), || {
+                    podman.top_hpids(&p.container).map_err(Into::into)
+                }));
+            }
             wrong
         })
     }
@@ -86,7 +101,7 @@ impl EnvHost<'_> {
                 crate::host::namespaces::host_uid(),
             ));
         }
-        match self.render(id, filled.octet, &filled.log_key, &filled.placeholders) {
+        match self.render(id, filled) {
             Ok(r) => {
                 let paths = (self.paths)(id);
                 let now: Vec<(String, String)> = env_files(&r, id, &paths)
@@ -117,7 +132,7 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> 
 /// `podman ps --all`): its internal network must hold exactly its proxy and its pod's infra
 /// container, its egress network exactly its proxy, its pod exactly its infra container. Pure.
 #[must_use]
-pub fn topology_wrong(n: &RunNames, all: &[ContainerInfo]) -> Vec<String> {
+pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) -> Vec<String> {
     let (proxy, infra) = (n.proxy(), n.infra());
     let name = |c: &ContainerInfo| c.names.join(",");
     let mut wrong = Vec::new();
@@ -152,10 +167,26 @@ pub fn topology_wrong(n: &RunNames, all: &[ContainerInfo]) -> Vec<String> {
                 .map(name)
                 .collect();
             got.sort();
-            if got != [infra.clone()] {
+            let mut want: Vec<String> = std::iter::once(infra.as_str())
+                .chain(services.iter().copied())
+                .map(str::to_string)
+                .collect();
+            want.sort();
+            if got != want {
                 wrong.push(format!(
-                    "pod {} has the containers {got:?}, the fill left only {infra}",
+                    "pod {} has the containers {got:?}, the fill left {want:?}",
                     n.base()
+                ));
+            }
+            let down: Vec<&str> = all
+                .iter()
+                .filter(|c| c.names.iter().any(|m| services.contains(&m.as_str())))
+                .filter(|c| c.state != "running")
+                .map(|c| c.names.first().map_or("?", String::as_str))
+                .collect();
+            if !down.is_empty() {
+                wrong.push(format!(
+                    "the pooled services {down:?} are not running (the fill left them running)"
                 ));
             }
         }
@@ -211,3 +242,28 @@ pub fn processes_wrong(
 
 #[cfg(test)]
 mod tests;
+
+/// How long a second look at a pooled service waits when the first found a process the fill
+/// did not see there: a health check's command (`podman healthcheck run`, an exec session in
+/// the container) is gone by then; a process left there is not (ms).
+pub const SERVICE_LOOK_AGAIN_MS: u64 = 1500;
+
+/// What is wrong with pooled service `p`'s processes (`listed`): nothing running, or a name
+/// the fill did not see there (`PooledService::processes`) in `listed` AND in a second look
+/// (`again`, taken [`SERVICE_LOOK_AGAIN_MS`] later), so a health check's passing command is not
+/// taken for a process left in the pod.
+#[must_use]
+pub fn service_processes_wrong(
+    p: &super::PooledService,
+    listed: anyhow::Result<Vec<(u32, String)>>,
+    again: impl FnOnce() -> anyhow::Result<Vec<(u32, String)>>,
+) -> Option<String> {
+    let allowed: Vec<&str> = p.processes.iter().map(String::as_str).collect();
+    let what = format!("the service {}", p.container);
+    let first = processes_wrong(&what, listed, &allowed, None)?;
+    if first.contains(" runs nothing ") || first.contains("cannot be listed") {
+        return Some(first);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
+    processes_wrong(&what, again(), &allowed, None)
+}

@@ -113,27 +113,22 @@ pub(super) fn env_files<'r>(
 }
 
 impl EnvHost<'_> {
-    /// The run `id` renders with `octet`, `log_key` and `placeholders`, as a run of it would
-    /// (its proxy reads the credential lines from its run dir: `credfile`).
-    pub(super) fn render(
-        &self,
-        id: &str,
-        octet: u8,
-        log_key: &str,
-        placeholders: &[String],
-    ) -> Result<render::Rendered> {
+    /// The run `id` renders with the subnet octet, access-log key, credential placeholders and
+    /// service ports of `filled`, as a run of it would (its proxy reads the credential lines
+    /// from its run dir: `credfile`).
+    pub(super) fn render(&self, id: &str, filled: &Filled) -> Result<render::Rendered> {
         let paths = (self.paths)(id);
         let ctx = RunContext {
             run_id: id.to_string(),
             worktree: paths.worktree.display().to_string(),
             run_dir: paths.run_dir.display().to_string(),
-            subnet_octet: octet,
+            subnet_octet: filled.octet,
             proxy_image: crate::images::PROXY_IMAGE.to_string(),
             cyclix_bin: self.cyclix_bin.display().to_string(),
-            service_ports: Vec::new(),
-            placeholders: placeholders.to_vec(),
+            service_ports: filled.service_ports.clone(),
+            placeholders: filled.placeholders.clone(),
             setup_binds: Vec::new(),
-            log_key: log_key.to_string(),
+            log_key: filled.log_key.clone(),
             credentials_file: true,
         };
         Ok(render::render(self.spec, &ctx, Backend::Quadlet)?)
@@ -203,9 +198,22 @@ impl EnvHost<'_> {
         let (octet, _) = crate::run::reserve::reserve_subnet(runs_root, &id, &used)?;
         filled.octet = octet;
         filled.log_key = log_key.to_string();
+        if !self.spec.services.is_empty() {
+            // Every service's port, as the claiming run's prepare reserves them (it finds
+            // them held by its id): the rendered files are the run's.
+            ledger.record(Entry::Reservations {
+                dir: crate::layout::reservations_beside(runs_root, crate::layout::PORTS_DIR),
+            })?;
+            filled.service_ports = crate::run::reserve::reserve_ports(
+                runs_root,
+                &id,
+                &self.spec.services,
+                &mut Vec::new(),
+            )?;
+        }
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill");
-        let rendered = self.render(&id, octet, log_key, &filled.placeholders)?;
+        let rendered = self.render(&id, filled)?;
         // Its units make podman objects: a destruction sweeps them by label.
         ledger.record(Entry::Podman)?;
         for (path, f) in env_files(&rendered, &id, &paths) {
@@ -242,16 +250,52 @@ impl EnvHost<'_> {
                 bail!("unit {u} is {s} after the reload: the generator did not produce it");
             }
         }
-        let pod = crate::naming::pod_unit(&RunNames::new(&id).base());
-        for u in n.infra.iter().chain(std::iter::once(&pod)) {
-            self.units
-                .start(u, JobMode::Replace, self.start)
-                .with_context(|| format!("starting {u}"))?;
-        }
+        self.start_environment(&id, filled)?;
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");
         crate::failpoint::hold_point("pool.fill.held");
         self.state.ready(&id, now_ms())
+    }
+
+    /// Starts environment `id`'s part: the proxy, the services that need no secret and no
+    /// work tree (each up, healthy when it has a check, once its start job is done) and the
+    /// pod; notes each started service's processes in `filled`.
+    fn start_environment(&self, id: &str, filled: &mut Filled) -> Result<()> {
+        let names = RunNames::new(id);
+        let pod = crate::naming::pod_unit(&names.base());
+        // The proxy, the services that need no secret and no work tree (each up, healthy when
+        // it has a check, once its start job is done), the pod.
+        let pooled: Vec<String> = self
+            .spec
+            .services
+            .iter()
+            .filter(|s| super::poolable(s))
+            .map(|s| names.service(&s.name))
+            .collect();
+        let units = std::iter::once(crate::naming::container_unit(&names.proxy()))
+            .chain(pooled.iter().map(|c| crate::naming::container_unit(c)))
+            .chain(std::iter::once(pod));
+        for u in units {
+            self.units
+                .start(&u, JobMode::Replace, self.start)
+                .with_context(|| format!("starting {u}"))?;
+        }
+        let podman = crate::podman::Podman::new();
+        for container in pooled {
+            let mut processes: Vec<String> = podman
+                .top_hpids(&container)
+                .with_context(|| format!("listing the processes of {container}"))?
+                .into_iter()
+                .map(|(_, comm)| comm)
+                .collect();
+            processes.sort();
+            processes.dedup();
+            filled.services.push(super::PooledService {
+                container,
+                processes,
+            });
+        }
+        Ok(())
     }
 
     /// Destroys environment `id` over the pool's ledger of it ([`destroy`]).

@@ -211,7 +211,7 @@ fn a_cold_run_says_why_and_its_environment_is_the_run() {
                 "{pool}services: [{{name: db, image: localhost/a, unpinned_local_image: true}}]\n"
             ),
             Backend::Quadlet,
-            Some("services enter the environment only at creation"),
+            None,
         ),
         (pool.to_string(), Backend::Quadlet, None),
     ];
@@ -240,6 +240,8 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         files: Vec::new(),
         placeholders: Vec::new(),
         credentials_file: String::new(),
+        service_ports: Vec::new(),
+        services: Vec::new(),
     };
     let r = warm(&f, 4000);
     assert_eq!(

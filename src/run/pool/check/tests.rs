@@ -29,7 +29,10 @@ fn as_filled(n: &RunNames) -> Vec<ContainerInfo> {
 #[test]
 fn the_environment_as_filled_passes_the_topology_check() {
     let n = RunNames::new(ENV);
-    assert_eq!(topology_wrong(&n, &as_filled(&n)), Vec::<String>::new());
+    assert_eq!(
+        topology_wrong(&n, &[], &as_filled(&n)),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -49,7 +52,7 @@ fn a_stranger_on_either_network_or_in_the_pod_is_wrong() {
     ] {
         let mut all = as_filled(&n);
         all.push(stranger);
-        let wrong = topology_wrong(&n, &all);
+        let wrong = topology_wrong(&n, &[], &all);
         assert_eq!(wrong.len(), 1, "{wrong:?}");
         assert!(wrong[0].contains(&what), "{wrong:?}");
         assert!(
@@ -64,14 +67,14 @@ fn a_missing_proxy_or_infra_is_wrong() {
     let n = RunNames::new(ENV);
     let mut all = as_filled(&n);
     all.retain(|c| c.names[0] != n.infra());
-    let wrong = topology_wrong(&n, &all);
+    let wrong = topology_wrong(&n, &[], &all);
     assert!(
         wrong.iter().any(|w| w.contains("has no infra container")),
         "{wrong:?}"
     );
     let mut all = as_filled(&n);
     all.retain(|c| c.names[0] != n.proxy());
-    assert_eq!(topology_wrong(&n, &all).len(), 2);
+    assert_eq!(topology_wrong(&n, &[], &all).len(), 2);
 }
 
 #[allow(clippy::unnecessary_wraps)] // what a `podman top` look returns
@@ -143,5 +146,58 @@ fn a_container_not_running_or_not_listed_is_wrong() {
         w.as_deref()
             .is_some_and(|w| w.contains("cannot be listed: no such container")),
         "{w:?}"
+    );
+}
+
+#[test]
+fn pooled_services_belong_in_the_pod_and_must_be_running() {
+    let n = RunNames::new(ENV);
+    let db = n.service("db");
+    let mut all = as_filled(&n);
+    all.push(container(&db, &[], Some("pod1"), false));
+    assert_eq!(topology_wrong(&n, &[&db], &all), Vec::<String>::new());
+    // Positive control: the same pod without the service in the fill's list is wrong.
+    assert_eq!(topology_wrong(&n, &[], &all).len(), 1);
+    // Gone from the pod, or stopped.
+    let mut gone = as_filled(&n);
+    gone.retain(|c| c.names[0] != db);
+    let w = topology_wrong(&n, &[&db], &gone);
+    assert!(w.len() == 1 && w[0].contains("has the containers"), "{w:?}");
+    if let Some(c) = all.iter_mut().find(|c| c.names[0] == db) {
+        c.state = "exited".into();
+    }
+    let w = topology_wrong(&n, &[&db], &all);
+    assert!(w.len() == 1 && w[0].contains("are not running"), "{w:?}");
+}
+
+#[test]
+fn a_pooled_service_may_run_what_it_ran_at_the_fill_and_a_passing_health_check() {
+    let p = crate::run::pool::PooledService {
+        container: "cyclix-e-svc-db".into(),
+        processes: vec!["catatonit".into(), "postgres".into()],
+    };
+    let fill = [(1, "catatonit"), (2, "postgres"), (3, "postgres")];
+    let never = || -> anyhow::Result<Vec<(u32, String)>> { panic!("no second look") };
+    assert_eq!(service_processes_wrong(&p, procs(&fill), never), None);
+    // A health check's command in the first look, gone in the second.
+    let with_check = [(1, "catatonit"), (2, "postgres"), (9, "pg_isready")];
+    assert_eq!(
+        service_processes_wrong(&p, procs(&with_check), || procs(&fill)),
+        None
+    );
+    // A process left there is in both looks.
+    let left = [(1, "catatonit"), (2, "postgres"), (9, "sleep")];
+    let w = service_processes_wrong(&p, procs(&left), || procs(&left)).expect("left");
+    assert!(
+        w.contains("sleep (pid 9)") && w.contains("cyclix-e-svc-db"),
+        "{w}"
+    );
+    // Nothing running, or no listing, fails at once.
+    assert!(
+        service_processes_wrong(&p, procs(&[]), never).is_some_and(|w| w.contains("runs nothing"))
+    );
+    assert!(
+        service_processes_wrong(&p, Err(anyhow::anyhow!("gone")), never)
+            .is_some_and(|w| w.contains("cannot be listed"))
     );
 }
