@@ -87,12 +87,13 @@ pub struct PooledService {
     pub processes: Vec<String>,
 }
 
-/// Whether a fill starts service `s` (issue 16): it needs no secret (`env` empty) and does
-/// not run the work tree, which only a run has. The others are installed by the fill and
-/// started by the claiming run, as in a cold run. Pure.
+/// Whether a fill starts service `s` (issue 16): it needs no secret (`env` empty), does not
+/// run the work tree, which only a run has, and its image is not built by the run (`build:`,
+/// from the run's base commit). The others are installed by the fill and started by the
+/// claiming run, as in a cold run. Pure.
 #[must_use]
 pub fn poolable(s: &crate::spec::Service) -> bool {
-    s.env.is_empty() && !s.worktree
+    s.env.is_empty() && !s.worktree && !matches!(s.image, crate::spec::Image::Build { .. })
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.

@@ -1,8 +1,8 @@
 //! Services in a pooled environment (issue 16) on the real stack: the fill starts the
-//! services that need no secret and no work tree (PostgreSQL here, healthy, its database and
+//! services that need no secret and no work tree (`PostgreSQL` here, healthy, its database and
 //! volume the environment's own) and reserves every service's port under the environment's id;
-//! a service that runs the work tree is only installed, and the claiming run starts it as a cold
-//! run would. A process left in a pooled service before the claim is refused and the run takes
+//! a service that runs the work tree or whose image the run builds is only installed, and the
+//! claiming run starts it as a cold run would. A process left in a pooled service before the claim is refused and the run takes
 //! the next environment.
 
 use crate::common::run::{leftovers, prepared, record};
@@ -10,7 +10,8 @@ use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 use crate::e2e_pool::{drain, fill};
 
-/// A poolable database and an app that serves the work tree (not poolable).
+/// A poolable database, an app that serves the work tree and a service whose image the run
+/// builds (neither poolable).
 const SERVICES: &str = "  - name: db
     image: localhost/cyclix-postgres:latest
     unpinned_local_image: true
@@ -27,7 +28,13 @@ const SERVICES: &str = "  - name: db
     health:
       command: [python3, -c, \"import os, urllib.request as u; u.urlopen('http://127.0.0.1:' + os.environ['CYCLIX_PORT'] + '/marker.txt')\"]
       interval: 1s
-      retries: 60";
+      retries: 60
+  - name: tool
+    build: { containerfile: Containerfile.tool }
+    command: [sleep, infinity]";
+
+/// The built service's image (built by the run, from its base commit).
+const TOOL: &str = "FROM docker.io/library/debian:trixie\n";
 
 /// The agent: writes to the run's database and reads the work tree's marker through the app.
 const AGENT: &str = r#"set -eu
@@ -45,6 +52,7 @@ fn tenant(tb: &Testbed, name: &str, size: u32) -> String {
     Tenant::new(name)
         .file("agent.sh", AGENT)
         .file("marker.txt", "served-from-the-work-tree\n")
+        .file("Containerfile.tool", TOOL)
         .agent_cmd("[sh, /work/agent.sh]")
         .gate_cmd(r#"[sh, -c, "cat evidence.txt"]"#)
         .services(SERVICES)
@@ -72,6 +80,7 @@ fn a_pooled_environment_holds_its_database_and_the_run_starts_the_work_tree_serv
     // The fill: the database up (healthy), the work tree's app not made.
     assert_eq!(state(tb, &format!("cyclix-{e}-svc-db")), "running");
     assert_eq!(state(tb, &format!("cyclix-{e}-svc-app")), "absent");
+    assert_eq!(state(tb, &format!("cyclix-{e}-svc-tool")), "absent");
     let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
     let rec = record(tb, &t);
     assert!(out.status.success(), "{out:?}\n{rec:#}");
@@ -90,6 +99,14 @@ fn a_pooled_environment_holds_its_database_and_the_run_starts_the_work_tree_serv
         format!("db={db} 42 app=served-from-the-work-tree\n"),
         "{rec:#}"
     );
+    // The built service ran in the run, from the image the run built (its file replaced).
+    let roles: Vec<&str> = rec["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["role"].as_str())
+        .collect();
+    assert!(roles.contains(&"service-tool"), "{rec:#}");
     assert_eq!(leftovers(tb, e, &t).trim(), "", "what is left of {e}");
 }
 

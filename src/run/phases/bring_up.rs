@@ -72,10 +72,18 @@ pub(crate) fn install(
 ) -> Result<bool> {
     let mut wrote_units = false;
     let n = crate::naming::RunNames::new(inp.run_id);
-    let own = [
-        crate::naming::container_file(&n.agent()),
-        crate::naming::container_file(&n.gate()),
-    ];
+    // The files the fill installed without starting them: the agent's, the gate's and the
+    // services' it did not start (`pool::poolable`: a built image's tag gets its digest here).
+    let own: Vec<String> = [n.agent(), n.gate()]
+        .into_iter()
+        .chain(
+            inp.services
+                .iter()
+                .filter(|s| !crate::run::pool::poolable(s))
+                .map(|s| n.service(&s.name)),
+        )
+        .map(|c| crate::naming::container_file(&c))
+        .collect();
     for f in &rendered.files {
         let dir = match f.dest {
             Dest::Quadlet => &inp.paths.quadlet_dir,
@@ -99,8 +107,8 @@ pub(crate) fn install(
             if on_disk == f.contents.as_bytes() {
                 continue;
             }
-            // ... but the agent's and the gate's, which the fill installed as a run renders
-            // them with nothing of its own (this run binds setup paths, say): replaced.
+            // ... but those the fill installed unstarted, as a run renders them with nothing
+            // of its own (this run binds setup paths, say): replaced.
             if f.dest != Dest::Quadlet || !own.contains(&f.name) {
                 bail!(
                     "{} of the claimed environment differs from what this run renders",

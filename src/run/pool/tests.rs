@@ -290,3 +290,22 @@ fn status_shows_what_the_pool_holds_and_whether_its_keeper_runs() {
     );
     assert!(v.refilling);
 }
+
+#[test]
+fn only_a_service_with_no_secret_no_work_tree_and_no_build_is_pooled() {
+    let s = spec(
+        "services:\n  \
+         - {name: db, image: localhost/pg, unpinned_local_image: true}\n  \
+         - {name: sec, image: localhost/pg, unpinned_local_image: true, env: [DB_TOKEN]}\n  \
+         - {name: app, image: localhost/x, unpinned_local_image: true, worktree: read_only, command: [python3]}\n  \
+         - {name: built, build: {containerfile: Containerfile}}\n",
+    );
+    let pooled: Vec<&str> = s
+        .services
+        .iter()
+        .filter(|v| poolable(v))
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(pooled, ["db"]);
+    assert_eq!(s.services.len(), 4, "the control: all four parsed");
+}
