@@ -199,8 +199,8 @@ pub(crate) struct Claimed {
     /// The environment's credential placeholders (warm).
     pub placeholders: Option<Vec<String>>,
     /// The environment's proxy credential file, empty from the fill (warm, with credentials):
-    /// [`hand_credentials`] writes it.
-    pub credentials_file: Option<PathBuf>,
+    /// [`hand_credentials`] writes it; with the group the fill gave it.
+    pub credentials_file: Option<(PathBuf, u32)>,
     /// Notices for the record (a refused environment, what was wrong with it).
     pub notices: Vec<String>,
     /// Warm: the claimed state file (`claimed/ENV@ENV`) and the pool's ledger of it.
@@ -308,8 +308,12 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
             claim: None,
         },
         log_key: Some(filled.log_key),
-        credentials_file: (!filled.credentials_file.is_empty())
-            .then(|| PathBuf::from(&filled.credentials_file)),
+        credentials_file: (!filled.credentials_file.is_empty()).then(|| {
+            (
+                PathBuf::from(&filled.credentials_file),
+                filled.credentials_gid,
+            )
+        }),
         placeholders: Some(filled.placeholders),
         notices,
         files: Some((path, ledger)),
@@ -326,7 +330,7 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
 pub(crate) fn hand_credentials(
     env: &HostEnv,
     inputs: &crate::run::inputs::RunInputs,
-    file: &Path,
+    (file, gid): (&Path, u32),
     claimed: &Path,
 ) -> Result<()> {
     let id = inputs.run_id.as_str();
@@ -343,6 +347,7 @@ pub(crate) fn hand_credentials(
                 path: file,
                 include: &include,
                 ports: text.lines().filter(|l| l.starts_with("http_port ")).count(),
+                owner: (crate::host::namespaces::host_uid(), gid),
             }
             .run(&crate::podman::Podman::new())
         });

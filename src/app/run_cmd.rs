@@ -206,8 +206,8 @@ fn take_claim(
     if let Some(p) = c.placeholders {
         inputs.placeholders = p;
     }
-    if let (Some(file), Some((claimed, _))) = (&c.credentials_file, &c.files) {
-        super::pool_cmd::hand_credentials(env, inputs, file, claimed)?;
+    if let (Some((file, gid)), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+        super::pool_cmd::hand_credentials(env, inputs, (file, *gid), claimed)?;
     }
     inputs.notices.extend(c.notices);
     inputs.environment = Some(c.environment);

@@ -68,6 +68,10 @@ pub struct Filled {
     /// The proxy's credential file (`credfile`), empty from the fill; "" without credentials.
     #[serde(default)]
     pub credentials_file: String,
+    /// The host gid the fill gave the credential file (squid's group in the containers' user
+    /// namespace); the claim's check refuses another.
+    #[serde(default)]
+    pub credentials_gid: u32,
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
@@ -130,6 +134,7 @@ impl PoolState {
             files: Vec::new(),
             placeholders: Vec::new(),
             credentials_file: String::new(),
+            credentials_gid: 0,
         };
         let path = dir.join(env);
         let mut f = std::fs::OpenOptions::new()

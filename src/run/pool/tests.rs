@@ -240,6 +240,7 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         files: Vec::new(),
         placeholders: Vec::new(),
         credentials_file: String::new(),
+        credentials_gid: 0,
     };
     let r = warm(&f, 4000);
     assert_eq!(
