@@ -348,6 +348,21 @@ impl PoolState {
             .collect())
     }
 
+    /// The environments runs claimed (`claimed/ENV@RUN`): environment id and state file.
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    pub fn claimed(&self) -> Result<Vec<(String, PathBuf)>> {
+        Ok(self
+            .ids(CLAIMED)?
+            .into_iter()
+            .map(|id| {
+                let path = self.sub(CLAIMED).join(&id);
+                (id.split('@').next().unwrap_or(&id).to_string(), path)
+            })
+            .collect())
+    }
+
     /// Where the pool keeps the ledger of environment `env` (what its filler created, as a
     /// run's ledger: `run::ledger`), outside the tenant's records so a run's convergence never
     /// takes a ready environment for a dead run.

@@ -41,6 +41,10 @@ fn an_environment_moves_from_filling_to_ready_to_claimed() {
     );
     let n = p.counts().expect("counts");
     assert_eq!((n.filling, n.ready, n.claimed), (0, 0, 1));
+    assert_eq!(
+        p.claimed().expect("claimed"),
+        [("20261202t020000-e001".to_string(), c.path.clone())]
+    );
     assert_eq!(p.claim("20261202t030000-bbbb").expect("claim"), None);
     PoolState::forget(&c.path).expect("forget");
     PoolState::forget(&c.path).expect("forget twice is no error");
