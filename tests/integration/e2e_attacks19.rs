@@ -35,6 +35,15 @@
 //!   15 s, the environment is destroyed (the key written into its file gone with its run dir:
 //!   0 files under `$XDG_RUNTIME_DIR` or the state dir hold it), nothing is left, the run ends
 //!   at its claim. Control: squid's processes were in state `T` when the run began.
+//! - Kill the run (SIGKILL) in its hand-over, after it wrote the key and before its ledger took
+//!   the environment over (squid stopped to hold it there, let go after). Broke, fixed: the
+//!   environment stayed in `claimed/` with no run, its proxy running with the key loaded and
+//!   the key in its file, `cyclix leftovers` calling it `pooled` (not a leftover); neither the
+//!   tenant's next run nor a `pool fill` converged it (measured before the fix: after both,
+//!   the proxy up, the file 131 bytes with the key). Now a claim, under the tenant lock,
+//!   destroys every `claimed/` environment still under the pool's ledger (its run is dead) and
+//!   forgets the state file of one a dead run took over (its ledger converges it). Control:
+//!   after the kill the file held the key, the proxy ran, the environment was `claimed/`.
 //! - Make the hand-over see a reload that did not happen. Hardened (not broken here): it
 //!   counted squid's port lines (`| Accepting … HTTP Socket connections at`) anywhere in the
 //!   proxy unit's journal past those there at the ask, so a start whose lines reached the
@@ -412,4 +421,65 @@ fn a19_a_proxy_that_does_not_reload_is_never_used() {
         "",
         "what is left of {e}\n{stderr}"
     );
+}
+
+#[test]
+fn a19_a_run_killed_in_its_hand_over_leaves_no_proxy_holding_the_key() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-a19k";
+    let e = filled_tenant(tb, t, "[python3, a19.py]");
+    // squid stopped so the hand-over waits after writing the key; the run SIGKILLed then, and
+    // squid let go: it reloads the key, in a `claimed/` environment no run holds.
+    let killed = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; p=$(podman top cyclix-{e}-proxy hpid comm | awk '$2 ~ /^squid/ {{print $1}}')
+             [ -n \"$p\" ]; for i in $p; do podman unshare kill -STOP $i; done
+             f=$XDG_RUNTIME_DIR/cyclix/runs/{e}/proxy-credentials.conf
+             {c} run {t} >/dev/null 2>&1 & c=$!
+             n=0; while [ ! -s $f ] && [ $n -lt 300 ]; do sleep 0.05; n=$((n+1)); done
+             kill -9 $c; wait $c || true; for i in $p; do podman unshare kill -CONT $i; done
+             echo claimed=$(ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/claimed/)
+             echo proxy=$(podman inspect -f '{{{{.State.Status}}}}' cyclix-{e}-proxy)",
+            c = tb.cyclix_bin()
+        )),
+        "kill the run in its hand-over",
+    );
+    let k = key(tb, t);
+    let file = shell(
+        tb,
+        &format!("cat $XDG_RUNTIME_DIR/cyclix/runs/{e}/proxy-credentials.conf"),
+    );
+    // Control: the attack got that far (the key in the live proxy's file, claimed, no run).
+    assert!(
+        file.contains(&k) && killed.contains(&format!("claimed={e}@{e}")),
+        "{killed}"
+    );
+    assert!(killed.contains("proxy=running"), "{killed}");
+    // The tenant's next run converges it before it claims.
+    let out = tb.user(&[&tb.cyclix_bin(), "run", t]);
+    let rec = record(tb, t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert!(
+        rec["notices"].to_string().contains(&format!(
+            "destroyed environment {e}, claimed by a run that died before taking it over"
+        )),
+        "{:#}",
+        rec["notices"]
+    );
+    let claimed = crate::e2e_pool::pool_files(tb, t, "claimed");
+    assert!(!claimed.contains(e.as_str()), "claimed/: {claimed}");
+    let found = shell(
+        tb,
+        &format!(
+            "sed -n 's/^E2E_API_KEY=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/a19-needle; \
+             grep -rlaF -D skip -f /tmp/a19-needle $XDG_RUNTIME_DIR ~/.local/state | wc -l"
+        ),
+    );
+    assert_eq!(
+        found.trim(),
+        "0",
+        "files holding the key after the next run"
+    );
+    assert_eq!(leftovers(tb, &e, t).trim(), "", "what is left of {e}");
 }
