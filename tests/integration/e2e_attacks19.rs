@@ -379,7 +379,8 @@ fn a19_a_proxy_that_does_not_reload_is_never_used() {
         &tb.user_sh(&format!(
             "set -e; p=$(podman top cyclix-{e}-proxy hpid comm | awk '$2 ~ /^squid/ {{print $1}}')
              [ -n \"$p\" ]; for i in $p; do podman unshare kill -STOP $i; done
-             for i in $p; do echo state=$(awk '{{print $3}}' /proc/$i/stat); done"
+             st() {{ for i in $p; do echo state=$(awk '{{print $3}}' /proc/$i/stat); done; }}
+             n=0; while st | grep -qv state=T && [ $n -lt 40 ]; do sleep 0.05; n=$((n+1)); done; st"
         )),
         "stop squid",
     );
