@@ -81,6 +81,32 @@ pub(crate) fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// Converges the environments claimed by runs that died before their record (a claim calls
+/// it under the tenant lock: no run of the tenant is alive, so every `claimed/` one is a
+/// dead run's). One still under the pool's ledger (its run died between the claim and taking
+/// it over, perhaps after the hand-over put the credentials into its live proxy) is
+/// destroyed; one a run took over is that run's, converged with its ledger, so only the
+/// state file is forgotten.
+///
+/// # Errors
+/// The pool's state cannot be listed or a state file removed.
+fn converge_dead_claims(eh: &EnvHost<'_>) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for (id, path) in eh.state.claimed()? {
+        if !eh.state.ledger_path(&id).exists() {
+            PoolState::forget(&path)?;
+            continue;
+        }
+        notes.push(match eh.destroy(&id, &path) {
+            None => format!(
+                "pool: destroyed environment {id}, claimed by a run that died before taking it over"
+            ),
+            Some(l) => format!("pool: {l}"),
+        });
+    }
+    Ok(notes)
+}
+
 /// `cyclix pool fill|keep|expire TENANT`.
 ///
 /// # Errors
@@ -199,15 +225,16 @@ pub(crate) struct Claimed {
     /// The environment's credential placeholders (warm).
     pub placeholders: Option<Vec<String>>,
     /// The environment's proxy credential file, empty from the fill (warm, with credentials):
-    /// [`hand_credentials`] writes it.
-    pub credentials_file: Option<PathBuf>,
+    /// [`hand_credentials`] writes it; with the group the fill gave it.
+    pub credentials_file: Option<(PathBuf, u32)>,
     /// Notices for the record (a refused environment, what was wrong with it).
     pub notices: Vec<String>,
     /// Warm: the claimed state file (`claimed/ENV@ENV`) and the pool's ledger of it.
     pub files: Option<(PathBuf, PathBuf)>,
 }
 
-/// The claim of a run of `spec` (holding the tenant lock, before its ledger): the oldest
+/// The claim of a run of `spec` (holding the tenant lock, before its ledger; environments
+/// claimed by the tenant's dead runs are converged first): the oldest
 /// ready environment that passes the check against its fill ([`EnvHost::check`]); one that
 /// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
 /// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
@@ -253,6 +280,7 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
     }
     with_env_host(env, spec, |eh| {
         let mut notices = converge_dead_fillers(eh)?;
+        notices.extend(converge_dead_claims(eh)?);
         let podman = crate::podman::Podman::new();
         while let Some(c) = eh.state.claim_own()? {
             let wrong = eh.check(&c.filled, &podman);
@@ -308,8 +336,12 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
             claim: Vec::new(),
         },
         log_key: Some(filled.log_key),
-        credentials_file: (!filled.credentials_file.is_empty())
-            .then(|| PathBuf::from(&filled.credentials_file)),
+        credentials_file: (!filled.credentials_file.is_empty()).then(|| {
+            (
+                PathBuf::from(&filled.credentials_file),
+                filled.credentials_gid,
+            )
+        }),
         placeholders: Some(filled.placeholders),
         notices,
         files: Some((path, ledger)),
@@ -326,7 +358,7 @@ fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -
 pub(crate) fn hand_credentials(
     env: &HostEnv,
     inputs: &crate::run::inputs::RunInputs,
-    file: &Path,
+    (file, gid): (&Path, u32),
     claimed: &Path,
 ) -> Result<()> {
     let id = inputs.run_id.as_str();
@@ -343,6 +375,7 @@ pub(crate) fn hand_credentials(
                 path: file,
                 include: &include,
                 ports: text.lines().filter(|l| l.starts_with("http_port ")).count(),
+                owner: (crate::host::namespaces::host_uid(), gid),
             }
             .run(&crate::podman::Podman::new())
         });

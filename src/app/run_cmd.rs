@@ -206,9 +206,9 @@ fn take_claim(
     if let Some(p) = c.placeholders {
         inputs.placeholders = p;
     }
-    if let (Some(file), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+    if let (Some((file, gid)), Some((claimed, _))) = (&c.credentials_file, &c.files) {
         let start_ms = now_ms();
-        super::pool_cmd::hand_credentials(env, inputs, file, claimed)?;
+        super::pool_cmd::hand_credentials(env, inputs, (file, *gid), claimed)?;
         c.environment.claim.push(crate::run::record::Phase {
             name: "credentials".into(),
             start_ms,

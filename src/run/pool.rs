@@ -68,6 +68,10 @@ pub struct Filled {
     /// The proxy's credential file (`credfile`), empty from the fill; "" without credentials.
     #[serde(default)]
     pub credentials_file: String,
+    /// The host gid the fill gave the credential file (squid's group in the containers' user
+    /// namespace); the claim's check refuses another.
+    #[serde(default)]
+    pub credentials_gid: u32,
     /// The services' ports, in spec order, reserved by the fill under the environment's id
     /// (`reserve::reserve_ports`; the claiming run's prepare finds the same ones held by it).
     #[serde(default)]
@@ -156,6 +160,7 @@ impl PoolState {
             files: Vec::new(),
             placeholders: Vec::new(),
             credentials_file: String::new(),
+            credentials_gid: 0,
             service_ports: Vec::new(),
             services: Vec::new(),
         };
@@ -367,6 +372,21 @@ impl PoolState {
                 let path = self.sub(FILLING).join(&id);
                 let f = read(&path).ok();
                 (id, path, f)
+            })
+            .collect())
+    }
+
+    /// The environments runs claimed (`claimed/ENV@RUN`): environment id and state file.
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    pub fn claimed(&self) -> Result<Vec<(String, PathBuf)>> {
+        Ok(self
+            .ids(CLAIMED)?
+            .into_iter()
+            .map(|id| {
+                let path = self.sub(CLAIMED).join(&id);
+                (id.split('@').next().unwrap_or(&id).to_string(), path)
             })
             .collect())
     }

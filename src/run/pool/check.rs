@@ -99,6 +99,7 @@ impl EnvHost<'_> {
             wrong.extend(super::credfile::wrong(
                 std::path::Path::new(&filled.credentials_file),
                 crate::host::namespaces::host_uid(),
+                filled.credentials_gid,
             ));
         }
         match self.render(id, filled) {

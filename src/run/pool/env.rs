@@ -235,7 +235,7 @@ impl EnvHost<'_> {
         if !self.spec.agent.credentials.is_empty() {
             // Empty: the run that claims the environment writes the lines (`credfile`).
             let path = paths.run_dir.join(super::credfile::PROXY_CREDENTIALS_FILE);
-            super::credfile::make(&path, &crate::podman::Podman::new())?;
+            filled.credentials_gid = super::credfile::make(&path, &crate::podman::Podman::new())?;
             filled.credentials_file = path.display().to_string();
         }
         let n = &rendered.units;

@@ -41,6 +41,10 @@ fn an_environment_moves_from_filling_to_ready_to_claimed() {
     );
     let n = p.counts().expect("counts");
     assert_eq!((n.filling, n.ready, n.claimed), (0, 0, 1));
+    assert_eq!(
+        p.claimed().expect("claimed"),
+        [("20261202t020000-e001".to_string(), c.path.clone())]
+    );
     assert_eq!(p.claim("20261202t030000-bbbb").expect("claim"), None);
     PoolState::forget(&c.path).expect("forget");
     PoolState::forget(&c.path).expect("forget twice is no error");
@@ -242,6 +246,7 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         credentials_file: String::new(),
         service_ports: Vec::new(),
         services: Vec::new(),
+        credentials_gid: 0,
     };
     let r = warm(&f, 4000);
     assert_eq!(
