@@ -89,6 +89,11 @@ pub struct PooledService {
     /// The names of its processes once it was up (its start job done: healthy when it has a
     /// check), sorted, each once: what a claim allows in it (`check`).
     pub processes: Vec<String>,
+    /// The executables of those processes (`DEV:INO` of `/proc/HPID/exe`, sorted, each once),
+    /// so a process of an allowed name running another program is not taken for the service's
+    /// own (`check::executable`); absent in a state file from before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executables: Option<Vec<String>>,
 }
 
 /// Whether a fill starts service `s` (issue 16): it needs no secret (`env` empty), does not

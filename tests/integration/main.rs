@@ -17,6 +17,7 @@ mod e2e_attacks16;
 mod e2e_attacks17;
 mod e2e_attacks18;
 mod e2e_attacks19;
+mod e2e_attacks20;
 mod e2e_bench;
 mod e2e_boundary;
 mod e2e_build;

@@ -75,9 +75,12 @@ impl EnvHost<'_> {
                 Some(1),
             ));
             for (p, top) in services_top {
-                wrong.extend(service_processes_wrong(p, joined(top), || {
-                    podman.top_hpids(&p.container).map_err(Into::into)
-                }));
+                wrong.extend(service_processes_wrong(
+                    p,
+                    joined(top),
+                    || podman.top_hpids(&p.container).map_err(Into::into),
+                    executable,
+                ));
             }
             wrong
         })
@@ -249,22 +252,59 @@ mod tests;
 /// the container) is gone by then; a process left there is not (ms).
 pub const SERVICE_LOOK_AGAIN_MS: u64 = 1500;
 
+/// The identity of host process `hpid`'s executable: `DEV:INO` of the file `/proc/HPID/exe`
+/// names (the host user owns the rootless user namespace, so it may look).
+///
+/// # Errors
+/// The process is gone or its executable cannot be looked at.
+pub fn executable(hpid: u32) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(format!("/proc/{hpid}/exe")).map(|m| format!("{}:{}", m.dev(), m.ino()))
+}
+
 /// What is wrong with pooled service `p`'s processes (`listed`): nothing running, or a name
-/// the fill did not see there (`PooledService::processes`) in `listed` AND in a second look
-/// (`again`, taken [`SERVICE_LOOK_AGAIN_MS`] later), so a health check's passing command is not
-/// taken for a process left in the pod.
+/// the fill did not see there (`PooledService::processes`), or an executable it did not see
+/// there (`PooledService::executables`, each process's by `exe`: a copy of another program
+/// named like the service's), in `listed` AND in a second look (`again`, taken
+/// [`SERVICE_LOOK_AGAIN_MS`] later), so a health check's passing command is not taken for a
+/// process left in the pod.
 #[must_use]
 pub fn service_processes_wrong(
     p: &super::PooledService,
     listed: anyhow::Result<Vec<(u32, String)>>,
     again: impl FnOnce() -> anyhow::Result<Vec<(u32, String)>>,
+    exe: impl Fn(u32) -> std::io::Result<String>,
 ) -> Option<String> {
     let allowed: Vec<&str> = p.processes.iter().map(String::as_str).collect();
     let what = format!("the service {}", p.container);
-    let first = processes_wrong(&what, listed, &allowed, None)?;
+    let look = |listed: anyhow::Result<Vec<(u32, String)>>| {
+        let listed = match listed {
+            Ok(l) => l,
+            e @ Err(_) => return processes_wrong(&what, e, &allowed, None),
+        };
+        let known = p.executables.as_deref().unwrap_or_default();
+        let other: Vec<String> = listed
+            .iter()
+            .filter(|_| p.executables.is_some())
+            .filter_map(|(pid, comm)| match exe(*pid) {
+                Ok(id) if known.contains(&id) => None,
+                Ok(id) => Some(format!("{comm} (pid {pid}, executable {id})")),
+                Err(e) => Some(format!("{comm} (pid {pid}, executable unreadable: {e})")),
+            })
+            .collect();
+        processes_wrong(&what, Ok(listed), &allowed, None).or_else(|| {
+            (!other.is_empty()).then(|| {
+                format!(
+                    "{what} runs {}: not an executable the fill saw there",
+                    other.join(", ")
+                )
+            })
+        })
+    };
+    let first = look(listed)?;
     if first.contains(" runs nothing ") || first.contains("cannot be listed") {
         return Some(first);
     }
     std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
-    processes_wrong(&what, again(), &allowed, None)
+    look(again())
 }

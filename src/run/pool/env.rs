@@ -282,17 +282,22 @@ impl EnvHost<'_> {
         }
         let podman = crate::podman::Podman::new();
         for container in pooled {
-            let mut processes: Vec<String> = podman
+            let listed = podman
                 .top_hpids(&container)
-                .with_context(|| format!("listing the processes of {container}"))?
-                .into_iter()
-                .map(|(_, comm)| comm)
+                .with_context(|| format!("listing the processes of {container}"))?;
+            let mut executables: Vec<String> = listed
+                .iter()
+                .filter_map(|(pid, _)| super::check::executable(*pid).ok())
                 .collect();
-            processes.sort();
-            processes.dedup();
+            let mut processes: Vec<String> = listed.into_iter().map(|(_, comm)| comm).collect();
+            for v in [&mut processes, &mut executables] {
+                v.sort();
+                v.dedup();
+            }
             filled.services.push(super::PooledService {
                 container,
                 processes,
+                executables: Some(executables),
             });
         }
         Ok(())

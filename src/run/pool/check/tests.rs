@@ -175,29 +175,72 @@ fn a_pooled_service_may_run_what_it_ran_at_the_fill_and_a_passing_health_check()
     let p = crate::run::pool::PooledService {
         container: "cyclix-e-svc-db".into(),
         processes: vec!["catatonit".into(), "postgres".into()],
+        executables: None,
     };
     let fill = [(1, "catatonit"), (2, "postgres"), (3, "postgres")];
     let never = || -> anyhow::Result<Vec<(u32, String)>> { panic!("no second look") };
-    assert_eq!(service_processes_wrong(&p, procs(&fill), never), None);
+    let no_exe = |_| -> std::io::Result<String> { panic!("no executables recorded") };
+    assert_eq!(
+        service_processes_wrong(&p, procs(&fill), never, no_exe),
+        None
+    );
     // A health check's command in the first look, gone in the second.
     let with_check = [(1, "catatonit"), (2, "postgres"), (9, "pg_isready")];
     assert_eq!(
-        service_processes_wrong(&p, procs(&with_check), || procs(&fill)),
+        service_processes_wrong(&p, procs(&with_check), || procs(&fill), no_exe),
         None
     );
     // A process left there is in both looks.
     let left = [(1, "catatonit"), (2, "postgres"), (9, "sleep")];
-    let w = service_processes_wrong(&p, procs(&left), || procs(&left)).expect("left");
+    let w = service_processes_wrong(&p, procs(&left), || procs(&left), no_exe).expect("left");
     assert!(
         w.contains("sleep (pid 9)") && w.contains("cyclix-e-svc-db"),
         "{w}"
     );
     // Nothing running, or no listing, fails at once.
     assert!(
-        service_processes_wrong(&p, procs(&[]), never).is_some_and(|w| w.contains("runs nothing"))
+        service_processes_wrong(&p, procs(&[]), never, no_exe)
+            .is_some_and(|w| w.contains("runs nothing"))
     );
     assert!(
-        service_processes_wrong(&p, Err(anyhow::anyhow!("gone")), never)
+        service_processes_wrong(&p, Err(anyhow::anyhow!("gone")), never, no_exe)
             .is_some_and(|w| w.contains("cannot be listed"))
+    );
+}
+
+/// A copy of another program named like the service's (`cp /bin/sleep /tmp/postgres`): its name
+/// the fill saw there, its executable not; one that cannot be looked at is refused too.
+#[test]
+fn a_pooled_service_may_not_run_another_executable_under_a_name_it_ran() {
+    let p = crate::run::pool::PooledService {
+        container: "cyclix-e-svc-db".into(),
+        processes: vec!["catatonit".into(), "postgres".into()],
+        executables: Some(vec!["62:7".into(), "136:1980".into()]),
+    };
+    let exe = |pid: u32| -> std::io::Result<String> {
+        match pid {
+            1 => Ok("62:7".into()),
+            2 | 3 => Ok("136:1980".into()),
+            9 => Ok("88:42".into()),
+            _ => Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+        }
+    };
+    let never = || -> anyhow::Result<Vec<(u32, String)>> { panic!("no second look") };
+    let fill = [(1, "catatonit"), (2, "postgres"), (3, "postgres")];
+    assert_eq!(service_processes_wrong(&p, procs(&fill), never, exe), None);
+    let left = [(1, "catatonit"), (2, "postgres"), (9, "postgres")];
+    let w = service_processes_wrong(&p, procs(&left), || procs(&left), exe).expect("left");
+    assert!(
+        w.contains("postgres (pid 9, executable 88:42)")
+            && w.contains("not an executable the fill saw"),
+        "{w}"
+    );
+    let hidden = [(1, "catatonit"), (2, "postgres"), (5, "postgres")];
+    let w = service_processes_wrong(&p, procs(&hidden), || procs(&hidden), exe).expect("hidden");
+    assert!(w.contains("pid 5, executable unreadable"), "{w}");
+    // Gone by the second look (a backend that ended): nothing wrong.
+    assert_eq!(
+        service_processes_wrong(&p, procs(&left), || procs(&fill), exe),
+        None
     );
 }
