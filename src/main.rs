@@ -10,9 +10,12 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     // `COMPLETE=SHELL cyclix -- WORDS` (what `cyclix completions SHELL` registers): print the
     // candidates and exit before anything else runs or prints.
-    clap_complete::CompleteEnv::with_factory(app::completions_cmd::command)
-        .var(app::completions_cmd::COMPLETE_VAR)
-        .complete();
+    // Only for those calls: an image's `ENV` reaches cyclix's verbs in the agent's container.
+    if app::completions_cmd::is_completion_call(std::env::args_os()) {
+        clap_complete::CompleteEnv::with_factory(app::completions_cmd::command)
+            .var(app::completions_cmd::COMPLETE_VAR)
+            .complete();
+    }
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",

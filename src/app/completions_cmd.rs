@@ -17,6 +17,16 @@ use crate::exit::Outcome;
 /// The variable the registration script sets when it calls cyclix back.
 pub const COMPLETE_VAR: &str = "COMPLETE";
 
+/// Whether `args` (the process's argv) is a call of the registration script: `cyclix` alone
+/// (print the registration) or `cyclix -- WORDS` (complete WORDS). Only then does `main` honour
+/// [`COMPLETE_VAR`]: inside the agent's container the image's `ENV` sets the environment of
+/// `cyclix agent-wait … -- ARGV` and `cyclix probe`, and `COMPLETE` there would make them print
+/// candidates (joined by the image's `_CLAP_IFS`: forged report lines in the Kubernetes agent's
+/// log, which the runner reads the suite from) and exit without probing (`e2e_attacks20`). Pure.
+pub fn is_completion_call<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    args.into_iter().nth(1).is_none_or(|a| a == "--")
+}
+
 /// The clap command with tenant-name candidates on every `tenant` argument (what the
 /// completion engine walks; `main` hands it to `CompleteEnv`).
 #[must_use]
@@ -100,6 +110,30 @@ pub fn print(shell: &str) -> Result<Outcome> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_the_registration_scripts_calls_complete() {
+        let call = |a: &[&str]| is_completion_call(a.iter().map(std::ffi::OsString::from));
+        assert!(call(&["cyclix"]));
+        assert!(call(&["/usr/bin/cyclix", "--", "cyclix", "ru"]));
+        assert!(!call(&[
+            "/cyclix/bin/cyclix",
+            "agent-wait",
+            "--probe",
+            "c",
+            "--",
+            "sh",
+            "-c"
+        ]));
+        assert!(!call(&[
+            "/cyclix/bin/cyclix",
+            "probe",
+            "--context",
+            "c",
+            "--watch"
+        ]));
+        assert!(!call(&["cyclix", "run", "t"]));
+    }
+
     use super::*;
 
     #[test]

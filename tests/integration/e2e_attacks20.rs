@@ -13,16 +13,18 @@
 //!   NSS database and a gconv module, sets all those variables (`HOME` empty), and the agent's
 //!   `getent` and `iconv` (the controls) load them (4 and 1 lines); no line names cyclix's binary after the probe
 //!   suite and two watch rounds.
-//! - A forged report through clap's completion variables. Held: `COMPLETE=bash` in the image's
-//!   `ENV` turns `cyclix agent-wait … -- ARGV` into a completion printer whose separator
-//!   (`_CLAP_IFS`, also the image's) is a forged passing report; it prints to the container's log,
-//!   never into the report FIFO, and exits before the probes: the host has no report and the run
-//!   fails (measured: `no complete probe report from the agent container within 30000 ms (0
-//!   bytes came)`); the agent's command never ran (control: without `COMPLETE` the same image runs
-//!   it). The watch probe's argv has no `--`: clap prints its registration script instead
-//!   (measured by hand: `COMPLETE=bash cyclix probe --context X --watch` exits 0 with the bash
-//!   script), in which `boundary::judge` finds no JSON line, so the round has no `W0` and fails
-//!   the run.
+//! - A forged report through clap's completion variables. Broke (Kubernetes), fixed:
+//!   `COMPLETE=bash` in the image's `ENV` turned `cyclix agent-wait … -- ARGV` into clap's
+//!   completion printer, which joins its candidates for ARGV (`sh -c`: four) with the image's
+//!   `_CLAP_IFS` and exits 0 before any probe: with `--probe` (Kubernetes) that goes to the
+//!   agent's log, from which the runner reads the suite's lines, so a separator made of report
+//!   lines was a forged passing suite (measured by hand with `agent-wait --probe`:
+//!   `-cv|FORGED|-cq|FORGED|-ch|FORGED|-cV`). With `--report` (podman) it failed closed (no
+//!   report within 30 s; the agent never ran); the watch probe's argv has no `--`, so clap
+//!   printed its registration script, no `W0`. Now `main` honours `COMPLETE` only for the
+//!   registration script's calls (`cyclix` alone, `cyclix -- WORDS`). Measured: the same image
+//!   runs the agent and every probe passes with real lines; control: `/c -- sh -c` in the
+//!   image prints the forged separator.
 //! - A process left in a pooled service under a name the fill saw. Broke, fixed: the claim
 //!   allowed a pooled service's processes by name (`comm`) alone, so `cp /bin/sleep
 //!   /tmp/postgres && exec /tmp/postgres 1000` left in the pooled database before the claim
@@ -169,9 +171,19 @@ fn a20_completions_in_the_images_env_forge_no_report() {
         "localhost/atk20c:latest",
         &format!(
             "FROM localhost/cyclix-agent-python:latest\n\
-             ENV COMPLETE=bash _CLAP_COMPLETE_INDEX=1 _CLAP_IFS='{FORGED} {{\"summary\":true}} '\n"
+             ENV COMPLETE=bash _CLAP_COMPLETE_INDEX=1 _CLAP_IFS='{FORGED}'\n"
         ),
     );
+    // Positive control: the image's variables reach cyclix in its container, and a call of the
+    // registration script's form prints the forged separator.
+    let bin = format!("{}/target/x86_64-unknown-linux-gnu/debug/cyclix", tb.src());
+    let control = expect_success(
+        &tb.user_sh(&format!(
+            "podman run --rm --network=none -v {bin}:/c:ro localhost/atk20c:latest /c -- sh -c"
+        )),
+        "complete in the image",
+    );
+    assert!(control.contains(FORGED), "{control}");
     let t = "e2e-a20c";
     Tenant::new(t)
         .image("localhost/atk20c:latest")
@@ -180,30 +192,16 @@ fn a20_completions_in_the_images_env_forge_no_report() {
         .write(tb);
     let _ = start(tb, t);
     let rec = record(tb, t);
-    assert_ne!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    crate::e2e_boundary::assert_all_probes_pass(&rec);
     assert!(
-        rec["branch"].as_str().is_none_or(str::is_empty),
+        rec["commits"].as_array().is_some_and(|c| !c.is_empty()),
         "the agent ran: {rec:#}"
-    );
-    assert!(
-        rec["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("no complete probe report")),
-        "{rec:#}"
     );
     assert!(
         !rec.to_string().contains(r#"got":"x""#),
         "the forged line reached the record: {rec:#}"
     );
-    // Control: the image without COMPLETE runs the same agent.
-    build(
-        tb,
-        "localhost/atk20c:latest",
-        "FROM localhost/cyclix-agent-python:latest\nENV _CLAP_COMPLETE_INDEX=1\n",
-    );
-    let _ = start(tb, t);
-    let rec = record(tb, t);
-    assert_eq!(rec["result"], "passed", "control: {rec:#}");
 }
 
 /// A pooled database, as `e2e_pool_services` pools it.
