@@ -179,6 +179,7 @@ pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) ->
                     n.base()
                 ));
             }
+            wrong.extend(joined_wrong(&infra, &proxy, services, all));
             let down: Vec<&str> = all
                 .iter()
                 .filter(|c| c.names.iter().any(|m| services.contains(&m.as_str())))
@@ -188,6 +189,45 @@ pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) ->
             if !down.is_empty() {
                 wrong.push(format!(
                     "the pooled services {down:?} are not running (the fill left them running)"
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+/// The containers outside environment `n`'s (its `infra`, `proxy` and pooled `services`) that
+/// share a namespace with one of them (`podman run --network/--pid/--ipc/--uts container:X`
+/// joins one without joining a network or the pod, so neither look sees it). Pure.
+#[must_use]
+pub fn joined_wrong(
+    infra: &str,
+    proxy: &str,
+    services: &[&str],
+    all: &[ContainerInfo],
+) -> Vec<String> {
+    let ours = |c: &ContainerInfo| {
+        c.names
+            .iter()
+            .any(|m| m == infra || m == proxy || services.contains(&m.as_str()))
+    };
+    let held: Vec<(&str, &str, &str)> = all
+        .iter()
+        .filter(|c| ours(c))
+        .flat_map(|c| {
+            let name = c.names.first().map_or("?", String::as_str);
+            c.namespaces
+                .iter()
+                .map(move |(k, v)| (name, k.as_str(), v.as_str()))
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for c in all.iter().filter(|c| !ours(c)) {
+        for (kind, inode) in &c.namespaces {
+            if let Some((of, _, _)) = held.iter().find(|(_, k, v)| k == kind && v == inode) {
+                wrong.push(format!(
+                    "container {} shares the {kind} namespace of {of} (joined with `container:`; the fill left none)",
+                    c.names.first().map_or(c.id.as_str(), String::as_str)
                 ));
             }
         }
