@@ -114,7 +114,15 @@ impl Podman {
     pub fn rm_containers(&self, ids: &[String]) -> Result<()> {
         self.remove(
             "container",
-            &["rm", "--force", "--volumes", "--ignore", "--time", "0", "--depend"],
+            &[
+                "rm",
+                "--force",
+                "--volumes",
+                "--ignore",
+                "--time",
+                "0",
+                "--depend",
+            ],
             ids,
         )
     }

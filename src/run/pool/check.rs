@@ -104,12 +104,23 @@ impl EnvHost<'_> {
         }
         match self.render(id, filled) {
             Ok(r) => {
+                // The files the claiming run replaces anyway (the agent's holds the path of
+                // the binary it mounts, which an upgrade since the fill changes) are left out.
                 let paths = (self.paths)(id);
+                let replaced = super::replaced_by_the_run(id, &self.spec.services);
+                let kept = |p: &str| !replaced.iter().any(|name| p.ends_with(&format!("/{name}")));
                 let now: Vec<(String, String)> = env_files(&r, id, &paths)
                     .into_iter()
                     .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
+                    .filter(|(p, _)| kept(p))
                     .collect();
-                if now != filled.files && wrong.is_empty() {
+                let then: Vec<(String, String)> = filled
+                    .files
+                    .iter()
+                    .filter(|(p, _)| kept(p))
+                    .cloned()
+                    .collect();
+                if now != then && wrong.is_empty() {
                     wrong.push(
                         "the spec renders another environment now (changed since the fill)".into(),
                     );
