@@ -141,8 +141,10 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> 
 }
 
 /// What is wrong with environment `n`'s containers in `all` (every container of the user,
-/// `podman ps --all`): its internal network must hold exactly its proxy and its pod's infra
-/// container, its egress network exactly its proxy, its pod exactly its infra container. Pure.
+/// `podman ps --all --ns`): its internal network must hold exactly its proxy and its pod's
+/// infra container, its egress network exactly its proxy, its pod exactly its infra container
+/// and the pooled `services` (each running), and no other container may share a namespace
+/// with them ([`joined_wrong`]). Pure.
 #[must_use]
 pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) -> Vec<String> {
     let (proxy, infra) = (n.proxy(), n.infra());
