@@ -163,7 +163,13 @@ fn touch(path: &Path) {
     use nix::sys::stat::{UtimensatFlags, utimensat};
     use nix::sys::time::TimeSpec;
     let now = TimeSpec::UTIME_NOW;
-    let _ = utimensat(nix::fcntl::AT_FDCWD, path, &now, &now, UtimensatFlags::FollowSymlink);
+    let _ = utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &now,
+        &now,
+        UtimensatFlags::FollowSymlink,
+    );
 }
 
 /// Removes the copies of other binaries in `dir` that no process made or used in the last

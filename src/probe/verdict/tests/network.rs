@@ -153,5 +153,9 @@ fn b35_a_timeout_is_never_an_unreachable_pass() {
     let j = n6(&t("hci:22"), &Attempt::Ok);
     assert!(!j.pass && j.detail.contains("timeout"), "{}", j.detail);
     let j = n6(&refused, &Attempt::Timeout);
-    assert!(!j.pass && j.detail.contains("positive control failed"), "{}", j.detail);
+    assert!(
+        !j.pass && j.detail.contains("positive control failed"),
+        "{}",
+        j.detail
+    );
 }
