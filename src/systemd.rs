@@ -110,10 +110,11 @@ pub trait UnitManager {
 
     /// Reads when the timer `unit` (a `.timer`) elapses next (`NextElapseUSecRealtime`,
     /// `NextElapseUSecMonotonic`). Neither being set means the timer will never fire again
-    /// (B25).
+    /// (B25). The timer is not loaded for this (D-Bus `GetUnit`): one that is not loaded is
+    /// not scheduled.
     ///
     /// # Errors
-    /// [`Error::NoSuchUnit`] if the timer does not exist, [`Error::BusUnavailable`],
+    /// [`Error::NoSuchUnit`] if the timer is not loaded or does not exist, [`Error::BusUnavailable`],
     /// [`Error::Dbus`], [`Error::Deadline`].
     fn timer_next_elapse(&self, unit: &str) -> Result<NextElapse, Error>;
 

@@ -43,8 +43,7 @@ pub(crate) fn with_env_host<T>(
     let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
     // The binary the agent container mounts, as a run of the environment mounts it (its
     // execute-only copy): the agent's file the fill installs is then the run's.
-    let exe = std::env::current_exe().context("finding the cyclix binary")?;
-    let bin = crate::run::exec_only::copy(&exe, env.runtime_dir()?)?;
+    let bin = crate::run::exec_only::copy_running(env.runtime_dir()?)?;
     let eh = EnvHost {
         state: &state,
         spec,

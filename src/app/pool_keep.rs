@@ -337,6 +337,13 @@ impl Keeper {
 /// counts as [`Schedule::Pending`]: nothing is filled until it answers.
 fn schedule(units: &dyn UnitManager, tenant: &str) -> Schedule {
     let timer = crate::naming::run_timer(tenant);
+    // A timer that is not loaded is not active: asking its state first would load the template
+    // instance of a tenant without `schedule:`, which systemd refuses in the journal each time
+    // ("Timer unit lacks value setting"). `timer_next_elapse` does not load it.
+    let next = match units.timer_next_elapse(&timer) {
+        Err(crate::systemd::Error::NoSuchUnit { .. }) => return Schedule::None,
+        other => other,
+    };
     match units.unit_status(&timer) {
         Ok(s) if s.active_state == ActiveState::Active => {}
         Ok(_) => return Schedule::None,
@@ -345,7 +352,7 @@ fn schedule(units: &dyn UnitManager, tenant: &str) -> Schedule {
             return Schedule::Pending;
         }
     }
-    match units.timer_next_elapse(&timer) {
+    match next {
         Ok(n) => n.realtime_us.map_or(Schedule::Pending, |us| {
             Schedule::Next(u128::from(us / 1000))
         }),

@@ -307,6 +307,10 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             for e in &errors {
                 crate::outln!("  {}", crate::text::printable(e));
             }
+            // Newcomer trial 9: after the spec was fixed this still showed, as if current.
+            crate::outln!(
+                "  (the unit keeps this failed start until it starts again, or `systemctl --user reset-failed {unit}`)"
+            );
         }
     }
     if let Some(r) = last {

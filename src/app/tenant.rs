@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use crate::context::{HostEnv, current_exe, path_str, secret_value};
+use crate::context::{HostEnv, path_str, secret_value};
 use crate::git::Git;
 use crate::podman::Podman;
 use crate::render::Backend;
@@ -391,7 +391,7 @@ pub(crate) fn run_inputs(
         notices: env_file_notice(env, tenant).into_iter().collect(),
         // The agent container mounts an execute-only copy: its probes are non-dumpable from
         // their first instruction (`run::exec_only`).
-        cyclix_bin: crate::run::exec_only::copy(&current_exe()?, runtime_dir)?,
+        cyclix_bin: crate::run::exec_only::copy_running(runtime_dir)?,
         probe_context,
         watched,
         tripwire_dir: env.home.clone(),

@@ -20,15 +20,16 @@ impl Podman {
         )
     }
 
-    /// Every container of the user (`podman ps --all --format json`, infra containers
-    /// included): one listing for a look at several networks and pods at once (the claim's
-    /// check of a warm environment, `run::pool::env`).
+    /// Every container of the user (`podman ps --all --ns --format json`, infra containers
+    /// included), with the namespaces of the running ones: one listing for a look at several
+    /// networks, pods and shared namespaces at once (the claim's check of a warm environment,
+    /// `run::pool::check`).
     ///
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`].
     pub fn all_containers(&self) -> Result<Vec<ContainerInfo>> {
         self.query(
-            &["ps", "--all", "--format", "json"],
+            &["ps", "--all", "--ns", "--format", "json"],
             "listing every container",
             parse_containers,
         )
@@ -102,15 +103,26 @@ impl Podman {
     }
 
     /// Removes containers (ids or names) with their anonymous volumes, killing running ones
-    /// without a grace period (`podman rm --force --volumes --ignore --time 0`). Missing ones are
-    /// fine. An infra container goes with its pod ([`Podman::rm_pods`]).
+    /// without a grace period, and every container that depends on one (`podman rm --force
+    /// --volumes --ignore --time 0 --depend`: one that joined its namespace with `container:`
+    /// would block the removal; podman ≥ 4.1). Missing ones are fine. An infra container goes
+    /// with its pod ([`Podman::rm_pods`]; podman refuses a container outside the pod that joins
+    /// an infra's namespace).
     ///
     /// # Errors
     /// [`PodmanError::Command`].
     pub fn rm_containers(&self, ids: &[String]) -> Result<()> {
         self.remove(
             "container",
-            &["rm", "--force", "--volumes", "--ignore", "--time", "0"],
+            &[
+                "rm",
+                "--force",
+                "--volumes",
+                "--ignore",
+                "--time",
+                "0",
+                "--depend",
+            ],
             ids,
         )
     }

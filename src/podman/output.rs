@@ -24,6 +24,10 @@ pub struct ContainerInfo {
     /// The networks it is attached to by name (podman's `Networks`; empty for a pod's member,
     /// which shares its infra container's).
     pub networks: Vec<String>,
+    /// A running container's namespaces that another container can join with
+    /// `--network/--pid/--ipc/--uts container:X` (podman ps `--ns`: `Net`, `Pidns`, `Ipc`,
+    /// `Uts`), as (kind, inode) sorted by kind; empty when not listed or not running.
+    pub namespaces: Vec<(String, String)>,
 }
 
 /// A pod of [`Podman::pods`] (`podman pod ps --format json`).
@@ -90,7 +94,14 @@ struct PsEntry {
     is_infra: bool,
     #[serde(default)]
     networks: Option<Vec<String>>,
+    #[serde(default)]
+    namespaces: std::collections::BTreeMap<String, String>,
 }
+
+/// The kinds of [`ContainerInfo::namespaces`]: what `podman run --network/--pid/--ipc/--uts
+/// container:X` shares (podman-run(1)); `User` is every rootless container's alike, `Mnt` and
+/// `Cgroup` cannot be joined that way.
+pub const JOINABLE_NAMESPACES: &[&str] = &["Ipc", "Net", "Pidns", "Uts"];
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -160,6 +171,11 @@ pub fn parse_containers(json: &str) -> serde_json::Result<Vec<ContainerInfo>> {
             pod: Some(e.pod).filter(|p| !p.is_empty()),
             is_infra: e.is_infra,
             networks: e.networks.unwrap_or_default(),
+            namespaces: e
+                .namespaces
+                .into_iter()
+                .filter(|(k, v)| JOINABLE_NAMESPACES.contains(&k.as_str()) && !v.is_empty())
+                .collect(),
         })
         .collect())
 }

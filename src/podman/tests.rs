@@ -211,3 +211,40 @@ fn network_members_from_podman_5_inspect_and_none_from_podman_4_3() {
         ["run-infra", "run-proxy"]
     );
 }
+
+/// `podman ps --all --ns --format json` of podman 5.4.2 (the testbed): `fx-join` was started
+/// with `--network container:fx-base`; `fx-created` never ran.
+const PS_NS: &str = include_str!("../../tests/fixtures/podman/ps-ns.json");
+
+#[test]
+fn containers_with_their_joinable_namespaces_from_podman_5_4() {
+    let cs = parse_containers(PS_NS).expect("parse");
+    let ns = |name: &str| {
+        cs.iter()
+            .find(|c| c.names[0] == name)
+            .map(|c| c.namespaces.clone())
+            .expect(name)
+    };
+    let kinds: Vec<String> = ns("fx-base").into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        kinds,
+        ["Ipc", "Net", "Pidns", "Uts"],
+        "User, Mnt, Cgroup left out"
+    );
+    let net = |name: &str| {
+        ns(name)
+            .into_iter()
+            .find(|(k, _)| k == "Net")
+            .map(|(_, v)| v)
+    };
+    assert_eq!(
+        net("fx-join"),
+        net("fx-base"),
+        "the joined network namespace"
+    );
+    assert!(net("fx-base").is_some());
+    assert!(
+        ns("fx-created").is_empty(),
+        "a container that never ran has none"
+    );
+}

@@ -46,12 +46,30 @@ pub fn name(dev: u64, ino: u64, size: u64, mtime_ns: i128) -> String {
     format!("cyclix-{dev:x}-{ino:x}-{size}-{mtime_ns}")
 }
 
+/// The execute-only copy of the binary this process runs (`/proc/self/exe`, proc(5): the
+/// running file even after an upgrade replaced or deleted its path, which a long-lived
+/// `cyclix pool keep` outlives) below `runtime_dir/cyclix/bin/`, made if missing. Errors name
+/// the binary's path.
+///
+/// # Errors
+/// As [`copy`].
+pub fn copy_running(runtime_dir: &Path) -> Result<PathBuf> {
+    let shown = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    copy_as(Path::new("/proc/self/exe"), &shown, runtime_dir)
+}
+
 /// The execute-only copy of `bin` below `runtime_dir/cyclix/bin/`, made if missing.
 ///
 /// # Errors
-/// `bin` cannot be read, or the copy cannot be written.
+/// `bin` cannot be read, names a program interpreter ([`refuse_interpreter`]), or the copy
+/// cannot be written.
 pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
-    let m = std::fs::metadata(bin).with_context(|| format!("reading {}", bin.display()))?;
+    copy_as(bin, bin, runtime_dir)
+}
+
+/// [`copy`] of the file `bin` (read through this path), named `shown` in errors.
+fn copy_as(bin: &Path, shown: &Path, runtime_dir: &Path) -> Result<PathBuf> {
+    let m = std::fs::metadata(bin).with_context(|| format!("reading {}", shown.display()))?;
     let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
     let dir = runtime_dir.join("cyclix/bin");
     let target = dir.join(name(m.dev(), m.ino(), m.size(), mtime_ns));
@@ -59,22 +77,25 @@ pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
         && t.size() == m.size()
         && t.mode() & 0o7777 == MODE
     {
+        // In use again: [`prune`] by another binary leaves it alone for a while.
+        touch(&target);
         return Ok(target);
     }
-    let mut src = std::fs::File::open(bin).with_context(|| format!("opening {}", bin.display()))?;
+    let mut src =
+        std::fs::File::open(bin).with_context(|| format!("opening {}", shown.display()))?;
     let mut head = Vec::with_capacity(HEAD_BYTES);
     (&mut src)
         .take(HEAD_BYTES as u64)
         .read_to_end(&mut head)
-        .with_context(|| format!("reading {}", bin.display()))?;
-    refuse_interpreter(bin, &head)?;
+        .with_context(|| format!("reading {}", shown.display()))?;
+    refuse_interpreter(shown, &head)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)
         .with_context(|| format!("creating a file in {}", dir.display()))?;
     tmp.as_file_mut()
         .write_all(&head)
         .and_then(|()| std::io::copy(&mut src, tmp.as_file_mut()).map(drop))
-        .with_context(|| format!("copying {} to {}", bin.display(), dir.display()))?;
+        .with_context(|| format!("copying {} to {}", shown.display(), dir.display()))?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(MODE))
         .with_context(|| format!("making the copy in {} execute-only", dir.display()))?;
@@ -131,19 +152,47 @@ pub fn refuse_interpreter(bin: &Path, head: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Removes the copies of other (older) binaries in `dir`, so one copy is kept, not one per
-/// build (a debug build is ~130 MiB of tmpfs). A run still using an old copy keeps it: its
-/// container holds the bind-mounted inode. Best effort.
+/// How long a copy no process made or used stays before [`prune`] removes it (s): two binaries
+/// can be alive at once (a keeper started before an upgrade, runs of the new binary), and each
+/// uses its copy between making it and its container's start, seconds later.
+pub const UNUSED_FOR_S: u64 = 600;
+
+/// Sets `path`'s modification time to now (the copy is execute-only: no handle can be opened;
+/// `utimensat(2)` needs only ownership). Best effort.
+fn touch(path: &Path) {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    let now = TimeSpec::UTIME_NOW;
+    let _ = utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &now,
+        &now,
+        UtimensatFlags::FollowSymlink,
+    );
+}
+
+/// Removes the copies of other binaries in `dir` that no process made or used in the last
+/// [`UNUSED_FOR_S`], so copies do not pile up per build (a debug build is ~130 MiB of tmpfs).
+/// A run still using an old copy keeps it: its container holds the bind-mounted inode. Best
+/// effort.
 fn prune(dir: &Path, keep: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
+    let now = std::time::SystemTime::now();
     for p in rd.filter_map(Result::ok).map(|e| e.path()) {
         let ours = p
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with("cyclix-"));
-        if ours && p != keep {
+        let unused = std::fs::metadata(&p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| {
+                now.duration_since(t)
+                    .is_ok_and(|d| d.as_secs() >= UNUSED_FOR_S)
+            });
+        if ours && p != keep && unused {
             let _ = std::fs::remove_file(&p);
         }
     }
@@ -257,6 +306,26 @@ mod tests {
         let dir = d.path().join("cyclix/bin");
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(dir.join("cyclix-1-2-3-4"), b"old").expect("old copy");
+        std::fs::write(dir.join("cyclix-5-6-7-8"), b"recent").expect("a copy in use");
+        let hour_ago = nix::sys::time::TimeSpec::new(
+            i64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    .as_secs(),
+            )
+            .expect("secs")
+                - 3600,
+            0,
+        );
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &dir.join("cyclix-1-2-3-4"),
+            &hour_ago,
+            &hour_ago,
+            nix::sys::stat::UtimensatFlags::FollowSymlink,
+        )
+        .expect("age the old copy");
         std::fs::write(dir.join(".tmpXYZ"), b"another cyclix copying").expect("tmp");
         let bin = d.path().join("bin");
         std::fs::write(&bin, [elf(None), b"new".to_vec()].concat()).expect("write");
@@ -267,6 +336,9 @@ mod tests {
             .map(|e| e.path())
             .collect();
         left.sort();
-        assert_eq!(left, [dir.join(".tmpXYZ"), new]);
+        // The old one goes; one another binary made or used a moment ago stays.
+        let mut want = vec![dir.join(".tmpXYZ"), new, dir.join("cyclix-5-6-7-8")];
+        want.sort();
+        assert_eq!(left, want);
     }
 }

@@ -105,6 +105,25 @@ pub fn poolable(s: &crate::spec::Service) -> bool {
     s.env.is_empty() && !s.worktree && !matches!(s.image, crate::spec::Image::Build { .. })
 }
 
+/// The Quadlet files of environment (run) `id` that the fill installs without starting them
+/// and the claiming run replaces when it renders them otherwise (`phases::bring_up::install`):
+/// the agent's and the gate's `.container` (the run's setup binds, the binary it mounts) and
+/// those of the `services` the fill does not start ([`poolable`]). Pure.
+#[must_use]
+pub fn replaced_by_the_run(id: &str, services: &[crate::spec::Service]) -> Vec<String> {
+    let n = crate::naming::RunNames::new(id);
+    [n.agent(), n.gate()]
+        .into_iter()
+        .chain(
+            services
+                .iter()
+                .filter(|s| !poolable(s))
+                .map(|s| n.service(&s.name)),
+        )
+        .map(|c| crate::naming::container_file(&c))
+        .collect()
+}
+
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {

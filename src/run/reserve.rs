@@ -185,13 +185,9 @@ pub fn reserve_ports(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_same_run_id_finds_the_ports_it_reserved_and_another_does_not() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let runs = dir.path().join("runs");
-        let env = "20261202t070000-e001";
-        std::fs::create_dir_all(runs.join(env)).expect("the environment's run dir");
-        let svc = |name: &str, port: Option<u16>| crate::spec::Service {
+    /// A service `name` of a local image, with `port` fixed or not.
+    fn service(name: &str, port: Option<u16>) -> crate::spec::Service {
+        crate::spec::Service {
             name: name.into(),
             image: crate::spec::Image::UnpinnedLocal {
                 reference: "localhost/pg".into(),
@@ -202,8 +198,16 @@ mod tests {
             data: None,
             health: None,
             worktree: false,
-        };
-        let services = [svc("db", None), svc("app", Some(24000))];
+        }
+    }
+
+    #[test]
+    fn the_same_run_id_finds_the_ports_it_reserved_and_another_does_not() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let runs = dir.path().join("runs");
+        let env = "20261202t070000-e001";
+        std::fs::create_dir_all(runs.join(env)).expect("the environment's run dir");
+        let services = [service("db", None), service("app", Some(24000))];
         let fill = reserve_ports(&runs, env, &services, &mut Vec::new()).expect("fill");
         let claim = reserve_ports(&runs, env, &services, &mut Vec::new()).expect("claim");
         assert_eq!(fill, claim, "the claiming run renders the fill's ports");
@@ -226,18 +230,7 @@ mod tests {
     fn concurrent_runs_never_reserve_the_same_port_and_a_held_fixed_port_is_refused() {
         let dir = tempfile::tempdir().expect("tmp");
         let runs = dir.path().join("runs");
-        let svc = |port: Option<u16>| crate::spec::Service {
-            name: "db".into(),
-            image: crate::spec::Image::UnpinnedLocal {
-                reference: "localhost/pg".into(),
-            },
-            command: Vec::new(),
-            env: Vec::new(),
-            port,
-            data: None,
-            health: None,
-            worktree: false,
-        };
+        let svc = |port: Option<u16>| service("db", port);
         let mut seen = std::collections::BTreeSet::new();
         let mut files = Vec::new();
         for i in 0..50 {

@@ -417,8 +417,10 @@ impl UnitManager for ZbusUnitManager {
         let call = self.call(Op::TimerNextElapse, unit, self.call_timeout);
         async_io::block_on(async {
             let manager = self.manager(&call).await?;
+            // GetUnit, not LoadUnit: a timer nobody loaded (no `schedule:`) has no next
+            // elapse, and loading one that lacks a trigger makes systemd log a refusal.
             let path = call
-                .run("loading the timer", manager.load_unit(unit))
+                .run("finding the timer", manager.get_unit(unit))
                 .await?;
             let timer = call
                 .run("reading timer properties", self.timer_proxy(path.clone()))

@@ -137,3 +137,56 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         assert_eq!(pool_files(tb, &t, state), "", "{state}");
     }
 }
+
+/// A container that joins a pooled proxy's network namespace (`--network container:`) is on
+/// no network and in no pod; the claim sees the shared namespace (`podman ps --ns`), refuses
+/// the environment and takes the next one.
+#[test]
+fn a_container_joined_to_a_pooled_proxys_namespace_is_refused_at_the_claim() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolj")
+        .extra_yaml("pool:\n  size: 2")
+        .write(tb);
+    drain(tb, &t);
+    let mut envs = fill(tb, &t);
+    assert_eq!(envs.len(), 2, "{envs:?}");
+    envs.sort();
+    let (tampered, good) = (&envs[0], &envs[1]);
+    let proxy = format!("cyclix-{tampered}-proxy");
+    let spy = format!("e2e-spy-{tampered}");
+    // Positive control: the spy runs and shares the proxy's network namespace.
+    let shared = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; systemd-run --user --quiet --collect --unit {spy} podman run --rm --name {spy} --network container:{proxy} localhost/tb-busybox:latest sleep 1000
+             timeout 60 sh -c 'until podman container exists {spy}; do sleep 0.2; done; until [ \"$(podman inspect --format {{{{.State.Status}}}} {spy})\" = running ]; do sleep 0.2; done'
+             podman ps --ns --format json | python3 -c 'import json, sys; net = {{c[\"Names\"][0]: c[\"Namespaces\"].get(\"Net\") for c in json.load(sys.stdin)}}; print(\"shared\" if net[\"{proxy}\"] and net[\"{proxy}\"] == net[\"{spy}\"] else net)'"
+        )),
+        "the spy joins the proxy's network namespace",
+    );
+    assert_eq!(shared.trim(), "shared");
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    // The spy's unit ends when its container goes; podman 5.4 may fail the first removal of a
+    // container that joined another's namespace ("conmon exited prematurely").
+    let _ = tb.user_sh(&format!(
+        "systemctl --user stop {spy} 2>/dev/null; podman rm -f -t0 {spy} >/dev/null 2>&1 || podman rm -f {spy} >/dev/null 2>&1; true"
+    ));
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["run_id"], good.as_str(), "{rec:#}");
+    let refused = rec["notices"].as_array().into_iter().flatten().any(|n| {
+        n.as_str().is_some_and(|n| {
+            n.starts_with(&format!(
+                "pool: environment {tampered} refused at the claim"
+            )) && n.contains(&format!(
+                "container {spy} shares the Net namespace of {proxy}"
+            ))
+        })
+    });
+    assert!(refused, "{rec:#}");
+    for e in &envs {
+        let left = leftovers(tb, e, &t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+}

@@ -562,3 +562,55 @@ fn a_keeper_stopped_mid_fill_finishes_the_fill_and_leaves_nothing_half_made() {
     all.push(filling);
     put_away(tb, &t, &all);
 }
+
+/// An upgrade replaces the binary a keeper runs (a new file in its place, the old one
+/// deleted): the keeper's next fill copies the binary it runs (`/proc/self/exe`), not the
+/// path, and the pool refills. The keeper runs from a transient unit of its own here, so the
+/// unit template other tests install is not touched.
+#[test]
+fn a_keeper_whose_binary_was_replaced_keeps_filling() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolup")
+        .extra_yaml("pool:\n  size: 1")
+        .write(tb);
+    drain(tb, &t);
+    let (bin, unit) = ("~/.local/bin/cyclix-up", format!("e2e-keeper-{t}"));
+    expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user stop {unit} 2>/dev/null; systemctl --user reset-failed {unit} 2>/dev/null
+             set -e; mkdir -p ~/.local/bin; cp {} {bin}
+             systemd-run --user --quiet --collect --unit {unit} {bin} pool keep {t}",
+            tb.cyclix_bin()
+        )),
+        "a keeper from a copy of cyclix",
+    );
+    wait(tb, &t, 120, &holds(&t, 1), "the keeper fills the pool");
+    // The upgrade; control: the keeper now runs a deleted file.
+    let exe = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; cp {bin} {bin}.new; mv {bin}.new {bin}
+             readlink /proc/$(systemctl --user show -p MainPID --value {unit})/exe"
+        )),
+        "replace the binary",
+    );
+    assert!(exe.trim().ends_with("(deleted)"), "{exe}");
+    let out = tb.user_sh(&format!("{bin} run {t}"));
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    wait(
+        tb,
+        &t,
+        120,
+        &holds(&t, 1),
+        "the keeper refills after its binary was replaced",
+    );
+    let refilled = ready(tb, &t);
+    let _ = tb.user_sh(&format!("systemctl --user stop {unit}; rm -f {bin}"));
+    drain(tb, &t);
+    for e in &refilled {
+        let left = leftovers(tb, e, &t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+}

@@ -52,7 +52,9 @@ fn check_and_start_name_an_unset_variable_and_a_stopped_start_exits_3_with_its_o
     // ... and `status` says it too (the unit is failed, no record tells why).
     let status = expect_success(&tb.user(&[&c, "status", &t]), "status");
     assert!(
-        status.contains("failed before its run wrote a record") && status.contains("E2E_START_KEY"),
+        status.contains("failed before its run wrote a record")
+            && status.contains("E2E_START_KEY")
+            && status.contains("until it starts again, or `systemctl --user reset-failed"),
         "{status}"
     );
 

@@ -472,3 +472,54 @@ fn b30_no_socket_or_runtime_dir_is_mounted() {
         }
     }
 }
+
+/// B36: an internal network with a published port accepts and then hangs (podman#29792):
+/// cyclix publishes no port of any container, services included. Control: the cases render
+/// service containers, so the look covers them.
+#[test]
+fn b36_no_port_is_ever_published() {
+    let all = all_rendered();
+    assert!(
+        all.iter()
+            .any(|(_, f)| f.keys().any(|k| k.contains("-svc-"))),
+        "no case renders a service"
+    );
+    for (case, files) in &all {
+        for (name, text) in files {
+            for l in text.lines() {
+                // The plain renderer writes podman's options in their long form only (a `-p`
+                // after the image is the command's, pytest's say).
+                let published = l.starts_with("PublishPort=") || l.contains("--publish");
+                assert!(!published, "{case}/{name}: {l}");
+            }
+        }
+    }
+}
+
+/// B39: tests that need containers of their own get per-run services, never a container
+/// runtime inside the sandbox: no container is privileged or given a device (`/dev/fuse` is
+/// what rootless podman inside needs), none mounts a podman or docker socket, and the docs
+/// say so.
+#[test]
+fn b39_no_container_runtime_inside_the_sandbox() {
+    for (case, files) in &all_rendered() {
+        for (name, text) in files {
+            for l in text.lines() {
+                let nested = l.starts_with("AddDevice=")
+                    || l.contains("--device")
+                    || l.contains("--privileged")
+                    || l.contains("podman.sock")
+                    || l.contains("docker.sock")
+                    || l.contains("/run/podman");
+                assert!(!nested, "{case}/{name}: {l}");
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/services.md"))
+        .expect("docs/services.md");
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        doc.contains("No container runtime runs inside the sandbox"),
+        "docs/services.md says services replace a nested runtime"
+    );
+}

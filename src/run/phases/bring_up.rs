@@ -71,19 +71,9 @@ pub(crate) fn install(
     ledger: &mut Ledger,
 ) -> Result<bool> {
     let mut wrote_units = false;
-    let n = crate::naming::RunNames::new(inp.run_id);
     // The files the fill installed without starting them: the agent's, the gate's and the
     // services' it did not start (`pool::poolable`: a built image's tag gets its digest here).
-    let own: Vec<String> = [n.agent(), n.gate()]
-        .into_iter()
-        .chain(
-            inp.services
-                .iter()
-                .filter(|s| !crate::run::pool::poolable(s))
-                .map(|s| n.service(&s.name)),
-        )
-        .map(|c| crate::naming::container_file(&c))
-        .collect();
+    let own = crate::run::pool::replaced_by_the_run(inp.run_id, inp.services);
     for f in &rendered.files {
         let dir = match f.dest {
             Dest::Quadlet => &inp.paths.quadlet_dir,

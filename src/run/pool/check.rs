@@ -107,12 +107,23 @@ impl EnvHost<'_> {
         }
         match self.render(id, filled) {
             Ok(r) => {
+                // The files the claiming run replaces anyway (the agent's holds the path of
+                // the binary it mounts, which an upgrade since the fill changes) are left out.
                 let paths = (self.paths)(id);
+                let replaced = super::replaced_by_the_run(id, &self.spec.services);
+                let kept = |p: &str| !replaced.iter().any(|name| p.ends_with(&format!("/{name}")));
                 let now: Vec<(String, String)> = env_files(&r, id, &paths)
                     .into_iter()
                     .map(|(p, f)| (p.display().to_string(), digest(f.contents.as_bytes())))
+                    .filter(|(p, _)| kept(p))
                     .collect();
-                if now != filled.files && wrong.is_empty() {
+                let then: Vec<(String, String)> = filled
+                    .files
+                    .iter()
+                    .filter(|(p, _)| kept(p))
+                    .cloned()
+                    .collect();
+                if now != then && wrong.is_empty() {
                     wrong.push(
                         "the spec renders another environment now (changed since the fill)".into(),
                     );
@@ -133,8 +144,10 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> 
 }
 
 /// What is wrong with environment `n`'s containers in `all` (every container of the user,
-/// `podman ps --all`): its internal network must hold exactly its proxy and its pod's infra
-/// container, its egress network exactly its proxy, its pod exactly its infra container. Pure.
+/// `podman ps --all --ns`): its internal network must hold exactly its proxy and its pod's
+/// infra container, its egress network exactly its proxy, its pod exactly its infra container
+/// and the pooled `services` (each running), and no other container may share a namespace
+/// with them ([`joined_wrong`]). Pure.
 #[must_use]
 pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) -> Vec<String> {
     let (proxy, infra) = (n.proxy(), n.infra());
@@ -182,6 +195,7 @@ pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) ->
                     n.base()
                 ));
             }
+            wrong.extend(joined_wrong(&infra, &proxy, services, all));
             let down: Vec<&str> = all
                 .iter()
                 .filter(|c| c.names.iter().any(|m| services.contains(&m.as_str())))
@@ -191,6 +205,45 @@ pub fn topology_wrong(n: &RunNames, services: &[&str], all: &[ContainerInfo]) ->
             if !down.is_empty() {
                 wrong.push(format!(
                     "the pooled services {down:?} are not running (the fill left them running)"
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+/// The containers outside environment `n`'s (its `infra`, `proxy` and pooled `services`) that
+/// share a namespace with one of them (`podman run --network/--pid/--ipc/--uts container:X`
+/// joins one without joining a network or the pod, so neither look sees it). Pure.
+#[must_use]
+pub fn joined_wrong(
+    infra: &str,
+    proxy: &str,
+    services: &[&str],
+    all: &[ContainerInfo],
+) -> Vec<String> {
+    let ours = |c: &ContainerInfo| {
+        c.names
+            .iter()
+            .any(|m| m == infra || m == proxy || services.contains(&m.as_str()))
+    };
+    let held: Vec<(&str, &str, &str)> = all
+        .iter()
+        .filter(|c| ours(c))
+        .flat_map(|c| {
+            let name = c.names.first().map_or("?", String::as_str);
+            c.namespaces
+                .iter()
+                .map(move |(k, v)| (name, k.as_str(), v.as_str()))
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for c in all.iter().filter(|c| !ours(c)) {
+        for (kind, inode) in &c.namespaces {
+            if let Some((of, _, _)) = held.iter().find(|(_, k, v)| k == kind && v == inode) {
+                wrong.push(format!(
+                    "container {} shares the {kind} namespace of {of} (joined with `container:`; the fill left none)",
+                    c.names.first().map_or(c.id.as_str(), String::as_str)
                 ));
             }
         }

@@ -132,3 +132,30 @@ fn the_kubernetes_profile_counts_a_drop_as_denied_and_nothing_else() {
             .contains("profile kubernetes")
     );
 }
+
+/// B35 (field reports): `host.containers.internal` can be unreachable for the wrong reason (a
+/// pasta bug drops the packets): a deny probe must not take a timeout for a refusal, and keeps
+/// its positive control on the same path. On Podman every direct-connection verdict fails on
+/// a timeout, and N6 fails when its control (the proxy) does not answer. (The Kubernetes
+/// profile alone takes a drop within the deadline as denied: a NetworkPolicy drops by design,
+/// `probe::profile`.)
+#[test]
+fn b35_a_timeout_is_never_an_unreachable_pass() {
+    let t = |l: &str| items(&[(l, Attempt::Timeout)]);
+    assert!(!n2(&t("tcp 1.1.1.1:443"), Profile::Podman).pass);
+    assert!(!n4(&t("tcp 169.254.169.254:80"), Profile::Podman).pass);
+    assert!(
+        n2(&t("tcp 1.1.1.1:443"), Profile::Kubernetes).pass,
+        "the one exception, stated above"
+    );
+    let refused = items(&[("hci:22", E(libc::ECONNREFUSED))]);
+    assert!(n6(&refused, &Attempt::Ok).pass, "control: a refusal passes");
+    let j = n6(&t("hci:22"), &Attempt::Ok);
+    assert!(!j.pass && j.detail.contains("timeout"), "{}", j.detail);
+    let j = n6(&refused, &Attempt::Timeout);
+    assert!(
+        !j.pass && j.detail.contains("positive control failed"),
+        "{}",
+        j.detail
+    );
+}

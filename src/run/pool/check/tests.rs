@@ -11,6 +11,7 @@ fn container(name: &str, networks: &[&str], pod: Option<&str>, is_infra: bool) -
         pod: pod.map(str::to_string),
         is_infra,
         networks: networks.iter().map(|n| (*n).to_string()).collect(),
+        namespaces: Vec::new(),
     }
 }
 
@@ -243,4 +244,51 @@ fn a_pooled_service_may_not_run_another_executable_under_a_name_it_ran() {
         service_processes_wrong(&p, procs(&left), || procs(&fill), exe),
         None
     );
+}
+
+#[test]
+fn a_container_that_joined_a_namespace_of_the_environment_is_wrong() {
+    let n = RunNames::new(ENV);
+    let ns = |c: &mut ContainerInfo, list: &[(&str, &str)]| {
+        c.namespaces = list
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+    };
+    let mut all = as_filled(&n);
+    ns(
+        &mut all[0],
+        &[("Ipc", "11"), ("Net", "12"), ("Pidns", "13"), ("Uts", "14")],
+    );
+    ns(
+        &mut all[1],
+        &[("Ipc", "21"), ("Net", "22"), ("Pidns", "23"), ("Uts", "24")],
+    );
+    ns(
+        &mut all[2],
+        &[("Ipc", "31"), ("Net", "32"), ("Pidns", "33"), ("Uts", "34")],
+    );
+    // A pooled service shares the infra's network, IPC and UTS namespaces: the pod's way.
+    let db = n.service("db");
+    let mut svc = container(&db, &[], Some("pod1"), false);
+    ns(
+        &mut svc,
+        &[("Ipc", "21"), ("Net", "22"), ("Pidns", "43"), ("Uts", "24")],
+    );
+    all.push(svc);
+    assert_eq!(topology_wrong(&n, &[&db], &all), Vec::<String>::new());
+    // Joined to the proxy's network, or to the pooled service's processes: on no network and
+    // in no pod, only the shared inode shows it.
+    for (kind, inode, of) in [("Net", "12", n.proxy()), ("Pidns", "43", db.clone())] {
+        let mut spy = container("spy", &[], None, false);
+        ns(&mut spy, &[(kind, inode)]);
+        let mut with = all.clone();
+        with.push(spy);
+        let w = topology_wrong(&n, &[&db], &with);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("container spy shares the") && w[0].contains(kind) && w[0].contains(&of),
+            "{w:?}"
+        );
+    }
 }
