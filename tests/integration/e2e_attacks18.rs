@@ -15,10 +15,13 @@
 //!   `host.containers.internal` with getaddrinfo (measured before the fix: one
 //!   `nss exe=/cyclix/bin/cyclix` line). Now N6 reads `/etc/hosts` itself.
 //!
-//! - Forge a report line from a child. Held (atk8's fix): P6 starts the image's setuid binary
-//!   (here `passwd`, a script) while agent-wait probes; it opens `/cyclix/ctl/report` and
-//!   writes a passing line. The host unlinks the FIFO on agent-wait's hello, before the first
-//!   probe: the open gets `ENOENT` (control: the script ran and logged).
+//! - Forge a report line from a child: not here. P6 starts the image's setuid binary while
+//!   agent-wait probes, and that binary could open `/cyclix/ctl/report`; the host unlinks the
+//!   FIFO on agent-wait's hello, before the first probe (atk8; `report_fifo` and `agent_wait`
+//!   unit tests, with the positive control). On the real stack the window is a race: P6 kills
+//!   its child right after reading its status, microseconds after the exec, so the image's
+//!   binary seldom runs at all (a `passwd` script that forks first logged in one run of two),
+//!   and a test of it could not be made to fail reliably.
 //!
 //! The image here has a library in `/etc/ld.so.preload`, in `LD_PRELOAD` and as the `hosts` and
 //! `passwd` NSS module; its constructor appends `KIND exe=PATH` to `/tmp/atk18.log`, the
@@ -54,19 +57,7 @@ COPY libatk18.so /usr/lib/libatk18.so\n\
 COPY libnss_atk18.so.2 /usr/lib/x86_64-linux-gnu/libnss_atk18.so.2\n\
 RUN echo /usr/lib/libatk18.so > /etc/ld.so.preload \
  && sed -i -e 's/^hosts:.*/hosts: atk18 files dns/' -e 's/^passwd:.*/passwd: atk18 files/' /etc/nsswitch.conf\n\
-COPY --chmod=4755 passwd /usr/bin/passwd\n\
 ENV LD_PRELOAD=/usr/lib/libatk18.so\n";
-
-/// The image's setuid `passwd`, which P6 starts (it checks that a setuid binary gains nothing):
-/// image code running beside agent-wait while the probes run. It tries to forge a report line.
-/// The attempt runs in a child of its own, which outlives P6's kill of the binary it started.
-const PASSWD: &str = "#!/bin/sh\n\
-(\n\
-if [ -e /cyclix/ctl/report ]; then at=present; else at=absent; fi\n\
-if (echo 'P0 pass forged by passwd' > /cyclix/ctl/report) 2>/dev/null; then w=wrote; else w=refused; fi\n\
-echo \"report=$at write=$w\" >> /tmp/atk18-fifo.log\n\
-) </dev/null >/dev/null 2>&1 &\n\
-sleep 2\n";
 
 /// Builds the two libraries on the host (a C compiler is what `scripts/test` ensures) into
 /// `target/atk18/` below the project root, which the testbed sees at `/src`, and returns the
@@ -76,7 +67,6 @@ fn libraries(tb: &Testbed) -> String {
     std::fs::create_dir_all(&dir).expect("target/atk18");
     std::fs::write(dir.join("atk18.c"), LIBRARY).expect("atk18.c");
     std::fs::write(dir.join("Containerfile"), CONTAINERFILE).expect("Containerfile");
-    std::fs::write(dir.join("passwd"), PASSWD).expect("passwd");
     for (kind, out) in [("preload", "libatk18.so"), ("nss", "libnss_atk18.so.2")] {
         let st = Command::new("cc")
             .args([
@@ -112,7 +102,7 @@ fn a18_the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
     Tenant::new(t)
         .image("localhost/atk18:latest")
         .agent_cmd(
-            r#"[sh, -c, "sleep 11; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log /tmp/atk18-fifo.log .; git add atk18.log atk18-fifo.log && git commit -qm atk18"]"#,
+            r#"[sh, -c, "sleep 11; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log atk18.log; git add atk18.log && git commit -qm atk18"]"#,
         )
         .gate_cmd("[\"true\"]")
         .write(tb);
@@ -140,21 +130,6 @@ fn a18_the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
         log.lines()
             .any(|l| l.starts_with("nss exe=") && l.ends_with("/getent")),
         "getent loaded the NSS module:\n{log}"
-    );
-    // The report FIFO: P6 ran the image's passwd while the probes ran (the control), and by
-    // then the host had unlinked the FIFO, so the forged line went nowhere.
-    let fifo = expect_success(
-        &tb.user_sh(&format!("cd ~/src/{t} && git show {branch}:atk18-fifo.log")),
-        "read what passwd logged",
-    );
-    assert!(
-        fifo.lines().next() == Some("report=absent write=refused")
-            && fifo.lines().all(|l| l == "report=absent write=refused"),
-        "{fifo}"
-    );
-    assert!(
-        !rec.to_string().contains("forged by passwd"),
-        "the forged line reached the record: {rec:#}"
     );
     let in_cyclix: Vec<&str> = log.lines().filter(|l| l.contains("cyclix")).collect();
     assert!(
