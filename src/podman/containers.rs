@@ -171,13 +171,24 @@ impl Podman {
     ///
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`].
+    ///
+    /// A process that exits while podman reads it makes `podman top` fail (`read
+    /// /proc/PID/stat: no such process`, exit 125; seen when P6's child ended mid-listing):
+    /// that is asked again, at most [`TOP_TRIES`] times in all.
     pub fn top_hpids(&self, container: &str) -> Result<Vec<(u32, String)>> {
         check_name("container", container)?;
-        self.query(
-            &["top", container, "hpid", "comm"],
-            &format!("listing the processes of container {container}"),
-            |out| Ok(parse_top(out)),
-        )
+        let mut tries = 1;
+        loop {
+            let got = self.query(
+                &["top", container, "hpid", "comm"],
+                &format!("listing the processes of container {container}"),
+                |out| Ok(parse_top(out)),
+            );
+            match got {
+                Err(e) if tries < TOP_TRIES && vanished(&e) => tries += 1,
+                other => return other,
+            }
+        }
     }
 }
 
@@ -243,5 +254,46 @@ mod environ_tests {
                 (14, Some(Vec::new()))
             ]
         );
+    }
+}
+
+/// How many times [`Podman::top_hpids`] asks when a process vanished under `podman top`.
+pub const TOP_TRIES: u32 = 3;
+
+/// Whether `e` is `podman top` failing on a process that exited while it read it. Pure.
+fn vanished(e: &PodmanError) -> bool {
+    matches!(e, PodmanError::Command { .. }) && e.to_string().contains("/stat: no such process")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use super::*;
+
+    fn failed(stderr: &str) -> PodmanError {
+        PodmanError::Command {
+            action: "listing the processes of container c".into(),
+            source: process::ProcessError::Failed {
+                argv: "podman top c hpid comm".into(),
+                status: std::process::ExitStatus::from_raw(125 << 8),
+                stderr: stderr.into(),
+                stdout: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn only_a_process_that_vanished_under_podman_top_is_asked_again() {
+        assert!(vanished(&failed(
+            "Error: read /proc/38/stat: no such process"
+        )));
+        assert!(!vanished(&failed(
+            "Error: no container with name or ID \"c\" found"
+        )));
+        assert!(!vanished(&PodmanError::Output {
+            action: "a".into(),
+            detail: "/stat: no such process".into(),
+        }));
     }
 }

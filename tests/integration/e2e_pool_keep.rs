@@ -22,7 +22,7 @@ fn cyclix(tb: &Testbed, args: &str) -> String {
 
 /// Waits up to `secs` for the shell condition `cond` (run as cyx) to hold; on the deadline
 /// fails with `what`, the keeper's state and its journal.
-fn wait(tb: &Testbed, t: &str, secs: u32, cond: &str, what: &str) {
+pub(crate) fn wait(tb: &Testbed, t: &str, secs: u32, cond: &str, what: &str) {
     let out = tb.user_sh(&format!(
         "timeout {secs} sh -c '{}' && echo OK",
         format!("until {cond}; do sleep 0.2; done").replace('\'', "'\\''")
@@ -41,7 +41,7 @@ fn wait(tb: &Testbed, t: &str, secs: u32, cond: &str, what: &str) {
 }
 
 /// The shell condition "T's pool holds exactly `n` ready and none being filled".
-fn holds(t: &str, n: usize) -> String {
+pub(crate) fn holds(t: &str, n: usize) -> String {
     let p = format!("$XDG_RUNTIME_DIR/cyclix/pool/{t}");
     format!(
         "[ \"$(ls {p}/ready 2>/dev/null | wc -l)\" = {n} ] && [ \"$(ls {p}/filling 2>/dev/null | wc -l)\" = 0 ]"
@@ -109,7 +109,7 @@ fn put_away(tb: &Testbed, t: &str, envs: &[String]) {
 }
 
 /// The ready environments of `t`, one a line.
-fn ready(tb: &Testbed, t: &str) -> Vec<String> {
+pub(crate) fn ready(tb: &Testbed, t: &str) -> Vec<String> {
     pool_files(tb, t, "ready")
         .lines()
         .map(str::to_string)
@@ -561,56 +561,4 @@ fn a_keeper_stopped_mid_fill_finishes_the_fill_and_leaves_nothing_half_made() {
     let mut all = ready_now;
     all.push(filling);
     put_away(tb, &t, &all);
-}
-
-/// An upgrade replaces the binary a keeper runs (a new file in its place, the old one
-/// deleted): the keeper's next fill copies the binary it runs (`/proc/self/exe`), not the
-/// path, and the pool refills. The keeper runs from a transient unit of its own here, so the
-/// unit template other tests install is not touched.
-#[test]
-fn a_keeper_whose_binary_was_replaced_keeps_filling() {
-    let _shared = crate::common::testbed::shared();
-    let tb = prepared();
-    let t = Tenant::new("e2e-poolup")
-        .extra_yaml("pool:\n  size: 1")
-        .write(tb);
-    drain(tb, &t);
-    let (bin, unit) = ("~/.local/bin/cyclix-up", format!("e2e-keeper-{t}"));
-    expect_success(
-        &tb.user_sh(&format!(
-            "systemctl --user stop {unit} 2>/dev/null; systemctl --user reset-failed {unit} 2>/dev/null
-             set -e; mkdir -p ~/.local/bin; cp {} {bin}
-             systemd-run --user --quiet --collect --unit {unit} {bin} pool keep {t}",
-            tb.cyclix_bin()
-        )),
-        "a keeper from a copy of cyclix",
-    );
-    wait(tb, &t, 120, &holds(&t, 1), "the keeper fills the pool");
-    // The upgrade; control: the keeper now runs a deleted file.
-    let exe = expect_success(
-        &tb.user_sh(&format!(
-            "set -e; cp {bin} {bin}.new; mv {bin}.new {bin}
-             readlink /proc/$(systemctl --user show -p MainPID --value {unit})/exe"
-        )),
-        "replace the binary",
-    );
-    assert!(exe.trim().ends_with("(deleted)"), "{exe}");
-    let out = tb.user_sh(&format!("{bin} run {t}"));
-    let rec = record(tb, &t);
-    assert!(out.status.success(), "{out:?}\n{rec:#}");
-    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
-    wait(
-        tb,
-        &t,
-        120,
-        &holds(&t, 1),
-        "the keeper refills after its binary was replaced",
-    );
-    let refilled = ready(tb, &t);
-    let _ = tb.user_sh(&format!("systemctl --user stop {unit}; rm -f {bin}"));
-    drain(tb, &t);
-    for e in &refilled {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
-    }
 }

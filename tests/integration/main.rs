@@ -40,6 +40,7 @@ mod e2e_pool_claim;
 mod e2e_pool_cred;
 mod e2e_pool_keep;
 mod e2e_pool_services;
+mod e2e_pool_upgrade;
 mod e2e_presets;
 mod e2e_probe;
 mod e2e_project;
