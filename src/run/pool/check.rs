@@ -354,8 +354,10 @@ pub fn service_processes_wrong(
             })
         })
     };
+    // No listing, or nothing running, is wrong at once; only an odd process gets a second look.
+    let at_once = listed.as_ref().map_or(true, Vec::is_empty);
     let first = look(listed)?;
-    if first.contains(" runs nothing ") || first.contains("cannot be listed") {
+    if at_once {
         return Some(first);
     }
     std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
