@@ -172,9 +172,10 @@ impl Podman {
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`].
     ///
-    /// A process that exits while podman reads it makes `podman top` fail (`read
-    /// /proc/PID/stat: no such process`, exit 125; seen when P6's child ended mid-listing):
-    /// that is asked again, at most [`TOP_TRIES`] times in all.
+    /// A process that exits while podman reads it makes `podman top` fail with exit 125 and
+    /// `read /proc/PID/FILE: no such process` (seen with `stat` and `cmdline` when P6's child
+    /// ended mid-listing) or `… no such file or directory`: that is asked again, at most
+    /// [`TOP_TRIES`] times in all.
     pub fn top_hpids(&self, container: &str) -> Result<Vec<(u32, String)>> {
         check_name("container", container)?;
         let mut tries = 1;
@@ -260,9 +261,33 @@ mod environ_tests {
 /// How many times [`Podman::top_hpids`] asks when a process vanished under `podman top`.
 pub const TOP_TRIES: u32 = 3;
 
-/// Whether `e` is `podman top` failing on a process that exited while it read it. Pure.
+/// Whether `e` is `podman top` failing on a process that exited while it read it: a
+/// `/proc/PID/…` path followed by `: no such process` or `: no such file or directory`,
+/// whichever file of the process podman was reading. Pure.
 fn vanished(e: &PodmanError) -> bool {
-    matches!(e, PodmanError::Command { .. }) && e.to_string().contains("/stat: no such process")
+    matches!(e, PodmanError::Command { .. }) && names_a_vanished_process(&e.to_string())
+}
+
+/// Whether `text` holds `/proc/DIGITS/REST: no such process` (or `: no such file or
+/// directory`), REST having no space or colon. Pure.
+fn names_a_vanished_process(text: &str) -> bool {
+    text.match_indices("/proc/").any(|(at, _)| {
+        let rest = &text[at + "/proc/".len()..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Some(after) = rest[digits..].strip_prefix('/') else {
+            return false;
+        };
+        if digits == 0 {
+            return false;
+        }
+        let file_len = after
+            .find(|c: char| c == ':' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let tail = &after[file_len..];
+        file_len > 0
+            && (tail.starts_with(": no such process")
+                || tail.starts_with(": no such file or directory"))
+    })
 }
 
 #[cfg(test)]
@@ -287,6 +312,20 @@ mod tests {
     fn only_a_process_that_vanished_under_podman_top_is_asked_again() {
         assert!(vanished(&failed(
             "Error: read /proc/38/stat: no such process"
+        )));
+        // The CI run of stop 26: the same race, another file of the process.
+        assert!(vanished(&failed(
+            "Error: read /proc/39/cmdline: no such process"
+        )));
+        assert!(vanished(&failed(
+            "Error: open /proc/40/status: no such file or directory"
+        )));
+        assert!(!vanished(&failed(
+            "Error: read /proc/self: no such process"
+        )));
+        assert!(!vanished(&failed("Error: read /proc/41/: no such process")));
+        assert!(!vanished(&failed(
+            "Error: read /proc/42/stat: permission denied"
         )));
         assert!(!vanished(&failed(
             "Error: no container with name or ID \"c\" found"
