@@ -271,22 +271,19 @@ fn vanished(e: &PodmanError) -> bool {
 /// Whether `text` holds `/proc/DIGITS/REST: no such process` (or `: no such file or
 /// directory`), REST having no space or colon. Pure.
 fn names_a_vanished_process(text: &str) -> bool {
-    text.match_indices("/proc/").any(|(at, _)| {
-        let rest = &text[at + "/proc/".len()..];
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let Some(after) = rest[digits..].strip_prefix('/') else {
+    text.match_indices("/proc/").any(|(at, m)| {
+        let rest = &text[at + m.len()..];
+        let pid_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Some(file) = rest[pid_len..].strip_prefix('/').filter(|_| pid_len > 0) else {
             return false;
         };
-        if digits == 0 {
-            return false;
-        }
-        let file_len = after
+        let end = file
             .find(|c: char| c == ':' || c.is_whitespace())
-            .unwrap_or(after.len());
-        let tail = &after[file_len..];
-        file_len > 0
-            && (tail.starts_with(": no such process")
-                || tail.starts_with(": no such file or directory"))
+            .unwrap_or(file.len());
+        end > 0
+            && [": no such process", ": no such file or directory"]
+                .iter()
+                .any(|errno| file[end..].starts_with(errno))
     })
 }
 
