@@ -96,7 +96,7 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_quick_suite_writes_junit_to_the_results_path() {
+    fn the_demo_gate_writes_junit_to_the_results_path_and_protects_its_tests() {
         let ctx = crate::spec::SpecContext {
             file: "demo/tenant.yaml".into(),
             home: "/home/u".into(),
@@ -106,14 +106,20 @@ mod tests {
         let quick = spec.gate.quick_argv().join(" ");
         assert!(quick.contains("pytest"), "{quick}");
         assert!(
-            quick.contains(&format!("--junitxml=\"${}\"", crate::twin::RESULTS_ENV)),
+            quick.contains(&format!(
+                "'--junitxml=' + os.environ['{}']",
+                crate::twin::RESULTS_ENV
+            )),
             "{quick}"
         );
-        // `cyclix run`'s gate is unchanged.
-        assert_eq!(
-            spec.gate.command,
-            ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        );
+        // pytest first, the work tree last on sys.path (docs/gate.md).
+        assert!(quick.starts_with("python3 -P -c import os, sys, pytest; sys.path.append('.')"));
+        assert!(quick.ends_with("--import-mode=append"), "{quick}");
+        // `cyclix run`'s gate is the same suite, counted against the base's
+        // (`gate.protected`: docs/gate.md).
+        assert_eq!(spec.gate.quick_argv(), spec.gate.command.as_slice());
+        assert!(spec.gate.protected.iter().any(|p| p == "tests/"));
+        assert!(spec.gate.protected.iter().any(|p| p == "**/conftest.py"));
     }
 
     #[test]

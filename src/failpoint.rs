@@ -16,8 +16,9 @@
 //! of dying, for a test that kills the process from outside.
 
 /// The phases of a run of tier `container` that gets to its gate, in order, each a point
-/// `phase.NAME` (the run record's `phases` list the same names). A passed run of a spec with
-/// `delivery:` has one more, `deliver`, between `escape-check` and `teardown`.
+/// `phase.NAME` (the run record's `phases` list the same names). A spec with `gate.protected`
+/// has `gate-base` before `gate` (unless the base's inventory is kept from an earlier run);
+/// a passed run of a spec with `delivery:` has `deliver` after `collect`.
 pub const PHASES: &[&str] = &[
     "queue",
     "prepare",
@@ -27,9 +28,10 @@ pub const PHASES: &[&str] = &[
     "start",
     "probe",
     "agent",
-    "gate",
     "escape-check",
     "import",
+    "gate",
+    "gate-escape-check",
     "collect",
     "teardown",
     "audit",

@@ -28,6 +28,7 @@ pub use parse::{parse_branches, parse_log, parse_refs, parse_worktrees};
 
 pub mod bundle;
 mod delivery;
+pub mod gate_tree;
 pub mod hardened;
 mod objects;
 mod parse;

@@ -257,6 +257,20 @@ impl<'a> RunFiles<'a> {
         self.file(&format!("{label}.log"))
     }
 
+    /// `RUN.gate-objects`: the objects of the gate's trees, packed for the container that
+    /// checks them out (removed once the gate's trees are written).
+    #[must_use]
+    pub fn gate_objects(&self) -> PathBuf {
+        self.file("gate-objects")
+    }
+
+    /// `gate-base/`: the base inventories of the tenant's gate, one file per key
+    /// (`run::gate_cache`).
+    #[must_use]
+    pub fn gate_base_cache(&self) -> PathBuf {
+        self.dir.join("gate-base")
+    }
+
     /// `RUN.uncommitted.diff`: the agent's uncommitted work, kept.
     #[must_use]
     pub fn uncommitted_diff(&self) -> PathBuf {
@@ -265,12 +279,14 @@ impl<'a> RunFiles<'a> {
 }
 
 /// The run id of a records-directory entry (`RUN.json`, `RUN.running`, …) and its kind
-/// (`json`, `running`, `phase`, `import`, `uncommitted.diff`, `agent.log`, `gate.log`);
+/// (`json`, `running`, `phase`, `import`, `gate-objects`, `uncommitted.diff`, `agent.log`,
+/// `gate.log`);
 /// `None` otherwise.
 #[must_use]
 pub fn parse_run_file(file_name: &str) -> Option<(&str, &str)> {
     for ext in [
         "uncommitted.diff",
+        "gate-objects",
         "agent.log",
         "gate.log",
         "json",
@@ -295,6 +311,22 @@ pub fn gate_tree(worktree: &Path) -> PathBuf {
     let mut s = worktree.as_os_str().to_os_string();
     s.push(".gate");
     PathBuf::from(s)
+}
+
+/// The checkout of the base tree for the gate's run on it (`gate.protected`), beside a work
+/// tree: `WORKTREE.gate-base`.
+#[must_use]
+pub fn gate_base_tree(worktree: &Path) -> PathBuf {
+    let mut s = worktree.as_os_str().to_os_string();
+    s.push(".gate-base");
+    PathBuf::from(s)
+}
+
+/// Where the gate's runs write their per-test results, in the run directory (`results`: the
+/// agent's tree; `results-base`: the base tree), each mounted at `/cyclix/results`.
+#[must_use]
+pub fn gate_results_dir(run_dir: &Path, base: bool) -> PathBuf {
+    run_dir.join(if base { "results-base" } else { "results" })
 }
 
 #[cfg(test)]

@@ -60,6 +60,7 @@ pub mod drill;
 pub mod envfile;
 pub mod exit;
 pub mod failpoint;
+pub mod gate;
 pub mod git;
 pub mod host;
 pub mod images;

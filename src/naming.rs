@@ -79,6 +79,12 @@ impl<'a> RunNames<'a> {
         self.role("agent")
     }
 
+    /// The container of the gate's run on the base tree (`gate.protected`: docs/gate.md).
+    #[must_use]
+    pub fn gate_base(&self) -> String {
+        self.role("gate-base")
+    }
+
     /// The gate container's name.
     #[must_use]
     pub fn gate(&self) -> String {
@@ -249,12 +255,13 @@ pub fn unit_of_file(file: &str) -> Option<String> {
 
 /// The suffixes a run's names end with after the run id (one of them at most, after a
 /// `-svc-NAME` part is cut): the inverse of [`RunNames`] and the unit functions.
-const SUFFIXES: [&str; 9] = [
+const SUFFIXES: [&str; 10] = [
     "-network",
     "-pod",
     "-volume",
     "-egress",
     "-agent",
+    "-gate-base",
     "-gate",
     "-proxy",
     "-sentinel",

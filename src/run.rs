@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod converge;
 pub mod delivery;
 pub mod exec_only;
+pub(crate) mod gate_cache;
 pub mod host;
 pub mod import;
 pub(crate) mod import_phase;

@@ -23,7 +23,7 @@ mod output;
 mod report;
 mod shared_names;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use comparison::{Comparison, Failure, FailureClass, Row, judge};
 pub use output::{cannot_start, normalise, output_digest};
@@ -48,7 +48,7 @@ pub const RESULTS_FILE: &str = "junit.xml";
 pub const RESULTS_DIR: &str = "results";
 
 /// How one test ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TestOutcome {
     /// It passed.
@@ -75,7 +75,7 @@ impl TestOutcome {
 }
 
 /// One test's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestCase {
     /// `CLASSNAME::NAME` (see [`junit`]).
     pub name: String,
@@ -118,7 +118,7 @@ pub struct SuiteRun {
 }
 
 /// Counts of outcomes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Passed tests.
     pub passed: usize,
@@ -198,7 +198,14 @@ pub fn quick_gate(
     argv: &[String],
     results_host_dir: &str,
 ) -> Result<(), String> {
-    let gate_stem = crate::naming::RunNames::new(&plan.run_id).gate();
+    let names = crate::naming::RunNames::new(&plan.run_id);
+    // The gate's run on the base tree (`gate.protected`) is the run's, not the twin's.
+    let base_stem = names.gate_base();
+    plan.containers.retain(|c| c.stem != base_stem);
+    if let Some(unit) = plan.units.gate_base.take() {
+        plan.units.all.retain(|u| *u != unit);
+    }
+    let gate_stem = names.gate();
     let gate = plan
         .containers
         .iter_mut()
@@ -206,6 +213,8 @@ pub fn quick_gate(
         .ok_or_else(|| format!("the plan has no gate container {gate_stem}"))?;
     gate.exec = argv.to_vec();
     gate.exec_key = "gate.quick".into();
+    gate.binds.retain(|b| b.target != RESULTS_DIR_PATH);
+    gate.env.retain(|(k, _)| k != RESULTS_ENV);
     gate.binds.push(Bind {
         source: results_host_dir.to_string(),
         target: RESULTS_DIR_PATH.into(),

@@ -63,6 +63,12 @@ pub fn line(r: &RunRecord) -> RunLine {
             .or_else(|| match r.result {
                 RunResult::AgentFailed => r.agent_exit.map(|c| format!("the agent exited {c}")),
                 RunResult::GateFailed => r.gate_exit.map(|c| format!("the gate exited {c}")),
+                RunResult::GateWeakened => r.gate_inventory.as_ref().map(|g| {
+                    g.weakened.first().map_or_else(
+                        || "the gate's results contradict its exit status".to_string(),
+                        |w| format!("{} no longer runs ({} in all)", w.test, g.weakened_total),
+                    )
+                }),
                 _ => None,
             })
             .or_else(|| r.leftovers.first().map(|l| format!("leftover: {l}")))

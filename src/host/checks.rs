@@ -161,6 +161,9 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
         if let Some(c) = tenants::pool(t) {
             v.push(c);
         }
+        if let Some(c) = tenants::gate(t) {
+            v.push(c);
+        }
     }
     v.push(outcome(f));
     v

@@ -30,9 +30,9 @@ pub use host_tiers::{HOST_ENV_FILE, HostServicePlan};
 pub use services::{PICKED_PORTS, SERVICE_HOST, ServicePlan, database_name, preview_ports};
 pub use supervision::UnitNames;
 pub use topology::{
-    AGENT_OUTPUT_FILE, Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, GATE_OUTPUT_FILE, Net,
-    NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_CREDENTIALS_FILE, PROXY_PORT, RAW_LOG_MAX,
-    VolumeMount, VolumePlan, WORKDIR, gate_tree,
+    AGENT_OUTPUT_FILE, Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, GATE_BASE_OUTPUT_FILE,
+    GATE_OUTPUT_FILE, Net, NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_CREDENTIALS_FILE,
+    PROXY_PORT, RAW_LOG_MAX, VolumeMount, VolumePlan, WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};
@@ -282,6 +282,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     containers.extend(service_containers);
     containers.push(agent::agent_container(spec, run, agent_binds, agent_env));
     containers.push(topology::gate_container(spec, run));
+    containers.extend(topology::gate_base_container(spec, run));
     plan.units = supervision::container_units(&names, spec, &volumes, &networks, services);
     plan.networks = networks;
     plan.pod = Some(names.base());

@@ -489,7 +489,17 @@ fn decide_and_push(
     );
     d.secret_hits = scan(t, repo, base, &tip)?;
     let setup = core::setup_held(&rec.setup_changes, t.spec.allow_setup_changes);
-    if !d.held_paths.is_empty() || !d.secret_hits.is_empty() || !setup.is_empty() {
+    let changed: Vec<String> = rec
+        .protected_changes
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
+    let protected = core::protected_held(&changed, &t.spec.allow_paths);
+    if !d.held_paths.is_empty()
+        || !d.secret_hits.is_empty()
+        || !setup.is_empty()
+        || !protected.is_empty()
+    {
         let mut why = Vec::new();
         if !d.held_paths.is_empty() {
             why.push(format!(
@@ -500,6 +510,13 @@ fn decide_and_push(
         if !setup.is_empty() {
             why.push(format!("changes the setup paths {} (set `delivery.allow_setup_changes: true` to deliver them)", setup.join(", ")));
             d.held_paths = core::merged(&d.held_paths, &setup);
+        }
+        if !protected.is_empty() {
+            why.push(format!(
+                "changes the protected paths {} (the gate ran the base's versions; list them in `delivery.allow_paths` to deliver them)",
+                protected.join(", ")
+            ));
+            d.held_paths = core::merged(&d.held_paths, &protected);
         }
         for h in &d.secret_hits {
             why.push(format!("{} in {}", h.kind, h.file));

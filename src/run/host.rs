@@ -292,6 +292,19 @@ impl RunGit for RealRunHost {
     ) -> Result<Vec<String>> {
         Ok(Git::new(repo).touched_among(base, tip, pathspecs)?)
     }
+    fn gate_tree(
+        &self,
+        repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+        scratch: &Path,
+    ) -> Result<crate::git::gate_tree::Composed> {
+        Ok(Git::new(repo).compose_protected(base, tip, pathspecs, scratch)?)
+    }
+    fn pack_trees(&self, repo: &Path, trees: &[&str], dir: &Path) -> Result<PathBuf> {
+        Ok(Git::new(repo).pack_trees(trees, dir)?)
+    }
 }
 
 impl RunPodman for RealRunHost {
@@ -313,16 +326,12 @@ impl RunPodman for RealRunHost {
         )?;
         super::import::bundle_outcome(code).map_err(anyhow::Error::msg)
     }
-    fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool> {
+    fn fill_tree(&self, req: &super::import::FillRequest) -> Result<()> {
         let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
-        let code = super::import::run_export(&self.podman, &image, req, "tree", 1 << 20)?;
-        match code {
-            0 => Ok(true),
-            3 => Ok(false),
-            c => anyhow::bail!(
-                "checking out the run branch for the gate failed: the export container's git exited {c}"
-            ),
-        }
+        super::import::run_fill(&self.podman, &image, req)
+    }
+    fn image_id(&self, reference: &str) -> Result<String> {
+        Ok(self.podman.image_id(reference)?)
     }
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize> {
         let image = self.podman.image_id(crate::images::GIT_IMAGE)?;

@@ -71,13 +71,21 @@ tip=$(git "$@CFG" rev-parse --verify --quiet "$2^{commit}") || exit 3
 [ "$tip" = "$1" ] && exit 4
 exec git "$@CFG" bundle create --quiet - "$1..$2""#;
 
-/// The shell script of the gate's tree: the branch tip's files checked out into `/out` (a
-/// throwaway index in `/tmp`); 3: the branch is gone.
-const TREE_SCRIPT: &str = r#"set -u
-tip=$(git "$@CFG" rev-parse --verify --quiet "$2^{commit}") || exit 3
+/// The shell script that writes a gate's tree (`$1`, a tree id) into `/out` from the objects
+/// cyclix packed in the user's repository (`/in/objects`, an alternate of a throwaway bare
+/// repository in `/tmp`), with a throwaway index; attributes are read from `$2` (the base
+/// commit's tree: `GIT_ATTR_SOURCE`, git 2.40), so nothing the run's commits wrote decides how
+/// a file is written out.
+const FILL_SCRIPT: &str = r#"set -u
+GIT_DIR=$(mktemp -d) || exit 5
+export GIT_DIR
+git "$@CFG" init --quiet --bare "$GIT_DIR" || exit 5
+echo /in/objects > "$GIT_DIR/objects/info/alternates" || exit 5
 GIT_INDEX_FILE=$(mktemp) || exit 5
 export GIT_INDEX_FILE
-git "$@CFG" read-tree "$tip" || exit 5
+git "$@CFG" read-tree "$1" || exit 5
+GIT_ATTR_SOURCE=$2
+export GIT_ATTR_SOURCE
 exec git "$@CFG" --work-tree=/out checkout-index --all --force"#;
 
 /// The shell script of the uncommitted diff: every change in the work tree against the run
@@ -121,13 +129,11 @@ pub fn run_args(repo: &Path) -> Vec<String> {
     ]
 }
 
-/// The container's argv for the bundle (`kind` = `bundle`), the gate's tree (`tree`) or the
-/// diff (`diff`).
+/// The container's argv for the bundle (`kind` = `bundle`) or the diff (`diff`).
 #[must_use]
 pub fn argv(kind: &str, base: &str, branch_ref: &str) -> Vec<String> {
     let body = match kind {
         "bundle" => script(BUNDLE_SCRIPT),
-        "tree" => script(TREE_SCRIPT),
         _ => script(DIFF_SCRIPT),
     };
     vec![
@@ -154,14 +160,7 @@ pub fn run_export(
 ) -> anyhow::Result<i32> {
     use anyhow::Context as _;
     let name = crate::naming::RunNames::new(&req.run_id).role(&format!("export-{kind}"));
-    let mut opts = run_args(&req.repo);
-    if kind == "tree" {
-        // The one writable mount: the gate's tree, empty, beside the work tree.
-        opts.push(format!(
-            "--volume={}:/out:rw,nosuid,nodev",
-            crate::layout::gate_tree(&req.repo).display()
-        ));
-    }
+    let opts = run_args(&req.repo);
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     let branch_ref = format!("refs/heads/{}", req.branch);
     let cmd = argv(kind, &req.base, &branch_ref);
@@ -192,6 +191,114 @@ pub fn run_export(
             let _ = podman.rm_force(&name);
             Err(e).with_context(|| format!("exporting the run's {kind} (container {name})"))
         }
+    }
+}
+
+/// What one fill of a gate's tree asks for: `tree` of the objects in `objects` (packed by
+/// [`crate::git::Git::pack_trees`] in the user's repository) written into the new, empty
+/// directory `out`.
+#[derive(Debug, Clone)]
+pub struct FillRequest {
+    /// Run id (labels, container name).
+    pub run_id: String,
+    /// Tenant (label).
+    pub tenant: String,
+    /// The container's role in its name (`fill-gate`, `fill-gate-base`).
+    pub role: String,
+    /// The object directory holding the pack.
+    pub objects: PathBuf,
+    /// The tree to write out.
+    pub tree: String,
+    /// The tree whose `.gitattributes` apply (the base commit's).
+    pub attr_tree: String,
+    /// The directory the tree is written into (exists, empty).
+    pub out: PathBuf,
+    /// Where the container's stdout goes (created new; nothing is expected there).
+    pub log: PathBuf,
+}
+
+/// `podman run` options of a fill container: hardened as an export container, the packed
+/// objects read-only at `/in/objects` and the one writable mount, `/out`.
+#[must_use]
+pub fn fill_args(objects: &Path, out: &Path) -> Vec<String> {
+    vec![
+        "--network=none".into(),
+        "--read-only".into(),
+        "--cap-drop=all".into(),
+        "--security-opt=no-new-privileges".into(),
+        "--log-driver=none".into(),
+        "--pull=never".into(),
+        "--tmpfs=/tmp:rw,nosuid,nodev,size=64m".into(),
+        format!(
+            "--volume={}:/in/objects:ro,nosuid,nodev,noexec",
+            objects.display()
+        ),
+        format!("--volume={}:/out:rw,nosuid,nodev", out.display()),
+        "--env=GIT_NO_REPLACE_OBJECTS=1".into(),
+        "--workdir=/tmp".into(),
+    ]
+}
+
+/// The fill container's argv: [`FILL_SCRIPT`] with the tree and the attributes' tree.
+#[must_use]
+pub fn fill_argv(tree: &str, attr_tree: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        script(FILL_SCRIPT),
+        "cyclix-fill".into(),
+        tree.into(),
+        attr_tree.into(),
+    ]
+}
+
+/// Runs one fill container through `podman` (the image by id).
+///
+/// # Errors
+/// podman failed, the deadline passed, or the container's git exited non-zero.
+pub fn run_fill(
+    podman: &crate::podman::Podman,
+    image_id: &str,
+    req: &FillRequest,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let name = crate::naming::RunNames::new(&req.run_id).role(&req.role);
+    let opts = fill_args(&req.objects, &req.out);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let cmd = fill_argv(&req.tree, &req.attr_tree);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let labels = [
+        (crate::naming::label::RUN, req.run_id.as_str()),
+        (crate::naming::label::TENANT, req.tenant.as_str()),
+        (crate::naming::label::ROLE, "export"),
+    ];
+    let _ = std::fs::remove_file(&req.log);
+    let r = podman.run_rm_to_file(
+        &name,
+        &labels,
+        &opts,
+        image_id,
+        &cmd,
+        EXPORT_DEADLINE,
+        (&req.log, 1 << 20),
+    );
+    let _ = std::fs::remove_file(&req.log);
+    let out = match r {
+        Ok(out) => out,
+        Err(e) => {
+            let _ = podman.rm_force(&name);
+            return Err(e)
+                .with_context(|| format!("writing out tree {} (container {name})", req.tree));
+        }
+    };
+    match out.status.code() {
+        Some(0) => Ok(()),
+        code => anyhow::bail!(
+            "writing out tree {} for the gate failed: the container {name}'s git exited {} ({})",
+            req.tree,
+            code.map_or_else(|| out.status.to_string(), |c| c.to_string()),
+            out.stderr.trim()
+        ),
     }
 }
 
@@ -255,6 +362,62 @@ mod tests {
             &["ab".to_string(), "refs/heads/cyclix/t/r".to_string()]
         );
         assert!(argv("diff", "ab", "r")[2].contains("--no-ext-diff --no-textconv"));
+    }
+
+    #[test]
+    fn the_fill_script_writes_a_packed_tree_with_the_base_attributes() {
+        // The script, run by the host's sh and git with its two paths moved into a scratch
+        // directory (the e2e tests run it in the container).
+        let tmp = tempfile::tempdir().expect("tmp");
+        let user = tmp.path().join("u");
+        let g = crate::git::Git::init_repo(
+            &user,
+            &[("a.txt", "a\n"), ("t/x.py", "x\n"), (".gitattributes", "")],
+            "first",
+        )
+        .expect("repo");
+        let base = g.rev_parse_commit("main").expect("base");
+        let tree = crate::process::run(
+            "git",
+            &["-C", &user.to_string_lossy(), "rev-parse", "HEAD^{tree}"],
+            None,
+            EXPORT_DEADLINE,
+            "",
+        )
+        .expect("tree")
+        .stdout
+        .trim()
+        .to_string();
+        let objects = g
+            .pack_trees(&[&tree], &tmp.path().join("pack"))
+            .expect("pack");
+        let out = tmp.path().join("out");
+        std::fs::create_dir(&out).expect("out");
+        let v = fill_argv(&tree, &tree);
+        let body = v[2]
+            .replace("/in/objects", &objects.to_string_lossy())
+            .replace("/out", &out.to_string_lossy());
+        let r = crate::process::run_status(
+            "env",
+            &["-u", "GIT_DIR", "sh", "-c", &body, "x", &tree, &tree],
+            None,
+            EXPORT_DEADLINE,
+            "",
+        )
+        .expect("runs");
+        assert!(r.status.success(), "{}", r.stderr);
+        assert_eq!(
+            std::fs::read_to_string(out.join("t/x.py")).expect("x"),
+            "x\n"
+        );
+        assert!(!out.join(".git").exists());
+        let _ = base;
+        let a = fill_args(Path::new("/o"), Path::new("/w.gate"));
+        assert!(
+            a.iter()
+                .any(|x| x == "--volume=/o:/in/objects:ro,nosuid,nodev,noexec")
+        );
+        assert_eq!(a.iter().filter(|x| x.starts_with("--volume")).count(), 2);
     }
 
     #[test]

@@ -69,7 +69,8 @@ pub enum Entry {
         /// with git; else a linked worktree of the repository, removed with git.
         private: bool,
     },
-    /// The gate's clean checkout beside the private repository.
+    /// A gate's clean checkout beside the private repository (`RUN.gate`, and with
+    /// `gate.protected` the base's, `RUN.gate-base`).
     GateTree {
         /// Its path.
         path: PathBuf,
@@ -99,7 +100,8 @@ pub enum Entry {
     },
     /// podman objects labelled `io.cyclix.run=RUN` may exist (removed and audited by label).
     Podman,
-    /// The import's staging directory beside the record.
+    /// A staging directory beside the record: the import's (`RUN.import`) or the gate's
+    /// packed objects (`RUN.gate-objects`).
     ImportDir {
         /// Its path.
         path: PathBuf,
@@ -119,9 +121,9 @@ pub const KINDS: &[&str] = &[
     "secret",
     "file",
     "unit",
-    "gate-tree",
     "import-dir",
     "branch",
+    "gate-tree",
 ];
 
 impl Entry {
@@ -486,15 +488,15 @@ mod tests {
             Entry::Unit {
                 name: String::new(),
             },
-            Entry::GateTree {
-                path: PathBuf::new(),
-            },
             Entry::ImportDir {
                 path: PathBuf::new(),
             },
             Entry::Branch {
                 refname: String::new(),
                 base: String::new(),
+            },
+            Entry::GateTree {
+                path: PathBuf::new(),
             },
         ];
         let kinds: Vec<&str> = all.iter().map(Entry::kind).collect();

@@ -22,10 +22,11 @@ pub use super::inputs::{Deadlines, RunInputs, RunPaths};
 use super::ledger::Ledger;
 pub use super::phases::collect::LOG_TAIL_LINES;
 use super::phases::{
-    agent::{self, agent_and_gate},
+    agent::{self, agent_phases, host_gate},
     audit,
     bring_up::{self, install, run_context, start_units},
     collect::{Outputs, agent_report, collect, follow_outputs, project_space_causes, redact, tail},
+    gate,
     prepare::{self, prepare},
     probe, teardown,
 };
@@ -355,9 +356,25 @@ pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
         deadlines: inp.deadlines,
         interrupted: &inp.interrupted,
         probe: probe_of(inp),
-        checkout: private_tree_of(inp),
+        run_dir: &inp.paths.run_dir,
         baseline: inp.spec.baseline.as_ref(),
         secrets: &inp.secrets,
+    }
+}
+
+/// What the gate phases (tier `container`) need of the run's inputs, with `spec` as the run
+/// renders it (a built gate image's reference).
+pub(crate) fn gate_of<'a>(inp: &'a RunInputs, spec: &'a crate::spec::Spec) -> gate::GateInputs<'a> {
+    gate::GateInputs {
+        run_id: &inp.run_id,
+        tenant: &inp.spec.tenant,
+        repo: Path::new(&inp.spec.repo.path),
+        worktree: &inp.paths.worktree,
+        run_dir: &inp.paths.run_dir,
+        records_dir: inp.paths.records_dir.as_deref(),
+        gate: &spec.gate,
+        deadlines: inp.deadlines,
+        interrupted: &inp.interrupted,
     }
 }
 
@@ -511,7 +528,7 @@ fn bring_up_and_run(
         follow_outputs(&outputs_of(inp), host, &rendered.units)?;
         start_units(&up, units, host, &rendered.units, rec)
     })?;
-    let mut result = agent_and_gate(
+    let mut result = agent_phases(
         &agent_of(inp),
         units,
         host,
@@ -520,23 +537,19 @@ fn bring_up_and_run(
         &rendered.units,
         rec,
     )?;
-    if let Some(tw) = created.tripwires.as_mut() {
-        let tripped = r.phase("escape-check", || tripwire::check(tw))?;
-        if !tripped.is_empty() {
-            rec.refusal.extend(tripped);
-            result = RunResult::LeakDetected;
-        }
-    }
-    if created.private_tree()
-        && matches!(
-            result,
-            RunResult::Passed | RunResult::GateFailed | RunResult::AgentFailed
-        )
-    {
-        r.phase("import", || {
-            super::import_phase::import(&import_of(inp), host, created, &base, rec, &mut result)
-        })?;
-    }
+    escape_check(r, "escape-check", created, rec, &mut result)?;
+    let result = import_and_gate(
+        inp,
+        spec,
+        units,
+        host,
+        r,
+        created,
+        &rendered.units,
+        &base,
+        rec,
+        result,
+    )?;
     r.phase("collect", || {
         let tip = collect_tip(spec.tier, created.branch_made, &rec.branch);
         let names = &rendered.units;
@@ -575,6 +588,87 @@ fn bring_up_and_run(
         }
         _ => Ok(result),
     }
+}
+
+/// After an agent that exited 0 (`result` still `Passed`): the import of its commits (tier
+/// `container`, also after a failed agent, to keep its work), then the gate on them and the
+/// escape check once more; the run's result.
+#[allow(clippy::too_many_arguments)]
+fn import_and_gate(
+    inp: &RunInputs,
+    spec: &crate::spec::Spec,
+    units: &(dyn UnitManager + Sync),
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut RunState,
+    names: &render::plan::UnitNames,
+    base: &str,
+    rec: &mut RunRecord,
+    mut result: RunResult,
+) -> Result<RunResult> {
+    if created.private_tree() && matches!(result, RunResult::Passed | RunResult::AgentFailed) {
+        r.phase("import", || {
+            super::import_phase::import(&import_of(inp), host, created, base, rec, &mut result)
+        })?;
+    }
+    if result != RunResult::Passed {
+        return Ok(result);
+    }
+    result = if created.private_tree() {
+        // The gate judges the commits as imported, decided in the user's repository.
+        let tip = match &rec.import {
+            Some(i) if created.branch_made => i.tip.clone(),
+            _ => base.to_string(),
+        };
+        let g = gate::run(
+            &gate_of(inp, spec),
+            units,
+            host,
+            r,
+            &mut created.ledger,
+            names,
+            base,
+            &tip,
+        )?;
+        fold_gate(g, rec)
+    } else {
+        host_gate(&agent_of(inp), units, r, names, rec)?
+    };
+    // The gate ran the agent's code too: whatever it tripped is an escape.
+    escape_check(r, "gate-escape-check", created, rec, &mut result)?;
+    Ok(result)
+}
+
+/// The escape check (tier `container`) as phase `name`: a tripped tripwire turns the result
+/// into `LeakDetected`. Run after the agent (`escape-check`) and again after the gate
+/// (`gate-escape-check`), which runs the agent's code.
+fn escape_check(
+    r: &mut Recorder,
+    name: &str,
+    created: &mut RunState,
+    rec: &mut RunRecord,
+    result: &mut RunResult,
+) -> Result<()> {
+    if let Some(tw) = created.tripwires.as_mut() {
+        let tripped = r.phase(name, || tripwire::check(tw))?;
+        for t in tripped {
+            if !rec.refusal.contains(&t) {
+                rec.refusal.push(t);
+            }
+            *result = RunResult::LeakDetected;
+        }
+    }
+    Ok(())
+}
+
+/// Folds the gate phases' report into the record; the run's result.
+fn fold_gate(g: gate::GateReport, rec: &mut RunRecord) -> RunResult {
+    rec.gate_exit = g.exit;
+    rec.protected_changes = g.protected_changes;
+    rec.gate_inventory = g.inventory;
+    rec.causes.extend(g.causes);
+    rec.notices.extend(g.notices);
+    g.result.unwrap_or(RunResult::Error)
 }
 
 /// `; podman's storage lock: …` when a phase failed while someone holds podman's storage lock

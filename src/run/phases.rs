@@ -8,6 +8,7 @@ pub(crate) mod agent;
 pub(crate) mod audit;
 pub(crate) mod bring_up;
 pub(crate) mod collect;
+pub(crate) mod gate;
 pub(crate) mod invocations;
 pub(crate) mod prepare;
 pub(crate) mod probe;

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+mod gate;
 mod summary;
+pub use gate::{BaseInventory, GateInventory, ProtectedChange};
 pub use summary::summary;
 
 /// How the run ended.
@@ -19,6 +21,10 @@ pub enum RunResult {
     Passed,
     /// The gate ran and failed.
     GateFailed,
+    /// The gate's exit status said it passed, but a test that ran on the base tree did not
+    /// run on the agent's (missing, skipped, deselected), or its results hold a failure
+    /// (`gate.protected`: docs/gate.md). The agent weakened the gate instead of passing it.
+    GateWeakened,
     /// The agent exited non-zero or ran out of time; the gate did not run.
     AgentFailed,
     /// The boundary probe refused the sandbox; the agent never started.
@@ -49,6 +55,7 @@ impl RunResult {
         match self {
             RunResult::Passed => "passed",
             RunResult::GateFailed => "gate_failed",
+            RunResult::GateWeakened => "gate_weakened",
             RunResult::AgentFailed => "agent_failed",
             RunResult::ProbeRefused => "probe_refused",
             RunResult::LeakDetected => "leak_detected",
@@ -65,6 +72,7 @@ impl RunResult {
         match self {
             RunResult::Passed => crate::exit::OK,
             RunResult::GateFailed
+            | RunResult::GateWeakened
             | RunResult::AgentFailed
             | RunResult::ProbeRefused
             | RunResult::LeakDetected
@@ -224,6 +232,15 @@ pub struct RunRecord {
     /// delivery is held for them unless `delivery.allow_setup_changes` (issue 15, item 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup_changes: Vec<String>,
+    /// Protected paths (`gate.protected`) the run's commits changed, as git matched them in
+    /// the user's repository: the gate ran the base's versions; the delivery is held for them
+    /// unless `delivery.allow_paths` names them (docs/gate.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_changes: Vec<ProtectedChange>,
+    /// The base's tests counted on the base tree and on the agent's tree (`gate.protected`);
+    /// `None` without it, or when the gate did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_inventory: Option<GateInventory>,
     /// The images the run built from the project's files (`build:`; issue 15), or found
     /// built from the same inputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -336,6 +353,8 @@ impl RunRecord {
             images: Vec::new(),
             build_log: Vec::new(),
             setup_changes: Vec::new(),
+            protected_changes: Vec::new(),
+            gate_inventory: None,
             queue: None,
             environment: None,
         }

@@ -102,6 +102,26 @@ pub trait RunGit {
         tip: &str,
         pathspecs: &[String],
     ) -> Result<Vec<String>>;
+    /// The gate's tree of a run in `repo` whose imported tip is `tip` (`base` when it made
+    /// no commits): `tip`'s tree with every path among `pathspecs` as `base` has it
+    /// ([`crate::git::Git::compose_protected`]); `scratch` is an empty directory of cyclix's.
+    ///
+    /// # Errors
+    /// git failed.
+    fn gate_tree(
+        &self,
+        repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+        scratch: &Path,
+    ) -> Result<crate::git::gate_tree::Composed>;
+    /// Packs every object `trees` reach in `repo` under `dir` ([`crate::git::Git::pack_trees`]);
+    /// the object directory.
+    ///
+    /// # Errors
+    /// git failed.
+    fn pack_trees(&self, repo: &Path, trees: &[&str], dir: &Path) -> Result<PathBuf>;
     /// The git operation half done in `worktree` (`"a merge (MERGE_HEAD)"`, a rebase, a
     /// cherry-pick, a revert), if any.
     ///
@@ -124,13 +144,17 @@ pub trait RunPodman {
     /// # Errors
     /// podman failed, the deadline or the size cap passed, the container's git failed.
     fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export>;
-    /// Checks the run branch's tip out into the (new, empty) gate tree beside `req.repo`
-    /// ([`crate::render::plan::gate_tree`]) with an export container; `false`: the branch is
-    /// gone from the private repository.
+    /// Writes a tree of packed objects into a new, empty directory with a fill container
+    /// ([`super::import::run_fill`]): a gate's tree.
     ///
     /// # Errors
     /// podman failed, the deadline passed, the container's git failed.
-    fn export_gate_tree(&self, req: &super::import::ExportRequest) -> Result<bool>;
+    fn fill_tree(&self, req: &super::import::FillRequest) -> Result<()>;
+    /// The id of the local image `reference` (`podman image inspect`).
+    ///
+    /// # Errors
+    /// The image is missing, or podman failed.
+    fn image_id(&self, reference: &str) -> Result<String>;
     /// Runs the uncommitted-diff export container for `req` (the diff goes to `req.out`,
     /// capped at [`super::import::DIFF_CAP`]); returns how many files it touches.
     ///

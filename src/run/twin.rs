@@ -13,7 +13,6 @@
 //! up before either runs its suite) and again after its suite (so neither is torn down while
 //! the other's suite runs). A side that failed still meets both barriers.
 
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,14 +22,11 @@ use anyhow::{Context as _, Result, bail};
 use super::host::RealRunHost;
 use super::ledger::Ledger;
 use super::lifecycle::{self, Recorder, RunInputs, RunState};
-use super::phases::{agent, audit, bring_up, collect, prepare, probe, teardown};
+use super::phases::{agent, audit, bring_up, collect, gate, prepare, probe, teardown};
 use super::seam::RunHost;
 use crate::render::{self, plan::RunPlan};
 use crate::systemd::{JobMode, UnitManager};
 use crate::twin::{self, Results, Side, SuiteRun};
-
-/// The largest results file read, in bytes (16 MiB).
-pub const MAX_RESULTS_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What the twin needs beyond a run's [`RunHost`]: temporary branches and a foreground
 /// container for the reference.
@@ -158,14 +154,9 @@ pub fn execute(
     )
 }
 
-/// The results directory of a side (`RUN_DIR/results`), created writable for the gate's
-/// (possibly non-root, mapped) user; the run dir around it keeps others out.
+/// The results directory of a side (`RUN_DIR/results`, [`gate::results_dir`]).
 fn results_dir(inp: &RunInputs) -> Result<PathBuf> {
-    let dir = inp.paths.run_dir.join(twin::RESULTS_DIR);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .with_context(|| format!("setting the mode of {}", dir.display()))?;
-    Ok(dir)
+    gate::results_dir(&inp.paths.run_dir, false)
 }
 
 /// The plan of a side with its gate running the quick suite and writing to `results`.
@@ -282,15 +273,13 @@ fn bring_up(
     let branch = rec.branch.clone();
     let (_, _common, octet, ports, _setup) = r.phase("prepare", || {
         let p = prepare::prepare(&lifecycle::prepare_of(inp), host, created, &branch, None)?;
-        // The gate mounts a clean checkout of the branch (no agent runs in a twin).
-        if !agent::gate_checkout(
-            &lifecycle::private_tree_of(inp),
+        // The gate mounts a clean checkout of the base (no agent runs in a twin).
+        gate::checkout_base(
+            &lifecycle::gate_of(inp, &inp.spec),
             host,
             &mut created.ledger,
-            &branch,
-        )? {
-            anyhow::bail!("the private repository has no branch {branch}");
-        }
+            &p.0,
+        )?;
         Ok(p)
     })?;
     let rendered = r.phase("render", || {
@@ -381,7 +370,7 @@ fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRu
         .run_dir
         .join(twin::RESULTS_DIR)
         .join(twin::RESULTS_FILE);
-    let results = match read_results(&file) {
+    let results = match gate::read_results(&file) {
         Ok(None) => Results::Digest {
             sha256: twin::output_digest(output, &[inp.run_id.as_str()]),
             lines: twin::normalise(output, &[inp.run_id.as_str()])
@@ -400,47 +389,6 @@ fn suite_result(inp: &RunInputs, exit: i32, output: &[String]) -> Result<SuiteRu
         },
     };
     Ok(SuiteRun { exit, results })
-}
-
-/// Reads the results file the suite wrote: `None` if there is none. It is never followed as a
-/// symlink (the sandbox wrote it), must be a regular file of at most [`MAX_RESULTS_BYTES`]
-/// and UTF-8.
-fn read_results(path: &Path) -> Result<Option<String>> {
-    use std::io::Read as _;
-    let f = match std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!(
-                    "opening {} (a symlink is refused: the sandbox wrote it)",
-                    path.display()
-                )
-            });
-        }
-    };
-    let meta = f
-        .metadata()
-        .with_context(|| format!("reading {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
-    }
-    if meta.len() > MAX_RESULTS_BYTES {
-        bail!(
-            "{} is {} bytes, more than {MAX_RESULTS_BYTES}",
-            path.display(),
-            meta.len()
-        );
-    }
-    let mut text = String::new();
-    f.take(MAX_RESULTS_BYTES)
-        .read_to_string(&mut text)
-        .with_context(|| format!("reading {} as UTF-8", path.display()))?;
-    Ok(Some(text))
 }
 
 /// The reference: a clean worktree at the commit, the same hardened gate container
@@ -466,9 +414,7 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
         }
         host.private_repo(&repo, &inp.paths.worktree, &branch, &base)?;
         made_worktree = true;
-        if !agent::gate_checkout(&lifecycle::private_tree_of(inp), host, &mut made, &branch)? {
-            anyhow::bail!("the private repository has no branch {branch}");
-        }
+        gate::checkout_base(&lifecycle::gate_of(inp, &inp.spec), host, &mut made, &base)?;
         // The reference runs only the gate container: no network, no services. Its plan is
         // the source of that container; the subnet and service ports in it are never used.
         let unused_ports = vec![0; inp.spec.services.len()];

@@ -324,6 +324,12 @@ pub struct Gate {
     pub quick: Option<Vec<String>>,
     /// Wall-clock budget for the gate, in seconds.
     pub timeout_s: u64,
+    /// `gate.protected`: path patterns (as `setup:` takes them: git pathspecs `:(glob)P`)
+    /// the gate takes from the base commit whatever the run's commits did to them, decided in
+    /// the user's repository (docs/gate.md). Non-empty: the gate also runs on the base tree
+    /// and the two per-test inventories are compared. Empty: the gate runs the agent's tree
+    /// as it is.
+    pub protected: Vec<String>,
 }
 
 impl Gate {

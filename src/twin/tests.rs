@@ -317,11 +317,20 @@ fn the_quick_gate_keeps_the_gate_hardened_and_adds_the_results_mount() {
     assert_eq!(g.exec, ["pytest", "-x"]);
     assert_eq!(g.net, before.net);
     assert_eq!(g.net, crate::render::plan::Net::None);
-    assert_eq!(g.binds.len(), before.binds.len() + 1);
-    assert!(g.binds[..before.binds.len()].iter().all(|b| b.read_only));
+    // Every gate has its results mount already: the quick gate's replaces it, once.
+    assert_eq!(g.binds.len(), before.binds.len());
+    assert!(g.binds[..before.binds.len() - 1].iter().all(|b| b.read_only));
     assert_eq!(
-        g.binds.last().map(|b| (b.target.as_str(), b.read_only)),
-        Some((RESULTS_DIR_PATH, false))
+        g.binds
+            .last()
+            .map(|b| (b.source.as_str(), b.target.as_str(), b.read_only)),
+        Some(("/run/r/results", RESULTS_DIR_PATH, false))
+    );
+    assert_eq!(
+        g.env.iter().filter(|(k, _)| k == RESULTS_ENV).count(),
+        1,
+        "{:?}",
+        g.env
     );
     assert!(
         g.env

@@ -50,6 +50,7 @@ fn pure_modules_do_no_io() {
         src.join("render.rs"),
         src.join("host/checks.rs"),
         src.join("twin.rs"),
+        src.join("gate.rs"),
         src.join("drill.rs"),
         src.join("images/agents.rs"),
         src.join("agents.rs"),

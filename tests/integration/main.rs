@@ -29,6 +29,7 @@ mod e2e_docs;
 mod e2e_drill;
 mod e2e_faults;
 mod e2e_faults20;
+mod e2e_gate;
 mod e2e_git_attacks;
 mod e2e_kube;
 mod e2e_kube_run;

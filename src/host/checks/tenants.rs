@@ -56,6 +56,61 @@ pub(super) fn mounts_in_podman_storage(f: &CheckFacts, t: &TenantFacts, s: &Spec
     Some(Check::fail(&format!("spec:{}", t.name), text, fix))
 }
 
+/// `gate:TENANT`: whether the tenant's gate can be gamed (docs/gate.md). PASS with
+/// `gate.protected` (the gate runs the base's tests and counts them), WARN without it (the
+/// gate runs whatever tests the agent's tree holds: deleting, skipping or deselecting the
+/// failing one passes), WARN too when `gate.command` does not name `$CYCLIX_RESULTS` (the
+/// base's tests cannot be counted without a `JUnit` report there). `None` when the spec is
+/// invalid.
+pub(super) fn gate(t: &TenantFacts) -> Option<Check> {
+    let s = t.spec.as_ref().ok()?;
+    let id = format!("gate:{}", t.name);
+    let g = &s.gate;
+    if g.protected.is_empty() {
+        let fix = if s.tier == Tier::Container {
+            "add `gate.protected` with the tests and their configuration (for Python: `protected: \
+             [tests/, \"**/test_*.py\", \"**/conftest.py\", pytest.ini, tox.ini, setup.cfg, \
+             pyproject.toml]`) and have `gate.command` write JUnit XML to $CYCLIX_RESULTS \
+             (docs/gate.md)"
+        } else {
+            "use `tier: container` with `gate.protected` (docs/gate.md): on a host tier the gate \
+             runs in the agent's own work tree"
+        };
+        return Some(Check::warn(
+            &id,
+            format!(
+                "{}: the gate runs the agent's own tests: an agent can delete, skip or deselect \
+                 a failing test (or change its configuration) and pass",
+                t.file
+            ),
+            fix,
+        ));
+    }
+    let results = crate::twin::RESULTS_ENV;
+    if !g.command.iter().any(|a| a.contains(results)) {
+        return Some(Check::warn(
+            &id,
+            format!(
+                "{}: `gate.protected` is set, but `gate.command` does not name ${results}: \
+                 unless it writes a JUnit XML report there, the base's tests cannot be counted \
+                 and every run ends setup_broken",
+                t.file
+            ),
+            format!(
+                "write the report there, e.g. [sh, -c, 'exec python3 -m pytest -q \
+                 --junitxml=\"${results}\"'] (docs/gate.md)"
+            ),
+        ));
+    }
+    Some(Check::pass(
+        &id,
+        format!(
+            "the gate runs the base's tests and counts them one by one (protected: {})",
+            g.protected.join(", ")
+        ),
+    ))
+}
+
 /// `pool:TENANT`: a tenant with a warm pool (`pool:` with a size above 0) and its keeper
 /// (`cyclix-pool@TENANT.service`): PASS while the keeper runs and its last fill did not fail;
 /// WARN (its runs pass, cold when none is ready) when the keeper is not running, cannot be

@@ -26,6 +26,14 @@ fn spec_yaml(name: &str, extra_agent: &str, tail: &str) -> String {
     )
 }
 
+/// [`spec_yaml`] with a gate that protects its tests and writes `JUnit` to `$CYCLIX_RESULTS`.
+fn guarded_yaml(name: &str) -> String {
+    spec_yaml(name, "", "").replace(
+        "  command: [test]\n",
+        "  command: [sh, -c, 'pytest --junitxml=\"$CYCLIX_RESULTS\"']\n  protected: [tests/]\n",
+    )
+}
+
 fn tenant(name: &str, yaml: &str) -> TenantFacts {
     let ctx = SpecContext {
         file: format!("{name}.yaml"),
@@ -159,7 +167,7 @@ fn good() -> CheckFacts {
             volume_path: "/srv/podman/storage/volumes".into(),
         })),
         uid_map: Some(Ok(vec!["0 1000 1".into(), "1 200000 65536".into()])),
-        tenants: vec![tenant("acme", &spec_yaml("acme", "", ""))],
+        tenants: vec![tenant("acme", &guarded_yaml("acme"))],
         outcome: Some(Ok(OutcomeFacts {
             nonce: "abc".into(),
             image: "docker.io/library/busybox:latest".into(),
@@ -217,6 +225,7 @@ fn a_healthy_host_passes_every_check() {
             "host-tools",
             "spec:acme",
             "images:acme",
+            "gate:acme",
             "outcome",
         ],
         "the ids and their order are part of the JSON schema"

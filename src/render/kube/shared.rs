@@ -216,6 +216,12 @@ pub fn check_supported(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Resul
             "host bind mounts have no Kubernetes equivalent here (a hostPath would open the node); remove `mounts:` for the export",
         );
     }
+    if !spec.gate.protected.is_empty() {
+        return refuse(
+            "gate.protected",
+            "the Kubernetes gate runs the agent's tree as it is: protected paths and the base's test inventory are not carried there yet (docs/gate.md); remove `gate.protected` for the export, or run with `cyclix run`",
+        );
+    }
     if !spec.egress.ca_certs.is_empty() {
         return refuse(
             "egress.ca_certs",

@@ -18,6 +18,8 @@ pub struct UnitNames {
     pub agent: String,
     /// The gate's unit.
     pub gate: String,
+    /// The unit of the gate's run on the base tree (`gate.protected`), if the spec has one.
+    pub gate_base: Option<String>,
     /// Every unit of the run, in stop order (agent and gate first, networks last), including
     /// the generated `-network`/`-pod`/`-volume` oneshots that must be stopped too (testbed
     /// NOTES).
@@ -40,7 +42,9 @@ pub(super) fn container_units(
     let service_units = spec.services.iter().map(|s| svc(&names.service(&s.name)));
     let mut infra = vec![svc(&names.proxy())];
     infra.extend(service_units.clone());
+    let gate_base = (!spec.gate.protected.is_empty()).then(|| svc(&names.gate_base()));
     let mut all = vec![svc(&names.agent()), svc(&names.gate())];
+    all.extend(gate_base.clone());
     all.extend(service_units);
     all.push(svc(&names.proxy()));
     all.push(naming::pod_unit(&names.base()));
@@ -50,6 +54,7 @@ pub(super) fn container_units(
         infra,
         agent: svc(&names.agent()),
         gate: svc(&names.gate()),
+        gate_base,
         all,
         services,
     }
@@ -66,6 +71,7 @@ pub(super) fn host_units(names: &RunNames) -> UnitNames {
         all: vec![agent.clone(), gate.clone()],
         agent,
         gate,
+        gate_base: None,
         services: Vec::new(),
     }
 }

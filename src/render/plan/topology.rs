@@ -193,6 +193,9 @@ pub const AGENT_OUTPUT_FILE: &str = "agent.out";
 /// The gate's raw output in the run directory.
 pub const GATE_OUTPUT_FILE: &str = "gate.out";
 
+/// The raw output of the gate's run on the base tree, in the run directory.
+pub const GATE_BASE_OUTPUT_FILE: &str = "gate-base.out";
+
 /// podman's `max-size` of a raw output file: past it podman starts the file anew (conmon
 /// renames a fresh file over it), which the reader notes as `rotated`. It bounds what a
 /// flooding agent puts in `$XDG_RUNTIME_DIR` (a tmpfs).
@@ -322,7 +325,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
 
 pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
     let r = &run.run_id;
-    ContainerPlan {
+    let mut gate = ContainerPlan {
         stem: RunNames::new(r).gate(),
         description: format!("cyclix run {r} (tenant {}): gate (no network)", spec.tenant),
         image: spec.gate.image.reference().to_string(),
@@ -359,7 +362,59 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         health: None,
         user: None,
         log_file: Some(format!("{}/{GATE_OUTPUT_FILE}", run.run_dir)),
+    };
+    // Every gate may write its per-test results (JUnit XML) to `$CYCLIX_RESULTS`; with
+    // `gate.protected` they are counted (docs/gate.md).
+    with_results(&mut gate, &run.run_dir, false);
+    gate
+}
+
+/// The gate's run on the base tree (`gate.protected`, docs/gate.md): the gate exactly as
+/// [`gate_container`] makes it — the same image, argv, environment and hardening, Network=none
+/// — but on the base commit's tree (`WORKTREE.gate-base`), with its own results directory
+/// and output file. `None` without `gate.protected`.
+pub(super) fn gate_base_container(spec: &Spec, run: &RunContext) -> Option<ContainerPlan> {
+    if spec.gate.protected.is_empty() {
+        return None;
     }
+    let r = &run.run_id;
+    let mut c = gate_container(spec, run);
+    c.stem = RunNames::new(r).gate_base();
+    c.description = format!(
+        "cyclix run {r} (tenant {}): gate on the base tree (no network)",
+        spec.tenant
+    );
+    c.binds = vec![Bind {
+        source: crate::layout::gate_base_tree(std::path::Path::new(&run.worktree))
+            .to_string_lossy()
+            .into_owned(),
+        target: WORKDIR.into(),
+        read_only: true,
+    }];
+    c.env.retain(|(k, _)| k != crate::twin::RESULTS_ENV);
+    with_results(&mut c, &run.run_dir, true);
+    c.labels = labels(spec, run, "gate-base");
+    c.log_file = Some(format!("{}/{GATE_BASE_OUTPUT_FILE}", run.run_dir));
+    Some(c)
+}
+
+/// Mounts the gate's results directory ([`crate::layout::gate_results_dir`]) read-write at
+/// [`crate::twin::RESULTS_DIR_PATH`] and names its file in `$CYCLIX_RESULTS`.
+fn with_results(c: &mut ContainerPlan, run_dir: &str, base: bool) {
+    let dir = crate::layout::gate_results_dir(std::path::Path::new(run_dir), base);
+    c.binds.push(Bind {
+        source: dir.to_string_lossy().into_owned(),
+        target: crate::twin::RESULTS_DIR_PATH.into(),
+        read_only: false,
+    });
+    c.env.push((
+        crate::twin::RESULTS_ENV.into(),
+        format!(
+            "{}/{}",
+            crate::twin::RESULTS_DIR_PATH,
+            crate::twin::RESULTS_FILE
+        ),
+    ));
 }
 
 /// The gate's tree beside the run's work tree (`WORKTREE.gate`): a clean checkout of the run

@@ -126,6 +126,21 @@ pub fn setup_held(changed: &[String], allow: bool) -> Vec<String> {
     if allow { Vec::new() } else { changed.to_vec() }
 }
 
+/// The protected paths (`gate.protected`) a delivery must not carry: the run's `changed`
+/// ones that no `allow` pattern (`delivery.allow_paths`) covers. The gate ran the base's
+/// versions of them, so what the run changed there was never judged (docs/gate.md).
+#[must_use]
+pub fn protected_held(changed: &[String], allow: &[String]) -> Vec<String> {
+    let mut held: Vec<String> = changed
+        .iter()
+        .filter(|p| !allow.iter().any(|a| covers(a, p)))
+        .cloned()
+        .collect();
+    held.sort();
+    held.dedup();
+    held
+}
+
 /// `a` and `b` together, sorted, without duplicates.
 #[must_use]
 pub fn merged(a: &[String], b: &[String]) -> Vec<String> {

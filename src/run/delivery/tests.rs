@@ -150,11 +150,30 @@ fn run_changing(
     fake: &Fake,
     setup: &[&str],
 ) -> (DeliveryRecord, RunResult) {
+    run_protected(e, spec, fake, setup, &[])
+}
+
+/// [`run_changing`] of a run whose commits also change the protected paths `protected`
+/// (`rec.protected_changes`).
+fn run_protected(
+    e: &Env,
+    spec: &Delivery,
+    fake: &Fake,
+    setup: &[&str],
+    protected: &[&str],
+) -> (DeliveryRecord, RunResult) {
     let t = target(e, spec, "r1", "cyclix/acme/r1");
     let start = start_with(&t, fake).expect("start");
     let base = start.base_override.clone().unwrap_or_else(|| BASE.into());
     let mut rec = record(&base);
     rec.setup_changes = setup.iter().map(|s| (*s).to_string()).collect();
+    rec.protected_changes = protected
+        .iter()
+        .map(|p| crate::run::record::ProtectedChange {
+            path: (*p).to_string(),
+            change: "modified".into(),
+        })
+        .collect();
     let result = deliver_with(&t, start, &mut rec, fake).expect("deliver");
     assert!(!t.scratch.exists(), "the scan's scratch files are removed");
     (rec.delivery.expect("a delivery record"), result)
@@ -439,5 +458,34 @@ fn git_messages_quoted_in_the_record_lose_credentials_and_secret_values() {
     assert!(
         !why.contains("user:tok@") && !why.contains("tok-0123456789"),
         "{why}"
+    );
+}
+
+#[test]
+fn protected_changes_hold_the_delivery_unless_allow_paths_names_them() {
+    let e = env();
+    let mut spec = spec(None);
+    let mut fake = Fake::new(None);
+    fake.touched = vec!["calc.py".into(), "tests/test_calc.py".into()];
+    let (d, result) = run_protected(&e, &spec, &fake, &[], &["tests/test_calc.py"]);
+    assert_eq!(
+        (d.outcome, result),
+        (Outcome::Held, RunResult::DeliveryRefused)
+    );
+    assert_eq!(d.held_paths, vec!["tests/test_calc.py".to_string()]);
+    assert!(
+        d.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("protected paths tests/test_calc.py")),
+        "{d:?}"
+    );
+    assert!(fake.pushes.borrow().is_empty());
+    // Positive control: `allow_paths: [tests/]` delivers the same commits.
+    spec.allow_paths = vec!["tests/".into()];
+    let (d, result) = run_protected(&e, &spec, &fake, &[], &["tests/test_calc.py"]);
+    assert_eq!(
+        (d.outcome, result),
+        (Outcome::Pushed, RunResult::Passed),
+        "{d:?}"
     );
 }

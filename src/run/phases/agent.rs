@@ -5,11 +5,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
-use super::super::import_phase::PrivateTree;
 use super::super::inputs::Deadlines;
-use super::super::ledger::{Entry, Ledger};
 use super::super::lifecycle::{Recorder, RunState};
 use super::super::seam::RunHost;
 use super::invocations;
@@ -33,17 +31,17 @@ pub(crate) struct AgentInputs<'a> {
     pub(crate) interrupted: &'a AtomicBool,
     /// What the probes and the leak watch need.
     pub(crate) probe: Probe<'a>,
-    /// Where the gate's tree comes from (tier `container`).
-    pub(crate) checkout: PrivateTree<'a>,
+    /// The run's state directory (the runtime dir's check of a failed agent).
+    pub(crate) run_dir: &'a std::path::Path,
     /// The spec's baseline, run before the agent is let go (tier `container`).
     pub(crate) baseline: Option<&'a crate::spec::Baseline>,
     /// Secret values (redacted from the baseline's output).
     pub(crate) secrets: &'a [(String, Vec<u8>)],
 }
 
-/// The probe phase, then (if the boundary is proven) the agent under the leak watch, then
-/// (if it succeeded) the gate.
-pub(crate) fn agent_and_gate(
+/// The probe phase, then (if the boundary is proven) the baseline and the agent under the
+/// leak watch. `Passed` means the agent exited 0 and the gate is next.
+pub(crate) fn agent_phases(
     inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
     host: &dyn RunHost,
@@ -62,7 +60,7 @@ pub(crate) fn agent_and_gate(
                 .all
                 .iter()
                 .map(String::as_str)
-                .filter(|u| *u != names.gate)
+                .filter(|u| *u != names.gate && Some(*u) != names.gate_base.as_deref())
                 .collect();
             noted = invocations::note(units, &up)?;
             let ok = boundary_proven(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)?;
@@ -123,19 +121,31 @@ pub(crate) fn agent_and_gate(
             rec.causes.push(format!("the agent was {cause}"));
             rec.agent_exit = None;
         }
-        if let Some(cause) = runtime_dir_full(host, inp.checkout.run_dir) {
+        if let Some(cause) = runtime_dir_full(host, inp.run_dir) {
             rec.causes.push(cause);
             rec.agent_exit = None;
         }
         return Ok(RunResult::AgentFailed);
     }
+    // The agent is done and exited 0: the gate decides (`phases::gate`, after the import).
+    Ok(RunResult::Passed)
+}
+
+/// The gate of a host-tier run: its unit, on the agent's own work tree (nothing to check
+/// out: the host tiers do not isolate the tree). `Passed` or `GateFailed`; the exit status
+/// goes into `rec`.
+///
+/// # Errors
+/// The unit manager failed, or the gate ran past its budget.
+pub(crate) fn host_gate(
+    inp: &AgentInputs<'_>,
+    units: &dyn UnitManager,
+    r: &mut Recorder,
+    names: &render::plan::UnitNames,
+    rec: &mut RunRecord,
+) -> Result<RunResult> {
     let gate_budget = Duration::from_secs(inp.gate_timeout_s) + inp.deadlines.slack;
-    let private = created.private_tree();
-    let branch = rec.branch.clone();
     let gate_exit = r.phase("gate", || {
-        if private && !gate_checkout(&inp.checkout, host, &mut created.ledger, &branch)? {
-            return Ok(None);
-        }
         run_to_end(
             units,
             &names.gate,
@@ -143,14 +153,7 @@ pub(crate) fn agent_and_gate(
             gate_budget,
             inp.interrupted,
         )
-        .map(Some)
     })?;
-    let Some(gate_exit) = gate_exit else {
-        rec.causes.push(format!(
-            "the agent deleted or renamed its branch {branch} in its repository: nothing to gate or import"
-        ));
-        return Ok(RunResult::AgentFailed);
-    };
     rec.gate_exit = Some(gate_exit);
     Ok(if gate_exit == 0 {
         RunResult::Passed
@@ -386,22 +389,4 @@ pub(crate) fn agent_oom(
 ) -> Option<String> {
     let st = units.unit_status(unit).ok()?;
     crate::limits::oom_cause(st.result.as_deref(), r)
-}
-
-/// Makes the gate's tree: an empty directory beside the private repository, filled by an
-/// export container with the run branch's tip ([`crate::render::plan::gate_tree`]), so the
-/// gate judges exactly the commits that are imported. `false`: the branch is gone.
-/// The tree is in `ledger` before it exists (for teardown).
-pub(crate) fn gate_checkout(
-    inp: &PrivateTree<'_>,
-    host: &dyn RunHost,
-    ledger: &mut Ledger,
-    branch: &str,
-) -> Result<bool> {
-    let tree = crate::layout::gate_tree(inp.worktree);
-    ledger.record(Entry::GateTree { path: tree.clone() })?;
-    std::fs::create_dir(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    let req = inp.request(branch, "", inp.run_dir.join("gate-tree.out"));
-    let _ = std::fs::remove_file(&req.out);
-    host.export_gate_tree(&req)
 }

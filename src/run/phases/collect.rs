@@ -229,16 +229,28 @@ pub(crate) fn follow_outputs(
     let files = o
         .records_dir
         .map(|d| crate::layout::RunFiles::new(d, o.run_id));
+    let base = names
+        .gate_base
+        .as_ref()
+        .map(|u| ("gate-base", u, render::plan::GATE_BASE_OUTPUT_FILE));
     for (label, unit, raw) in [
         ("agent", &names.agent, render::plan::AGENT_OUTPUT_FILE),
         ("gate", &names.gate, render::plan::GATE_OUTPUT_FILE),
-    ] {
+    ]
+    .into_iter()
+    .chain(base)
+    {
         host.follow_output(crate::run::output::OutputFollow {
             unit: unit.clone(),
             label,
             source: o.run_dir.join(raw),
             format,
-            kept: files.as_ref().map(|f| f.output_log(label)),
+            // The base tree's run is the project's own code: its output is read for the
+            // record when it leaves no results, not kept.
+            kept: files
+                .as_ref()
+                .filter(|_| label != "gate-base")
+                .map(|f| f.output_log(label)),
             secrets: o.secrets.iter().map(|(_, v)| v.clone()).collect(),
             hint: format!("cyclix logs {} --run {}", o.tenant, o.run_id),
             journal: true,

@@ -127,6 +127,10 @@ pub fn summary(r: &RunRecord) -> String {
         ex(r.agent_exit),
         ex(r.gate_exit)
     );
+    s.push_str(&super::gate::summary_lines(
+        r.gate_inventory.as_ref(),
+        &r.protected_changes,
+    ));
     s.push_str(&last_lines(r));
     s.push_str(&import_lines(r.import.as_ref()));
     s.push_str(&branch_lines(r));
@@ -260,7 +264,9 @@ fn last_lines(r: &RunRecord) -> String {
     let mut s = String::new();
     let shown = match r.result {
         RunResult::AgentFailed => Some(("agent", &r.agent_log, &r.agent_output)),
-        RunResult::GateFailed => Some(("gate", &r.gate_log, &r.gate_output)),
+        RunResult::GateFailed | RunResult::GateWeakened => {
+            Some(("gate", &r.gate_log, &r.gate_output))
+        }
         _ => None,
     };
     if let Some((who, log, out)) = shown {

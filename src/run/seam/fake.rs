@@ -60,6 +60,8 @@ pub struct FakeRunHost {
     pub tree: Vec<(u32, String)>,
     /// What `touched_among` returns for every query.
     pub setup_touched: Vec<String>,
+    /// The protected changes `gate_tree` reports (path, change).
+    pub protected: Vec<(String, crate::git::gate_tree::Change)>,
 }
 
 /// A complete, passing probe report (one probe and the summary line).
@@ -201,6 +203,41 @@ impl RunGit for FakeRunHost {
         )?;
         Ok(self.setup_touched.clone())
     }
+    fn gate_tree(
+        &self,
+        _repo: &Path,
+        base: &str,
+        tip: &str,
+        pathspecs: &[String],
+        _scratch: &Path,
+    ) -> Result<crate::git::gate_tree::Composed> {
+        self.call(
+            "gate_tree",
+            &format!("{base}..{tip} {}", pathspecs.join(" ")),
+        )?;
+        Ok(crate::git::gate_tree::Composed {
+            tree: if self.protected.is_empty() {
+                "e".repeat(40)
+            } else {
+                "c".repeat(40)
+            },
+            base_tree: "b".repeat(40),
+            changes: self
+                .protected
+                .iter()
+                .map(|(p, c)| crate::git::gate_tree::PathChange {
+                    path: p.as_bytes().to_vec(),
+                    change: *c,
+                })
+                .collect(),
+        })
+    }
+    fn pack_trees(&self, _repo: &Path, trees: &[&str], dir: &Path) -> Result<PathBuf> {
+        self.call("pack_trees", &trees.join(" "))?;
+        let objects = dir.join("objects");
+        std::fs::create_dir_all(&objects)?;
+        Ok(objects)
+    }
 }
 
 impl RunPodman for FakeRunHost {
@@ -222,10 +259,14 @@ impl RunPodman for FakeRunHost {
         std::fs::write(&req.out, b"bundle")?;
         Ok(super::super::import::Export::Bundle)
     }
-    fn export_gate_tree(&self, req: &super::super::import::ExportRequest) -> Result<bool> {
-        self.call("export_gate_tree", &req.branch)?;
-        std::fs::create_dir_all(crate::layout::gate_tree(&req.repo))?;
-        Ok(true)
+    fn fill_tree(&self, req: &super::super::import::FillRequest) -> Result<()> {
+        self.call("fill_tree", &format!("{} {}", req.role, req.tree))?;
+        std::fs::create_dir_all(&req.out)?;
+        Ok(())
+    }
+    fn image_id(&self, reference: &str) -> Result<String> {
+        self.call("image_id", reference)?;
+        Ok("a".repeat(64))
     }
     fn export_diff(&self, req: &super::super::import::ExportRequest) -> Result<usize> {
         self.call("export_diff", &req.branch)?;

@@ -26,6 +26,8 @@ pub(crate) struct RawGate {
     pub(crate) timeout: Option<Located<String>>,
     /// `gate.build`.
     pub(crate) build: Option<super::build::RawBuild>,
+    /// `gate.protected` (optional).
+    pub(crate) protected: Option<Located<Vec<Located<String>>>>,
 }
 
 /// The keys of `gate:`.
@@ -44,6 +46,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Str(StrKind::Duration),
         "longest gate run (10s-6h, default 10m)",
     ),
+    Key::optional(
+        "protected",
+        Kind::StrList,
+        "paths or globs the gate takes from the base commit, whatever the agent did to them; with it the base's tests are counted one by one (docs/gate.md)",
+    ),
 ];
 
 /// Reads `gate:` at `path`.
@@ -56,6 +63,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawGate
         quick: d.strings(&f, "quick"),
         timeout: d.string(&f, "timeout"),
         build: super::build::decode_in(d, &f),
+        protected: d.strings(&f, "protected"),
     })
 }
 
@@ -81,10 +89,41 @@ pub(crate) fn validate(g: &RawGate, out: &mut Vec<Diagnostic>) -> Option<Gate> {
         Some(list) => argv(Some(list), true, out).map(Some),
     };
     let timeout_s = bounded_duration(g.timeout.as_ref(), GATE_TIMEOUT, out);
+    let protected = protected(g.protected.as_ref(), out);
     Some(Gate {
         image: image?,
         command: command?,
         quick: quick?,
         timeout_s: timeout_s?,
+        protected: protected?,
     })
+}
+
+/// `gate.protected`: a non-empty list of path patterns, each as `setup:` takes them
+/// ([`super::setup::pattern`]); absent is empty (the gate runs the agent's tree as it is).
+fn protected(
+    raw: Option<&Located<Vec<Located<String>>>>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<Vec<String>> {
+    let Some(raw) = raw else {
+        return Some(Vec::new());
+    };
+    if raw.value.is_empty() {
+        out.push(raw.diag("`protected` is empty").hint(
+            "list the tests and their configuration, e.g. [tests/, \"**/conftest.py\", pytest.ini], or remove the key",
+        ));
+        return None;
+    }
+    let before = out.len();
+    let mut list: Vec<String> = Vec::new();
+    for p in &raw.value {
+        match super::setup::pattern(&p.value) {
+            Ok(()) if !list.contains(&p.value) => list.push(p.value.clone()),
+            Ok(()) => {}
+            Err(e) => out.push(p.diag(e).hint(
+                "write a path or glob relative to the repository, e.g. `tests/`, `**/conftest.py`, `pytest.ini`",
+            )),
+        }
+    }
+    (out.len() == before).then_some(list)
 }

@@ -46,7 +46,7 @@ pub(crate) fn validate(
 
 /// One setup pattern: relative, `/`-separated, no `.`/`..`/empty components, nothing under
 /// `.git`, no pathspec magic of its own (a leading `:`), no backslash, no control character.
-fn pattern(s: &str) -> Result<(), String> {
+pub(crate) fn pattern(s: &str) -> Result<(), String> {
     let body = s.strip_suffix('/').unwrap_or(s);
     if body.is_empty() {
         return Err(format!("`{s}` names no path"));

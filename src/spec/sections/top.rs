@@ -215,6 +215,9 @@ pub(crate) fn validate(
         credentials_need_proxy(a, crate::tier::floor(t, legacy), out);
         presets_need_container(a, crate::tier::floor(t, legacy), out);
     }
+    if let (Some(g), Some(t)) = (&raw.gate, tier) {
+        protected_needs_container(g, crate::tier::floor(t, legacy), out);
+    }
     let mounts = mounts::validate(&raw.mounts, repo.as_ref(), ctx, out);
     let services = services::validate(&raw.services, out);
     let schedule = match &raw.schedule {
@@ -283,6 +286,22 @@ fn credentials_need_proxy(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnos
 
 /// A preset CLI runs without confirmations (`--dangerously-skip-permissions`, `--yolo`), which
 /// is acceptable only inside a boundary: in a host tier (`direct`, `worktree`) it is refused.
+/// `gate.protected` needs tier `container`: the host tiers run the gate in the agent's own
+/// work tree, which the agent can change while and after it runs (docs/gate.md).
+fn protected_needs_container(g: &gate::RawGate, tier: Tier, out: &mut Vec<Diagnostic>) {
+    if tier == Tier::Container {
+        return;
+    }
+    if let Some(p) = g.protected.as_ref() {
+        out.push(
+            p.diag(format!(
+                "`gate.protected` needs tier `container`: tier `{tier}` runs the gate in the agent's own work tree, so nothing it protects would hold"
+            ))
+            .hint("use `tier: container` (the default), or remove `gate.protected`"),
+        );
+    }
+}
+
 fn presets_need_container(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnostic>) {
     if tier == Tier::Container {
         return;

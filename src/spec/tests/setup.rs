@@ -42,3 +42,50 @@ fn bad_setup_paths_and_baselines_name_line_key_and_fix() {
         d(15, 12, "baseline.timeout", "duration `2h` is out of range")
     );
 }
+
+#[test]
+fn gate_protected_is_read_as_setup_paths_are() {
+    let s = ok(&with(
+        "  command: [make, test]\n",
+        "  command: [make, test]\n  protected: [tests/, \"**/conftest.py\", pytest.ini, tests/]\n",
+    ));
+    assert_eq!(
+        s.gate.protected,
+        ["tests/", "**/conftest.py", "pytest.ini"],
+        "duplicates dropped"
+    );
+    assert!(
+        ok(&base()).gate.protected.is_empty(),
+        "absent: nothing protected"
+    );
+}
+
+#[test]
+fn bad_protected_paths_an_empty_list_and_a_host_tier_name_line_key_and_fix() {
+    let protected = |list: &str| {
+        with(
+            "  command: [make, test]\n",
+            &format!("  command: [make, test]\n  protected: {list}\n"),
+        )
+    };
+    assert_eq!(
+        one(&protected("[ok, ../tests]")),
+        d(
+            13,
+            19,
+            "gate.protected[1]",
+            "`../tests` has an empty, `.` or `..` component"
+        )
+    );
+    let e = err(&protected("[]"));
+    assert!(e.to_string().contains("`protected` is empty"), "{e}");
+    let e = err(&protected("[.git/config]"));
+    assert!(e.to_string().contains("inside `.git`"), "{e}");
+    let e = err(&format!("{}tier: worktree\n", protected("[tests/]")));
+    assert!(
+        e.to_string()
+            .contains("`gate.protected` needs tier `container`"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("use `tier: container`"), "{e}");
+}

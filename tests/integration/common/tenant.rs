@@ -34,6 +34,8 @@ pub struct Tenant {
     agent_keys: Vec<String>,
     gate_cmd: String,
     gate_quick: Option<String>,
+    /// More `gate:` keys, one line each (`protected: [tests/]`), after `quick`.
+    gate_keys: Vec<String>,
     gate_timeout: String,
     /// Top-level blocks after `gate:`, in call order.
     extra: Vec<String>,
@@ -64,6 +66,7 @@ impl Tenant {
             agent_keys: Vec::new(),
             gate_cmd: r#"[python3, -m, pytest, -q, -p, "no:cacheprovider"]"#.to_string(),
             gate_quick: None,
+            gate_keys: Vec::new(),
             gate_timeout: "2m".to_string(),
             extra: Vec::new(),
             files: Vec::new(),
@@ -145,6 +148,12 @@ impl Tenant {
     /// The gate's quick suite (`gate.quick`), a YAML flow list.
     pub fn gate_quick(mut self, command: &str) -> Self {
         self.gate_quick = Some(command.to_string());
+        self
+    }
+
+    /// One more `gate:` key, as its line (`protected: [tests/]`).
+    pub fn gate_key(mut self, line: &str) -> Self {
+        self.gate_keys.push(line.to_string());
         self
     }
 
@@ -233,6 +242,9 @@ impl Tenant {
         }
         if let Some(quick) = &self.gate_quick {
             s.push_str(&format!("  quick: {quick}\n"));
+        }
+        for line in &self.gate_keys {
+            s.push_str(&format!("  {line}\n"));
         }
         s.push_str(&timeout(&self.gate_timeout));
         s.push_str(&self.extra.join("\n"));

@@ -42,6 +42,27 @@ pub(super) fn tenant_rows() -> Vec<Row> {
             Status::Warn,
             "tier worktree",
         ),
+        // the gate
+        (
+            "a gate without protected paths runs the agent's own tests",
+            |f| f.tenants = vec![tenant("acme", &spec_yaml("acme", "", ""))],
+            "gate:acme",
+            Status::Warn,
+            "the gate runs the agent's own tests",
+        ),
+        (
+            "protected paths without a results file cannot be counted",
+            |f| {
+                let yaml = guarded_yaml("acme").replace(
+                    "[sh, -c, 'pytest --junitxml=\"$CYCLIX_RESULTS\"']",
+                    "[pytest]",
+                );
+                f.tenants = vec![tenant("acme", &yaml)];
+            },
+            "gate:acme",
+            Status::Warn,
+            "does not name $CYCLIX_RESULTS",
+        ),
         // images
         (
             "image missing",

@@ -48,6 +48,7 @@ fn names() -> render::plan::UnitNames {
         infra: vec![unit(&n.proxy())],
         agent: unit(&n.agent()),
         gate: unit(&n.gate()),
+        gate_base: None,
         all: vec![unit(&n.agent()), unit(&n.gate()), unit(&n.proxy())],
         services: Vec::new(),
     }
