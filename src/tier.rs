@@ -36,6 +36,8 @@ pub struct TierFacts {
     pub summary: &'static str,
     /// When to choose it.
     pub use_when: &'static str,
+    /// What the gate judges the agent's work with (docs/gate.md).
+    pub gate: &'static str,
     /// What it does not protect against (every tier states this, `container` too).
     pub does_not_protect_against: &'static [&'static str],
 }
@@ -49,6 +51,7 @@ pub const TIERS: [TierFacts; 3] = [
         network_restricted: false,
         summary: "no isolation: the agent runs as you, in your checkout, with your network",
         use_when: "only for an agent you would trust with your shell; must be set explicitly",
+        gate: "the gate runs in your checkout on whatever the agent left there, its tests included: an agent can change the tests it is judged by (`gate.protected` needs tier container)",
         does_not_protect_against: &[
             "anything: the agent can read and change every file you can, including ~/.ssh",
             "edits to your working tree, branches and .git/hooks",
@@ -64,6 +67,7 @@ pub const TIERS: [TierFacts; 3] = [
         network_restricted: false,
         summary: "version isolation only: a git worktree on a run branch, same rights as you",
         use_when: "the agent is trusted but its changes must not touch your checkout",
+        gate: "the gate runs in the agent's worktree on whatever it left there, its tests included: an agent can change the tests it is judged by (`gate.protected` needs tier container)",
         does_not_protect_against: &[
             "reading or writing any file you can, outside the worktree too",
             "writing the shared .git (hooks, config) that your own git later runs",
@@ -79,10 +83,12 @@ pub const TIERS: [TierFacts; 3] = [
         network_restricted: true,
         summary: "rights isolation: rootless Podman, a private repository of the run (nothing of yours mounted), commits imported as a checked bundle; egress only via the allowlist proxy",
         use_when: "the default for any agent: untrusted code, prompts from others, scheduled runs",
+        gate: "the gate runs with no network on the commits as imported, written out from your repository; with `gate.protected` every protected path (the tests and their configuration) is the base's, decided in your repository, and the base's tests are counted one by one on the base and on the agent's tree: one that ran at base and does not run now (deleted, skipped, deselected) ends the run gate_weakened",
         does_not_protect_against: &[
             "kernel or container-runtime exploits (the sandbox shares the host kernel)",
             "exfiltration to an allowed host (the allowlist is by name; TLS SNI/domain fronting is not inspected)",
             "the agent's changes to the project itself: review the run branch before merging it",
+            "a test made trivially true through the code under test, or code under test that subverts the test runner from inside its process (it runs there): the gate trusts the runner's JUnit report; run the runner before the work tree is on its import path (docs/gate.md)",
             "resource exhaustion where cgroup controllers are not delegated to the user manager",
             "a leaked secret in a process that overwrote its own environment: the leak watch scans /proc/PID/environ (from the host, every watch interval), which shows the memory the process holds there now, not what it was started with",
             "a leaked secret the agent re-encodes (base64, split, reversed, hashed) before printing or sending it: the leak watch matches watched values as written",

@@ -35,14 +35,9 @@ use crate::render::plan::{Bind, RunPlan};
 /// The report's JSON schema name.
 pub const SCHEMA: &str = "cyclix-twin/1";
 
-/// The environment variable naming the results file in the quick suite's container.
-pub const RESULTS_ENV: &str = "CYCLIX_RESULTS";
-
-/// Where the results directory appears in the quick suite's container (read-write).
-pub const RESULTS_DIR_PATH: &str = "/cyclix/results";
-
-/// The results file's name in that directory.
-pub const RESULTS_FILE: &str = "junit.xml";
+/// The results variable, directory and file of a gate's container (the quick suite's too):
+/// [`crate::render::plan::RESULTS_ENV`] and its neighbours.
+pub use crate::render::plan::{RESULTS_DIR_PATH, RESULTS_ENV, RESULTS_FILE};
 
 /// The results directory's name in the run directory on the host.
 pub const RESULTS_DIR: &str = "results";

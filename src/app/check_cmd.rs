@@ -33,7 +33,7 @@
 //! `linger`, `subuid`, `subgid`, `newuidmap`, `newgidmap`, `cgroup-v2`, `cgroup-delegation`,
 //! `oci-runtime`, `network-backend`, `rootless-network`, `storage-driver`, `podman-info`,
 //! `network-online`, then per tenant `spec:TENANT`, `images:TENANT` and (when the spec names variables) `env:TENANT`
-//! (and with a pool, `pool:TENANT`), and last `outcome`.
+//! (and with a pool, `pool:TENANT`), `gate:TENANT`, and last `outcome`.
 //! New checks may be added; existing ids keep their meaning.
 
 use std::fmt::Write as _;

@@ -52,7 +52,15 @@ pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Out
         }
     };
     let path = env.layout().tenant_spec(tenant);
-    let text = starter(tenant, &path_str(&repo), &base, preset, &schema_path(env));
+    let python = is_python(&repo);
+    let text = starter(
+        tenant,
+        &path_str(&repo),
+        &base,
+        preset,
+        &schema_path(env),
+        python,
+    );
     let file = path.display().to_string();
     if let Err(e) = crate::spec::parse(&text, &spec_context(&file, env)) {
         return Err(crate::exit::input(format!(
@@ -86,9 +94,54 @@ pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Out
     Ok(Outcome::Ok)
 }
 
-/// The starter spec's text.
+/// Files whose presence at the top of a repository makes it a Python project for the
+/// starter spec (`PyPA`'s project files and pytest's configuration files).
+const PYTHON_MARKERS: &[&str] = &[
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "pytest.ini",
+    "tox.ini",
+    "noxfile.py",
+];
+
+/// The paths the starter protects in a Python project (docs/gate.md): the test directories
+/// and files, and every file that configures pytest or the package.
+pub const PYTHON_PROTECTED: &str = r#"[tests/, test/, "**/test_*.py", "**/*_test.py", "**/conftest.py", pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml, noxfile.py]"#;
+
+/// The starter's pytest gate for a Python project: pytest and Python's own modules imported
+/// before the work tree joins the end of `sys.path`, the per-test results at
+/// `$CYCLIX_RESULTS` (docs/gate.md).
+pub const PYTHON_GATE: &str = r#"[python3, -P, -c, "import os, sys, pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=append]"#;
+
+/// Whether the work tree `repo` looks like a Python project: one of [`PYTHON_MARKERS`] at its
+/// top, or a `.py` file there or in `tests/`.
+fn is_python(repo: &Path) -> bool {
+    let has_py = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                Path::new(&e.file_name())
+                    .extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case("py"))
+            })
+        })
+    };
+    PYTHON_MARKERS.iter().any(|m| repo.join(m).is_file())
+        || has_py(repo)
+        || has_py(&repo.join("tests"))
+}
+
+/// The starter spec's text; `python`: the repository is a Python project (its gate runs
+/// pytest that way and protects the tests).
 #[must_use]
-pub fn starter(tenant: &str, repo: &str, base: &str, preset: &str, schema: &Path) -> String {
+pub fn starter(
+    tenant: &str,
+    repo: &str,
+    base: &str,
+    preset: &str,
+    schema: &Path,
+    python: bool,
+) -> String {
     let agent = if preset == "script" {
         format!(
             "agent:
@@ -112,6 +165,26 @@ pub fn starter(tenant: &str, repo: &str, base: &str, preset: &str, schema: &Path
 "
         )
     };
+    let gate = if python {
+        format!(
+            "  # pytest with per-test results at $CYCLIX_RESULTS, imported before the work tree
+  # joins the end of sys.path (a `pytest.py` of the agent's cannot stand in for it); the
+  # work tree is read-only to it.
+  command: {PYTHON_GATE}
+  # The gate takes these from the base commit whatever the agent did to them, and counts the
+  # base's tests on the base and on the agent's tree (docs/gate.md).
+  protected: {PYTHON_PROTECTED}
+"
+        )
+    } else {
+        "  # The starter image has Python and pytest (no make); the work tree is read-only to it.
+  command: [python3, -m, pytest, -q, -p, 'no:cacheprovider']
+  # The tests and their configuration as the base has them, whatever the agent did to them
+  # (docs/gate.md): list them, and have the command write JUnit XML to $CYCLIX_RESULTS.
+  # protected: [tests/]
+"
+        .to_string()
+    };
     format!(
         "# yaml-language-server: $schema=file://{schema}
 # The cyclix tenant `{tenant}`, written by `cyclix init`. Every key: docs/spec.md.
@@ -129,9 +202,7 @@ task:
   # The tests that decide whether the agent's commits are kept (exit 0 = kept).
   image: {STARTER_IMAGE}
   unpinned_local_image: true
-  # The starter image has Python and pytest (no make); the work tree is read-only to it.
-  command: [python3, -m, pytest, -q, -p, 'no:cacheprovider']
-  timeout: 30m
+{gate}  timeout: 30m
 egress:
   # Hosts the sandbox may reach (a preset's API host is added for it); nothing else.
   allow: []
@@ -170,8 +241,33 @@ mod tests {
     }
 
     #[test]
+    fn a_python_project_gets_the_protected_pytest_gate_and_others_a_hint() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        assert!(!is_python(tmp.path()));
+        std::fs::create_dir(tmp.path().join("tests")).expect("tests");
+        std::fs::write(tmp.path().join("tests/test_x.py"), "").expect("w");
+        assert!(is_python(tmp.path()));
+        let schema = Path::new("/s.json");
+        let spec = |python| {
+            crate::spec::parse(
+                &starter("acme", "/r", "main", "script", schema, python),
+                &ctx(),
+            )
+            .expect("valid")
+        };
+        let py = spec(true);
+        assert!(py.gate.protected.iter().any(|p| p == "**/conftest.py"));
+        assert!(py.gate.command.iter().any(|a| a.contains("CYCLIX_RESULTS")));
+        assert!(spec(false).gate.protected.is_empty());
+        assert!(starter("acme", "/r", "main", "script", schema, false).contains("# protected:"));
+    }
+
+    #[test]
     fn every_preset_starter_validates_and_names_the_schema() {
-        for preset in crate::agents::presets::PRESETS {
+        for (preset, python) in crate::agents::presets::PRESETS
+            .iter()
+            .flat_map(|p| [(p, true), (p, false)])
+        {
             for repo in ["/srv/acme", "/srv/my project \"x\" #1"] {
                 let text = starter(
                     "acme",
@@ -179,6 +275,7 @@ mod tests {
                     "main",
                     preset,
                     Path::new("/home/u/.local/share/cyclix/spec.schema.json"),
+                    python,
                 );
                 assert!(text.starts_with(
                     "# yaml-language-server: $schema=file:///home/u/.local/share/cyclix/spec.schema.json\n"

@@ -32,7 +32,8 @@ pub use supervision::UnitNames;
 pub use topology::{
     AGENT_OUTPUT_FILE, Attach, Bind, CREDENTIALS_SECRET_VAR, ContainerPlan, GATE_BASE_OUTPUT_FILE,
     GATE_OUTPUT_FILE, Net, NetworkPlan, PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_CREDENTIALS_FILE,
-    PROXY_PORT, RAW_LOG_MAX, VolumeMount, VolumePlan, WORKDIR, gate_tree,
+    PROXY_PORT, RAW_LOG_MAX, RESULTS_DIR_PATH, RESULTS_ENV, RESULTS_FILE, VolumeMount, VolumePlan,
+    WORKDIR, gate_tree,
 };
 
 use super::{RenderError, RunContext};

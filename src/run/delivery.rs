@@ -495,34 +495,10 @@ fn decide_and_push(
         .map(|c| c.path.clone())
         .collect();
     let protected = core::protected_held(&changed, &t.spec.allow_paths);
-    if !d.held_paths.is_empty()
-        || !d.secret_hits.is_empty()
-        || !setup.is_empty()
-        || !protected.is_empty()
-    {
-        let mut why = Vec::new();
-        if !d.held_paths.is_empty() {
-            why.push(format!(
-                "touches {} (list them in `delivery.allow_paths` to deliver them)",
-                d.held_paths.join(", ")
-            ));
-        }
-        if !setup.is_empty() {
-            why.push(format!("changes the setup paths {} (set `delivery.allow_setup_changes: true` to deliver them)", setup.join(", ")));
-            d.held_paths = core::merged(&d.held_paths, &setup);
-        }
-        if !protected.is_empty() {
-            why.push(format!(
-                "changes the protected paths {} (the gate ran the base's versions; list them in `delivery.allow_paths` to deliver them)",
-                protected.join(", ")
-            ));
-            d.held_paths = core::merged(&d.held_paths, &protected);
-        }
-        for h in &d.secret_hits {
-            why.push(format!("{} in {}", h.kind, h.file));
-        }
+    if let Some(why) = core::hold_reasons(&d.held_paths, &setup, &protected, &d.secret_hits) {
+        d.held_paths = core::merged(&core::merged(&d.held_paths, &setup), &protected);
         d.outcome = Outcome::Held;
-        d.reason = Some(format!("kept on {}: {}", t.run_branch, why.join("; ")));
+        d.reason = Some(format!("kept on {}: {why}", t.run_branch));
         return Ok(RunResult::DeliveryRefused);
     }
     if let Some(expected) = &start.expected

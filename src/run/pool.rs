@@ -107,12 +107,13 @@ pub fn poolable(s: &crate::spec::Service) -> bool {
 
 /// The Quadlet files of environment (run) `id` that the fill installs without starting them
 /// and the claiming run replaces when it renders them otherwise (`phases::bring_up::install`):
-/// the agent's and the gate's `.container` (the run's setup binds, the binary it mounts) and
-/// those of the `services` the fill does not start ([`poolable`]). Pure.
+/// the agent's and the gates' `.container` (the run's setup binds, the binary it mounts; the
+/// gate's run on the base tree with `gate.protected`) and those of the `services` the fill
+/// does not start ([`poolable`]). Pure.
 #[must_use]
 pub fn replaced_by_the_run(id: &str, services: &[crate::spec::Service]) -> Vec<String> {
     let n = crate::naming::RunNames::new(id);
-    [n.agent(), n.gate()]
+    [n.agent(), n.gate(), n.gate_base()]
         .into_iter()
         .chain(
             services

@@ -319,7 +319,11 @@ fn the_quick_gate_keeps_the_gate_hardened_and_adds_the_results_mount() {
     assert_eq!(g.net, crate::render::plan::Net::None);
     // Every gate has its results mount already: the quick gate's replaces it, once.
     assert_eq!(g.binds.len(), before.binds.len());
-    assert!(g.binds[..before.binds.len() - 1].iter().all(|b| b.read_only));
+    assert!(
+        g.binds[..before.binds.len() - 1]
+            .iter()
+            .all(|b| b.read_only)
+    );
     assert_eq!(
         g.binds
             .last()

@@ -196,6 +196,15 @@ pub const GATE_OUTPUT_FILE: &str = "gate.out";
 /// The raw output of the gate's run on the base tree, in the run directory.
 pub const GATE_BASE_OUTPUT_FILE: &str = "gate-base.out";
 
+/// The environment variable naming a gate's results file (`JUnit` XML) in its container.
+pub const RESULTS_ENV: &str = "CYCLIX_RESULTS";
+
+/// Where a gate's results directory appears in its container (read-write).
+pub const RESULTS_DIR_PATH: &str = "/cyclix/results";
+
+/// The results file's name in that directory.
+pub const RESULTS_FILE: &str = "junit.xml";
+
 /// podman's `max-size` of a raw output file: past it podman starts the file anew (conmon
 /// renames a fresh file over it), which the reader notes as `rotated`. It bounds what a
 /// flooding agent puts in `$XDG_RUNTIME_DIR` (a tmpfs).
@@ -391,7 +400,7 @@ pub(super) fn gate_base_container(spec: &Spec, run: &RunContext) -> Option<Conta
         target: WORKDIR.into(),
         read_only: true,
     }];
-    c.env.retain(|(k, _)| k != crate::twin::RESULTS_ENV);
+    c.env.retain(|(k, _)| k != RESULTS_ENV);
     with_results(&mut c, &run.run_dir, true);
     c.labels = labels(spec, run, "gate-base");
     c.log_file = Some(format!("{}/{GATE_BASE_OUTPUT_FILE}", run.run_dir));
@@ -399,21 +408,17 @@ pub(super) fn gate_base_container(spec: &Spec, run: &RunContext) -> Option<Conta
 }
 
 /// Mounts the gate's results directory ([`crate::layout::gate_results_dir`]) read-write at
-/// [`crate::twin::RESULTS_DIR_PATH`] and names its file in `$CYCLIX_RESULTS`.
+/// [`RESULTS_DIR_PATH`] and names its file in `$CYCLIX_RESULTS`.
 fn with_results(c: &mut ContainerPlan, run_dir: &str, base: bool) {
     let dir = crate::layout::gate_results_dir(std::path::Path::new(run_dir), base);
     c.binds.push(Bind {
         source: dir.to_string_lossy().into_owned(),
-        target: crate::twin::RESULTS_DIR_PATH.into(),
+        target: RESULTS_DIR_PATH.into(),
         read_only: false,
     });
     c.env.push((
-        crate::twin::RESULTS_ENV.into(),
-        format!(
-            "{}/{}",
-            crate::twin::RESULTS_DIR_PATH,
-            crate::twin::RESULTS_FILE
-        ),
+        RESULTS_ENV.into(),
+        format!("{RESULTS_DIR_PATH}/{RESULTS_FILE}"),
     ));
 }
 

@@ -141,6 +141,41 @@ pub fn protected_held(changed: &[String], allow: &[String]) -> Vec<String> {
     held
 }
 
+/// Why a delivery is held, one clause per reason joined with `; `: the held paths (`held`),
+/// the setup paths (`setup`), the protected paths (`protected`) the run changed, each with the
+/// key that would deliver them, and each secret hit. `None`: nothing holds it.
+#[must_use]
+pub fn hold_reasons(
+    held: &[String],
+    setup: &[String],
+    protected: &[String],
+    secrets: &[SecretHit],
+) -> Option<String> {
+    let mut why = Vec::new();
+    if !held.is_empty() {
+        why.push(format!(
+            "touches {} (list them in `delivery.allow_paths` to deliver them)",
+            held.join(", ")
+        ));
+    }
+    if !setup.is_empty() {
+        why.push(format!(
+            "changes the setup paths {} (set `delivery.allow_setup_changes: true` to deliver them)",
+            setup.join(", ")
+        ));
+    }
+    if !protected.is_empty() {
+        why.push(format!(
+            "changes the protected paths {} (the gate ran the base's versions; list them in `delivery.allow_paths` to deliver them)",
+            protected.join(", ")
+        ));
+    }
+    for h in secrets {
+        why.push(format!("{} in {}", h.kind, h.file));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
 /// `a` and `b` together, sorted, without duplicates.
 #[must_use]
 pub fn merged(a: &[String], b: &[String]) -> Vec<String> {
