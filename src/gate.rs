@@ -102,6 +102,18 @@ fn occurrences(tests: &[TestCase]) -> std::collections::BTreeMap<&str, usize> {
     m
 }
 
+/// Whether `t` is a module that could not be collected at base (pytest reports it as an
+/// `error` named by the module alone, `tests.test_divide`, with no `::`) and whose tests run on
+/// the agent's tree (`tests.test_divide::test_x`, not skipped): the fix the run was asked for.
+fn collected_now(t: &TestCase, now: &[TestCase]) -> bool {
+    let prefix = format!("{}::", t.name);
+    t.outcome == TestOutcome::Error
+        && !t.name.contains("::")
+        && now
+            .iter()
+            .any(|n| n.name.starts_with(&prefix) && ran(n.outcome))
+}
+
 /// Whether a test ended in a way that means it ran.
 fn ran(o: TestOutcome) -> bool {
     !matches!(o, TestOutcome::Skipped)
@@ -126,6 +138,7 @@ pub fn judge(base: &[TestCase], exit: i32, results: &Results) -> Judged {
             let stem = stem(&t.name);
             let now = match by_name.get(t.name.as_str()) {
                 _ if now_seen.get(stem) > base_seen.get(stem) => Now::Shadowed,
+                None if collected_now(t, now) => return None,
                 None => Now::Missing,
                 Some(TestOutcome::Skipped) => Now::Skipped,
                 Some(_) => return None,
@@ -178,8 +191,7 @@ pub fn base_unusable(results: &Results) -> Option<String> {
         Results::Missing => Some(
             "the gate wrote no per-test results on the base tree, so the base's tests cannot be \
              counted: make `gate.command` write a JUnit XML report to the path in \
-             $CYCLIX_RESULTS (pytest: [sh, -c, 'exec python3 -m pytest -q \
-             --junitxml=\"$CYCLIX_RESULTS\"']; docs/gate.md)"
+             $CYCLIX_RESULTS (for pytest, the command in docs/gate.md)"
                 .to_string(),
         ),
         Results::Unreadable(why) => Some(format!(
@@ -313,6 +325,29 @@ mod tests {
     }
 
     #[test]
+    fn a_module_that_could_not_be_collected_at_base_is_satisfied_by_its_tests_running_now() {
+        let base = vec![
+            t("tests.test_divide", TestOutcome::Error),
+            t("tests.test_calc::test_add", TestOutcome::Passed),
+        ];
+        let fixed = Results::Tests(vec![
+            t("tests.test_divide::test_div", TestOutcome::Passed),
+            t("tests.test_calc::test_add", TestOutcome::Passed),
+        ]);
+        let j = judge(&base, 0, &fixed);
+        assert_eq!(j.verdict, Verdict::Passed, "{j:?}");
+        assert_eq!(j.new_tests, ["tests.test_divide::test_div"]);
+        // Its tests skipped, or the module gone: not satisfied.
+        let skipped = Results::Tests(vec![
+            t("tests.test_divide::test_div", TestOutcome::Skipped),
+            t("tests.test_calc::test_add", TestOutcome::Passed),
+        ]);
+        assert_eq!(judge(&base, 0, &skipped).verdict, Verdict::Weakened);
+        let gone = Results::Tests(vec![t("tests.test_calc::test_add", TestOutcome::Passed)]);
+        assert_eq!(judge(&base, 0, &gone).verdict, Verdict::Weakened);
+    }
+
+    #[test]
     fn no_results_with_exit_zero_is_weakening_and_a_failing_exit_is_a_failure() {
         let j = judge(&base(), 0, &Results::Missing);
         assert_eq!(j.verdict, Verdict::Weakened);
@@ -343,10 +378,9 @@ mod tests {
     #[test]
     fn a_base_without_results_cannot_be_judged_against() {
         assert!(base_unusable(&Results::Tests(Vec::new())).is_none());
-        assert!(
-            base_unusable(&Results::Missing)
-                .is_some_and(|w| w.contains("--junitxml=\"$CYCLIX_RESULTS\""))
-        );
+        assert!(base_unusable(&Results::Missing).is_some_and(|w| {
+            w.contains("$CYCLIX_RESULTS (for pytest, the command in docs/gate.md)")
+        }));
         assert!(base_unusable(&Results::Unreadable("x".into())).is_some_and(|w| w.contains("(x)")));
     }
 }

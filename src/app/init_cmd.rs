@@ -107,12 +107,12 @@ const PYTHON_MARKERS: &[&str] = &[
 
 /// The paths the starter protects in a Python project (docs/gate.md): the test directories
 /// and files, and every file that configures pytest or the package.
-pub const PYTHON_PROTECTED: &str = r#"[tests/, test/, "**/test_*.py", "**/*_test.py", "**/conftest.py", pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml, noxfile.py]"#;
+pub const PYTHON_PROTECTED: &str = r#"[tests/, test/, "**/test_*.py", "**/*_test.py", "**/conftest.py", pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini, setup.cfg, pyproject.toml, noxfile.py]"#;
 
 /// The starter's pytest gate for a Python project: pytest and Python's own modules imported
 /// before the work tree joins the end of `sys.path`, the per-test results at
 /// `$CYCLIX_RESULTS` (docs/gate.md).
-pub const PYTHON_GATE: &str = r#"[python3, -P, -c, "import os, sys, pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=append]"#;
+pub const PYTHON_GATE: &str = r#"[python3, -P, -c, "import os, sys; os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'; import pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=importlib, --continue-on-collection-errors]"#;
 
 /// Whether the work tree `repo` looks like a Python project: one of [`PYTHON_MARKERS`] at its
 /// top, or a `.py` file there or in `tests/`.

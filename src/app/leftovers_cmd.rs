@@ -290,8 +290,12 @@ fn files(
     let wt = layout.worktrees_root();
     for tenant in names_in(&wt) {
         for name in names_in(&wt.join(&tenant)) {
-            // `RUN` is a run's private repository, `RUN.gate` its gate's tree.
-            let run = name.strip_suffix(".gate").unwrap_or(&name);
+            // `RUN` is a run's private repository, `RUN.gate` and `RUN.gate-base` its gates'
+            // trees.
+            let run = name
+                .strip_suffix(".gate")
+                .or_else(|| name.strip_suffix(".gate-base"))
+                .unwrap_or(&name);
             found.push(Leftover::new(
                 Kind::Worktree,
                 path(&wt.join(&tenant).join(&name)),

@@ -397,6 +397,7 @@ mod tests {
         git(&repo, &["rm", "-q", "tests/test_calc.py", "pytest.ini"]);
         std::fs::write(repo.join("calc.py"), "fixed").expect("w");
         std::fs::write(repo.join("conftest.py"), "hook").expect("w");
+        std::fs::write(repo.join("PYTEST.INI"), "[pytest]").expect("w");
         std::fs::write(repo.join("pytest.ini"), "[pytest]\naddopts = -k nothing").expect("w");
         std::fs::create_dir_all(repo.join("t2")).expect("d");
         std::fs::write(repo.join("t2/test_new.py"), "new").expect("w");
@@ -406,7 +407,7 @@ mod tests {
         let tip = g.rev_parse_commit("main").expect("tip");
         let specs: Vec<String> = ["tests", "**/conftest.py", "pytest.ini", "**/test_*.py"]
             .iter()
-            .map(|p| format!(":(glob){p}"))
+            .map(|p| format!(":(glob,icase){p}"))
             .collect();
         let scratch = tmp.path().join("scratch");
         std::fs::create_dir(&scratch).expect("scratch");
@@ -430,6 +431,7 @@ mod tests {
         assert_eq!(
             changes,
             [
+                ("PYTEST.INI".to_string(), "added"),
                 ("conftest.py".to_string(), "added"),
                 ("pytest.ini".to_string(), "modified"),
                 ("t2/test_new.py".to_string(), "added"),

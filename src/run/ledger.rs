@@ -268,11 +268,15 @@ impl Ledger {
         })
     }
 
-    /// The gate tree, if one was (about to be) made.
-    #[must_use]
-    pub fn gate_tree(&self) -> Option<&Path> {
-        self.entries.iter().find_map(|e| match e {
-            Entry::GateTree { path } => Some(path.as_path()),
+    /// The gates' trees (`RUN.gate`, and with `gate.protected` `RUN.gate-base`) that were
+    /// (about to be) made, each once.
+    pub fn gate_trees(&self) -> impl Iterator<Item = &Path> {
+        let mut seen: Vec<&Path> = Vec::new();
+        self.entries.iter().filter_map(move |e| match e {
+            Entry::GateTree { path } if !seen.contains(&path.as_path()) => {
+                seen.push(path.as_path());
+                Some(path.as_path())
+            }
             _ => None,
         })
     }

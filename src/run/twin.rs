@@ -447,10 +447,15 @@ fn reference(inp: &RunInputs, quick: &[String], host: &(dyn TwinHost + Sync)) ->
     if let Err(e) = host.remove_run_objects(&inp.run_id) {
         errors.push(format!("removing its container: {e:#}"));
     }
-    if let Some(tree) = made.gate_tree()
-        && let Err(e) = host.remove_tree(tree)
-    {
-        errors.push(format!("removing its gate tree: {e:#}"));
+    for tree in made.gate_trees() {
+        if let Err(e) = host.remove_tree(tree) {
+            errors.push(format!("removing its gate tree: {e:#}"));
+        }
+    }
+    for e in made.entries() {
+        if let crate::run::ledger::Entry::ImportDir { path } = e {
+            let _ = std::fs::remove_dir_all(path);
+        }
     }
     if made_worktree && let Err(e) = host.remove_tree(&inp.paths.worktree) {
         errors.push(format!("removing its worktree: {e:#}"));

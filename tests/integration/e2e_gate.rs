@@ -5,14 +5,17 @@
 //! that turns failures into passes; move the tests away with plumbing only (`update-index`,
 //! `commit-tree`, `update-ref`) and leave a trivial test in their place; the code under test
 //! exiting 0 as soon as pytest imports it; skipping the test module from the code under test,
-//! with a trivial test elsewhere so that something passes; and a `pytest.py` that forges the
-//! report. The guard is `gate.protected` (the first five end `gate_failed` with the protected
-//! path named: the base's files were put back and the gate failed honestly; the next two
-//! `gate_weakened` naming the test), and for the forged runner the gate's command as
-//! docs/gate.md gives it (the control keeps `gate.protected` and runs pytest the usual way).
-//! An honest agent that fixes the code and adds tests passes: the one under `tests/` is listed
-//! as a protected change (the gate ran without it), the one outside is a new test. `cyclix
-//! check --tenant` warns for the spec without `gate.protected`.
+//! with a trivial test elsewhere so that something passes; a pytest plugin declared by a
+//! `*.dist-info` at the top of the tree; a package named like a test module that stands in
+//! for it; and a `pytest.py` that forges the report. The guard is `gate.protected` (the first
+//! five end `gate_failed` with the protected path named: the base's files were put back and
+//! the gate failed honestly; the next two `gate_weakened` naming the test), and for the last
+//! three the gate's command as docs/gate.md gives it (their controls keep `gate.protected` and
+//! run pytest as the attack review found it, or the usual way).
+//! An honest agent that fixes the code and adds tests passes the gate: the one under `tests/` is
+//! listed as a protected change (the gate ran without it) and holds the delivery until
+//! `delivery.allow_paths` names it, the one outside is a new test; its next run reads the base's
+//! inventory kept. `cyclix check --tenant` warns for the spec without `gate.protected`.
 
 use crate::common::run::{prepared, record};
 use crate::common::tenant::Tenant;
@@ -20,14 +23,18 @@ use crate::common::testbed::{Testbed, expect_success};
 
 /// The gate as docs/gate.md recommends it for pytest: the demo's tests with per-test results
 /// at `$CYCLIX_RESULTS`, pytest imported before the work tree joins the end of `sys.path`.
-const GATE: &str = r#"[python3, -P, -c, "import os, sys, pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=append]"#;
+const GATE: &str = r#"[python3, -P, -c, "import os, sys; os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'; import pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=importlib, --continue-on-collection-errors]"#;
+
+/// [`GATE`] as it was before the attack review: plugins found in the work tree, test modules
+/// imported by their bare names.
+const APPEND_GATE: &str = r#"[python3, -P, -c, "import os, sys, pytest; sys.path.append('.'); sys.exit(pytest.main(sys.argv[1:] + ['--junitxml=' + os.environ['CYCLIX_RESULTS']]))", -q, -p, "no:cacheprovider", --import-mode=append]"#;
 
 /// The usual way to run pytest, which puts the work tree first on `sys.path`.
 const PLAIN_GATE: &str =
     r#"[sh, -c, 'exec python3 -m pytest -q -p no:cacheprovider --junitxml="$CYCLIX_RESULTS"']"#;
 
 /// The guard (the demo's list without `**/test_*.py`, so a test at the top is not protected).
-const PROTECTED: &str = r#"protected: [tests/, "**/conftest.py", pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml]"#;
+const PROTECTED: &str = r#"protected: [tests/, "**/conftest.py", pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini, setup.cfg, pyproject.toml]"#;
 
 /// The agents, one per `$1`; each commits its change on the run branch.
 const AGENT: &str = r#"set -eu
@@ -88,6 +95,40 @@ print("3 passed")
 sys.exit(0)
 PY
   commit "pytest shim" ;;
+distinfo)
+  mkdir -p zz_helper-1.0.dist-info
+  printf 'Metadata-Version: 2.1\nName: zz-helper\nVersion: 1.0\n' > zz_helper-1.0.dist-info/METADATA
+  printf '[pytest11]\nzz_helper = zz_helper\n' > zz_helper-1.0.dist-info/entry_points.txt
+  cat > zz_helper.py <<'PY'
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed:
+        report.outcome = "passed"
+        report.longrepr = None
+PY
+  commit "tooling" ;;
+shadowmod)
+  mkdir -p test_calc
+  cat > test_calc/__init__.py <<'PY'
+__file__ = __file__.rsplit("/", 2)[0] + "/tests/test_calc.py"
+
+
+def test_add():
+    pass
+
+
+def test_subtract():
+    pass
+
+
+def test_mean():
+    pass
+PY
+  commit "helpers" ;;
 honest)
   sed -i '/^def subtract/,/^$/s/return a + b/return a - b/' calc/__init__.py
   printf 'import calc\n\n\ndef test_subtract_zero():\n    assert calc.subtract(5, 0) == 5\n' > tests/test_more.py
@@ -105,9 +146,9 @@ struct Attack {
     name: &'static str,
     guarded: &'static str,
     path: Option<&'static str>,
-    /// The guard is the gate's command ([`GATE`]): the control keeps `gate.protected` and runs
-    /// [`PLAIN_GATE`].
-    command_guard: bool,
+    /// `Some(COMMAND)`: the guard is the gate's command ([`GATE`]); the control keeps
+    /// `gate.protected` and runs COMMAND. `None`: the control has no `gate.protected`.
+    control: Option<&'static str>,
 }
 
 const ATTACKS: &[Attack] = &[
@@ -115,49 +156,61 @@ const ATTACKS: &[Attack] = &[
         name: "delete",
         guarded: "gate_failed",
         path: Some("tests/test_calc.py (modified)"),
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "skip",
         guarded: "gate_failed",
         path: Some("tests/test_calc.py (modified)"),
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "deselect",
         guarded: "gate_failed",
         path: Some("pytest.ini (added)"),
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "conftest",
         guarded: "gate_failed",
         path: Some("conftest.py (added)"),
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "rename",
         guarded: "gate_failed",
         path: Some("tests/test_calc.py (deleted)"),
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "exit0",
         guarded: "gate_weakened",
         path: None,
-        command_guard: false,
+        control: None,
     },
     Attack {
         name: "skipmod",
         guarded: "gate_weakened",
         path: None,
-        command_guard: false,
+        control: None,
+    },
+    Attack {
+        name: "distinfo",
+        guarded: "gate_failed",
+        path: None,
+        control: Some(APPEND_GATE),
+    },
+    Attack {
+        name: "shadowmod",
+        guarded: "gate_failed",
+        path: None,
+        control: Some(APPEND_GATE),
     },
     Attack {
         name: "shadow",
         guarded: "gate_failed",
         path: None,
-        command_guard: true,
+        control: Some(PLAIN_GATE),
     },
 ];
 
@@ -171,10 +224,10 @@ fn tenant(name: &str, agent: &str, gate: &str, protected: bool) -> Tenant {
 
 /// The tenant of `a`'s guarded run or of its control.
 fn attack_tenant(name: &str, a: &Attack, guarded: bool) -> Tenant {
-    match (guarded, a.command_guard) {
+    match (guarded, a.control) {
         (true, _) => tenant(name, a.name, GATE, true),
-        (false, false) => tenant(name, a.name, GATE, false),
-        (false, true) => tenant(name, a.name, PLAIN_GATE, true),
+        (false, None) => tenant(name, a.name, GATE, false),
+        (false, Some(command)) => tenant(name, a.name, command, true),
     }
 }
 
@@ -254,7 +307,7 @@ fn check(tb: &Testbed, t: &str, attack: &Attack, guarded: bool) {
         // The control: without the guard the attack passes the gate.
         assert_eq!(rc, "0", "{what}: {out}\n{rec:#}");
         assert_eq!(rec["result"], "passed", "{what}: {rec:#}");
-        if attack.command_guard {
+        if attack.control.is_some() {
             // `gate.protected` counted the forged report's tests: the guard is the command.
             assert_eq!(
                 rec["gate_inventory"]["verdict"], "passed",
@@ -285,7 +338,7 @@ fn check(tb: &Testbed, t: &str, attack: &Attack, guarded: bool) {
                 "{what}: {rec:#}"
             );
         }
-        None if attack.command_guard => {
+        None if attack.control.is_some() => {
             // The real pytest ran: the base's failing test failed honestly.
             assert!(changes(&rec).is_empty(), "{what}: {rec:#}");
             assert!(
@@ -333,16 +386,37 @@ fn an_agent_that_weakens_the_tests_fails_the_gate_and_the_same_agent_passes_with
 fn an_honest_agent_passes_with_its_new_tests_listed_and_check_warns_without_the_guard() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = tenant("e2e-gate-honest", "honest", GATE, true).write(tb);
-    // No base inventory kept from an earlier test process on this testbed.
+    let honest = |allow: &str| {
+        tenant("e2e-gate-honest", "honest", GATE, true).extra_yaml(&format!(
+            "delivery:\n  remote: deliver\n  allow_paths: [{allow}]"
+        ))
+    };
+    let t = honest("").write(tb);
+    // A bare remote to deliver to, and no base inventory kept from an earlier test process.
     expect_success(
-        &tb.user_sh(&format!("rm -rf ~/.local/state/cyclix/runs/{t}/gate-base")),
-        "forget the kept inventories",
+        &tb.user_sh(&format!(
+            "set -e; rm -rf ~/.local/state/cyclix/runs/{t}/gate-base ~/{t}-remote.git; \
+             git init -q --bare ~/{t}-remote.git; git -C ~/src/{t} remote add deliver ~/{t}-remote.git"
+        )),
+        "a local bare remote, no kept inventory",
     );
     let (rc, out) = run(tb, &t);
     let rec = record(tb, &t);
-    assert_eq!(rc, "0", "{out}\n{rec:#}");
-    assert_eq!(rec["result"], "passed", "{rec:#}");
+    // The gate passed; the delivery is held for the test it never ran.
+    assert_eq!(rc, "1", "{out}\n{rec:#}");
+    assert_eq!(rec["result"], "delivery_refused", "{rec:#}");
+    assert_eq!(rec["delivery"]["outcome"], "held", "{rec:#}");
+    assert_eq!(
+        rec["delivery"]["held_paths"],
+        serde_json::json!(["tests/test_more.py"]),
+        "{rec:#}"
+    );
+    assert!(
+        rec["delivery"]["reason"]
+            .to_string()
+            .contains("changes the protected paths tests/test_more.py"),
+        "{rec:#}"
+    );
     let inv = &rec["gate_inventory"];
     assert_eq!(inv["verdict"], "passed", "{rec:#}");
     assert_eq!(inv["base"]["source"], "ran", "{rec:#}");
@@ -356,10 +430,19 @@ fn an_honest_agent_passes_with_its_new_tests_listed_and_check_warns_without_the_
         "{rec:#}"
     );
     assert!(out.contains("; 1 new (run on the base tree)"), "{out}");
-    // The same base, gate image and argv: the next run reads the base's inventory kept.
+    // `allow_paths: [tests/]` delivers it; the same base, gate image and argv: the base's
+    // inventory is read as kept.
+    expect_success(
+        &tb.user_sh(&format!(
+            "cat > ~/.config/cyclix/tenants/{t}.yaml <<'SPEC'\n{}SPEC\n",
+            honest("tests/").yaml()
+        )),
+        "allow the tests",
+    );
     let (rc, out) = run(tb, &t);
     let again = record(tb, &t);
     assert_eq!(rc, "0", "{out}");
+    assert_eq!(again["delivery"]["outcome"], "pushed", "{again:#}");
     assert_eq!(
         again["gate_inventory"]["base"]["source"], "cached",
         "{again:#}"

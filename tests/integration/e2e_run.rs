@@ -58,7 +58,13 @@ fn demo_run_passes_commits_and_leaves_nothing() {
         .iter()
         .map(|p| p["name"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(phases, cyclix::failpoint::PHASES);
+    // The demo protects its tests: the gate's run on the base tree (or its kept inventory)
+    // comes before the gate.
+    let mut want: Vec<&str> = cyclix::failpoint::PHASES.to_vec();
+    let gate = want.iter().position(|p| *p == "gate").expect("gate");
+    want.insert(gate, "gate-base");
+    assert_eq!(phases, want);
+    assert_eq!(rec["gate_inventory"]["verdict"], "passed", "{rec:#}");
 }
 
 #[test]

@@ -158,7 +158,7 @@ fn argv_round_trips_through_quadlet_and_plain_units_on_the_real_stack() {
             r#"set -euo pipefail
 src={src}/{rel}/expected/{backend}
 W=/home/cyx/.local/share/cyclix/worktrees/hostile/golden-1; mkdir -p $W $W.gate /home/cyx/src/hostile/.git
-R=$XDG_RUNTIME_DIR/cyclix/runs/golden-1; mkdir -p $R
+R=$XDG_RUNTIME_DIR/cyclix/runs/golden-1; mkdir -p $R $R/results
 mkdir -p {dest}
 sed -e 's#^Image=.*#Image=docker.io/library/busybox:latest#' -e 's# "localhost/hostile" # "docker.io/library/busybox:latest" #' \
     -e 's#/home/test/#/home/cyx/#g' $src/{dir}/{gate} > {dest}/{gate}

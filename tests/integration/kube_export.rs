@@ -414,10 +414,39 @@ fn every_exported_manifest_passes_the_strict_schemas_of_two_kubernetes_versions(
             files.push(p);
         }
     }
-    // `cyclix export kube demo` itself, as a user runs it.
+    // `cyclix export kube demo` itself, as a user runs it: refused while the demo protects its
+    // tests (the Kubernetes gate cannot carry that yet), exported from the same spec without.
     let out = dir.path().join("demo");
     let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
         .args(["export", "kube", "demo", "--run-id", "kv-1", "--out"])
+        .arg(&out)
+        .env("HOME", dir.path())
+        .output()
+        .expect("cyclix");
+    assert!(!o.status.success(), "gate.protected must be refused");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("gate.protected"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let unprotected = dir.path().join("demo.yaml");
+    let text: String = cyclix::demo::TENANT_YAML
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("protected:"))
+        // The embedded demo's task file is laid out by `cyclix demo setup`: its text instead.
+        .map(|l| {
+            if l.trim_start().starts_with("file:") {
+                "  text: Fix the failing test.\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&unprotected, text).expect("spec");
+    let o = Command::new(env!("CARGO_BIN_EXE_cyclix"))
+        .args(["export", "kube", "demo", "--run-id", "kv-1", "--spec"])
+        .arg(&unprotected)
+        .arg("--out")
         .arg(&out)
         .env("HOME", dir.path())
         .output()

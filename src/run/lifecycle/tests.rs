@@ -11,6 +11,7 @@ use crate::systemd::fake::Call;
 use crate::systemd::{FakeUnitManager, Op};
 
 mod faults;
+mod gate;
 
 type Script = Box<dyn Fn(&FakeUnitManager)>;
 
@@ -79,6 +80,12 @@ fn world() -> World {
 fn nothing_left(w: &World, rec: &RunRecord, host: &FakeRunHost) {
     assert!(rec.leftovers.is_empty(), "leftovers: {:?}", rec.leftovers);
     assert!(!w.inp.paths.worktree.exists(), "worktree left");
+    for tree in [
+        crate::layout::gate_tree(&w.inp.paths.worktree),
+        crate::layout::gate_base_tree(&w.inp.paths.worktree),
+    ] {
+        assert!(!tree.exists(), "{} left", tree.display());
+    }
     assert!(!w.inp.paths.run_dir.exists(), "run dir left");
     for d in [&w.inp.paths.quadlet_dir, &w.inp.paths.units_dir] {
         let n = std::fs::read_dir(d).map_or(0, Iterator::count);

@@ -261,6 +261,17 @@ pub(crate) fn watch_to_end(
     }
 }
 
+/// A unit that ran past its budget and was stopped ([`keep_waiting`]): callers that can say
+/// whose time ran out (the base's tests, say) find it in the error's chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{unit} did not finish within {budget_s} s; stopped it")]
+pub(crate) struct Overdue {
+    /// The unit.
+    pub(crate) unit: String,
+    /// Its budget, in seconds.
+    pub(crate) budget_s: u64,
+}
+
 /// The two reasons to stop waiting for a running `unit`: its budget is spent, or cyclix was
 /// asked to stop. Either way the unit is stopped and the error says why.
 pub(crate) fn keep_waiting(
@@ -273,10 +284,11 @@ pub(crate) fn keep_waiting(
 ) -> Result<()> {
     if overdue {
         let _ = units.stop(unit, JobMode::Replace, d.stop);
-        bail!(
-            "{unit} did not finish within {} s; stopped it",
-            budget.as_secs()
-        );
+        return Err(Overdue {
+            unit: unit.to_string(),
+            budget_s: budget.as_secs(),
+        }
+        .into());
     }
     if interrupted.load(Ordering::SeqCst) {
         let _ = units.stop(unit, JobMode::Replace, d.stop);

@@ -124,7 +124,7 @@ pub(crate) fn of_ledger(
     if let Some(tree) = ledger.worktree().and_then(|(p, _)| exists(p)) {
         left.push(Leftover::new(Kind::Worktree, tree, run));
     }
-    if let Some(tree) = ledger.gate_tree().and_then(exists) {
+    for tree in ledger.gate_trees().filter_map(exists) {
         left.push(Leftover::new(Kind::GateTree, tree, run));
     }
     for e in ledger.entries() {

@@ -78,11 +78,13 @@ struct Trees {
     objects: PathBuf,
 }
 
-/// The gate's pathspecs of `protected` (`:(glob)P`, as `setup:` matches).
+/// The gate's pathspecs of `protected` (`:(glob,icase)P`: as `setup:` matches at delivery,
+/// case-insensitively, so a `CONFTEST.py` that takes effect on a case-insensitive checkout is
+/// removed and held like a `conftest.py`).
 fn pathspecs(protected: &[String]) -> Vec<String> {
     protected
         .iter()
-        .flat_map(|p| crate::spec::setup_pathspecs_of(p))
+        .map(|p| format!(":(glob,icase){}", p.strip_suffix('/').unwrap_or(p)))
         .collect()
 }
 
@@ -324,7 +326,19 @@ fn base_inventory(
         "fill-gate-base",
     )?;
     results_dir(inp.run_dir, true)?;
-    let exit = run_to_end(units, unit, inp.deadlines, budget, inp.interrupted)?;
+    let exit = match run_to_end(units, unit, inp.deadlines, budget, inp.interrupted) {
+        Ok(exit) => exit,
+        // The base's own tests ran past `gate.timeout`: the project's setup, not cyclix.
+        Err(e) if e.downcast_ref::<super::agent::Overdue>().is_some() => {
+            return Ok(Err(format!(
+                "the gate did not finish on the base tree within gate.timeout ({} s): the \
+                 base's own tests ran too long, so they cannot be counted; raise \
+                 `gate.timeout` or make the suite faster",
+                inp.gate.timeout_s
+            )));
+        }
+        Err(e) => return Err(e),
+    };
     let results = results_of(&results_file(inp.run_dir, true));
     if let Some(why) = crate::gate::base_unusable(&results) {
         let last = host

@@ -174,8 +174,8 @@ fn trees(
     note: &mut impl FnMut(&str, Result<()>),
 ) {
     let ledger = &st.ledger;
-    if let Some(tree) = ledger.gate_tree() {
-        note("removing the gate's tree", host.remove_tree(tree));
+    for tree in ledger.gate_trees() {
+        note("removing a gate's tree", host.remove_tree(tree));
     }
     match ledger.worktree() {
         // Plain files: no git runs in a tree the agent wrote (module `run::import`).

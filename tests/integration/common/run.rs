@@ -56,7 +56,8 @@ pub fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
 }
 
 /// Everything the run could have left, listed from the host side (podman objects, secrets,
-/// units, unit files, worktree, run dir, conmon and sentinel processes and cgroups named after
+/// units, unit files, worktree and the gates' trees, run dir, import and gate staging dirs,
+/// conmon and sentinel processes and cgroups named after
 /// the run: field report B11); empty means clean.
 pub fn leftovers(tb: &Testbed, run_id: &str, tenant: &str) -> String {
     let script = format!(
@@ -66,7 +67,7 @@ podman network ls -q --filter label=$l; podman volume ls -q --filter label=$l
 podman secret ls --format '{{{{.Name}}}}' | grep -e "cyclix-{run_id}" || true
 systemctl --user list-units --all --no-legend 'cyclix-{run_id}*'
 ls $XDG_RUNTIME_DIR/containers/systemd/ | grep {run_id} || true
-ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} $XDG_RUNTIME_DIR/cyclix/runs/{run_id} 2>/dev/null || true
+ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} ~/.local/share/cyclix/worktrees/{tenant}/{run_id}.* $XDG_RUNTIME_DIR/cyclix/runs/{run_id} ~/.local/state/cyclix/runs/{tenant}/{run_id}.import ~/.local/state/cyclix/runs/{tenant}/{run_id}.gate-objects 2>/dev/null || true
 pgrep -a conmon | grep -e "cyclix-{run_id}" || true
 pgrep -af '^cyclix-{run_id}-sentinel' || true
 find /sys/fs/cgroup/user.slice/user-$(id -u).slice/user@$(id -u).service -maxdepth 4 -name '*cyclix-{run_id}*' 2>/dev/null || true
