@@ -12,8 +12,9 @@
 //! `phase.teardown`, `phase.audit`), `teardown.STEP` before each teardown step
 //! ([`TEARDOWN_STEPS`]), `ledger.KIND` right after each append of that kind to the run's
 //! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
-//! removing the run's ledger. A *hold* point ([`hold_point`], `pool.fill.held`) blocks instead
-//! of dying, for a test that kills the process from outside.
+//! removing the run's ledger. A fill of a warm pool passes `pool.fill` once its subnet is reserved
+//! and `pool.fill.started` once its environment runs; the *hold* point `pool.fill.held`
+//! ([`hold_point`]) there blocks instead of dying, for a test that kills the process from outside.
 
 /// The phases of a run of tier `container` that gets to its gate, in order, each a point
 /// `phase.NAME` (the run record's `phases` list the same names). A spec with `gate.protected`

@@ -74,7 +74,11 @@ pub mod podman;
 pub mod probe;
 pub mod process;
 pub mod render;
-pub mod run;
+pub(crate) mod run;
+
+/// The kinds of a run's ledger entries, in the order a run first appends them (each a fail
+/// point `ledger.KIND`): [`run::ledger::KINDS`].
+pub use run::ledger::KINDS as LEDGER_KINDS;
 pub mod spec;
 pub mod systemd;
 pub mod text;

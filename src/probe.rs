@@ -384,6 +384,33 @@ mod tests {
         Probe::new("D", "d", pass),
     ];
 
+    /// Each marked probe's own start and end (its name, when it began, when it returned):
+    /// the scheduling tests judge order and overlap from these, never from a clock bound.
+    type Marks = std::sync::Mutex<Vec<(&'static str, Instant, Instant)>>;
+
+    /// A probe that sleeps 400 ms between two marks in `log`.
+    fn marked(log: &Marks, name: &'static str, c: &Context) -> Judged {
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_millis(400));
+        log.lock()
+            .expect("marks")
+            .push((name, start, Instant::now()));
+        pass(c)
+    }
+
+    /// The (start, end) of `name` in `log`.
+    fn span(log: &Marks, name: &str) -> (Instant, Instant) {
+        let marks = log.lock().expect("marks");
+        let m = marks.iter().find(|m| m.0 == name);
+        let (_, start, end) = m.unwrap_or_else(|| panic!("{name} left no marks"));
+        (*start, *end)
+    }
+
+    /// Whether two spans overlap.
+    fn overlap(a: (Instant, Instant), b: (Instant, Instant)) -> bool {
+        a.0 < b.1 && b.0 < a.1
+    }
+
     #[test]
     fn context_defaults_and_unknown_keys() {
         let c = ctx();
@@ -397,14 +424,30 @@ mod tests {
 
     #[test]
     fn a_probe_over_its_deadline_fails_and_the_others_still_run() {
+        // B outlasts its deadline by waiting for the test (at most 60 s), whatever the load.
+        static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        fn held(c: &Context) -> Judged {
+            let until = Instant::now() + Duration::from_secs(60);
+            while !RELEASE.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            pass(c)
+        }
+        const HELD: &[Probe] = &[
+            Probe::new("A", "a", pass),
+            Probe::new("B", "b", held),
+            Probe::new("C", "c", pass),
+            Probe::new("D", "d", pass),
+        ];
         let r = run_with(
-            FAKE,
+            HELD,
             &ctx(),
             &[],
-            Duration::from_millis(100),
-            Duration::from_secs(5),
+            Duration::from_secs(2),
+            Duration::from_secs(120),
         )
         .expect("known ids");
+        RELEASE.store(true, std::sync::atomic::Ordering::SeqCst);
         let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
         assert_eq!(
             v,
@@ -421,15 +464,43 @@ mod tests {
 
     #[test]
     fn the_suite_budget_caps_every_deadline_and_the_probes_run_side_by_side() {
-        let t = Instant::now();
+        // B waits until the test lets it go (at most 60 s): if the suite waited for it, the
+        // suite would only return once B gave up, and B says which it was.
+        static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        static ENDED_BY: std::sync::Mutex<Option<&str>> = std::sync::Mutex::new(None);
+        fn held(c: &Context) -> Judged {
+            let until = Instant::now() + Duration::from_secs(60);
+            while !RELEASE.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let by = if RELEASE.load(std::sync::atomic::Ordering::SeqCst) {
+                "release"
+            } else {
+                "timeout"
+            };
+            *ENDED_BY.lock().expect("lock") = Some(by);
+            pass(c)
+        }
+        const HELD: &[Probe] = &[
+            Probe::new("A", "a", pass),
+            Probe::new("B", "b", held),
+            Probe::new("C", "c", pass),
+            Probe::new("D", "d", pass),
+        ];
         let r = run_with(
-            FAKE,
+            HELD,
             &ctx(),
             &[],
-            Duration::from_secs(2),
+            Duration::from_secs(120),
             Duration::from_millis(150),
         )
         .expect("known ids");
+        assert_eq!(
+            *ENDED_BY.lock().expect("lock"),
+            None,
+            "the suite waited for the hanging probe"
+        );
+        RELEASE.store(true, std::sync::atomic::Ordering::SeqCst);
         let v: Vec<(&str, Verdict)> = r.iter().map(|r| (r.id.as_str(), r.verdict)).collect();
         assert_eq!(
             v,
@@ -442,30 +513,30 @@ mod tests {
             "B is cut at the budget; C and D, started beside it, pass"
         );
         assert!(r[1].detail.contains("within 150 ms"), "{:?}", r[1]);
-        assert!(
-            t.elapsed() < Duration::from_millis(400),
-            "the suite waited for the hanging probe: {:?}",
-            t.elapsed()
-        );
     }
 
     #[test]
     fn two_slow_probes_take_the_time_of_one() {
-        const SLOW: &[Probe] = &[Probe::new("A", "a", hang), Probe::new("B", "b", hang)];
-        let t = Instant::now();
+        static LOG: Marks = std::sync::Mutex::new(Vec::new());
+        fn a(c: &Context) -> Judged {
+            marked(&LOG, "A", c)
+        }
+        fn b(c: &Context) -> Judged {
+            marked(&LOG, "B", c)
+        }
+        const SLOW: &[Probe] = &[Probe::new("A", "a", a), Probe::new("B", "b", b)];
         let r = run_with(
             SLOW,
             &ctx(),
             &[],
-            Duration::from_secs(2),
-            Duration::from_secs(5),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
         )
         .expect("known ids");
         assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
         assert!(
-            t.elapsed() < Duration::from_millis(790),
-            "two 400 ms probes ran one after the other: {:?}",
-            t.elapsed()
+            overlap(span(&LOG, "A"), span(&LOG, "B")),
+            "two slow probes ran one after the other"
         );
         assert!(
             r.iter().all(|r| r.ms >= 400),
@@ -480,20 +551,35 @@ mod tests {
             Probe::new("B", "b", hang).proxied(),
             Probe::new("C", "c", hang),
         ];
-        let t = Instant::now();
+        static LOG: Marks = std::sync::Mutex::new(Vec::new());
+        fn a(c: &Context) -> Judged {
+            marked(&LOG, "A", c)
+        }
+        fn b(c: &Context) -> Judged {
+            marked(&LOG, "B", c)
+        }
+        fn c_(c: &Context) -> Judged {
+            marked(&LOG, "C", c)
+        }
+        const MARKED: &[Probe] = &[
+            Probe::new("A", "a", a).proxied(),
+            Probe::new("B", "b", b).proxied(),
+            Probe::new("C", "c", c_),
+        ];
         let r = run_with(
-            LANE,
+            MARKED,
             &ctx(),
             &[],
-            Duration::from_secs(2),
-            Duration::from_secs(5),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
         )
         .expect("known ids");
         assert!(r.iter().all(|r| r.verdict == Verdict::Pass), "{r:?}");
-        let took = t.elapsed();
+        let (sa, sb, sc) = (span(&LOG, "A"), span(&LOG, "B"), span(&LOG, "C"));
+        assert!(!overlap(sa, sb), "the proxied probes A and B ran at once");
         assert!(
-            took >= Duration::from_millis(800) && took < Duration::from_millis(1190),
-            "A and B one after the other, C beside them: {took:?}"
+            overlap(sc, sa) || overlap(sc, sb),
+            "C ran beside neither of the lane's probes"
         );
         // A budget of 300 ms: A is cut at it, B never starts; C (beside) is cut too.
         let r = run_with(

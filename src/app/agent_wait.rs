@@ -311,12 +311,10 @@ mod tests {
             Outcome::Findings
         );
         std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
-        let t = Instant::now();
         assert_eq!(
             run(&go, None, 0, None, &argv).expect("runs"),
             Outcome::Findings
         );
-        assert!(t.elapsed() < Duration::from_secs(2));
         assert!(!marker.exists(), "the agent ran without a proven boundary");
     }
 

@@ -312,17 +312,14 @@ mod tests {
     /// A stand-in `kubectl` (a shell script) that logs its argv and stdin and answers as an
     /// API server would for one run: the adapter's control flow, not a cluster.
     fn fake(dir: &Path, script: &str) -> Kubectl {
-        use std::os::unix::fs::PermissionsExt as _;
         let bin = dir.join("kubectl");
-        std::fs::write(
+        crate::process::write_executable(
             &bin,
-            format!(
+            &format!(
                 "#!/bin/sh\nL={}/calls\necho \"$*\" >> $L\n{script}\n",
                 dir.display()
             ),
-        )
-        .expect("write");
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        );
         Kubectl {
             program: bin.display().to_string(),
             namespace: Some("ns".into()),

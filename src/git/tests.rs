@@ -216,14 +216,10 @@ fn hooks_never_run() {
         "post-commit",
     ] {
         let h = hooks.join(hook);
-        std::fs::write(
+        crate::process::write_executable(
             &h,
-            format!("#!/bin/sh\necho {hook} >> '{}'\n", marker.display()),
-        )
-        .expect("hook");
-        let mut perm = std::fs::metadata(&h).expect("meta").permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-        std::fs::set_permissions(&h, perm).expect("chmod");
+            &format!("#!/bin/sh\necho {hook} >> '{}'\n", marker.display()),
+        );
     }
     // Control: plain git does run the planted hook, so the test can fail.
     let d = g.repo().to_string_lossy().into_owned();

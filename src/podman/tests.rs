@@ -164,14 +164,10 @@ fn failures_carry_argv_and_stderr_and_never_the_secret() {
     // A stand-in binary: prints to stderr and fails, like podman does.
     let tmp = tempfile::tempdir().expect("tempdir");
     let bin = tmp.path().join("podman");
-    std::fs::write(
+    crate::process::write_executable(
         &bin,
         "#!/bin/sh\ncat >/dev/null\necho 'Error: no secret with name or id \"x\": no such secret' >&2\nexit 125\n",
-    )
-    .expect("write");
-    let mut perm = std::fs::metadata(&bin).expect("meta").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&bin, perm).expect("chmod");
+    );
     let p = Podman::with_bin(bin.to_string_lossy());
     assert!(!p.secret_rm("x").expect("missing is fine"));
     let e = p

@@ -36,7 +36,7 @@ fn images_mut(spec: &mut Spec) -> Vec<&mut Image> {
 /// # Errors
 /// As [`build_images`], with `phase build`.
 pub(crate) fn phase(
-    r: &mut super::lifecycle::Recorder,
+    r: &mut super::state::Recorder,
     inp: &super::inputs::RunInputs,
     host: &dyn RunHost,
     base: &str,

@@ -339,11 +339,22 @@ mod tests {
     fn slots_up_to_the_limit_then_a_timeout_naming_the_holders() {
         let dir = tempfile::tempdir().expect("tmp");
         let rq = req(dir.path(), 2, 0);
+        // A slot file's lock goes with the last descriptor of it, and a process another test
+        // forks holds a copy of every descriptor until its exec (close-on-exec): a slot just
+        // tried and let go can look taken for that moment. So a slot that should be free is
+        // waited for, as a run waits (POLL), never expected within 0 ms.
+        let patient = req(dir.path(), 2, 60_000);
         let no = AtomicBool::new(false);
-        let first = acquire(&rq, &me("a", 1), &no).expect("slot 1");
-        let second = acquire(&rq, &me("b", 2), &no).expect("slot 2");
+        let first = acquire(&patient, &me("a", 1), &no).expect("slot 1");
+        let second = acquire(&patient, &me("b", 2), &no).expect("slot 2");
         assert_ne!(first.slot.index, second.slot.index);
-        assert_eq!(second.busy_at_start, 1);
+        // At its first look: `first`'s slot, and for the fork's moment perhaps the one
+        // `first` tried and let go (see above).
+        assert!(
+            matches!(second.busy_at_start, 1 | 2),
+            "{}",
+            second.busy_at_start
+        );
         let err = acquire(&rq, &me("c", 3), &no).expect_err("full");
         let msg = err.to_string();
         assert!(
@@ -360,11 +371,15 @@ mod tests {
         );
         assert_eq!(occupants(&rq.dirs.slots).len(), 2);
         drop(first);
-        let third = acquire(&rq, &me("c", 3), &no).expect("a freed slot");
+        let third = acquire(&patient, &me("c", 3), &no).expect("a freed slot");
         assert_eq!(occupants(&rq.dirs.slots).len(), 2);
         drop((second, third));
-        let r = rq;
-        assert!(occupants(&r.dirs.slots).is_empty());
+        let free = acquire(&patient, &me("d", 4), &no).expect("free");
+        let again = acquire(&patient, &me("e", 5), &no).expect("free");
+        assert_ne!(
+            free.slot.index, again.slot.index,
+            "both slots were free again"
+        );
     }
 
     #[test]
@@ -384,7 +399,9 @@ mod tests {
         let mut dead = me("old", 1);
         dead.pid = u32::MAX - 1; // no such process
         write_atomic(&r.dirs.queue.join("old.json"), &dead).expect("w");
-        let t = acquire(&r, &me("new", 5), &no).expect("a dead waiter is stale");
+        // Patient: the slot the first look tried may look taken for a fork's moment.
+        let t =
+            acquire(&req(d.path(), 1, 60_000), &me("new", 5), &no).expect("a dead waiter is stale");
         assert_eq!(t.ahead_at_start, 0);
         assert!(
             !r.dirs.queue.join("old.json").exists(),

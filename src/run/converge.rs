@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::ledger::{self, Entry, Ledger, Owner};
-use super::lifecycle::RunState;
 use super::phases::{audit, teardown};
 use super::record::{self, RunRecord};
 use super::seam::RunHost;
+use super::state::RunState;
 use super::storage_lock::{self, WaitError};
 use crate::inventory::{self, Leftover};
 use crate::layout::RunFiles;

@@ -21,10 +21,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use serde::{Deserialize, Serialize};
 
-use self::core::{PushOutcome, SecretHit, StartPoint};
+use self::core::{PushOutcome, StartPoint};
 use self::lock::{BranchLock, Holder, acquire, lock_path, now_ms};
+use super::record::SecretHit;
+pub use super::record::{DeliveryRecord, Outcome};
 use super::record::{RunRecord, RunResult};
 use crate::git::Git;
 use crate::spec::Delivery;
@@ -159,82 +160,6 @@ impl Repo for GitRepo {
     }
 }
 
-/// How a delivery ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The run did not get to its delivery (it did not pass, or failed before).
-    NotReached,
-    /// The run made no commits: nothing to deliver.
-    NothingToDeliver,
-    /// Everything checked, nothing sent (`push: false`).
-    NotPushed,
-    /// Held: paths or secrets the delivery must not carry; kept on the local branch.
-    Held,
-    /// The push was refused (the lease, the remote); kept on the local branch.
-    Refused,
-    /// Pushed.
-    Pushed,
-}
-
-/// The `delivery` object of the run record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeliveryRecord {
-    /// The remote's name in the user's repository.
-    pub remote: String,
-    /// The remote's push URL, credentials removed.
-    pub url: String,
-    /// The branch on the remote.
-    pub branch: String,
-    /// The remote tip the run started from; `None`: the branch did not exist (the push must
-    /// create it).
-    pub expected: Option<String>,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Why it was held or refused, or what else is worth saying.
-    pub reason: Option<String>,
-    /// The remote tip after the push (read back from the remote).
-    pub pushed_tip: Option<String>,
-    /// Touched paths that held the delivery.
-    pub held_paths: Vec<String>,
-    /// Secrets found in the delivered diff: file and kind, never the value.
-    pub secret_hits: Vec<SecretHit>,
-    /// How long the run waited for the branch lock, in ms.
-    pub lock_wait_ms: u128,
-    /// When the push started and ended, in ms since the Unix epoch.
-    pub push_start_ms: Option<u128>,
-    /// See `push_start_ms`.
-    pub push_end_ms: Option<u128>,
-}
-
-impl DeliveryRecord {
-    /// One line for the run summary.
-    #[must_use]
-    pub fn summary(&self) -> String {
-        let short = |s: &str| s.get(..12).unwrap_or(s).to_owned();
-        let target = format!("{} {} ({})", self.remote, self.branch, self.url);
-        let why = self
-            .reason
-            .as_deref()
-            .map_or_else(String::new, |r| format!(": {r}"));
-        match self.outcome {
-            Outcome::Pushed => format!(
-                "pushed {} to {target}{}",
-                self.pushed_tip.as_deref().map_or_else(String::new, short),
-                self.expected.as_deref().map_or_else(
-                    || " (new branch)".to_owned(),
-                    |e| format!(" (from {})", short(e))
-                )
-            ),
-            Outcome::NotReached => format!("not reached for {target}{why}"),
-            Outcome::NothingToDeliver => format!("nothing to deliver to {target}"),
-            Outcome::NotPushed => format!("checked, not pushed (push: false) to {target}"),
-            Outcome::Held => format!("HELD for {target}{why}"),
-            Outcome::Refused => format!("REFUSED by {target}{why}"),
-        }
-    }
-}
-
 /// What a run needs to know about its delivery from prepare on.
 #[derive(Debug)]
 pub struct Start {
@@ -285,7 +210,7 @@ impl Target<'_> {
 
 /// The run's [`Target`] from its inputs; `None` when the spec has no `delivery:`.
 #[must_use]
-pub fn target<'a>(inp: &'a super::lifecycle::RunInputs, run_branch: &'a str) -> Option<Target<'a>> {
+pub fn target<'a>(inp: &'a super::inputs::RunInputs, run_branch: &'a str) -> Option<Target<'a>> {
     let spec = inp.spec.delivery.as_ref()?;
     let runs_root = inp.paths.run_dir.parent()?;
     Some(Target {
@@ -316,7 +241,7 @@ pub fn target<'a>(inp: &'a super::lifecycle::RunInputs, run_branch: &'a str) -> 
 ///
 /// # Errors
 /// The lock stayed held, the remote cannot be read, or its tip does not contain the base.
-pub fn start(inp: &super::lifecycle::RunInputs, run_branch: &str) -> Result<Option<Start>> {
+pub fn start(inp: &super::inputs::RunInputs, run_branch: &str) -> Result<Option<Start>> {
     let Some(t) = target(inp, run_branch) else {
         return Ok(None);
     };
@@ -429,7 +354,7 @@ fn start_from(t: &Target<'_>, repo: &dyn Repo, url: &str) -> Result<Start> {
 /// # Errors
 /// git fails (the run is then an error; nothing was pushed unless the record says so).
 pub fn deliver(
-    inp: &super::lifecycle::RunInputs,
+    inp: &super::inputs::RunInputs,
     start: Start,
     rec: &mut RunRecord,
 ) -> Result<RunResult> {

@@ -63,7 +63,8 @@ pub fn copy_running(runtime_dir: &Path) -> Result<PathBuf> {
 /// # Errors
 /// `bin` cannot be read, names a program interpreter ([`refuse_interpreter`]), or the copy
 /// cannot be written.
-pub fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
+#[cfg(test)]
+pub(crate) fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
     copy_as(bin, bin, runtime_dir)
 }
 

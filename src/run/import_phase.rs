@@ -8,9 +8,9 @@ use anyhow::{Context as _, Result};
 
 use super::import::{Export, ExportRequest};
 use super::ledger::Entry;
-use super::lifecycle::RunState;
 use super::record::{ImportRecord, RunRecord, RunResult};
 use super::seam::RunHost;
+use super::state::RunState;
 
 /// The run's private repository as the export containers see it (tier `container`): what
 /// the gate's checkout and the import need of the run's inputs.

@@ -12,15 +12,11 @@
 //! agent named (`limits`), both in the record's `causes`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::Result;
 
 pub use super::inputs::{Deadlines, RunInputs, RunPaths};
 use super::ledger::Ledger;
-pub use super::phases::collect::LOG_TAIL_LINES;
 use super::phases::{
     agent::{agent_phases, host_gate},
     audit,
@@ -30,114 +26,13 @@ use super::phases::{
     prepare::prepare,
     teardown,
 };
-use super::record::{Phase, RunRecord, RunResult};
+use super::record::{RunRecord, RunResult};
 use super::seam::RunHost;
-use super::tripwire::{self, Tripwires};
+pub(crate) use super::state::{Recorder, RunState, now_ms};
+use super::tripwire;
 use crate::render::{self};
 use crate::systemd::UnitManager;
 use crate::tier::Tier;
-
-pub(crate) fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
-/// Records each phase's timing and outcome; a phase that fails adds `phase NAME` to the error.
-pub(crate) struct Recorder {
-    pub(crate) phases: Vec<Phase>,
-    interrupted: Option<Arc<AtomicBool>>,
-    progress: Option<PathBuf>,
-}
-
-impl Recorder {
-    /// A recorder whose phases (except `teardown` and `audit`) fail once `interrupted` is set;
-    /// each phase is noted in `progress` (for convergence) when given.
-    pub(crate) fn new(interrupted: Option<Arc<AtomicBool>>, progress: Option<PathBuf>) -> Self {
-        Recorder {
-            phases: Vec::new(),
-            interrupted,
-            progress,
-        }
-    }
-
-    pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        // Journal field CYCLIX_PHASE on every line logged in the phase (issue 18, item 4).
-        let _span = tracing::info_span!("phase", cyclix_phase = name).entered();
-        tracing::info!("phase {name} started");
-        super::phases::reached(self.progress.as_deref(), &format!("phase.{name}"), name);
-        let start_ms = now_ms();
-        let interrupted = !matches!(name, "teardown" | "audit")
-            && self
-                .interrupted
-                .as_ref()
-                .is_some_and(|i| i.load(Ordering::SeqCst));
-        let r = if interrupted {
-            Err(anyhow!(
-                "stopped by a person (SIGTERM or SIGINT) before this phase began; tearing down"
-            ))
-        } else {
-            f()
-        };
-        let outcome = match &r {
-            Ok(_) => "ok".to_string(),
-            Err(e) => format!("{e:#}"),
-        };
-        tracing::info!("phase {name}: {outcome}");
-        self.phases.push(Phase {
-            name: name.into(),
-            start_ms,
-            end_ms: now_ms(),
-            outcome,
-        });
-        r.with_context(|| format!("phase {name}"))
-    }
-}
-
-/// What a run holds while it runs: its ledger (everything it created, on disk as it grows)
-/// and what it saw on the way, for the audit and the record.
-#[derive(Debug)]
-pub(crate) struct RunState {
-    /// What the run created ([`Ledger`]); teardown undoes exactly that (plus a by-label sweep).
-    pub(crate) ledger: Ledger,
-    /// The planted tripwires (and the sentinel's handle), once planted.
-    pub(crate) tripwires: Option<Tripwires>,
-    /// The repository's refs before the run (for the audit's ref check; host tiers).
-    pub(crate) refs_before: Option<Vec<(String, String)>>,
-    /// The user's repository before the run (tier `container`: compared after the import).
-    pub(crate) repo_before: Option<super::repo_state::RepoState>,
-    /// The run branch (in the ledger before it is made) exists: made with the worktree (host
-    /// tiers) or by the import (tier `container`).
-    pub(crate) branch_made: bool,
-    /// Set by teardown: a git operation was half done in the worktree when it was removed.
-    pub(crate) in_progress: Option<String>,
-    /// Notices for the record found on the way (e.g. a wait for podman's storage lock).
-    pub(crate) notices: Vec<String>,
-    /// The run's slot under the host's `max_runs`, held until the run's state is dropped
-    /// (after teardown and the audit).
-    pub(crate) slot: Option<super::capacity::Slot>,
-}
-
-impl RunState {
-    /// A run that has created nothing yet but its ledger.
-    pub(crate) fn new(ledger: Ledger) -> Self {
-        RunState {
-            ledger,
-            tripwires: None,
-            refs_before: None,
-            repo_before: None,
-            branch_made: false,
-            in_progress: None,
-            notices: Vec::new(),
-            slot: None,
-        }
-    }
-
-    /// Whether the run's work tree is its private repository (tier `container`).
-    pub(crate) fn private_tree(&self) -> bool {
-        self.ledger.worktree().is_some_and(|(_, private)| private)
-    }
-}
 
 /// Runs the whole lifecycle and returns the record (never an `Err`: failures are recorded
 /// with their phase). `ledger` (started by the caller, [`Ledger::create`]) names everything
@@ -519,7 +414,7 @@ fn escape_check(
     result: &mut RunResult,
 ) -> Result<()> {
     if let Some(tw) = created.tripwires.as_mut() {
-        let tripped = r.phase(name, || tripwire::check(tw))?;
+        let tripped = r.phase(name, || Ok(tripwire::check(tw)))?;
         for t in tripped {
             if !rec.refusal.contains(&t) {
                 rec.refusal.push(t);

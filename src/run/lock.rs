@@ -105,12 +105,6 @@ impl TenantLock {
             .and_then(|()| self.file.flush())
             .with_context(|| format!("writing {}", self.path.display()))
     }
-
-    /// The lock file's path.
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl Drop for TenantLock {

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub use super::record::EnvironmentRecord;
 use crate::render::Backend;
 
 /// The four state directories under a pool's directory.
@@ -272,7 +273,8 @@ impl PoolState {
     ///
     /// # Errors
     /// `run_id` is not a valid run id, or I/O other than losing a race for an environment.
-    pub fn claim(&self, run_id: &str) -> Result<Option<Claim>> {
+    #[cfg(test)]
+    pub(crate) fn claim(&self, run_id: &str) -> Result<Option<Claim>> {
         crate::spec::rules::names::run_id(run_id).map_err(|e| anyhow::anyhow!("{e}"))?;
         self.claim_as(|_| run_id.to_string())
     }
@@ -474,29 +476,6 @@ impl PoolState {
 fn read(path: &Path) -> Result<Filled> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-/// The environment a run used, as its record states it (`environment` in the run record).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvironmentRecord {
-    /// The environment id: the run id on the cold path.
-    pub id: String,
-    /// Whether the run claimed a warm environment from its tenant's pool.
-    pub pooled: bool,
-    /// Why the run went cold (empty when pooled).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub why_cold: String,
-    /// Pooled: when the environment became ready, in ms since the Unix epoch.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub filled_ms: u64,
-    /// Pooled: how long it idled in the pool before the claim, in ms.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub idle_ms: u64,
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// Why a run of `spec` on `backend` cannot claim a warm environment, or `None` when it may

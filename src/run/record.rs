@@ -8,8 +8,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+mod baseline;
+mod delivery;
+mod environment;
 mod gate;
 mod summary;
+pub use baseline::BaselineRecord;
+pub use delivery::{DeliveryRecord, Outcome, SecretHit};
+pub use environment::EnvironmentRecord;
 pub use gate::{BaseInventory, GateInventory, ProtectedChange};
 pub use summary::summary;
 
@@ -148,7 +154,7 @@ pub struct RunRecord {
     /// 13 item 3). `pid P (comm): …` from the host-side scan, `P22: …` from the watch probe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_named: Vec<String>,
-    /// The last [`crate::run::lifecycle::LOG_TAIL_LINES`] lines the agent printed (from its
+    /// The last [`crate::run::phases::collect::LOG_TAIL_LINES`] lines the agent printed (from its
     /// output file, secret values replaced by `***`, escapes by U+FFFD; `run::output`);
     /// `agent_output` says how many there were.
     pub agent_log: Vec<String>,
@@ -206,7 +212,7 @@ pub struct RunRecord {
     /// The delivery of the run branch to a remote (`delivery:` in the spec), `None` when the
     /// spec has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery: Option<super::delivery::DeliveryRecord>,
+    pub delivery: Option<DeliveryRecord>,
     /// How the run's commits came back from its private repository (tier `container`);
     /// `None`: no import ran (host tiers, or the agent never ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,7 +233,7 @@ pub struct RunRecord {
     /// The baseline's run (`baseline:` in the spec), `None` when it has none or the run
     /// ended before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<super::baseline::BaselineRecord>,
+    pub baseline: Option<BaselineRecord>,
     /// Setup paths (`setup:`, `.cyclix/`) the run's commits change, as git matched them: the
     /// delivery is held for them unless `delivery.allow_setup_changes` (issue 15, item 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -252,7 +258,7 @@ pub struct RunRecord {
     /// from the tenant's pool, and why not (`run::pool::cold`); `None` in records written
     /// before issue 16 and in those convergence writes for a run whose cyclix died.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<super::pool::EnvironmentRecord>,
+    pub environment: Option<EnvironmentRecord>,
     /// The run's turn under the host's `max_runs` (phase `queue`; issue 16, item 4); `None`
     /// when no limit applied (`cyclix twin`) or the run ended before it got a slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]

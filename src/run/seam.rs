@@ -337,4 +337,4 @@ pub trait RunProcs {
 #[cfg(test)]
 mod fake;
 #[cfg(test)]
-pub use fake::{FakeRunHost, PASSING_REPORT};
+pub use fake::FakeRunHost;

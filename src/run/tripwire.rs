@@ -98,11 +98,9 @@ fn accessed(f: &std::fs::File) -> Result<SystemTime> {
     Ok(f.metadata()?.accessed()?)
 }
 
-/// What tripped, checked on the host. Empty means nothing escaped.
-///
-/// # Errors
-/// I/O failures reading the key's metadata.
-pub fn check(t: &mut Tripwires) -> Result<Vec<String>> {
+/// What tripped, checked on the host. Empty means nothing escaped; a key that cannot be read
+/// is a finding of its own.
+pub fn check(t: &mut Tripwires) -> Vec<String> {
     let mut out = Vec::new();
     let now = std::fs::metadata(&t.key).and_then(|m| m.accessed());
     match now {
@@ -138,7 +136,7 @@ pub fn check(t: &mut Tripwires) -> Result<Vec<String>> {
             "the sentinel host process could not be checked: {e}"
         )),
     }
-    Ok(out)
+    out
 }
 
 /// Removes the key and stops the sentinel (idempotent).
@@ -159,7 +157,7 @@ mod tests {
         std::fs::create_dir_all(git.join("hooks")).expect("git");
         std::fs::write(git.join("config"), "[core]\n").expect("config");
         let mut t = plant(dir.path(), &git, "r1").expect("plant");
-        assert_eq!(check(&mut t).expect("check"), Vec::<String>::new());
+        assert_eq!(check(&mut t), Vec::<String>::new());
         // Positive controls: each tripwire trips when touched.
         let _ = std::fs::read(&t.key).expect("read the key");
         std::fs::write(&t.outside, "x").expect("write outside");
@@ -170,7 +168,7 @@ mod tests {
         // container mounts anything of the user's repository (issue 11).
         std::fs::write(git.join("config.lock"), "[core]\n").expect("new config");
         std::fs::rename(git.join("config.lock"), git.join("config")).expect("rename");
-        let found = check(&mut t).expect("check");
+        let found = check(&mut t);
         assert_eq!(found.len(), 4, "{found:?}");
         assert!(found[0].contains("was read"), "{found:?}");
         remove(&mut t);

@@ -275,7 +275,7 @@ fn sigkill_after_each_kind_of_ledger_append_converges_to_zero_leftovers() {
         assert!(left.trim().is_empty(), "{point}: run {dead} left:\n{left}");
     };
     let mut prev: Option<(String, String)> = None;
-    for kind in cyclix::run::ledger::KINDS {
+    for kind in cyclix::LEDGER_KINDS {
         let point = format!("ledger.{kind}");
         arm(tb, &t, &point);
         let out = start(tb, &t);

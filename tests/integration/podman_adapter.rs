@@ -117,17 +117,13 @@ fn roundtrip() {
     // Every adapter call goes through this wrapper, which records its argv.
     let argv_log = tmp.path().join("argv.log");
     let wrapper = tmp.path().join("podman");
-    std::fs::write(
+    crate::common::write_executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec podman \"$@\"\n",
             argv_log.display()
         ),
-    )
-    .expect("wrapper");
-    let mut perm = std::fs::metadata(&wrapper).expect("meta").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&wrapper, perm).expect("chmod");
+    );
     let p = Podman::with_bin(wrapper.to_string_lossy());
 
     let label = format!("io.cyclix.run={id}");

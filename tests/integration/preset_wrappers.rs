@@ -4,7 +4,6 @@
 //! the wrapper execs the CLI with the preset's words and the run's (the positive control: a
 //! stand-in CLI on PATH prints its argv).
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 /// Runs `preset`'s argv (`sh -c SCRIPT NAME --model m`) in a fresh work tree holding `planted`
@@ -14,8 +13,7 @@ fn run(preset: &str, cli: &str, planted: Option<&str>) -> (i32, String, String) 
     let work = tempfile::tempdir().expect("tempdir");
     let bin = tempfile::tempdir().expect("tempdir");
     let stub = bin.path().join(cli);
-    std::fs::write(&stub, "#!/bin/sh\necho STUB-RAN \"$@\"\n").expect("stub");
-    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    crate::common::write_executable(&stub, "#!/bin/sh\necho STUB-RAN \"$@\"\n");
     if let Some(p) = planted {
         let path = work.path().join(p);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");

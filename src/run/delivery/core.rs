@@ -7,7 +7,7 @@
 //! encoding hides a value from it; the structure (file headers) is used only to say *where* a
 //! hit was, never *whether* it counts.
 
-use serde::{Deserialize, Serialize};
+pub use crate::run::record::SecretHit;
 
 /// Paths held by default (same forms as `delivery.allow_paths`): CI definitions, automation
 /// that runs on checkout or on a developer's machine, and attributes/submodules that change
@@ -183,15 +183,6 @@ pub fn merged(a: &[String], b: &[String]) -> Vec<String> {
     all.sort();
     all.dedup();
     all
-}
-
-/// One secret found in the delivered patches: where and what kind, never the value.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SecretHit {
-    /// The file the hit is in (`b/` side of the patch), or `commit SHA message`.
-    pub file: String,
-    /// What was found: `value of secret NAME` or a key format (`private key`, …).
-    pub kind: String,
 }
 
 /// Formats recognised without knowing a value: (kind, literal prefix, minimum length of the
@@ -462,13 +453,6 @@ pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> 
         Some((_, summary)) => PushOutcome::Refused(format!("{} ({last_err})", summary.trim())),
         None => PushOutcome::Refused(last_err),
     }
-}
-
-/// The argument of `--force-with-lease` for `dst`: `refs/heads/B:SHA` (the remote must still
-/// be at the tip the run started from) or `refs/heads/B:` (it must not exist).
-#[must_use]
-pub fn lease_arg(dst: &str, expected: Option<&str>) -> String {
-    format!("--force-with-lease={dst}:{}", expected.unwrap_or(""))
 }
 
 /// A URL as it may be shown and recorded: userinfo (`user:token@`) removed.

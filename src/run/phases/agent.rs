@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 
 use super::super::inputs::Deadlines;
-use super::super::lifecycle::{Recorder, RunState};
 use super::super::seam::RunHost;
+use super::super::state::{Recorder, RunState};
 use super::invocations;
 use super::probe::{Probe, WATCH_EXIT_GRACE, boundary_proven, release, watch_round};
 use crate::render::{self};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::super::ledger::{Entry, Ledger};
-use super::super::lifecycle::RunState;
 use super::super::seam::RunHost;
+use super::super::state::RunState;
 use crate::inventory::{Kind, Leftover};
 use crate::systemd::{ActiveState, UnitManager};
 

@@ -11,8 +11,8 @@ use anyhow::{Context as _, Result, anyhow, bail};
 
 use super::super::inputs::RunPaths;
 use super::super::ledger::{Entry, Ledger};
-use super::super::lifecycle::now_ms;
 use super::super::seam::RunHost;
+use super::super::state::now_ms;
 use super::collect::log_tail;
 use crate::render::{self, Dest, RunContext};
 use crate::run::record::RunRecord;

@@ -12,9 +12,9 @@ use anyhow::{Context as _, Result};
 
 use super::super::boundary;
 use super::super::ledger::{Entry, Ledger};
-use super::super::lifecycle::RunState;
 use super::super::reserve::{reserve_ports, reserve_subnet};
 use super::super::seam::RunHost;
+use super::super::state::RunState;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self, plan::TASK_FILE};
 use crate::spec::Spec;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use super::super::boundary;
-use super::super::lifecycle::now_ms;
 use super::super::seam::RunHost;
+use super::super::state::now_ms;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self};
 use crate::run::record::RunRecord;
@@ -93,7 +93,7 @@ pub(crate) fn boundary_proven(
     why.extend(boundary::leaks(&procs, inp.watched));
     why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
-        why.extend(tripwire::check(tw)?);
+        why.extend(tripwire::check(tw));
     }
     let go = ok && why.is_empty();
     rec.refusal = why;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 
 use super::super::ledger::Entry;
-use super::super::lifecycle::RunState;
 use super::super::seam::RunHost;
+use super::super::state::RunState;
 use super::super::tripwire;
 use crate::systemd::{Error as UnitError, JobMode, UnitManager};
 

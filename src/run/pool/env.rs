@@ -29,12 +29,6 @@ use crate::run::seam::RunHost;
 use crate::spec::Spec;
 use crate::systemd::{JobMode, LoadState, UnitManager};
 
-/// Fail points of a fill (`failpoint`): `pool.fill` after the subnet is reserved (the first
-/// object), `pool.fill.started` once the environment runs, before it is marked ready; and the
-/// hold point `pool.fill.held` there (the filler blocks until it is killed: a test kills the
-/// keeper, `cyclix pool keep`, mid-fill from outside).
-pub const FAIL_POINTS: &[&str] = &["pool.fill", "pool.fill.started", "pool.fill.held"];
-
 /// What a filler, a claim's check and a destruction need: the tenant's spec and the host.
 pub struct EnvHost<'a> {
     /// The pool's state.

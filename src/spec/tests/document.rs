@@ -137,7 +137,8 @@ fn oversized_text_is_rejected_before_parsing() {
 
 #[test]
 fn billion_laughs_fails_fast_with_a_clear_error() {
-    let start = std::time::Instant::now();
+    // Fast by construction: the loader stops at its replay budget (the message names it),
+    // whatever the machine's load; no clock is read here.
     let text = include_str!("../../../tests/fixtures/spec/alias-bomb.yaml");
     assert_eq!(
         one(text),
@@ -147,11 +148,6 @@ fn billion_laughs_fails_fast_with_a_clear_error() {
             "e[0]",
             "aliases expand to too many nodes (billion-laughs style input; limit 10000 replayed nodes)"
         )
-    );
-    assert!(
-        start.elapsed() < std::time::Duration::from_secs(2),
-        "took {:?}",
-        start.elapsed()
     );
 }
 

@@ -3,3 +3,30 @@
 pub mod run;
 pub mod tenant;
 pub mod testbed;
+
+/// Writes `text` to `path` as an executable script (mode 0755) from a child process: a file
+/// this test process held open for writing while another test's thread forked would make its
+/// exec fail with `ETXTBSY` (the descriptor is copied into the forked child until its exec).
+///
+/// # Panics
+/// When the script cannot be written.
+pub fn write_executable(path: &std::path::Path, text: &str) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the script");
+    assert!(
+        child.wait().expect("sh").success(),
+        "writing {}",
+        path.display()
+    );
+}

@@ -194,11 +194,6 @@ fn porcelain_outcomes() {
         push_outcome(false, &ff, "hook declined", dst),
         PushOutcome::Refused(_)
     ));
-    assert_eq!(lease_arg(dst, None), format!("--force-with-lease={dst}:"));
-    assert_eq!(
-        lease_arg(dst, Some("abc")),
-        format!("--force-with-lease={dst}:abc")
-    );
 }
 
 #[test]
