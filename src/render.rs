@@ -110,7 +110,7 @@ pub struct RunContext {
     /// per run); [`plan::preview_placeholders`] gives the ones `cyclix render` shows.
     pub placeholders: Vec<String>,
     /// The setup paths of the base commit bound read-only over the work tree
-    /// (`run::setup::bind_targets`: repository-relative files or directories); empty for a
+    /// (`run::phases::setup::bind_targets`: repository-relative files or directories); empty for a
     /// preview, which has no base commit resolved.
     pub setup_binds: Vec<String>,
     /// The proxy access log's key for this run: squid starts every decision line with it

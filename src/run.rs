@@ -1,18 +1,14 @@
 //! The run lifecycle (`cyclix run TENANT`): prepare → render → install → reload → start →
 //! agent → gate → collect → teardown → audit → record. See DESIGN.md "Lifecycle".
 
-pub mod baseline;
 pub mod boundary;
-pub(crate) mod build_phase;
 pub mod canary;
 pub mod capacity;
 pub mod converge;
-pub mod delivery;
 pub mod exec_only;
 pub(crate) mod gate_cache;
 pub mod host;
 pub mod import;
-pub(crate) mod import_phase;
 pub mod inputs;
 pub mod ledger;
 pub mod lifecycle;
@@ -26,10 +22,10 @@ pub mod repo_state;
 pub mod report_fifo;
 pub mod reserve;
 pub mod seam;
-pub mod setup;
 pub mod space;
 pub(crate) mod state;
 pub mod storage_lock;
 pub mod tick;
 pub mod tripwire;
 pub mod twin;
+pub(crate) mod warm;

@@ -127,7 +127,7 @@ pub fn run_tenant(env: &crate::context::HostEnv, tenant: &str) -> Result<Outcome
         )));
     }
     let spec = super::spec_file::load_spec(&path, env)?.map_err(|e| exit::input(e.to_string()))?;
-    if !crate::run::build_phase::has_builds(&spec) {
+    if !crate::run::phases::build::has_builds(&spec) {
         crate::outln!("tenant {tenant} builds no image (no `build:` in its spec)");
         return Ok(Outcome::Ok);
     }

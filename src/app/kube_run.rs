@@ -154,7 +154,7 @@ struct KubeRun<'a> {
     /// The names of the Secrets the run created (deleted and audited by name).
     secrets: Vec<String>,
     /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
-    delivery: Option<crate::run::delivery::Start>,
+    delivery: Option<crate::run::phases::deliver::Start>,
     /// Set by SIGTERM/SIGINT.
     stop: &'a AtomicBool,
 }
@@ -195,7 +195,10 @@ impl KubeRun<'_> {
         if self.r.spec.delivery.is_some() {
             match self.phase("delivery-start", Self::delivery_start) {
                 Ok(()) => {}
-                Err((_, e)) if e.downcast_ref::<crate::run::delivery::Refusal>().is_some() => {
+                Err((_, e))
+                    if e.downcast_ref::<crate::run::phases::deliver::Refusal>()
+                        .is_some() =>
+                {
                     self.rec.result = RunResult::DeliveryRefused;
                     self.rec.causes.push(format!("{e:#}"));
                     return Ok(());
@@ -283,13 +286,13 @@ impl KubeRun<'_> {
         Ok(())
     }
 
-    /// The delivery's facts for [`crate::run::delivery`], with the run's secret values to scan
+    /// The delivery's facts for [`crate::run::phases::deliver`], with the run's secret values to scan
     /// for.
     fn with_target<T>(
         &mut self,
         f: impl FnOnce(
-            &crate::run::delivery::Target<'_>,
-            &crate::run::delivery::GitRepo,
+            &crate::run::phases::deliver::Target<'_>,
+            &crate::run::phases::deliver::GitRepo,
             &mut RunRecord,
         ) -> Result<T>,
     ) -> Result<T> {
@@ -305,7 +308,7 @@ impl KubeRun<'_> {
             .runtime()
             .map_or_else(|_| self.scratch.join("locks"), |r| r.locks_dir());
         let branch = self.rec.branch.clone();
-        let t = crate::run::delivery::Target {
+        let t = crate::run::phases::deliver::Target {
             spec: d,
             tenant: &spec.tenant,
             run_id: &self.r.run_id,
@@ -319,22 +322,24 @@ impl KubeRun<'_> {
                 .collect(),
             scratch: self.scratch.join("delivery"),
         };
-        let repo = crate::run::delivery::GitRepo::new(self.repo)?;
+        let repo = crate::run::phases::deliver::GitRepo::new(self.repo)?;
         f(&t, &repo, self.rec)
     }
 
     /// Takes the branch lock and reads the remote tip (phase `delivery-start`): a fixed branch
     /// that contains the base moves the run's start to its tip.
     fn delivery_start(&mut self) -> Result<()> {
-        let start = self.with_target(|t, repo, _| crate::run::delivery::start_with(t, repo))?;
+        let start =
+            self.with_target(|t, repo, _| crate::run::phases::deliver::start_with(t, repo))?;
         self.delivery = Some(start);
         Ok(())
     }
 
     /// Checks and pushes the imported run branch (phase `deliver`).
-    fn deliver(&mut self, start: crate::run::delivery::Start) -> Result<()> {
-        let result = self
-            .with_target(|t, repo, rec| crate::run::delivery::deliver_with(t, start, rec, repo))?;
+    fn deliver(&mut self, start: crate::run::phases::deliver::Start) -> Result<()> {
+        let result = self.with_target(|t, repo, rec| {
+            crate::run::phases::deliver::deliver_with(t, start, rec, repo)
+        })?;
         self.rec.result = result;
         Ok(())
     }

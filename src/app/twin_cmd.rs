@@ -126,7 +126,7 @@ pub fn run(
     let quick = spec.gate.quick_argv().to_vec();
     let id = new_run_id(SystemTime::now(), std::process::id());
     // Images built from the project's files: once, from the same commit, for both sides.
-    if crate::run::build_phase::has_builds(&spec) {
+    if crate::run::phases::build::has_builds(&spec) {
         spec = super::images_cmd::build_images(&spec, &commit, &id)?.0;
     }
     let holder = Holder {

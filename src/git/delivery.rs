@@ -1,4 +1,4 @@
-//! Delivery: the remote side of a run's branch (`run::delivery`). Every call here has a
+//! Delivery: the remote side of a run's branch (`run::phases::deliver`). Every call here has a
 //! deadline, runs with `SAFE_CONFIG` (no hooks, no fsmonitor) and, for the ones that talk to a
 //! remote, with the environment the caller gives (`GIT_TERMINAL_PROMPT=0`, ssh `BatchMode`).
 //! Reading the agent's commits never touches a work tree: tree-to-tree diffs and `log -p`

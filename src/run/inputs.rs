@@ -125,7 +125,7 @@ pub struct RunInputs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
     /// What the record says.
-    pub record: super::pool::EnvironmentRecord,
+    pub record: super::record::EnvironmentRecord,
     /// A claimed environment's subnet octet (its reservation holds the run id); `None` cold.
     pub octet: Option<u8>,
     /// The claim's phases, the record's first ones, when the run tried one: `claim` (the

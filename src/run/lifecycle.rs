@@ -79,9 +79,10 @@ pub fn execute(
             if rec.failed_phase.as_deref() == Some("build") && rec.result == RunResult::Error {
                 rec.result = RunResult::SetupBroken; // the project's setup, not cyclix's
             }
-            if e.chain()
-                .any(|c| c.downcast_ref::<super::delivery::Refusal>().is_some())
-            {
+            if e.chain().any(|c| {
+                c.downcast_ref::<super::phases::deliver::Refusal>()
+                    .is_some()
+            }) {
                 // The branch is held by another run, or a fixed branch diverged: a finding.
                 rec.result = RunResult::DeliveryRefused;
             }
@@ -257,7 +258,7 @@ fn bring_up_and_run(
     let (delivery, (base, _common, octet, service_ports, setup_binds)) =
         r.phase("prepare", || {
             // Delivery first: the branch lock and the remote tip decide where the run starts.
-            let delivery = super::delivery::start(inp, &rec.branch)?;
+            let delivery = super::phases::deliver::start(inp, &rec.branch)?;
             let from = delivery.as_ref().and_then(|d| d.base_override.clone());
             let prepared = prepare(
                 &prepare_of(inp),
@@ -272,7 +273,7 @@ fn bring_up_and_run(
     rec.base_commit.clone_from(&base);
     // Images built from the project's files at the base commit: the rest of the run renders
     // the spec that names them by their digest tags.
-    let built = super::build_phase::phase(r, inp, host, &base, rec)?;
+    let built = super::phases::build::phase(r, inp, host, &base, rec)?;
     let spec = built.as_ref().unwrap_or(spec);
     let up = bring_up_of(inp);
     let mut run_ctx = run_context(&up, octet, service_ports);
@@ -320,7 +321,7 @@ fn bring_up_and_run(
         collect(units, host, &repo, &base, names, rec, &tip, &inp.log_key)?;
         if !tip.is_empty() && !rec.commits.is_empty() {
             // git compares the trees in the user's repository: a plumbing commit counts.
-            rec.setup_changes = super::setup::changes(spec, host, &base, &tip)?;
+            rec.setup_changes = super::phases::setup::changes(spec, host, &base, &tip)?;
         }
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
         // The agent's text in the record: a secret value it put in a subject or a request
@@ -348,7 +349,7 @@ fn bring_up_and_run(
     })?;
     match delivery {
         Some(d) if result == RunResult::Passed => {
-            r.phase("deliver", || super::delivery::deliver(inp, d, rec))
+            r.phase("deliver", || super::phases::deliver::deliver(inp, d, rec))
         }
         _ => Ok(result),
     }
@@ -372,7 +373,7 @@ fn import_and_gate(
 ) -> Result<RunResult> {
     if created.private_tree() && matches!(result, RunResult::Passed | RunResult::AgentFailed) {
         r.phase("import", || {
-            super::import_phase::import(&import_of(inp), host, created, base, rec, &mut result)
+            super::phases::import::import(&import_of(inp), host, created, base, rec, &mut result)
         })?;
     }
     if result != RunResult::Passed {

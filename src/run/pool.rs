@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-pub use super::record::EnvironmentRecord;
+pub use super::record::{EnvironmentRecord, NO_POOL, NONE_READY};
+pub use super::warm::{poolable, replaced_by_the_run};
 use crate::render::Backend;
 
 /// The four state directories under a pool's directory.
@@ -92,38 +93,9 @@ pub struct PooledService {
     pub processes: Vec<String>,
     /// The executables of those processes (`DEV:INO` of `/proc/HPID/exe`, sorted, each once),
     /// so a process of an allowed name running another program is not taken for the service's
-    /// own (`check::executable`); absent in a state file from before they were recorded.
+    /// own (`run::procs::executable`); absent in a state file from before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executables: Option<Vec<String>>,
-}
-
-/// Whether a fill starts service `s` (issue 16): it needs no secret (`env` empty), does not
-/// run the work tree, which only a run has, and its image is not built by the run (`build:`,
-/// from the run's base commit). The others are installed by the fill and started by the
-/// claiming run, as in a cold run. Pure.
-#[must_use]
-pub fn poolable(s: &crate::spec::Service) -> bool {
-    s.env.is_empty() && !s.worktree && !matches!(s.image, crate::spec::Image::Build { .. })
-}
-
-/// The Quadlet files of environment (run) `id` that the fill installs without starting them
-/// and the claiming run replaces when it renders them otherwise (`phases::bring_up::install`):
-/// the agent's and the gates' `.container` (the run's setup binds, the binary it mounts; the
-/// gate's run on the base tree with `gate.protected`) and those of the `services` the fill
-/// does not start ([`poolable`]). Pure.
-#[must_use]
-pub fn replaced_by_the_run(id: &str, services: &[crate::spec::Service]) -> Vec<String> {
-    let n = crate::naming::RunNames::new(id);
-    [n.agent(), n.gate(), n.gate_base()]
-        .into_iter()
-        .chain(
-            services
-                .iter()
-                .filter(|s| !poolable(s))
-                .map(|s| n.service(&s.name)),
-        )
-        .map(|c| crate::naming::container_file(&c))
-        .collect()
 }
 
 /// An environment a run claimed: its state file is `claimed/ENV@RUN`.
@@ -492,12 +464,6 @@ pub fn why_cold(spec: &crate::spec::Spec, backend: Backend) -> Option<&'static s
         Some(_) => return None,
     })
 }
-
-/// What `why_cold` says for a tenant without `pool:`.
-pub const NO_POOL: &str = "the tenant has no pool";
-
-/// What `why_cold` says when a pooled tenant's pool had nothing ready.
-pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";
 
 /// The record of a cold run `run_id`: its environment id is the run id, and `why_cold` says
 /// why it had no warm one ([`why_cold`], or [`NONE_READY`]).

@@ -220,6 +220,16 @@ pub fn findings(procs: &[Proc], cgroups: &[(PathBuf, usize)], run_id: &str) -> V
     out
 }
 
+/// The identity of host process `hpid`'s executable: `DEV:INO` of the file `/proc/HPID/exe`
+/// names (the host user owns the rootless user namespace, so it may look).
+///
+/// # Errors
+/// The process is gone or its executable cannot be looked at.
+pub fn executable(hpid: u32) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(format!("/proc/{hpid}/exe")).map(|m| format!("{}:{}", m.dev(), m.ino()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,9 +13,9 @@ mod delivery;
 mod environment;
 mod gate;
 mod summary;
-pub use baseline::BaselineRecord;
+pub use baseline::{BaselineRecord, summary_lines as baseline_summary_lines};
 pub use delivery::{DeliveryRecord, Outcome, SecretHit};
-pub use environment::EnvironmentRecord;
+pub use environment::{EnvironmentRecord, NO_POOL, NONE_READY};
 pub use gate::{BaseInventory, GateInventory, ProtectedChange};
 pub use summary::summary;
 

@@ -2,7 +2,7 @@
 //! it uses neither): the run's state ([`RunState`]: its ledger and what it saw on the way),
 //! the phase recorder ([`Recorder`]) and the clock ([`now_ms`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,7 +42,7 @@ impl Recorder {
         // Journal field CYCLIX_PHASE on every line logged in the phase (issue 18, item 4).
         let _span = tracing::info_span!("phase", cyclix_phase = name).entered();
         tracing::info!("phase {name} started");
-        super::phases::reached(self.progress.as_deref(), &format!("phase.{name}"), name);
+        reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
         let interrupted = !matches!(name, "teardown" | "audit")
             && self
@@ -114,4 +114,16 @@ impl RunState {
     pub(crate) fn private_tree(&self) -> bool {
         self.ledger.worktree().is_some_and(|(_, private)| private)
     }
+}
+
+/// Notes `what` (a phase, `teardown/STEP`) in the progress file, then passes the fail point
+/// of that name (`crate::failpoint`). Best effort: the note is for convergence's record only.
+pub(crate) fn reached(progress: Option<&Path>, point: &str, what: &str) {
+    if let Some(p) = progress {
+        let tmp = p.with_extension("phase.tmp");
+        if std::fs::write(&tmp, what).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+    crate::failpoint::kill_point(point);
 }

@@ -65,7 +65,7 @@ pub struct Baseline {
 }
 
 /// `delivery:`: pushing a passed run's branch to a remote of the user's repository, with a
-/// lease, one writer per branch, and a hold on CI/automation paths and secrets (`run::delivery`).
+/// lease, one writer per branch, and a hold on CI/automation paths and secrets (`run::phases::deliver`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Delivery {
     /// A remote name of the user's repository (`origin`): the push uses its URL and the

@@ -92,8 +92,8 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
 }
 
 /// The run's private repository (tier `container`), for the gate's checkout and the import.
-fn private_tree_of(inp: &RunInputs) -> super::super::import_phase::PrivateTree<'_> {
-    super::super::import_phase::PrivateTree {
+fn private_tree_of(inp: &RunInputs) -> super::super::phases::import::PrivateTree<'_> {
+    super::super::phases::import::PrivateTree {
         run_id: &inp.run_id,
         tenant: &inp.spec.tenant,
         worktree: &inp.paths.worktree,
@@ -133,8 +133,8 @@ pub(crate) fn gate_of<'a>(inp: &'a RunInputs, spec: &'a crate::spec::Spec) -> ga
 }
 
 /// What the import phase (tier `container`) needs of the run's inputs.
-pub(crate) fn import_of(inp: &RunInputs) -> super::super::import_phase::ImportInputs<'_> {
-    super::super::import_phase::ImportInputs {
+pub(crate) fn import_of(inp: &RunInputs) -> super::super::phases::import::ImportInputs<'_> {
+    super::super::phases::import::ImportInputs {
         tree: private_tree_of(inp),
         repo: Path::new(&inp.spec.repo.path),
         records_dir: inp.paths.records_dir.as_deref(),

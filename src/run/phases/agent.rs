@@ -177,13 +177,8 @@ fn baseline_passed(
     };
     r.phase("baseline", || {
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
-        let passed = crate::run::baseline::run(b, host, agent, &secrets, rec)?;
-        release(
-            &inp.probe,
-            passed,
-            crate::run::baseline::REFUSED_REASON,
-            rec,
-        )?;
+        let passed = super::baseline::run(b, host, agent, &secrets, rec)?;
+        release(&inp.probe, passed, super::baseline::REFUSED_REASON, rec)?;
         Ok(passed)
     })
 }

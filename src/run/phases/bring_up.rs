@@ -72,8 +72,8 @@ pub(crate) fn install(
 ) -> Result<bool> {
     let mut wrote_units = false;
     // The files the fill installed without starting them: the agent's, the gate's and the
-    // services' it did not start (`pool::poolable`: a built image's tag gets its digest here).
-    let own = crate::run::pool::replaced_by_the_run(inp.run_id, inp.services);
+    // services' it did not start (`warm::poolable`: a built image's tag gets its digest here).
+    let own = crate::run::warm::replaced_by_the_run(inp.run_id, inp.services);
     for f in &rendered.files {
         let dir = match f.dest {
             Dest::Quadlet => &inp.paths.quadlet_dir,

@@ -84,7 +84,7 @@ fn base_and_common(
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
 /// is created. Tier `container`: also the setup paths to bind read-only over the work tree
-/// (`run::setup`, resolved in the user's repository at the base), declared to the probes.
+/// (`run::phases::setup`, resolved in the user's repository at the base), declared to the probes.
 pub(crate) fn prepare(
     inp: &Prepare<'_>,
     host: &dyn RunHost,
@@ -104,7 +104,7 @@ pub(crate) fn prepare(
             &mut created.notices,
         )?;
     }
-    // A delivery to a fixed branch starts from its remote tip (`run::delivery::start`).
+    // A delivery to a fixed branch starts from its remote tip (`run::phases::deliver::start`).
     let (base, common) = base_and_common(spec, host, &repo, base_override)?;
     let (setup, declared) = setup_mounts(inp, host, &base)?;
     let ledger = &mut created.ledger;
@@ -210,7 +210,7 @@ fn setup_mounts(
     if inp.spec.tier != Tier::Container {
         return Ok((Vec::new(), Vec::new()));
     }
-    let setup = super::super::setup::resolve(inp.spec, host, base)?;
+    let setup = super::setup::resolve(inp.spec, host, base)?;
     let declared = setup
         .iter()
         .map(|p| crate::probe::DeclaredMount {

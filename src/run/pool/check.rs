@@ -79,7 +79,7 @@ impl EnvHost<'_> {
                     p,
                     joined(top),
                     || podman.top_hpids(&p.container).map_err(Into::into),
-                    executable,
+                    crate::run::procs::executable,
                 ));
             }
             wrong
@@ -304,16 +304,6 @@ mod tests;
 /// did not see there: a health check's command (`podman healthcheck run`, an exec session in
 /// the container) is gone by then; a process left there is not (ms).
 pub const SERVICE_LOOK_AGAIN_MS: u64 = 1500;
-
-/// The identity of host process `hpid`'s executable: `DEV:INO` of the file `/proc/HPID/exe`
-/// names (the host user owns the rootless user namespace, so it may look).
-///
-/// # Errors
-/// The process is gone or its executable cannot be looked at.
-pub fn executable(hpid: u32) -> std::io::Result<String> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata(format!("/proc/{hpid}/exe")).map(|m| format!("{}:{}", m.dev(), m.ino()))
-}
 
 /// What is wrong with pooled service `p`'s processes (`listed`): nothing running, or a name
 /// the fill did not see there (`PooledService::processes`), or an executable it did not see

@@ -281,7 +281,7 @@ impl EnvHost<'_> {
                 .with_context(|| format!("listing the processes of {container}"))?;
             let mut executables: Vec<String> = listed
                 .iter()
-                .filter_map(|(pid, _)| super::check::executable(*pid).ok())
+                .filter_map(|(pid, _)| crate::run::procs::executable(*pid).ok())
                 .collect();
             let mut processes: Vec<String> = listed.into_iter().map(|(_, comm)| comm).collect();
             for v in [&mut processes, &mut executables] {

@@ -1,4 +1,4 @@
-//! The record's part about the baseline (`baseline:` in the spec, `run::baseline`).
+//! The record's part about the baseline (`baseline:` in the spec, `run::phases::baseline`).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,4 +21,30 @@ pub struct BaselineRecord {
     /// Why it has no exit status (the deadline), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The summary's lines for a failed baseline: whose fault it is, and its last lines.
+#[must_use]
+pub fn summary_lines(b: Option<&BaselineRecord>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(b) = b.filter(|b| !b.passed) else {
+        return s;
+    };
+    let how = match (&b.exit, &b.error) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "failed".into(),
+    };
+    let _ = writeln!(
+        s,
+        "  SETUP BROKEN: the baseline `{}` {how} before the agent started; the agent never ran. \
+         The project's setup (its image, services or baseline command), not the agent, is at fault",
+        crate::text::printable(&b.command.join(" "))
+    );
+    let _ = writeln!(s, "  last lines of the baseline:");
+    for l in b.log.iter().rev().take(10).rev() {
+        let _ = writeln!(s, "    | {l}");
+    }
+    s
 }

@@ -1,5 +1,5 @@
 //! The record's part about a delivery (`delivery:` in the spec): how it ended and why
-//! (`run::delivery` decides; this is what the record keeps of it).
+//! (`run::phases::deliver` decides; this is what the record keeps of it).
 
 use serde::{Deserialize, Serialize};
 

@@ -25,3 +25,9 @@ pub struct EnvironmentRecord {
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
+
+/// What `run::pool::why_cold` says for a tenant without `pool:`.
+pub const NO_POOL: &str = "the tenant has no pool";
+
+/// What `run::pool::why_cold` says when a pooled tenant's pool had nothing ready.
+pub const NONE_READY: &str = "none ready: the pool is empty (`cyclix pool fill TENANT`, or `cyclix-pool@TENANT.service` keeps it filled)";

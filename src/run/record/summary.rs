@@ -54,14 +54,14 @@ fn import_lines(import: Option<&ImportRecord>) -> String {
 /// Whether the run claimed a warm environment (and how long it idled) or went cold and why;
 /// nothing for a tenant without a pool (newcomer trial 8: a pooled tenant's summary did not
 /// say whether the pool served the run).
-fn environment_line(e: Option<&crate::run::pool::EnvironmentRecord>) -> String {
+fn environment_line(e: Option<&super::EnvironmentRecord>) -> String {
     match e {
         Some(e) if e.pooled => format!(
             "  environment: warm {} from the pool (idle {} s)\n",
             e.id,
             e.idle_ms / 1000
         ),
-        Some(e) if !e.why_cold.is_empty() && e.why_cold != crate::run::pool::NO_POOL => {
+        Some(e) if !e.why_cold.is_empty() && e.why_cold != super::NO_POOL => {
             format!("  environment: cold: {}\n", e.why_cold)
         }
         _ => String::new(),
@@ -116,7 +116,7 @@ pub fn summary(r: &RunRecord) -> String {
     for why in &r.refusal {
         let _ = writeln!(s, "  REFUSED: {why}");
     }
-    s.push_str(&crate::run::baseline::summary_lines(r.baseline.as_ref()));
+    s.push_str(&super::baseline_summary_lines(r.baseline.as_ref()));
     s.push_str(&service_lines(&r.services));
     for c in &r.causes {
         let _ = writeln!(s, "  CAUSE: {c}");

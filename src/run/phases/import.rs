@@ -1,16 +1,16 @@
 //! The import phase of a tier-`container` run: the private repository's commits come back as
-//! a bundle (see [`super::import`]), checked and fetched into the user's repository as the run
+//! a bundle (see [`super::super::import`]), checked and fetched into the user's repository as the run
 //! branch; the uncommitted work is kept as a diff beside the record.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use super::import::{Export, ExportRequest};
-use super::ledger::Entry;
-use super::record::{ImportRecord, RunRecord, RunResult};
-use super::seam::RunHost;
-use super::state::RunState;
+use super::super::import::{Export, ExportRequest};
+use super::super::ledger::Entry;
+use super::super::record::{ImportRecord, RunRecord, RunResult};
+use super::super::seam::RunHost;
+use super::super::state::RunState;
 
 /// The run's private repository as the export containers see it (tier `container`): what
 /// the gate's checkout and the import need of the run's inputs.

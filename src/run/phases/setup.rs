@@ -2,7 +2,7 @@
 //! base commit are bound read-only into the agent's work tree (resolved at prepare, from the
 //! user's repository, never from a tree the agent could write), and which setup paths the
 //! run's commits change (after the import, in the user's repository). The delivery holds a
-//! run with such changes unless `delivery.allow_setup_changes` (`run::delivery`).
+//! run with such changes unless `delivery.allow_setup_changes` (`run::phases::deliver`).
 //!
 //! The boundary is the delivery: git compares the trees, so a change made with plumbing
 //! (`git hash-object -w`, `update-index --cacheinfo`, `commit-tree`) that never touched the
@@ -13,7 +13,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::seam::RunHost;
+use super::super::seam::RunHost;
 use crate::spec::Spec;
 
 /// Most setup paths bound one by one; a glob matching more is refused at prepare (name the

@@ -24,9 +24,9 @@ use anyhow::{Context as _, Result};
 
 use self::core::{PushOutcome, StartPoint};
 use self::lock::{BranchLock, Holder, acquire, lock_path, now_ms};
-use super::record::SecretHit;
-pub use super::record::{DeliveryRecord, Outcome};
-use super::record::{RunRecord, RunResult};
+use super::super::record::SecretHit;
+pub use super::super::record::{DeliveryRecord, Outcome};
+use super::super::record::{RunRecord, RunResult};
 use crate::git::Git;
 use crate::spec::Delivery;
 
@@ -210,7 +210,10 @@ impl Target<'_> {
 
 /// The run's [`Target`] from its inputs; `None` when the spec has no `delivery:`.
 #[must_use]
-pub fn target<'a>(inp: &'a super::inputs::RunInputs, run_branch: &'a str) -> Option<Target<'a>> {
+pub fn target<'a>(
+    inp: &'a super::super::inputs::RunInputs,
+    run_branch: &'a str,
+) -> Option<Target<'a>> {
     let spec = inp.spec.delivery.as_ref()?;
     let runs_root = inp.paths.run_dir.parent()?;
     Some(Target {
@@ -241,7 +244,7 @@ pub fn target<'a>(inp: &'a super::inputs::RunInputs, run_branch: &'a str) -> Opt
 ///
 /// # Errors
 /// The lock stayed held, the remote cannot be read, or its tip does not contain the base.
-pub fn start(inp: &super::inputs::RunInputs, run_branch: &str) -> Result<Option<Start>> {
+pub fn start(inp: &super::super::inputs::RunInputs, run_branch: &str) -> Result<Option<Start>> {
     let Some(t) = target(inp, run_branch) else {
         return Ok(None);
     };
@@ -354,7 +357,7 @@ fn start_from(t: &Target<'_>, repo: &dyn Repo, url: &str) -> Result<Start> {
 /// # Errors
 /// git fails (the run is then an error; nothing was pushed unless the record says so).
 pub fn deliver(
-    inp: &super::inputs::RunInputs,
+    inp: &super::super::inputs::RunInputs,
     start: Start,
     rec: &mut RunRecord,
 ) -> Result<RunResult> {

@@ -1,6 +1,6 @@
 //! The pure decisions of a delivery: which touched paths are held, what the secret scan finds
 //! in the delivered patches, where the run starts on a fixed branch, and what `git push
-//! --porcelain` said. No I/O: the effectful half (`run::delivery`) gathers the facts and acts.
+//! --porcelain` said. No I/O: the effectful half (`run::phases::deliver`) gathers the facts and acts.
 //!
 //! Everything scanned here comes from the sandbox and is treated as an adversary's data: the
 //! scan works on the raw bytes of the whole patch text, so no crafted header, marker or

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::record::{BuiltImageRecord, RunRecord};
-use super::seam::RunHost;
+use super::super::record::{BuiltImageRecord, RunRecord};
+use super::super::seam::RunHost;
 use crate::images::build::{BuildFailed, Request};
 use crate::spec::{Image, Spec};
 
@@ -36,8 +36,8 @@ fn images_mut(spec: &mut Spec) -> Vec<&mut Image> {
 /// # Errors
 /// As [`build_images`], with `phase build`.
 pub(crate) fn phase(
-    r: &mut super::state::Recorder,
-    inp: &super::inputs::RunInputs,
+    r: &mut super::super::state::Recorder,
+    inp: &super::super::inputs::RunInputs,
     host: &dyn RunHost,
     base: &str,
     rec: &mut RunRecord,

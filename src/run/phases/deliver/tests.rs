@@ -339,7 +339,7 @@ fn a_secret_in_the_delivered_text_holds_it_and_the_record_never_holds_the_value(
     );
     let json = serde_json::to_string(&rec).expect("json");
     assert!(!json.contains("tok-0123456789"), "{json}");
-    assert!(super::super::record::summary(&rec).contains("HELD"));
+    assert!(crate::run::record::summary(&rec).contains("HELD"));
     assert!(fake.pushes.borrow().is_empty());
 }
 

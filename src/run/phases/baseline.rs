@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::phases::collect::log_tail;
-pub use super::record::BaselineRecord;
-use super::record::RunRecord;
-use super::seam::RunHost;
+pub use super::super::record::BaselineRecord;
+use super::super::record::RunRecord;
+use super::super::seam::RunHost;
+use super::collect::log_tail;
 use crate::spec::Baseline;
 
 /// What the refused file says when the baseline failed (`cyclix agent-wait` prints it).
@@ -69,32 +69,6 @@ fn is_deadline(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The summary's lines for a failed baseline: whose fault it is, and its last lines.
-#[must_use]
-pub fn summary_lines(b: Option<&BaselineRecord>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let Some(b) = b.filter(|b| !b.passed) else {
-        return s;
-    };
-    let how = match (&b.exit, &b.error) {
-        (Some(code), _) => format!("exited {code}"),
-        (None, Some(e)) => e.clone(),
-        (None, None) => "failed".into(),
-    };
-    let _ = writeln!(
-        s,
-        "  SETUP BROKEN: the baseline `{}` {how} before the agent started; the agent never ran. \
-         The project's setup (its image, services or baseline command), not the agent, is at fault",
-        crate::text::printable(&b.command.join(" "))
-    );
-    let _ = writeln!(s, "  last lines of the baseline:");
-    for l in b.log.iter().rev().take(10).rev() {
-        let _ = writeln!(s, "    | {l}");
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +93,7 @@ mod tests {
         let b = rec.baseline.clone().expect("recorded");
         assert_eq!(b.exit, Some(2));
         assert_eq!(b.log, ["db down", "key=***"]);
-        let s = summary_lines(rec.baseline.as_ref());
+        let s = crate::run::record::baseline_summary_lines(rec.baseline.as_ref());
         assert!(
             s.contains("SETUP BROKEN: the baseline `make check` exited 2"),
             "{s}"
@@ -134,6 +108,9 @@ mod tests {
         let host = FakeRunHost::default();
         let mut rec = RunRecord::new("t", "r", "container".into());
         assert!(run(&spec(), &host, "c", &[], &mut rec).expect("runs"));
-        assert_eq!(summary_lines(rec.baseline.as_ref()), "");
+        assert_eq!(
+            crate::run::record::baseline_summary_lines(rec.baseline.as_ref()),
+            ""
+        );
     }
 }
