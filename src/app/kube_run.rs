@@ -338,7 +338,8 @@ impl KubeRun<'_> {
     /// Checks and pushes the imported run branch (phase `deliver`).
     fn deliver(&mut self, start: crate::run::phases::deliver::Start) -> Result<()> {
         let result = self.with_target(|t, repo, rec| {
-            crate::run::phases::deliver::deliver_with(t, start, rec, repo)
+            let facts = rec.delivery_facts();
+            crate::run::phases::deliver::deliver_with(t, start, &facts, repo, &mut rec.delivery)
         })?;
         self.rec.result = result;
         Ok(())

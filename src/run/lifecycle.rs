@@ -11,17 +11,17 @@
 //! gets its project file systems' space looked at before teardown (`space`) and an OOM-killed
 //! agent named (`limits`), both in the record's `causes`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 
 pub use super::inputs::{Deadlines, RunInputs, RunPaths};
 use super::ledger::Ledger;
 use super::phases::{
-    agent::{agent_phases, host_gate},
+    agent::{AgentReport, agent_phases, host_gate},
     audit,
     bring_up::{self, install, run_context, start_units},
-    collect::{agent_report, collect, follow_outputs, project_space_causes, redact, tail},
+    collect::{follow_outputs, project_space_causes},
     gate,
     prepare::prepare,
     teardown,
@@ -253,7 +253,6 @@ fn bring_up_and_run(
     rec: &mut RunRecord,
 ) -> Result<RunResult> {
     let spec = &inp.spec;
-    let repo = PathBuf::from(&spec.repo.path);
     queue(inp, r, created, rec)?;
     let (delivery, (base, _common, octet, service_ports, setup_binds)) =
         r.phase("prepare", || {
@@ -273,7 +272,11 @@ fn bring_up_and_run(
     rec.base_commit.clone_from(&base);
     // Images built from the project's files at the base commit: the rest of the run renders
     // the spec that names them by their digest tags.
-    let built = super::phases::build::phase(r, inp, host, &base, rec)?;
+    let mut images = super::phases::build::Built::default();
+    let built = super::phases::build::phase(r, inp, host, &base, &mut images);
+    rec.images = images.images;
+    rec.build_log = images.build_log;
+    let built = built?;
     let spec = built.as_ref().unwrap_or(spec);
     let up = bring_up_of(inp);
     let mut run_ctx = run_context(&up, octet, service_ports);
@@ -291,17 +294,21 @@ fn bring_up_and_run(
     })?;
     r.phase("start", || {
         follow_outputs(&outputs_of(inp), host, &rendered.units)?;
-        start_units(&up, units, host, &rendered.units, rec)
+        rec.agent_ready_ms = start_units(&up, units, host, &rendered.units)?;
+        Ok(())
     })?;
-    let mut result = agent_phases(
+    let mut agent = AgentReport::default();
+    let ran = agent_phases(
         &agent_of(inp),
         units,
         host,
         r,
         created,
         &rendered.units,
-        rec,
-    )?;
+        &mut agent,
+    );
+    fold::agent(agent, rec);
+    let mut result = ran?;
     escape_check(r, "escape-check", created, rec, &mut result)?;
     let result = import_and_gate(
         inp,
@@ -317,39 +324,25 @@ fn bring_up_and_run(
     )?;
     r.phase("collect", || {
         let tip = collect_tip(spec.tier, created.branch_made, &rec.branch);
-        let names = &rendered.units;
-        collect(units, host, &repo, &base, names, rec, &tip, &inp.log_key)?;
-        if !tip.is_empty() && !rec.commits.is_empty() {
-            // git compares the trees in the user's repository: a plumbing commit counts.
-            rec.setup_changes = super::phases::setup::changes(spec, host, &base, &tip)?;
-        }
-        let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
-        // The agent's text in the record: a secret value it put in a subject or a request
-        // line (squid logs the URL) is never recorded.
-        for c in &mut rec.commits {
-            c.subject = redact(&c.subject, &secrets);
-        }
-        for d in &mut rec.egress_decisions {
-            let text = redact(&d.to_string(), &secrets);
-            *d = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
-        }
-        // The agent's and the gate's output, as the followers kept it (redacted, printable).
-        let agent_out = host.output(&rendered.units.agent)?;
-        if let (Some(p), Some(_)) = (&spec.agent.preset, rec.agent_exit) {
-            rec.agent_report = Some(agent_report(p.stream, &agent_out.lines, &secrets));
-        }
-        rec.agent_log = tail(&agent_out);
-        rec.agent_output = Some(agent_out.summary);
-        let gate_out = host.output(&rendered.units.gate)?;
-        if rec.gate_exit.is_some() {
-            rec.gate_log = tail(&gate_out);
-            rec.gate_output = Some(gate_out.summary);
-        }
-        Ok(())
+        fold::collect_into(
+            &fold::CollectFrom {
+                inp,
+                spec,
+                units,
+                host,
+                names: &rendered.units,
+                base: &base,
+                tip: &tip,
+            },
+            rec,
+        )
     })?;
     match delivery {
         Some(d) if result == RunResult::Passed => {
-            r.phase("deliver", || super::phases::deliver::deliver(inp, d, rec))
+            let facts = rec.delivery_facts();
+            r.phase("deliver", || {
+                super::phases::deliver::deliver(inp, d, &facts, &mut rec.delivery)
+            })
         }
         _ => Ok(result),
     }
@@ -373,7 +366,19 @@ fn import_and_gate(
 ) -> Result<RunResult> {
     if created.private_tree() && matches!(result, RunResult::Passed | RunResult::AgentFailed) {
         r.phase("import", || {
-            super::phases::import::import(&import_of(inp), host, created, base, rec, &mut result)
+            let mut found = super::phases::import::Imported::default();
+            let done = super::phases::import::import(
+                &import_of(inp),
+                host,
+                created,
+                base,
+                &mut found,
+                &mut result,
+            );
+            rec.import = found.import;
+            rec.causes.extend(found.causes);
+            rec.notices.extend(found.notices);
+            done
         })?;
     }
     if result != RunResult::Passed {
@@ -395,9 +400,15 @@ fn import_and_gate(
             base,
             &tip,
         )?;
-        fold_gate(g, rec)
+        fold::gate(g, rec)
     } else {
-        host_gate(&agent_of(inp), units, r, names, rec)?
+        let exit = host_gate(&agent_of(inp), units, r, names)?;
+        rec.gate_exit = Some(exit);
+        if exit == 0 {
+            RunResult::Passed
+        } else {
+            RunResult::GateFailed
+        }
     };
     // The gate ran the agent's code too: whatever it tripped is an escape.
     escape_check(r, "gate-escape-check", created, rec, &mut result)?;
@@ -426,16 +437,6 @@ fn escape_check(
     Ok(())
 }
 
-/// Folds the gate phases' report into the record; the run's result.
-fn fold_gate(g: gate::GateReport, rec: &mut RunRecord) -> RunResult {
-    rec.gate_exit = g.exit;
-    rec.protected_changes = g.protected_changes;
-    rec.gate_inventory = g.inventory;
-    rec.causes.extend(g.causes);
-    rec.notices.extend(g.notices);
-    g.result.unwrap_or(RunResult::Error)
-}
-
 /// `; podman's storage lock: …` when a phase failed while someone holds podman's storage lock
 /// (a podman call or a unit start that ran into its deadline is then explained), else empty.
 fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
@@ -451,6 +452,7 @@ fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
     }
 }
 
+mod fold;
 mod views;
 pub(crate) use views::{
     agent_of, audit_of, bring_up_of, gate_of, import_of, outputs_of, prepare_of, probe_of,

@@ -14,7 +14,7 @@ mod environment;
 mod gate;
 mod summary;
 pub use baseline::{BaselineRecord, summary_lines as baseline_summary_lines};
-pub use delivery::{DeliveryRecord, Outcome, SecretHit};
+pub use delivery::{DeliveryFacts, DeliveryRecord, Outcome, SecretHit};
 pub use environment::{EnvironmentRecord, NO_POOL, NONE_READY};
 pub use gate::{BaseInventory, GateInventory, ProtectedChange};
 pub use summary::summary;
@@ -311,6 +311,22 @@ pub struct ImportRecord {
 }
 
 impl RunRecord {
+    /// What a delivery of this run needs to know of it.
+    #[must_use]
+    pub fn delivery_facts(&self) -> DeliveryFacts {
+        DeliveryFacts {
+            branch: self.branch.clone(),
+            base: self.base_commit.clone(),
+            has_commits: !self.commits.is_empty(),
+            setup_changes: self.setup_changes.clone(),
+            protected_changes: self
+                .protected_changes
+                .iter()
+                .map(|c| c.path.clone())
+                .collect(),
+        }
+    }
+
     /// A record of run `run_id` of `tenant` with `tier` and nothing happened yet: result
     /// `error` until the lifecycle says otherwise, the run branch `cyclix/TENANT/RUN`, every
     /// list empty.

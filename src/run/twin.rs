@@ -302,13 +302,9 @@ fn bring_up(
         let mut out = lifecycle::outputs_of(inp);
         out.records_dir = None;
         crate::run::phases::collect::follow_outputs(&out, host, &rendered.units)?;
-        bring_up::start_units(
-            &lifecycle::bring_up_of(inp),
-            units,
-            host,
-            &rendered.units,
-            rec,
-        )
+        rec.agent_ready_ms =
+            bring_up::start_units(&lifecycle::bring_up_of(inp), units, host, &rendered.units)?;
+        Ok(())
     })?;
     let agent = rendered
         .units
@@ -316,13 +312,14 @@ fn bring_up(
         .trim_end_matches(".service")
         .to_string();
     let proven = r.phase("probe", || {
-        probe::boundary_proven(
+        rec.refusal = probe::boundary_proven(
             &lifecycle::probe_of(inp),
             host,
             &agent,
             created.tripwires.as_mut(),
-            rec,
-        )
+            &mut rec.probes,
+        )?;
+        Ok(rec.refusal.is_empty())
     })?;
     // No agent runs in a twin: its unit (held back in `agent-wait`) is stopped either way.
     r.phase("hold-agent", || {

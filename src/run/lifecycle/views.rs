@@ -138,5 +138,6 @@ pub(crate) fn import_of(inp: &RunInputs) -> super::super::phases::import::Import
         tree: private_tree_of(inp),
         repo: Path::new(&inp.spec.repo.path),
         records_dir: inp.paths.records_dir.as_deref(),
+        branch: crate::naming::branch(&inp.spec.tenant, &inp.run_id),
     }
 }

@@ -13,7 +13,7 @@ use super::super::state::{Recorder, RunState};
 use super::invocations;
 use super::probe::{Probe, WATCH_EXIT_GRACE, boundary_proven, release, watch_round};
 use crate::render::{self};
-use crate::run::record::{RunRecord, RunResult};
+use crate::run::record::{BaselineRecord, RunResult};
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, UnitManager};
 use crate::tier::Tier;
 
@@ -39,8 +39,35 @@ pub(crate) struct AgentInputs<'a> {
     pub(crate) secrets: &'a [(String, Vec<u8>)],
 }
 
+/// What the probe, baseline and agent phases found, for the record (the lifecycle folds it).
+/// Written as the phases go: a phase that fails leaves what it found so far.
+#[derive(Debug, Default)]
+pub(crate) struct AgentReport {
+    /// The pre-agent probe report (one JSON object per probe).
+    pub(crate) probes: Vec<serde_json::Value>,
+    /// Why the boundary was refused or the agent stopped (failing probes, leaks, changed
+    /// units).
+    pub(crate) refusal: Vec<String>,
+    /// When the go (or refused) file was written, in ms since the Unix epoch.
+    pub(crate) go_ms: Option<u128>,
+    /// The baseline's run, when the spec has one and it ran.
+    pub(crate) baseline: Option<BaselineRecord>,
+    /// The agent's exit status, when it ran to an end that has one.
+    pub(crate) agent_exit: Option<i32>,
+    /// How many leak-watch rounds ran.
+    pub(crate) watch_rounds: u32,
+    /// Variables merely named like a watched one.
+    pub(crate) agent_named: Vec<String>,
+    /// Causes of a failure the host shows (oom, a signal, a full runtime dir, a part of the
+    /// sandbox that stopped).
+    pub(crate) causes: Vec<String>,
+    /// Notices.
+    pub(crate) notices: Vec<String>,
+}
+
 /// The probe phase, then (if the boundary is proven) the baseline and the agent under the
-/// leak watch. `Passed` means the agent exited 0 and the gate is next.
+/// leak watch; what they find goes into `out`. `Passed` means the agent exited 0 and the
+/// gate is next.
 pub(crate) fn agent_phases(
     inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
@@ -48,7 +75,7 @@ pub(crate) fn agent_phases(
     r: &mut Recorder,
     created: &mut RunState,
     names: &render::plan::UnitNames,
-    rec: &mut RunRecord,
+    out: &mut AgentReport,
 ) -> Result<RunResult> {
     let agent = names.agent.trim_end_matches(".service").to_string();
     let agent_budget = Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack;
@@ -63,27 +90,29 @@ pub(crate) fn agent_phases(
                 .filter(|u| *u != names.gate && Some(*u) != names.gate_base.as_deref())
                 .collect();
             noted = invocations::note(units, &up)?;
-            let ok = boundary_proven(&inp.probe, host, &agent, created.tripwires.as_mut(), rec)?;
+            let tripwires = created.tripwires.as_mut();
+            out.refusal = boundary_proven(&inp.probe, host, &agent, tripwires, &mut out.probes)?;
+            let ok = out.refusal.is_empty();
             if !ok || inp.baseline.is_none() {
-                release(&inp.probe, ok, "the sandbox boundary was refused", rec)?;
+                out.go_ms = Some(release(&inp.probe, ok, "the sandbox boundary was refused")?);
             }
             Ok(ok)
         })?;
         if !proven {
             return Ok(RunResult::ProbeRefused);
         }
-        if !baseline_passed(inp, host, r, &agent, rec)? {
+        if !baseline_passed(inp, host, r, &agent, out)? {
             return Ok(RunResult::SetupBroken);
         }
         let end = r.phase("agent", || {
-            watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, rec)
+            watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, out)
         })?;
         // The agent is done: nothing of the proven sandbox may have changed meanwhile.
-        let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(&rec.run_id).base());
+        let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(inp.probe.run_id).base());
         let ended = [names.agent.as_str(), pod.as_str()];
         let changed = invocations::changes(units, &noted, &ended);
         if matches!(end, AgentEnd::Exit(_)) && !changed.is_empty() {
-            rec.refusal = changed;
+            out.refusal = changed;
             return Ok(RunResult::LeakDetected);
         }
         // An agent stopped from outside (SIGTERM/SIGKILL: 143/137) may have been taken down by
@@ -91,7 +120,7 @@ pub(crate) fn agent_phases(
         // it, the agent): say which. An agent that failed on its own stops its pod too, so
         // its pod is not blamed then.
         if matches!(end, AgentEnd::Exit(143 | 137)) {
-            rec.causes
+            out.causes
                 .extend(invocations::changes(units, &noted, &ended[..1]));
         }
         end
@@ -111,19 +140,19 @@ pub(crate) fn agent_phases(
         AgentEnd::Leak => return Ok(RunResult::LeakDetected),
         AgentEnd::Exit(code) => code,
     };
-    rec.agent_exit = Some(code);
+    out.agent_exit = Some(code);
     if code != 0 {
-        rec.causes
+        out.causes
             .extend(agent_oom(units, &names.agent, &inp.agent.resources));
         // What cyclix did not read is not an exit code (issue 20 item 6): a signal is named,
         // and with the runtime dir full conmon could not store the container's exit status.
         if let Some(cause) = killed_by(units, &names.agent) {
-            rec.causes.push(format!("the agent was {cause}"));
-            rec.agent_exit = None;
+            out.causes.push(format!("the agent was {cause}"));
+            out.agent_exit = None;
         }
         if let Some(cause) = runtime_dir_full(host, inp.run_dir) {
-            rec.causes.push(cause);
-            rec.agent_exit = None;
+            out.causes.push(cause);
+            out.agent_exit = None;
         }
         return Ok(RunResult::AgentFailed);
     }
@@ -132,8 +161,7 @@ pub(crate) fn agent_phases(
 }
 
 /// The gate of a host-tier run: its unit, on the agent's own work tree (nothing to check
-/// out: the host tiers do not isolate the tree). `Passed` or `GateFailed`; the exit status
-/// goes into `rec`.
+/// out: the host tiers do not isolate the tree). Its exit status (0: passed).
 ///
 /// # Errors
 /// The unit manager failed, or the gate ran past its budget.
@@ -142,8 +170,7 @@ pub(crate) fn host_gate(
     units: &dyn UnitManager,
     r: &mut Recorder,
     names: &render::plan::UnitNames,
-    rec: &mut RunRecord,
-) -> Result<RunResult> {
+) -> Result<i32> {
     let gate_budget = Duration::from_secs(inp.gate_timeout_s) + inp.deadlines.slack;
     let gate_exit = r.phase("gate", || {
         run_to_end(
@@ -154,12 +181,7 @@ pub(crate) fn host_gate(
             inp.interrupted,
         )
     })?;
-    rec.gate_exit = Some(gate_exit);
-    Ok(if gate_exit == 0 {
-        RunResult::Passed
-    } else {
-        RunResult::GateFailed
-    })
+    Ok(gate_exit)
 }
 
 /// The baseline phase (when the spec has one): the baseline in the agent's own container,
@@ -170,15 +192,21 @@ fn baseline_passed(
     host: &dyn RunHost,
     r: &mut Recorder,
     agent: &str,
-    rec: &mut RunRecord,
+    out: &mut AgentReport,
 ) -> Result<bool> {
     let Some(b) = inp.baseline else {
         return Ok(true);
     };
     r.phase("baseline", || {
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
-        let passed = super::baseline::run(b, host, agent, &secrets, rec)?;
-        release(&inp.probe, passed, super::baseline::REFUSED_REASON, rec)?;
+        let ran = super::baseline::run(b, host, agent, &secrets)?;
+        let passed = ran.passed;
+        out.baseline = Some(ran);
+        out.go_ms = Some(release(
+            &inp.probe,
+            passed,
+            super::baseline::REFUSED_REASON,
+        )?);
         Ok(passed)
     })
 }
@@ -187,7 +215,7 @@ fn baseline_passed(
 pub(crate) enum AgentEnd {
     /// It exited with this status (0 for success).
     Exit(i32),
-    /// The leak watch stopped it (the reasons are in `rec.refusal`).
+    /// The leak watch stopped it (the reasons are in the report's `refusal`).
     Leak,
 }
 
@@ -202,7 +230,7 @@ pub(crate) fn watch_to_end(
     unit: &str,
     budget: Duration,
     noted: &invocations::Proven,
-    rec: &mut RunRecord,
+    out: &mut AgentReport,
 ) -> Result<AgentEnd> {
     let container = unit.trim_end_matches(".service");
     let d = inp.deadlines;
@@ -220,8 +248,8 @@ pub(crate) fn watch_to_end(
             let changed = invocations::changes(units, noted, &[]);
             next_watch = Instant::now() + d.watch;
             for n in round.named {
-                if !rec.agent_named.contains(&n) {
-                    rec.agent_named.push(n);
+                if !out.agent_named.contains(&n) {
+                    out.agent_named.push(n);
                 }
             }
             let (mut findings, incomplete) = (round.findings, round.incomplete);
@@ -237,16 +265,16 @@ pub(crate) fn watch_to_end(
             if let Some(code) = ended_within(units, unit, grace, d.poll)? {
                 // Not a finding (the container was going away), but not hidden either: an
                 // agent that killed the watch probe and exited at once shows here.
-                rec.notices.extend(incomplete.into_iter().map(|i| {
+                out.notices.extend(incomplete.into_iter().map(|i| {
                     format!("the last watch round did not complete as the agent ended: {i}")
                 }));
                 return Ok(AgentEnd::Exit(code));
             }
             findings.extend(incomplete);
             findings.extend(changed);
-            rec.watch_rounds += 1;
+            out.watch_rounds += 1;
             if !findings.is_empty() {
-                rec.refusal = findings;
+                out.refusal = findings;
                 units.stop(unit, JobMode::Replace, d.stop)?;
                 return Ok(AgentEnd::Leak);
             }

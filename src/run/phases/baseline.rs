@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 pub use super::super::record::BaselineRecord;
-use super::super::record::RunRecord;
 use super::super::seam::RunHost;
 use super::collect::log_tail;
 use crate::spec::Baseline;
@@ -19,7 +18,7 @@ use crate::spec::Baseline;
 /// What the refused file says when the baseline failed (`cyclix agent-wait` prints it).
 pub const REFUSED_REASON: &str = "the baseline failed, so the setup is broken";
 
-/// Runs the baseline in `container`; sets `rec.baseline`; returns whether it passed. A
+/// Runs the baseline in `container`; what it did (`passed`: whether the agent may start). A
 /// baseline past its deadline fails (fail closed); any other podman failure is an error.
 ///
 /// # Errors
@@ -29,8 +28,7 @@ pub(crate) fn run(
     host: &dyn RunHost,
     container: &str,
     secrets: &[&[u8]],
-    rec: &mut RunRecord,
-) -> Result<bool> {
+) -> Result<BaselineRecord> {
     let t0 = Instant::now();
     let got = host.baseline(container, &b.command, Duration::from_secs(b.timeout_s));
     let duration_ms = t0.elapsed().as_millis();
@@ -47,17 +45,15 @@ pub(crate) fn run(
         Err(e) => return Err(e),
     };
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let passed = exit == Some(0);
-    rec.baseline = Some(BaselineRecord {
+    Ok(BaselineRecord {
         command: b.command.clone(),
         exit,
-        passed,
+        passed: exit == Some(0),
         timeout_s: b.timeout_s,
         duration_ms,
         log: log_tail(&lines, secrets),
         error,
-    });
-    Ok(passed)
+    })
 }
 
 fn is_deadline(e: &anyhow::Error) -> bool {
@@ -87,13 +83,11 @@ mod tests {
             baseline: Some((2, "db down\nkey=s3cretvalue\n".into())),
             ..FakeRunHost::default()
         };
-        let mut rec = RunRecord::new("t", "r", "container".into());
-        let passed = run(&spec(), &host, "c", &[b"s3cretvalue"], &mut rec).expect("runs");
-        assert!(!passed);
-        let b = rec.baseline.clone().expect("recorded");
+        let b = run(&spec(), &host, "c", &[b"s3cretvalue"]).expect("runs");
+        assert!(!b.passed);
         assert_eq!(b.exit, Some(2));
         assert_eq!(b.log, ["db down", "key=***"]);
-        let s = crate::run::record::baseline_summary_lines(rec.baseline.as_ref());
+        let s = crate::run::record::baseline_summary_lines(Some(&b));
         assert!(
             s.contains("SETUP BROKEN: the baseline `make check` exited 2"),
             "{s}"
@@ -106,11 +100,8 @@ mod tests {
     #[test]
     fn a_passing_baseline_says_nothing_in_the_summary() {
         let host = FakeRunHost::default();
-        let mut rec = RunRecord::new("t", "r", "container".into());
-        assert!(run(&spec(), &host, "c", &[], &mut rec).expect("runs"));
-        assert_eq!(
-            crate::run::record::baseline_summary_lines(rec.baseline.as_ref()),
-            ""
-        );
+        let b = run(&spec(), &host, "c", &[]).expect("runs");
+        assert!(b.passed);
+        assert_eq!(crate::run::record::baseline_summary_lines(Some(&b)), "");
     }
 }

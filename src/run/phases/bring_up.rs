@@ -15,7 +15,6 @@ use super::super::seam::RunHost;
 use super::super::state::now_ms;
 use super::collect::log_tail;
 use crate::render::{self, Dest, RunContext};
-use crate::run::record::RunRecord;
 use crate::systemd::{JobMode, LoadState, UnitManager};
 use crate::tier::Tier;
 
@@ -210,15 +209,14 @@ pub(crate) fn reload_and_confirm(
 /// The start phase: the proxy (and what it pulls in) and, for tier `container`, the agent
 /// unit. The agent unit starts as a job of its own next to the proxy's (systemd runs
 /// independent jobs in parallel; the agent's `cyclix agent-wait` holds it until the probes
-/// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Sets
-/// `rec.agent_ready_ms`.
+/// pass): about 200 ms of bring-up on the testbed (bench/run, issue 7). Returns when the
+/// agent unit's start job finished (ms since the Unix epoch; `None` for the host tiers).
 pub(crate) fn start_units(
     inp: &BringUp<'_>,
     units: &(dyn UnitManager + Sync),
     host: &dyn RunHost,
     names: &render::plan::UnitNames,
-    rec: &mut RunRecord,
-) -> Result<()> {
+) -> Result<Option<u128>> {
     let container = inp.tier == Tier::Container;
     std::thread::scope(|s| {
         let agent =
@@ -239,13 +237,14 @@ pub(crate) fn start_units(
                 break;
             }
         }
+        let mut ready = None;
         if let Some(h) = agent {
             h.join()
                 .map_err(|_| anyhow!("starting {} panicked", names.agent))??;
-            rec.agent_ready_ms = Some(now_ms());
+            ready = Some(now_ms());
         }
         infra?;
-        Ok(())
+        Ok(ready)
     })
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::super::record::{BuiltImageRecord, RunRecord};
+use super::super::record::BuiltImageRecord;
 use super::super::seam::RunHost;
 use crate::images::build::{BuildFailed, Request};
 use crate::spec::{Image, Spec};
@@ -30,8 +30,17 @@ fn images_mut(spec: &mut Spec) -> Vec<&mut Image> {
         .collect()
 }
 
+/// What the build phase did, for the record.
+#[derive(Debug, Default)]
+pub(crate) struct Built {
+    /// Each image built or found built from the same inputs.
+    pub(crate) images: Vec<BuiltImageRecord>,
+    /// A failed build's last lines of podman output.
+    pub(crate) build_log: Vec<String>,
+}
+
 /// The phase `build` of `inp`'s run when its spec builds an image: the spec to render, or
-/// `None` when it builds nothing (no phase then).
+/// `None` when it builds nothing (no phase then); what it built goes into `out`.
 ///
 /// # Errors
 /// As [`build_images`], with `phase build`.
@@ -40,28 +49,28 @@ pub(crate) fn phase(
     inp: &super::super::inputs::RunInputs,
     host: &dyn RunHost,
     base: &str,
-    rec: &mut RunRecord,
+    out: &mut Built,
 ) -> Result<Option<Spec>> {
     if !has_builds(&inp.spec) {
         return Ok(None);
     }
     r.phase("build", || {
-        build_images(&inp.spec, host, base, &inp.run_id, rec)
+        build_images(&inp.spec, host, base, &inp.run_id, out)
     })
     .map(Some)
 }
 
 /// `spec` with each built image's reference set to its digest tag, building what is missing
-/// from `base` (`run_id` names and labels the build's objects); each image goes into `rec`.
+/// from `base` (`run_id` names and labels the build's objects); each image goes into `built`.
 ///
 /// # Errors
-/// The first build that failed (then `rec.build_log` holds podman's last lines).
+/// The first build that failed (then `built.build_log` holds podman's last lines).
 pub(crate) fn build_images(
     spec: &Spec,
     host: &dyn RunHost,
     base: &str,
     run_id: &str,
-    rec: &mut RunRecord,
+    built_out: &mut Built,
 ) -> Result<Spec> {
     let mut out = spec.clone();
     let repo = Path::new(&spec.repo.path);
@@ -79,7 +88,7 @@ pub(crate) fn build_images(
         };
         match host.build_image(&req) {
             Ok(built) => {
-                rec.images.push(BuiltImageRecord {
+                built_out.images.push(BuiltImageRecord {
                     role: build.role.clone(),
                     reference: built.reference.clone(),
                     built: built.built,
@@ -88,7 +97,7 @@ pub(crate) fn build_images(
             }
             Err(e) => {
                 if let Some(f) = e.downcast_ref::<BuildFailed>() {
-                    rec.build_log.clone_from(&f.tail);
+                    built_out.build_log.clone_from(&f.tail);
                 }
                 return Err(e);
             }

@@ -9,25 +9,37 @@ use anyhow::{Result, bail};
 use super::super::ledger::Ledger;
 use super::super::seam::RunHost;
 use crate::render::{self};
-use crate::run::record::RunRecord;
+use crate::run::record::CommitInfo;
 use crate::systemd::{ActiveState, UnitManager};
 
-/// Commits on the run branch, the proxy's health and its decisions (only the lines carrying
-/// `log_key`, [`decisions`]).
+/// What the collect phase found, for the record.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    /// The run branch's commits, oldest first.
+    pub(crate) commits: Vec<CommitInfo>,
+    /// The proxy's decisions ([`decisions`]).
+    pub(crate) egress_decisions: Vec<serde_json::Value>,
+    /// Notices about the proxy's journal.
+    pub(crate) notices: Vec<String>,
+}
+
+/// Commits on the run branch (`base..tip`; none for an empty `tip`), the proxy's health and
+/// its decisions (only the lines carrying `log_key`, [`decisions`]; the agent's from `go_ms`
+/// on), into `out`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn collect(
     units: &dyn UnitManager,
     host: &dyn RunHost,
     repo: &Path,
-    base: &str,
+    (base, tip): (&str, &str),
     names: &render::plan::UnitNames,
-    rec: &mut RunRecord,
-    tip: &str,
     log_key: &str,
+    go_ms: Option<u128>,
+    out: &mut Collected,
 ) -> Result<()> {
     // An empty tip: nothing was imported (tier `container`), so there are no commits to list.
     if !tip.is_empty() {
-        rec.commits = host.commits(repo, base, tip)?;
+        out.commits = host.commits(repo, base, tip)?;
     }
     if let Some(proxy) = names.infra.first() {
         // Fail closed is not enough: a proxy that died means the run did not have the
@@ -40,11 +52,11 @@ pub(crate) fn collect(
                 st.summary()
             );
         }
-        let found = decisions(&host.unit_stdout_journal(proxy)?, log_key, rec.go_ms);
-        rec.egress_decisions = found.kept;
+        let found = decisions(&host.unit_stdout_journal(proxy)?, log_key, go_ms);
+        out.egress_decisions = found.kept;
         let (forged, unreadable) = (found.forged, found.unreadable);
         if unreadable > 0 {
-            rec.notices.push(format!(
+            out.notices.push(format!(
                 "the proxy's journal held {unreadable} line(s) with this run's access-log key that \
                  are not JSON even joined with the lines after them: requests squid decided that \
                  egress_decisions does not show; see `journalctl --user --identifier={}`",
@@ -52,7 +64,7 @@ pub(crate) fn collect(
             ));
         }
         if forged > 0 {
-            rec.notices.push(format!(
+            out.notices.push(format!(
                 "the proxy's journal held {forged} JSON line(s) without this run's access-log key: \
                  not squid's decisions (request bytes its cache log quoted, e.g. a header with a NUL); \
                  ignored, never read as decisions"

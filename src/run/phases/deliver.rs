@@ -25,8 +25,8 @@ use anyhow::{Context as _, Result};
 use self::core::{PushOutcome, StartPoint};
 use self::lock::{BranchLock, Holder, acquire, lock_path, now_ms};
 use super::super::record::SecretHit;
+use super::super::record::{DeliveryFacts, RunResult};
 pub use super::super::record::{DeliveryRecord, Outcome};
-use super::super::record::{RunRecord, RunResult};
 use crate::git::Git;
 use crate::spec::Delivery;
 
@@ -359,30 +359,33 @@ fn start_from(t: &Target<'_>, repo: &dyn Repo, url: &str) -> Result<Start> {
 pub fn deliver(
     inp: &super::super::inputs::RunInputs,
     start: Start,
-    rec: &mut RunRecord,
+    facts: &DeliveryFacts,
+    out: &mut Option<DeliveryRecord>,
 ) -> Result<RunResult> {
-    let branch = rec.branch.clone();
-    let t = target(inp, &branch).context("invariant: a delivery start has a delivery spec")?;
+    let t =
+        target(inp, &facts.branch).context("invariant: a delivery start has a delivery spec")?;
     let repo = GitRepo::new(Path::new(&inp.spec.repo.path))?;
-    deliver_with(&t, start, rec, &repo)
+    deliver_with(&t, start, facts, &repo, out)
 }
 
 /// Holds the delivery when the commits touch held paths or carry a secret, refuses it when
 /// the run's tip does not contain the remote tip it started from, else pushes with the lease
-/// (unless `push: false`). Sets `rec.delivery`; returns `Passed` or `DeliveryRefused` (held
-/// or refused). The branch lock is released on return.
+/// (unless `push: false`). The delivery's record goes into `out` (also when git fails);
+/// returns `Passed` or `DeliveryRefused` (held or refused). The branch lock is released on
+/// return.
 ///
 /// # Errors
 /// git fails.
 pub fn deliver_with(
     t: &Target<'_>,
     start: Start,
-    rec: &mut RunRecord,
+    facts: &DeliveryFacts,
     repo: &dyn Repo,
+    out: &mut Option<DeliveryRecord>,
 ) -> Result<RunResult> {
     let mut d = start.record.clone();
     d.reason = None;
-    let result = decide_and_push(t, &start, rec, repo, &mut d)
+    let result = decide_and_push(t, &start, facts, repo, &mut d)
         .map_err(|e| anyhow::anyhow!(scrub(&format!("{e:#}"), &start.url, t)));
     if let Err(e) = &result {
         d.reason = Some(format!(
@@ -391,7 +394,7 @@ pub fn deliver_with(
         ));
     }
     d.reason = d.reason.map(|r| scrub(&r, &start.url, t));
-    rec.delivery = Some(d);
+    *out = Some(d);
     drop(start);
     result
 }
@@ -399,30 +402,25 @@ pub fn deliver_with(
 fn decide_and_push(
     t: &Target<'_>,
     start: &Start,
-    rec: &RunRecord,
+    facts: &DeliveryFacts,
     repo: &dyn Repo,
     d: &mut DeliveryRecord,
 ) -> Result<RunResult> {
-    if rec.commits.is_empty() {
+    if !facts.has_commits {
         d.outcome = Outcome::NothingToDeliver;
         return Ok(RunResult::Passed);
     }
     let src = format!("refs/heads/{}", t.run_branch);
     let tip = repo.rev_parse(&src)?;
-    let base = &rec.base_commit;
+    let base = &facts.base;
     d.held_paths = core::held_paths(
         &repo.touched_paths(base, &tip)?,
         &t.spec.hold_paths,
         &t.spec.allow_paths,
     );
     d.secret_hits = scan(t, repo, base, &tip)?;
-    let setup = core::setup_held(&rec.setup_changes, t.spec.allow_setup_changes);
-    let changed: Vec<String> = rec
-        .protected_changes
-        .iter()
-        .map(|c| c.path.clone())
-        .collect();
-    let protected = core::protected_held(&changed, &t.spec.allow_paths);
+    let setup = core::setup_held(&facts.setup_changes, t.spec.allow_setup_changes);
+    let protected = core::protected_held(&facts.protected_changes, &t.spec.allow_paths);
     if let Some(why) = core::hold_reasons(&d.held_paths, &setup, &protected, &d.secret_hits) {
         d.held_paths = core::merged(&core::merged(&d.held_paths, &setup), &protected);
         d.outcome = Outcome::Held;

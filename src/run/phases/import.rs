@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 
 use super::super::import::{Export, ExportRequest};
 use super::super::ledger::Entry;
-use super::super::record::{ImportRecord, RunRecord, RunResult};
+use super::super::record::{ImportRecord, RunResult};
 use super::super::seam::RunHost;
 use super::super::state::RunState;
 
@@ -48,6 +48,20 @@ pub(crate) struct ImportInputs<'a> {
     /// The tenant's records directory (the import directory and the kept diff go beside the
     /// record); `None`: a twin side.
     pub(crate) records_dir: Option<&'a Path>,
+    /// The run branch (`cyclix/TENANT/RUN`), in the private repository and, imported, in the
+    /// user's.
+    pub(crate) branch: String,
+}
+
+/// What the import phase found, for the record.
+#[derive(Debug, Default)]
+pub(crate) struct Imported {
+    /// How the commits came back.
+    pub(crate) import: Option<ImportRecord>,
+    /// Why they did not (the agent's work was not usable).
+    pub(crate) causes: Vec<String>,
+    /// Notices (the uncommitted work that could not be kept).
+    pub(crate) notices: Vec<String>,
 }
 
 /// Runs the export containers and the import; a refused or failed export turns a passing (or
@@ -61,7 +75,7 @@ pub(crate) fn import(
     host: &dyn RunHost,
     created: &mut RunState,
     base: &str,
-    rec: &mut RunRecord,
+    found: &mut Imported,
     result: &mut RunResult,
 ) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
@@ -79,7 +93,7 @@ pub(crate) fn import(
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    let req = inp.tree.request(&rec.branch, base, dir.join("run.bundle"));
+    let req = inp.tree.request(&inp.branch, base, dir.join("run.bundle"));
     let mut out = ImportRecord::default();
     match host.export_bundle(&req) {
         Ok(Export::NoCommits) => "no-commits".clone_into(&mut out.outcome),
@@ -87,11 +101,11 @@ pub(crate) fn import(
             "branch-gone".clone_into(&mut out.outcome);
             out.reason = format!(
                 "the agent deleted or renamed its branch {} in its repository: nothing to import",
-                rec.branch
+                inp.branch
             );
         }
         Ok(Export::Bundle) => {
-            let dest = format!("refs/heads/{}", rec.branch);
+            let dest = format!("refs/heads/{}", inp.branch);
             let repo = inp.repo;
             created.ledger.record(Entry::Branch {
                 refname: dest.clone(),
@@ -120,7 +134,7 @@ pub(crate) fn import(
         out.outcome.as_str(),
         "refused" | "export-failed" | "branch-gone"
     ) {
-        rec.causes.push(format!(
+        found.causes.push(format!(
             "the run's commits were not imported ({}): {}",
             out.outcome, out.reason
         ));
@@ -128,8 +142,8 @@ pub(crate) fn import(
             *result = RunResult::AgentFailed;
         }
     }
-    uncommitted(inp, host, &req, &mut out, rec);
-    rec.import = Some(out);
+    uncommitted(inp, host, &req, &mut out, &mut found.notices);
+    found.import = Some(out);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -140,7 +154,7 @@ fn uncommitted(
     host: &dyn RunHost,
     req: &ExportRequest,
     out: &mut ImportRecord,
-    rec: &mut RunRecord,
+    notices: &mut Vec<String>,
 ) {
     let diff_req = ExportRequest {
         out: req.out.with_file_name("uncommitted.diff"),
@@ -155,14 +169,14 @@ fn uncommitted(
                 match std::fs::create_dir_all(dir).and_then(|()| std::fs::rename(&diff_req.out, &kept))
                 {
                     Ok(()) => out.uncommitted_diff = Some(kept),
-                    Err(e) => rec.notices.push(format!(
+                    Err(e) => notices.push(format!(
                         "the agent left {n} file(s) uncommitted; keeping their diff at {} failed: {e}",
                         kept.display()
                     )),
                 }
             }
         }
-        Err(e) => rec.notices.push(format!(
+        Err(e) => notices.push(format!(
             "the agent's uncommitted work could not be read: {e:#}"
         )),
     }

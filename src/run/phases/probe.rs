@@ -12,7 +12,6 @@ use super::super::seam::RunHost;
 use super::super::state::now_ms;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self};
-use crate::run::record::RunRecord;
 
 /// What the probe phase and the leak watch need of the run's inputs.
 pub(crate) struct Probe<'a> {
@@ -27,11 +26,12 @@ pub(crate) struct Probe<'a> {
 }
 
 /// Writes the agent's verdict file: `ctl/go` lets it start, `ctl/refused` (holding `why`,
-/// which `cyclix agent-wait` prints) keeps it from ever starting. Sets `rec.go_ms`.
+/// which `cyclix agent-wait` prints) keeps it from ever starting. Returns when (ms since the
+/// Unix epoch), taken before the file exists.
 ///
 /// # Errors
 /// The file cannot be written.
-pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str, rec: &mut RunRecord) -> Result<()> {
+pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str) -> Result<u128> {
     let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     let (file, text) = if go {
         (ctl.join(render::plan::GO_FILE), "")
@@ -43,21 +43,20 @@ pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str, rec: &mut RunRecord)
     let at = now_ms();
     std::fs::write(&file, text.as_bytes())
         .with_context(|| format!("writing {}", file.display()))?;
-    rec.go_ms = Some(at);
-    Ok(())
+    Ok(at)
 }
 
 /// The boundary check, without the verdict file ([`release`] writes it): runs the probes inside the
 /// agent's (held back) container, scans its processes' environments from the host, lists
-/// strangers on the run's network and checks the tripwires. Sets `rec.probes` and
-/// `rec.refusal`; returns whether everything passed.
+/// strangers on the run's network and checks the tripwires. The probe report goes into
+/// `probes` as soon as it is read; returns why the boundary is refused (empty: proven).
 pub(crate) fn boundary_proven(
     inp: &Probe<'_>,
     host: &dyn RunHost,
     container: &str,
     tripwires: Option<&mut Tripwires>,
-    rec: &mut RunRecord,
-) -> Result<bool> {
+    probes: &mut Vec<serde_json::Value>,
+) -> Result<Vec<String>> {
     // The agent unit was started in the start phase, next to the proxy; its agent-wait runs
     // the probes once the report FIFO is opened here (no `podman exec`, issue 16). The
     // probes, the environment scan and the network listing are independent looks: side by
@@ -74,8 +73,8 @@ pub(crate) fn boundary_proven(
         (report, joined(environ), joined(members))
     });
     let (exit, stdout) = report?;
-    let (probes, ok, mut why) = boundary::judge(exit, &stdout);
-    rec.probes = probes;
+    let (report, ok, mut why) = boundary::judge(exit, &stdout);
+    *probes = report;
     if !ok && why.is_empty() {
         why.push(format!(
             "the probe run exited {exit} without a complete report"
@@ -95,9 +94,7 @@ pub(crate) fn boundary_proven(
     if let Some(tw) = tripwires {
         why.extend(tripwire::check(tw));
     }
-    let go = ok && why.is_empty();
-    rec.refusal = why;
-    Ok(go)
+    Ok(why)
 }
 
 /// The result of a scoped thread; a panic in it is an error of the look it made.

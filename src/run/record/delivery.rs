@@ -87,3 +87,19 @@ impl DeliveryRecord {
         }
     }
 }
+
+/// What a delivery needs to know of its run ([`super::RunRecord::delivery_facts`]): where
+/// the commits are, whether there are any, and what they change that must be held.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeliveryFacts {
+    /// The run branch in the user's repository.
+    pub branch: String,
+    /// The commit the run started from.
+    pub base: String,
+    /// Whether the run branch has commits.
+    pub has_commits: bool,
+    /// The setup paths the commits change.
+    pub setup_changes: Vec<String>,
+    /// The protected paths the commits change.
+    pub protected_changes: Vec<String>,
+}

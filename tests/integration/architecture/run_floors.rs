@@ -201,3 +201,17 @@ fn the_floor_guard_sees_a_planted_upward_import_and_a_circle() {
         "a downward import is an edge: {g:?}"
     );
 }
+
+/// Phases return facts: no file of `run/phases/` names the run's record (they take narrow
+/// views and fill reports of their own; the compositions fold those into the record).
+#[test]
+fn no_phase_sees_the_run_record() {
+    let files = run_sources();
+    let seen: Vec<&String> = files
+        .iter()
+        .filter(|(m, code)| floor(m) == 2 && code.contains("RunRecord"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(files.keys().any(|m| floor(m) == 2), "no phases found");
+    assert!(seen.is_empty(), "phases that name RunRecord: {seen:?}");
+}

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 
 use super::*;
+use crate::run::record::RunRecord;
 use anyhow::bail;
 
 const BASE: &str = "1111111111111111111111111111111111111111";
@@ -174,7 +175,8 @@ fn run_protected(
             change: "modified".into(),
         })
         .collect();
-    let result = deliver_with(&t, start, &mut rec, fake).expect("deliver");
+    let facts = rec.delivery_facts();
+    let result = deliver_with(&t, start, &facts, fake, &mut rec.delivery).expect("deliver");
     assert!(!t.scratch.exists(), "the scan's scratch files are removed");
     (rec.delivery.expect("a delivery record"), result)
 }
@@ -326,7 +328,8 @@ fn a_secret_in_the_delivered_text_holds_it_and_the_record_never_holds_the_value(
     let t = target(&e, &spec, "r1", "cyclix/acme/r1");
     let start = start_with(&t, &fake).expect("start");
     let mut rec = record(BASE);
-    let result = deliver_with(&t, start, &mut rec, &fake).expect("deliver");
+    let facts = rec.delivery_facts();
+    let result = deliver_with(&t, start, &facts, &fake, &mut rec.delivery).expect("deliver");
     assert_eq!(result, RunResult::DeliveryRefused);
     let d = rec.delivery.clone().expect("delivery");
     assert_eq!(d.outcome, Outcome::Held);
