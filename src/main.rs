@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     // Only for those calls: an image's `ENV` reaches cyclix's verbs in the agent's container.
     if app::completions_cmd::is_completion_call(std::env::args_os()) {
         clap_complete::CompleteEnv::with_factory(app::completions_cmd::command)
-            .var(app::completions_cmd::COMPLETE_VAR)
+            .var(app::completion::COMPLETE_VAR)
             .complete();
     }
     let cli = Cli::parse();

@@ -36,7 +36,7 @@ pub fn run(env: &HostEnv, tenants: usize) -> Result<Outcome> {
         .enumerate()
         .map(|(i, s)| {
             let id = format!("20261130t000000-{i:04x}");
-            super::render_cmd::default_run_context(s, &id, env, None, None, None, &bin)
+            super::run_context::default_run_context(s, &id, env, None, None, None, &bin)
         })
         .collect();
     let t = Instant::now();

@@ -3,19 +3,14 @@
 //! each Tab, so the verbs and options are always this binary's, and the tenant names are read
 //! from the spec directory (`~/.config/cyclix/tenants/*.yaml`) at that moment.
 
-use std::ffi::OsStr;
-
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::CommandFactory as _;
 use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
-use clap_complete::env::Shells;
 
+use super::completion::{registration, tenant_names};
 use crate::cli::Cli;
 use crate::context::{HostEnv, current_exe, path_str};
 use crate::exit::Outcome;
-
-/// The variable the registration script sets when it calls cyclix back.
-pub const COMPLETE_VAR: &str = "COMPLETE";
 
 /// Whether `args` (the process's argv) is a call of the registration script: `cyclix` alone
 /// (print the registration) or `cyclix -- WORDS` (complete WORDS). Only then does `main` honour
@@ -60,42 +55,6 @@ fn tenant_candidates() -> Vec<CompletionCandidate> {
         .into_iter()
         .map(CompletionCandidate::new)
         .collect()
-}
-
-/// The stems of the `*.yaml` files in `dir` whose names are valid tenant names, sorted.
-#[must_use]
-pub fn tenant_names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension() == Some(OsStr::new("yaml")))
-        .filter_map(|p| p.file_stem().and_then(OsStr::to_str).map(str::to_owned))
-        .filter(|t| super::tenant::check_name(t).is_ok())
-        .collect();
-    names.sort();
-    names
-}
-
-/// The registration script of `shell` for the binary at `bin` (absolute).
-///
-/// # Errors
-/// An unknown shell (the error names the known ones).
-pub fn registration(shell: &str, bin: &str) -> Result<String> {
-    let shells = Shells::builtins();
-    let Some(completer) = shells.completer(shell) else {
-        let known: Vec<&str> = shells.names().collect();
-        return Err(crate::exit::input(format!(
-            "unknown shell `{}`; one of: {}",
-            shell.escape_debug(),
-            known.join(", ")
-        )));
-    };
-    let mut buf = Vec::new();
-    completer
-        .write_registration(COMPLETE_VAR, "cyclix", "cyclix", bin, &mut buf)
-        .context("writing the completion script")?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// `cyclix completions SHELL`.

@@ -10,14 +10,13 @@
 //! "verdict", "evidence", "run_id"}]}`, `verdict` one of `got-through`, `refused`,
 //! `not-attempted`, `not-applicable`.
 
-pub mod plant;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::run_cmd::{RunOpts, run_with};
+use super::launch::{RunOpts, run_with};
+use super::plant;
 use super::tenant::runnable_spec;
 use crate::context::HostEnv;
 use crate::drill::escapes::{self, Escape, Placeholder, Targets};
@@ -260,7 +259,7 @@ fn observe(
 ) -> Observed {
     let values: Vec<&[u8]> = secrets.iter().map(|(_, v)| v.as_slice()).collect();
     let kept = crate::layout::RunFiles::new(records, &rec.run_id).output_log("agent");
-    let agent_log: Vec<String> = super::logs_cmd::container_lines(&kept, "agent")
+    let agent_log: Vec<String> = super::run_output::container_lines(&kept, "agent")
         .unwrap_or_else(|e| {
             crate::stderrln!("warning: {e:#}; the drill searches the record's agent log instead");
             rec.agent_log.clone()

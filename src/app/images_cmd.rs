@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use sha2::Digest as _;
 
+use super::image_builds::build_images;
 use crate::exit::{self, Outcome};
 use crate::images;
 use crate::images::agents::{self, Algo, Package};
@@ -141,42 +142,6 @@ pub fn run_tenant(env: &crate::context::HostEnv, tenant: &str) -> Result<Outcome
         );
     }
     Ok(Outcome::Ok)
-}
-
-/// `spec` with every image it builds (`build:`) built from `commit` (or found built from
-/// the same inputs) and named by its digest tag, and what was done; progress on stderr.
-/// `id` names the builds' proxy and networks.
-///
-/// # Errors
-/// As [`crate::images::build::build`].
-pub(crate) fn build_images(
-    spec: &crate::spec::Spec,
-    commit: &str,
-    id: &str,
-) -> Result<(crate::spec::Spec, Vec<crate::images::build::Built>)> {
-    let mut out = spec.clone();
-    let mut done = Vec::new();
-    let repo = Path::new(&spec.repo.path);
-    for image in std::iter::once(&mut out.agent.image)
-        .chain(std::iter::once(&mut out.gate.image))
-        .chain(out.services.iter_mut().map(|s| &mut s.image))
-    {
-        let crate::spec::Image::Build { reference, build } = image else {
-            continue;
-        };
-        let req = crate::images::build::Request {
-            tenant: &spec.tenant,
-            repo,
-            base: commit,
-            build,
-            repository: reference,
-            id,
-        };
-        let built = crate::images::build::build(&req, &mut |l| crate::stderrln!("{l}"))?;
-        reference.clone_from(&built.reference);
-        done.push(built);
-    }
-    Ok((out, done))
 }
 
 /// The label on a preset image holding the sha256 of its inputs (the embedded Containerfile,

@@ -8,19 +8,12 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::spec_file::spec_context;
+use super::spec_file::{schema_path, spec_context};
 use crate::context::{HostEnv, path_str};
 use crate::exit::Outcome;
-use crate::spec::schema::SCHEMA_FILE;
 
 /// The image the starter spec's script agent and gate use (`cyclix images build` makes it).
 const STARTER_IMAGE: &str = "localhost/cyclix-agent-python:latest";
-
-/// The path of the schema in cyclix's data dir (`$XDG_DATA_HOME/cyclix/spec.schema.json`).
-#[must_use]
-pub fn schema_path(env: &HostEnv) -> std::path::PathBuf {
-    env.data_home.join("cyclix").join(SCHEMA_FILE)
-}
 
 /// `cyclix init`.
 ///

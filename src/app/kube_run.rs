@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use super::export_cmd::{Rendered, render, secret_manifests};
+use super::kube_export::{Rendered, render, secret_manifests};
 use crate::cli::{ClusterKind, KubeRunArgs};
 use crate::cluster::kubectl::Kubectl;
 use crate::cluster::podman_play::PodmanPlay;

@@ -134,8 +134,7 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
         );
     }
     // The drill's ledgers tie its objects to it (`drill-NONCE`), like a run's marker.
-    let drill_ledgers =
-        super::drill_cmd::plant::ledgers(&super::drill_cmd::plant::ledgers_dir(&runtime));
+    let drill_ledgers = super::plant::ledgers(&super::plant::ledgers_dir(&runtime));
     for (_, l) in &drill_ledgers {
         let id = crate::drill::tag(&l.nonce);
         markers.insert(
@@ -343,7 +342,7 @@ fn files(
 fn drill_files(
     home: &Path,
     runtime: &Runtime,
-    ledgers: &[(std::path::PathBuf, super::drill_cmd::plant::DrillLedger)],
+    ledgers: &[(std::path::PathBuf, super::plant::DrillLedger)],
 ) -> Vec<Leftover> {
     let mut found = Vec::new();
     for dir in [home.join(".ssh"), home.to_path_buf(), runtime.0.clone()] {

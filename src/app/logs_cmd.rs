@@ -39,7 +39,7 @@ pub fn run(
     let run_id = which_run(env, tenant, &dir, run)?;
     let files = RunFiles::new(&dir, &run_id);
     let paths: Vec<PathBuf> = LABELS.iter().map(|l| files.output_log(l)).collect();
-    let live = || super::status_cmd::current_run(env, tenant).is_some_and(|c| c.run_id == run_id);
+    let live = || super::current_run::current_run(env, tenant).is_some_and(|c| c.run_id == run_id);
     if !follow {
         if !paths.iter().any(|p| p.exists()) {
             return Err(crate::exit::input(format!(
@@ -93,7 +93,7 @@ fn which_run(env: &HostEnv, tenant: &str, dir: &Path, run: Option<&str>) -> Resu
         let f = RunFiles::new(dir, r);
         let known = f.record().exists()
             || LABELS.iter().any(|l| f.output_log(l).exists())
-            || super::status_cmd::current_run(env, tenant).is_some_and(|c| c.run_id == r);
+            || super::current_run::current_run(env, tenant).is_some_and(|c| c.run_id == r);
         if !known {
             return Err(crate::exit::input(format!(
                 "{tenant} has no run {r}; `cyclix status {tenant}` names the last one"
@@ -101,7 +101,7 @@ fn which_run(env: &HostEnv, tenant: &str, dir: &Path, run: Option<&str>) -> Resu
         }
         return Ok(r.to_string());
     }
-    if let Some(c) = super::status_cmd::current_run(env, tenant) {
+    if let Some(c) = super::current_run::current_run(env, tenant) {
         return Ok(c.run_id);
     }
     match record::latest(&env.state_home, tenant)? {
@@ -164,24 +164,10 @@ fn write_out(bytes: &[u8]) -> Result<()> {
         .context("writing to stdout")
 }
 
-/// The container's own lines of a kept log (`LABEL| TEXT` without the prefix; cyclix's
-/// markers left out): what the drill searches.
-///
-/// # Errors
-/// The log cannot be read.
-pub fn container_lines(path: &Path, label: &str) -> Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let prefix = format!("{label}| ");
-    Ok(text
-        .lines()
-        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::run_output::container_lines;
 
     #[test]
     fn the_tail_counts_whole_lines_and_returns_the_end_of_the_last() {

@@ -17,7 +17,7 @@ pub const SCHEMA: &str = "cyclix-notify/1";
 /// the record holds none.
 #[must_use]
 pub fn summary(r: &record::RunRecord, record_path: &std::path::Path) -> serde_json::Value {
-    let line = super::runs_cmd::line(r);
+    let line = super::history::line(r);
     serde_json::json!({
         "schema": SCHEMA,
         "tenant": line.tenant,

@@ -6,7 +6,8 @@
 
 use anyhow::{Context as _, Result};
 
-use super::install_cmd::remove_timer;
+use super::installer::remove_timer;
+use super::schedule::paused;
 use super::tenant::{run_unit, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -68,13 +69,5 @@ pub fn resume(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         }
         Err(e) => return Err(e).with_context(|| format!("removing {}", marker.display())),
     }
-    super::install_cmd::run(env, Some(tenant))
-}
-
-/// The pause marker's text (`paused at …`) when `tenant` is paused.
-#[must_use]
-pub fn paused(env: &HostEnv, tenant: &str) -> Option<String> {
-    std::fs::read_to_string(env.layout().pause_marker(tenant))
-        .ok()
-        .map(|s| s.trim().to_owned())
+    super::installer::install(env, Some(tenant))
 }

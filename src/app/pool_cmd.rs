@@ -1,115 +1,24 @@
-//! `cyclix pool fill TENANT` and the claim of `cyclix run` (issue 16): the warm pool's
-//! environments made and handed to a run (`run::pool`, `run::pool::env`).
+//! `cyclix pool fill|keep|expire TENANT` (issue 16): a tenant's warm pool filled once, kept
+//! filled ([`keep`], the keeper `cyclix-pool@TENANT.service` runs), or its idle environments
+//! expired; the claims and convergence all verbs share are in [`super::pool_ops`].
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use super::clock::{new_run_id, now_ms};
-use super::tenant::{random_log_key, random_placeholders, run_paths, runnable_spec, unit_manager};
+use super::pool_ops::{converge_dead_fillers, with_env_host};
+use super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
-use crate::render::Backend;
-use crate::run::host::RealRunHost;
-use crate::run::inputs::Environment;
-use crate::run::pool::env::EnvHost;
-use crate::run::pool::{self, Filled, PoolState};
-use crate::spec::Spec;
+use crate::run::pool;
 
-/// How long a destruction waits for podman's storage lock.
-const LOCK_WAIT: Duration = Duration::from_secs(30);
-/// The deadline of one unit start of an environment.
-const START: Duration = Duration::from_secs(60);
-
-/// The pool state of `tenant`.
-pub(crate) fn state_of(env: &HostEnv, tenant: &str) -> Result<PoolState> {
-    Ok(PoolState::new(
-        crate::layout::Runtime(env.runtime_dir()?.clone()).pool_dir(tenant),
-    ))
-}
-
-/// Runs `f` with the environment host of `spec`.
-pub(crate) fn with_env_host<T>(
-    env: &HostEnv,
-    spec: &Spec,
-    f: impl FnOnce(&EnvHost<'_>) -> Result<T>,
-) -> Result<T> {
-    let runtime_dir = env.runtime_dir()?.clone();
-    let state = state_of(env, &spec.tenant)?;
-    let units = unit_manager(env)?;
-    let host = RealRunHost::new();
-    let tenant = spec.tenant.clone();
-    let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
-    // The binary the agent container mounts, as a run of the environment mounts it (its
-    // execute-only copy): the agent's file the fill installs is then the run's.
-    let bin = crate::run::exec_only::copy_running(env.runtime_dir()?)?;
-    let eh = EnvHost {
-        state: &state,
-        spec,
-        paths: &paths,
-        cyclix_bin: &bin,
-        units: &units,
-        host: &host,
-        start: START,
-        lock_wait: LOCK_WAIT,
-    };
-    f(&eh)
-}
-
-/// Whether process `pid` is alive (`/proc/PID` exists).
-fn alive(pid: u32) -> bool {
-    pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Destroys every `filling/` environment whose filler is dead; returns a notice for each.
-pub(crate) fn converge_dead_fillers(eh: &EnvHost<'_>) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
-    for (id, path, f) in eh.state.filling()? {
-        if f.as_ref().is_some_and(|f| alive(f.pid)) {
-            continue;
-        }
-        let left = eh.destroy(&id, &path);
-        notes.push(match left {
-            None => {
-                format!("pool: destroyed environment {id}, left half-made by a filler that died")
-            }
-            Some(l) => format!("pool: {l}"),
-        });
-    }
-    Ok(notes)
-}
-
-/// Converges the environments claimed by runs that died before their record (a claim calls
-/// it under the tenant lock: no run of the tenant is alive, so every `claimed/` one is a
-/// dead run's). One still under the pool's ledger (its run died between the claim and taking
-/// it over, perhaps after the hand-over put the credentials into its live proxy) is
-/// destroyed; one a run took over is that run's, converged with its ledger, so only the
-/// state file is forgotten.
-///
-/// # Errors
-/// The pool's state cannot be listed or a state file removed.
-fn converge_dead_claims(eh: &EnvHost<'_>) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
-    for (id, path) in eh.state.claimed()? {
-        if !eh.state.ledger_path(&id).exists() {
-            PoolState::forget(&path)?;
-            continue;
-        }
-        notes.push(match eh.destroy(&id, &path) {
-            None => format!(
-                "pool: destroyed environment {id}, claimed by a run that died before taking it over"
-            ),
-            Some(l) => format!("pool: {l}"),
-        });
-    }
-    Ok(notes)
-}
+pub mod keep;
 
 /// `cyclix pool fill|keep|expire TENANT`.
 ///
 /// # Errors
-/// An invalid tenant name, or those of [`fill`], [`super::pool_keep::keep`], [`expire`].
+/// An invalid tenant name, or those of [`fill`], [`keep::keep`], [`expire`].
 pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome> {
     use crate::cli::PoolCommand;
     match cmd {
@@ -119,7 +28,7 @@ pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome>
         }
         PoolCommand::Keep { tenant } => {
             super::tenant::check_name(tenant)?;
-            super::pool_keep::keep(env, tenant)
+            keep::keep(env, tenant)
         }
         PoolCommand::Expire { tenant, now_ms } => {
             super::tenant::check_name(tenant)?;
@@ -210,178 +119,4 @@ pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome>
         }
         Ok(if ok { Outcome::Ok } else { Outcome::Findings })
     })
-}
-
-/// What a run's claim decided: its run id and environment, the notices for its record, and
-/// for a warm environment the pool's files the run takes over.
-pub(crate) struct Claimed {
-    /// The run id: the claimed environment's id, or a new one (cold).
-    pub run_id: String,
-    /// The environment (record, octet).
-    pub environment: Environment,
-    /// The environment's log key (warm).
-    pub log_key: Option<String>,
-    /// The environment's credential placeholders (warm).
-    pub placeholders: Option<Vec<String>>,
-    /// The environment's proxy credential file, empty from the fill (warm, with credentials):
-    /// [`hand_credentials`] writes it; with the group the fill gave it.
-    pub credentials_file: Option<(PathBuf, u32)>,
-    /// Notices for the record (a refused environment, what was wrong with it).
-    pub notices: Vec<String>,
-    /// Warm: the claimed state file (`claimed/ENV@ENV`) and the pool's ledger of it.
-    pub files: Option<(PathBuf, PathBuf)>,
-}
-
-/// The claim of a run of `spec` (holding the tenant lock, before its ledger; environments
-/// claimed by the tenant's dead runs are converged first): the oldest
-/// ready environment that passes the check against its fill ([`EnvHost::check`]); one that
-/// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
-/// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
-///
-/// The claim is timed as the record's first phase, `claim` (`Environment::claim`), when
-/// the tenant can have a warm environment.
-///
-/// # Errors
-/// The pool's state or the user manager cannot be reached.
-pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
-    let start_ms = now_ms();
-    let mut c = claim_untimed(env, spec, backend)?;
-    if pool::why_cold(spec, backend).is_none() {
-        c.environment.claim.push(crate::run::record::Phase {
-            name: "claim".into(),
-            start_ms,
-            end_ms: now_ms(),
-            outcome: "ok".into(),
-        });
-    }
-    Ok(c)
-}
-
-fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
-    let cold = |why: &str, notices: Vec<String>| {
-        let run_id = new_run_id(SystemTime::now(), std::process::id());
-        Claimed {
-            environment: Environment {
-                record: pool::cold(&run_id, why),
-                octet: None,
-                claim: Vec::new(),
-            },
-            run_id,
-            log_key: None,
-            placeholders: None,
-            credentials_file: None,
-            notices,
-            files: None,
-        }
-    };
-    if let Some(why) = pool::why_cold(spec, backend) {
-        return Ok(cold(why, Vec::new()));
-    }
-    with_env_host(env, spec, |eh| {
-        let mut notices = converge_dead_fillers(eh)?;
-        notices.extend(converge_dead_claims(eh)?);
-        let podman = crate::podman::Podman::new();
-        while let Some(c) = eh.state.claim_own()? {
-            let wrong = eh.check(&c.filled, &podman);
-            if wrong.is_empty() {
-                return Ok(warm(eh, c.filled, c.path, notices));
-            }
-            let id = c.filled.env.clone();
-            let left = eh.destroy(&id, &c.path);
-            notices.push(format!(
-                "pool: environment {id} refused at the claim and destroyed: {}{}",
-                wrong.join("; "),
-                left.map(|l| format!("; {l}")).unwrap_or_default()
-            ));
-        }
-        let why = if notices.iter().any(|n| n.contains("refused at the claim")) {
-            "none ready that passed the claim's check (see the notices)"
-        } else {
-            pool::NONE_READY
-        };
-        Ok(cold(why, notices))
-    })
-}
-
-/// The environment of a run given `--run-id` (it never claims one: the pool's ids are fixed
-/// at fill time): `None` when the tenant cannot have a warm one anyway (the record then says
-/// why from the spec).
-pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claimed> {
-    pool::why_cold(spec, backend).is_none().then(|| Claimed {
-        environment: Environment {
-            record: pool::cold(
-                run_id,
-                "`--run-id` names the run: it makes its own environment",
-            ),
-            octet: None,
-            claim: Vec::new(),
-        },
-        run_id: run_id.to_string(),
-        log_key: None,
-        placeholders: None,
-        credentials_file: None,
-        notices: Vec::new(),
-        files: None,
-    })
-}
-
-fn warm(eh: &EnvHost<'_>, filled: Filled, path: PathBuf, notices: Vec<String>) -> Claimed {
-    let ledger = eh.state.ledger_path(&filled.env);
-    Claimed {
-        run_id: filled.env.clone(),
-        environment: Environment {
-            record: pool::warm(&filled, now_ms()),
-            octet: Some(filled.octet),
-            claim: Vec::new(),
-        },
-        log_key: Some(filled.log_key),
-        credentials_file: (!filled.credentials_file.is_empty()).then(|| {
-            (
-                PathBuf::from(&filled.credentials_file),
-                filled.credentials_gid,
-            )
-        }),
-        placeholders: Some(filled.placeholders),
-        notices,
-        files: Some((path, ledger)),
-    }
-}
-
-/// Hands claimed environment `inputs.run_id`'s proxy the run's credentials: the header lines
-/// (`credential_include`, the cold path's rendering) into its credential file `file`, then
-/// squid reloaded (`run::pool::credfile`). On a failure the environment is destroyed (its
-/// state file `claimed`), so a failed hand-over leaks nothing, and the error returned.
-///
-/// # Errors
-/// The lines cannot be rendered or written, or squid did not reload.
-pub(crate) fn hand_credentials(
-    env: &HostEnv,
-    inputs: &crate::run::inputs::RunInputs,
-    (file, gid): (&Path, u32),
-    claimed: &Path,
-) -> Result<()> {
-    let id = inputs.run_id.as_str();
-    let done = crate::run::phases::prepare::credential_include(&inputs.spec, &inputs.secrets)
-        .and_then(|include| {
-            let conf = inputs
-                .paths
-                .run_dir
-                .join(crate::render::plan::PROXY_CONF_FILE);
-            let text = std::fs::read_to_string(&conf)
-                .with_context(|| format!("reading the proxy's {}", conf.display()))?;
-            pool::credfile::HandOver {
-                env: id,
-                path: file,
-                include: &include,
-                ports: text.lines().filter(|l| l.starts_with("http_port ")).count(),
-                owner: (crate::host::namespaces::host_uid(), gid),
-            }
-            .run(&crate::podman::Podman::new())
-        });
-    let Err(e) = done else { return Ok(()) };
-    let left = with_env_host(env, &inputs.spec, |eh| Ok(eh.destroy(id, claimed)))?;
-    anyhow::bail!(
-        "pool: handing the run's credentials to environment {id}'s proxy failed, the environment is destroyed: {e:#}{}",
-        left.map(|l| format!("; {l}")).unwrap_or_default()
-    )
 }

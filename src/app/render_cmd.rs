@@ -2,55 +2,18 @@
 //! (nothing is installed or started).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::default_subnet_octet;
 use super::print_out;
+use super::run_context::default_run_context;
 use super::spec_file::{load_spec, report_spec_error, spec_context};
 use crate::cli::RenderArgs;
 use crate::context::{HostEnv, current_exe, path_str};
 use crate::exit::Outcome;
-use crate::render::{self, RunContext};
-use crate::spec::{self, Spec};
-
-pub(crate) fn default_run_context(
-    spec: &Spec,
-    run_id: &str,
-    env: &HostEnv,
-    worktree: Option<&str>,
-    run_dir: Option<&str>,
-    octet: Option<u8>,
-    cyclix_bin: &str,
-) -> RunContext {
-    let runtime = env
-        .runtime_dir
-        .as_deref()
-        .map_or_else(|| "/run/user/unknown".to_string(), path_str);
-    RunContext {
-        run_id: run_id.to_string(),
-        worktree: worktree.map_or_else(
-            || path_str(&env.layout().worktree(&spec.tenant, run_id)),
-            str::to_string,
-        ),
-        run_dir: run_dir.map_or_else(
-            || {
-                let runtime = crate::layout::Runtime(PathBuf::from(&runtime));
-                path_str(&runtime.run_dir(run_id))
-            },
-            str::to_string,
-        ),
-        subnet_octet: octet.unwrap_or_else(|| default_subnet_octet(run_id)),
-        proxy_image: crate::images::PROXY_IMAGE.to_string(),
-        cyclix_bin: cyclix_bin.to_string(),
-        service_ports: crate::render::plan::preview_ports(spec),
-        placeholders: crate::render::plan::preview_placeholders(spec),
-        setup_binds: Vec::new(),
-        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
-        credentials_file: false,
-    }
-}
+use crate::render::{self};
+use crate::spec::{self};
 
 /// Renders one run of `args.spec` (or the embedded demo) and prints or writes its files.
 ///

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::print_out;
-use super::render_cmd::default_run_context;
+use super::run_context::default_run_context;
 use super::spec_file::{load_spec_with_notes, report_spec_error};
 use crate::context::HostEnv;
 use crate::exit::Outcome;

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result};
 use super::print_out;
 use crate::context::{HostEnv, path_str};
 use crate::exit::Outcome;
+use crate::spec::schema::SCHEMA_FILE;
 use crate::spec::{self, MAX_SPEC_BYTES, Spec, SpecContext, SpecError};
 
 pub(crate) fn spec_context(file: &str, env: &HostEnv) -> SpecContext {
@@ -111,4 +112,10 @@ pub(crate) fn report_spec_error(e: &SpecError, json: bool) -> Result<Outcome> {
         crate::stderrln!();
     }
     Ok(Outcome::Findings)
+}
+
+/// The path of the schema in cyclix's data dir (`$XDG_DATA_HOME/cyclix/spec.schema.json`).
+#[must_use]
+pub fn schema_path(env: &HostEnv) -> std::path::PathBuf {
+    env.data_home.join("cyclix").join(SCHEMA_FILE)
 }

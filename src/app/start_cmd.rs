@@ -26,10 +26,10 @@ const TAIL_LINES: usize = 12;
 pub fn run(env: &HostEnv, tenant: &str, wait: Duration) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     // A second start would queue behind the running one and wait silently (issue 19, item 5).
-    if let Some(c) = super::status_cmd::current_run(env, tenant) {
+    if let Some(c) = super::current_run::current_run(env, tenant) {
         crate::stderrln!(
             "{unit} is busy: {}; nothing started (`cyclix status {tenant}` follows it, `cyclix stop {tenant}` stops it)",
-            super::status_cmd::current_line(&c)
+            super::current_run::current_line(&c)
         );
         return Ok(Outcome::Findings);
     }

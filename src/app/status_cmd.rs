@@ -2,114 +2,16 @@
 //! phase and how long it has been in it) and the last run record; with no tenant, one line per
 //! tenant (issue 19, item 5).
 
-use std::time::SystemTime;
-
 use anyhow::Result;
 use serde::Serialize;
 
 use super::clock::elapse_text;
+use super::current_run::{CurrentRun, current_line, current_run};
 use super::tenant::{run_unit, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::run::record;
 use crate::systemd::UnitManager;
-
-/// A run in progress, from the tenant lock's holder and the run's phase note.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CurrentRun {
-    /// The run id.
-    pub run_id: String,
-    /// The pid of the cyclix process running it.
-    pub pid: u32,
-    /// When it started (`YYYY-MM-DD HH:MM:SS UTC`).
-    pub started: String,
-    /// The phase it noted last (`probe`, `agent`, `teardown/files`, …), `None` before the first.
-    pub phase: Option<String>,
-    /// Seconds since it entered that phase (the phase note's modification time).
-    pub in_phase_s: Option<u64>,
-    /// Its services as the agent reaches them, from the run's context file (written by
-    /// cyclix, bound read-only into the agent): `app at 127.0.0.1:20000 (in the pod; runs
-    /// /work)`. Empty before the run rendered it or when it has no service.
-    pub services: Vec<String>,
-}
-
-/// The run of `tenant` in progress: someone holds the tenant lock (seen in `/proc/locks`,
-/// never taken here) and its file names the holder. `None` when no run holds it.
-#[must_use]
-pub fn current_run(env: &HostEnv, tenant: &str) -> Option<CurrentRun> {
-    let lock_path = env.runtime().ok()?.tenant_lock(tenant);
-    let held = crate::run::storage_lock::file_lock_holders(&lock_path).is_ok_and(|h| !h.is_empty());
-    let holder = held.then(|| crate::run::lock::peek(&lock_path)).flatten()?;
-    let dir = record::tenant_dir(&env.state_home, tenant);
-    let note = crate::layout::RunFiles::new(&dir, &holder.run_id).phase();
-    let in_phase_s = std::fs::metadata(note)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .map(|d| d.as_secs());
-    let services = env
-        .runtime()
-        .map(|rt| {
-            service_lines(
-                &rt.run_dir(&holder.run_id)
-                    .join(crate::render::plan::CONTEXT_FILE),
-            )
-        })
-        .unwrap_or_default();
-    Some(CurrentRun {
-        services,
-        phase: crate::run::ledger::last_phase(&dir, &holder.run_id),
-        in_phase_s,
-        started: super::clock::utc_timestamp(holder.started_ms),
-        pid: holder.pid,
-        run_id: holder.run_id,
-    })
-}
-
-/// One line per service of the run's context file `path` (`cyclix-context/1`, see
-/// `render::plan::context_json`); none when it is absent or unreadable.
-fn service_lines(path: &std::path::Path) -> Vec<String> {
-    let Some(v) = std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-    else {
-        return Vec::new();
-    };
-    let field = |s: &serde_json::Value, k: &str| s[k].as_str().unwrap_or("?").to_owned();
-    v["services"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| {
-                    let runs = s["worktree"]
-                        .as_str()
-                        .map_or(String::new(), |w| format!("; runs {w}"));
-                    format!(
-                        "{} at {} (in the pod{runs})",
-                        field(s, "name"),
-                        field(s, "address")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `run R in progress: phase P for N s (started T, pid P)`.
-#[must_use]
-pub fn current_line(c: &CurrentRun) -> String {
-    let phase = c.phase.as_deref().map_or_else(
-        || "starting".to_owned(),
-        |p| match c.in_phase_s {
-            Some(s) => format!("phase {p} for {s} s"),
-            None => format!("phase {p}"),
-        },
-    );
-    format!(
-        "run {} in progress: {phase} (started {}, pid {})",
-        c.run_id, c.started, c.pid
-    )
-}
 
 /// `cyclix status [TENANT]`: one tenant in full, or every tenant in one line each.
 ///
@@ -203,7 +105,7 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             unit_state: st.summary(),
             current_run: current_run(env, t),
             timer_next_elapse: next.map(elapse_text),
-            paused: super::pause_cmd::paused(env, t),
+            paused: super::schedule::paused(env, t),
             last_result: last.as_ref().map(|r| r.result.as_str().to_string()),
             last_run: last.map(|r| r.run_id),
             pool: pool_view(env, &units, t),
@@ -264,7 +166,7 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             crate::stderrln!("warning: the skipped triggers cannot be read: {e:#}");
             (Vec::new(), 0)
         });
-    let paused = super::pause_cmd::paused(env, tenant);
+    let paused = super::schedule::paused(env, tenant);
     let pool = pool_view(env, &units, tenant);
     if json {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
@@ -297,7 +199,7 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
         crate::outln!(
             "{timer}: {} trigger(s) skipped while a run was active; last: {}",
             skips.len(),
-            super::tick_cmd::skip_line(s)
+            super::schedule::skip_line(s)
         );
     }
     if st.active_state == crate::systemd::ActiveState::Failed {

@@ -4,28 +4,13 @@
 
 use anyhow::Result;
 
-use super::clock::{now_ms, utc_timestamp};
+use super::clock::now_ms;
+use super::schedule::skip_line;
 use super::tenant::{run_unit, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
-use crate::run::tick::{self, Skip, Ticked};
+use crate::run::tick::{self, Ticked};
 use crate::run::{lock, record};
-
-/// The log line of a skip: `skipped: run R active since T (…)`.
-#[must_use]
-pub fn skip_line(s: &Skip) -> String {
-    let run = s.active_run.as_deref().unwrap_or("(unnamed)");
-    let since = s
-        .active_since_ms
-        .map_or_else(|| "an unknown time".to_string(), utc_timestamp);
-    format!(
-        "skipped: run {run} active since {since} (cyclix-run@{}.service {}); {} fired at {}",
-        s.tenant,
-        s.unit_state,
-        s.trigger,
-        utc_timestamp(s.time_ms)
-    )
-}
 
 /// `cyclix tick TENANT`.
 ///
@@ -34,7 +19,7 @@ pub fn skip_line(s: &Skip) -> String {
 pub fn run(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     let unit = run_unit(env, tenant)?;
     // A paused tenant's timer is off; one started by hand anyway still starts no run.
-    if let Some(why) = super::pause_cmd::paused(env, tenant) {
+    if let Some(why) = super::schedule::paused(env, tenant) {
         crate::stderrln!(
             "cyclix: {tenant} is paused ({why}): the trigger starts no run; `cyclix resume {tenant}` undoes the pause"
         );

@@ -127,7 +127,7 @@ pub fn run(
     let id = new_run_id(SystemTime::now(), std::process::id());
     // Images built from the project's files: once, from the same commit, for both sides.
     if crate::run::phases::build::has_builds(&spec) {
-        spec = super::images_cmd::build_images(&spec, &commit, &id)?.0;
+        spec = super::image_builds::build_images(&spec, &commit, &id)?.0;
     }
     let holder = Holder {
         run_id: format!("{id}-a"),

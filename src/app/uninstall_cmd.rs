@@ -6,7 +6,7 @@
 
 use anyhow::{Context as _, Result};
 
-use super::install_cmd::{docs, pools, remove_timer, timers};
+use super::installer::{docs, pools, remove_timer, timers};
 use super::tenant::unit_manager;
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -22,12 +22,12 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     let unit_dir = layout.user_units_dir();
     let installed = timers::installed(&unit_dir);
     let mut tenants: std::collections::BTreeSet<String> = installed.clone();
-    tenants.extend(super::completions_cmd::tenant_names(&layout.tenants_dir()));
+    tenants.extend(super::completion::tenant_names(&layout.tenants_dir()));
     for t in &tenants {
-        if let Some(c) = super::status_cmd::current_run(env, t) {
+        if let Some(c) = super::current_run::current_run(env, t) {
             return Err(crate::exit::input(format!(
                 "tenant {t}: {}; fix: wait for it or `cyclix stop {t}`, then uninstall",
-                super::status_cmd::current_line(&c)
+                super::current_run::current_line(&c)
             )));
         }
     }

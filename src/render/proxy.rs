@@ -43,6 +43,7 @@
 
 pub mod credentials;
 mod decision;
+mod lines;
 mod squid;
 mod tunnel;
 

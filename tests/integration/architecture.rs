@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+mod app_verbs;
 mod run_floors;
 
 const FORBIDDEN: [&str; 6] = [

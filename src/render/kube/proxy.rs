@@ -3,6 +3,7 @@
 //! the only Pod that mounts it), and a ClusterIP Service whose address the agent gets through
 //! the kubelet's service variables. Pure.
 
+use super::shared::CREDENTIALS_KEY;
 use serde_json::{Value, json};
 
 use super::shared::{
@@ -14,9 +15,6 @@ use crate::render::RenderError;
 use crate::render::plan::{PROXY_CONF_FILE, PROXY_CONF_PATH, PROXY_PORT, RunPlan};
 use crate::render::proxy::credentials::{self, CREDENTIALS_INCLUDE_PATH, PROXY_UID};
 use crate::spec::Spec;
-
-/// The credential Secret's one key: squid's include file.
-pub const CREDENTIALS_KEY: &str = "credentials.conf";
 
 /// The ports the proxy serves: the forward port, then one per credential.
 #[must_use]

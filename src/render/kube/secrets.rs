@@ -28,7 +28,7 @@ pub fn manifests(
             object: json!({
                 "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": meta(names.credentials(), "proxy"),
-                "stringData": { super::proxy::CREDENTIALS_KEY: text },
+                "stringData": { super::shared::CREDENTIALS_KEY: text },
             }),
         });
     }

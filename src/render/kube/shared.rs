@@ -261,7 +261,7 @@ pub fn secret_needs(spec: &Spec, plan: &RunPlan) -> Vec<SecretNeed> {
     if !spec.agent.credentials.is_empty() {
         out.push(SecretNeed {
             name: names.credentials(),
-            keys: vec![super::proxy::CREDENTIALS_KEY.to_string()],
+            keys: vec![CREDENTIALS_KEY.to_string()],
             mounted_by: vec!["proxy".into()],
             holds: format!(
                 "squid's credential header lines for {} (`cyclix export kube --with-secrets` writes them from the environment, as `cyclix run` reads it)",
@@ -302,3 +302,6 @@ pub fn secret_needs(spec: &Spec, plan: &RunPlan) -> Vec<SecretNeed> {
 pub fn meta_tenant(tenant: &str, name: &str) -> Value {
     json!({ "name": name, "labels": { label::TENANT: tenant, label::ROLE: "runner" } })
 }
+
+/// The credential Secret's one key: squid's include file.
+pub const CREDENTIALS_KEY: &str = "credentials.conf";

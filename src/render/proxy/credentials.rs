@@ -133,7 +133,7 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
         let _ = write!(s, " tls-cafile={}", ca_path(i));
         s
     });
-    super::squid::annotate_acls(
+    super::lines::annotate_acls(
         out,
         &DenyReason::CREDENTIAL,
         "r_cred",

@@ -4,7 +4,7 @@
 //!
 //! [`decide`] turns (now, the pool's size and state, `max_idle`, `warm_before`, the tenant
 //! timer's next elapse, a pending retry) into "expire now", "fill one now" and "sleep until T
-//! or until the pool changes". The keeper's loop (`app::pool_keep`) acts on it and waits on an
+//! or until the pool changes". The keeper's loop (`app::pool_cmd::keep`) acts on it and waits on an
 //! inotify event of the pool's `ready/` directory (a claim renames `ready/ENV` away) with the
 //! decision's deadline as timeout: no fixed-period polling.
 //!

@@ -38,12 +38,12 @@ pub fn bash_completion(env: &HostEnv) -> PathBuf {
 pub fn files(env: &HostEnv, bin: &str) -> Result<Vec<DocFile>> {
     let mut out = vec![
         DocFile {
-            path: super::super::init_cmd::schema_path(env),
+            path: super::super::spec_file::schema_path(env),
             contents: crate::spec::schema::json_schema_text().into_bytes(),
         },
         DocFile {
             path: bash_completion(env),
-            contents: super::super::completions_cmd::registration("bash", bin)?.into_bytes(),
+            contents: super::super::completion::registration("bash", bin)?.into_bytes(),
         },
     ];
     let man = man_dir(env);
@@ -76,7 +76,7 @@ pub fn install(env: &HostEnv, bin: &str) -> Result<()> {
     let pages = files.len() - 2;
     crate::outln!(
         "wrote {} (the spec's JSON Schema), {} (bash completion) and {pages} man pages below {} (`man` finds them when ~/.local/bin is on PATH, or with MANPATH={}:)",
-        super::super::init_cmd::schema_path(env).display(),
+        super::super::spec_file::schema_path(env).display(),
         bash_completion(env).display(),
         man_dir(env).display(),
         man_dir(env).display()

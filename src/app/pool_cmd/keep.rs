@@ -19,9 +19,9 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, Result};
 
-use super::clock::{new_run_id, now_ms};
-use super::pool_cmd::{converge_dead_fillers, with_env_host};
-use super::tenant::{random_log_key, random_placeholders, runnable_spec};
+use super::super::clock::{new_run_id, now_ms};
+use super::super::pool_ops::{converge_dead_fillers, with_env_host};
+use super::super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::run::pool;
@@ -320,7 +320,7 @@ impl Keeper {
                     "error: pool {}: filling environment {id}: {e:#} (failure {} in a row; next attempt at {})",
                     self.tenant,
                     self.st.failures,
-                    super::clock::utc_timestamp(retry)
+                    super::super::clock::utc_timestamp(retry)
                 );
                 self.st.last_error = format!("filling environment {id}: {e:#}");
                 self.st.last_error_ms = now;

@@ -1,0 +1,321 @@
+//! A run launched, as `cyclix run` and `cyclix drill` start it: the tenant lock, a claimed
+//! warm environment or a cold one, the convergence of the tenant's runs whose cyclix died,
+//! the lifecycle, and the record written.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Result, bail};
+
+use super::clock::{new_run_id, now_ms, utc_timestamp};
+use super::tenant::{self, run_inputs, runnable_spec, tenant_spec_path, unit_manager};
+use crate::context::HostEnv;
+use crate::exit::Outcome;
+use crate::render::Backend;
+use crate::run::host::RealRunHost;
+use crate::run::inputs::Override;
+use crate::run::lifecycle::RunInputs;
+use crate::run::lock::{Acquire, Holder};
+use crate::run::{converge, lifecycle, lock, record};
+
+/// How `cyclix run` was asked to run (its flags).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunOpts<'a> {
+    /// `--spec`.
+    pub spec_path: Option<&'a Path>,
+    /// `--run-id`.
+    pub run_id: Option<&'a str>,
+    /// `--backend`.
+    pub force_backend: Option<Backend>,
+    /// `--storage-lock-wait`.
+    pub storage_lock_wait: Duration,
+}
+
+/// One run of `tenant` as `cyclix run` makes it, with `over` replacing what it names (the
+/// drill's seam: the task text, the escape, the model), in this process (whose canary
+/// [`crate::run::canary::ensure`] made). Returns the outcome and, when the lifecycle ran,
+/// its record.
+///
+/// # Errors
+/// As [`run`].
+pub(crate) fn run_with(
+    env: &HostEnv,
+    tenant: &str,
+    opts: &RunOpts<'_>,
+    over: Override,
+) -> Result<(Outcome, Option<record::RunRecord>)> {
+    let RunOpts {
+        spec_path,
+        run_id,
+        force_backend,
+        storage_lock_wait,
+    } = *opts;
+    let runtime_dir = env.runtime_dir()?.clone();
+    let Some((mut spec, backend)) =
+        runnable_spec(env, tenant, spec_path, force_backend, &|_| None)?
+    else {
+        return Ok((Outcome::Findings, None));
+    };
+    if over.drill.is_some() {
+        // A drill run's work is the escape it was asked to try: it is never delivered.
+        spec.delivery = None;
+    }
+    if let Some(m) = &over.model
+        && let Err(e) = crate::spec::apply_model(&mut spec.agent, m)
+    {
+        crate::stderrln!("error: {e}");
+        return Ok((Outcome::Findings, None));
+    }
+    let run_id = match run_id {
+        Some(id) => {
+            if let Err(m) = crate::spec::validate::run_id(id) {
+                crate::stderrln!("error: --run-id `{id}`: {m}");
+                return Ok((Outcome::Findings, None));
+            }
+            id.to_string()
+        }
+        None => new_run_id(SystemTime::now(), std::process::id()),
+    };
+    let holder = Holder {
+        run_id: run_id.clone(),
+        pid: std::process::id(),
+        started_ms: now_ms(),
+    };
+    let mut lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
+        Acquire::Held(l) => l,
+        Acquire::Busy(h) => {
+            if let Some(h) = h {
+                crate::stderrln!(
+                    "error: tenant {tenant} is already running run {} (pid {}, started {}); \
+                     wait for it, or stop it: `cyclix stop {tenant}` when it runs as \
+                     cyclix-run@{tenant}.service, else `kill -TERM {}` (it still tears down)",
+                    h.run_id,
+                    h.pid,
+                    utc_timestamp(h.started_ms),
+                    h.pid
+                );
+            } else {
+                crate::stderrln!("error: tenant {tenant} is already running (lock held)");
+            }
+            return Ok((Outcome::Findings, None));
+        }
+    };
+    // The host-wide limit (`max_runs`): a config that does not validate refuses the run
+    // before anything of it exists.
+    let capacity = match super::host_config::load(env) {
+        Ok(l) => l.request(&runtime_dir),
+        Err(e) => {
+            crate::stderrln!("error: {e}");
+            return Ok((Outcome::Findings, None));
+        }
+    };
+    let task = match over.task.clone() {
+        Some(t) => t,
+        None => match tenant::task_text(&spec) {
+            Some(t) => t,
+            None => return Ok((Outcome::Findings, None)),
+        },
+    };
+    // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment.
+    let claimed = if opts.run_id.is_some() {
+        super::pool_ops::named(&run_id, &spec, backend)
+    } else {
+        Some(super::pool_ops::claim(env, &spec, backend)?)
+    };
+    let run_id = claimed.as_ref().map_or(run_id, |c| c.run_id.clone());
+    lock.set_holder(&Holder {
+        run_id: run_id.clone(),
+        ..holder
+    })?;
+    let released = claimed
+        .as_ref()
+        .and_then(|c| c.files.clone().map(|f| (c.run_id.clone(), f.0)));
+    let mut inputs = match run_inputs(env, &runtime_dir, spec.clone(), run_id, backend, task) {
+        Ok(i) => i,
+        Err(e) => return Err(release_claim(env, &spec, released.as_ref(), e)),
+    };
+    inputs.deadlines.storage_lock = storage_lock_wait;
+    let pool_files = match claimed {
+        Some(c) => take_claim(env, &mut inputs, c)?,
+        None => None,
+    };
+    // `over.model` is in the spec's preset (above) and in the record's `model`.
+    inputs.overridden = over;
+    inputs.capacity = Some(capacity);
+    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
+    drop(lock);
+    out
+}
+
+/// A run whose inputs failed after it claimed a warm environment (a variable set nowhere, a
+/// value the proxy's header line cannot carry): the environment is destroyed, not left in
+/// `claimed/` with no run (where `leftovers` would call it pooled forever). Returns `e`, with
+/// what the destruction left when it left something.
+fn release_claim(
+    env: &HostEnv,
+    spec: &crate::spec::Spec,
+    released: Option<&(String, PathBuf)>,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    // Warm: the environment's id (the run's) and its state file `claimed/ENV@ENV`.
+    let Some((id, claimed)) = released else {
+        return e;
+    };
+    match super::pool_ops::with_env_host(env, spec, |eh| Ok(eh.destroy(id, claimed))) {
+        Ok(None) => e,
+        Ok(Some(left)) => e.context(format!("the claimed environment {id} is destroyed; {left}")),
+        Err(d) => e.context(format!("destroying the claimed environment {id}: {d:#}")),
+    }
+}
+
+/// Applies claim `c` to `inputs` (its log key, placeholders, notices, environment; a warm
+/// one's proxy gets the credentials) and returns its pool files.
+fn take_claim(
+    env: &HostEnv,
+    inputs: &mut RunInputs,
+    mut c: super::pool_ops::Claimed,
+) -> Result<Option<(PathBuf, PathBuf)>> {
+    if let Some(k) = c.log_key {
+        inputs.log_key = k;
+    }
+    if let Some(p) = c.placeholders {
+        inputs.placeholders = p;
+    }
+    if let (Some((file, gid)), Some((claimed, _))) = (&c.credentials_file, &c.files) {
+        let start_ms = now_ms();
+        super::pool_ops::hand_credentials(env, inputs, (file, *gid), claimed)?;
+        c.environment.claim.push(crate::run::record::Phase {
+            name: "credentials".into(),
+            start_ms,
+            end_ms: now_ms(),
+            outcome: "ok".into(),
+        });
+    }
+    inputs.notices.extend(c.notices);
+    inputs.environment = Some(c.environment);
+    Ok(c.files)
+}
+
+/// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),
+/// leaves this run's marker, executes it, writes its record and prints the summary.
+fn converge_and_execute(
+    env: &HostEnv,
+    tenant: &str,
+    inputs: RunInputs,
+    backend: Backend,
+    spec_file: &Path,
+    pool_files: Option<&(PathBuf, PathBuf)>,
+) -> Result<(Outcome, Option<record::RunRecord>)> {
+    let units = unit_manager(env)?;
+    let host = RealRunHost::new()
+        .with_graphroot(crate::host::storage_conf::graphroot(
+            &env.home,
+            &env.config_home,
+            &env.data_home,
+            crate::host::namespaces::host_uid(),
+        ))
+        .with_mount_guard(spec_file.display().to_string(), env.clone())
+        .with_output_to_journal(crate::context::journal_stream());
+    let records = record::tenant_dir(&env.state_home, tenant);
+    // We hold the tenant lock: a ledger of another run means its cyclix died mid-run.
+    let mut inputs = inputs;
+    let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
+    let mut converged = converge::restore_fallback(&records, &fallback);
+    let uid = crate::host::namespaces::host_uid();
+    converged.extend(converge::converge_tenant(
+        &records,
+        &converge::Converging {
+            units: &units,
+            host: &host,
+            by: &inputs.run_id,
+            lock_wait: inputs.deadlines.storage_lock,
+            manager_started_ms: crate::run::procs::user_manager_started_ms(Path::new("/proc"), uid),
+            uid,
+        },
+    )?);
+    inputs.notices.extend(converged);
+    let files = crate::layout::RunFiles::new(&records, &inputs.run_id);
+    inputs.progress = Some(files.phase());
+    let ledger = crate::run::ledger::Ledger::create(
+        &files.marker(),
+        &crate::run::ledger::Owner {
+            tenant: tenant.to_string(),
+            run_id: inputs.run_id.clone(),
+            pid: std::process::id(),
+            started_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
+            repo: PathBuf::from(&inputs.spec.repo.path),
+        },
+    )?;
+    let mut ledger = ledger;
+    if let Some((_, pool_ledger)) = pool_files {
+        // The claimed environment's objects are this run's now: its ledger names them before
+        // the pool forgets them, so a run that dies from here on is converged with them.
+        take_over(&mut ledger, pool_ledger)?;
+    }
+    crate::stderrln!(
+        "cyclix: run {} of tenant {tenant} starting ({backend:?} units)",
+        inputs.run_id
+    );
+    let drill = inputs.overridden.drill.is_some();
+    let rec = lifecycle::execute(&inputs, ledger, &units, &host);
+    // A record the state dir cannot take goes to the runtime dir (the next run moves it
+    // back); the summary is printed either way, so the result reaches the journal.
+    let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
+    let path = match record::write(&records, &rec) {
+        Ok(p) => p,
+        Err(e) => {
+            let p = anyhow::Context::with_context(record::write(&fallback, &rec), || {
+                format!(
+                    "{}; and the runtime dir cannot take it either",
+                    record::summary(&rec)
+                )
+            })?;
+            crate::stderrln!(
+                "cyclix: the run record could not be written to {} ({e:#}); it is at {} instead \
+                 (a tmpfs: the tenant's next run moves it back; free space in the state dir)",
+                records.display(),
+                p.display()
+            );
+            p
+        }
+    };
+    crate::failpoint::kill_point("record.written");
+    crate::run::ledger::remove(&records, &rec.run_id);
+    if let Some((state_file, _)) = pool_files {
+        // The environment served its one run and was torn down with it.
+        crate::run::pool::PoolState::forget(state_file)?;
+    }
+    let summary = format!("{}  record: {}", record::summary(&rec), path.display());
+    if drill {
+        // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.
+        crate::stderrln!("{summary}");
+    } else {
+        crate::outln!("{summary}");
+    }
+    Ok(match Outcome::from_code(rec.result.exit_code()) {
+        Some(o) => (o, Some(rec)),
+        None => bail!(
+            "run {} failed in phase {}",
+            rec.run_id,
+            rec.failed_phase.as_deref().unwrap_or("?")
+        ),
+    })
+}
+
+/// Appends every entry of the pool's ledger of a claimed environment (but its `run` line) to
+/// the run's `ledger`, then removes the pool's.
+fn take_over(ledger: &mut crate::run::ledger::Ledger, pool_ledger: &Path) -> Result<()> {
+    let Some((_, entries)) = crate::run::ledger::read(pool_ledger) else {
+        bail!(
+            "the claimed environment's ledger {} cannot be read",
+            pool_ledger.display()
+        );
+    };
+    for e in entries {
+        if !matches!(e, crate::run::ledger::Entry::Run { .. }) {
+            ledger.record(e)?;
+        }
+    }
+    crate::run::pool::PoolState::forget(pool_ledger)
+}
