@@ -201,8 +201,12 @@ pub struct Limits {
     pub cpu_millis: Option<u32>,
 }
 
+/// Where the project directory appears in the agent's container (and the gate's): `/work`.
+/// `render::plan::WORKDIR` is this.
+pub const WORKDIR: &str = "/work";
+
 fn default_workdir() -> String {
-    crate::render::plan::WORKDIR.to_string()
+    WORKDIR.to_string()
 }
 fn default_init() -> String {
     "podman-init".into()
@@ -215,6 +219,74 @@ fn default_no_proxy() -> Vec<String> {
 }
 
 impl Context {
+    /// The probe context of a run of `spec` as every backend starts it (podman's
+    /// `run::boundary::probe_context`, Kubernetes' `render::kube::agent::probe_context`): the
+    /// allowlist's first exact host and port for the positive controls, every allowed port, a
+    /// denied host that is not on the allowlist, the allowed variable names, the workdir,
+    /// report-only. The host's facts, the per-run fields and the profile are the backend's to
+    /// set, field by field.
+    #[must_use]
+    pub fn for_spec(spec: &crate::spec::Spec) -> Self {
+        use crate::spec::HostPattern;
+        let allowed = spec.egress.allow.iter().find_map(|h| match h {
+            HostPattern::Exact(h) => Some(h.clone()),
+            HostPattern::Subdomains(_) => None,
+        });
+        let denied = ["denied.example", "cyclix-denied.invalid"]
+            .into_iter()
+            .find(|d| {
+                !spec
+                    .egress
+                    .allow
+                    .iter()
+                    .any(|h| matches!(h, HostPattern::Exact(x) if x == d))
+            })
+            .unwrap_or("cyclix-denied.invalid");
+        Context {
+            proxy_url: String::new(),
+            proxy_name: String::new(),
+            subnet: String::new(),
+            gateway_ip: String::new(),
+            allowed_port: if allowed.is_some() {
+                spec.egress.ports.first().copied().unwrap_or(443)
+            } else {
+                0
+            },
+            allowed_host: allowed.unwrap_or_default(),
+            allowed_ports: spec.egress.ports.clone(),
+            allowed_marker: String::new(),
+            denied_host: denied.to_string(),
+            redirect_url: None,
+            rebind_hosts: Vec::new(),
+            host_namespaces: BTreeMap::new(),
+            host_uid: 0,
+            agent_uid: None,
+            forbidden_env_names: Vec::new(),
+            forbidden_env_sha256: Vec::new(),
+            value_watched_env_names: Vec::new(),
+            watch: false,
+            allowed_env_names: spec
+                .agent
+                .env
+                .iter()
+                .chain(spec.agent.credentials.iter().map(|c| &c.env))
+                .cloned()
+                .collect(),
+            workdir: default_workdir(),
+            git_dir: String::new(),
+            expected_binds: Vec::new(),
+            declared_mounts: Vec::new(),
+            lsm: None,
+            limits: Limits::default(),
+            init_comm: default_init(),
+            max_pids: default_max_pids(),
+            no_proxy_allowed: default_no_proxy(),
+            report_only: spec.egress.report_only,
+            escape: None,
+            profile: Profile::default(),
+        }
+    }
+
     /// The uid the host user has in the parent of the agent's user namespace, which the
     /// agent's uid must map to in `/proc/self/uid_map` (P5, P16): 0 under keep-id (the host
     /// user's rootless namespace), else [`Context::host_uid`].

@@ -95,66 +95,55 @@ pub struct HostFacts {
 }
 
 /// The run-independent part of the probe context (`ctl/probe.json`): what the probes inside
-/// the agent container must find. The per-run fields (proxy, subnet, git dir, escape targets)
-/// are filled by [`complete_context`]. Secret values never go in: only their sha256.
-///
-/// # Panics
-/// Never: the JSON built here has the probe context's schema (a unit test round-trips it).
+/// the agent container must find, [`crate::probe::Context::for_spec`] with this host's facts
+/// (namespaces, uid, LSM), the watched variables, the expected mounts and the limits. The
+/// per-run fields (proxy, subnet, git dir, escape targets) are filled by
+/// [`complete_context`]. Secret values never go in: only their sha256.
 #[must_use]
 pub fn probe_context(
     spec: &crate::spec::Spec,
     watched: &[Watched],
     host: &HostFacts,
 ) -> crate::probe::Context {
-    use crate::spec::HostPattern;
-    let allowed = spec.egress.allow.iter().find_map(|h| match h {
-        HostPattern::Exact(h) => Some(h.clone()),
-        HostPattern::Subdomains(_) => None,
-    });
-    let denied = ["denied.example", "cyclix-denied.invalid"]
-        .into_iter()
-        .find(|d| {
-            !spec
-                .egress
-                .allow
-                .iter()
-                .any(|h| matches!(h, HostPattern::Exact(x) if x == d))
-        })
-        .unwrap_or("cyclix-denied.invalid");
-    let mut expected_binds = vec![
+    let mut c = crate::probe::Context::for_spec(spec);
+    c.host_namespaces = host
+        .namespaces
+        .iter()
+        .filter_map(|(k, v)| ns_inode(v).map(|n| (k.clone(), n)))
+        .collect();
+    c.host_uid = host.uid;
+    c.agent_uid = spec.agent.run_as;
+    c.forbidden_env_names = watched.iter().map(|w| w.name.clone()).collect();
+    c.forbidden_env_sha256 = watched
+        .iter()
+        .filter(|w| w.value.len() >= MIN_VALUE_LEN)
+        .map(|w| sha256_hex(&w.value))
+        .collect();
+    c.value_watched_env_names = value_watched_names(watched);
+    c.expected_binds = vec![
         crate::render::plan::TASK_PATH.to_string(),
         crate::render::plan::CONTEXT_PATH.to_string(),
         crate::render::plan::CYCLIX_BIN_PATH.to_string(),
         crate::render::plan::CTL_PATH.to_string(),
     ];
-    expected_binds.extend(spec.mounts.iter().map(|m| m.target.clone()));
-    let ctx = serde_json::json!({
-        "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
-        "allowed_host": allowed.clone().unwrap_or_default(),
-        "allowed_port": if allowed.is_some() { spec.egress.ports.first().copied().unwrap_or(443) } else { 0 },
-        "allowed_ports": spec.egress.ports,
-        "denied_host": denied,
-        "host_namespaces": host.namespaces.iter().filter_map(|(k, v)| ns_inode(v).map(|n| (k.clone(), Value::from(n)))).collect::<serde_json::Map<_, _>>(),
-        "host_uid": host.uid,
-        "agent_uid": spec.agent.run_as,
-        "forbidden_env_names": watched.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
-        "forbidden_env_sha256": watched.iter().filter(|w| w.value.len() >= MIN_VALUE_LEN).map(|w| sha256_hex(&w.value)).collect::<Vec<_>>(),
-        "value_watched_env_names": value_watched_names(watched),
-        "allowed_env_names": spec.agent.env.iter().chain(spec.agent.credentials.iter().map(|c| &c.env)).cloned().collect::<Vec<_>>(),
-        "workdir": crate::render::plan::WORKDIR,
-        "expected_binds": expected_binds,
-        "declared_mounts": spec.mounts.iter().map(|m| serde_json::json!({
-            "target": m.target, "source": m.source, "read_only": m.read_only,
-        })).collect::<Vec<_>>(),
-        "lsm": host.lsm,
-        "report_only": spec.egress.report_only,
-        "limits": {
-            "memory_bytes": spec.agent.resources.memory_bytes,
-            "pids": spec.agent.resources.pids.map(u64::from),
-            "cpu_millis": spec.agent.resources.cpu_millis.map(u64::from),
-        },
-    });
-    serde_json::from_value(ctx).expect("invariant: the probe context built here matches its schema")
+    c.expected_binds
+        .extend(spec.mounts.iter().map(|m| m.target.clone()));
+    c.declared_mounts = spec
+        .mounts
+        .iter()
+        .map(|m| crate::probe::DeclaredMount {
+            target: m.target.clone(),
+            source: m.source.clone(),
+            read_only: m.read_only,
+        })
+        .collect();
+    c.lsm.clone_from(&host.lsm);
+    c.limits = crate::probe::Limits {
+        memory_bytes: spec.agent.resources.memory_bytes,
+        pids: spec.agent.resources.pids.map(u64::from),
+        cpu_millis: spec.agent.resources.cpu_millis,
+    };
+    c
 }
 
 /// The watched names whose values are checked (P22 records such a name with another value as
@@ -535,6 +524,64 @@ mod tests {
         let back: crate::probe::Context =
             serde_json::from_str(&serde_json::to_string(&c).expect("json")).expect("round trip");
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn podman_and_kubernetes_build_the_probe_context_from_one_builder() {
+        let yaml = "tenant: a\nrepo: {path: /home/u/p, base: main}\ntask: {text: x}\n\
+                    agent: {image: localhost/a, unpinned_local_image: true, command: [a], env: [API_KEY]}\n\
+                    gate: {image: localhost/a, unpinned_local_image: true, command: [b]}\n\
+                    egress: {allow: [denied.example, \"*.pkg.example\", allowed.example], ports: [443, 8443], report_only: true}\n";
+        let ctx = crate::spec::SpecContext {
+            file: "t".into(),
+            home: "/home/u".into(),
+            runtime_dir: "/run/user/1".into(),
+        };
+        let spec = crate::spec::parse(yaml, &ctx).expect("spec");
+        let host = HostFacts {
+            namespaces: vec![("user".into(), "user:[4026531837]".into())],
+            uid: 1000,
+            lsm: Some("apparmor".into()),
+            sockets: vec![],
+        };
+        let podman = probe_context(&spec, &[], &host);
+        let kube = crate::render::kube::agent::probe_context(&spec);
+        // What the spec decides is the same on both backends: taken from the one builder.
+        let shared = |c: &crate::probe::Context| {
+            (
+                c.allowed_host.clone(),
+                c.allowed_port,
+                c.allowed_ports.clone(),
+                c.denied_host.clone(),
+                c.allowed_env_names.clone(),
+                c.workdir.clone(),
+                c.report_only,
+            )
+        };
+        assert_eq!(shared(&podman), shared(&kube));
+        assert_eq!(
+            shared(&podman),
+            (
+                "allowed.example".to_string(),
+                443,
+                vec![443, 8443],
+                "cyclix-denied.invalid".to_string(),
+                vec!["API_KEY".to_string()],
+                "/work".to_string(),
+                true
+            ),
+            "the first exact host; a denied host off the allowlist"
+        );
+        // What differs is each backend's own: the host's facts on podman, the Pod on Kubernetes.
+        assert_eq!(podman.profile, crate::probe::Profile::Podman);
+        assert_eq!(kube.profile, crate::probe::Profile::Kubernetes);
+        assert_eq!(podman.host_namespaces.get("user"), Some(&4_026_531_837));
+        assert!(kube.host_namespaces.is_empty());
+        assert_eq!(podman.lsm.as_deref(), Some("apparmor"));
+        assert_eq!(kube.lsm, None);
+        assert_eq!(podman.expected_binds.len(), 4);
+        assert!(kube.expected_binds.is_empty());
+        assert_eq!(crate::probe::WORKDIR, crate::render::plan::WORKDIR);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::render::plan::{
     AGENT_WAIT_S, CONTEXT_FILE, CONTEXT_PATH, CTL_PATH, CYCLIX_BIN_PATH, ContainerPlan,
     PROBE_CONTEXT_FILE, RunPlan, TASK_FILE, TASK_PATH, WORKDIR,
 };
-use crate::spec::{HostPattern, Spec};
+use crate::spec::Spec;
 
 /// The repository bundle's key in the `cyclix-R-repo` ConfigMap the runner creates.
 pub const BUNDLE_KEY: &str = "repo.bundle";
@@ -48,41 +48,18 @@ pub fn agent_uid(spec: &Spec) -> u32 {
     spec.agent.run_as.unwrap_or(DEFAULT_UID)
 }
 
-/// The probe context the agent Pod's suite judges against (profile `kubernetes`).
+/// The probe context the agent Pod's suite judges against (profile `kubernetes`):
+/// [`crate::probe::Context::for_spec`] with the Pod's uid and, with credentials, the proxy
+/// Service's address (known only in the Pod) allowed in `NO_PROXY`.
 #[must_use]
-pub fn probe_context(spec: &Spec) -> Value {
-    let allowed = spec.egress.allow.iter().find_map(|h| match h {
-        HostPattern::Exact(h) => Some(h.clone()),
-        HostPattern::Subdomains(_) => None,
-    });
-    let denied = if spec
-        .egress
-        .allow
-        .iter()
-        .any(|h| matches!(h, HostPattern::Exact(x) if x == "denied.example"))
-    {
-        "cyclix-denied.invalid"
-    } else {
-        "denied.example"
-    };
-    let mut no_proxy = vec!["localhost", "127.0.0.1", "::1"];
+pub fn probe_context(spec: &Spec) -> crate::probe::Context {
+    let mut c = crate::probe::Context::for_spec(spec);
+    c.profile = crate::probe::Profile::Kubernetes;
+    c.host_uid = agent_uid(spec);
     if !spec.agent.credentials.is_empty() {
-        no_proxy.push(PROXY_HOST_MARKER);
+        c.no_proxy_allowed.push(PROXY_HOST_MARKER.to_string());
     }
-    json!({
-        "profile": PROBE_PROFILE,
-        "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
-        "allowed_host": allowed.clone().unwrap_or_default(),
-        "allowed_port": if allowed.is_some() { spec.egress.ports.first().copied().unwrap_or(443) } else { 0 },
-        "allowed_ports": spec.egress.ports,
-        "denied_host": denied,
-        "host_namespaces": {},
-        "host_uid": agent_uid(spec),
-        "allowed_env_names": spec.agent.env.iter().chain(spec.agent.credentials.iter().map(|c| &c.env)).cloned().collect::<Vec<_>>(),
-        "workdir": WORKDIR,
-        "no_proxy_allowed": no_proxy,
-        "report_only": spec.egress.report_only,
-    })
+    c
 }
 
 /// The context file (`/cyclix/context.json`) with `proxy` null: on Kubernetes the proxy's

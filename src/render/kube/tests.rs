@@ -53,8 +53,9 @@ fn the_probe_context_is_a_valid_kubernetes_profile_context() {
         },
     )
     .expect("demo spec");
-    let ctx: crate::probe::Context =
-        serde_json::from_value(agent::probe_context(&spec)).expect("a probe context");
+    // As the Pod reads it: the JSON the ConfigMap carries, back into a probe context.
+    let json = serde_json::to_string(&agent::probe_context(&spec)).expect("json");
+    let ctx: crate::probe::Context = serde_json::from_str(&json).expect("a probe context");
     assert_eq!(ctx.profile, crate::probe::Profile::Kubernetes);
     assert!(
         ctx.proxy_url.is_empty(),

@@ -11,7 +11,7 @@ use crate::render::proxy::credentials;
 use crate::spec::Spec;
 
 /// Where the project worktree appears in the agent and gate containers.
-pub const WORKDIR: &str = "/work";
+pub const WORKDIR: &str = crate::probe::WORKDIR;
 
 /// Port the egress proxy listens on inside the run's internal network.
 pub const PROXY_PORT: u16 = 3128;
