@@ -52,6 +52,7 @@ macro_rules! stderr {
 
 pub mod agents;
 pub mod app;
+pub mod atomic;
 pub mod cli;
 pub mod cluster;
 pub mod context;

@@ -109,22 +109,5 @@ fn write_secrets(env: &HostEnv, spec: &spec::Spec, run_id: &str, out: &Path) -> 
 
 /// Writes `root/name` atomically with `mode` (temp file created with that mode, then renamed).
 fn write_file(root: &Path, name: &str, text: &str, mode: u32) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = root.join(name);
-    let dir = path
-        .parent()
-        .context("invariant: manifests have a parent directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", name.replace('/', "_")));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(text.as_bytes())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming into {}", path.display()))?;
-    Ok(())
+    crate::atomic::write_creating(&root.join(name), text.as_bytes(), mode)
 }

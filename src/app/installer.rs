@@ -19,7 +19,6 @@ use super::tenant::{tenant_spec_path, unit_manager};
 use crate::context::{HostEnv, current_exe, path_str};
 use crate::exit::Outcome;
 use crate::render;
-use crate::run::record;
 use crate::systemd::{ActiveState, JobMode, UnitManager};
 use timers::SpecState;
 
@@ -70,7 +69,7 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     for f in &files {
         let path = unit_dir.join(&f.name);
         std::fs::create_dir_all(path.parent().context("invariant: unit path has a parent")?)?;
-        record::atomic_write(&path, f.contents.as_bytes())?;
+        crate::atomic::write(&path, f.contents.as_bytes())?;
         crate::outln!("wrote {}", path.display());
     }
     docs::install(env, &bin)?;

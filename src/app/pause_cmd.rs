@@ -11,7 +11,6 @@ use super::schedule::paused;
 use super::tenant::{run_unit, unit_manager};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
-use crate::run::record;
 use crate::systemd::{ActiveState, UnitManager};
 
 /// `cyclix pause TENANT`: writes the pause marker, then stops and disables the tenant's timer
@@ -30,7 +29,7 @@ pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     }
     std::fs::create_dir_all(marker.parent().context("invariant: marker has a parent")?)?;
     let when = super::clock::utc_timestamp(super::clock::now_ms());
-    record::atomic_write(
+    crate::atomic::write(
         &marker,
         format!("paused at {when} by `cyclix pause {tenant}`\n").as_bytes(),
     )?;

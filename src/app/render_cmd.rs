@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use super::print_out;
 use super::run_context::default_run_context;
@@ -104,14 +104,8 @@ pub fn run(env: &HostEnv, args: &RenderArgs) -> Result<Outcome> {
 pub fn write_tree(root: &Path, files: &[render::RenderedFile]) -> Result<()> {
     for f in files {
         let path = root.join(f.dest.dir_name()).join(&f.name);
-        let dir = path
-            .parent()
-            .context("invariant: rendered files have a parent directory")?;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tmp = dir.join(format!(".{}.tmp", f.name.replace('/', "_")));
-        std::fs::write(&tmp, &f.contents).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path)
-            .with_context(|| format!("renaming into {}", path.display()))?;
+        // Rendered files are for reading and installing: 0644, as a plain write would make them.
+        crate::atomic::write_creating(&path, f.contents.as_bytes(), 0o644)?;
     }
     Ok(())
 }

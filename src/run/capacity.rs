@@ -227,13 +227,10 @@ fn write_occupant(file: &mut File, me: &Occupant) -> Result<()> {
 }
 
 fn write_atomic(path: &Path, me: &Occupant) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec(me).context("serialising the queue entry")?,
+    crate::atomic::replace(
+        path,
+        &serde_json::to_vec(me).context("serialising the queue entry")?,
     )
-    .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Whether `pid` is a live process (`/proc/PID` exists).

@@ -93,7 +93,7 @@ pub fn store(dir: &Path, cached: &Cached) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{}.json", cached.inputs.key()));
     let json = serde_json::to_vec(cached).context("serialising the gate's base inventory")?;
-    super::record::atomic_write(&path, &json)?;
+    crate::atomic::write(&path, &json)?;
     let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = std::fs::read_dir(dir)
         .with_context(|| format!("listing {}", dir.display()))?
         .filter_map(Result::ok)

@@ -195,7 +195,7 @@ impl PoolState {
             );
         }
         let text = serde_json::to_vec(filled).context("serialising the environment's facts")?;
-        crate::run::record::atomic_write(&path, &text)
+        crate::atomic::write(&path, &text)
     }
 
     /// Marks environment `env` ready: its facts with `ready_ms` are written into
@@ -208,7 +208,7 @@ impl PoolState {
         let mut filled = read(&from)?;
         filled.ready_ms = now_ms;
         let text = serde_json::to_vec(&filled).context("serialising the environment's facts")?;
-        crate::run::record::atomic_write(&from, &text)?;
+        crate::atomic::write(&from, &text)?;
         let dir = self.sub(READY);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let to = dir.join(env);

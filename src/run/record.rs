@@ -2,7 +2,6 @@
 //! to `$XDG_STATE_HOME/cyclix/runs/TENANT/RUN.json`. It never holds secret values: only the
 //! names of the variables handed over.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -432,7 +431,7 @@ pub fn tenant_dir(state_home: &Path, tenant: &str) -> PathBuf {
 pub fn write_only(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = crate::layout::RunFiles::new(dir, &record.run_id).record();
-    atomic_write(
+    crate::atomic::write(
         &path,
         &serde_json::to_vec_pretty(record).context("serialising the run record")?,
     )?;
@@ -447,30 +446,10 @@ pub fn write(dir: &Path, record: &RunRecord) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = crate::layout::RunFiles::new(dir, &record.run_id).record();
     let json = serde_json::to_vec_pretty(record).context("serialising the run record")?;
-    atomic_write(&path, &json)?;
+    crate::atomic::write(&path, &json)?;
     let latest = dir.join("latest.json");
-    atomic_write(&latest, &json)?;
+    crate::atomic::write(&latest, &json)?;
     Ok(path)
-}
-
-/// Writes `data` to `path` via a temp file in the same directory, fsync and rename.
-///
-/// # Errors
-/// I/O failures, naming the file.
-pub fn atomic_write(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .context("invariant: record paths have a parent")?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temp file in {}", dir.display()))?;
-    tmp.write_all(data)
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.as_file()
-        .sync_all()
-        .with_context(|| format!("syncing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("renaming into {}", path.display()))?;
-    Ok(())
 }
 
 /// Reads the latest record of `tenant`, if any.

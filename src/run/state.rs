@@ -120,10 +120,7 @@ impl RunState {
 /// of that name (`crate::failpoint`). Best effort: the note is for convergence's record only.
 pub(crate) fn reached(progress: Option<&Path>, point: &str, what: &str) {
     if let Some(p) = progress {
-        let tmp = p.with_extension("phase.tmp");
-        if std::fs::write(&tmp, what).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
-        }
+        let _ = crate::atomic::replace(p, what.as_bytes());
     }
     crate::failpoint::kill_point(point);
 }

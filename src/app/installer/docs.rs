@@ -71,7 +71,7 @@ pub fn install(env: &HostEnv, bin: &str) -> Result<()> {
             .parent()
             .context("invariant: a doc path has a parent")?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        crate::run::record::atomic_write(&f.path, &f.contents)?;
+        crate::atomic::write(&f.path, &f.contents)?;
     }
     let pages = files.len() - 2;
     crate::outln!(

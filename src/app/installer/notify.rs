@@ -17,7 +17,7 @@ use crate::render;
 /// I/O failures, naming the file.
 pub fn install(env: &HostEnv, unit_dir: &Path, bin: &str, specs: &[PathBuf]) -> Result<()> {
     let t = render::units::notify_template(bin).map_err(|e| anyhow::anyhow!("{e}"))?;
-    crate::run::record::atomic_write(&unit_dir.join(&t.name), t.contents.as_bytes())?;
+    crate::atomic::write(&unit_dir.join(&t.name), t.contents.as_bytes())?;
     for p in specs {
         let Ok(Ok(spec)) = super::super::spec_file::load_spec(p, env) else {
             continue;
@@ -28,7 +28,7 @@ pub fn install(env: &HostEnv, unit_dir: &Path, bin: &str, specs: &[PathBuf]) -> 
                 let dir = path.parent().context("invariant: a drop-in has a parent")?;
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
-                crate::run::record::atomic_write(&path, d.contents.as_bytes())?;
+                crate::atomic::write(&path, d.contents.as_bytes())?;
                 crate::outln!("wrote {} (notify: {})", path.display(), spec_command(&spec));
             }
             None => remove(&path)?,

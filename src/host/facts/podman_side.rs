@@ -205,12 +205,9 @@ pub(super) fn store_version(cache: &Path, key: BinaryKey, version: &str) {
         return;
     };
     // Best effort: a cache that cannot be written only costs the next --quick 25 ms.
-    let tmp = dir.join(format!(".podman-version.{}.tmp", std::process::id()));
-    let ok = fs::create_dir_all(dir).is_ok()
-        && fs::write(&tmp, text).is_ok()
-        && fs::rename(&tmp, cache).is_ok();
+    let ok =
+        fs::create_dir_all(dir).is_ok() && crate::atomic::write(cache, text.as_bytes()).is_ok();
     if !ok {
-        let _ = fs::remove_file(&tmp);
         tracing::debug!(cache = %cache.display(), "cannot write the podman version cache");
     }
 }

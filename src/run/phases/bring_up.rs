@@ -105,7 +105,7 @@ pub(crate) fn install(
                 );
             }
             tracing::debug!(path = %path.display(), "replacing the claimed environment's file");
-            crate::run::record::atomic_write(&path, f.contents.as_bytes())?;
+            crate::atomic::write(&path, f.contents.as_bytes())?;
             wrote_units = true;
             continue;
         }
@@ -117,7 +117,7 @@ pub(crate) fn install(
             );
         }
         ledger.record(Entry::File { path: path.clone() })?;
-        crate::run::record::atomic_write(&path, f.contents.as_bytes())?;
+        crate::atomic::write(&path, f.contents.as_bytes())?;
         if matches!(f.dest, Dest::Quadlet | Dest::RuntimeUnits) {
             tracing::debug!(path = %path.display(), "installing a unit file");
             wrote_units = true;

@@ -219,7 +219,7 @@ impl EnvHost<'_> {
                 bail!("{} exists already", path.display());
             }
             ledger.record(Entry::File { path: path.clone() })?;
-            crate::run::record::atomic_write(&path, f.contents.as_bytes())?;
+            crate::atomic::write(&path, f.contents.as_bytes())?;
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
                 .with_context(|| format!("setting the mode of {}", path.display()))?;
             filled

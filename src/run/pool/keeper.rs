@@ -209,7 +209,7 @@ impl KeeperState {
         std::fs::create_dir_all(pool_dir)
             .with_context(|| format!("creating {}", pool_dir.display()))?;
         let text = serde_json::to_vec_pretty(self).context("serialising the keeper's state")?;
-        crate::run::record::atomic_write(&Self::path(pool_dir), &text)
+        crate::atomic::write(&Self::path(pool_dir), &text)
     }
 
     /// One line for people, at `now_ms`, with `ts` formatting a time (ms since the epoch):
