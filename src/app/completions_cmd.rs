@@ -17,7 +17,7 @@ use crate::exit::Outcome;
 /// [`COMPLETE_VAR`]: inside the agent's container the image's `ENV` sets the environment of
 /// `cyclix agent-wait … -- ARGV` and `cyclix probe`, and `COMPLETE` there would make them print
 /// candidates (joined by the image's `_CLAP_IFS`: forged report lines in the Kubernetes agent's
-/// log, which the runner reads the suite from) and exit without probing (`e2e_attacks20`). Pure.
+/// log, which the runner reads the suite from) and exit without probing (`e2e_attacks_image_env_and_pool_service`). Pure.
 pub fn is_completion_call<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
     args.into_iter().nth(1).is_none_or(|a| a == "--")
 }

@@ -16,7 +16,7 @@
 //! -Ur` works as a preset's uid under keep-id) CAN read the file, since it maps the owner and
 //! holds `CAP_DAC_OVERRIDE` there; that reveals only the public binary: the probe `podman exec`
 //! starts is marked non-dumpable with ITS credentials, and reading it from the nested namespace
-//! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: `e2e_attacks14`). The host's own binary keeps its mode; the probe's `W0` line
+//! needs `CAP_SYS_PTRACE` in the probe's namespace (measured: `e2e_attacks_stream_and_watch`). The host's own binary keeps its mode; the probe's `W0` line
 //! checks the effect (dumpable 0) on every watch round.
 //!
 //! Why it must be static: a dynamically linked binary is started by the program interpreter its
@@ -24,7 +24,7 @@
 //! reads the image's `/etc/ld.so.preload`, an `LD_PRELOAD` in the image's environment and the
 //! image's libc: image code inside agent-wait and the watch probes, able to forge their report.
 //! `.cargo/config.toml` links cyclix static (static-pie); [`copy`] refuses a binary that names
-//! an interpreter (`e2e_attacks18`: an image whose preload every dynamic program loads).
+//! an interpreter (`e2e_attacks_image_loader`: an image whose preload every dynamic program loads).
 //!
 //! One copy per binary (keyed by device, inode, size and mtime of the running executable),
 //! below `$XDG_RUNTIME_DIR/cyclix/bin/` (a tmpfs, emptied at logout; P18 flags a bind from

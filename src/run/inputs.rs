@@ -147,3 +147,66 @@ pub struct Override {
     /// `agent.model` is set from it where the spec has that key).
     pub model: Option<String>,
 }
+
+/// The one `RunInputs` of the unit tests (lifecycle, twin): tenant `acme` with its repository
+/// at `dir/repo` (an empty `.git`), the image `localhost/a`, the agent's and the gate's keys
+/// as given (YAML flow-map entries after `image`), paths under `dir` (`runs/RUN`, `wt/RUN`,
+/// `quadlet`, `units`, records in `records`), no secrets, polls of 1 ms and a log key drawn
+/// from the run id as `app::tenant::run_inputs` draws one per run. A test changes the fields
+/// it is about.
+#[cfg(test)]
+pub(crate) fn fixture(dir: &std::path::Path, run_id: &str, agent: &str, gate: &str) -> RunInputs {
+    use std::fmt::Write as _;
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join(".git")).expect("repo");
+    let yaml = format!(
+        "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
+         agent: {{image: localhost/a, unpinned_local_image: true, {agent}}}\n\
+         gate: {{image: localhost/a, unpinned_local_image: true, {gate}}}\n",
+        repo.display()
+    );
+    let ctx = crate::spec::SpecContext {
+        file: "t.yaml".into(),
+        home: "/home/t".into(),
+        runtime_dir: "/run/user/1000".into(),
+    };
+    let hex = run_id.bytes().fold(String::new(), |mut h, b| {
+        let _ = write!(h, "{b:02x}");
+        h
+    });
+    RunInputs {
+        spec: crate::spec::parse(&yaml, &ctx).expect("spec"),
+        run_id: run_id.into(),
+        backend: Backend::Quadlet,
+        paths: RunPaths {
+            quadlet_dir: dir.join("quadlet"),
+            units_dir: dir.join("units"),
+            run_dir: dir.join("runs").join(run_id),
+            worktree: dir.join("wt").join(run_id),
+            records_dir: Some(dir.join("records")),
+        },
+        task: "fix it".into(),
+        secrets: Vec::new(),
+        placeholders: Vec::new(),
+        log_key: format!("{hex:0>32}")[..32].to_string(),
+        deadlines: Deadlines {
+            poll: Duration::from_millis(1),
+            ..Deadlines::default()
+        },
+        notices: Vec::new(),
+        cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
+        interrupted: Arc::new(AtomicBool::new(false)),
+        probe_context: serde_json::from_value(serde_json::json!({
+            "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
+            "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
+        }))
+        .expect("context"),
+        probe_sockets: Vec::new(),
+        tripwire_dir: dir.to_path_buf(),
+        watched: Vec::new(),
+        progress: None,
+        overridden: Override::default(),
+        capacity: None,
+        environment: None,
+    }
+}

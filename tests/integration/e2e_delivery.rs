@@ -365,7 +365,7 @@ fn a_commit_touching_github_workflows_is_held() {
 /// in the same commit, so the run would push had nothing been held (as before the fix, when
 /// the remote received it).
 #[test]
-fn a14_nested_agent_cli_configuration_is_held_like_the_roots() {
+fn nested_agent_cli_configuration_is_held_like_the_roots() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     bare(tb, "dl-a14");

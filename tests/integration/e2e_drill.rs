@@ -354,7 +354,7 @@ fn claude_code_attempts_every_escape_with_its_own_tools_and_each_is_refused() {
 /// the agent holds the value (its hash is in the same line) and that very line is the row's
 /// evidence (with `***` where the value was).
 #[test]
-fn a14_a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
+fn a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
     let _shared = crate::common::testbed::shared();
     let _one = one_drill();
     let tb = prepared();
@@ -409,7 +409,7 @@ fn a14_a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
 /// now the planting reads the key once itself, sees the atime stay, and the row fails closed
 /// (`not attempted`, naming the cause), so the drill exits 1.
 #[test]
-fn a14_a_key_read_on_a_noatime_home_is_not_a_pass() {
+fn a_key_read_on_a_noatime_home_is_not_a_pass() {
     let _shared = crate::common::testbed::shared();
     let _one = one_drill();
     let tb = prepared();

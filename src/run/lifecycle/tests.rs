@@ -1,10 +1,7 @@
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::*;
-use crate::render::Backend;
 use crate::run::boundary::Watched;
 use crate::run::record;
 use crate::run::seam::FakeRunHost;
@@ -24,58 +21,18 @@ struct World {
 
 fn world() -> World {
     let dir = tempfile::tempdir().expect("tmp");
-    let repo = dir.path().join("repo");
-    std::fs::create_dir_all(repo.join(".git")).expect("repo");
-    let yaml = format!(
-        "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
-         agent: {{image: localhost/a, unpinned_local_image: true, command: [agent], env: [API_KEY]}}\n\
-         gate: {{image: localhost/a, unpinned_local_image: true, command: [check]}}\n",
-        repo.display()
+    let mut inp = crate::run::inputs::fixture(
+        dir.path(),
+        "r1",
+        "command: [agent], env: [API_KEY]",
+        "command: [check]",
     );
-    let ctx = SpecContext {
-        file: "t.yaml".into(),
-        home: "/home/t".into(),
-        runtime_dir: "/run/user/1000".into(),
-    };
-    let spec = crate::spec::parse(&yaml, &ctx).expect("spec");
-    let inp = RunInputs {
-        spec,
-        run_id: "r1".into(),
-        backend: Backend::Quadlet,
-        paths: RunPaths {
-            quadlet_dir: dir.path().join("quadlet"),
-            units_dir: dir.path().join("units"),
-            run_dir: dir.path().join("run/r1"),
-            worktree: dir.path().join("wt/r1"),
-            records_dir: Some(dir.path().join("records")),
-        },
-        task: "fix it".into(),
-        secrets: vec![("API_KEY".into(), b"s3cret".to_vec())],
-        placeholders: Vec::new(),
-        log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
-        deadlines: Deadlines {
-            poll: Duration::from_millis(1),
-            ..Deadlines::default()
-        },
-        notices: Vec::new(),
-        cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
-        interrupted: Arc::new(AtomicBool::new(false)),
-        progress: None,
-        overridden: crate::run::inputs::Override::default(),
-        capacity: None,
-        environment: None,
-        probe_context: serde_json::from_value(serde_json::json!({
-            "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
-            "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
-        }))
-        .expect("context"),
-        probe_sockets: Vec::new(),
-        tripwire_dir: dir.path().to_path_buf(),
-        watched: vec![Watched {
-            name: "CYCLIX_CANARY".into(),
-            value: b"canary-0123456789".to_vec(),
-        }],
-    };
+    inp.secrets = vec![("API_KEY".into(), b"s3cret".to_vec())];
+    inp.log_key = crate::render::plan::PREVIEW_LOG_KEY.to_string();
+    inp.watched = vec![Watched {
+        name: "CYCLIX_CANARY".into(),
+        value: b"canary-0123456789".to_vec(),
+    }];
     World { dir, inp }
 }
 

@@ -438,8 +438,9 @@ impl RunProcs for FakeRunHost {
     }
     fn fs_space(&self, path: &Path) -> Result<super::super::space::FsSpace> {
         self.call("fs_space", &path.display().to_string())?;
-        // The run dir lives in the runtime dir, a file system of its own (a tmpfs).
-        if path.ends_with("run/r1") {
+        // The run dir (`…/runs/RUN`, `run::inputs::fixture`) lives in the runtime dir, a file
+        // system of its own (a tmpfs).
+        if path.parent().is_some_and(|p| p.ends_with("runs")) {
             return Ok(super::super::space::FsSpace {
                 avail: self.runtime_avail.unwrap_or(1 << 30),
                 total: 8 << 20,

@@ -1,70 +1,17 @@
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use super::*;
-use crate::run::lifecycle::{Deadlines, RunPaths};
 use crate::run::seam::FakeRunHost;
-use crate::spec::SpecContext;
 use crate::systemd::FakeUnitManager;
 use crate::systemd::fake::Call;
 
 fn inputs(dir: &Path, run_id: &str) -> RunInputs {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(repo.join(".git")).expect("repo");
-    let yaml = format!(
-        "tenant: acme\nrepo: {{path: {}, base: main}}\ntask: {{text: fix it}}\n\
-         agent: {{image: localhost/a, unpinned_local_image: true, command: [agent]}}\n\
-         gate: {{image: localhost/a, unpinned_local_image: true, command: [check], quick: [check, --quick]}}\n",
-        repo.display()
+    let mut inp = crate::run::inputs::fixture(
+        dir,
+        run_id,
+        "command: [agent]",
+        "command: [check], quick: [check, --quick]",
     );
-    let ctx = SpecContext {
-        file: "t.yaml".into(),
-        home: "/home/t".into(),
-        runtime_dir: "/run/user/1000".into(),
-    };
-    RunInputs {
-        spec: crate::spec::parse(&yaml, &ctx).expect("spec"),
-        run_id: run_id.into(),
-        backend: crate::render::Backend::Quadlet,
-        paths: RunPaths {
-            quadlet_dir: dir.join("quadlet"),
-            units_dir: dir.join("units"),
-            run_dir: dir.join("runs").join(run_id),
-            worktree: dir.join("wt").join(run_id),
-            records_dir: None,
-        },
-        task: "fix it".into(),
-        secrets: Vec::new(),
-        placeholders: Vec::new(),
-        // One per run, as `app::tenant::run_inputs` draws them.
-        log_key: {
-            use std::fmt::Write as _;
-            let hex = run_id.bytes().fold(String::new(), |mut h, b| {
-                let _ = write!(h, "{b:02x}");
-                h
-            });
-            format!("{hex:0>32}")[..32].to_string()
-        },
-        deadlines: Deadlines {
-            poll: Duration::from_millis(1),
-            ..Deadlines::default()
-        },
-        notices: Vec::new(),
-        cyclix_bin: PathBuf::from("/usr/local/bin/cyclix"),
-        interrupted: Arc::new(AtomicBool::new(false)),
-        probe_context: serde_json::from_value(serde_json::json!({
-            "proxy_url": "", "proxy_name": "", "subnet": "", "gateway_ip": "",
-            "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
-        }))
-        .expect("context"),
-        probe_sockets: Vec::new(),
-        tripwire_dir: dir.to_path_buf(),
-        watched: Vec::new(),
-        progress: None,
-        overridden: crate::run::inputs::Override::default(),
-        capacity: None,
-        environment: None,
-    }
+    inp.paths.records_dir = None;
+    inp
 }
 
 fn twin_inputs(dir: &Path) -> TwinInputs {

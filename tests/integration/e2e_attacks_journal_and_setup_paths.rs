@@ -110,7 +110,7 @@ fn run() -> &'static (serde_json::Value, String, String, String) {
 }
 
 #[test]
-fn a15_a_line_the_agent_makes_squid_print_is_not_taken_for_a_decision() {
+fn a_line_the_agent_makes_squid_print_is_not_taken_for_a_decision() {
     let (rec, _, _, proxy) = run();
     // Positive control: squid printed the agent's line, whole, on the proxy's journal.
     assert!(
@@ -144,7 +144,7 @@ fn a15_a_line_the_agent_makes_squid_print_is_not_taken_for_a_decision() {
 }
 
 #[test]
-fn a15_the_agents_output_forges_no_marker_no_escape_and_no_journal_entry() {
+fn the_agents_output_forges_no_marker_no_escape_and_no_journal_entry() {
     let (_, journal, kept, _) = run();
     // Positive controls: the lines reached the kept log and the journal.
     assert!(
@@ -181,7 +181,7 @@ fn a15_the_agents_output_forges_no_marker_no_escape_and_no_journal_entry() {
 }
 
 #[test]
-fn a15_a_gitlink_moved_under_a_setup_path_is_seen_though_the_submodule_is_ignored() {
+fn a_gitlink_moved_under_a_setup_path_is_seen_though_the_submodule_is_ignored() {
     let (rec, _, _, _) = run();
     let tb = prepared();
     let branch = rec["branch"].as_str().unwrap_or_default();
@@ -211,7 +211,7 @@ fn a15_a_gitlink_moved_under_a_setup_path_is_seen_though_the_submodule_is_ignore
 const GITMODULES: &str = r#"printf '[submodule "x"]\n\tpath = x\n\turl = -\342\200\256\302\233evil-a15\n' > .gitmodules && git add .gitmodules && git commit -qm modules"#;
 
 #[test]
-fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
+fn git_words_quoting_the_agents_bytes_reach_the_record_printable() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a15-fsck";
@@ -252,7 +252,7 @@ fn a15_git_words_quoting_the_agents_bytes_reach_the_record_printable() {
 }
 
 #[test]
-fn a15_a_setup_file_swapped_by_renaming_its_directory_is_still_held() {
+fn a_setup_file_swapped_by_renaming_its_directory_is_still_held() {
     // The read-only bind is on the file: its directory is the agent's and can be renamed, the
     // bind moving with it, and a new file put in its place. The delivery check sees it.
     let (rec, _, kept, _) = run();

@@ -86,7 +86,7 @@ fn libraries(tb: &Testbed) -> String {
 }
 
 #[test]
-fn a18_the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
+fn the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let ctx = libraries(tb);

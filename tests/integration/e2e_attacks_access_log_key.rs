@@ -142,7 +142,7 @@ fn decided<'a>(rec: &'a serde_json::Value, marker: &str) -> Vec<&'a serde_json::
 
 /// squid's cache manager (`config`, `menu`), its error pages: none holds the access-log key.
 #[test]
-fn a16_the_access_log_key_is_in_no_answer_squid_gives_the_agent() {
+fn the_access_log_key_is_in_no_answer_squid_gives_the_agent() {
     let (_, got, proxy) = run();
     // Positive control: the key is on squid's lines, and the agent kept squid's answers.
     let key = proxy
@@ -171,7 +171,7 @@ fn a16_the_access_log_key_is_in_no_answer_squid_gives_the_agent() {
 /// The agent's container sees no process of the proxy's (whose command line names its config,
 /// and whose `/proc/PID/root` would reach it).
 #[test]
-fn a16_the_agent_sees_no_proxy_process() {
+fn the_agent_sees_no_proxy_process() {
     let (_, got, _) = run();
     let procs: Vec<&str> = got["procs"]
         .as_array()
@@ -189,7 +189,7 @@ fn a16_the_agent_sees_no_proxy_process() {
 
 /// A control byte in a tunnel's SNI (squid quotes it raw), a URL whose log line conmon splits.
 #[test]
-fn a16_a_decision_line_the_agent_made_unreadable_is_still_in_the_record() {
+fn a_decision_line_the_agent_made_unreadable_is_still_in_the_record() {
     let (rec, _, proxy) = run();
     for ctl in ["a16-ctl.example", "a16-sni-ctl.example"] {
         let d = decided(rec, ctl);

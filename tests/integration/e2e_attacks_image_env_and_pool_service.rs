@@ -113,7 +113,7 @@ fn build(tb: &Testbed, tag: &str, containerfile: &str) {
 }
 
 #[test]
-fn a20_the_images_env_nss_and_gconv_modules_never_run_inside_cyclix() {
+fn the_images_env_nss_and_gconv_modules_never_run_inside_cyclix() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     build(tb, "localhost/atk20:latest", CONTAINERFILE);
@@ -163,7 +163,7 @@ fn a20_the_images_env_nss_and_gconv_modules_never_run_inside_cyclix() {
 const FORGED: &str = r#"{"id":"P1","expect":"x","got":"x","verdict":"PASS"}"#;
 
 #[test]
-fn a20_completions_in_the_images_env_forge_no_report() {
+fn completions_in_the_images_env_forge_no_report() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     build(
@@ -217,7 +217,7 @@ const DB: &str = "  - name: db
 /// A process left in a pooled database, named `postgres` (a copy of `sleep`): the fill saw
 /// processes of that name there, so a check by name alone takes it for the database's own.
 #[test]
-fn a20_a_process_named_like_the_service_left_in_a_pooled_service() {
+fn a_process_named_like_the_service_left_in_a_pooled_service() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = Tenant::new("e2e-a20p")

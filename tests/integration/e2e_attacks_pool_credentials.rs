@@ -185,7 +185,7 @@ fn reflected() -> &'static (serde_json::Value, serde_json::Value, &'static str) 
 }
 
 #[test]
-fn a19_squid_gives_the_agent_no_answer_holding_the_key() {
+fn squid_gives_the_agent_no_answer_holding_the_key() {
     let (rec, got, t) = reflected();
     let tb = prepared();
     let mark = got["mark"].as_str().unwrap_or_default();
@@ -234,7 +234,7 @@ fn a19_squid_gives_the_agent_no_answer_holding_the_key() {
 }
 
 #[test]
-fn a19_the_key_is_in_no_journal_record_or_log_after_a_warm_run() {
+fn the_key_is_in_no_journal_record_or_log_after_a_warm_run() {
     let (rec, got, t) = reflected();
     let tb = prepared();
     let id = rec["run_id"].as_str().unwrap_or_default();
@@ -274,7 +274,7 @@ fn a19_the_key_is_in_no_journal_record_or_log_after_a_warm_run() {
 }
 
 #[test]
-fn a19_a_second_name_of_the_credential_file_is_refused_at_the_claim() {
+fn a_second_name_of_the_credential_file_is_refused_at_the_claim() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a19l";
@@ -322,7 +322,7 @@ fn a19_a_second_name_of_the_credential_file_is_refused_at_the_claim() {
 }
 
 #[test]
-fn a19_a_frozen_proxy_is_never_used() {
+fn a_frozen_proxy_is_never_used() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a19f";
@@ -368,7 +368,7 @@ fn a19_a_frozen_proxy_is_never_used() {
 }
 
 #[test]
-fn a19_a_proxy_that_does_not_reload_is_never_used() {
+fn a_proxy_that_does_not_reload_is_never_used() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a19s";
@@ -425,7 +425,7 @@ fn a19_a_proxy_that_does_not_reload_is_never_used() {
 }
 
 #[test]
-fn a19_a_run_killed_in_its_hand_over_leaves_no_proxy_holding_the_key() {
+fn a_run_killed_in_its_hand_over_leaves_no_proxy_holding_the_key() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a19k";

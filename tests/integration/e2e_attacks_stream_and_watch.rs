@@ -24,7 +24,7 @@ printf '{"type":"result","result":"LEAK:\\u00%s%s:END","num_turns":1,"is_error":
 "#;
 
 #[test]
-fn a14_a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_report() {
+fn a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_report() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-report";
@@ -111,7 +111,7 @@ cyclix-demo-agent > /dev/null 2>&1
 "#;
 
 #[test]
-fn a14_the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_namespace_root() {
+fn the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_namespace_root() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-hunt";
@@ -178,7 +178,7 @@ cyclix-demo-agent > /dev/null 2>&1
 /// (no "cannot be read" refusal); the crowd is real work, and the run passes. Positive
 /// control: the crowd is there (the agent counts its processes).
 #[test]
-fn a14_a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
+fn a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-a14-crowd";
