@@ -61,6 +61,7 @@ pub mod drill;
 pub mod envfile;
 pub mod exit;
 pub mod failpoint;
+pub mod flock;
 pub mod gate;
 pub mod git;
 pub mod host;

@@ -15,14 +15,15 @@
 //! Waiting is a poll (every [`POLL`]) of non-blocking lock attempts: flock cannot wait for "any
 //! of N files", and a blocking wait could not see SIGTERM or the deadline.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::flock::{self, Access, Poll, WaitEnd};
 
 /// How often a waiting run looks for a free slot.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -77,7 +78,7 @@ pub struct Occupant {
 /// A held slot: dropping it (or the process ending) frees it.
 #[derive(Debug)]
 pub struct Slot {
-    _file: File,
+    _lock: flock::Held,
     /// The slot's number, `0..max_runs`.
     pub index: u32,
 }
@@ -145,85 +146,72 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
     let start = Instant::now();
     let mut entry: Option<QueueEntry> = None;
     let mut first: Option<(usize, usize)> = None;
-    loop {
+    let taken = flock::wait(Poll::every(POLL, req.timeout), Some(interrupted), || {
         let ahead = older_waiters(&req.dirs.queue, me);
-        let mut free = try_slots(&req.dirs.slots, req.max_runs).map_err(io)?;
+        let mut free = try_slots(&req.dirs.slots, req.max_runs)?;
         let busy = usize::try_from(req.max_runs)
             .unwrap_or(usize::MAX)
             .saturating_sub(free.len());
         let (busy_at_start, ahead_at_start) = *first.get_or_insert((busy, ahead));
         if !free.is_empty() && ahead < free.len() {
-            let (index, mut file) = free.swap_remove(0);
+            let (index, file, path) = free.swap_remove(0);
             drop(free); // the others go back at once
-            write_occupant(&mut file, me).map_err(io)?;
-            drop(entry);
-            return Ok(Taken {
-                slot: Slot { _file: file, index },
+            return Ok(Some(Taken {
+                slot: Slot {
+                    _lock: flock::Held::new(file, &path, me)?,
+                    index,
+                },
                 waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
                 busy_at_start,
                 ahead_at_start,
-            });
+            }));
         }
         drop(free);
         if entry.is_none() {
             let p = req.dirs.queue.join(format!("{}.json", me.run_id));
-            write_atomic(&p, me).map_err(io)?;
+            write_atomic(&p, me)?;
             tracing::info!(
                 "all {} run slots are taken ({ahead} run(s) waiting before this one): queued",
                 req.max_runs
             );
             entry = Some(QueueEntry(p));
         }
-        if interrupted.load(Ordering::SeqCst) {
-            return Err(WaitError::Interrupted);
-        }
-        if start.elapsed() >= req.timeout {
+        Ok(None)
+    });
+    match taken {
+        Ok(t) => Ok(t),
+        Err(WaitEnd::Failed(e)) => Err(WaitError::Io(e)),
+        Err(WaitEnd::Interrupted) => Err(WaitError::Interrupted),
+        Err(WaitEnd::Deadline) => {
             let holders = occupants(&req.dirs.slots)
                 .iter()
                 .map(|o| format!("{}/{}", o.tenant, o.run_id))
                 .collect::<Vec<_>>()
                 .join(", ");
-            return Err(WaitError::Timeout {
+            Err(WaitError::Timeout {
                 waited_s: start.elapsed().as_secs(),
                 max_runs: req.max_runs,
                 holders,
                 config: req.config.clone(),
-            });
+            })
         }
-        std::thread::sleep(POLL.min(req.timeout.saturating_sub(start.elapsed())));
     }
 }
 
-/// The slots of `0..max_runs` that could be locked now, each locked (dropping one frees it).
-fn try_slots(dir: &Path, max_runs: u32) -> Result<Vec<(u32, File)>> {
+/// The slots of `0..max_runs` that could be locked now, each locked (dropping one frees it),
+/// with its number and path.
+fn try_slots(dir: &Path, max_runs: u32) -> Result<Vec<(u32, File, PathBuf)>> {
     let mut free = Vec::new();
     for i in 0..max_runs {
         let p = dir.join(format!("{i}.lock"));
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&p)
-            .with_context(|| format!("opening run slot {}", p.display()))?;
-        match f.try_lock() {
-            Ok(()) => free.push((i, f)),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking run slot {}", p.display()));
-            }
+        let f = flock::open(&p)?;
+        if flock::try_lock(&f, Access::Exclusive)
+            .with_context(|| format!("locking run slot {}", p.display()))?
+        {
+            free.push((i, f, p));
         }
     }
     Ok(free)
-}
-
-fn write_occupant(file: &mut File, me: &Occupant) -> Result<()> {
-    file.set_len(0).context("truncating the run slot")?;
-    file.seek(SeekFrom::Start(0))
-        .context("seeking the run slot")?;
-    file.write_all(&serde_json::to_vec(me).context("serialising the slot occupant")?)
-        .and_then(|()| file.flush())
-        .context("writing the run slot")
 }
 
 fn write_atomic(path: &Path, me: &Occupant) -> Result<()> {
@@ -292,16 +280,13 @@ pub fn occupants(slots: &Path) -> Vec<Occupant> {
         .collect();
     files.sort();
     for (_, p) in files {
-        let Ok(mut f) = OpenOptions::new().read(true).open(&p) else {
+        let Ok(mut f) = File::open(&p) else {
             continue;
         };
-        if let Err(TryLockError::WouldBlock) = f.try_lock_shared() {
-            let mut s = String::new();
-            if f.read_to_string(&mut s).is_ok()
-                && let Ok(o) = serde_json::from_str::<Occupant>(&s)
-            {
-                held.push(o);
-            }
+        if matches!(flock::try_lock(&f, Access::Shared), Ok(false))
+            && let Some(o) = flock::read_holder::<Occupant>(&mut f)
+        {
+            held.push(o);
         }
     }
     held

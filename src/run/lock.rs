@@ -4,12 +4,12 @@
 //! the same tenant at once"). The file holds the holder's run id, pid and start time so a
 //! refused run can name it.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
+
+use crate::flock;
 
 /// Who holds a tenant's lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,21 +22,10 @@ pub struct Holder {
     pub started_ms: u128,
 }
 
-/// A held lock; dropping it releases the lock.
-#[derive(Debug)]
-pub struct TenantLock {
-    file: File,
-    path: PathBuf,
-}
-
-/// The outcome of trying to lock.
-#[derive(Debug)]
-pub enum Acquire {
-    /// We hold it.
-    Held(TenantLock),
-    /// Someone else does (their record, if it could be read).
-    Busy(Option<Holder>),
-}
+/// The outcome of trying to lock: held (a [`flock::Held`]: dropping it releases the lock,
+/// `set_holder` rewrites the record for a run that adopted a claimed environment's id), or
+/// busy with the holder's record if it could be read.
+pub type Acquire = flock::Take<Holder>;
 
 /// `$XDG_RUNTIME_DIR/cyclix/locks/TENANT.lock`.
 #[must_use]
@@ -49,69 +38,14 @@ pub fn path(runtime_dir: &Path, tenant: &str) -> PathBuf {
 /// # Errors
 /// I/O failures other than "held by someone else".
 pub fn try_acquire(lock_path: &Path, holder: &Holder) -> Result<Acquire> {
-    if let Some(dir) = lock_path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(lock_path)
-        .with_context(|| format!("opening lock {}", lock_path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {
-            file.set_len(0).context("truncating the lock file")?;
-            file.seek(SeekFrom::Start(0))
-                .context("seeking the lock file")?;
-            file.write_all(&serde_json::to_vec(holder).context("serialising the lock holder")?)
-                .and_then(|()| file.flush())
-                .with_context(|| format!("writing {}", lock_path.display()))?;
-            Ok(Acquire::Held(TenantLock {
-                file,
-                path: lock_path.to_path_buf(),
-            }))
-        }
-        Err(TryLockError::WouldBlock) => {
-            let mut s = String::new();
-            let _ = file.read_to_string(&mut s);
-            Ok(Acquire::Busy(serde_json::from_str(&s).ok()))
-        }
-        Err(TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking {}", lock_path.display()))
-        }
-    }
+    flock::try_take(lock_path, holder)
 }
 
 /// What the lock file at `lock_path` says about its holder, without taking the lock (the
 /// content may be a dead run's: pair it with a look at who holds the lock).
 #[must_use]
 pub fn peek(lock_path: &Path) -> Option<Holder> {
-    serde_json::from_slice(&std::fs::read(lock_path).ok()?).ok()
-}
-
-impl TenantLock {
-    /// Rewrites the holder in the held lock (a run that adopted a claimed environment's id).
-    ///
-    /// # Errors
-    /// I/O failures.
-    pub fn set_holder(&mut self, holder: &Holder) -> Result<()> {
-        self.file.set_len(0).context("truncating the lock file")?;
-        self.file
-            .seek(SeekFrom::Start(0))
-            .context("seeking the lock file")?;
-        self.file
-            .write_all(&serde_json::to_vec(holder).context("serialising the lock holder")?)
-            .and_then(|()| self.file.flush())
-            .with_context(|| format!("writing {}", self.path.display()))
-    }
-}
-
-impl Drop for TenantLock {
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-        let _ = self.file.unlock();
-    }
+    flock::peek(lock_path)
 }
 
 #[cfg(test)]

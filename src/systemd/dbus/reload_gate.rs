@@ -3,13 +3,14 @@
 //! serialise too.
 
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Call, STATE_NOT_READ, ZbusUnitManager};
+pub(super) use crate::flock::Access;
+use crate::flock::{self, Poll, WaitEnd};
 use crate::systemd::Error;
 
 /// The in-process half of the reload/job lock, per lock file: how many jobs hold it and whether
@@ -21,15 +22,6 @@ static GATES: Mutex<BTreeMap<PathBuf, GateCount>> = Mutex::new(BTreeMap::new());
 pub(super) struct GateCount {
     jobs: usize,
     reload: bool,
-}
-
-/// Who may hold the lock together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Access {
-    /// Jobs: any number at once.
-    Shared,
-    /// Reload: alone.
-    Exclusive,
 }
 
 /// A held in-process gate; released on drop.
@@ -102,52 +94,29 @@ pub(super) fn acquire_lock(
     access: Access,
     deadline: Instant,
 ) -> Result<LockGuard, LockFailure> {
-    if let Some(dir) = path.parent() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(LockFailure::Io)?;
-    }
-    let mut pause = Duration::from_millis(2);
-    let wait = |pause: &mut Duration| -> Result<(), LockFailure> {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(LockFailure::Busy);
-        }
-        std::thread::sleep((*pause).min(deadline - now));
-        *pause = (*pause * 2).min(Duration::from_millis(50));
-        Ok(())
+    let poll = Poll {
+        deadline,
+        pause: Duration::from_millis(2),
+        max_pause: Duration::from_millis(50),
     };
-    let gate = loop {
-        match Gate::try_take(path, access) {
-            Some(gate) => break gate,
-            None => wait(&mut pause)?,
-        }
+    let ended = |end: WaitEnd<std::io::Error>| match end {
+        WaitEnd::Failed(e) => LockFailure::Io(e),
+        WaitEnd::Deadline | WaitEnd::Interrupted => LockFailure::Busy,
     };
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(LockFailure::Io)?;
-    loop {
-        let attempt = match access {
-            Access::Shared => file.try_lock_shared(),
-            Access::Exclusive => file.try_lock(),
-        };
-        match attempt {
-            Ok(()) => {
-                return Ok(LockGuard {
-                    _file: file,
-                    _gate: gate,
-                });
-            }
-            Err(std::fs::TryLockError::WouldBlock) => wait(&mut pause)?,
-            Err(std::fs::TryLockError::Error(err)) => return Err(LockFailure::Io(err)),
-        }
-    }
+    let gate = flock::wait(poll, None, || {
+        Ok::<_, std::io::Error>(Gate::try_take(path, access))
+    })
+    .map_err(ended)?;
+    let file =
+        flock::open(path).map_err(|e| LockFailure::Io(std::io::Error::other(format!("{e:#}"))))?;
+    flock::wait(poll, None, || {
+        flock::try_lock(&file, access).map(|taken| taken.then_some(()))
+    })
+    .map_err(ended)?;
+    Ok(LockGuard {
+        _file: file,
+        _gate: gate,
+    })
 }
 
 impl ZbusUnitManager {

@@ -3,14 +3,14 @@
 //! holding the holder's run id, tenant and pid so a refused run can name it; released on drop
 //! and by the kernel when cyclix dies.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
+
+use crate::flock::{self, Poll, Take, WaitEnd};
 
 /// How often a run waiting for the branch lock tries again.
 const LOCK_POLL: Duration = Duration::from_millis(250);
@@ -29,17 +29,7 @@ pub struct Holder {
 }
 
 /// A held branch lock; dropping it releases it (the kernel does so too when cyclix dies).
-#[derive(Debug)]
-pub struct BranchLock {
-    file: File,
-}
-
-impl Drop for BranchLock {
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-        let _ = self.file.unlock();
-    }
-}
+pub type BranchLock = flock::Held;
 
 /// `LOCKS/delivery-HASH.lock`, HASH the first 16 bytes (hex) of SHA-256 over the push URL, a
 /// NUL and the branch.
@@ -75,51 +65,37 @@ pub fn acquire(
     interrupted: &AtomicBool,
     what: &str,
 ) -> Result<BranchLock> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("opening lock {}", path.display()))?;
-    let began = Instant::now();
-    loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", path.display()));
-            }
+    let mut last: Option<Holder> = None;
+    let taken =
+        flock::wait(
+            Poll::every(LOCK_POLL, wait),
+            Some(interrupted),
+            || match flock::try_take(path, holder)? {
+                Take::Held(h) => Ok(Some(h)),
+                Take::Busy(who) => {
+                    last = who;
+                    Ok(None)
+                }
+            },
+        );
+    match taken {
+        Ok(lock) => Ok(lock),
+        Err(WaitEnd::Failed(e)) => Err(e),
+        Err(WaitEnd::Interrupted) => {
+            bail!("interrupted while waiting for the delivery lock on {what}")
         }
-        if interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted while waiting for the delivery lock on {what}");
-        }
-        if began.elapsed() >= wait {
-            let mut s = String::new();
-            let _ = file.seek(SeekFrom::Start(0));
-            let _ = file.read_to_string(&mut s);
-            let who = serde_json::from_str::<Holder>(&s).map_or_else(
-                |_| "another run (its holder record is unreadable)".to_owned(),
+        Err(WaitEnd::Deadline) => {
+            let who = last.map_or_else(
+                || "another run (its holder record is unreadable)".to_owned(),
                 |h| format!("run {} (tenant {}, pid {})", h.run_id, h.tenant, h.pid),
             );
-            return Err(super::Refusal(format!(
+            Err(super::Refusal(format!(
                 "{what} is being delivered by {who}; waited {} s (lock {}): one run writes a \
                  branch at a time; wait for that run, or raise `delivery.lock_wait`",
                 wait.as_secs(),
                 path.display()
             ))
-            .into());
+            .into())
         }
-        std::thread::sleep(LOCK_POLL);
     }
-    file.set_len(0).context("truncating the lock file")?;
-    file.seek(SeekFrom::Start(0))
-        .context("seeking the lock file")?;
-    file.write_all(&serde_json::to_vec(holder).context("serialising the lock holder")?)
-        .and_then(|()| file.flush())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(BranchLock { file })
 }
