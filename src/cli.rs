@@ -322,24 +322,8 @@ pub enum Command {
     },
 }
 
-/// `cyclix probe ...` (hidden; see `cyclix::probe`): one JSON line per probe, then a summary
-/// line; exit 0 when every probe passed, 1 otherwise.
-#[derive(Debug, Args)]
-pub struct ProbeArgs {
-    /// Only these probes (`P1,N8,...`); repeatable.
-    #[arg(long)]
-    pub only: Vec<String>,
-    /// The host-written context (JSON, `cyclix::probe::Context`).
-    #[arg(long)]
-    pub context: Option<PathBuf>,
-    /// Internal: a leak-watch round while the agent runs: first W0 (this process is not
-    /// dumpable and not traced), and P22 records a variable merely named like a watched one.
-    #[arg(long, hide = true)]
-    pub watch: bool,
-    /// Internal: run one probe child (`userns`) in a fresh process.
-    #[arg(long, hide = true)]
-    pub child: Option<String>,
-}
+/// `cyclix probe …`: the suite's own arguments, defined beside it ([`crate::probe::suite`]).
+pub use crate::probe::suite::Args as ProbeArgs;
 
 /// `cyclix images ...`
 #[derive(Debug, Subcommand)]

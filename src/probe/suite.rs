@@ -156,12 +156,31 @@ pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
     }
 }
 
+/// `cyclix probe ...` (hidden; see `cyclix::probe`): one JSON line per probe, then a summary
+/// line; exit 0 when every probe passed, 1 otherwise.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only these probes (`P1,N8,...`); repeatable.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// The host-written context (JSON, `cyclix::probe::Context`).
+    #[arg(long)]
+    pub context: Option<std::path::PathBuf>,
+    /// Internal: a leak-watch round while the agent runs: first W0 (this process is not
+    /// dumpable and not traced), and P22 records a variable merely named like a watched one.
+    #[arg(long, hide = true)]
+    pub watch: bool,
+    /// Internal: run one probe child (`userns`) in a fresh process.
+    #[arg(long, hide = true)]
+    pub child: Option<String>,
+}
+
 /// Entry point of `cyclix probe`: reads the context, runs the suite, prints the JSON lines.
 /// Returns `Ok(true)` when every probe passed.
 ///
 /// # Errors
 /// An unreadable or invalid context file, an unknown `--only` id, stdout failures.
-pub fn main(args: &crate::cli::ProbeArgs) -> anyhow::Result<bool> {
+pub fn main(args: &Args) -> anyhow::Result<bool> {
     use anyhow::Context as _;
     use std::io::Write as _;
     if let Some(child) = &args.child {

@@ -15,6 +15,7 @@ pub(crate) mod egress;
 pub(crate) mod gate;
 pub(crate) mod mounts;
 pub(crate) mod notify;
+pub(crate) mod paths;
 pub(crate) mod pool;
 pub(crate) mod repo;
 pub(crate) mod schedule;

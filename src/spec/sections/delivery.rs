@@ -120,8 +120,8 @@ pub(crate) fn validate(
             .ok()
             .map(|()| Some(b.value.clone())),
     };
-    let allow_paths = path_patterns(d.allow_paths.as_ref(), out);
-    let hold_paths = path_patterns(d.hold_paths.as_ref(), out);
+    let allow_paths = path_list(d.allow_paths.as_ref(), out);
+    let hold_paths = path_list(d.hold_paths.as_ref(), out);
     let lock_wait_s = bounded_duration(d.lock_wait.as_ref(), LOCK_WAIT, out);
     Some(Delivery {
         remote: remote?,
@@ -166,48 +166,17 @@ fn branch_name(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `delivery.allow_paths` / `hold_paths`: each a relative path in the repository: `dir/` (a
-/// directory and everything below), `path` (one file) or `**/name` (a file or directory name
-/// at any depth). No `..`, `.` components, absolute paths, empty components or glob
-/// characters other than the leading `**/`.
-fn path_patterns(
+/// `delivery.allow_paths` / `hold_paths` by the one path rule ([`super::paths`]): each `dir/`
+/// (a directory and everything below), `path` (one file) or `**/name` (a file or directory
+/// name at any depth); no other glob character.
+fn path_list(
     raw: Option<&Located<Vec<Located<String>>>>,
     out: &mut Vec<Diagnostic>,
 ) -> Option<Vec<String>> {
-    let Some(raw) = raw else {
-        return Some(Vec::new());
-    };
-    let before = out.len();
-    let mut list = Vec::new();
-    for p in &raw.value {
-        match path_pattern(&p.value) {
-            Ok(()) => list.push(p.value.clone()),
-            Err(e) => out.push(p.diag(e).hint(
-                "write a path relative to the repository: `dir/`, `file` or `**/name`, e.g. `.github/workflows/`",
-            )),
-        }
-    }
-    (out.len() == before).then_some(list)
-}
-
-fn path_pattern(s: &str) -> Result<(), String> {
-    let body = s.strip_prefix("**/").unwrap_or(s);
-    let body = body.strip_suffix('/').unwrap_or(body);
-    if body.is_empty() {
-        return Err(format!("`{s}` names no path"));
-    }
-    if s.starts_with('/') {
-        return Err(format!("`{s}` is absolute"));
-    }
-    if let Some(c) = body.chars().find(|c| matches!(c, '*' | '?' | '[' | '\\')) {
-        return Err(format!(
-            "`{s}` contains `{c}`: only a leading `**/` is a pattern"
-        ));
-    }
-    for comp in body.split('/') {
-        if comp.is_empty() || comp == "." || comp == ".." {
-            return Err(format!("`{s}` has an empty, `.` or `..` component"));
-        }
-    }
-    Ok(())
+    super::paths::list(
+        raw,
+        super::paths::Globs::LeadingOnly,
+        "write a path relative to the repository: `dir/`, `file` or `**/name`, e.g. `.github/workflows/`",
+        out,
+    )
 }

@@ -100,7 +100,7 @@ pub(crate) fn validate(g: &RawGate, out: &mut Vec<Diagnostic>) -> Option<Gate> {
 }
 
 /// `gate.protected`: a non-empty list of path patterns, each as `setup:` takes them
-/// ([`super::setup::pattern`]); absent is empty (the gate runs the agent's tree as it is).
+/// ([`super::paths`]); absent is empty (the gate runs the agent's tree as it is).
 fn protected(
     raw: Option<&Located<Vec<Located<String>>>>,
     out: &mut Vec<Diagnostic>,
@@ -114,16 +114,10 @@ fn protected(
         ));
         return None;
     }
-    let before = out.len();
-    let mut list: Vec<String> = Vec::new();
-    for p in &raw.value {
-        match super::setup::pattern(&p.value) {
-            Ok(()) if !list.contains(&p.value) => list.push(p.value.clone()),
-            Ok(()) => {}
-            Err(e) => out.push(p.diag(e).hint(
-                "write a path or glob relative to the repository, e.g. `tests/`, `**/conftest.py`, `pytest.ini`",
-            )),
-        }
-    }
-    (out.len() == before).then_some(list)
+    super::paths::list(
+        Some(raw),
+        super::paths::Globs::Pathspec,
+        "write a path or glob relative to the repository, e.g. `tests/`, `**/conftest.py`, `pytest.ini`",
+        out,
+    )
 }

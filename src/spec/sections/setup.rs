@@ -22,57 +22,18 @@ pub(crate) const KEY: Key = Key::optional(
     "setup files the agent may not change: paths or globs in the repository (`.cyclix/` always)",
 );
 
-/// Validates `setup:`; absent is empty.
+/// Validates `setup:` by the one path rule ([`super::paths`], git `:(glob)` patterns);
+/// absent is empty.
 pub(crate) fn validate(
     raw: Option<&Located<Vec<Located<String>>>>,
     out: &mut Vec<Diagnostic>,
 ) -> Option<Vec<String>> {
-    let Some(raw) = raw else {
-        return Some(Vec::new());
-    };
-    let before = out.len();
-    let mut list: Vec<String> = Vec::new();
-    for p in &raw.value {
-        match pattern(&p.value) {
-            Ok(()) if !list.contains(&p.value) => list.push(p.value.clone()),
-            Ok(()) => {}
-            Err(e) => out.push(p.diag(e).hint(
-                "write a path or glob relative to the repository, e.g. `Containerfile`, `ci/`, `**/package.json`",
-            )),
-        }
-    }
-    (out.len() == before).then_some(list)
-}
-
-/// One setup pattern: relative, `/`-separated, no `.`/`..`/empty components, nothing under
-/// `.git`, no pathspec magic of its own (a leading `:`), no backslash, no control character.
-pub(crate) fn pattern(s: &str) -> Result<(), String> {
-    let body = s.strip_suffix('/').unwrap_or(s);
-    if body.is_empty() {
-        return Err(format!("`{s}` names no path"));
-    }
-    if s.starts_with('/') {
-        return Err(format!("`{s}` is absolute"));
-    }
-    if s.starts_with(':') {
-        return Err(format!(
-            "`{s}` starts with `:` (git pathspec magic): cyclix adds its own"
-        ));
-    }
-    if let Some(c) = s.chars().find(|c| *c == '\\' || c.is_control()) {
-        return Err(format!("`{}` contains {c:?}", s.escape_debug()));
-    }
-    for comp in body.split('/') {
-        if comp.is_empty() || comp == "." || comp == ".." {
-            return Err(format!("`{s}` has an empty, `.` or `..` component"));
-        }
-        if comp.eq_ignore_ascii_case(".git") {
-            return Err(format!(
-                "`{s}` is inside `.git`, which is not part of a commit's tree"
-            ));
-        }
-    }
-    Ok(())
+    super::paths::list(
+        raw,
+        super::paths::Globs::Pathspec,
+        "write a path or glob relative to the repository, e.g. `Containerfile`, `ci/`, `**/package.json`",
+        out,
+    )
 }
 
 /// The git pathspecs of `patterns` (plus [`ALWAYS`]), for `git diff-tree -- PATHSPEC...`:
@@ -102,34 +63,6 @@ pub fn pathspec_of(pattern: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn patterns_are_relative_plain_and_outside_git() {
-        for ok in [
-            "Containerfile",
-            "ci/",
-            "**/package.json",
-            "a/*.toml",
-            "x[ab]",
-        ] {
-            assert_eq!(pattern(ok), Ok(()), "{ok}");
-        }
-        for bad in [
-            "",
-            "/",
-            "/etc/passwd",
-            "a//b",
-            "./a",
-            "a/../b",
-            ":(top)x",
-            ".git/hooks",
-            "a/.GIT",
-            "a\\b",
-            "a\nb",
-        ] {
-            assert!(pattern(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn pathspecs_carry_the_glob_magic_and_always_cyclix() {
