@@ -109,25 +109,44 @@ pub(crate) fn install(
             wrote_units = true;
             continue;
         }
-        if path.exists() {
-            bail!(
-                "{} exists already: another run with the id {} is installed",
-                path.display(),
-                inp.run_id
-            );
-        }
-        ledger.record(Entry::File { path: path.clone() })?;
-        crate::atomic::write(&path, f.contents.as_bytes())?;
+        install_file(ledger, &path, f.contents.as_bytes(), inp.run_id)?;
         if matches!(f.dest, Dest::Quadlet | Dest::RuntimeUnits) {
             tracing::debug!(path = %path.display(), "installing a unit file");
             wrote_units = true;
         }
-        // Unit files and the proxy config hold no secret; the proxy reads its config as its
-        // own (mapped) user, so it must be world-readable (0600 gave "Permission denied").
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .with_context(|| format!("setting the mode of {}", path.display()))?;
     }
     Ok(wrote_units)
+}
+
+/// Installs one rendered file of run (or pooled environment) `id` at `path`, which must not
+/// exist: its directory made, the file recorded in `ledger` before it is written (whole,
+/// [`crate::atomic`]), then mode `0644`: unit files and the proxy's config hold no secret, and
+/// the proxy reads its config as its own (mapped) user (`0600` gave "Permission denied").
+/// Used by the install phase and by the pool's fill.
+///
+/// # Errors
+/// The file exists already (another run with the id is installed), or I/O failures.
+pub(crate) fn install_file(
+    ledger: &mut Ledger,
+    path: &Path,
+    contents: &[u8],
+    id: &str,
+) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if path.exists() {
+        bail!(
+            "{} exists already: another run with the id {id} is installed",
+            path.display()
+        );
+    }
+    ledger.record(Entry::File {
+        path: path.to_path_buf(),
+    })?;
+    crate::atomic::write(path, contents)?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .with_context(|| format!("setting the mode of {}", path.display()))
 }
 
 /// Whether every unit of the run is loaded as its files are now, with no daemon-reload: each

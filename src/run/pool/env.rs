@@ -25,9 +25,10 @@ use crate::naming::RunNames;
 use crate::render::{self, Backend, Dest, RenderedFile, RunContext};
 use crate::run::inputs::RunPaths;
 use crate::run::ledger::{Entry, Ledger, Owner};
+use crate::run::phases::bring_up;
 use crate::run::seam::RunHost;
 use crate::spec::Spec;
-use crate::systemd::{JobMode, LoadState, UnitManager};
+use crate::systemd::{JobMode, UnitManager};
 
 /// What a filler, a claim's check and a destruction need: the tenant's spec and the host.
 pub struct EnvHost<'a> {
@@ -211,17 +212,7 @@ impl EnvHost<'_> {
         // Its units make podman objects: a destruction sweeps them by label.
         ledger.record(Entry::Podman)?;
         for (path, f) in env_files(&rendered, &id, &paths) {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-            }
-            if path.exists() {
-                bail!("{} exists already", path.display());
-            }
-            ledger.record(Entry::File { path: path.clone() })?;
-            crate::atomic::write(&path, f.contents.as_bytes())?;
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-                .with_context(|| format!("setting the mode of {}", path.display()))?;
+            bring_up::install_file(&mut ledger, &path, f.contents.as_bytes(), &id)?;
             filled
                 .files
                 .push((path.display().to_string(), digest(f.contents.as_bytes())));
@@ -232,18 +223,9 @@ impl EnvHost<'_> {
             filled.credentials_gid = super::credfile::make(&path, &crate::podman::Podman::new())?;
             filled.credentials_file = path.display().to_string();
         }
-        let n = &rendered.units;
-        for u in &n.all {
-            ledger.record(Entry::Unit { name: u.clone() })?;
-        }
+        bring_up::record_units(&mut ledger, &rendered.units)?;
         self.state.note(filled)?;
-        self.units.reload()?;
-        for u in &n.all {
-            let s = self.units.load_unit(u)?;
-            if s != LoadState::Loaded {
-                bail!("unit {u} is {s} after the reload: the generator did not produce it");
-            }
-        }
+        bring_up::reload_and_confirm(self.units, &rendered.units)?;
         self.start_environment(&id, filled)?;
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");
