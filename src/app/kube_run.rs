@@ -3,8 +3,9 @@
 //! stages through a [`Cluster`] adapter, waited for, the run's commits read from the
 //! collector's log and imported into the user's repository as untrusted data, then every object
 //! of the run deleted and the deletion audited. Each step is a phase with a deadline; a failure
-//! names the phase and the object, and whatever was created is deleted (the `delete` and
-//! `audit` phases run whatever happened before them).
+//! names the phase and the object, and whatever was created is deleted (the `teardown` and
+//! `audit` phases run whatever happened before them). The phases are timed and logged by the
+//! run's own recorder (`run::state::Recorder`), as a run on systemd is.
 //!
 //! The repository: the runner reads it at `--repo` (default `repo.path`), a directory it can
 //! reach — on a cluster, a volume mounted into the runner's Pod (the CronJob mounts the claim
@@ -14,8 +15,9 @@
 mod stages;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
@@ -29,7 +31,8 @@ use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::naming::RunNames;
 use crate::render::kube::KubeNames;
-use crate::run::record::{Phase, RunRecord, RunResult};
+use crate::run::record::{RunRecord, RunResult};
+use crate::run::state::Recorder;
 
 /// The largest repository bundle a ConfigMap carries: Kubernetes refuses a ConfigMap over
 /// 1 MiB (bytes of all keys and values; `binaryData` counts the decoded bytes). 8 KiB are
@@ -48,12 +51,6 @@ pub const LOG_CAP: u64 = 4 * 1024 * 1024;
 
 /// Lines of the agent's and the gate's log kept in the record.
 const LOG_LINES: usize = 40;
-
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
 
 /// Runs `cyclix kube-run`.
 ///
@@ -81,7 +78,7 @@ fn run_on(
     args: &KubeRunArgs,
     r: &Rendered,
     cluster: &dyn Cluster,
-    stop: &AtomicBool,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Outcome> {
     let repo = args
         .repo
@@ -103,7 +100,7 @@ fn run_on(
         rec: &mut rec,
         secrets: Vec::new(),
         delivery: None,
-        stop,
+        recorder: Recorder::new(Some(stop.clone()), None),
     };
     crate::stderrln!(
         "kube-run {} (tenant {}) on {}",
@@ -126,6 +123,7 @@ fn run_on(
         Ok(()) => {}
     }
     run.teardown();
+    rec.phases = std::mem::take(&mut run.recorder.phases);
     let dir = crate::run::record::tenant_dir(&env.state_home, &r.spec.tenant);
     let path = crate::run::record::write(&dir, &rec)?;
     crate::outln!("{}", crate::run::record::summary(&rec));
@@ -155,8 +153,9 @@ struct KubeRun<'a> {
     secrets: Vec<String>,
     /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
     delivery: Option<crate::run::phases::deliver::Start>,
-    /// Set by SIGTERM/SIGINT.
-    stop: &'a AtomicBool,
+    /// The phases' timings and outcomes, as a run on systemd records them (interrupted by
+    /// SIGTERM/SIGINT: no phase but `teardown` and `audit` runs).
+    recorder: Recorder,
 }
 
 type PhaseResult<T> = std::result::Result<T, (&'static str, anyhow::Error)>;
@@ -169,21 +168,12 @@ impl KubeRun<'_> {
         name: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T>,
     ) -> PhaseResult<T> {
-        let start_ms = now_ms();
-        if self.stop.load(Ordering::Relaxed) && !matches!(name, "delete" | "audit") {
-            return Err((name, anyhow::anyhow!("interrupted before phase {name}")));
-        }
-        let out = f(self);
-        self.rec.phases.push(Phase {
-            name: name.to_string(),
-            start_ms,
-            end_ms: now_ms(),
-            outcome: match &out {
-                Ok(_) => "ok".into(),
-                Err(e) => format!("{e:#}"),
-            },
-        });
-        out.map_err(|e| (name, e))
+        let (begun, stopped) = self.recorder.begin(name);
+        let out = match stopped {
+            Some(e) => Err(e),
+            None => f(self),
+        };
+        self.recorder.end(begun, out).map_err(|e| (name, e))
     }
 
     fn names(&self) -> KubeNames<'_> {
@@ -492,7 +482,7 @@ impl KubeRun<'_> {
         Ok(())
     }
 
-    /// Deletes every object of the run and audits that nothing is left (phases `delete`,
+    /// Deletes every object of the run and audits that nothing is left (phases `teardown`,
     /// `audit`); a failure of either makes the run an error.
     fn teardown(&mut self) {
         if let Some(start) = self.delivery.take() {
@@ -500,7 +490,7 @@ impl KubeRun<'_> {
         }
         let run_id = self.r.run_id.clone();
         let secrets = self.secrets.clone();
-        let deleted = self.phase("delete", |s| s.cluster.delete_run(&run_id, &secrets));
+        let deleted = self.phase("teardown", |s| s.cluster.delete_run(&run_id, &secrets));
         let audit = self.phase("audit", |s| s.cluster.leftovers(&run_id, &secrets));
         let fail = |phase: &str, e: String, rec: &mut RunRecord| {
             if rec.result != RunResult::Error {

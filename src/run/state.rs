@@ -38,9 +38,27 @@ impl Recorder {
         }
     }
 
+    /// Runs `f` as phase `name` ([`Recorder::begin`], then `f` unless the run was
+    /// interrupted, then [`Recorder::end`]).
+    ///
+    /// # Errors
+    /// `f`'s error, or the interruption's, with `phase NAME` added.
     pub(crate) fn phase<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        // Journal field CYCLIX_PHASE on every line logged in the phase (issue 18, item 4).
-        let _span = tracing::info_span!("phase", cyclix_phase = name).entered();
+        let (begun, stopped) = self.begin(name);
+        let r = match stopped {
+            Some(e) => Err(e),
+            None => f(),
+        };
+        self.end(begun, r)
+    }
+
+    /// Starts phase `name`: logs it (every line logged until [`Recorder::end`] carries the
+    /// journal field `CYCLIX_PHASE`, issue 18, item 4), notes it in the progress file and
+    /// marks its start. The second value is the error the phase ends with instead of running
+    /// when the run was interrupted (`teardown` and `audit` always run). For a caller whose
+    /// phase needs the caller itself (`kube-run`); others use [`Recorder::phase`].
+    pub(crate) fn begin(&self, name: &str) -> (Begun, Option<anyhow::Error>) {
+        let span = tracing::info_span!("phase", cyclix_phase = name).entered();
         tracing::info!("phase {name} started");
         reached(self.progress.as_deref(), &format!("phase.{name}"), name);
         let start_ms = now_ms();
@@ -49,26 +67,43 @@ impl Recorder {
                 .interrupted
                 .as_ref()
                 .is_some_and(|i| i.load(Ordering::SeqCst));
-        let r = if interrupted {
-            Err(anyhow!(
-                "stopped by a person (SIGTERM or SIGINT) before this phase began; tearing down"
-            ))
-        } else {
-            f()
+        let stopped = interrupted.then(|| {
+            anyhow!("stopped by a person (SIGTERM or SIGINT) before this phase began; tearing down")
+        });
+        let begun = Begun {
+            name: name.to_owned(),
+            start_ms,
+            _span: span,
         };
+        (begun, stopped)
+    }
+
+    /// Ends the phase `begun` with `r`: its timing and outcome recorded.
+    ///
+    /// # Errors
+    /// `r`'s error with `phase NAME` added.
+    pub(crate) fn end<T>(&mut self, begun: Begun, r: Result<T>) -> Result<T> {
+        let name = begun.name;
         let outcome = match &r {
             Ok(_) => "ok".to_string(),
             Err(e) => format!("{e:#}"),
         };
         tracing::info!("phase {name}: {outcome}");
         self.phases.push(Phase {
-            name: name.into(),
-            start_ms,
+            name: name.clone(),
+            start_ms: begun.start_ms,
             end_ms: now_ms(),
             outcome,
         });
         r.with_context(|| format!("phase {name}"))
     }
+}
+
+/// A phase begun ([`Recorder::begin`]): its name, its start and the log span it holds open.
+pub(crate) struct Begun {
+    name: String,
+    start_ms: u128,
+    _span: tracing::span::EnteredSpan,
 }
 
 /// What a run holds while it runs: its ledger (everything it created, on disk as it grows)

@@ -92,6 +92,10 @@ fn setup(tmp: &Path) -> (HostEnv, KubeRunArgs) {
 }
 
 fn drive(fake: &Fake) -> (Result<Outcome>, RunRecord) {
+    drive_stopped(fake, false)
+}
+
+fn drive_stopped(fake: &Fake, stopped: bool) -> (Result<Outcome>, RunRecord) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (env, args) = setup(tmp.path());
     let Ok(r) = render(&env, &args.render.render_args()).expect("render") else {
@@ -102,7 +106,7 @@ fn drive(fake: &Fake) -> (Result<Outcome>, RunRecord) {
         &args,
         &r,
         fake,
-        &std::sync::atomic::AtomicBool::new(false),
+        &std::sync::Arc::new(std::sync::atomic::AtomicBool::new(stopped)),
     );
     let rec = crate::run::record::latest(&env.state_home, "fake")
         .expect("read")
@@ -162,5 +166,37 @@ fn a_failed_agent_job_skips_the_gate_and_what_the_audit_finds_left_makes_the_run
             .iter()
             .any(|l| l == "Deployment/cyclix-fk-1-proxy"),
         "{rec:?}"
+    );
+}
+
+#[test]
+fn a_runner_stopped_before_it_began_applies_nothing_and_still_tears_down_and_audits() {
+    let fake = Fake {
+        fail_job: "none",
+        sticky: false,
+        applied: RefCell::new(Vec::new()),
+        calls: RefCell::new(Vec::new()),
+    };
+    let (out, rec) = drive_stopped(&fake, true);
+    assert!(matches!(out, Ok(Outcome::Interrupted)), "{out:?}");
+    assert_eq!(rec.result, RunResult::Interrupted);
+    assert!(
+        fake.applied.borrow().is_empty(),
+        "{:?}",
+        fake.applied.borrow()
+    );
+    assert_eq!(*fake.calls.borrow(), ["delete fk-1", "audit"]);
+    // The same recorder as a run on systemd: the refused phase, then teardown and audit.
+    let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["bundle", "teardown", "audit"], "{:?}", rec.phases);
+    assert!(
+        rec.phases[0].outcome.contains("stopped by a person"),
+        "{:?}",
+        rec.phases[0]
+    );
+    assert!(
+        rec.causes.iter().any(|c| c.contains("phase bundle")),
+        "{:?}",
+        rec.causes
     );
 }
