@@ -9,8 +9,11 @@ use crate::spec::SpecContext;
 use crate::systemd::fake::Call;
 use crate::systemd::{FakeUnitManager, Op};
 
+mod expect;
 mod faults;
 mod gate;
+
+use expect::Expect;
 
 type Script = Box<dyn Fn(&FakeUnitManager)>;
 
@@ -160,33 +163,39 @@ fn a_passing_run_goes_through_every_phase_and_leaves_nothing() {
 
 #[test]
 fn agent_and_gate_failures_are_results_not_errors() {
-    let w = world();
-    let units = FakeUnitManager::new();
-    units.exit_after_start("cyclix-r1-agent.service", 3);
-    let host = FakeRunHost::default();
-    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
-    assert_eq!(
-        (rec.result, rec.agent_exit, rec.gate_exit),
-        (RunResult::AgentFailed, Some(3), None)
-    );
-    assert_eq!(rec.result.exit_code(), 1);
-    assert!(
-        !started(&units).contains(&"cyclix-r1-gate.service".to_string()),
-        "gate ran after a failed agent"
-    );
-    nothing_left(&w, &rec, &host);
-
-    let w = world();
-    let units = FakeUnitManager::new();
-    units.exit_after_start("cyclix-r1-agent.service", 0);
-    units.exit_after_start("cyclix-r1-gate.service", 1);
-    let host = FakeRunHost::default();
-    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
-    assert_eq!(
-        (rec.result, rec.gate_exit),
-        (RunResult::GateFailed, Some(1))
-    );
-    nothing_left(&w, &rec, &host);
+    let rows = [
+        (
+            "the agent exits 3",
+            Some(3),
+            None,
+            Expect::result(RunResult::AgentFailed)
+                .agent(Some(3))
+                .gate(None)
+                .gate_ran(false),
+        ),
+        (
+            "the gate exits 1",
+            Some(0),
+            Some(1),
+            Expect::result(RunResult::GateFailed)
+                .agent(Some(0))
+                .gate(Some(1))
+                .gate_ran(true),
+        ),
+    ];
+    for (row, agent, gate, expect) in rows {
+        let w = world();
+        let units = FakeUnitManager::new();
+        if let Some(code) = agent {
+            units.exit_after_start("cyclix-r1-agent.service", code);
+        }
+        if let Some(code) = gate {
+            units.exit_after_start("cyclix-r1-gate.service", code);
+        }
+        let host = FakeRunHost::default();
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+        expect.check(row, &w, &rec, &units, &host);
+    }
 }
 
 fn fails_in(phase: &str, rec: &RunRecord) {
@@ -210,14 +219,11 @@ fn a_base_or_repository_git_cannot_read_names_the_specs_file_line_and_key() {
             fail: vec![op.into()],
             ..Default::default()
         };
-        let rec = execute(&w.inp, Ledger::in_memory(), &FakeUnitManager::new(), &host);
-        fails_in("prepare", &rec);
-        let err = rec.error.as_deref().unwrap_or_default();
-        assert!(
-            err.contains(&format!("t.yaml:2: {key}: injected failure in {op}")),
-            "{err}"
-        );
-        nothing_left(&w, &rec, &host);
+        let units = FakeUnitManager::new();
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+        Expect::error_in("prepare")
+            .error_has(format!("t.yaml:2: {key}: injected failure in {op}"))
+            .check(op, &w, &rec, &units, &host);
     }
 }
 
@@ -241,15 +247,12 @@ fn every_phase_failure_is_named_and_torn_down() {
             ..Default::default()
         };
         let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
-        fails_in(
-            match op {
-                "commits" => "collect",
-                "import_bundle" => "import",
-                _ => "prepare",
-            },
-            &rec,
-        );
-        nothing_left(&w, &rec, &host);
+        Expect::error_in(match op {
+            "commits" => "collect",
+            "import_bundle" => "import",
+            _ => "prepare",
+        })
+        .check(op, &w, &rec, &units, &host);
     }
     let cases: Vec<(&str, Script)> = vec![
         (
@@ -304,8 +307,7 @@ fn every_phase_failure_is_named_and_torn_down() {
         script(&units);
         let host = FakeRunHost::default();
         let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
-        fails_in(phase, &rec);
-        nothing_left(&w, &rec, &host);
+        Expect::error_in(phase).check(phase, &w, &rec, &units, &host);
     }
 }
 
