@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 
 use super::super::inputs::Deadlines;
-use super::super::seam::RunHost;
 use super::super::state::{Recorder, RunState};
 use super::invocations;
 use super::probe::{Probe, WATCH_EXIT_GRACE, boundary_proven, release, watch_round};
 use crate::render::{self};
 use crate::run::record::{BaselineRecord, RunResult};
+use crate::run::seam::{RunHost, RunPodman, RunProcs};
 use crate::systemd::{ActiveState, Error as UnitError, JobMode, UnitManager};
 use crate::tier::Tier;
 
@@ -189,7 +189,7 @@ pub(crate) fn host_gate(
 /// has touched anything), then the agent's go or refusal. Whether the agent may start.
 fn baseline_passed(
     inp: &AgentInputs<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     r: &mut Recorder,
     agent: &str,
     out: &mut AgentReport,
@@ -226,7 +226,7 @@ pub(crate) enum AgentEnd {
 pub(crate) fn watch_to_end(
     inp: &AgentInputs<'_>,
     units: &dyn UnitManager,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     unit: &str,
     budget: Duration,
     noted: &invocations::Proven,
@@ -401,7 +401,7 @@ pub(crate) fn killed_by(units: &dyn UnitManager, unit: &str) -> Option<String> {
 /// not the agent's (measured: an agent that exited 0 came out as exit 1), and podman cannot
 /// start the next container (measured: the export container exited 125 after an agent that
 /// exited 0).
-pub(crate) fn runtime_dir_full(host: &dyn RunHost, run_dir: &std::path::Path) -> Option<String> {
+pub(crate) fn runtime_dir_full(host: &dyn RunProcs, run_dir: &std::path::Path) -> Option<String> {
     let s = host.fs_space(run_dir).ok()?;
     (s.avail < crate::run::space::FULL_BELOW).then(|| {
         format!(

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 pub use super::super::record::BaselineRecord;
-use super::super::seam::RunHost;
 use super::collect::log_tail;
+use crate::run::seam::RunPodman;
 use crate::spec::Baseline;
 
 /// What the refused file says when the baseline failed (`cyclix agent-wait` prints it).
@@ -25,7 +25,7 @@ pub const REFUSED_REASON: &str = "the baseline failed, so the setup is broken";
 /// podman could not run the command for another reason than its deadline.
 pub(crate) fn run(
     b: &Baseline,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     container: &str,
     secrets: &[&[u8]],
 ) -> Result<BaselineRecord> {

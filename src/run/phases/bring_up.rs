@@ -3,6 +3,8 @@
 //! agent unit).
 
 use std::path::Path;
+
+use crate::run::seam::{RunHost, RunJournal};
 #[cfg(test)]
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +13,6 @@ use anyhow::{Context as _, Result, anyhow, bail};
 
 use super::super::inputs::RunPaths;
 use super::super::ledger::{Entry, Ledger};
-use super::super::seam::RunHost;
 use super::super::state::now_ms;
 use super::collect::log_tail;
 use crate::render::{self, Dest, RunContext};
@@ -272,7 +273,7 @@ pub(crate) fn start_units(
 pub(crate) fn service_failed(
     inp: &BringUp<'_>,
     svc: &render::plan::ServicePlan,
-    host: &dyn RunHost,
+    host: &dyn RunJournal,
     cause: &anyhow::Error,
 ) -> anyhow::Error {
     use std::fmt::Write as _;

@@ -10,8 +10,8 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::super::record::BuiltImageRecord;
-use super::super::seam::RunHost;
 use crate::images::build::{BuildFailed, Request};
+use crate::run::seam::{RunHost, RunPodman};
 use crate::spec::{Image, Spec};
 
 /// Whether `spec` builds any image.
@@ -67,7 +67,7 @@ pub(crate) fn phase(
 /// The first build that failed (then `built.build_log` holds podman's last lines).
 pub(crate) fn build_images(
     spec: &Spec,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     base: &str,
     run_id: &str,
     built_out: &mut Built,

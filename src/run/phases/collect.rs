@@ -7,9 +7,9 @@ use std::path::Path;
 use anyhow::{Result, bail};
 
 use super::super::ledger::Ledger;
-use super::super::seam::RunHost;
 use crate::render::{self};
 use crate::run::record::CommitInfo;
+use crate::run::seam::{RunHost, RunJournal};
 use crate::systemd::{ActiveState, UnitManager};
 
 /// What the collect phase found, for the record.
@@ -230,7 +230,7 @@ pub(crate) struct Outputs<'a> {
 /// Starts reading the agent's and the gate's raw output files (before their units start).
 pub(crate) fn follow_outputs(
     o: &Outputs<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunJournal,
     names: &render::plan::UnitNames,
 ) -> Result<()> {
     let format = if o.tier == crate::tier::Tier::Container {

@@ -17,10 +17,10 @@ use super::super::import::FillRequest;
 use super::super::inputs::Deadlines;
 use super::super::ledger::{Entry, Ledger};
 use super::super::record::{BaseInventory, GateInventory, ProtectedChange, RunResult};
-use super::super::seam::RunHost;
 use super::super::state::Recorder;
 use super::agent::run_to_end;
 use crate::gate::{Results, Verdict};
+use crate::run::seam::{RunHost, RunPodman};
 use crate::systemd::UnitManager;
 use crate::twin::{Counts, TestCase};
 
@@ -257,7 +257,7 @@ fn write_trees(
 /// Writes `tree` into the new directory `dest` (in the ledger before it exists).
 fn fill(
     inp: &GateInputs<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     ledger: &mut Ledger,
     trees: &Trees,
     tree: &str,
@@ -379,7 +379,7 @@ fn base_inventory(
 
 /// The gate image's identity for the cache key: its digest when the spec pins one, else the
 /// local image's id.
-fn gate_image_id(host: &dyn RunHost, gate: &crate::spec::Gate) -> Result<String> {
+fn gate_image_id(host: &dyn RunPodman, gate: &crate::spec::Gate) -> Result<String> {
     let reference = gate.image.reference();
     match reference.split_once("@sha256:") {
         Some(_) => Ok(reference.to_string()),

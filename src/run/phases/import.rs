@@ -9,8 +9,8 @@ use anyhow::{Context as _, Result};
 use super::super::import::{Export, ExportRequest};
 use super::super::ledger::Entry;
 use super::super::record::{ImportRecord, RunResult};
-use super::super::seam::RunHost;
 use super::super::state::RunState;
+use crate::run::seam::{RunHost, RunPodman};
 
 /// The run's private repository as the export containers see it (tier `container`): what
 /// the gate's checkout and the import need of the run's inputs.
@@ -151,7 +151,7 @@ pub(crate) fn import(
 /// Exports the uncommitted diff and keeps it beside the record when it touches any file.
 fn uncommitted(
     inp: &ImportInputs<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     req: &ExportRequest,
     out: &mut ImportRecord,
     notices: &mut Vec<String>,

@@ -13,10 +13,10 @@ use anyhow::{Context as _, Result};
 use super::super::boundary;
 use super::super::ledger::{Entry, Ledger};
 use super::super::reserve::{reserve_ports, reserve_subnet};
-use super::super::seam::RunHost;
 use super::super::state::RunState;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self, plan::TASK_FILE};
+use crate::run::seam::{RunGit, RunHost, RunPodman, RunProcs};
 use crate::spec::Spec;
 use crate::tier::Tier;
 
@@ -65,7 +65,7 @@ pub(crate) struct Plant<'a> {
 /// `repo.path` that is no git work tree name the spec's file, line and key (newcomer trial 8).
 fn base_and_common(
     spec: &crate::spec::Spec,
-    host: &dyn RunHost,
+    host: &dyn RunGit,
     repo: &Path,
     base_override: Option<&str>,
 ) -> Result<(String, PathBuf)> {
@@ -204,7 +204,7 @@ pub(crate) fn prepare(
 /// as mounts declared to the probes (P18 then proves each is read-only).
 fn setup_mounts(
     inp: &Prepare<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunGit,
     base: &str,
 ) -> Result<(Vec<String>, Vec<crate::probe::DeclaredMount>)> {
     if inp.spec.tier != Tier::Container {
@@ -226,7 +226,7 @@ fn setup_mounts(
 /// receives, and the proxy's credential include file when the spec has credentials.
 fn create_secrets(
     inp: &Prepare<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     created: &mut RunState,
     to_containers: &[(String, Vec<u8>)],
 ) -> Result<()> {
@@ -366,7 +366,7 @@ pub(crate) fn systemd_env_quote(v: &[u8]) -> Vec<u8> {
 pub(crate) fn wait_for_storage_lock(
     wait: Duration,
     interrupted: &AtomicBool,
-    host: &dyn RunHost,
+    host: &dyn RunProcs,
     notices: &mut Vec<String>,
 ) -> Result<()> {
     let waited = crate::run::storage_lock::wait_free(

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use super::super::boundary;
-use super::super::seam::RunHost;
 use super::super::state::now_ms;
 use super::super::tripwire::{self, Tripwires};
 use crate::render::{self};
+use crate::run::seam::RunPodman;
 
 /// What the probe phase and the leak watch need of the run's inputs.
 pub(crate) struct Probe<'a> {
@@ -52,7 +52,7 @@ pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str) -> Result<u128> {
 /// `probes` as soon as it is read; returns why the boundary is refused (empty: proven).
 pub(crate) fn boundary_proven(
     inp: &Probe<'_>,
-    host: &dyn RunHost,
+    host: &(dyn RunPodman + Sync),
     container: &str,
     tripwires: Option<&mut Tripwires>,
     probes: &mut Vec<serde_json::Value>,
@@ -126,7 +126,7 @@ pub(crate) struct Round {
 /// environment (authoritative: it does not depend on the sandbox's cooperation).
 pub(crate) fn watch_round(
     inp: &Probe<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunPodman,
     container: &str,
     interval: Duration,
 ) -> Round {
@@ -196,7 +196,7 @@ pub(crate) const WATCH_EXIT_GRACE: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::seam::{FakeRunHost, RunPodman as _};
+    use crate::run::seam::FakeRunHost;
 
     fn inp() -> Probe<'static> {
         Probe {

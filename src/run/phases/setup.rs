@@ -13,7 +13,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::super::seam::RunHost;
+use crate::run::seam::RunGit;
 use crate::spec::Spec;
 
 /// Most setup paths bound one by one; a glob matching more is refused at prepare (name the
@@ -95,7 +95,7 @@ pub fn bind_targets(
 ///
 /// # Errors
 /// As [`bind_targets`], or git failed.
-pub(crate) fn resolve(spec: &Spec, host: &dyn RunHost, base: &str) -> Result<Vec<String>> {
+pub(crate) fn resolve(spec: &Spec, host: &dyn RunGit, base: &str) -> Result<Vec<String>> {
     let repo = Path::new(&spec.repo.path);
     bind_targets(&spec.setup, |p| {
         host.tree_entries(repo, base, &crate::spec::setup_pathspecs_of(p))
@@ -109,7 +109,7 @@ pub(crate) fn resolve(spec: &Spec, host: &dyn RunHost, base: &str) -> Result<Vec
 /// git failed.
 pub(crate) fn changes(
     spec: &Spec,
-    host: &dyn RunHost,
+    host: &dyn RunGit,
     base: &str,
     tip: &str,
 ) -> Result<Vec<String>> {

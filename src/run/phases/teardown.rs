@@ -8,9 +8,9 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 
 use super::super::ledger::Entry;
-use super::super::seam::RunHost;
 use super::super::state::RunState;
 use super::super::tripwire;
+use crate::run::seam::{RunHost, RunProcs};
 use crate::systemd::{Error as UnitError, JobMode, UnitManager};
 
 /// What teardown needs besides the ledger.
@@ -221,7 +221,7 @@ fn trees(
 /// ledger) and releases the run's reservations.
 fn tripwires_and_reservations(
     t: &Teardown<'_>,
-    host: &dyn RunHost,
+    host: &dyn RunProcs,
     st: &mut RunState,
     note: &mut impl FnMut(&str, Result<()>),
 ) {
