@@ -101,6 +101,7 @@ fn run_on(
         secrets: Vec::new(),
         delivery: None,
         recorder: Recorder::new(Some(stop.clone()), None),
+        stop,
     };
     crate::stderrln!(
         "kube-run {} (tenant {}) on {}",
@@ -153,6 +154,8 @@ struct KubeRun<'a> {
     secrets: Vec<String>,
     /// The delivery's start (`delivery:` in the spec): the branch lock, the remote tip.
     delivery: Option<crate::run::phases::deliver::Start>,
+    /// Set by SIGTERM/SIGINT (the recorder refuses the next phase; a delivery's lock wait ends).
+    stop: &'a AtomicBool,
     /// The phases' timings and outcomes, as a run on systemd records them (interrupted by
     /// SIGTERM/SIGINT: no phase but `teardown` and `audit` runs).
     recorder: Recorder,
@@ -292,7 +295,6 @@ impl KubeRun<'_> {
             .as_ref()
             .context("invariant: a delivery phase has a delivery spec")?;
         let values = super::tenant::run_secrets(self.env, spec)?;
-        let stop = std::sync::atomic::AtomicBool::new(false);
         let locks_dir = self
             .env
             .runtime()
@@ -305,7 +307,8 @@ impl KubeRun<'_> {
             base: &spec.repo.base,
             run_branch: &branch,
             locks_dir,
-            interrupted: &stop,
+            // SIGTERM (the runner Pod deleted) ends a wait for the branch lock too.
+            interrupted: self.stop,
             secrets: values
                 .iter()
                 .map(|(k, v)| (format!("value of secret {k}"), v.as_slice()))

@@ -106,7 +106,7 @@ pub(crate) fn install(
                 );
             }
             tracing::debug!(path = %path.display(), "replacing the claimed environment's file");
-            crate::atomic::write(&path, f.contents.as_bytes())?;
+            write_readable(&path, f.contents.as_bytes())?;
             wrote_units = true;
             continue;
         }
@@ -145,6 +145,12 @@ pub(crate) fn install_file(
     ledger.record(Entry::File {
         path: path.to_path_buf(),
     })?;
+    write_readable(path, contents)
+}
+
+/// Writes `path` whole ([`crate::atomic`]), then sets mode `0644` whatever the umask (see
+/// [`install_file`]).
+fn write_readable(path: &Path, contents: &[u8]) -> Result<()> {
     crate::atomic::write(path, contents)?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .with_context(|| format!("setting the mode of {}", path.display()))

@@ -39,12 +39,19 @@ pub(crate) fn check(s: &str, globs: Globs) -> Result<(), String> {
     if let Some(c) = s.chars().find(|c| *c == '\\' || c.is_control()) {
         return Err(format!("`{}` contains {c:?}", s.escape_debug()));
     }
-    if globs == Globs::LeadingOnly
-        && let Some(c) = body.chars().find(|c| matches!(c, '*' | '?' | '['))
-    {
-        return Err(format!(
-            "`{s}` contains `{c}`: only a leading `**/` is a pattern"
-        ));
+    if globs == Globs::LeadingOnly {
+        if let Some(c) = body.chars().find(|c| matches!(c, '*' | '?' | '[')) {
+            return Err(format!(
+                "`{s}` contains `{c}`: only a leading `**/` is a pattern"
+            ));
+        }
+        // The delivery matches `**/NAME` against one path component at a time: a `/` after
+        // the `**/` would match nothing, and a hold that holds nothing fails open.
+        if s.starts_with("**/") && body.contains('/') {
+            return Err(format!(
+                "`{s}`: after a leading `**/` comes one name (a file or directory at any depth), not a path"
+            ));
+        }
     }
     for comp in body.split('/') {
         if comp.is_empty() || comp == "." || comp == ".." {

@@ -107,8 +107,13 @@ pub(super) fn acquire_lock(
         Ok::<_, std::io::Error>(Gate::try_take(path, access))
     })
     .map_err(ended)?;
-    let file =
-        flock::open(path).map_err(|e| LockFailure::Io(std::io::Error::other(format!("{e:#}"))))?;
+    // The error's own words without flock's context: `Error::Lock` names the path.
+    let file = flock::open(path).map_err(|e| {
+        LockFailure::Io(
+            e.downcast::<std::io::Error>()
+                .unwrap_or_else(|e| std::io::Error::other(format!("{e:#}"))),
+        )
+    })?;
     flock::wait(poll, None, || {
         flock::try_lock(&file, access).map(|taken| taken.then_some(()))
     })
