@@ -69,6 +69,10 @@ pub struct Context {
     /// context): `allowed_port` alone.
     #[serde(default)]
     pub allowed_ports: Vec<u16>,
+    /// `egress.http_ports` (`[80]`): the allowed ports plain HTTP may use; on the others the
+    /// positive controls use `CONNECT` (issue 31). Absent (an older context): `[80]`.
+    #[serde(default = "default_http_ports")]
+    pub http_ports: Vec<u16>,
     /// A text the allowed host's `/` page contains (N13), e.g. `hello-from-allowed.example`;
     /// empty: any 200 counts.
     #[serde(default)]
@@ -214,6 +218,10 @@ fn default_init() -> String {
 fn default_max_pids() -> usize {
     30
 }
+fn default_http_ports() -> Vec<u16> {
+    vec![80]
+}
+
 fn default_no_proxy() -> Vec<String> {
     vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
 }
@@ -254,6 +262,7 @@ impl Context {
             },
             allowed_host: allowed.unwrap_or_default(),
             allowed_ports: spec.egress.ports.clone(),
+            http_ports: spec.egress.http_ports.clone(),
             allowed_marker: String::new(),
             denied_host: denied.to_string(),
             redirect_url: None,
@@ -297,6 +306,12 @@ impl Context {
         } else {
             self.host_uid
         }
+    }
+
+    /// Whether the proxy relays plain HTTP to `port` ([`Context::http_ports`]).
+    #[must_use]
+    pub fn takes_plain_http(&self, port: u16) -> bool {
+        self.http_ports.contains(&port)
     }
 
     /// The spec's allowed ports: [`Context::allowed_ports`], or `allowed_port` alone when that

@@ -29,9 +29,9 @@ pub mod yaml;
 use std::fmt;
 
 pub use model::{
-    Agent, Baseline, Build, CaCert, Credential, CredentialScheme, Delivery, Egress, Gate, Health,
-    HostPattern, Image, Mount, Notify, Pool, PresetUse, Repo, Resources, Schedule, Service, Spec,
-    Task,
+    Agent, Baseline, Build, CaCert, Credential, CredentialBudget, CredentialScheme, Delivery,
+    Egress, Gate, Health, HostPattern, Image, Mount, Notify, Pool, PresetUse, Repo, Resources,
+    Schedule, Service, Spec, Task,
 };
 pub use rules::durations::duration_s;
 pub use sections::agent_preset::{SANDBOX_TASK_PATH, apply_model};

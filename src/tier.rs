@@ -38,6 +38,8 @@ pub struct TierFacts {
     pub use_when: &'static str,
     /// What the gate judges the agent's work with (docs/gate.md).
     pub gate: &'static str,
+    /// What the agent's network goes through, and what the proxy mints for it (docs/boundary.md).
+    pub egress: &'static str,
     /// What it does not protect against (every tier states this, `container` too).
     pub does_not_protect_against: &'static [&'static str],
 }
@@ -52,6 +54,7 @@ pub const TIERS: [TierFacts; 3] = [
         summary: "no isolation: the agent runs as you, in your checkout, with your network",
         use_when: "only for an agent you would trust with your shell; must be set explicitly",
         gate: "the gate runs in your checkout on whatever the agent left there, its tests included: an agent can change the tests it is judged by (`gate.protected` needs tier container)",
+        egress: "none: the agent's network is yours (no proxy, no allowlist)",
         does_not_protect_against: &[
             "anything: the agent can read and change every file you can, including ~/.ssh",
             "edits to your working tree, branches and .git/hooks",
@@ -68,6 +71,7 @@ pub const TIERS: [TierFacts; 3] = [
         summary: "version isolation only: a git worktree on a run branch, same rights as you",
         use_when: "the agent is trusted but its changes must not touch your checkout",
         gate: "the gate runs in the agent's worktree on whatever it left there, its tests included: an agent can change the tests it is judged by (`gate.protected` needs tier container)",
+        egress: "none: the agent's network is yours (no proxy, no allowlist)",
         does_not_protect_against: &[
             "reading or writing any file you can, outside the worktree too",
             "writing the shared .git (hooks, config) that your own git later runs",
@@ -84,9 +88,11 @@ pub const TIERS: [TierFacts; 3] = [
         summary: "rights isolation: rootless Podman, a private repository of the run (nothing of yours mounted), commits imported as a checked bundle; egress only via the allowlist proxy",
         use_when: "the default for any agent: untrusted code, prompts from others, scheduled runs",
         gate: "the gate runs with no network on the commits as imported, written out from your repository; with `gate.protected` every protected path (the tests and their configuration) is the base's, decided in your repository, and the base's tests are counted one by one on the base and on the agent's tree: one that ran at base and does not run now (deleted, skipped, deselected) ends the run gate_weakened",
+        egress: "only through the run's proxy: allowlisted names on allowed ports; plain HTTP only to `egress.http_ports` (default 80); a CONNECT is spliced only when its ClientHello names the CONNECT host and the server answered with TLS (nothing decrypted). To answer a tunnel it cut with an error, the proxy signs a certificate with a certificate authority of the run's own: made when the proxy starts, its key only on the proxy's private tmpfs, gone with it; it is never given to the sandbox and nothing trusts it, so it cannot intercept anything",
         does_not_protect_against: &[
             "kernel or container-runtime exploits (the sandbox shares the host kernel)",
-            "exfiltration to an allowed host (the allowlist is by name; TLS SNI/domain fronting is not inspected)",
+            "exfiltration to an allowed host: whatever it accepts (an upload, a request with the agent's own key) leaves; allowlist only the names the task needs",
+            "domain fronting through an allowed multi-tenant front: TLS whose SNI names the allowed host and whose encrypted Host names another site on the same CDN passes, since the proxy does not decrypt; allowlist the narrow names of services, never a CDN's shared front",
             "the agent's changes to the project itself: review the run branch before merging it",
             "a test made trivially true through the code under test, or code under test that subverts the test runner from inside its process (it runs there): the gate trusts the runner's JUnit report; run the runner before the work tree is on its import path (docs/gate.md)",
             "resource exhaustion where cgroup controllers are not delegated to the user manager",

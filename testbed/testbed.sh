@@ -37,6 +37,9 @@
 #   203.0.113.10:443  allowed.example   TLS or not (testbed/fixtures/outside_tls.py allowed):
 #                                       TLS gets "hello-from-allowed.example-tls", other bytes
 #                                       an SSH-like banner + echo (tunnel tests, issue 13)
+#   203.0.113.10:2525 allowed.example   a junk-tolerant line service, no TLS (outside_tls.py line):
+#                                       answers every line, logs what it received to
+#                                       /run/testbed-line/received.jsonl (issue 31's tunnel tests)
 #   203.0.113.20/32   api.example       :443 TLS stand-in of a model API host; records every
 #                                       request in /run/testbed-api/requests.jsonl
 #                                       (testbed/fixtures/outside_tls.py api); the model APIs
@@ -371,9 +374,10 @@ EOF
   install -D -m 0644 "$PROJECT_ROOT/testbed/fixtures/standin_api.py" "$R/usr/local/lib/testbed/standin_api.py"
   tls_unit "$R" allowed allowed 203.0.113.10:443
   tls_unit "$R" api api 203.0.113.20:443
+  tls_unit "$R" line line 203.0.113.10:2525
   systemctl --root="$R" enable testbed-net.service testbed-http-private.service testbed-http-allowed.service \
     testbed-http-allowed-8080.service testbed-http-denied.service testbed-tls-allowed.service \
-    testbed-tls-api.service >/dev/null 2>&1
+    testbed-tls-api.service testbed-tls-line.service >/dev/null 2>&1
   if [ "$TB_SUITE" = bookworm ]; then
     # Debian 12 ships no storage.conf without containers-storage (a Suggests), and podman
     # 4.3 then picks vfs for rootless storage (a full copy of every layer). Native overlay
@@ -666,6 +670,8 @@ case "$tls" in
   *hello-from-allowed.example-tls*stand_in*api.example*SSH-2.0-testbed-outside*) ok "outside TLS hosts (allowed.example:443, api.example:443 with the test CA; non-TLS gets the banner)" ;;
   *) bad "outside TLS hosts: $tls" ;;
 esac
+line=$(podman run --rm --network pasta $DEB python3 -c 'import socket; s=socket.create_connection(("allowed.example", 2525), 5); s.sendall(b"junk\r\nPING\r\n"); import time; time.sleep(0.3); print(s.recv(64).decode().split())' 2>&1)
+[ "$line" = "['-ERR', 'unknown', 'command', '+PONG']" ] && ok "the line service (allowed.example:2525) answers junk and PING" || bad "line service: $line"
 podman network rm -f st-int st-ext >/dev/null
 # -- 4. quadlet: .network(Internal) .network .volume .pod .container x3 + template service + timer
 mkdir -p $Q $U

@@ -35,6 +35,18 @@ const IMAGE_CONTEXT: &[(&str, &str)] = &[
         include_str!("../../images/proxy/cyclix-sni-eq"),
     ),
     (
+        "images/proxy/cyclix-proxy-start",
+        include_str!("../../images/proxy/cyclix-proxy-start"),
+    ),
+    (
+        "images/proxy/cyclix-budget",
+        include_str!("../../images/proxy/cyclix-budget"),
+    ),
+    (
+        "images/proxy/ERR_CYCLIX_BUDGET",
+        include_str!("../../images/proxy/ERR_CYCLIX_BUDGET"),
+    ),
+    (
         "images/postgres/Containerfile",
         include_str!("../../images/postgres/Containerfile"),
     ),

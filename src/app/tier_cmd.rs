@@ -22,6 +22,7 @@ pub fn tier_text(facts: &[&TierFacts]) -> String {
         let _ = writeln!(s, "  network restricted: {}", yn(f.network_restricted));
         let _ = writeln!(s, "  use when: {}", f.use_when);
         let _ = writeln!(s, "  gate: {}", f.gate);
+        let _ = writeln!(s, "  egress: {}", f.egress);
         let _ = writeln!(s, "  does not protect against:");
         for d in f.does_not_protect_against {
             let _ = writeln!(s, "    - {d}");

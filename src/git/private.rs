@@ -97,8 +97,14 @@ fn copy_objects(user_repo: &Path, path: &Path, pack_dir: &Path, base: &str) -> R
             detail: format!("index-pack printed {hash:?}"),
         });
     }
-    for ext in ["pack", "idx"] {
+    // The pack, its index and whatever else index-pack wrote beside them (git >= 2.41 writes a
+    // reverse index `.rev` by default): each renamed with the pack, or git in the sandbox warns
+    // "no corresponding .idx or .pack" about a stray `incoming.rev` (issue 31).
+    for ext in ["pack", "idx", "rev", "bitmap", "mtimes", "promisor"] {
         let from = pack_dir.join(format!("incoming.{ext}"));
+        if !matches!(ext, "pack" | "idx") && !from.exists() {
+            continue;
+        }
         let to = pack_dir.join(format!("pack-{hash}.{ext}"));
         std::fs::rename(&from, &to).map_err(|source| GitError::Io {
             action: format!("renaming {} to {}", from.display(), to.display()),
@@ -274,6 +280,36 @@ mod tests {
             "the other branch's commit was copied"
         );
         assert!(!private.join(".git/hooks").exists(), "no hook templates");
+        // Every file of the pack is renamed with it: no stray `incoming.*` that git warns
+        // about, and the repository is whole.
+        let packs = listing(&private.join(".git/objects/pack"));
+        assert!(
+            packs.iter().all(|f| f.contains("pack-")),
+            "a pack file kept its temporary name: {packs:?}"
+        );
+        assert!(
+            packs
+                .iter()
+                .any(|f| Path::new(f).extension().is_some_and(|e| e == "pack")),
+            "{packs:?}"
+        );
+        let fsck = process::run_status(
+            "git",
+            &[
+                "-C",
+                &private.to_string_lossy(),
+                "fsck",
+                "--strict",
+                "--no-dangling",
+            ],
+            None,
+            GIT_WORKTREE_DEADLINE,
+            "",
+        )
+        .expect("runs");
+        assert!(fsck.status.success(), "{fsck:?}");
+        let garbage = git_in(&private, &["count-objects", "-v"]);
+        assert!(garbage.contains("\ngarbage: 0\n"), "{garbage}");
         assert!(!private.join(".git/objects/info/alternates").exists());
         // An existing path is never reused.
         assert!(matches!(

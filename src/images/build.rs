@@ -277,6 +277,8 @@ impl Net {
         let egress = Egress {
             allow: req.build.egress.clone(),
             ports: vec![80, 443],
+            // Debian's and other package mirrors answer plain HTTP on 80.
+            http_ports: vec![80],
             report_only: false,
             ca_certs: Vec::new(),
         };

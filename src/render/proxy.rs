@@ -27,19 +27,24 @@
 //!   with reason `allowlisted` (the policy allowed it; the status tells the failure).
 //! - Squid adds `Cache-Control: max-age=259200` to forwarded plain-HTTP requests.
 //!
-//! Tunnels (issue 13, field report B31, probe N17): an allowed `CONNECT` must carry a TLS
-//! `ClientHello` whose SNI is the CONNECT host exactly; another SNI (domain fronting), no SNI, or
-//! bytes that are not TLS (SSH over port 443) are cut at once and logged `sni_mismatch` /
-//! `not_tls`. Squid only peeks at the `ClientHello` (`ssl_bump peek`, then `splice` or
-//! `terminate`): nothing is decrypted and no certificate is minted (module `tunnel`). Because
-//! the forward port is then an `ssl-bump` port, a refused `CONNECT` is answered 407 (squid
-//! would otherwise answer 200 and bump it to deliver the 403 inside TLS). Report-only mode keeps
-//! a plain forward port and does not check tunnels (see `tunnel::render_tunnel_rules`).
-//! Still not covered (accepted, documented risk): what flows inside a spliced tunnel after a
-//! matching `ClientHello` is encrypted and stays unseen, so an HTTP `Host` inside it that names
-//! another site of the same front (CDN domain fronting with an honest SNI) and a server on
-//! the allowed name that multiplexes protocols (e.g. `sslh` on 443) are the allowed server's
-//! business; only decrypting would see them, which cyclix does not do.
+//! Tunnels (issue 13, field report B31, probe N17; issue 31): an allowed `CONNECT` must carry a
+//! TLS `ClientHello` whose SNI names the CONNECT host (case and a trailing dot aside), and the
+//! server must answer it with TLS before the tunnel is spliced; another SNI (domain fronting),
+//! no SNI, bytes that are not TLS (SSH over port 443), or a server that does not answer TLS (a
+//! line service or a plain HTTP server behind an allowed port) are cut, logged `sni_mismatch`
+//! / `not_tls` / `server_not_tls`, and the server gets at most the `ClientHello`. Squid peeks
+//! at both hellos (`ssl_bump peek` at steps 1 and 2, then `splice` or `terminate`): nothing is
+//! decrypted; the run's own CA (made when the proxy starts, trusted by nothing) only signs the
+//! certificate of squid's error answer (module `tunnel`). Because the forward port is then an
+//! `ssl-bump` port, a refused `CONNECT` is answered 407 (squid would otherwise answer 200 and
+//! bump it to deliver the 403 inside TLS). Report-only mode keeps a plain forward port and does
+//! not check tunnels (see `tunnel::render_tunnel_rules`).
+//! Still not covered (accepted, documented risk): what flows inside a spliced tunnel after
+//! both hellos is encrypted and stays unseen, so an HTTP `Host` inside it that names another
+//! site of the same front (CDN domain fronting with an honest SNI), and a server on the allowed
+//! name that speaks TLS and then something else, are the allowed server's business; only
+//! decrypting would see them, which cyclix does not do. The mitigation is the allowlist:
+//! narrow names of the services themselves, never a CDN's shared front.
 
 pub mod credentials;
 mod decision;
@@ -48,11 +53,11 @@ mod squid;
 mod tunnel;
 
 pub use decision::{
-    Decision, DenyReason, ProxyDecision, REASON_ALLOWLISTED, REASON_CREDENTIAL, WOULD_DENY_PREFIX,
-    parse_decision,
+    Decision, DenyReason, Outcome, ProxyDecision, REASON_ALLOWLISTED, REASON_CREDENTIAL,
+    WOULD_DENY_PREFIX, parse_decision, settle, settled_reason,
 };
 pub use squid::squid_conf;
-pub use tunnel::{NEVER_PRESENTED_CERT, SNI_EQ_HELPER};
+pub use tunnel::{RUN_CA, SNI_EQ_HELPER};
 
 use crate::spec::Egress;
 

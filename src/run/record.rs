@@ -8,11 +8,13 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 mod baseline;
+mod credentials;
 mod delivery;
 mod environment;
 mod gate;
 mod summary;
 pub use baseline::{BaselineRecord, summary_lines as baseline_summary_lines};
+pub use credentials::{CredentialUse, usage as credential_usage};
 pub use delivery::{DeliveryFacts, DeliveryRecord, Outcome, SecretHit};
 pub use environment::{EnvironmentRecord, NO_POOL, NONE_READY};
 pub use gate::{BaseInventory, GateInventory, ProtectedChange};
@@ -262,6 +264,10 @@ pub struct RunRecord {
     /// when no limit applied (`cyclix twin`) or the run ended before it got a slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRecord>,
+    /// What each `agent.credentials` entry carried (issue 31): requests forwarded with the
+    /// key, their body bytes, requests refused over the run's budget; read in collect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialUse>,
 }
 
 /// A run's turn under the host's `max_runs` (`run::capacity`).
@@ -377,6 +383,7 @@ impl RunRecord {
             protected_changes: Vec::new(),
             gate_inventory: None,
             queue: None,
+            credentials: Vec::new(),
             environment: None,
         }
     }

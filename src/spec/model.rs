@@ -306,9 +306,23 @@ pub struct Credential {
     /// What follows `http://PROXY:PORT` in that base URL (`/v1` for `OpenAI`'s SDKs; empty
     /// by default).
     pub base_url_path: String,
+    /// `budget:`: the run's spend cap on this credential's port (issue 31); `None`: no cap
+    /// (the record still counts).
+    pub budget: Option<CredentialBudget>,
     /// 1-based line of the entry in the spec file (for the run's "not set" error).
     #[serde(skip)]
     pub line: usize,
+}
+
+/// `agent.credentials[].budget`: what one run may send through a credential's port. Past
+/// either cap the port answers 429 with a page that says the run's budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CredentialBudget {
+    /// The most requests the proxy forwards with the key; `None`: no cap.
+    pub requests: Option<u64>,
+    /// The most request body bytes (by `Content-Length`) it forwards, in bytes; `None`: no cap.
+    /// Under this cap a request without `Content-Length` is refused (it cannot be counted).
+    pub request_bytes: Option<u64>,
 }
 
 /// The gate container.
@@ -356,8 +370,13 @@ pub enum HostPattern {
 pub struct Egress {
     /// Allowed hosts, sorted and de-duplicated. Empty means deny all.
     pub allow: Vec<HostPattern>,
-    /// Allowed destination ports (plain HTTP and CONNECT), sorted; default `[443]`.
+    /// Allowed destination ports, sorted; default `[443]`. A `CONNECT` to any of them must
+    /// carry TLS from both ends; plain HTTP only to those of [`Egress::http_ports`].
     pub ports: Vec<u16>,
+    /// `egress.http_ports`: the ports of [`Egress::ports`] the proxy relays plain (not
+    /// `CONNECT`) HTTP requests to, sorted; default `[80]` when `ports` has 80, else none
+    /// (issue 31). Each must be in `ports` (validation says so).
+    pub http_ports: Vec<u16>,
     /// Log what would be denied without denying. Stated loudly wherever a run is reported.
     pub report_only: bool,
     /// `egress.ca_certs`: PEM files of extra CAs the proxy trusts when it originates TLS to a

@@ -484,3 +484,102 @@ fn the_leak_watch_stops_a_run_whose_sandbox_holds_the_real_value() {
         "remove the key",
     );
 }
+
+/// The budget agent: five POSTs through the credential's base URL, each with the run's mark in
+/// its path; prints `BUDGET [[status, body], ...]`.
+const BUDGET_AGENT: &str = r#"import json, os, urllib.request, urllib.error
+MARK = os.environ["CRED_MARK"]
+base = os.environ["E2E_BASE_URL"]
+got = []
+for i in range(5):
+    req = urllib.request.Request(f"{base}/v1/messages?m={MARK}-{i}", data=b'{"n": %d}' % i, method="POST", headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            got.append([r.status, r.read().decode()[:200]])
+    except urllib.error.HTTPError as e:
+        got.append([e.code, e.read().decode(errors="replace")[:600]])
+    except Exception as e:
+        got.append([0, repr(e)[:200]])
+print("BUDGET " + json.dumps(got), flush=True)
+"#;
+
+/// Issue 31: a credential with `budget: { requests: 3 }`: the first three requests reach the
+/// API host with the key, the fourth and fifth are refused by the proxy with 429 and the
+/// budget's page; the API host's log shows exactly three; the record and the summary say so.
+/// Control in the same run: the three before the cap went out (the cap is not "refuse all").
+#[test]
+fn a_credential_budget_refuses_the_request_past_it_with_429_and_the_record_counts() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-cred-budget";
+    let mark = format!(
+        "bud{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
+    Tenant::new(t)
+        .file("budget_agent.py", BUDGET_AGENT)
+        .agent_cmd(&format!(
+            "[sh, -c, \"CRED_MARK={mark} exec python3 /work/budget_agent.py\"]"
+        ))
+        .agent_key(
+            "credentials:\n    - env: E2E_API_KEY\n      host: api.example\n      header: x-api-key\n      \
+             paths: [/v1/messages]\n      budget: {requests: 3}",
+        )
+        .gate_cmd("[\"true\"]")
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ports: [80]\n  ca_certs: [/srv/testbed-ca.pem]")
+        .write(tb);
+    let out = crate::common::run::start(tb, t);
+    let rec = record(tb, t);
+    let line = rec["agent_log"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str())
+                .find_map(|l| l.split_once("BUDGET ").map(|(_, j)| j.to_owned()))
+        })
+        .unwrap_or_else(|| panic!("no BUDGET line: {rec:#}\n{out:?}"));
+    let got: Vec<(u16, String)> = serde_json::from_str(&line).expect("BUDGET json");
+    let codes: Vec<u16> = got.iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes, [200, 200, 200, 429, 429], "{got:?}");
+    assert!(
+        got[3].1.contains("budget for this API credential is spent")
+            && got[3].1.contains("budget of 3 requests is spent"),
+        "the 429 says why: {}",
+        got[3].1
+    );
+    let api = expect_success(
+        &tb.root_sh(&format!(
+            "grep -cF '{mark}-' /run/testbed-api/requests.jsonl || true"
+        )),
+        "the API host's log",
+    );
+    assert_eq!(api.trim(), "3", "the API host saw exactly three requests");
+    let c = &rec["credentials"][0];
+    assert_eq!(c["env"], "E2E_API_KEY", "{rec:#}");
+    assert_eq!(
+        (
+            c["requests"].as_u64(),
+            c["refused_over_budget"].as_u64(),
+            c["budget_requests"].as_u64()
+        ),
+        (Some(3), Some(2), Some(3)),
+        "{c:#}"
+    );
+    assert!(
+        c["request_bytes"].as_u64().is_some_and(|b| b >= 3 * 8),
+        "{c:#}"
+    );
+    let status = expect_success(&tb.user(&[&tb.cyclix_bin(), "status", t]), "cyclix status");
+    assert!(
+        status.contains("credential E2E_API_KEY (api.example): 3 requests")
+            && status.contains("budget 3 requests: 2 refused over it"),
+        "{status}"
+    );
+    expect_success(
+        &tb.user_sh(&format!("rm -f ~/.config/cyclix/tenants/{t}.env")),
+        "remove the key",
+    );
+}

@@ -190,7 +190,9 @@ fn a_tunnel_carries_tls_for_its_own_name_or_is_cut() {
         "cyclix status",
     );
     assert!(
-        text.contains("tunnels cut: not TLS, or TLS naming another host"),
+        text.contains(
+            "tunnels cut: not TLS, TLS naming another host, or a server that did not answer TLS"
+        ),
         "{text}"
     );
 }
@@ -208,7 +210,7 @@ fn without_the_tunnel_rules_the_ssh_banner_comes_back_and_n17_refuses_the_run() 
         .write(tb);
     // The run's own rendered squid.conf, minus the tunnel rules and the port's ssl-bump: what
     // cyclix ran before issue 13 (a drop-in, as an attacker with the Quadlet dir could write).
-    let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e '/^ssl_bump/d' -e '/^on_unsupported_protocol/d' -e 's/ ssl-bump.*//' /etc/cyclix/squid.conf > /dev/shm/weak.conf && exec /usr/sbin/squid-openssl -N -f /dev/shm/weak.conf\"";
+    let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e '/^ssl/d' -e '/^on_unsupported_protocol/d' -e 's/ ssl-bump.*//' /etc/cyclix/squid.conf > /dev/shm/weak.conf && exec /usr/sbin/squid-openssl -N -f /dev/shm/weak.conf\"";
     let unit = format!("cyclix-{id}-proxy.container");
     let script = format!(
         "set -e\nQ=~/.config/containers/systemd; mkdir -p $Q/{unit}.d\ncat > $Q/{unit}.d/weaken.conf <<'EOF'\n{weaken}\nEOF\n\
@@ -256,9 +258,11 @@ fn a_spec_allowing_80_and_8080_runs_with_every_probe_passing() {
     demo_setup(tb);
     let name = "t-ports";
     let id = "t-ports-1";
+    // Plain HTTP to 8080 only (issue 31): port 80 is CONNECT + TLS only in this spec, so the
+    // probes' positive controls use 8080 for plain HTTP and a CONNECT on 80.
     Tenant::new(name)
-        .agent_cmd(r#"[sh, -c, "curl -s -o /dev/null -w '%{http_code}' http://allowed.example:8080/ > alt.txt; git add -A && git commit -qm ports"]"#)
-        .egress_allow(&["allowed.example"], &[80, 8080])
+        .agent_cmd(r#"[sh, -c, "curl -s -o /dev/null -w '%{http_code}' http://allowed.example:8080/ > alt.txt; curl -s -o /dev/null -w '%{http_code}' http://allowed.example/ > plain80.txt; git add -A && git commit -qm ports"]"#)
+        .extra_yaml("egress:\n  allow: [allowed.example]\n  ports: [80, 8080]\n  http_ports: [8080]")
         .write(tb);
     let out = tb.user(&[&tb.cyclix_bin(), "run", name, "--run-id", id]);
     let rec = run_record(tb, name, id);
@@ -284,5 +288,19 @@ fn a_spec_allowing_80_and_8080_runs_with_every_probe_passing() {
         &tb.user_sh(&format!("cd ~/src/{name} && git show {branch}:alt.txt")),
         "read the agent's result",
     );
-    assert_eq!(alt, "200", "the second allowed port works");
+    assert_eq!(alt, "200", "plain HTTP to the port http_ports lists works");
+    let plain80 = expect_success(
+        &tb.user_sh(&format!("cd ~/src/{name} && git show {branch}:plain80.txt")),
+        "read the agent's result",
+    );
+    assert_eq!(
+        plain80, "403",
+        "plain HTTP to a port http_ports does not list is refused"
+    );
+    assert!(
+        rec["egress_decisions"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|d| d["by"] == "agent" && d["port"] == "80" && d["reason"] == "port_not_http")),
+        "{rec:#}"
+    );
 }

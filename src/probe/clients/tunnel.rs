@@ -3,10 +3,11 @@
 //! TLS `ClientHello` template those first bytes are made from.
 //!
 //! The `ClientHello` is a byte template with only the SNI filled in: it is never meant to
-//! complete a handshake (no key share, a fixed "random"), so no TLS library and no crypto are
-//! needed; squid's `ssl_bump peek` only parses it, and a TLS server answers it with a TLS
-//! record (a `ServerHello`, a `HelloRetryRequest` or an alert), which is all the positive control
-//! looks for. A TLS crate (rustls) would bring a crypto provider into the probe binary for a
+//! complete a handshake (a fixed "random" and a fixed X25519 key share nobody holds the private
+//! half of), so no TLS library and no crypto are needed. It is complete enough that a TLS 1.3
+//! server answers it with its `ServerHello` (not a `HelloRetryRequest` or an alert): squid
+//! peeks at that answer before it splices (issue 31), and the positive control looks for a TLS
+//! record back. A TLS crate (rustls) would bring a crypto provider into the probe binary for a
 //! handshake nobody completes.
 
 use std::io::{Read as _, Write as _};
@@ -29,7 +30,7 @@ pub const SSH_BANNER: &[u8] = b"SSH-2.0-cyclix-probe\r\n";
 /// A minimal TLS 1.2/1.3 `ClientHello` (one record) naming `sni` (RFC 8446 §4.1.2, RFC 6066 §3):
 /// legacy version 0x0303, a fixed random, no session id, six cipher suites, and the extensions
 /// `server_name`, `supported_groups`, `ec_point_formats`, `signature_algorithms`,
-/// `supported_versions`. `sni` longer than 255 bytes is cut (DNS names are at most 253).
+/// `supported_versions`, `key_share` (X25519, fixed bytes) and `renegotiation_info`. `sni` longer than 255 bytes is cut (DNS names are at most 253).
 #[must_use]
 pub fn client_hello(sni: &str) -> Vec<u8> {
     let name = &sni.as_bytes()[..sni.len().min(255)];
@@ -47,7 +48,11 @@ pub fn client_hello(sni: &str) -> Vec<u8> {
         0x00, 0x0b, 0x00, 0x02, 0x01, 0x00, // ec_point_formats: uncompressed
         0x00, 0x0d, 0x00, 0x08, 0x00, 0x06, 0x04, 0x03, 0x08, 0x04, 0x04, 0x01, // sig algs
         0x00, 0x2b, 0x00, 0x05, 0x04, 0x03, 0x04, 0x03, 0x03, // versions 1.3, 1.2
+        0xff, 0x01, 0x00, 0x01, 0x00, // renegotiation_info: empty (a new connection)
     ]);
+    // key_share: one X25519 share (group 0x001d, 32 bytes): any 32 bytes are a public key.
+    ext.extend_from_slice(&[0x00, 0x33, 0x00, 0x26, 0x00, 0x24, 0x00, 0x1d, 0x00, 0x20]);
+    ext.extend((0..32u8).map(|i| i.wrapping_mul(29) ^ 0xa5)); // fixed, not secret
     let mut body = vec![0x03, 0x03];
     body.extend((0..32u8).map(|i| i.wrapping_mul(37) ^ 0x5a)); // fixed, not secret
     body.push(0); // session id: none

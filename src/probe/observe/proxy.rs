@@ -32,13 +32,11 @@ fn control(ctx: &Context) -> Reply {
 }
 
 /// A request the proxy must let through to `host` (a form of the allowed host) on the allowed
-/// port: `GET http://host/` on port 80; on any other port a `CONNECT host:port`, answered
-/// `200 Connection established` by the proxy itself once its policy allows it. A plain GET
-/// there would measure the service behind the port, not the policy: a TLS port answers plain
-/// HTTP with an error, and a service that does not speak HTTP gets its answer withheld
-/// (`not_http`, issue 13's attack review).
+/// port: `GET http://host/` on a port that takes plain HTTP (`egress.http_ports`, default 80);
+/// on any other port a `CONNECT host:port`, answered `200 Connection established` by the proxy
+/// itself once its policy allows it (plain HTTP there is refused: issue 31).
 fn allowed(ctx: &Context, host: &str) -> Reply {
-    if ctx.allowed_port == 80 {
+    if ctx.takes_plain_http(ctx.allowed_port) {
         get(ctx, &format!("http://{host}/"))
     } else {
         connect(ctx, &format!("{host}:{}", ctx.allowed_port))

@@ -30,6 +30,7 @@ fn ctx() -> Context {
         allowed_host: "allowed.example".into(),
         allowed_port: 80,
         allowed_ports: vec![80],
+        http_ports: vec![80],
         allowed_marker: "hello".into(),
         denied_host: "denied.example".into(),
         redirect_url: None,

@@ -32,6 +32,13 @@ pub fn ca_path(i: usize) -> String {
     format!("/etc/cyclix/ca/{i}.pem")
 }
 
+/// The external ACL helper shipped in the proxy image (`images/proxy/cyclix-budget`) that
+/// counts a credential's requests against the run's budget.
+pub const BUDGET_HELPER: &str = "/usr/local/libexec/cyclix-budget";
+
+/// The error page (in the image's squid templates) of a request refused over the budget.
+pub const BUDGET_PAGE: &str = "ERR_CYCLIX_BUDGET";
+
 /// Squid's uid and gid in the proxy image (Debian's static `proxy` user, base-passwd): the
 /// owner of the mounted include file (mode 0400).
 pub const PROXY_UID: u32 = 13;
@@ -143,6 +150,16 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
         "# `.`/`..` segments (and their %-encodings) never reach a credential's host.\n\
          acl cred_dot_segment urlpath_regex -i /(\\.|%2e){1,2}(/|\\?|$) %2f %5c\n",
     );
+    if plan.credentials.iter().any(|c| c.budget.is_some()) {
+        let _ = writeln!(
+            out,
+            "# The run's budgets: one helper counts every request a budgeted port would forward\n\
+             # (ttl=0: asked every time; one child, so the counts are one sequence).\n\
+             external_acl_type cred_budget ttl=0 negative_ttl=0 children-max=1 children-startup=1 %{{Content-Length}}>h {BUDGET_HELPER}\n\
+             deny_info 429:{BUDGET_PAGE} {}",
+            DenyReason::CredentialBudget.acl()
+        );
+    }
     for (i, c) in plan.credentials.iter().enumerate() {
         let n = format!("cred{i}");
         let _ = writeln!(out, "# {n}: ${} for {}:{}", c.env, c.host, c.port);
@@ -152,6 +169,15 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
             c.host, c.port
         );
         let _ = writeln!(out, "acl {n}_port myportname {n}");
+        if let Some(b) = c.budget {
+            let cap = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |n| n.to_string());
+            let _ = writeln!(
+                out,
+                "acl {n}_budget external cred_budget {n} {} {}",
+                cap(b.requests),
+                cap(b.request_bytes)
+            );
+        }
         let _ = writeln!(out, "acl {n}_method method {}", c.methods.join(" "));
         let paths: Vec<String> = c.paths.iter().map(|p| path_regex(p)).collect();
         let _ = writeln!(out, "acl {n}_path urlpath_regex {}", paths.join(" "));
@@ -205,7 +231,7 @@ pub(super) fn render_rules(out: &mut String, plan: &ProxyPlan) {
         return;
     }
     out.push_str("# Credential ports: listed methods and paths only, never a private address.\n");
-    for i in 0..plan.credentials.len() {
+    for (i, c) in plan.credentials.iter().enumerate() {
         let n = format!("cred{i}");
         let port = format!("{n}_port");
         let method = format!("!{n}_method");
@@ -230,7 +256,15 @@ pub(super) fn render_rules(out: &mut String, plan: &ProxyPlan) {
             "deny",
             &[&port, "to_private", DenyReason::ResolvesToPrivateIp.acl()],
         );
-        access(out, "allow", &[&port, "r_cred"]);
+        if c.budget.is_some() {
+            // Allowed only when the helper counted it; anything else (over the budget, a
+            // helper that failed) is refused: fail closed.
+            let budget = format!("{n}_budget");
+            access(out, "allow", &[&port, &budget, "r_cred"]);
+            access(out, "deny", &[&port, DenyReason::CredentialBudget.acl()]);
+        } else {
+            access(out, "allow", &[&port, "r_cred"]);
+        }
     }
     out.push_str("# A placeholder anywhere else is worthless: refused.\n");
     for i in 0..plan.credentials.len() {

@@ -25,8 +25,19 @@ pub enum DenyReason {
     SniMismatch,
     /// A plain-HTTP request's answer was not HTTP (squid turned it into HTTP/0.9: the service
     /// behind the allowed `host:port` speaks another protocol, e.g. an SSH banner); the answer
-    /// is withheld (`http_reply_access`; attack review of issue 13).
+    /// is withheld (`http_reply_access`; attack review of issue 13). The request itself reached
+    /// the service: counted as sent with its answer withheld, never as refused ([`Outcome`]).
     NotHttp,
+    /// A plain-HTTP (not `CONNECT`) request to a port `egress.http_ports` does not list: refused
+    /// before a byte left (issue 31). Every other allowed port is `CONNECT` + TLS only.
+    PortNotHttp,
+    /// An allowed `CONNECT` tunnel whose server did not answer the `ClientHello` with a TLS
+    /// `ServerHello` squid could read (a line service, a plain HTTP server, a server that stays
+    /// silent until `connect_timeout`): squid never spliced it, the server got the
+    /// `ClientHello` and nothing after it (issue 31). Squid logs no reason of its own for it
+    /// (the `http_access` line that allowed the `CONNECT` set `allowlisted`); it is read from
+    /// squid's error `ERR_SECURE_CONNECT_FAIL` on a `CONNECT` ([`settled_reason`]).
+    ServerNotTls,
     /// No rule allowed the request (the final `deny all`).
     NoRuleMatched,
     /// A credential's port got a method its `methods` do not list (`agent.credentials`).
@@ -34,18 +45,22 @@ pub enum DenyReason {
     /// A credential's port got a path its `paths` do not match (or one with a `.`/`..`
     /// segment).
     CredentialPath,
+    /// A credential's port got a request past the run's budget (`agent.credentials[].budget`),
+    /// or one its budget helper could not count: refused with 429 and the budget page.
+    CredentialBudget,
     /// A request on the forward port carried a run's credential placeholder (in an auth
     /// header or the URL): it is worthless anywhere but the credential's own port.
     Placeholder,
 }
 
 impl DenyReason {
-    /// Every reason, in rule order.
-    pub const ALL: [DenyReason; 9] = [
+    /// Every reason squid's rules annotate, in rule order.
+    pub const ALL: [DenyReason; 10] = [
         DenyReason::ClientNotAllowed,
         DenyReason::IpLiteral,
         DenyReason::DomainNotAllowlisted,
         DenyReason::PortNotAllowed,
+        DenyReason::PortNotHttp,
         DenyReason::ResolvesToPrivateIp,
         DenyReason::NotTls,
         DenyReason::SniMismatch,
@@ -55,11 +70,15 @@ impl DenyReason {
 
     /// The credential reasons, rendered only when the spec has `agent.credentials`
     /// (`credentials.rs`).
-    pub const CREDENTIAL: [DenyReason; 3] = [
+    pub const CREDENTIAL: [DenyReason; 4] = [
         DenyReason::CredentialMethod,
         DenyReason::CredentialPath,
+        DenyReason::CredentialBudget,
         DenyReason::Placeholder,
     ];
+
+    /// The reasons read from squid's error instead of an annotation ([`settled_reason`]).
+    pub const SETTLED: [DenyReason; 1] = [DenyReason::ServerNotTls];
 
     /// The token logged in the `reason` field (e.g. `domain_not_allowlisted`).
     #[must_use]
@@ -73,9 +92,12 @@ impl DenyReason {
             DenyReason::NotTls => "not_tls",
             DenyReason::SniMismatch => "sni_mismatch",
             DenyReason::NotHttp => "not_http",
+            DenyReason::PortNotHttp => "port_not_http",
+            DenyReason::ServerNotTls => "server_not_tls",
             DenyReason::NoRuleMatched => "no_rule_matched",
             DenyReason::CredentialMethod => "credential_method_not_allowed",
             DenyReason::CredentialPath => "credential_path_not_allowed",
+            DenyReason::CredentialBudget => "credential_over_budget",
             DenyReason::Placeholder => "placeholder_refused",
         }
     }
@@ -86,6 +108,7 @@ impl DenyReason {
         Self::ALL
             .into_iter()
             .chain(Self::CREDENTIAL)
+            .chain(Self::SETTLED)
             .find(|r| r.as_str() == token)
     }
 
@@ -100,9 +123,12 @@ impl DenyReason {
             DenyReason::NotTls => "r_not_tls",
             DenyReason::SniMismatch => "r_sni",
             DenyReason::NotHttp => "r_not_http",
+            DenyReason::PortNotHttp => "r_port_not_http",
+            DenyReason::ServerNotTls => "r_server_not_tls",
             DenyReason::NoRuleMatched => "r_no_rule",
             DenyReason::CredentialMethod => "r_cred_method",
             DenyReason::CredentialPath => "r_cred_path",
+            DenyReason::CredentialBudget => "r_cred_budget",
             DenyReason::Placeholder => "r_placeholder",
         }
     }
@@ -118,9 +144,12 @@ impl DenyReason {
             DenyReason::NotTls => "rw_not_tls",
             DenyReason::SniMismatch => "rw_sni",
             DenyReason::NotHttp => "rw_not_http",
+            DenyReason::PortNotHttp => "rw_port_not_http",
+            DenyReason::ServerNotTls => "rw_server_not_tls",
             DenyReason::NoRuleMatched => "rw_no_rule",
             DenyReason::CredentialMethod => "rw_cred_method",
             DenyReason::CredentialPath => "rw_cred_path",
+            DenyReason::CredentialBudget => "rw_cred_budget",
             DenyReason::Placeholder => "rw_placeholder",
         }
     }
@@ -136,6 +165,72 @@ pub const REASON_CREDENTIAL: &str = "credential_added";
 /// Prefix of the reason token logged in report-only mode for a request the enforcing
 /// configuration would have denied: `would_deny:<reason>` (e.g. `would_deny:port_not_allowed`).
 pub const WOULD_DENY_PREFIX: &str = "would_deny:";
+
+/// Squid's error when it could not complete a TLS handshake with a server (`%err_code`).
+const ERR_SECURE_CONNECT_FAIL: &str = "ERR_SECURE_CONNECT_FAIL";
+
+/// The reason one access-log line stands for: its `reason` field, except for a `CONNECT` that
+/// squid ended with `ERR_SECURE_CONNECT_FAIL` (the server did not answer TLS, so the tunnel
+/// was never spliced: [`DenyReason::ServerNotTls`]), whatever the line that allowed it noted.
+#[must_use]
+pub fn settled_reason<'a>(method: &str, reason: &'a str, err: &str) -> &'a str {
+    if method == "CONNECT" && err == ERR_SECURE_CONNECT_FAIL {
+        DenyReason::ServerNotTls.as_str()
+    } else {
+        reason
+    }
+}
+
+/// Settles the `reason` of one decision as the record keeps it (a JSON object with squid's
+/// fields: [`settled_reason`]); the reason squid noted stays in `noted` when it differs.
+pub fn settle(decision: &mut serde_json::Value) {
+    let field = |k: &str| {
+        decision
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (method, reason, err) = (field("method"), field("reason"), field("err"));
+    let settled = settled_reason(&method, &reason, &err);
+    if settled != reason
+        && let Some(obj) = decision.as_object_mut()
+    {
+        obj.insert("noted".into(), reason.clone().into());
+        obj.insert("reason".into(), settled.into());
+    }
+}
+
+/// What became of one request, as the run's summary counts it (issue 31: a count says what
+/// left, never less).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Forwarded (or, in report-only mode, let through) by the proxy.
+    Forwarded,
+    /// Refused before a byte of it left the proxy (a 403, a 407, a refused credential request).
+    Refused,
+    /// A tunnel cut by its content: not TLS, TLS naming another host, or a server that did not
+    /// answer TLS (the server got at most the `ClientHello`).
+    TunnelCut,
+    /// Sent to the server, its answer withheld from the agent ([`DenyReason::NotHttp`]).
+    SentAnswerWithheld,
+}
+
+impl Outcome {
+    /// The outcome of a request with this (settled) `reason` token and HTTP `status`.
+    #[must_use]
+    pub fn of(reason: &str, status: &str) -> Self {
+        match DenyReason::from_token(reason) {
+            Some(DenyReason::NotHttp) => Outcome::SentAnswerWithheld,
+            Some(DenyReason::NotTls | DenyReason::SniMismatch | DenyReason::ServerNotTls) => {
+                Outcome::TunnelCut
+            }
+            Some(_) => Outcome::Refused,
+            None if status == "403" || status == "407" => Outcome::Refused,
+            None => Outcome::Forwarded,
+        }
+    }
+}
 
 /// The proxy's decision for one request, from the `reason` field of its log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +301,12 @@ pub struct ProxyDecision {
     pub sni: Option<String>,
     /// Squid's error code (`%err_code`, e.g. `ERR_PROTOCOL_UNKNOWN`); `None` for `-`.
     pub error: Option<String>,
+    /// The proxy's port the request came in on (`%>lp`): the forward port, or a credential's
+    /// (`credentials::port_of`); `None` for `-` or a line that predates the field.
+    pub listen_port: Option<u16>,
+    /// The request's `Content-Length` (`%{Content-Length}>h`), in bytes; `None` when it had
+    /// none (or the line predates the field).
+    pub content_length: Option<u64>,
 }
 
 /// The JSON object one log line holds; every value but `ts` is a string in squid's output.
@@ -227,6 +328,10 @@ struct RawLine {
     sni: String,
     #[serde(default)]
     err: String,
+    #[serde(default)]
+    lport: String,
+    #[serde(default)]
+    clen: String,
 }
 
 /// Decodes one line of the proxy's access log (the `jsonl` format [`super::squid_conf`] renders).
@@ -237,6 +342,7 @@ struct RawLine {
 #[must_use]
 pub fn parse_decision(line: &str) -> Option<ProxyDecision> {
     let raw: RawLine = serde_json::from_str(line.trim()).ok()?;
+    let decision = Decision::from_token(settled_reason(&raw.method, &raw.reason, &raw.err));
     Some(ProxyDecision {
         ts_ms: ts_to_ms(&raw.ts)?,
         client: raw.client,
@@ -247,11 +353,13 @@ pub fn parse_decision(line: &str) -> Option<ProxyDecision> {
         status: dash_or(&raw.status),
         squid_code: raw.squid,
         server: text_or_none(raw.server),
-        decision: Decision::from_token(&raw.reason),
+        decision,
         duration_ms: dash_or(&raw.ms),
         bytes: dash_or(&raw.bytes),
         sni: text_or_none(raw.sni),
         error: text_or_none(raw.err),
+        listen_port: dash_or(&raw.lport),
+        content_length: dash_or(&raw.clen),
     })
 }
 

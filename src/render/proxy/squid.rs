@@ -11,9 +11,11 @@ use crate::spec::HostPattern;
 /// value so URLs with `"` or `\` still give valid JSON (measured). `%{reason}note` is the
 /// annotation set by the `annotate_transaction` ACL on the `http_access` (or `ssl_bump`,
 /// `on_unsupported_protocol`) line that decided; `%ssl::>sni` is the SNI a tunnel's `ClientHello`
-/// carried and `%err_code` squid's error (`ERR_PROTOCOL_UNKNOWN` for non-TLS bytes in a tunnel).
+/// carried and `%err_code` squid's error (`ERR_PROTOCOL_UNKNOWN` for non-TLS bytes in a tunnel);
+/// `%>lp` the proxy's port the request came in on (a credential's port tells the credential)
+/// and `%{Content-Length}>h` the request's declared body size (the credentials' counts).
 /// The run's key ([`ProxyPlan::log_key`]) goes first: `logformat jsonl {"key":"KEY","ts":…`.
-const LOGFORMAT_REST: &str = r#","ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st","sni":"%"ssl::>sni","err":"%err_code"}"#;
+const LOGFORMAT_REST: &str = r#","ts":%ts.%03tu,"client":"%>a","method":"%"rm","host":"%">rd","port":"%>rP","url":"%"ru","status":"%>Hs","squid":"%Ss","server":"%<a","reason":"%{reason}note","ms":"%tr","bytes":"%<st","sni":"%"ssl::>sni","err":"%err_code","lport":"%>lp","clen":"%"{Content-Length}>h"}"#;
 
 /// Hosts whose text could be pasted into squid.conf as one token: `[a-z0-9.-]`, labels
 /// non-empty, at most 253 bytes. The spec validator guarantees this already; a host that fails
@@ -110,17 +112,19 @@ fn domain_acls(allow: &[HostPattern]) -> DomainAcls {
 ///    configuration then contains no `http_access allow` line at all;
 /// 4. port not in `egress.ports` → 403 `port_not_allowed` (one `port` ACL covers plain
 ///    requests and CONNECT, so CONNECT goes only to allowed ports);
-/// 5. a resolved (or literal) address in [`PRIVATE_RANGES`] → 403 `resolves_to_private_ip`
+/// 5. a plain (not `CONNECT`) request to a port `egress.http_ports` does not list → 403
+///    `port_not_http`, before a byte leaves (issue 31: every other port is CONNECT + TLS only);
+/// 6. a resolved (or literal) address in [`PRIVATE_RANGES`] → 403 `resolves_to_private_ip`
 ///    (every mode);
-/// 6. allowed → `allowlisted`.
+/// 7. allowed → `allowlisted`.
 ///
 /// In an enforcing configuration a refused `CONNECT` is answered 407 instead of 403 (each deny
 /// line gets a `CONNECT` copy: `tunnel::answer_refused_connects_at_once`), and an allowed one
 /// must carry TLS naming its host (module `tunnel`).
 ///
-/// With `report_only`, steps 2–4 only annotate: the request goes on and is logged with
+/// With `report_only`, steps 2–5 only annotate: the request goes on and is logged with
 /// `would_deny:<reason>` (the reason the enforcing configuration would have logged first).
-/// Steps 1 and 5 stay enforced: report-only mode must never open the cloud metadata endpoint,
+/// Steps 1 and 6 stay enforced: report-only mode must never open the cloud metadata endpoint,
 /// the host's loopback or the LAN to the agent, nor serve clients outside the run.
 #[must_use]
 pub fn squid_conf(plan: &ProxyPlan) -> String {
@@ -150,11 +154,12 @@ pub fn squid_conf(plan: &ProxyPlan) -> String {
     );
     super::credentials::render_rules(&mut out, plan);
     let no_ports = egress.ports.is_empty();
+    let http_ports = !egress.http_ports.is_empty();
     let finished = if egress.report_only {
-        render_report_only_rules(&mut out, &domains, no_ports);
+        render_report_only_rules(&mut out, &domains, no_ports, http_ports);
         false
     } else {
-        render_enforcing_rules(&mut out, &domains, no_ports)
+        render_enforcing_rules(&mut out, &domains, no_ports, http_ports)
     };
     if !finished {
         access(&mut out, "deny", &["all", DenyReason::NoRuleMatched.acl()]);
@@ -250,6 +255,12 @@ fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_
     if !ports.is_empty() {
         let _ = writeln!(out, "acl allowed_ports port {}", ports.join(" "));
     }
+    let http_ports: Vec<String> = plan.egress.http_ports.iter().map(u16::to_string).collect();
+    if !http_ports.is_empty() {
+        out.push_str("# The ports plain HTTP may use (egress.http_ports); the rest are CONNECT + TLS only.\n");
+        let _ = writeln!(out, "acl http_ports port {}", http_ports.join(" "));
+    }
+    out.push_str("acl connect_m method CONNECT\n");
     let _ = writeln!(out, "acl to_private dst {}", PRIVATE_RANGES.join(" "));
     annotate_acls(out, &DenyReason::ALL, "r_ok", REASON_ALLOWLISTED);
     if plan.egress.report_only {
@@ -257,6 +268,7 @@ fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_
             DenyReason::IpLiteral,
             DenyReason::DomainNotAllowlisted,
             DenyReason::PortNotAllowed,
+            DenyReason::PortNotHttp,
         ] {
             let _ = writeln!(
                 out,
@@ -272,7 +284,12 @@ fn render_acls(out: &mut String, plan: &ProxyPlan, domains: &DomainAcls, client_
 
 /// Enforcing rules after the client check. Returns true when the rules already end in an
 /// unconditional deny (empty allowlist or no ports), so no final `deny all` is needed.
-fn render_enforcing_rules(out: &mut String, domains: &DomainAcls, no_ports: bool) -> bool {
+fn render_enforcing_rules(
+    out: &mut String,
+    domains: &DomainAcls,
+    no_ports: bool,
+    http_ports: bool,
+) -> bool {
     let r_domain = DenyReason::DomainNotAllowlisted.acl();
     access(out, "deny", &["ip_literal", DenyReason::IpLiteral.acl()]);
     if !domains.apex_denied.is_empty() {
@@ -293,6 +310,11 @@ fn render_enforcing_rules(out: &mut String, domains: &DomainAcls, no_ports: bool
         "deny",
         &["!allowed_ports", DenyReason::PortNotAllowed.acl()],
     );
+    access(
+        out,
+        "deny",
+        &plain_to_other_port(http_ports, &[DenyReason::PortNotHttp.acl()]),
+    );
     out.push_str("# After the name checks, so a denied name never waits for DNS.\n");
     access(
         out,
@@ -303,9 +325,25 @@ fn render_enforcing_rules(out: &mut String, domains: &DomainAcls, no_ports: bool
     false
 }
 
+/// The conditions of the line that refuses plain HTTP to a port `egress.http_ports` does not
+/// list (all of them when it lists none), then `tail`.
+fn plain_to_other_port<'a>(http_ports: bool, tail: &[&'a str]) -> Vec<&'a str> {
+    let mut conds = vec!["!connect_m"];
+    if http_ports {
+        conds.push("!http_ports");
+    }
+    conds.extend_from_slice(tail);
+    conds
+}
+
 /// Report-only rules: each would-deny line annotates and then fails on `!all`, so it never
 /// decides; `!noted` keeps the first would-deny reason, as the enforcing order would log it.
-fn render_report_only_rules(out: &mut String, domains: &DomainAcls, no_ports: bool) {
+fn render_report_only_rules(
+    out: &mut String,
+    domains: &DomainAcls,
+    no_ports: bool,
+    http_ports: bool,
+) {
     out.push_str("# REPORT-ONLY: these lines annotate `would_deny:*` and never match (`!all`).\n");
     access(
         out,
@@ -327,6 +365,14 @@ fn render_report_only_rules(out: &mut String, domains: &DomainAcls, no_ports: bo
     } else {
         access(out, "deny", &["!allowed_ports", "!noted", rw_port, "!all"]);
     }
+    access(
+        out,
+        "deny",
+        &plain_to_other_port(
+            http_ports,
+            &["!noted", DenyReason::PortNotHttp.would_acl(), "!all"],
+        ),
+    );
     out.push_str("# Enforced even in report-only mode.\n");
     access(
         out,

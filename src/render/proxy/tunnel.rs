@@ -1,15 +1,25 @@
-//! A tunnel is what it says (issue 13, field report B31): every `CONNECT` the access rules
-//! allowed must carry TLS whose `ClientHello` names the CONNECT host (SNI) exactly; anything else
-//! is cut. Squid's own `ssl_bump` does it without decrypting anything: it peeks at the
-//! `ClientHello` (step 1), splices (a blind tunnel) when the external ACL `sni_eq` says the SNI
-//! equals the CONNECT host, and terminates (closes both sides) otherwise; bytes that are not TLS
-//! at all hit `on_unsupported_protocol`, which closes the connection. No certificate is minted
-//! (`generate-host-certificates=off`) and the port's certificate is never presented. Pure.
+//! A tunnel is what it says (issue 13, field report B31; issue 31): every `CONNECT` the access
+//! rules allowed must carry TLS from both ends. The client's `ClientHello` must name the CONNECT
+//! host (SNI, compared without regard to case and with a trailing dot removed: the external ACL
+//! `sni_eq`), and the server must answer it with a TLS `ServerHello` before squid splices (a
+//! blind tunnel). Squid's own `ssl_bump` does it without decrypting anything: it peeks at the
+//! `ClientHello` (step 1), cuts another SNI (`terminate`), sends the client's hello to the
+//! server and peeks at the server's answer (step 2), and splices only then (step 3). A server
+//! that does not answer TLS (a line service, a plain HTTP server, a silent one) never sees a
+//! byte after the `ClientHello`; squid ends the client's side with its error inside TLS under a
+//! certificate it mints with the run's own CA (`images/proxy/cyclix-proxy-start`: made when the
+//! proxy starts, on its private `/tmp`, trusted by nothing). Bytes that are not TLS at all hit
+//! `on_unsupported_protocol`, which closes the connection. Pure.
 //!
-//! Measured against squid 6.13 (`squid-openssl`, Debian trixie) with this configuration:
-//! a real TLS client whose SNI is the CONNECT host gets its tunnel (`TCP_TUNNEL`, reason
-//! `allowlisted`); another SNI or none is closed at once (reason `sni_mismatch`); an SSH
-//! banner after `200 Connection established` is closed at once (`not_tls`).
+//! Measured against squid 6.13 (`squid-openssl`, Debian trixie) with this configuration: a real
+//! TLS client whose SNI is the CONNECT host gets its tunnel (`TCP_TUNNEL`, reason
+//! `allowlisted`), upper-case SNI too; another SNI or none is closed at once (reason
+//! `sni_mismatch`); an SSH banner after `200 Connection established` is closed at once
+//! (`not_tls`); a `ClientHello` then plain text to a plain HTTP server or to a server that says
+//! nothing gets squid's TLS error back and the server gets the `ClientHello` only
+//! (`ERR_SECURE_CONNECT_FAIL`, recorded `server_not_tls`; a silent server after
+//! `connect_timeout`). Squid 6.13 refuses a step-2 peek without the bump machinery (measured:
+//! "could not create TLS server context ... null ssl ctx" with `generate-host-certificates=off`).
 
 use std::fmt::Write as _;
 
@@ -18,9 +28,17 @@ use super::DenyReason;
 /// The ACL that ends each `CONNECT` copy of a deny line; `deny_info` keys the 407 on it.
 const REFUSED_CONNECT: &str = "r_connect_407";
 
-/// The certificate the `ssl-bump` port must have at startup; never presented, because the
-/// rules only peek, splice and terminate (made at image build time: `images/proxy/Containerfile`).
-pub const NEVER_PRESENTED_CERT: &str = "/etc/cyclix-proxy/never-presented.pem";
+/// The run's CA, made by the proxy image's entrypoint when the proxy starts
+/// (`images/proxy/cyclix-proxy-start`): key and certificate in one file on the container's
+/// private `/tmp`, readable by squid's user only. Squid mints with it the certificate of the
+/// error it answers a tunnel with when the server did not answer TLS; nothing trusts it.
+pub const RUN_CA: &str = "/tmp/cyclix-ca/ca.pem";
+
+/// Where squid's certificate generator keeps what it minted (made by the same entrypoint).
+pub const RUN_CA_CERTS: &str = "/tmp/cyclix-ca/certs";
+
+/// Squid's certificate generator, shipped by Debian's `squid-openssl`.
+pub const CERTGEN: &str = "/usr/lib/squid/security_file_certgen";
 
 /// The external ACL helper shipped in the proxy image (`images/proxy/cyclix-sni-eq`): reads
 /// `HOST SNI` per line, answers `OK` when both are the same non-empty text, else `ERR`.
@@ -36,15 +54,17 @@ pub const SNI_EQ_END: &str = "cyclix-end";
 /// holding any byte outside a DNS name's `[-A-Za-z0-9.]`.
 pub const SNI_BAD: &str = "[^-A-Za-z0-9.]";
 
-/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at; in
-/// report-only mode a plain port (see [`render_tunnel_rules`] for why).
+/// The forward port: plain HTTP proxying and `CONNECT`, with every tunnel peeked at from both
+/// ends; in report-only mode a plain port (see [`render_tunnel_rules`] for why).
 pub(super) fn render_tunnel_port(out: &mut String, listen_port: u16, report_only: bool) {
     if report_only {
         let _ = writeln!(out, "http_port {listen_port}");
     } else {
         let _ = writeln!(
             out,
-            "http_port {listen_port} ssl-bump tls-cert={NEVER_PRESENTED_CERT} generate-host-certificates=off"
+            "http_port {listen_port} ssl-bump tls-cert={RUN_CA} generate-host-certificates=on dynamic_cert_mem_cache_size=4MB\n\
+             sslcrtd_program {CERTGEN} -s {RUN_CA_CERTS} -M 4MB\n\
+             sslcrtd_children 1 startup=1 idle=1"
         );
     }
 }
@@ -55,8 +75,11 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
         return;
     }
     out.push_str(
-        "# Tunnels: the ClientHello's SNI must equal the CONNECT host (ttl=0: asked every time).\n\
-         acl step1 at_step SslBump1\n",
+        "# Tunnels: the ClientHello's SNI must name the CONNECT host (ttl=0: asked every time), and\n\
+         # the server must answer TLS before the tunnel is spliced.\n\
+         acl step1 at_step SslBump1\n\
+         acl step2 at_step SslBump2\n\
+         acl step3 at_step SslBump3\n",
     );
     let _ = writeln!(
         out,
@@ -69,14 +92,17 @@ pub(super) fn render_tunnel_acls(out: &mut String, report_only: bool) {
          # A plain-HTTP answer squid had to turn into HTTP/0.9 is not HTTP: withheld.\n\
          acl http09 rep_header X-Transformed-From -i ^HTTP/0\\.9\n\
          # A refused CONNECT is answered 407 at once (squid would bump it to deliver a 403).\n\
-         acl connect_m method CONNECT\n\
          acl {REFUSED_CONNECT} annotate_transaction refused=connect\n\
          deny_info 407:ERR_ACCESS_DENIED {REFUSED_CONNECT}"
     );
 }
 
-/// The tunnel rules: peek at step 1; splice a matching SNI; terminate the rest; close non-TLS
-/// bytes. Squid evaluates these only for a `CONNECT` that `http_access` allowed.
+/// The tunnel rules: peek at the `ClientHello` (step 1); cut an SNI with a byte no host name
+/// has, then one that does not name the CONNECT host; peek at the server's answer (step 2);
+/// splice (step 3); close non-TLS bytes. Squid evaluates these only for a `CONNECT` that
+/// `http_access` allowed. The server's certificate is not judged (`sslproxy_cert_error` allows
+/// its errors for tunnels): a spliced tunnel is the client's TLS, and the client checks it; the
+/// credential ports' peers are not tunnels and keep squid's checks.
 ///
 /// Report-only mode renders none of it (a plain forward port, tunnels unchecked and not
 /// logged as `would_deny:*`): on an `ssl-bump` port squid answers `200` to every `CONNECT` it
@@ -91,19 +117,19 @@ pub(super) fn render_tunnel_rules(out: &mut String, report_only: bool) {
         );
         return;
     }
-    out.push_str(
-        "\n# Tunnels: nothing is decrypted; peek at the ClientHello, then splice or cut.\n",
-    );
+    out.push_str("\n# Tunnels: nothing is decrypted; peek at both hellos, then splice or cut.\n");
     let _ = writeln!(
         out,
-        "ssl_bump peek step1\nssl_bump terminate sni_bad {}\nssl_bump splice sni_ok\nssl_bump terminate all {}\non_unsupported_protocol respond all {}\n\
-         # Plain HTTP to a service that is not HTTP (e.g. `POST http://allowed:443/` to an SSH-like\n\
-         # service): squid would relay its bytes as HTTP/0.9; the answer is withheld (403).\n\
-         http_reply_access deny http09 {}\nhttp_reply_access allow all",
-        DenyReason::SniMismatch.acl(),
-        DenyReason::SniMismatch.acl(),
-        DenyReason::NotTls.acl(),
-        DenyReason::NotHttp.acl()
+        "ssl_bump peek step1\nssl_bump terminate sni_bad {sni}\nssl_bump peek step2 sni_ok\nssl_bump splice step3\nssl_bump terminate all {sni}\non_unsupported_protocol respond all {not_tls}\n\
+         # A spliced tunnel is the client's TLS: the client judges the server's certificate.\n\
+         sslproxy_cert_error allow connect_m\nsslproxy_cert_error deny all\n\
+         # Plain HTTP to a service that is not HTTP (e.g. an SSH-like service on a port that\n\
+         # `egress.http_ports` lists): squid would relay its bytes as HTTP/0.9; the answer is\n\
+         # withheld (403; recorded as sent, its answer withheld).\n\
+         http_reply_access deny http09 {not_http}\nhttp_reply_access allow all",
+        sni = DenyReason::SniMismatch.acl(),
+        not_tls = DenyReason::NotTls.acl(),
+        not_http = DenyReason::NotHttp.acl(),
     );
 }
 
@@ -156,7 +182,8 @@ mod tests {
             [
                 "ssl_bump peek step1",
                 "ssl_bump terminate sni_bad r_sni",
-                "ssl_bump splice sni_ok",
+                "ssl_bump peek step2 sni_ok",
+                "ssl_bump splice step3",
                 "ssl_bump terminate all r_sni",
                 "on_unsupported_protocol respond all r_not_tls",
             ]
@@ -196,13 +223,22 @@ mod tests {
         );
     }
 
-    /// The paths the configuration names are the ones the proxy image has.
+    /// The paths the configuration names are the ones the proxy image has and its entrypoint
+    /// makes.
     #[test]
-    fn the_image_ships_the_helper_and_the_certificate() {
+    fn the_image_ships_the_helper_and_its_entrypoint_makes_the_runs_ca() {
         let containerfile = include_str!("../../../images/proxy/Containerfile");
         assert!(containerfile.contains(&format!("COPY cyclix-sni-eq {SNI_EQ_HELPER}\n")));
-        assert!(containerfile.contains(&format!("-keyout {NEVER_PRESENTED_CERT}")));
+        assert!(containerfile.contains("ENTRYPOINT [\"/usr/local/libexec/cyclix-proxy-start\"]"));
         let helper = include_str!("../../../images/proxy/cyclix-sni-eq");
-        assert!(helper.starts_with("#!/bin/sh\n"));
+        assert!(helper.starts_with("#!/usr/bin/perl\n"));
+        let start = include_str!("../../../images/proxy/cyclix-proxy-start");
+        let dir = RUN_CA
+            .strip_suffix("/ca.pem")
+            .expect("RUN_CA is DIR/ca.pem");
+        assert!(start.contains(&format!("dir={dir}\n")));
+        assert!(start.contains("-keyout \"$dir/ca.pem\""));
+        assert!(start.contains(&format!("{CERTGEN} -c -s \"$dir/certs\"")));
+        assert_eq!(RUN_CA_CERTS, format!("{dir}/certs"));
     }
 }

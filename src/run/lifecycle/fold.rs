@@ -95,6 +95,8 @@ pub(super) fn collect_into(c: &CollectFrom<'_>, rec: &mut RunRecord) -> Result<(
         let text = redact(&d.to_string(), &secrets);
         *d = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
     }
+    rec.credentials =
+        crate::run::record::credential_usage(&spec.agent.credentials, &rec.egress_decisions);
     // The agent's and the gate's output, as the followers kept it (redacted, printable).
     let agent_out = host.output(&names.agent)?;
     if let (Some(p), Some(_)) = (&spec.agent.preset, rec.agent_exit) {

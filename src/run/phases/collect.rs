@@ -148,6 +148,8 @@ pub fn decisions(lines: &[String], log_key: &str, go_ms: Option<u128>) -> Decisi
         let mut d = serde_json::Value::Object(d);
         let by = egress_source(&d, go_ms);
         d["by"] = by.into();
+        // A tunnel the server never answered TLS for is recorded as what it was.
+        render::proxy::settle(&mut d);
         out.kept.push(d);
     }
     out

@@ -16,14 +16,18 @@ use crate::naming::RunNames;
 use crate::podman::{ContainerInfo, Podman};
 
 /// The processes a pooled proxy runs (`podman top … comm`): podman's init, squid (Debian's
-/// `squid-openssl`, its kids) and the SNI helper the proxy image ships (a shell loop of
-/// builtins: `images/proxy/cyclix-sni-eq`).
+/// `squid-openssl`, its kids), the SNI helper the proxy image ships (one Perl script:
+/// `images/proxy/cyclix-sni-eq`), the budget helper (`images/proxy/cyclix-budget`) and
+/// squid's certificate generator (`security_file_certgen`, its name cut to the kernel's 15
+/// bytes; issue 31).
 pub const PROXY_PROCESSES: &[&str] = &[
     "catatonit",
     "podman-init",
     "squid",
     "squid-openssl",
     "cyclix-sni-eq",
+    "cyclix-budget",
+    "security_file_c",
 ];
 
 /// The one process a pod's infra container runs (podman's pause image: `catatonit -P`).

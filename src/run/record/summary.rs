@@ -173,53 +173,64 @@ pub fn summary(r: &RunRecord) -> String {
     s
 }
 
-/// The summary's egress line: the agent's requests and denials (403/407 and cut tunnels),
-/// then the probe suite's (each decision's `by`, `collect::egress_source`).
+/// The summary's egress line: the agent's requests, those refused before a byte left, tunnels
+/// cut by their content, and requests sent whose answer was withheld; then the probe suite's
+/// (each decision's `by`, `collect::egress_source`).
 fn egress_line(r: &RunRecord) -> String {
-    use crate::render::proxy::DenyReason;
+    use std::fmt::Write as _;
+
+    use crate::render::proxy::Outcome;
     if r.egress_decisions.is_empty() && !ran(r, "collect") {
         // The proxy's decisions are read in collect: none read is not none made.
         return "  egress: not read (the run ended before collect)\n".to_string();
     }
-    let reason = |d: &serde_json::Value| {
-        d.get("reason")
-            .and_then(|v| v.as_str())
-            .and_then(DenyReason::from_token)
+    let text = |d: &serde_json::Value, k: &str| {
+        d.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
     };
     let count = |by: &str| {
-        let mine: Vec<&serde_json::Value> = r
+        let mut n = [0_usize; 4];
+        for d in r
             .egress_decisions
             .iter()
             .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
-            .collect();
-        // 403s, and tunnels cut after their `200` (reason `not_tls` / `sni_mismatch`).
-        let denied = mine
-            .iter()
-            .filter(|d| {
-                d.get("status").and_then(|v| v.as_str()) == Some("403") || reason(d).is_some()
-            })
-            .count();
-        let cut = mine
-            .iter()
-            .filter(|d| {
-                matches!(
-                    reason(d),
-                    Some(DenyReason::NotTls | DenyReason::SniMismatch)
-                )
-            })
-            .count();
-        (mine.len(), denied, cut)
+        {
+            n[0] += 1;
+            match Outcome::of(&text(d, "reason"), &text(d, "status")) {
+                Outcome::Forwarded => {}
+                Outcome::Refused => n[1] += 1,
+                Outcome::TunnelCut => n[2] += 1,
+                Outcome::SentAnswerWithheld => n[3] += 1,
+            }
+        }
+        n
     };
-    let (n, denied, cut) = count("agent");
-    let (pn, pdenied, _) = count("probe");
-    let cut = if cut > 0 {
-        format!(" ({cut} tunnels cut: not TLS, or TLS naming another host)")
-    } else {
-        String::new()
-    };
-    format!(
-        "  egress: the agent made {n} requests, {denied} denied{cut}; the probes {pn}, {pdenied} denied\n"
-    )
+    let [n, refused, cut, withheld] = count("agent");
+    let [pn, prefused, pcut, _] = count("probe");
+    // Cut tunnels are refusals of what they carried (the server got at most a ClientHello).
+    let mut s = format!(
+        "  egress: the agent made {n} requests, {} denied",
+        refused + cut
+    );
+    if cut > 0 {
+        let _ = write!(
+            s,
+            " ({cut} tunnels cut: not TLS, TLS naming another host, or a server that did not answer TLS)"
+        );
+    }
+    if withheld > 0 {
+        let _ = write!(
+            s,
+            ", {withheld} sent with the answer withheld (the service there does not speak HTTP)"
+        );
+    }
+    let _ = writeln!(s, "; the probes {pn}, {} denied", prefused + pcut);
+    for c in &r.credentials {
+        let _ = writeln!(s, "  {}", c.summary());
+    }
+    s
 }
 
 /// Whether the run reached phase `name` (whatever its outcome).
@@ -373,6 +384,30 @@ mod tests {
         assert!(s.contains("probes: 0/0 PASS"), "{s}");
         assert!(
             s.contains("egress: the agent made 0 requests, 0 denied; the probes 0, 0 denied"),
+            "{s}"
+        );
+    }
+
+    /// Issue 31: a request whose bytes left is never counted as denied; cut tunnels are.
+    #[test]
+    fn the_egress_line_counts_what_left() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.phases = vec![phase("probe"), phase("collect")];
+        let d = |reason: &str, status: &str| serde_json::json!({"by": "agent", "reason": reason, "status": status});
+        r.egress_decisions = vec![
+            d("allowlisted", "200"),
+            d("domain_not_allowlisted", "403"),
+            d("server_not_tls", "200"),
+            d("not_http", "403"),
+            serde_json::json!({"by": "probe", "reason": "sni_mismatch", "status": "200"}),
+        ];
+        let s = summary(&r);
+        assert!(
+            s.contains(
+                "egress: the agent made 4 requests, 2 denied (1 tunnels cut: not TLS, TLS naming \
+                 another host, or a server that did not answer TLS), 1 sent with the answer withheld \
+                 (the service there does not speak HTTP); the probes 1, 1 denied"
+            ),
             "{s}"
         );
     }

@@ -49,6 +49,7 @@ fn every_table_has_unique_documented_keys() {
             "gate.build",
             "services.build",
             "services.health",
+            "agent.credentials.budget",
         ]
     );
     for (path, keys) in tables {

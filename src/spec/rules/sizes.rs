@@ -15,6 +15,26 @@ pub(crate) fn decimal_int(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
+/// A byte count: a plain decimal (`4096`) or `<N>K`, `<N>M`, `<N>G` (powers of 1024), at
+/// least 1.
+pub(crate) fn byte_count(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is not a size like `4096`, `512K` or `10M`");
+    let (num, shift) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 10),
+        Some('M') => (&s[..s.len() - 1], 20),
+        Some('G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|n| *n >= 1)
+        .ok_or_else(bad)
+}
+
 /// Memory size `<N>[K|M|G|T]` (powers of 1024) in bytes, within [`MEMORY_RANGE`].
 pub(crate) fn memory(s: &str) -> Result<u64, String> {
     let bad = || format!("memory `{s}` is not a size like `512M` or `2G`");

@@ -124,6 +124,8 @@ pub(crate) fn validate(a: &RawAgent, out: &mut Vec<Diagnostic>) -> Result<Option
         placeholder_prefix: c.placeholder_prefix.into(),
         base_url_env: c.base_url_env.into(),
         base_url_path: c.base_url_path.into(),
+        // A preset sets no spend cap: a spec's own credential entry can (issue 31).
+        budget: None,
         line: p.preset.as_ref().map_or(a.at.line, |n| n.line),
     });
     let mut overridden = Vec::new();

@@ -8,9 +8,9 @@ use crate::spec::keys::{Key, Kind, StrKind};
 use crate::spec::located::{Located, Pos};
 use crate::spec::rules::env::env_name;
 use crate::spec::rules::hosts::host_pattern;
-use crate::spec::rules::sizes::decimal_int;
+use crate::spec::rules::sizes::{byte_count, decimal_int};
 use crate::spec::yaml::{Decoder, Node};
-use crate::spec::{Credential, CredentialScheme, Diagnostic, HostPattern};
+use crate::spec::{Credential, CredentialBudget, CredentialScheme, Diagnostic, HostPattern};
 
 /// Placeholder prefixes of known variables, so a CLI's own key-shape check accepts the
 /// placeholder (Anthropic keys start `sk-ant-api03-`, `OpenAI` project keys `sk-proj-`).
@@ -47,7 +47,34 @@ pub(crate) struct RawCredential {
     pub(crate) base_url_env: Option<Located<String>>,
     /// `base_url_path`.
     pub(crate) base_url_path: Option<Located<String>>,
+    /// `budget`.
+    pub(crate) budget: Option<RawBudget>,
 }
+
+/// `agent.credentials[i].budget:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawBudget {
+    /// The mapping.
+    pub(crate) at: Pos,
+    /// `requests` as written.
+    pub(crate) requests: Option<Located<String>>,
+    /// `request_bytes` as written.
+    pub(crate) request_bytes: Option<Located<String>>,
+}
+
+/// The keys of `agent.credentials[i].budget:`.
+pub(crate) const BUDGET_KEYS: &[Key] = &[
+    Key::optional(
+        "requests",
+        Kind::Integer,
+        "the most requests one run may send with the key",
+    ),
+    Key::optional(
+        "request_bytes",
+        Kind::Str(StrKind::Line),
+        "the most request body bytes one run may send with the key (`4096`, `512K`, `10M`)",
+    ),
+];
 
 /// The keys of one `agent.credentials:` entry.
 pub(crate) const KEYS: &[Key] = &[
@@ -101,6 +128,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Str(StrKind::Line),
         "what follows http://PROXY:PORT in the base URL, e.g. `/v1` for OpenAI SDKs (default empty)",
     ),
+    Key::optional(
+        "budget",
+        Kind::Map(BUDGET_KEYS),
+        "the run's spend cap on this credential: `{ requests: N, request_bytes: SIZE }` (default: none)",
+    ),
 ];
 
 /// Reads one `agent.credentials:` entry at `path`.
@@ -118,7 +150,69 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawCred
         placeholder_prefix: d.string(&f, "placeholder_prefix"),
         base_url_env: d.string(&f, "base_url_env"),
         base_url_path: d.string(&f, "base_url_path"),
+        budget: d.section(&f, "budget", decode_budget),
     })
+}
+
+/// Reads `agent.credentials[i].budget:` at `path`.
+fn decode_budget(d: &mut Decoder, node: &Node, path: &str) -> Option<RawBudget> {
+    let f = d.mapping(node, path, BUDGET_KEYS)?;
+    Some(RawBudget {
+        at: f.pos(),
+        requests: d.number(&f, "requests"),
+        request_bytes: d.string(&f, "request_bytes"),
+    })
+}
+
+/// `budget:`: at least one cap, each at least 1. `Err(())` after a diagnostic; `Ok(None)`
+/// when the entry has no budget.
+fn budget_of(
+    b: Option<&RawBudget>,
+    out: &mut Vec<Diagnostic>,
+) -> Result<Option<CredentialBudget>, ()> {
+    let Some(b) = b else {
+        return Ok(None);
+    };
+    let before = out.len();
+    let requests = b.requests.as_ref().and_then(|r| {
+        let n = decimal_int(&r.value)
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|n| *n >= 1);
+        if n.is_none() {
+            out.push(
+                r.diag(format!("`{}` is not a number of requests", r.value))
+                    .hint("write a whole number of requests, at least 1"),
+            );
+        }
+        n
+    });
+    let request_bytes = b
+        .request_bytes
+        .as_ref()
+        .and_then(|r| match byte_count(&r.value) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                out.push(
+                    r.diag(e)
+                        .hint("write a size such as `4096`, `512K` or `10M`"),
+                );
+                None
+            }
+        });
+    if b.requests.is_none() && b.request_bytes.is_none() {
+        out.push(
+            b.at.diag("`budget` sets no cap")
+                .hint("set `requests: N`, `request_bytes: SIZE` or both, or remove `budget`"),
+        );
+    }
+    if out.len() == before {
+        Ok(Some(CredentialBudget {
+            requests,
+            request_bytes,
+        }))
+    } else {
+        Err(())
+    }
 }
 
 /// The default `base_url_env` of `env`: its `_API_KEY`, `_KEY` or `_TOKEN` suffix replaced
@@ -201,6 +295,7 @@ pub(crate) fn validate(
         let port = port_of(c.port.as_ref(), out);
         let prefix = prefix_of(c.placeholder_prefix.as_ref(), env.as_deref(), out);
         let base_url_env = base_url_of(c.base_url_env.as_ref(), env.as_deref(), out);
+        let budget = budget_of(c.budget.as_ref(), out).ok();
         let base_url_path = c.base_url_path.as_ref().map_or(Some(String::new()), |b| {
             match path_pattern(&b.value) {
                 Ok(()) if !b.value.ends_with("/*") && b.value != "/" => Some(b.value.clone()),
@@ -224,6 +319,7 @@ pub(crate) fn validate(
             Some(placeholder_prefix),
             Some(base_url_env),
             Some(base_url_path),
+            Some(budget),
         ) = (
             env,
             host,
@@ -235,6 +331,7 @@ pub(crate) fn validate(
             prefix,
             base_url_env,
             base_url_path,
+            budget,
         ) {
             result.push(Credential {
                 env,
@@ -247,6 +344,7 @@ pub(crate) fn validate(
                 placeholder_prefix,
                 base_url_env,
                 base_url_path,
+                budget,
                 line: c.at.line,
             });
         }

@@ -17,6 +17,8 @@ pub(crate) struct RawEgress {
     pub(crate) allow: Option<Located<Vec<Located<String>>>>,
     /// `egress.ports`, each as written (plain decimal integers).
     pub(crate) ports: Option<Located<Vec<Located<String>>>>,
+    /// `egress.http_ports`, each as written.
+    pub(crate) http_ports: Option<Located<Vec<Located<String>>>>,
     /// `egress.report_only`.
     pub(crate) report_only: Option<Located<bool>>,
     /// `egress.ca_certs`.
@@ -36,6 +38,11 @@ pub(crate) const KEYS: &[Key] = &[
         "ports allowed on those hosts (default [443])",
     ),
     Key::optional(
+        "http_ports",
+        Kind::IntList,
+        "ports of `ports` that take plain HTTP (default [80]); the others take CONNECT + TLS only",
+    ),
+    Key::optional(
         "report_only",
         Kind::Bool,
         "log refused requests instead of blocking them",
@@ -53,6 +60,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawEgre
     Some(RawEgress {
         allow: d.strings(&f, "allow"),
         ports: d.numbers(&f, "ports"),
+        http_ports: d.numbers(&f, "http_ports"),
         report_only: d.boolean(&f, "report_only"),
         ca_certs: d.strings(&f, "ca_certs"),
     })
@@ -90,19 +98,29 @@ pub(crate) fn validate(
                         .hint("list at least one port, or remove the key for the default [443]"),
                 );
             }
-            for p in &list.value {
-                match decimal_int(&p.value).and_then(|n| u16::try_from(n).ok()) {
-                    Some(n) if n >= 1 => {
-                        ports.insert(n);
-                    }
-                    _ => out.push(
-                        p.diag(format!("port `{}` is out of range", p.value))
-                            .hint("use a port number from 1 to 65535"),
-                    ),
-                }
-            }
+            ports.extend(port_numbers(&list.value, out));
         }
     }
+    let http_ports = match &e.http_ports {
+        // The default: port 80, when the spec allows it at all.
+        None => ports.iter().copied().filter(|p| *p == 80).collect(),
+        Some(list) => {
+            let listed: BTreeSet<u16> = port_numbers(&list.value, out).into_iter().collect();
+            for p in &list.value {
+                if let Some(n) = port_number(&p.value)
+                    && !ports.contains(&n)
+                {
+                    out.push(
+                        p.diag(format!("port {n} takes plain HTTP but is not in `ports`"))
+                            .hint(format!(
+                                "add {n} to egress.ports, or remove it from egress.http_ports"
+                            )),
+                    );
+                }
+            }
+            listed
+        }
+    };
     let ca_certs = ca_certs(e.ca_certs.as_ref(), ctx, out);
     if out.len() != before {
         return None;
@@ -110,9 +128,32 @@ pub(crate) fn validate(
     Some(Egress {
         allow: allow.into_iter().collect(),
         ports: ports.into_iter().collect(),
+        http_ports: http_ports.into_iter().collect(),
         report_only: e.report_only.as_ref().is_some_and(|b| b.value),
         ca_certs,
     })
+}
+
+/// A port as written: a plain decimal from 1 to 65535.
+fn port_number(text: &str) -> Option<u16> {
+    decimal_int(text)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| *n >= 1)
+}
+
+/// The ports of a list, each out-of-range entry reported.
+fn port_numbers(list: &[Located<String>], out: &mut Vec<Diagnostic>) -> Vec<u16> {
+    let mut found = Vec::new();
+    for p in list {
+        match port_number(&p.value) {
+            Some(n) => found.push(n),
+            None => out.push(
+                p.diag(format!("port `{}` is out of range", p.value))
+                    .hint("use a port number from 1 to 65535"),
+            ),
+        }
+    }
+    found
 }
 
 /// `egress.ca_certs`: absolute (or `~/`) paths, normalised, free of podman mount-option

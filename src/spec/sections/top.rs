@@ -206,6 +206,7 @@ pub(crate) fn validate(
         None => Some(Egress {
             allow: Vec::new(),
             ports: vec![443],
+            http_ports: Vec::new(),
             report_only: false,
             ca_certs: Vec::new(),
         }),

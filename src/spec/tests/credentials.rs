@@ -76,6 +76,46 @@ fn bad_credentials_name_the_line_key_and_fix() {
     );
 }
 
+/// Issue 31: `budget` caps requests and request bytes; no cap at all, zero or a bad size is
+/// refused with its line, key and fix.
+#[test]
+fn a_budget_caps_requests_and_bytes_and_names_a_bad_value() {
+    let s = ok(&agent_with(
+        "  credentials:\n    - {env: A_KEY, host: api.example, header: x-api-key, paths: [/v1], budget: {requests: 3, request_bytes: 10M}}\n    - {env: B_KEY, host: api2.example, header: x-api-key, paths: [/v1]}\n",
+    ));
+    let b = s.agent.credentials[0].budget.expect("a budget");
+    assert_eq!((b.requests, b.request_bytes), (Some(3), Some(10 << 20)));
+    assert_eq!(s.agent.credentials[1].budget, None);
+    let text = agent_with(
+        "  credentials:\n    - {env: A_KEY, host: api.example, header: x-api-key, paths: [/v1], budget: {requests: 0, request_bytes: 10X}}\n    - {env: B_KEY, host: api2.example, header: x-api-key, paths: [/v1], budget: {}}\n",
+    );
+    let got: Vec<(usize, String, String)> = all(&text)
+        .into_iter()
+        .map(|(l, _, p, m)| (l, p, m))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                11,
+                "agent.credentials[0].budget.requests".to_string(),
+                "`0` is not a number of requests".to_string()
+            ),
+            (
+                11,
+                "agent.credentials[0].budget.request_bytes".to_string(),
+                "`10X` is not a size like `4096`, `512K` or `10M`".to_string()
+            ),
+            (
+                12,
+                "agent.credentials[1].budget".to_string(),
+                "`budget` sets no cap".to_string()
+            ),
+        ]
+    );
+    assert!(err(&text).to_string().contains("fix: set `requests: N`"));
+}
+
 #[test]
 fn credentials_need_the_container_tier() {
     let text = agent_with(

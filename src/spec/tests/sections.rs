@@ -97,6 +97,54 @@ fn allowlist_entries_are_checked_and_normalised() {
     assert!(ok(&plus("egress:\n  allow: []\n")).egress.allow.is_empty());
 }
 
+/// Issue 31: plain HTTP only to the ports `egress.http_ports` lists (default 80 when allowed),
+/// each of them one of `ports`.
+#[test]
+fn http_ports_default_to_80_and_must_be_allowed_ports() {
+    assert_eq!(ok(&base()).egress.http_ports, Vec::<u16>::new());
+    let s = ok(&plus("egress:\n  allow: [a.example]\n  ports: [443, 80]\n"));
+    assert_eq!(s.egress.http_ports, vec![80]);
+    let s = ok(&plus(
+        "egress:\n  allow: [a.example]\n  ports: [443, 8443]\n",
+    ));
+    assert!(s.egress.http_ports.is_empty(), "{:?}", s.egress.http_ports);
+    let s = ok(&plus(
+        "egress:\n  allow: [a.example]\n  ports: [80, 8080]\n  http_ports: [8080]\n",
+    ));
+    assert_eq!(s.egress.http_ports, vec![8080]);
+    let s = ok(&plus("egress:\n  ports: [80]\n  http_ports: []\n"));
+    assert!(s.egress.http_ports.is_empty());
+    let e = err(&plus(
+        "egress:\n  ports: [443]\n  http_ports: [443, 8080, 0]\n",
+    ));
+    let got: Vec<(usize, usize, String, String)> = e
+        .diagnostics
+        .iter()
+        .map(|x| {
+            (
+                x.line.unwrap_or(0),
+                x.column.unwrap_or(0),
+                x.path.clone(),
+                x.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            d(
+                15,
+                21,
+                "egress.http_ports[1]",
+                "port 8080 takes plain HTTP but is not in `ports`"
+            ),
+            d(15, 27, "egress.http_ports[2]", "port `0` is out of range"),
+        ],
+        "{e}"
+    );
+    assert!(e.to_string().contains("add 8080 to egress.ports"), "{e}");
+}
+
 // --- §4 "Schedules and limits" ---
 
 #[test]

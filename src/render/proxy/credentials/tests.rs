@@ -13,6 +13,7 @@ fn cred(env: &str, host: &str, header: &str, scheme: CredentialScheme) -> Creden
         placeholder_prefix: "sk-ant-api03-".into(),
         base_url_env: "ANTHROPIC_BASE_URL".into(),
         base_url_path: String::new(),
+        budget: None,
         line: 1,
     }
 }
@@ -21,6 +22,7 @@ fn conf(creds: &[Credential], placeholders: &[String], ca_files: usize) -> Strin
     let e = Egress {
         allow: vec![HostPattern::Exact("allowed.example".into())],
         ports: vec![80, 443],
+        http_ports: vec![80],
         report_only: false,
         ca_certs: Vec::new(),
     };
@@ -292,4 +294,61 @@ fn the_leak_watch_looks_for_a_credential_by_value_not_by_name() {
         leaks(&[leaked], &watched),
         ["pid 7 (agent): the value of host variable ANTHROPIC_API_KEY (credential value) is in X"]
     );
+}
+
+/// Issue 31: a budgeted credential's requests go out only when the budget helper counted them;
+/// anything else on that port is refused with 429 and the budget page (fail closed). A
+/// credential without a budget has no helper line.
+#[test]
+fn a_budgeted_credential_is_allowed_only_when_its_helper_counts_the_request() {
+    let mut c = vec![
+        cred(
+            "ANTHROPIC_API_KEY",
+            "api.example",
+            "x-api-key",
+            CredentialScheme::Raw,
+        ),
+        cred(
+            "OPENAI_API_KEY",
+            "api2.example",
+            "authorization",
+            CredentialScheme::Bearer,
+        ),
+    ];
+    let p = vec![
+        placeholder("sk-ant-api03-", HEX),
+        placeholder("sk-proj-", &HEX.replace('0', "1")),
+    ];
+    let plain = conf(&c, &p, 0);
+    assert!(!plain.contains("external cred_budget"), "{plain}");
+    c[0].budget = Some(crate::spec::CredentialBudget {
+        requests: Some(3),
+        request_bytes: None,
+    });
+    let text = conf(&c, &p, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    for line in [
+        "external_acl_type cred_budget ttl=0 negative_ttl=0 children-max=1 children-startup=1 %{Content-Length}>h /usr/local/libexec/cyclix-budget",
+        "deny_info 429:ERR_CYCLIX_BUDGET r_cred_budget",
+        "acl cred0_budget external cred_budget cred0 3 -",
+        "acl r_cred_budget annotate_transaction reason=credential_over_budget",
+        "http_access allow cred0_port cred0_budget r_cred",
+        "http_access deny cred0_port r_cred_budget",
+        "http_access allow cred1_port r_cred",
+    ] {
+        assert!(lines.contains(&line), "missing `{line}` in:\n{text}");
+    }
+    let at = |l: &str| lines.iter().position(|x| *x == l);
+    assert!(
+        at("http_access deny cred0_port !cred0_path r_cred_path")
+            < at("http_access allow cred0_port cred0_budget r_cred"),
+        "the budget is counted only for a request every other check let through"
+    );
+    assert!(!text.contains("acl cred1_budget"), "{text}");
+    // The image ships the helper and the page the configuration names.
+    let containerfile = include_str!("../../../../images/proxy/Containerfile");
+    assert!(containerfile.contains(&format!("COPY cyclix-budget {BUDGET_HELPER}\n")));
+    assert!(containerfile.contains(&format!(
+        "COPY {BUDGET_PAGE} /usr/share/squid/errors/templates/{BUDGET_PAGE}\n"
+    )));
 }

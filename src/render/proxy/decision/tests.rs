@@ -26,6 +26,8 @@ fn parses_real_log_lines() {
             bytes: Some(318),
             sni: None,
             error: None,
+            listen_port: None,
+            content_length: None,
         }
     );
     let d = parse_decision(&format!("  {DENIED}\n")).expect("denied line");
@@ -126,4 +128,51 @@ fn parses_tunnel_lines_with_their_sni_and_error() {
     assert_eq!((d.sni.as_deref(), d.error), (Some("denied.example"), None));
     // A line of an older configuration (no sni/err fields) still parses.
     assert_eq!(parse_decision(ALLOWED).expect("line").sni, None);
+}
+
+/// Issue 31: a `CONNECT` squid ended with `ERR_SECURE_CONNECT_FAIL` (the server did not answer
+/// TLS: never spliced) is `server_not_tls` whatever the allowing line noted; the record keeps
+/// the noted reason beside it. Other methods keep theirs.
+#[test]
+fn a_tunnel_whose_server_did_not_answer_tls_is_settled_server_not_tls() {
+    let line = r#"{"ts":1796535528.569,"client":"10.88.0.9","method":"CONNECT","host":"allowed.example","port":"80","url":"allowed.example:80","status":"200","squid":"NONE_NONE_ABORTED","server":"-","reason":"allowlisted","ms":"701","bytes":"0","sni":"allowed.example","err":"ERR_SECURE_CONNECT_FAIL"}"#;
+    let d = parse_decision(line).expect("line");
+    assert_eq!(d.decision, Decision::Denied(DenyReason::ServerNotTls));
+    let mut v: serde_json::Value = serde_json::from_str(line).expect("json");
+    super::settle(&mut v);
+    assert_eq!(v["reason"], "server_not_tls");
+    assert_eq!(v["noted"], "allowlisted");
+    // Control: the same error on a plain request, and a spliced tunnel, keep their reasons.
+    let get = line.replace(r#""method":"CONNECT""#, r#""method":"GET""#);
+    assert_eq!(
+        parse_decision(&get).expect("line").decision,
+        Decision::Allowed
+    );
+    let spliced = line.replace("ERR_SECURE_CONNECT_FAIL", "-");
+    let mut v: serde_json::Value = serde_json::from_str(&spliced).expect("json");
+    super::settle(&mut v);
+    assert_eq!(v["reason"], "allowlisted");
+    assert!(v.get("noted").is_none());
+}
+
+/// What the summary counts: refused before a byte left, cut by content, sent with the answer
+/// withheld, forwarded.
+#[test]
+fn outcomes_count_what_left() {
+    use super::Outcome;
+    for (reason, status, want) in [
+        ("allowlisted", "200", Outcome::Forwarded),
+        ("credential_added", "200", Outcome::Forwarded),
+        ("would_deny:port_not_allowed", "200", Outcome::Forwarded),
+        ("domain_not_allowlisted", "403", Outcome::Refused),
+        ("port_not_http", "403", Outcome::Refused),
+        ("-", "407", Outcome::Refused),
+        ("-", "403", Outcome::Refused),
+        ("not_tls", "200", Outcome::TunnelCut),
+        ("sni_mismatch", "200", Outcome::TunnelCut),
+        ("server_not_tls", "200", Outcome::TunnelCut),
+        ("not_http", "403", Outcome::SentAnswerWithheld),
+    ] {
+        assert_eq!(Outcome::of(reason, status), want, "{reason} {status}");
+    }
 }

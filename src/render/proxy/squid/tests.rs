@@ -10,6 +10,7 @@ fn egress(allow: &[HostPattern], ports: &[u16], report_only: bool) -> Egress {
     Egress {
         allow: allow.to_vec(),
         ports: ports.to_vec(),
+        http_ports: ports.iter().copied().filter(|p| *p == 80).collect(),
         report_only,
         ca_certs: Vec::new(),
     }
@@ -74,7 +75,8 @@ fn normal_config_has_the_measured_directives_in_order() {
     );
     let conf = render(&e);
     for line in [
-        "http_port 3128 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off",
+        "http_port 3128 ssl-bump tls-cert=/tmp/cyclix-ca/ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=4MB",
+        "sslcrtd_program /usr/lib/squid/security_file_certgen -s /tmp/cyclix-ca/certs -M 4MB",
         "cache deny all",
         "pid_filename none",
         "pinger_enable off",
@@ -89,6 +91,8 @@ fn normal_config_has_the_measured_directives_in_order() {
         "acl allowed_dom dstdomain -n .pythonhosted.org pypi.org",
         "acl wildcard_apex dstdomain -n pythonhosted.org",
         "acl allowed_ports port 80 443",
+        "acl http_ports port 80",
+        "acl connect_m method CONNECT",
         &format!(
             r#"logformat jsonl {{"key":"{}"{LOGFORMAT_REST}"#,
             crate::render::plan::PREVIEW_LOG_KEY
@@ -104,6 +108,7 @@ fn normal_config_has_the_measured_directives_in_order() {
             "http_access deny wildcard_apex r_domain",
             "http_access deny !allowed_dom r_domain",
             "http_access deny !allowed_ports r_port",
+            "http_access deny !connect_m !http_ports r_port_not_http",
             "http_access deny to_private r_private",
             "http_access allow allowed_dom r_ok",
             "http_access deny all r_no_rule",
@@ -221,6 +226,7 @@ fn report_only_annotates_and_allows_but_keeps_private_and_client_denies() {
         "acl rw_ip_literal annotate_transaction reason=would_deny:ip_literal",
         "acl rw_domain annotate_transaction reason=would_deny:domain_not_allowlisted",
         "acl rw_port annotate_transaction reason=would_deny:port_not_allowed",
+        "acl rw_port_not_http annotate_transaction reason=would_deny:port_not_http",
         "acl noted note reason",
     ] {
         assert!(has_line(&conf, line), "missing {line:?}");
@@ -233,6 +239,7 @@ fn report_only_annotates_and_allows_but_keeps_private_and_client_denies() {
             "http_access deny wildcard_apex !noted rw_domain !all",
             "http_access deny !allowed_dom !noted rw_domain !all",
             "http_access deny !allowed_ports !noted rw_port !all",
+            "http_access deny !connect_m !noted rw_port_not_http !all",
             "http_access deny to_private r_private",
             "http_access allow noted",
             "http_access allow all r_ok",
@@ -271,7 +278,7 @@ fn rendering_is_deterministic_and_port_is_configurable() {
     let conf = squid_conf(&plan);
     assert!(has_line(
         &conf,
-        "http_port 8888 ssl-bump tls-cert=/etc/cyclix-proxy/never-presented.pem generate-host-certificates=off"
+        "http_port 8888 ssl-bump tls-cert=/tmp/cyclix-ca/ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=4MB"
     ));
     assert!(has_line(&conf, "acl agents src fd00:1::/64"));
     assert!(has_line(
@@ -303,6 +310,31 @@ fn every_reason_the_config_logs_parses_back() {
             seen += 1;
         }
     }
-    // Every reason, allowlisted, three would_deny of the access rules.
-    assert_eq!(seen, DenyReason::ALL.len() + 1 + 3);
+    // Every reason, allowlisted, four would_deny of the access rules.
+    assert_eq!(seen, DenyReason::ALL.len() + 1 + 4);
+}
+
+/// Issue 31: plain HTTP only to `egress.http_ports`; none listed, no plain HTTP at all. A
+/// `CONNECT` is never refused by it (its copy answered 407 cannot match).
+#[test]
+fn plain_http_goes_only_to_the_http_ports() {
+    let mut e = egress(&[exact("a.example")], &[443, 8080], false);
+    e.http_ports = vec![8080];
+    let conf = render(&e);
+    assert!(has_line(&conf, "acl http_ports port 8080"), "{conf}");
+    assert!(has_line(
+        &conf,
+        "http_access deny !connect_m !http_ports r_port_not_http"
+    ));
+    e.http_ports.clear();
+    let conf = render(&e);
+    assert!(!conf.contains("acl http_ports "), "{conf}");
+    assert!(has_line(
+        &conf,
+        "http_access deny !connect_m r_port_not_http"
+    ));
+    // After the port check, before the DNS-costing private check.
+    let lines = access_lines(&conf);
+    let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    assert!(at("r_port_not_http") > at(" r_port") && at("r_port_not_http") < at("r_private"));
 }

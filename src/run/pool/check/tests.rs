@@ -85,7 +85,12 @@ fn procs(list: &[(u32, &str)]) -> anyhow::Result<Vec<(u32, String)>> {
 
 #[test]
 fn the_proxy_and_the_infra_as_filled_pass_and_a_stray_process_is_wrong() {
-    let proxy = [(10, "catatonit"), (11, "squid"), (12, "cyclix-sni-eq")];
+    let proxy = [
+        (10, "catatonit"),
+        (11, "squid"),
+        (12, "cyclix-sni-eq"),
+        (13, "security_file_c"),
+    ];
     assert_eq!(
         processes_wrong("the proxy", procs(&proxy), PROXY_PROCESSES, None),
         None
