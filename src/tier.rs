@@ -92,6 +92,7 @@ pub const TIERS: [TierFacts; 3] = [
         does_not_protect_against: &[
             "kernel or container-runtime exploits (the sandbox shares the host kernel)",
             "exfiltration to an allowed host: whatever it accepts (an upload, a request with the agent's own key) leaves; allowlist only the names the task needs",
+            "what the agent puts in a tunnel's first flight to an allowed host:port whose service does not speak TLS: the server gets the ClientHello (its extensions can carry tens of KiB) and TLS records sent with it (at most 16 KiB) before the proxy sees it answer without TLS; allow only ports whose services speak TLS",
             "domain fronting through an allowed multi-tenant front: TLS whose SNI names the allowed host and whose encrypted Host names another site on the same CDN passes, since the proxy does not decrypt; allowlist the narrow names of services, never a CDN's shared front",
             "the agent's changes to the project itself: review the run branch before merging it",
             "a test made trivially true through the code under test, or code under test that subverts the test runner from inside its process (it runs there): the gate trusts the runner's JUnit report; run the runner before the work tree is on its import path (docs/gate.md)",

@@ -154,8 +154,9 @@ pub(super) fn render_acls(out: &mut String, plan: &ProxyPlan) {
         let _ = writeln!(
             out,
             "# The run's budgets: one helper counts every request a budgeted port would forward\n\
-             # (ttl=0: asked every time; one child, so the counts are one sequence).\n\
-             external_acl_type cred_budget ttl=0 negative_ttl=0 children-max=1 children-startup=1 %{{Content-Length}}>h {BUDGET_HELPER}\n\
+             # (ttl=0 and cache=0: asked for every request, concurrent ones of one size too; one\n\
+             # child, so the counts are one sequence; started at the first budgeted request).\n\
+             external_acl_type cred_budget ttl=0 negative_ttl=0 cache=0 queue-size=128 children-max=1 children-startup=0 %{{Content-Length}}>h {BUDGET_HELPER}\n\
              deny_info 429:{BUDGET_PAGE} {}",
             DenyReason::CredentialBudget.acl()
         );

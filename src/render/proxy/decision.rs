@@ -33,8 +33,9 @@ pub enum DenyReason {
     PortNotHttp,
     /// An allowed `CONNECT` tunnel whose server did not answer the `ClientHello` with a TLS
     /// `ServerHello` squid could read (a line service, a plain HTTP server, a server that stays
-    /// silent until `connect_timeout`): squid never spliced it, the server got the
-    /// `ClientHello` and nothing after it (issue 31). Squid logs no reason of its own for it
+    /// silent until `connect_timeout`): squid never spliced it, the server got the client's
+    /// first flight (the `ClientHello`, TLS records sent with it) and nothing after it, and the
+    /// agent nothing of its answer (issue 31). Squid logs no reason of its own for it
     /// (the `http_access` line that allowed the `CONNECT` set `allowlisted`); it is read from
     /// squid's error `ERR_SECURE_CONNECT_FAIL` on a `CONNECT` ([`settled_reason`]).
     ServerNotTls,
@@ -205,28 +206,41 @@ pub fn settle(decision: &mut serde_json::Value) {
 /// left, never less).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Forwarded (or, in report-only mode, let through) by the proxy.
+    /// Forwarded (or, in report-only mode, let through) by the proxy: whatever the server
+    /// answered (a 403 from the origin is the origin's, and the request left).
     Forwarded,
-    /// Refused before a byte of it left the proxy (a 403, a 407, a refused credential request).
+    /// Refused before a byte of it left the proxy (a 403, a 407, a refused credential request,
+    /// squid's own answer inside a tunnel it cut).
     Refused,
-    /// A tunnel cut by its content: not TLS, TLS naming another host, or a server that did not
-    /// answer TLS (the server got at most the `ClientHello`).
+    /// A tunnel cut by what the client sent: not TLS, or TLS naming another host. Nothing
+    /// reached the server.
     TunnelCut,
-    /// Sent to the server, its answer withheld from the agent ([`DenyReason::NotHttp`]).
+    /// Bytes reached the server and its answer was withheld from the agent: a plain request to
+    /// a service that does not speak HTTP ([`DenyReason::NotHttp`]), or a tunnel whose server
+    /// did not answer TLS ([`DenyReason::ServerNotTls`]: it got the client's first flight).
     SentAnswerWithheld,
 }
 
 impl Outcome {
-    /// The outcome of a request with this (settled) `reason` token and HTTP `status`.
+    /// The outcome of a request with this (settled) `reason` token, HTTP `status` and squid
+    /// error `err` (`%err_code`).
     #[must_use]
-    pub fn of(reason: &str, status: &str) -> Self {
+    pub fn of(reason: &str, status: &str, err: &str) -> Self {
+        if reason == REASON_ALLOWLISTED
+            || reason == REASON_CREDENTIAL
+            || reason.starts_with(WOULD_DENY_PREFIX)
+        {
+            return Outcome::Forwarded;
+        }
         match DenyReason::from_token(reason) {
-            Some(DenyReason::NotHttp) => Outcome::SentAnswerWithheld,
-            Some(DenyReason::NotTls | DenyReason::SniMismatch | DenyReason::ServerNotTls) => {
-                Outcome::TunnelCut
-            }
+            Some(DenyReason::NotHttp | DenyReason::ServerNotTls) => Outcome::SentAnswerWithheld,
+            Some(DenyReason::NotTls | DenyReason::SniMismatch) => Outcome::TunnelCut,
             Some(_) => Outcome::Refused,
-            None if status == "403" || status == "407" => Outcome::Refused,
+            // No reason noted: squid answered before or outside its access rules. Its own
+            // refusal, or its error page inside a tunnel it could not splice, left nothing.
+            None if status == "403" || status == "407" || err == ERR_SECURE_CONNECT_FAIL => {
+                Outcome::Refused
+            }
             None => Outcome::Forwarded,
         }
     }

@@ -86,10 +86,12 @@ pub fn usage(credentials: &[Credential], decisions: &[serde_json::Value]) -> Vec
             for d in decisions.iter().filter(|d| text(d, "lport") == port) {
                 let reason = text(d, "reason");
                 if reason == REASON_CREDENTIAL {
-                    u.requests += 1;
-                    u.request_bytes += text(d, "clen").parse::<u64>().unwrap_or(0);
+                    u.requests = u.requests.saturating_add(1);
+                    // The agent writes Content-Length: a huge one saturates, never wraps.
+                    let clen = text(d, "clen").parse::<u64>().unwrap_or(0);
+                    u.request_bytes = u.request_bytes.saturating_add(clen);
                 } else if reason == DenyReason::CredentialBudget.as_str() {
-                    u.refused_over_budget += 1;
+                    u.refused_over_budget = u.refused_over_budget.saturating_add(1);
                 }
             }
             u
@@ -128,6 +130,7 @@ mod tests {
             d(3129, "credential_over_budget", "10"),
             d(3129, "credential_path_not_allowed", "5"),
             d(3130, "credential_added", "7"),
+            d(3130, "credential_added", "18446744073709551615"),
             d(3128, "allowlisted", "1000"),
         ];
         let budget = CredentialBudget {
@@ -153,7 +156,8 @@ mod tests {
                 got[1].request_bytes,
                 got[1].refused_over_budget
             ),
-            (1, 7, 0)
+            (2, u64::MAX, 0),
+            "a huge Content-Length saturates, never wraps"
         );
         assert_eq!(
             got[0].summary(),
@@ -161,7 +165,7 @@ mod tests {
         );
         assert_eq!(
             got[1].summary(),
-            "credential B_KEY (api.example): 1 requests, 7 request bytes"
+            "credential B_KEY (api.example): 2 requests, 18446744073709551615 request bytes"
         );
     }
 }

@@ -198,7 +198,7 @@ fn egress_line(r: &RunRecord) -> String {
             .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
         {
             n[0] += 1;
-            match Outcome::of(&text(d, "reason"), &text(d, "status")) {
+            match Outcome::of(&text(d, "reason"), &text(d, "status"), &text(d, "err")) {
                 Outcome::Forwarded => {}
                 Outcome::Refused => n[1] += 1,
                 Outcome::TunnelCut => n[2] += 1,
@@ -209,7 +209,7 @@ fn egress_line(r: &RunRecord) -> String {
     };
     let [n, refused, cut, withheld] = count("agent");
     let [pn, prefused, pcut, _] = count("probe");
-    // Cut tunnels are refusals of what they carried (the server got at most a ClientHello).
+    // Cut tunnels are refusals of what they carried (nothing reached the server).
     let mut s = format!(
         "  egress: the agent made {n} requests, {} denied",
         refused + cut
@@ -217,13 +217,13 @@ fn egress_line(r: &RunRecord) -> String {
     if cut > 0 {
         let _ = write!(
             s,
-            " ({cut} tunnels cut: not TLS, TLS naming another host, or a server that did not answer TLS)"
+            " ({cut} tunnels cut: not TLS, or TLS naming another host)"
         );
     }
     if withheld > 0 {
         let _ = write!(
             s,
-            ", {withheld} sent with the answer withheld (the service there does not speak HTTP)"
+            ", {withheld} sent with the answer withheld (the server did not speak HTTP, or a tunnel's server did not answer TLS)"
         );
     }
     let _ = writeln!(s, "; the probes {pn}, {} denied", prefused + pcut);
@@ -404,11 +404,20 @@ mod tests {
         let s = summary(&r);
         assert!(
             s.contains(
-                "egress: the agent made 4 requests, 2 denied (1 tunnels cut: not TLS, TLS naming \
-                 another host, or a server that did not answer TLS), 1 sent with the answer withheld \
-                 (the service there does not speak HTTP); the probes 1, 1 denied"
+                "egress: the agent made 4 requests, 1 denied, 2 sent with the answer withheld \
+                 (the server did not speak HTTP, or a tunnel's server did not answer TLS); the \
+                 probes 1, 1 denied"
             ),
             "{s}"
+        );
+        r.egress_decisions
+            .push(serde_json::json!({"by": "agent", "reason": "not_tls", "status": "200"}));
+        assert!(
+            summary(&r).contains(
+                "5 requests, 2 denied (1 tunnels cut: not TLS, or TLS naming another host), 2 sent"
+            ),
+            "{}",
+            summary(&r)
         );
     }
 

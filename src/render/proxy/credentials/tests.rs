@@ -328,7 +328,7 @@ fn a_budgeted_credential_is_allowed_only_when_its_helper_counts_the_request() {
     let text = conf(&c, &p, 0);
     let lines: Vec<&str> = text.lines().collect();
     for line in [
-        "external_acl_type cred_budget ttl=0 negative_ttl=0 children-max=1 children-startup=1 %{Content-Length}>h /usr/local/libexec/cyclix-budget",
+        "external_acl_type cred_budget ttl=0 negative_ttl=0 cache=0 queue-size=128 children-max=1 children-startup=0 %{Content-Length}>h /usr/local/libexec/cyclix-budget",
         "deny_info 429:ERR_CYCLIX_BUDGET r_cred_budget",
         "acl cred0_budget external cred_budget cred0 3 -",
         "acl r_cred_budget annotate_transaction reason=credential_over_budget",

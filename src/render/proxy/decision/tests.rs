@@ -156,23 +156,41 @@ fn a_tunnel_whose_server_did_not_answer_tls_is_settled_server_not_tls() {
 }
 
 /// What the summary counts: refused before a byte left, cut by content, sent with the answer
-/// withheld, forwarded.
+/// withheld, forwarded (a 403 the origin answered is forwarded: attack review of issue 31).
 #[test]
 fn outcomes_count_what_left() {
     use super::Outcome;
-    for (reason, status, want) in [
-        ("allowlisted", "200", Outcome::Forwarded),
-        ("credential_added", "200", Outcome::Forwarded),
-        ("would_deny:port_not_allowed", "200", Outcome::Forwarded),
-        ("domain_not_allowlisted", "403", Outcome::Refused),
-        ("port_not_http", "403", Outcome::Refused),
-        ("-", "407", Outcome::Refused),
-        ("-", "403", Outcome::Refused),
-        ("not_tls", "200", Outcome::TunnelCut),
-        ("sni_mismatch", "200", Outcome::TunnelCut),
-        ("server_not_tls", "200", Outcome::TunnelCut),
-        ("not_http", "403", Outcome::SentAnswerWithheld),
+    for (reason, status, err, want) in [
+        ("allowlisted", "200", "-", Outcome::Forwarded),
+        ("allowlisted", "403", "-", Outcome::Forwarded),
+        ("credential_added", "403", "-", Outcome::Forwarded),
+        (
+            "would_deny:port_not_allowed",
+            "403",
+            "-",
+            Outcome::Forwarded,
+        ),
+        ("domain_not_allowlisted", "403", "-", Outcome::Refused),
+        ("port_not_http", "403", "-", Outcome::Refused),
+        ("credential_over_budget", "429", "-", Outcome::Refused),
+        ("-", "407", "-", Outcome::Refused),
+        ("-", "403", "-", Outcome::Refused),
+        ("-", "503", "ERR_SECURE_CONNECT_FAIL", Outcome::Refused),
+        ("-", "400", "-", Outcome::Forwarded),
+        ("not_tls", "200", "ERR_PROTOCOL_UNKNOWN", Outcome::TunnelCut),
+        ("sni_mismatch", "200", "-", Outcome::TunnelCut),
+        (
+            "server_not_tls",
+            "200",
+            "ERR_SECURE_CONNECT_FAIL",
+            Outcome::SentAnswerWithheld,
+        ),
+        ("not_http", "403", "-", Outcome::SentAnswerWithheld),
     ] {
-        assert_eq!(Outcome::of(reason, status), want, "{reason} {status}");
+        assert_eq!(
+            Outcome::of(reason, status, err),
+            want,
+            "{reason} {status} {err}"
+        );
     }
 }
