@@ -10,7 +10,7 @@
 //! `ClientHello` with TLS (test CA) and `hello-from-allowed.example-tls`, any other first byte
 //! with `SSH-2.0-testbed-outside` and an echo.
 
-use crate::common::run::demo_setup;
+use crate::common::run::{demo_setup, run_with_proxy_dropin};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 use crate::e2e_boundary::assert_all_probes_pass;
@@ -209,13 +209,7 @@ fn without_the_tunnel_rules_the_ssh_banner_comes_back_and_n17_refuses_the_run() 
     // The run's own rendered squid.conf, minus the tunnel rules and the port's ssl-bump: what
     // cyclix ran before issue 13 (a drop-in, as an attacker with the Quadlet dir could write).
     let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e '/^ssl/d' -e '/^on_unsupported_protocol/d' -e 's/ ssl-bump.*//' /etc/cyclix/squid.conf > /dev/shm/weak.conf && exec /usr/sbin/squid-openssl -N -f /dev/shm/weak.conf\"";
-    let unit = format!("cyclix-{id}-proxy.container");
-    let script = format!(
-        "set -e\nQ=~/.config/containers/systemd; mkdir -p $Q/{unit}.d\ncat > $Q/{unit}.d/weaken.conf <<'EOF'\n{weaken}\nEOF\n\
-         set +e\n{c} run {name} --run-id {id}\necho \"rc=$?\" >&2\nrm -rf $Q/{unit}.d\n",
-        c = tb.cyclix_bin()
-    );
-    let out = tb.user_sh(&script);
+    let out = run_with_proxy_dropin(tb, name, id, weaken);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let rec = run_record(tb, name, id);
     assert!(stderr.contains("rc=1"), "cyclix run must exit 1: {stderr}");

@@ -26,7 +26,7 @@
 
 use std::sync::OnceLock;
 
-use crate::common::run::{prepared, record, start};
+use crate::common::run::{prepared, record, run_with_proxy_dropin, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
@@ -63,9 +63,11 @@ def hello(sni):
     return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
 
 def drain(s):
+    # Until the other side closes, 8 KiB, or the line service's answer to PING (a tunnel it
+    # answers stays open).
     out = b""
     try:
-        while len(out) < 8192:
+        while len(out) < 8192 and b"+PONG" not in out:
             b = s.recv(4096)
             if not b:
                 break
@@ -74,7 +76,7 @@ def drain(s):
         pass
     return out
 
-def tunnel(target, first, then=b""):
+def tunnel(target, first, then=b"", wait=5):
     s = socket.create_connection((PH, PP), timeout=5)
     s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
     head = b""
@@ -84,13 +86,22 @@ def tunnel(target, first, then=b""):
             break
         head += b
     s.sendall(first)
+    early = b""
     if then:
-        time.sleep(0.7)  # the ClientHello alone in its segment: squid peeks at it first
+        # The ClientHello alone in its segment: squid peeks at it first. What came back before
+        # the text is read now: a server that answers and closes (busybox httpd's 400) would
+        # reset the connection when the text arrives, and its answer would be lost unread.
+        s.settimeout(0.7)
+        try:
+            early = s.recv(4096)
+        except OSError:
+            pass
+        s.settimeout(wait)
         try:
             s.sendall(then)
         except OSError:
             pass
-    got = drain(s)
+    got = early + drain(s)
     s.close()
     return got
 
@@ -112,10 +123,13 @@ def plain(req):
 
 A = b"allowed.example"
 out = {"marker": marker}
-line = tunnel("allowed.example:2525", genuine_hello("allowed.example"), f"\r\nPING\r\n{marker}-line\r\n".encode())
+# Until the proxy closes: a server that stays silent after the hello (no newline in it) keeps
+# squid waiting for its answer until connect_timeout (10 s), and the tunnel's line is logged
+# when squid gives up, which must be before the run reads the proxy's log.
+line = tunnel("allowed.example:2525", genuine_hello("allowed.example"), f"\r\nPING\r\n{marker}-line\r\n".encode(), 120)
 out["line"] = line.decode("latin-1")[:300]
 out["line_first"] = line[:1].hex()
-http = tunnel("allowed.example:80", genuine_hello("allowed.example"), f"GET /{marker}-http HTTP/1.0\r\nHost: allowed.example\r\n\r\n".encode())
+http = tunnel("allowed.example:80", genuine_hello("allowed.example"), f"GET /{marker}-http HTTP/1.0\r\nHost: allowed.example\r\n\r\n".encode(), 120)
 out["http"] = http.decode("latin-1")[:300]
 out["http_first"] = http[:1].hex()
 body = f"PING\r\n{marker}-post\r\n"
@@ -174,6 +188,17 @@ fn read_run(tb: &Testbed, name: &str, rec: serde_json::Value) -> Run {
     }
 }
 
+/// Writes tenant `name`: the attacking agent, [`EGRESS`].
+fn attacker(tb: &Testbed, name: &str) {
+    Tenant::new(name)
+        .agent_cmd(
+            r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
+        )
+        .extra_yaml(EGRESS)
+        .file("attack.py", AGENT)
+        .write(tb);
+}
+
 /// The run with the proxy as cyclix renders it, shared by the tests below.
 fn guarded() -> &'static Run {
     static R: OnceLock<Run> = OnceLock::new();
@@ -181,13 +206,7 @@ fn guarded() -> &'static Run {
         let _shared = crate::common::testbed::shared();
         let tb = prepared();
         let name = "e2e-tunnel-attacks";
-        Tenant::new(name)
-            .agent_cmd(
-                r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
-            )
-            .extra_yaml(EGRESS)
-            .file("attack.py", AGENT)
-            .write(tb);
+        attacker(tb, name);
         let out = start(tb, name);
         let rec = record(tb, name);
         assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
@@ -204,21 +223,9 @@ fn weakened() -> &'static Run {
         let tb = prepared();
         let name = "e2e-tunnel-weak";
         let id = "e2e-tunnel-weak-1";
-        Tenant::new(name)
-            .agent_cmd(
-                r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
-            )
-            .extra_yaml(EGRESS)
-            .file("attack.py", AGENT)
-            .write(tb);
+        attacker(tb, name);
         let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e 's/^ssl_bump peek step2 sni_ok$/ssl_bump splice sni_ok/' -e '/^ssl_bump splice step3$/d' /etc/cyclix/squid.conf > /tmp/weak.conf && grep -q '^ssl_bump splice sni_ok$' /tmp/weak.conf && exec /usr/local/libexec/cyclix-proxy-start /tmp/weak.conf\"";
-        let unit = format!("cyclix-{id}-proxy.container");
-        let script = format!(
-            "set -e\nQ=~/.config/containers/systemd; mkdir -p $Q/{unit}.d\ncat > $Q/{unit}.d/weaken.conf <<'EOF'\n{weaken}\nEOF\n\
-             set +e\n{c} run {name} --run-id {id}\necho \"rc=$?\" >&2\nrm -rf $Q/{unit}.d\n",
-            c = tb.cyclix_bin()
-        );
-        let out = tb.user_sh(&script);
+        let out = run_with_proxy_dropin(tb, name, id, weaken);
         let text = expect_success(
             &tb.user_sh(&format!(
                 "cat ~/.local/state/cyclix/runs/{name}/{id}.json 2>/dev/null || cat ~/.local/state/cyclix/runs/{name}/latest.json"
@@ -267,10 +274,14 @@ fn a_genuine_client_hello_then_plain_text_reaches_no_line_service_and_no_http_se
         "control: {:#}",
         control.results
     );
+    // The plain HTTP server keeps no log, and its answer may be lost to the reset it sends
+    // when the text arrives after it closed: the proxy's own line shows it spliced.
+    let spliced = decisions(&control.record, "CONNECT", "80");
     assert!(
-        s(&control.results, "http").contains("HTTP/1."),
-        "control: the plain HTTP server answered: {:#}",
-        control.results
+        spliced
+            .iter()
+            .any(|d| d["squid"] == "TCP_TUNNEL" && d["server"] == "203.0.113.10"),
+        "control: the tunnel to the plain HTTP server was spliced: {spliced:#?}"
     );
     let r = guarded();
     assert!(

@@ -86,6 +86,24 @@ pub fn start(tb: &Testbed, tenant: &str) -> std::process::Output {
     ])
 }
 
+/// `cyclix run NAME --run-id ID` with `dropin` (a Quadlet drop-in's text) on the run's proxy
+/// container, as an attacker with the Quadlet directory could write it: the positive controls
+/// of the proxy's rules run the same attack against a proxy without them. The drop-in is
+/// removed afterwards; stderr ends with `rc=N`, the run's exit code.
+pub fn run_with_proxy_dropin(
+    tb: &Testbed,
+    name: &str,
+    id: &str,
+    dropin: &str,
+) -> std::process::Output {
+    let unit = format!("cyclix-{id}-proxy.container");
+    tb.user_sh(&format!(
+        "set -e\nQ=~/.config/containers/systemd; mkdir -p $Q/{unit}.d\ncat > $Q/{unit}.d/weaken.conf <<'EOF'\n{dropin}\nEOF\n\
+         set +e\n{c} run {name} --run-id {id}\necho \"rc=$?\" >&2\nrm -rf $Q/{unit}.d\n",
+        c = tb.cyclix_bin()
+    ))
+}
+
 /// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
 /// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
 pub fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
