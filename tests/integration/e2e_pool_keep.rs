@@ -268,12 +268,16 @@ fn the_keeper_expires_an_idle_environment_and_fills_a_fresh_one() {
     cyclix(tb, &format!("install --tenant {t}"));
     wait(tb, &t, 120, &holds(&t, 1), "the keeper fills the pool");
     let first = ready(tb, &t);
+    // The keeper's own mark that the expired one is gone (it says so after its objects are
+    // destroyed), then a fresh one ready. Leaving `ready/` is not that mark: the keeper moves
+    // it out before it destroys it (a full run of the suite saw its objects mid-teardown).
     wait(
         tb,
         &t,
         120,
         &format!(
-            "{} && ! ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready | grep -qx {}",
+            "journalctl --user -u cyclix-pool@{t}.service --no-pager -o cat | grep -qF 'environment {} expired (idle' && {} && ! ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready | grep -qx {}",
+            first[0],
             holds(&t, 1),
             first[0]
         ),
