@@ -5,14 +5,17 @@
 //!
 //! Armed only in debug builds (the ones the test suite runs), from the environment variable
 //! `CYCLIX_FAILPOINTS`: a comma-separated list of point names, e.g.
-//! `CYCLIX_FAILPOINTS=teardown.files`. Release builds never read it, so a shipped cyclix
-//! cannot be made to die this way.
+//! `CYCLIX_FAILPOINTS=teardown.files`; `NAME=pause` makes the point pause instead, until the
+//! test creates a file ([`PAUSE_DIR_ENV`]), so it can inject a fault (a manager reexec) at
+//! exactly that place. Release builds never read it, so a shipped cyclix cannot be made to
+//! die or wait this way.
 //!
 //! Point names: `phase.NAME` at the start of each run phase (`phase.prepare`, …,
 //! `phase.teardown`, `phase.audit`), `teardown.STEP` before each teardown step
 //! ([`TEARDOWN_STEPS`]), `ledger.KIND` right after each append of that kind to the run's
 //! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
-//! removing the run's ledger. A fill of a warm pool passes `pool.fill` once its subnet is reserved
+//! removing the run's ledger, and `reload.confirm` between a reload and the look at the units it
+//! loaded (the place where a manager reexec met a run's `LoadUnit`, issue 36). A fill of a warm pool passes `pool.fill` once its subnet is reserved
 //! and `pool.fill.started` once its environment runs; the *hold* point `pool.fill.held`
 //! ([`hold_point`]) there blocks instead of dying, for a test that kills the process from outside.
 
@@ -71,17 +74,66 @@ pub fn arm_from_env() -> Result<Vec<String>, String> {
         .map(str::to_owned)
         .collect();
     for n in &names {
-        fail::cfg(n.as_str(), "return").map_err(|e| format!("{ENV}: point `{n}`: {e}"))?;
+        let (point, action) = match n.split_once('=') {
+            Some((point, "pause")) => {
+                if std::env::var_os(PAUSE_DIR_ENV).is_none() {
+                    return Err(format!(
+                        "{ENV}: point `{n}` pauses, but {PAUSE_DIR_ENV} (the directory of its \
+                         `.paused` and `.go` files) is not set"
+                    ));
+                }
+                (point, "return(pause)")
+            }
+            Some((_, other)) => {
+                return Err(format!(
+                    "{ENV}: point `{n}`: unknown action `{other}` (a name alone kills; NAME=pause pauses)"
+                ));
+            }
+            None => (n.as_str(), "return"),
+        };
+        fail::cfg(point, action).map_err(|e| format!("{ENV}: point `{n}`: {e}"))?;
     }
     Ok(names)
 }
 
-/// Dies with SIGKILL here if the point `name` is armed; otherwise does nothing.
+/// The environment variable naming the directory of the pause points' files (debug builds):
+/// at a point armed `NAME=pause` the process writes `DIR/NAME.paused` and waits until a test
+/// creates `DIR/NAME.go`.
+pub const PAUSE_DIR_ENV: &str = "CYCLIX_FAILPOINT_DIR";
+
+/// The longest a pause point waits for its `.go` file before going on by itself: 300 s (a test
+/// that died must not leave a run paused for good).
+const PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Dies with SIGKILL here if the point `name` is armed; if it is armed `NAME=pause`, writes
+/// `NAME.paused` in [`PAUSE_DIR_ENV`]'s directory and waits until `NAME.go` appears there (at
+/// most [`PAUSE_MAX`]), so a test can inject a fault at exactly this place; otherwise does
+/// nothing.
 pub fn kill_point(name: &str) {
-    fail::fail_point!(name, |_| {
+    fail::fail_point!(name, |action: Option<String>| {
+        if action.as_deref() == Some("pause") {
+            pause(name);
+            return;
+        }
         tracing::warn!("fail point {name}: SIGKILL");
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     });
+}
+
+/// The wait of a pause point (see [`kill_point`]).
+fn pause(name: &str) {
+    let Some(dir) = std::env::var_os(PAUSE_DIR_ENV).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let go = dir.join(format!("{name}.go"));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::remove_file(&go);
+    let _ = std::fs::write(dir.join(format!("{name}.paused")), b"");
+    tracing::warn!("fail point {name}: paused until {} exists", go.display());
+    let end = std::time::Instant::now() + PAUSE_MAX;
+    while !go.exists() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Blocks here for good if the point `name` is armed (the process waits to be killed from

@@ -314,6 +314,59 @@ impl ZbusUnitManager {
         }
     }
 
+    /// One call of the seam under the one retry rule ([`retry::retrying`]): `f` is asked
+    /// with a fresh [`Call`] of `op` on `unit` bounded by `timeout`, and asked again after a
+    /// transient D-Bus error (the user manager re-executing or reloading) while `timeout` from
+    /// the first ask has not passed. Every method of the [`UnitManager`] impl goes through
+    /// here: each is safe to repeat (reads, `LoadUnit`, `Reload`, `ResetFailed`, unit-file
+    /// (dis)enabling, and jobs in a mode that merges a job queued twice).
+    fn ask<T>(
+        &self,
+        op: Op,
+        unit: &str,
+        timeout: Duration,
+        f: impl Fn(&Call<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        retry::retrying(timeout, || f(&self.call(op, unit, timeout)))
+    }
+
+    /// A timer's next elapse, read within `call`'s deadline.
+    async fn read_next_elapse(&self, call: &Call<'_>, unit: &str) -> Result<NextElapse, Error> {
+        let manager = self.manager(call).await?;
+        // GetUnit, not LoadUnit: a timer nobody loaded (no `schedule:`) has no next
+        // elapse, and loading one that lacks a trigger makes systemd log a refusal.
+        let path = call
+            .run("finding the timer", manager.get_unit(unit))
+            .await?;
+        let timer = call
+            .run("reading timer properties", self.timer_proxy(path.clone()))
+            .await?;
+        let unit_proxy = call
+            .run("reading timer properties", self.unit_proxy(path))
+            .await?;
+        let load_state = call
+            .run("reading timer properties", unit_proxy.load_state())
+            .await?;
+        if LoadState::parse(&load_state) != LoadState::Loaded {
+            return Err(Error::NoSuchUnit {
+                unit: unit.to_owned(),
+            });
+        }
+        let realtime = call
+            .run(
+                "reading timer properties",
+                timer.next_elapse_usec_realtime(),
+            )
+            .await?;
+        let monotonic = call
+            .run(
+                "reading timer properties",
+                timer.next_elapse_usec_monotonic(),
+            )
+            .await?;
+        Ok(NextElapse::from_raw(realtime, monotonic))
+    }
+
     async fn manager(&self, call: &Call<'_>) -> Result<ManagerProxy<'_>, Error> {
         call.run(
             "creating the manager proxy",
@@ -339,11 +392,10 @@ impl ZbusUnitManager {
 impl UnitManager for ZbusUnitManager {
     #[tracing::instrument(skip_all)]
     fn reload(&self) -> Result<(), Error> {
-        retry::retrying(self.call_timeout, || {
-            let call = self.call(Op::Reload, MANAGER, self.call_timeout);
-            let _lock = self.lock(&call, Access::Exclusive)?;
+        self.ask(Op::Reload, MANAGER, self.call_timeout, |call| {
+            let _lock = self.lock(call, Access::Exclusive)?;
             async_io::block_on(async {
-                let manager = self.manager(&call).await?;
+                let manager = self.manager(call).await?;
                 call.run("waiting for the reload to finish", manager.reload())
                     .await
             })?;
@@ -354,39 +406,45 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn start(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        retry::retrying(timeout, || self.run_job(Op::Start, unit, mode, timeout))
+        self.ask(Op::Start, unit, timeout, |call| {
+            async_io::block_on(self.job(call, mode))
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode))]
     fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error> {
-        let call = self.call(Op::Start, unit, self.call_timeout);
-        let _lock = self.lock(&call, Access::Shared)?;
-        async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            let job = call
-                .run("queueing the job", manager.start_unit(unit, mode.as_str()))
-                .await?;
-            tracing::debug!(%job, "job queued, not waited for");
-            Ok(job.to_string())
+        self.ask(Op::Start, unit, self.call_timeout, |call| {
+            let _lock = self.lock(call, Access::Shared)?;
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                let job = call
+                    .run("queueing the job", manager.start_unit(unit, mode.as_str()))
+                    .await?;
+                tracing::debug!(%job, "job queued, not waited for");
+                Ok(job.to_string())
+            })
         })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        retry::retrying(timeout, || self.run_job(Op::Stop, unit, mode, timeout))
+        self.ask(Op::Stop, unit, timeout, |call| {
+            async_io::block_on(self.job(call, mode))
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn restart(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        self.run_job(Op::Restart, unit, mode, timeout)
+        self.ask(Op::Restart, unit, timeout, |call| {
+            async_io::block_on(self.job(call, mode))
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn reset_failed(&self, unit: &str) -> Result<(), Error> {
-        retry::retrying(self.call_timeout, || {
-            let call = self.call(Op::ResetFailed, unit, self.call_timeout);
+        self.ask(Op::ResetFailed, unit, self.call_timeout, |call| {
             async_io::block_on(async {
-                let manager = self.manager(&call).await?;
+                let manager = self.manager(call).await?;
                 call.run(
                     "resetting the failed state",
                     manager.reset_failed_unit(unit),
@@ -398,71 +456,37 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn unit_status(&self, unit: &str) -> Result<UnitStatus, Error> {
-        retry::retrying(self.call_timeout, || {
-            let call = self.call(Op::Status, unit, self.call_timeout);
-            async_io::block_on(self.read_status(&call))
+        self.ask(Op::Status, unit, self.call_timeout, |call| {
+            async_io::block_on(self.read_status(call))
         })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn unit_identity(&self, unit: &str) -> Result<UnitIdentity, Error> {
-        retry::retrying(self.call_timeout, || {
-            let call = self.call(Op::Identity, unit, self.call_timeout);
-            async_io::block_on(self.read_identity(&call))
+        self.ask(Op::Identity, unit, self.call_timeout, |call| {
+            async_io::block_on(self.read_identity(call))
         })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn timer_next_elapse(&self, unit: &str) -> Result<NextElapse, Error> {
-        let call = self.call(Op::TimerNextElapse, unit, self.call_timeout);
-        async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            // GetUnit, not LoadUnit: a timer nobody loaded (no `schedule:`) has no next
-            // elapse, and loading one that lacks a trigger makes systemd log a refusal.
-            let path = call
-                .run("finding the timer", manager.get_unit(unit))
-                .await?;
-            let timer = call
-                .run("reading timer properties", self.timer_proxy(path.clone()))
-                .await?;
-            let unit_proxy = call
-                .run("reading timer properties", self.unit_proxy(path))
-                .await?;
-            let load_state = call
-                .run("reading timer properties", unit_proxy.load_state())
-                .await?;
-            if LoadState::parse(&load_state) != LoadState::Loaded {
-                return Err(Error::NoSuchUnit {
-                    unit: unit.to_owned(),
-                });
-            }
-            let realtime = call
-                .run(
-                    "reading timer properties",
-                    timer.next_elapse_usec_realtime(),
-                )
-                .await?;
-            let monotonic = call
-                .run(
-                    "reading timer properties",
-                    timer.next_elapse_usec_monotonic(),
-                )
-                .await?;
-            Ok(NextElapse::from_raw(realtime, monotonic))
+        self.ask(Op::TimerNextElapse, unit, self.call_timeout, |call| {
+            async_io::block_on(self.read_next_elapse(call, unit))
         })
     }
 
     #[tracing::instrument(skip_all, fields(units = ?units))]
     fn enable_unit_files(&self, units: &[&str]) -> Result<Vec<UnitFileChange>, Error> {
         let names = units.join(" ");
-        let call = self.call(Op::Enable, &names, self.call_timeout);
-        let (_, changes) = async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run(
-                "enabling unit files",
-                manager.enable_unit_files(units, false, true),
-            )
-            .await
+        let (_, changes) = self.ask(Op::Enable, &names, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                call.run(
+                    "enabling unit files",
+                    manager.enable_unit_files(units, false, true),
+                )
+                .await
+            })
         })?;
         self.reload()?;
         Ok(Self::unit_file_changes(changes))
@@ -471,14 +495,15 @@ impl UnitManager for ZbusUnitManager {
     #[tracing::instrument(skip_all, fields(units = ?units))]
     fn disable_unit_files(&self, units: &[&str]) -> Result<Vec<UnitFileChange>, Error> {
         let names = units.join(" ");
-        let call = self.call(Op::Disable, &names, self.call_timeout);
-        let changes = async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run(
-                "disabling unit files",
-                manager.disable_unit_files(units, false),
-            )
-            .await
+        let changes = self.ask(Op::Disable, &names, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                call.run(
+                    "disabling unit files",
+                    manager.disable_unit_files(units, false),
+                )
+                .await
+            })
         })?;
         self.reload()?;
         Ok(Self::unit_file_changes(changes))
@@ -486,47 +511,51 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn load_unit(&self, unit: &str) -> Result<LoadState, Error> {
-        let call = self.call(Op::LoadUnit, unit, self.call_timeout);
-        async_io::block_on(async {
-            let proxy = self.loaded_unit(&call, unit).await?;
-            let state = call
-                .run("reading the load state", proxy.load_state())
-                .await?;
-            Ok(LoadState::parse(&state))
+        self.ask(Op::LoadUnit, unit, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let proxy = self.loaded_unit(call, unit).await?;
+                let state = call
+                    .run("reading the load state", proxy.load_state())
+                    .await?;
+                Ok(LoadState::parse(&state))
+            })
         })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn load_current(&self, unit: &str) -> Result<(LoadState, bool), Error> {
-        let call = self.call(Op::LoadUnit, unit, self.call_timeout);
-        async_io::block_on(async {
-            let proxy = self.loaded_unit(&call, unit).await?;
-            let (state, reload) = futures_lite::future::zip(
-                call.run("reading the load state", proxy.load_state()),
-                call.run("reading NeedDaemonReload", proxy.need_daemon_reload()),
-            )
-            .await;
-            Ok((LoadState::parse(&state?), reload?))
+        self.ask(Op::LoadUnit, unit, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let proxy = self.loaded_unit(call, unit).await?;
+                let (state, reload) = futures_lite::future::zip(
+                    call.run("reading the load state", proxy.load_state()),
+                    call.run("reading NeedDaemonReload", proxy.need_daemon_reload()),
+                )
+                .await;
+                Ok((LoadState::parse(&state?), reload?))
+            })
         })
     }
 
     #[tracing::instrument(skip_all)]
     fn manager_version(&self) -> Result<String, Error> {
-        let call = self.call(Op::Version, MANAGER, self.call_timeout);
-        async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run("reading the manager version", manager.version())
-                .await
+        self.ask(Op::Version, MANAGER, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                call.run("reading the manager version", manager.version())
+                    .await
+            })
         })
     }
 
     #[tracing::instrument(skip_all)]
     fn manager_environment_names(&self) -> Result<Vec<String>, Error> {
-        let call = self.call(Op::Environment, MANAGER, self.call_timeout);
-        let block = async_io::block_on(async {
-            let manager = self.manager(&call).await?;
-            call.run("reading the manager environment", manager.environment())
-                .await
+        let block = self.ask(Op::Environment, MANAGER, self.call_timeout, |call| {
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                call.run("reading the manager environment", manager.environment())
+                    .await
+            })
         })?;
         Ok(block
             .iter()
@@ -536,11 +565,16 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(uid = uid))]
     fn user_linger(&self, uid: u32) -> Result<bool, Error> {
-        self.linger_of(uid)
+        let unit = format!("login1 user {uid}");
+        self.ask(Op::Linger, &unit, self.call_timeout, |call| {
+            self.linger_of(call, uid)
+        })
     }
 
     #[tracing::instrument(skip_all, fields(unit = %unit))]
     fn system_unit_active_state(&self, unit: &str) -> Result<ActiveState, Error> {
-        self.system_state_of(unit)
+        self.ask(Op::SystemStatus, unit, self.call_timeout, |call| {
+            self.system_state_of(call, unit)
+        })
     }
 }

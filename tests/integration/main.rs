@@ -28,6 +28,7 @@ mod e2e_delivery;
 mod e2e_docs;
 mod e2e_drill;
 mod e2e_faults;
+mod e2e_faults_reexec;
 mod e2e_faults_storage_lock_and_user_manager;
 mod e2e_gate;
 mod e2e_git_attacks;

@@ -220,6 +220,7 @@ pub(crate) fn reload_and_confirm(
     names: &render::plan::UnitNames,
 ) -> Result<()> {
     units.reload()?;
+    crate::failpoint::kill_point("reload.confirm");
     for u in &names.all {
         let state = units.load_unit(u)?;
         if state != LoadState::Loaded {

@@ -232,15 +232,4 @@ impl ZbusUnitManager {
             elapsed_ms: call.elapsed_ms(),
         })
     }
-
-    pub(super) fn run_job(
-        &self,
-        op: Op,
-        unit: &str,
-        mode: JobMode,
-        timeout: Duration,
-    ) -> Result<JobOutcome, Error> {
-        let call = self.call(op, unit, timeout);
-        async_io::block_on(self.job(&call, mode))
-    }
 }

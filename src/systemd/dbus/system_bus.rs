@@ -6,10 +6,8 @@ use super::*;
 
 impl ZbusUnitManager {
     /// [`UnitManager::user_linger`] over the system bus (logind).
-    pub(super) fn linger_of(&self, uid: u32) -> Result<bool, Error> {
-        let unit = format!("login1 user {uid}");
-        let call = self.call(Op::Linger, &unit, self.call_timeout);
-        let conn = self.system_bus(&call)?;
+    pub(super) fn linger_of(&self, call: &Call<'_>, uid: u32) -> Result<bool, Error> {
+        let conn = self.system_bus(call)?;
         async_io::block_on(async {
             let login = call
                 .run(
@@ -45,9 +43,12 @@ impl ZbusUnitManager {
     }
 
     /// [`UnitManager::system_unit_active_state`] over the system bus.
-    pub(super) fn system_state_of(&self, unit: &str) -> Result<ActiveState, Error> {
-        let call = self.call(Op::SystemStatus, unit, self.call_timeout);
-        let conn = self.system_bus(&call)?;
+    pub(super) fn system_state_of(
+        &self,
+        call: &Call<'_>,
+        unit: &str,
+    ) -> Result<ActiveState, Error> {
+        let conn = self.system_bus(call)?;
         async_io::block_on(async {
             let manager = call
                 .run(

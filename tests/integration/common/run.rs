@@ -127,15 +127,20 @@ pub fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
         .to_string()
 }
 
-/// Arms the fail points `points` (`CYCLIX_FAILPOINTS`, debug builds) for `t`'s run unit with a
-/// drop-in; an empty list removes it. Either way the user manager is reloaded.
+/// Where a run armed by [`arm`] writes `NAME.paused` at a point armed `NAME=pause` and waits
+/// for `NAME.go` (`%t`, written `%%t` for printf, is the user manager's runtime directory, `$XDG_RUNTIME_DIR`).
+pub const PAUSE_DIR: &str = "%%t/e2e-failpoints";
+
+/// Arms the fail points `points` (`CYCLIX_FAILPOINTS`, debug builds; `NAME=pause` pauses, see
+/// [`PAUSE_DIR`]) for `t`'s run unit with a drop-in; an empty list removes it. Either way the
+/// user manager is reloaded.
 pub fn arm(tb: &Testbed, t: &str, points: &str) {
     let d = format!("~/.config/systemd/user/cyclix-run@{t}.service.d");
     let script = if points.is_empty() {
         format!("rm -rf {d}; systemctl --user daemon-reload")
     } else {
         format!(
-            "mkdir -p {d} && printf '[Service]\\nEnvironment=CYCLIX_FAILPOINTS={points}\\n' > {d}/failpoints.conf && systemctl --user daemon-reload"
+            "mkdir -p {d} && printf '[Service]\\nEnvironment=CYCLIX_FAILPOINTS={points} CYCLIX_FAILPOINT_DIR={PAUSE_DIR}\\n' > {d}/failpoints.conf && systemctl --user daemon-reload"
         )
     };
     expect_success(&tb.user_sh(&script), "arm the fail points");
