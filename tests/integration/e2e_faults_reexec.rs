@@ -32,7 +32,7 @@ const POINTS: &[&str] = &[
 /// writes it; generators run with a private /tmp, so its files are in the runtime dir.
 fn hold_generator(tb: &crate::common::testbed::Testbed, on: bool) {
     let script = if on {
-        r#"set -e
+        r"set -e
 d=/run/user/$(id -u cyx)
 mkdir -p /run/systemd/user-generators
 cat > /run/systemd/user-generators/e2e-reexec-hold <<G
@@ -42,7 +42,7 @@ i=0
 while [ -e $d/e2e-gen-hold ] && [ \$i -lt 1200 ]; do sleep 0.05; i=\$((i+1)); done
 exit 0
 G
-chmod 755 /run/systemd/user-generators/e2e-reexec-hold"#
+chmod 755 /run/systemd/user-generators/e2e-reexec-hold"
     } else {
         "rm -f /run/systemd/user-generators/e2e-reexec-hold"
     };
