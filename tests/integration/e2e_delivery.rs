@@ -13,10 +13,10 @@ use crate::common::run::{inject_mid_run, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
-const URL: &str = "git://allowed.example";
+pub(crate) const URL: &str = "git://allowed.example";
 
 /// The git daemon, started once per boot as a transient system service inside the testbed.
-fn gitd(tb: &Testbed) {
+pub(crate) fn gitd(tb: &Testbed) {
     static UP: OnceLock<()> = OnceLock::new();
     UP.get_or_init(|| {
         expect_success(
@@ -41,7 +41,7 @@ fn gitd(tb: &Testbed) {
 }
 
 /// A fresh bare repository `/srv/git/NAME.git` with the logging `pre-receive` hook.
-fn bare(tb: &Testbed, name: &str) {
+pub(crate) fn bare(tb: &Testbed, name: &str) {
     gitd(tb);
     expect_success(
         &tb.root_sh(&format!(
@@ -62,7 +62,7 @@ chmod +x "$r/hooks/pre-receive"; touch /srv/git/{name}.log"#
 
 /// Writes `tenant` (a clone of the demo project) and adds the remote `deliver` →
 /// `URL/REPO.git`; returns its name.
-fn dl_tenant(tb: &Testbed, tenant: &Tenant, repo: &str) -> String {
+pub(crate) fn dl_tenant(tb: &Testbed, tenant: &Tenant, repo: &str) -> String {
     let t = tenant.write(tb);
     expect_success(
         &tb.user_sh(&format!(
@@ -74,7 +74,7 @@ fn dl_tenant(tb: &Testbed, tenant: &Tenant, repo: &str) -> String {
 }
 
 /// The tip of `branch` on the remote `repo`, empty when absent.
-fn remote_tip(tb: &Testbed, repo: &str, branch: &str) -> String {
+pub(crate) fn remote_tip(tb: &Testbed, repo: &str, branch: &str) -> String {
     expect_success(
         &tb.user_sh(&format!(
             "git ls-remote {URL}/{repo}.git refs/heads/{branch} | cut -f1"
@@ -103,7 +103,7 @@ fn pushes(tb: &Testbed, repo: &str) -> Vec<(f64, f64, String, String, String)> {
 }
 
 /// Runs `t` to its end with `systemctl --user start`; the unit's exit status.
-fn run_to_end(tb: &Testbed, t: &str) -> String {
+pub(crate) fn run_to_end(tb: &Testbed, t: &str) -> String {
     let _ = start(tb, t);
     let st = expect_success(
         &tb.user_sh(&format!(
@@ -115,7 +115,7 @@ fn run_to_end(tb: &Testbed, t: &str) -> String {
 }
 
 /// The local tip of `branch` in `t`'s repository.
-fn local_tip(tb: &Testbed, t: &str, branch: &str) -> String {
+pub(crate) fn local_tip(tb: &Testbed, t: &str, branch: &str) -> String {
     expect_success(
         &tb.user_sh(&format!("git -C ~/src/{t} rev-parse refs/heads/{branch}")),
         "local tip",
@@ -128,7 +128,7 @@ fn local_tip(tb: &Testbed, t: &str, branch: &str) -> String {
 /// adds a commit of its own, so every run has something to deliver.
 const NOTE_AGENT: &str = "[sh, -c, \"cyclix-demo-agent >/dev/null 2>&1 || true; date +%s%N >> notes.txt && git add notes.txt && git commit -qm note\"]";
 
-fn s<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
+pub(crate) fn s<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
 

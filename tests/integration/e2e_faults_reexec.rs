@@ -69,7 +69,7 @@ fn a_reexec_that_meets_the_first_dbus_call_of_each_phase_is_ridden_out_and_the_r
     let script = format!(
         r#"set -u
 t={t}
-D=$XDG_RUNTIME_DIR/e2e-failpoints; H=$XDG_RUNTIME_DIR/e2e-gen-hold; G=$XDG_RUNTIME_DIR/e2e-gen.log
+D=$XDG_RUNTIME_DIR/e2e-failpoints/$t; H=$XDG_RUNTIME_DIR/e2e-gen-hold; G=$XDG_RUNTIME_DIR/e2e-gen.log
 rm -rf "$D" "$H" "$G" /tmp/e2e-mon.*; mkdir -p "$D"; : > "$G"
 systemctl --user reset-failed cyclix-run@$t.service 2>/dev/null
 cursor=$(journalctl --user -n 0 --show-cursor --no-pager | sed -n 's/^-- cursor: //p')

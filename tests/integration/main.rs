@@ -25,6 +25,7 @@ mod e2e_capacity;
 mod e2e_check;
 mod e2e_credentials;
 mod e2e_delivery;
+mod e2e_delivery_faults;
 mod e2e_docs;
 mod e2e_drill;
 mod e2e_faults;

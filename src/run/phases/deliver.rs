@@ -451,17 +451,29 @@ fn decide_and_push(
     let dst = format!("refs/heads/{}", d.branch);
     match core::push_outcome(ok, &porcelain, &stderr, &dst) {
         PushOutcome::Pushed => {
-            d.pushed_tip = repo.remote_tip(&t.spec.remote, &d.branch)?;
-            if d.pushed_tip.as_deref() == Some(tip.as_str()) {
-                d.outcome = Outcome::Pushed;
-                Ok(RunResult::Passed)
-            } else {
-                d.outcome = Outcome::Refused;
-                d.reason = Some(format!(
-                    "git reported the push, but the remote's `{dst}` is at {} instead of {tip}",
-                    d.pushed_tip.as_deref().unwrap_or("nothing")
-                ));
-                Ok(RunResult::DeliveryRefused)
+            // Landed, by git's report: recorded so whatever the read-back says.
+            d.outcome = Outcome::Pushed;
+            d.pushed_tip = Some(tip.clone());
+            match repo.remote_tip(&t.spec.remote, &d.branch) {
+                Ok(Some(read)) if read == tip => Ok(RunResult::Passed),
+                Ok(read) => {
+                    d.outcome = Outcome::Refused;
+                    d.pushed_tip = read;
+                    d.reason = Some(format!(
+                        "git reported the push, but the remote's `{dst}` is at {} instead of {tip}",
+                        d.pushed_tip.as_deref().unwrap_or("nothing")
+                    ));
+                    Ok(RunResult::DeliveryRefused)
+                }
+                Err(e) => {
+                    d.reason = Some(format!(
+                        "git reported the push of {tip}; reading `{dst}` back failed ({e:#}): \
+                         the tip is git's report, not read back (`git ls-remote {} {dst}` \
+                         tells once the remote answers)",
+                        t.spec.remote
+                    ));
+                    Ok(RunResult::Passed)
+                }
             }
         }
         PushOutcome::Refused(why) => {
@@ -476,6 +488,14 @@ fn decide_and_push(
                 t.run_branch
             ));
             Ok(RunResult::DeliveryRefused)
+        }
+        PushOutcome::Failed(why) => {
+            d.outcome = Outcome::Failed;
+            anyhow::bail!(
+                "the push to `{dst}` on remote `{}` did not get through: {why} (the remote is \
+                 gone, unreachable or cannot store it; fix the remote and run again)",
+                t.spec.remote
+            )
         }
     }
 }

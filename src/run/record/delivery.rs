@@ -24,8 +24,12 @@ pub enum Outcome {
     NotPushed,
     /// Held: paths or secrets the delivery must not carry; kept on the local branch.
     Held,
-    /// The push was refused (the lease, the remote); kept on the local branch.
+    /// The push was refused (the lease, or the remote's policy: a hook declined it); kept on
+    /// the local branch.
     Refused,
+    /// The push could not reach or write the remote (it is gone, unreachable, or cannot store
+    /// the objects or the ref): an error of phase `deliver`; kept on the local branch.
+    Failed,
     /// Pushed.
     Pushed,
 }
@@ -72,13 +76,14 @@ impl DeliveryRecord {
             .map_or_else(String::new, |r| format!(": {r}"));
         match self.outcome {
             Outcome::Pushed => format!(
-                "pushed {} to {target}{}",
+                "pushed {} to {target}{}{why}",
                 self.pushed_tip.as_deref().map_or_else(String::new, short),
                 self.expected.as_deref().map_or_else(
                     || " (new branch)".to_owned(),
                     |e| format!(" (from {})", short(e))
                 )
             ),
+            Outcome::Failed => format!("FAILED to reach or write {target}{why}"),
             Outcome::NotReached => format!("not reached for {target}{why}"),
             Outcome::NothingToDeliver => format!("nothing to deliver to {target}"),
             Outcome::NotPushed => format!("checked, not pushed (push: false) to {target}"),

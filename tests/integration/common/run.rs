@@ -128,8 +128,9 @@ pub fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
 }
 
 /// Where a run armed by [`arm`] writes `NAME.paused` at a point armed `NAME=pause` and waits
-/// for `NAME.go` (`%t`, written `%%t` for printf, is the user manager's runtime directory, `$XDG_RUNTIME_DIR`).
-pub const PAUSE_DIR: &str = "%%t/e2e-failpoints";
+/// for `NAME.go`: `$XDG_RUNTIME_DIR/e2e-failpoints/TENANT` (`%t` and `%i` of the run unit,
+/// written `%%` for printf).
+pub const PAUSE_DIR: &str = "%%t/e2e-failpoints/%%i";
 
 /// Arms the fail points `points` (`CYCLIX_FAILPOINTS`, debug builds; `NAME=pause` pauses, see
 /// [`PAUSE_DIR`]) for `t`'s run unit with a drop-in; an empty list removes it. Either way the
@@ -166,4 +167,43 @@ pub fn record_of(tb: &Testbed, t: &str, run: &str) -> serde_json::Value {
         "read a run record",
     );
     serde_json::from_str(&text).expect("json")
+}
+
+/// Starts `t`'s run (armed with [`arm`] `POINT=pause`), waits until it pauses at `point`, calls
+/// `fault` (the run's id given), lets the run go on and waits for its end. Returns the run id
+/// and the run unit's exit status (`ExecMainStatus`).
+pub fn run_paused(
+    tb: &Testbed,
+    t: &str,
+    point: &str,
+    fault: impl FnOnce(&str),
+) -> (String, String) {
+    let run = expect_success(
+        &tb.user_sh(&format!(
+            "D=$XDG_RUNTIME_DIR/e2e-failpoints/{t}; rm -rf $D
+             systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
+             systemctl --user start --no-block cyclix-run@{t}.service
+             for i in $(seq 1 1200); do [ -e $D/{point}.paused ] && break; sleep 0.05; done
+             [ -e $D/{point}.paused ] || {{ echo 'the run never paused at {point}' >&2; exit 1; }}
+             cd ~/.local/state/cyclix/runs/{t} && ls *.running | sed 's/[.]running$//'"
+        )),
+        "start the run and wait for its pause",
+    )
+    .trim()
+    .to_string();
+    fault(&run);
+    let status = expect_success(
+        &tb.user_sh(&format!(
+            "touch $XDG_RUNTIME_DIR/e2e-failpoints/{t}/{point}.go
+             for i in $(seq 1 1200); do
+               s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ \"$s\" = activating ] || break; sleep 0.1
+             done
+             systemctl --user show -P ExecMainStatus cyclix-run@{t}.service
+             systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null; true"
+        )),
+        "let the run go on and wait for its end",
+    )
+    .trim()
+    .to_string();
+    (run, status)
 }

@@ -423,14 +423,22 @@ pub fn start_point(tip: Option<&str>, base_is_ancestor: bool) -> StartPoint {
 pub enum PushOutcome {
     /// The ref was created or updated (or already was at the tip).
     Pushed,
-    /// git or the remote refused it; the reason as git gave it (`stale info`, …).
+    /// Refused: git's lease or fast-forward check (`[rejected] (stale info)`, …) or the
+    /// remote's policy (`[remote rejected] (… hook declined)`); the reason as git gave it.
     Refused(String),
+    /// The push did not get through: git never talked to the remote (gone, unreachable), or
+    /// the remote could not store it (`[remote rejected] (unpacker error)`, `(failed to update
+    /// ref)`, `[remote failure]`); the reason as git gave it.
+    Failed(String),
 }
 
 /// Reads `git push --porcelain` output for the ref `dst` (`refs/heads/BRANCH`): its status
 /// line is `FLAG \t FROM:TO \t SUMMARY`; flag ` `, `+`, `*` or `=` is success, `!` a
-/// rejection. No line for `dst` (git failed before it talked to the remote) is a refusal
-/// carrying `stderr`'s last line. A success flag with a failed exit status is a refusal too.
+/// rejection: `[rejected]` is git's own lease or fast-forward check, `[remote rejected]` the
+/// remote's answer — a refusal when a hook declined it, else (`unpacker error`, `failed to
+/// update ref`, …) the remote could not write it — and `[remote failure]` a remote that did
+/// not answer. No line for `dst` (git failed before it talked to the remote) is a failure
+/// carrying `stderr`'s last line, and so is a success flag with a failed exit status.
 #[must_use]
 pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> PushOutcome {
     let line = porcelain.lines().find_map(|l| {
@@ -438,7 +446,7 @@ pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> 
         let flag = parts.next()?;
         let refs = parts.next()?;
         let summary = parts.next().unwrap_or("");
-        (refs.rsplit_once(':').map(|(_, to)| to) == Some(dst)).then_some((flag, summary))
+        (refs.rsplit_once(':').map(|(_, to)| to) == Some(dst)).then_some((flag, summary.trim()))
     });
     let last_err = stderr
         .lines()
@@ -449,9 +457,17 @@ pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> 
         .to_owned();
     match line {
         Some((flag, _)) if exit_ok && matches!(flag, " " | "+" | "*" | "=") => PushOutcome::Pushed,
-        Some(("!", summary)) => PushOutcome::Refused(summary.trim().to_owned()),
-        Some((_, summary)) => PushOutcome::Refused(format!("{} ({last_err})", summary.trim())),
-        None => PushOutcome::Refused(last_err),
+        Some(("!", summary)) if summary.starts_with("[rejected]") => {
+            PushOutcome::Refused(summary.to_owned())
+        }
+        Some(("!", summary))
+            if summary.starts_with("[remote rejected]") && summary.contains("declined") =>
+        {
+            PushOutcome::Refused(summary.to_owned())
+        }
+        Some(("!", summary)) => PushOutcome::Failed(format!("{summary} ({last_err})")),
+        Some((_, summary)) => PushOutcome::Failed(format!("{summary} ({last_err})")),
+        None => PushOutcome::Failed(last_err),
     }
 }
 

@@ -163,6 +163,18 @@ fn run_protected(
     setup: &[&str],
     protected: &[&str],
 ) -> (DeliveryRecord, RunResult) {
+    let (d, result) = run_to_result(e, spec, fake, setup, protected);
+    (d, result.expect("deliver"))
+}
+
+/// [`run_protected`] that returns the delivery's error (a failed push) instead of panicking.
+fn run_to_result(
+    e: &Env,
+    spec: &Delivery,
+    fake: &Fake,
+    setup: &[&str],
+    protected: &[&str],
+) -> (DeliveryRecord, anyhow::Result<RunResult>) {
     let t = target(e, spec, "r1", "cyclix/acme/r1");
     let start = start_with(&t, fake).expect("start");
     let base = start.base_override.clone().unwrap_or_else(|| BASE.into());
@@ -176,7 +188,7 @@ fn run_protected(
         })
         .collect();
     let facts = rec.delivery_facts();
-    let result = deliver_with(&t, start, &facts, fake, &mut rec.delivery).expect("deliver");
+    let result = deliver_with(&t, start, &facts, fake, &mut rec.delivery);
     assert!(!t.scratch.exists(), "the scan's scratch files are removed");
     (rec.delivery.expect("a delivery record"), result)
 }
@@ -451,17 +463,18 @@ fn git_messages_quoted_in_the_record_lose_credentials_and_secret_values() {
         String::new(),
         "remote: saw tok-0123456789-secret\nfatal: unable to access 'https://user:tok@git.example/acme.git'".into(),
     );
-    let (d, result) = run(&e, &spec, &fake);
-    assert_eq!(
-        (d.outcome, result),
-        (Outcome::Refused, RunResult::DeliveryRefused)
-    );
+    // git never reached the remote: a failure of the phase (exit 2), not a refusal.
+    let (d, result) = run_to_result(&e, &spec, &fake, &[], &[]);
+    assert_eq!(d.outcome, Outcome::Failed);
+    let err = format!("{:#}", result.expect_err("a failed push is an error"));
     let why = d.reason.unwrap_or_default();
-    assert!(why.contains("https://git.example/acme.git"), "{why}");
-    assert!(
-        !why.contains("user:tok@") && !why.contains("tok-0123456789"),
-        "{why}"
-    );
+    for text in [&why, &err] {
+        assert!(text.contains("https://git.example/acme.git"), "{text}");
+        assert!(
+            !text.contains("user:tok@") && !text.contains("tok-0123456789"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -180,19 +180,38 @@ fn porcelain_outcomes() {
         push_outcome(false, &stale, "error: failed to push some refs", dst),
         PushOutcome::Refused("[rejected] (stale info)".into())
     );
+    // The remote's policy refuses; a remote that cannot store the push, or is not reached at
+    // all, fails (git's words as measured on the testbed, git 2.47).
+    let hook =
+        format!("!\trefs/heads/cyclix/a/r1:{dst}\t[remote rejected] (pre-receive hook declined)\n");
+    assert!(matches!(
+        push_outcome(false, &hook, "", dst),
+        PushOutcome::Refused(_)
+    ));
+    for summary in [
+        "[remote rejected] (unpacker error)",
+        "[remote rejected] (failed to update ref)",
+        "[remote failure] (remote failed to report status)",
+    ] {
+        let line = format!("!\trefs/heads/cyclix/a/r1:{dst}\t{summary}\n");
+        assert_eq!(
+            push_outcome(false, &line, "error: failed to push some refs", dst),
+            PushOutcome::Failed(format!("{summary} (error: failed to push some refs)"))
+        );
+    }
     assert_eq!(
         push_outcome(false, "", "fatal: unable to connect\n", dst),
-        PushOutcome::Refused("fatal: unable to connect".into())
+        PushOutcome::Failed("fatal: unable to connect".into())
     );
     // A success line for another ref, or a failed status, is not a delivery.
     let other = " \trefs/heads/x:refs/heads/other\tabc..def\n";
     assert!(matches!(
         push_outcome(true, other, "", dst),
-        PushOutcome::Refused(_)
+        PushOutcome::Failed(_)
     ));
     assert!(matches!(
         push_outcome(false, &ff, "hook declined", dst),
-        PushOutcome::Refused(_)
+        PushOutcome::Failed(_)
     ));
 }
 
