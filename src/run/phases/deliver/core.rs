@@ -465,7 +465,6 @@ pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> 
         {
             PushOutcome::Refused(summary.to_owned())
         }
-        Some(("!", summary)) => PushOutcome::Failed(format!("{summary} ({last_err})")),
         Some((_, summary)) => PushOutcome::Failed(format!("{summary} ({last_err})")),
         None => PushOutcome::Failed(last_err),
     }
