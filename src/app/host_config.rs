@@ -42,9 +42,10 @@ impl Loaded {
 
     /// What `cyclix run` asks of the limit.
     #[must_use]
-    pub fn request(&self, runtime_dir: &Path) -> capacity::Request {
+    pub fn request(&self, runtime_dir: &Path, records: &Path) -> capacity::Request {
         capacity::Request {
             dirs: capacity::Dirs::under(runtime_dir),
+            records: records.to_path_buf(),
             max_runs: self.max_runs(),
             timeout: Duration::from_secs(self.config.queue_timeout_s),
             config: self.file.display().to_string(),

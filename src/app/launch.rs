@@ -103,7 +103,7 @@ pub(crate) fn run_with(
     // The host-wide limit (`max_runs`): a config that does not validate refuses the run
     // before anything of it exists.
     let capacity = match super::host_config::load(env) {
-        Ok(l) => l.request(&runtime_dir),
+        Ok(l) => l.request(&runtime_dir, &crate::layout::records_root(&env.state_home)),
         Err(e) => {
             crate::stderrln!("error: {e}");
             return Ok((Outcome::Findings, None));

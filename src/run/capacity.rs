@@ -6,8 +6,11 @@
 //!
 //! A slot is an advisory lock (`flock(2)`, as the tenant lock in `run::lock`) on
 //! `$XDG_RUNTIME_DIR/cyclix/slots/N.lock`, N in `0..max_runs`: the kernel releases it when the
-//! run's cyclix exits, even on SIGKILL, so a dead run never holds a slot. The lock file holds its
-//! occupant (tenant, run, pid, since) for `cyclix status`. A waiting run leaves
+//! run's cyclix exits, even on SIGKILL. The lock file holds its occupant (tenant, run, pid,
+//! since) for `cyclix status`, and that is how a run counts until its sandbox is gone: a slot
+//! whose lock is free but whose occupant's cyclix died with the run's marker (`RUN.running`)
+//! still there is taken by that dead run until its convergence removes the marker (the tenant's
+//! next run converges it first, before it queues). A waiting run leaves
 //! `$XDG_RUNTIME_DIR/cyclix/queue/RUN.json` while it waits; waiters take free slots oldest first
 //! (a waiter takes a slot only while fewer older live waiters exist than slots are free). A queue
 //! file whose pid is gone is stale: ignored, and removed by the next waiter that sees it.
@@ -56,6 +59,10 @@ pub struct Request {
     pub dirs: Dirs,
     /// The limit (`max_runs`, or its default from the core count).
     pub max_runs: u32,
+    /// The runs' records root (`~/.local/state/cyclix/runs`): a slot whose last occupant died
+    /// with its marker `TENANT/RUN.running` still there is not free (its sandbox is up until
+    /// it is converged).
+    pub records: PathBuf,
     /// How long the run waits for a slot (`queue_timeout`); zero fails at once when full.
     pub timeout: Duration,
     /// The config file that sets the limit (named in the timeout's fix).
@@ -148,7 +155,7 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
     let mut first: Option<(usize, usize)> = None;
     let taken = flock::wait(Poll::every(POLL, req.timeout), Some(interrupted), || {
         let ahead = older_waiters(&req.dirs.queue, me);
-        let mut free = try_slots(&req.dirs.slots, req.max_runs)?;
+        let mut free = try_slots(&req.dirs.slots, req.max_runs, &req.records)?;
         let busy = usize::try_from(req.max_runs)
             .unwrap_or(usize::MAX)
             .saturating_sub(free.len());
@@ -186,6 +193,13 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
             let holders = occupants(&req.dirs.slots)
                 .iter()
                 .map(|o| format!("{}/{}", o.tenant, o.run_id))
+                .chain(dead_occupants(&req.dirs.slots, &req.records).iter().map(|o| {
+                    format!(
+                        "{}/{} (its cyclix died; its sandbox stays up until `cyclix run {}` \
+                         converges it)",
+                        o.tenant, o.run_id, o.tenant
+                    )
+                }))
                 .collect::<Vec<_>>()
                 .join(", ");
             Err(WaitError::Timeout {
@@ -198,20 +212,61 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
     }
 }
 
-/// The slots of `0..max_runs` that could be locked now, each locked (dropping one frees it),
-/// with its number and path.
-fn try_slots(dir: &Path, max_runs: u32) -> Result<Vec<(u32, File, PathBuf)>> {
+/// The slots of `0..max_runs` that could be locked now and are not a dead run's (see
+/// [`dead_run`]), each locked (dropping one frees it), with its number and path.
+fn try_slots(dir: &Path, max_runs: u32, records: &Path) -> Result<Vec<(u32, File, PathBuf)>> {
     let mut free = Vec::new();
     for i in 0..max_runs {
         let p = dir.join(format!("{i}.lock"));
-        let f = flock::open(&p)?;
+        let mut f = flock::open(&p)?;
         if flock::try_lock(&f, Access::Exclusive)
             .with_context(|| format!("locking run slot {}", p.display()))?
+            && dead_run(&mut f, records).is_none()
         {
             free.push((i, f, p));
         }
     }
     Ok(free)
+}
+
+/// The last occupant of a slot file nobody holds, when it is a run whose cyclix died before
+/// its sandbox was gone: its pid is gone and its marker `records/TENANT/RUN.running` is still
+/// there (convergence removes it once nothing of the run is left).
+fn dead_run(file: &mut File, records: &Path) -> Option<Occupant> {
+    let o = flock::read_holder::<Occupant>(file)?;
+    let marker = crate::layout::RunFiles::new(&records.join(&o.tenant), &o.run_id).marker();
+    (!alive(o.pid) && marker.exists()).then_some(o)
+}
+
+/// The slots' dead runs (see [`dead_run`]), by slot number.
+fn dead_occupants(slots: &Path, records: &Path) -> Vec<Occupant> {
+    slot_files(slots)
+        .into_iter()
+        .filter_map(|p| {
+            let mut f = File::open(&p).ok()?;
+            if !matches!(flock::try_lock(&f, Access::Shared), Ok(true)) {
+                return None;
+            }
+            dead_run(&mut f, records)
+        })
+        .collect()
+}
+
+/// The slot files in `slots` (`N.lock`, whatever the limit), by slot number.
+fn slot_files(slots: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(slots) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(u32, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let n = p.file_stem()?.to_str()?.parse().ok()?;
+            (p.extension()?.to_str()? == "lock").then_some((n, p))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, p)| p).collect()
 }
 
 fn write_atomic(path: &Path, me: &Occupant) -> Result<()> {
@@ -267,19 +322,7 @@ fn older_waiters(queue: &Path, me: &Occupant) -> usize {
 #[must_use]
 pub fn occupants(slots: &Path) -> Vec<Occupant> {
     let mut held = Vec::new();
-    let Ok(rd) = std::fs::read_dir(slots) else {
-        return held;
-    };
-    let mut files: Vec<(u32, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let p = e.path();
-            let n = p.file_stem()?.to_str()?.parse().ok()?;
-            (p.extension()?.to_str()? == "lock").then_some((n, p))
-        })
-        .collect();
-    files.sort();
-    for (_, p) in files {
+    for p in slot_files(slots) {
         let Ok(mut f) = File::open(&p) else {
             continue;
         };
@@ -312,6 +355,7 @@ mod tests {
                 queue: dir.join("queue"),
             },
             max_runs: max,
+            records: dir.join("runs"),
             timeout: Duration::from_millis(timeout_ms),
             config: "cfg.yaml".into(),
         }
@@ -389,6 +433,35 @@ mod tests {
             !r.dirs.queue.join("old.json").exists(),
             "stale entry removed"
         );
+    }
+
+    #[test]
+    fn a_dead_runs_slot_stays_taken_until_its_marker_is_gone() {
+        let d = tempfile::tempdir().expect("tmp");
+        let r = req(d.path(), 1, 0);
+        let no = AtomicBool::new(false);
+        // A run that took the slot and died (SIGKILL): its lock went with it, its file still
+        // names it (a release empties the file; a SIGKILL cannot).
+        let mut dead = me("killed", 1);
+        dead.pid = u32::MAX - 1; // no such process
+        let patient = req(d.path(), 1, 60_000);
+        std::fs::create_dir_all(&r.dirs.slots).expect("dir");
+        std::fs::write(
+            r.dirs.slots.join("0.lock"),
+            serde_json::to_vec(&dead).expect("json"),
+        )
+        .expect("slot file");
+        let marker = crate::layout::RunFiles::new(&r.records.join("t"), "killed").marker();
+        std::fs::create_dir_all(marker.parent().expect("dir")).expect("dir");
+        std::fs::write(&marker, b"{}").expect("marker");
+        let err = acquire(&r, &me("next", 2), &no).expect_err("the dead run's sandbox counts");
+        assert!(
+            err.to_string().contains("t/killed (its cyclix died"),
+            "{err}"
+        );
+        // Converged (the marker removed): the slot is free.
+        std::fs::remove_file(&marker).expect("rm");
+        acquire(&patient, &me("next", 2), &no).expect("free once converged");
     }
 
     #[test]

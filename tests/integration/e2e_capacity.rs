@@ -146,3 +146,98 @@ fn a_config_that_does_not_validate_refuses_the_run_naming_file_line_key_and_fix(
         "check fails `config`; no record, no marker: nothing of the run was made: {text}"
     );
 }
+
+#[test]
+fn stop_ends_a_cyclix_run_run_and_a_killed_run_keeps_its_slot_until_its_sandbox_is_gone() {
+    // Issue 36 item 5. Exclusive: the slots are the host's.
+    let _only = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let a = Tenant::new("e2e-cap-kill")
+        .agent_cmd(
+            r#"[sh, -c, "i=0; while [ ! -e /work/.release ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; rm -f /work/.release; exec cyclix-demo-agent"]"#,
+        )
+        .write(tb);
+    let b = Tenant::new("e2e-cap-next").write(tb);
+    let c = tb.cyclix_bin();
+    let script = format!(
+        r#"set -u
+cfg=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 2m\n' > "$cfg"
+cfg0=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 0s\n' > "$cfg0"
+R=~/.local/state/cyclix/runs/{a}
+live() {{ ls $R/*.running 2>/dev/null | sed 's#.*/##; s#[.]running$##' | grep -v "^${{1:-none}}$" | head -1; }}
+at_agent() {{ for i in $(seq 1 600); do r=$(live "${{1:-none}}"); [ -n "$r" ] && [ "$(cat $R/$r.phase 2>/dev/null)" = agent ] && break; sleep 0.1; done; echo "$r"; }}
+# 1. `cyclix stop` of a run started with `cyclix run` (no unit): it ends, teardown done.
+CYCLIX_CONFIG=$cfg {c} run {a} >/tmp/cap-kill-1.out 2>&1 & pa=$!
+r1=$(at_agent); echo "r1=$r1"
+{c} stop {a} >/tmp/cap-stop.out 2>&1; echo "rc_stop=$?"
+kill -0 $pa 2>/dev/null && echo "alive_after_stop=yes" || echo "alive_after_stop=no"
+wait $pa; echo "rc_stopped=$?"
+echo "stop_said=$(tr '\n' ' ' < /tmp/cap-stop.out)"
+# 2. A run SIGKILLed under max_runs 1: its sandbox is up, so its slot is taken.
+CYCLIX_CONFIG=$cfg {c} run {a} >/tmp/cap-kill-2.out 2>&1 & pa=$!
+r2=$(at_agent); echo "r2=$r2"
+kill -KILL $pa; wait $pa 2>/dev/null
+echo "agent_up_after_kill=$(podman ps -q --filter label=io.cyclix.run=$r2 --filter label=io.cyclix.role=agent | wc -l)"
+CYCLIX_CONFIG=$cfg0 {c} run {b} >/tmp/cap-next-1.out 2>&1; echo "rc_b_while_dead=$?"
+echo "b_refused=$(tr '\n' ' ' < /tmp/cap-next-1.out)"
+# 3. The tenant's next run converges the dead one first; then the slot is free again.
+CYCLIX_CONFIG=$cfg {c} run {a} >/tmp/cap-kill-3.out 2>&1 & pa=$!
+r3=$(at_agent "$r2"); echo "r3=$r3"
+touch ~/.local/share/cyclix/worktrees/{a}/$r3/.release
+wait $pa; echo "rc_a3=$?"
+CYCLIX_CONFIG=$cfg0 {c} run {b} >/tmp/cap-next-2.out 2>&1; echo "rc_b_after=$?"
+for t in {b}; do echo "run_b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' ~/.local/state/cyclix/runs/$t/latest.json)"; done
+"#
+    );
+    let out = expect_success(&tb.user_sh(&script), "stop, kill and the next runs");
+    let field = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
+            .trim()
+            .to_string()
+    };
+    // 1. stop stopped it (before: "stopped cyclix-run@…: inactive" while the run went on).
+    let r1 = field("r1");
+    assert!(
+        !r1.is_empty(),
+        "the first run never reached its agent:\n{out}"
+    );
+    assert_eq!(field("rc_stop"), "0", "{out}");
+    assert_eq!(
+        field("alive_after_stop"),
+        "no",
+        "stop returned before the run ended:\n{out}"
+    );
+    assert!(
+        field("stop_said").contains(&format!("stopped run {r1} of {a}")),
+        "{out}"
+    );
+    let rec1 = record_of(tb, &a, &r1);
+    assert_eq!(rec1["result"], "interrupted", "{rec1:#}");
+    assert_eq!(
+        leftovers(tb, &r1, &a).trim(),
+        "",
+        "the stopped run left something"
+    );
+    // 2. The positive control that the dead run's sandbox is up: its agent container runs;
+    // the next tenant's run may not take the slot (before: it ran beside it).
+    let r2 = field("r2");
+    assert_eq!(field("agent_up_after_kill"), "1", "{out}");
+    assert_eq!(field("rc_b_while_dead"), "2", "{out}");
+    let b_run = field("run_b");
+    let refused = field("b_refused");
+    assert!(
+        refused.contains(&format!("{a}/{r2} (its cyclix died")) && refused.contains("max_runs"),
+        "the refusal names the dead run and the limit: {refused}"
+    );
+    // 3. Converged by the tenant's next run, the slot is free: the same refused run passes.
+    assert_eq!(field("rc_a3"), "0", "{out}");
+    assert_eq!(field("rc_b_after"), "0", "{out}");
+    assert_eq!(record_of(tb, &b, &b_run)["result"], "passed");
+    assert_eq!(
+        leftovers(tb, &r2, &a).trim(),
+        "",
+        "the killed run was converged"
+    );
+}
