@@ -116,8 +116,16 @@ pub(crate) fn run_with(
             None => return Ok((Outcome::Findings, None)),
         },
     };
-    // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment.
-    let claimed = if opts.run_id.is_some() {
+    // The host-wide limit first (issue 36 item 4): a run waits for its slot holding nothing
+    // but its tenant lock, before it claims a warm environment or hands a credential over.
+    let interrupted = super::tenant::interrupt_flag()?;
+    let (mut queued, mut slot) =
+        crate::run::lifecycle::queue_ahead(&capacity, tenant, &run_id, &interrupted);
+    // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment; a
+    // run without a slot claims nothing (it ends in `queue`).
+    let claimed = if slot.is_none() {
+        None
+    } else if opts.run_id.is_some() {
         super::pool_ops::named(&run_id, &spec, backend)
     } else {
         Some(super::pool_ops::claim(env, &spec, backend)?)
@@ -127,6 +135,15 @@ pub(crate) fn run_with(
         run_id: run_id.clone(),
         ..holder
     })?;
+    if let Some(s) = slot.as_mut() {
+        s.set_occupant(&crate::run::capacity::Occupant {
+            tenant: tenant.to_owned(),
+            run_id: run_id.clone(),
+            pid: std::process::id(),
+            since_ms: u64::try_from(queued.phase.start_ms).unwrap_or(u64::MAX),
+        })?;
+    }
+    queued.slot = slot.map(std::sync::Arc::new);
     let released = claimed
         .as_ref()
         .and_then(|c| c.files.clone().map(|f| (c.run_id.clone(), f.0)));
@@ -142,6 +159,8 @@ pub(crate) fn run_with(
     // `over.model` is in the spec's preset (above) and in the record's `model`.
     inputs.overridden = over;
     inputs.capacity = Some(capacity);
+    inputs.queued = Some(queued);
+    inputs.interrupted = interrupted;
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
     drop(lock);

@@ -400,6 +400,7 @@ pub(crate) fn run_inputs(
         progress: None,
         overridden: crate::run::inputs::Override::default(),
         capacity: None,
+        queued: None,
         environment: None,
     })
 }

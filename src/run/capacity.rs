@@ -85,9 +85,33 @@ pub struct Occupant {
 /// A held slot: dropping it (or the process ending) frees it.
 #[derive(Debug)]
 pub struct Slot {
-    _lock: flock::Held,
+    lock: flock::Held,
     /// The slot's number, `0..max_runs`.
     pub index: u32,
+}
+
+impl Slot {
+    /// Rewrites the occupant in the slot file (a run that adopted a claimed environment's id:
+    /// its marker is under that id, and a dead run's slot is known by its marker).
+    ///
+    /// # Errors
+    /// The slot file cannot be written.
+    pub fn set_occupant(&mut self, occupant: &Occupant) -> Result<()> {
+        self.lock.set_holder(occupant)
+    }
+}
+
+/// A `queue` phase taken by the caller before the run's lifecycle (`cyclix run` queues before
+/// it claims): the phase as it went, what the record keeps of it, and the slot (shared so the
+/// run's inputs stay `Clone`; freed when the last copy goes).
+#[derive(Debug, Clone)]
+pub struct Queued {
+    /// The phase `queue`: its start, end and outcome (`ok` or why no slot was had).
+    pub phase: crate::run::record::Phase,
+    /// The record's `queue` object and its notice, when a slot was taken.
+    pub taken: Option<(crate::run::record::QueueRecord, Option<String>)>,
+    /// The slot, when one was taken.
+    pub slot: Option<std::sync::Arc<Slot>>,
 }
 
 /// A slot taken, with how the run got it.
@@ -155,7 +179,7 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
     let mut first: Option<(usize, usize)> = None;
     let taken = flock::wait(Poll::every(POLL, req.timeout), Some(interrupted), || {
         let ahead = older_waiters(&req.dirs.queue, me);
-        let mut free = try_slots(&req.dirs.slots, req.max_runs, &req.records)?;
+        let mut free = try_slots(&req.dirs.slots, req.max_runs, &req.records, &me.tenant)?;
         let busy = usize::try_from(req.max_runs)
             .unwrap_or(usize::MAX)
             .saturating_sub(free.len());
@@ -165,7 +189,7 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
             drop(free); // the others go back at once
             return Ok(Some(Taken {
                 slot: Slot {
-                    _lock: flock::Held::new(file, &path, me)?,
+                    lock: flock::Held::new(file, &path, me)?,
                     index,
                 },
                 waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -213,15 +237,22 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
 }
 
 /// The slots of `0..max_runs` that could be locked now and are not a dead run's (see
-/// [`dead_run`]), each locked (dropping one frees it), with its number and path.
-fn try_slots(dir: &Path, max_runs: u32, records: &Path) -> Result<Vec<(u32, File, PathBuf)>> {
+/// [`dead_run`]), each locked (dropping one frees it), with its number and path. A dead run of
+/// `tenant` itself does not count: the asking run holds the tenant lock and converges it before
+/// it creates anything.
+fn try_slots(
+    dir: &Path,
+    max_runs: u32,
+    records: &Path,
+    tenant: &str,
+) -> Result<Vec<(u32, File, PathBuf)>> {
     let mut free = Vec::new();
     for i in 0..max_runs {
         let p = dir.join(format!("{i}.lock"));
         let mut f = flock::open(&p)?;
         if flock::try_lock(&f, Access::Exclusive)
             .with_context(|| format!("locking run slot {}", p.display()))?
-            && dead_run(&mut f, records).is_none()
+            && dead_run(&mut f, records).is_none_or(|o| o.tenant == tenant)
         {
             free.push((i, f, p));
         }
@@ -443,6 +474,7 @@ mod tests {
         // A run that took the slot and died (SIGKILL): its lock went with it, its file still
         // names it (a release empties the file; a SIGKILL cannot).
         let mut dead = me("killed", 1);
+        dead.tenant = "other".into();
         dead.pid = u32::MAX - 1; // no such process
         let patient = req(d.path(), 1, 60_000);
         std::fs::create_dir_all(&r.dirs.slots).expect("dir");
@@ -451,13 +483,27 @@ mod tests {
             serde_json::to_vec(&dead).expect("json"),
         )
         .expect("slot file");
-        let marker = crate::layout::RunFiles::new(&r.records.join("t"), "killed").marker();
+        let marker = crate::layout::RunFiles::new(&r.records.join("other"), "killed").marker();
         std::fs::create_dir_all(marker.parent().expect("dir")).expect("dir");
         std::fs::write(&marker, b"{}").expect("marker");
         let err = acquire(&r, &me("next", 2), &no).expect_err("the dead run's sandbox counts");
         assert!(
-            err.to_string().contains("t/killed (its cyclix died"),
+            err.to_string().contains("other/killed (its cyclix died"),
             "{err}"
+        );
+        // Its own tenant's next run converges it before it creates anything: not kept out.
+        let mut own = me("own", 2);
+        own.tenant = "other".into();
+        drop(acquire(&patient, &own, &no).expect("the dead run's own tenant"));
+        // A release empties the slot file: write the dead run's occupant back.
+        std::fs::write(
+            r.dirs.slots.join("0.lock"),
+            serde_json::to_vec(&dead).expect("json"),
+        )
+        .expect("slot file");
+        assert!(
+            acquire(&r, &me("next", 2), &no).is_err(),
+            "still the dead run's"
         );
         // Converged (the marker removed): the slot is free.
         std::fs::remove_file(&marker).expect("rm");

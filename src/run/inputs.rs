@@ -116,6 +116,11 @@ pub struct RunInputs {
     /// The host-wide limit on runs at once (`max_runs`): the run's `queue` phase takes a slot
     /// before anything else ([`super::capacity`]). `None`: no limit (tests, `cyclix twin`).
     pub capacity: Option<super::capacity::Request>,
+    /// The slot the caller already took (`cyclix run` queues before it claims a warm
+    /// environment or hands a credential over, so nothing of a run waits in the queue): its
+    /// `queue` phase as it went, and the slot, held until the inputs are dropped. When set,
+    /// [`Self::capacity`] is not asked again.
+    pub queued: Option<super::capacity::Queued>,
     /// The environment the run uses (`run::pool`): cold (`None`: the record says why from the
     /// spec) or a claimed warm one, whose reserved subnet octet the run keeps.
     pub environment: Option<Environment>,
@@ -207,6 +212,7 @@ pub(crate) fn fixture(dir: &std::path::Path, run_id: &str, agent: &str, gate: &s
         progress: None,
         overridden: Override::default(),
         capacity: None,
+        queued: None,
         environment: None,
     }
 }

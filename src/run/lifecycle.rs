@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 pub use super::inputs::{Deadlines, RunInputs, RunPaths};
 use super::ledger::Ledger;
@@ -52,7 +52,9 @@ pub fn execute(
     .entered();
     let mut rec = new_record(inp);
     let mut r = Recorder::new(Some(inp.interrupted.clone()), inp.progress.clone());
-    // The claim ran before the run's ledger (`cyclix run`): the record's first phase.
+    // The queue and the claim ran before the run's ledger (`cyclix run`): the record's first
+    // phases, in the order they ran.
+    r.phases.extend(inp.queued.iter().map(|q| q.phase.clone()));
     r.phases
         .extend(inp.environment.iter().flat_map(|e| e.claim.iter().cloned()));
     let mut created = RunState::new(ledger);
@@ -182,38 +184,108 @@ fn queue(
     created: &mut RunState,
     rec: &mut RunRecord,
 ) -> Result<()> {
+    if let Some(q) = &inp.queued {
+        // Queued by the caller before its claim: the phase is in the record already.
+        if q.phase.outcome != "ok" {
+            bail!("{}", q.phase.outcome);
+        }
+        if let Some((queue, notice)) = &q.taken {
+            rec.queue = Some(queue.clone());
+            rec.notices.extend(notice.clone());
+        }
+        return Ok(());
+    }
     let Some(req) = &inp.capacity else {
         return Ok(());
     };
-    let taken = r.phase("queue", || take_slot(inp, req))?;
-    if taken.waited_ms >= 1000 {
-        rec.notices.push(format!(
+    let me = occupant(&inp.spec.tenant, &inp.run_id);
+    let taken = r.phase("queue", || {
+        Ok(super::capacity::acquire(req, &me, &inp.interrupted)?)
+    })?;
+    let (queue, notice) = queue_facts(req, &taken);
+    rec.queue = Some(queue);
+    rec.notices.extend(notice);
+    created.slot = Some(taken.slot);
+    Ok(())
+}
+
+/// This process as the occupant of a run slot for `run_id` of `tenant`, from now.
+fn occupant(tenant: &str, run_id: &str) -> super::capacity::Occupant {
+    super::capacity::Occupant {
+        tenant: tenant.to_owned(),
+        run_id: run_id.to_owned(),
+        pid: std::process::id(),
+        since_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The record's `queue` object for a slot taken, and the notice of a wait of 1 s or more.
+fn queue_facts(
+    req: &super::capacity::Request,
+    taken: &super::capacity::Taken,
+) -> (super::record::QueueRecord, Option<String>) {
+    let notice = (taken.waited_ms >= 1000).then(|| {
+        format!(
             "queued {}.{} s for a run slot ({} run(s) at once on this host: max_runs)",
             taken.waited_ms / 1000,
             taken.waited_ms % 1000 / 100,
             req.max_runs
-        ));
-    }
-    rec.queue = Some(super::record::QueueRecord {
+        )
+    });
+    let queue = super::record::QueueRecord {
         max_runs: req.max_runs,
         slot: taken.slot.index,
         waited_ms: taken.waited_ms,
         busy_at_start: taken.busy_at_start,
         ahead_at_start: taken.ahead_at_start,
-    });
-    created.slot = Some(taken.slot);
-    Ok(())
+    };
+    (queue, notice)
 }
 
-/// The run's slot under the host's `max_runs` (`run::capacity`), waited for oldest first.
-fn take_slot(inp: &RunInputs, req: &super::capacity::Request) -> Result<super::capacity::Taken> {
-    let me = super::capacity::Occupant {
-        tenant: inp.spec.tenant.clone(),
-        run_id: inp.run_id.clone(),
-        pid: std::process::id(),
-        since_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
+/// The `queue` phase of `cyclix run`, taken before its claim (a warm run must not hold a
+/// claimed environment, let alone a credential in its proxy, while it waits): waits for a slot
+/// under `req` as the lifecycle's own phase would (oldest first, `interrupted` looked at) and
+/// returns the phase as it went and the slot. `run_id` is the id the run has now; after a claim
+/// the caller names the adopted id ([`super::capacity::Slot::set_occupant`]). A wait that ends
+/// without a slot is a failed phase: the lifecycle then ends the run in `queue`.
+#[must_use]
+pub fn queue_ahead(
+    req: &super::capacity::Request,
+    tenant: &str,
+    run_id: &str,
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> (super::capacity::Queued, Option<super::capacity::Slot>) {
+    let me = occupant(tenant, run_id);
+    let start_ms = now_ms();
+    tracing::info!("phase queue started");
+    let got = super::capacity::acquire(req, &me, interrupted);
+    let phase = |outcome: String| super::record::Phase {
+        name: "queue".into(),
+        start_ms,
+        end_ms: now_ms(),
+        outcome,
     };
-    Ok(super::capacity::acquire(req, &me, &inp.interrupted)?)
+    match got {
+        Ok(taken) => {
+            tracing::info!("phase queue: ok");
+            let facts = queue_facts(req, &taken);
+            let queued = super::capacity::Queued {
+                phase: phase("ok".into()),
+                taken: Some(facts),
+                slot: None,
+            };
+            (queued, Some(taken.slot))
+        }
+        Err(e) => {
+            tracing::info!("phase queue: {e}");
+            let queued = super::capacity::Queued {
+                phase: phase(e.to_string()),
+                taken: None,
+                slot: None,
+            };
+            (queued, None)
+        }
+    }
 }
 
 /// Before teardown frees the space: a full project file system is named as a cause, and a full
