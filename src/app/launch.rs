@@ -81,24 +81,8 @@ pub(crate) fn run_with(
         pid: std::process::id(),
         started_ms: now_ms(),
     };
-    let mut lock = match lock::try_acquire(&lock::path(&runtime_dir, tenant), &holder)? {
-        Acquire::Held(l) => l,
-        Acquire::Busy(h) => {
-            if let Some(h) = h {
-                crate::stderrln!(
-                    "error: tenant {tenant} is already running run {} (pid {}, started {}); \
-                     wait for it, or stop it: `cyclix stop {tenant}` when it runs as \
-                     cyclix-run@{tenant}.service, else `kill -TERM {}` (it still tears down)",
-                    h.run_id,
-                    h.pid,
-                    utc_timestamp(h.started_ms),
-                    h.pid
-                );
-            } else {
-                crate::stderrln!("error: tenant {tenant} is already running (lock held)");
-            }
-            return Ok((Outcome::Findings, None));
-        }
+    let Some(mut lock) = take_tenant_lock(&runtime_dir, tenant, &holder)? else {
+        return Ok((Outcome::Findings, None));
     };
     // The host-wide limit (`max_runs`): a config that does not validate refuses the run
     // before anything of it exists.
@@ -116,34 +100,19 @@ pub(crate) fn run_with(
             None => return Ok((Outcome::Findings, None)),
         },
     };
-    // The host-wide limit first (issue 36 item 4): a run waits for its slot holding nothing
-    // but its tenant lock, before it claims a warm environment or hands a credential over.
-    let interrupted = super::tenant::interrupt_flag()?;
-    let (mut queued, mut slot) =
-        crate::run::lifecycle::queue_ahead(&capacity, tenant, &run_id, &interrupted);
-    // The warm pool's claim (issue 16): a run given `--run-id` makes its own environment; a
-    // run without a slot claims nothing (it ends in `queue`).
-    let claimed = if slot.is_none() {
-        None
-    } else if opts.run_id.is_some() {
-        super::pool_ops::named(&run_id, &spec, backend)
-    } else {
-        Some(super::pool_ops::claim(env, &spec, backend)?)
-    };
+    let (queued, claimed, interrupted) = queue_then_claim(
+        env,
+        &spec,
+        backend,
+        &capacity,
+        &run_id,
+        opts.run_id.is_some(),
+    )?;
     let run_id = claimed.as_ref().map_or(run_id, |c| c.run_id.clone());
     lock.set_holder(&Holder {
         run_id: run_id.clone(),
         ..holder
     })?;
-    if let Some(s) = slot.as_mut() {
-        s.set_occupant(&crate::run::capacity::Occupant {
-            tenant: tenant.to_owned(),
-            run_id: run_id.clone(),
-            pid: std::process::id(),
-            since_ms: u64::try_from(queued.phase.start_ms).unwrap_or(u64::MAX),
-        })?;
-    }
-    queued.slot = slot.map(std::sync::Arc::new);
     let released = claimed
         .as_ref()
         .and_then(|c| c.files.clone().map(|f| (c.run_id.clone(), f.0)));
@@ -165,6 +134,84 @@ pub(crate) fn run_with(
     let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
     drop(lock);
     out
+}
+
+/// The tenant lock for `holder`, or `None` (said on stderr, naming the holder and how to stop
+/// it) when a run of the tenant holds it. A holder that is not a run but a cyclix process
+/// converging the tenant's dead claims ([`lock::CONVERGING`]) is waited for, up to
+/// [`lock::CONVERGING_WAIT`].
+fn take_tenant_lock(
+    runtime_dir: &Path,
+    tenant: &str,
+    holder: &Holder,
+) -> Result<Option<crate::flock::Held>> {
+    let path = lock::path(runtime_dir, tenant);
+    let end = std::time::Instant::now() + lock::CONVERGING_WAIT;
+    loop {
+        match lock::try_acquire(&path, holder)? {
+            Acquire::Held(l) => return Ok(Some(l)),
+            Acquire::Busy(Some(h))
+                if h.run_id == lock::CONVERGING && std::time::Instant::now() < end =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Acquire::Busy(Some(h)) => {
+                crate::stderrln!(
+                    "error: tenant {tenant} is already running run {} (pid {}, started {}); \
+                     wait for it, or stop it: `cyclix stop {tenant}`",
+                    h.run_id,
+                    h.pid,
+                    utc_timestamp(h.started_ms),
+                );
+                return Ok(None);
+            }
+            Acquire::Busy(None) => {
+                crate::stderrln!("error: tenant {tenant} is already running (lock held)");
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// The host-wide limit first (issue 36 item 4): the run waits for its slot holding nothing but
+/// its tenant lock, then claims a warm environment (a run given `--run-id` makes its own, a
+/// run without a slot claims nothing: it ends in `queue`); the slot file then names the id the
+/// run adopted. Returns the queue phase (with the slot), the claim, and the SIGTERM/SIGINT flag
+/// the wait watched (the run's from here on).
+fn queue_then_claim(
+    env: &HostEnv,
+    spec: &crate::spec::Spec,
+    backend: Backend,
+    capacity: &crate::run::capacity::Request,
+    run_id: &str,
+    named: bool,
+) -> Result<(
+    crate::run::capacity::Queued,
+    Option<super::pool_ops::Claimed>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+)> {
+    let interrupted = super::tenant::interrupt_flag()?;
+    let (mut queued, mut slot) =
+        crate::run::lifecycle::queue_ahead(capacity, &spec.tenant, run_id, &interrupted);
+    let claimed = if slot.is_none() {
+        None
+    } else if named {
+        super::pool_ops::named(run_id, spec, backend)
+    } else {
+        Some(super::pool_ops::claim(env, spec, backend)?)
+    };
+    if let Some(s) = slot.as_mut() {
+        s.set_occupant(&crate::run::capacity::Occupant {
+            tenant: spec.tenant.clone(),
+            run_id: claimed
+                .as_ref()
+                .map_or_else(|| run_id.to_owned(), |c| c.run_id.clone()),
+            pid: std::process::id(),
+            since_ms: u64::try_from(queued.phase.start_ms).unwrap_or(u64::MAX),
+        })?;
+    }
+    queued.slot = slot.map(std::sync::Arc::new);
+    Ok((queued, claimed, interrupted))
 }
 
 /// A run whose inputs failed after it claimed a warm environment (a variable set nowhere, a
@@ -204,6 +251,7 @@ fn take_claim(
     if let (Some((file, gid)), Some((claimed, _))) = (&c.credentials_file, &c.files) {
         let start_ms = now_ms();
         super::pool_ops::hand_credentials(env, inputs, (file, *gid), claimed)?;
+        crate::failpoint::kill_point("claim.handed");
         c.environment.claim.push(crate::run::record::Phase {
             name: "credentials".into(),
             start_ms,

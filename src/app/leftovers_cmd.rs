@@ -162,6 +162,13 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
                 .filter(|r| !markers.contains_key(*r))
                 .and_then(|r| pooled.get(r));
             let (status, fix) = match pool {
+                Some((t, "claimed"))
+                    if crate::run::storage_lock::file_lock_holders(&runtime.tenant_lock(t))
+                        .is_ok_and(|h| h.is_empty()) =>
+                (
+                    "dead-claim",
+                    format!("claimed by a run of tenant {t} whose cyclix died before taking it over (its proxy may hold the credentials): the pool's keeper destroys it within seconds, or `cyclix pool expire {t}` now"),
+                ),
                 Some((t, held)) => (
                     "pooled",
                     format!("kept {held} by the pool of tenant {t}: `cyclix pool expire {t}` destroys idle ones"),

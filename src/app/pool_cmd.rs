@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use anyhow::Result;
 
 use super::clock::{new_run_id, now_ms};
-use super::pool_ops::{converge_dead_fillers, with_env_host};
+use super::pool_ops::{converge_dead_claims_unlocked, converge_dead_fillers, with_env_host};
 use super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -56,6 +56,9 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         for n in converge_dead_fillers(eh)? {
             crate::stderrln!("{n}");
         }
+        for n in converge_dead_claims_unlocked(env, eh)?.0 {
+            crate::stderrln!("{n}");
+        }
         let mut ok = true;
         loop {
             let c = eh.state.counts()?;
@@ -101,6 +104,9 @@ pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome>
     let now = now.unwrap_or_else(now_ms);
     with_env_host(env, &spec, |eh| {
         let mut ok = true;
+        for n in converge_dead_claims_unlocked(env, eh)?.0 {
+            crate::outln!("{n}");
+        }
         for f in eh
             .state
             .take_expired(now, u128::from(p.max_idle_s) * 1000)?

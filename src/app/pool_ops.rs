@@ -106,6 +106,40 @@ fn converge_dead_claims(eh: &EnvHost<'_>) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// [`converge_dead_claims`] from a cyclix process that is not a run of the tenant (the pool's
+/// keeper, `cyclix pool fill|expire`): only while it can take the tenant lock at once (holder
+/// [`crate::run::lock::CONVERGING`], which a starting run waits for): no run of the tenant is
+/// alive then, so a `claimed/` environment still under the pool's ledger is a run's that died
+/// between its claim and taking it over, perhaps with the credentials in its proxy. Returns
+/// the notices and whether a claim is in progress (the lock is a live run's and an environment
+/// it claimed is not taken over yet: look again soon, it may die in the hand-over).
+///
+/// # Errors
+/// The runtime dir, the lock file or the pool's state cannot be used.
+pub(crate) fn converge_dead_claims_unlocked(
+    env: &HostEnv,
+    eh: &EnvHost<'_>,
+) -> Result<(Vec<String>, bool)> {
+    use crate::run::lock::{self, Acquire, Holder};
+    let path = lock::path(env.runtime_dir()?, &eh.spec.tenant);
+    let holder = Holder {
+        run_id: lock::CONVERGING.to_owned(),
+        pid: std::process::id(),
+        started_ms: super::clock::now_ms(),
+    };
+    match lock::try_acquire(&path, &holder)? {
+        Acquire::Held(_lock) => Ok((converge_dead_claims(eh)?, false)),
+        Acquire::Busy(_) => {
+            let pending = eh
+                .state
+                .claimed()?
+                .iter()
+                .any(|(id, _)| eh.state.ledger_path(id).exists());
+            Ok((Vec::new(), pending))
+        }
+    }
+}
+
 /// What a run's claim decided: its run id and environment, the notices for its record, and
 /// for a warm environment the pool's files the run takes over.
 pub(crate) struct Claimed {

@@ -22,6 +22,15 @@ pub struct Holder {
     pub started_ms: u128,
 }
 
+/// The holder's `run_id` of a cyclix process that holds the tenant lock not for a run but to
+/// converge the tenant's dead claims (the pool's keeper, `cyclix check`): a run that finds it
+/// waits for it (at most [`CONVERGING_WAIT`]) instead of being refused.
+pub const CONVERGING: &str = "(converging dead claims)";
+
+/// How long a run waits for a [`CONVERGING`] holder: 60 s (destroying an environment is one
+/// podman removal of its objects, each call bounded).
+pub const CONVERGING_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The outcome of trying to lock: held (a [`flock::Held`]: dropping it releases the lock,
 /// `set_holder` rewrites the record for a run that adopted a claimed environment's id), or
 /// busy with the holder's record if it could be read.

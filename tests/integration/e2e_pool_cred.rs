@@ -143,3 +143,72 @@ fn a_run_whose_inputs_fail_after_its_claim_destroys_the_claimed_environment() {
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(leftovers(tb, e, t).trim(), "", "what is left of {e}");
 }
+
+#[test]
+fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_converged() {
+    // Issue 36 item 4: SIGKILL right after the claimed proxy got the real key, before the run
+    // took the environment over (fail point `claim.handed`).
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-poolkill";
+    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
+    Tenant::new(t)
+        .file("pcred_agent.py", AGENT)
+        .agent_cmd("[python3, /work/pcred_agent.py]")
+        .agent_key(
+            "credentials:\n    - env: E2E_API_KEY\n      host: api.example\n      header: x-api-key\n      \
+             paths: [/v1/models/*]\n      methods: [GET]",
+        )
+        .gate_cmd("[\"true\"]")
+        .extra_yaml("egress:\n  ca_certs: [/srv/testbed-ca.pem]\npool:\n  size: 1")
+        .write(tb);
+    drain(tb, t);
+    let envs = fill(tb, t);
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let e = &envs[0];
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "CYCLIX_FAILPOINTS=claim.handed {c} run {t} >/tmp/{t}.out 2>&1; echo \"rc=$?\"
+             sed -n 's/^E2E_API_KEY=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/{t}-needle
+             echo \"key_in_proxy=$(grep -cF -f /tmp/{t}-needle $XDG_RUNTIME_DIR/cyclix/runs/{e}/proxy-credentials.conf 2>/dev/null || echo 0)\"
+             echo \"proxy_up=$(podman ps -q --filter name=cyclix-{e}-proxy | wc -l)\"
+             {c} leftovers --json > /tmp/{t}-left.json; echo \"leftovers_rc=$?\"
+             echo \"dead_claim=$(grep -c '\"dead-claim\"' /tmp/{t}-left.json)\"
+             {c} pool expire {t}; echo \"expire_rc=$?\"
+             echo \"proxy_after=$(podman ps -aq --filter name=cyclix-{e}- | wc -l)\"
+             echo \"claimed_after=$(ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/claimed | wc -l)\""
+        )),
+        "kill the run in its hand-over, then converge",
+    );
+    let field = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(field("rc"), "137", "killed by the fail point:\n{out}");
+    // The positive control: the dead run's claimed proxy runs with the real key.
+    assert_eq!(field("key_in_proxy"), "1", "{out}");
+    assert_eq!(field("proxy_up"), "1", "{out}");
+    // leftovers tells the truth about it (before: `pooled`, exit 0) ...
+    assert_ne!(field("leftovers_rc"), "0", "{out}");
+    assert_ne!(field("dead_claim"), "0", "{out}");
+    // ... and the fix it names removes it (before: `pool expire` left claimed ones alone).
+    assert!(
+        out.contains(&format!(
+            "destroyed environment {e}, claimed by a run that died"
+        )),
+        "{out}"
+    );
+    assert_eq!(field("expire_rc"), "0", "{out}");
+    assert_eq!(field("proxy_after"), "0", "{out}");
+    assert_eq!(field("claimed_after"), "0", "{out}");
+    assert_eq!(leftovers(tb, e, t).trim(), "", "what is left of {e}");
+    // The next ordinary run passes (cold: the pool was emptied).
+    let run = tb.user(&[&c, "run", t]);
+    let rec = record(tb, t);
+    assert!(run.status.success(), "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+}

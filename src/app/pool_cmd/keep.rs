@@ -20,7 +20,11 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context as _, Result};
 
 use super::super::clock::{new_run_id, now_ms};
-use super::super::pool_ops::{converge_dead_fillers, with_env_host};
+use super::super::pool_ops::{converge_dead_claims_unlocked, converge_dead_fillers, with_env_host};
+
+/// How soon the keeper looks again while a run's claim is being handed over (it may die
+/// there, leaving the credentials in the claimed proxy): 2 s, in ms.
+const CLAIM_RECHECK_MS: u128 = 2_000;
 use super::super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -196,6 +200,13 @@ impl Keeper {
             for n in converge_dead_fillers(eh)? {
                 crate::stderrln!("{n}");
             }
+            // A run that died in its hand-over leaves the credentials in a claimed proxy: the
+            // keeper converges it, and looks again within CLAIM_RECHECK while a claim is
+            // still being handed over.
+            let (notes, claim_pending) = converge_dead_claims_unlocked(env, eh)?;
+            for n in notes {
+                crate::stderrln!("{n}");
+            }
             loop {
                 let now = now_ms();
                 let schedule = schedule(eh.units, &tenant);
@@ -219,6 +230,8 @@ impl Keeper {
                     self.expire(eh, now, facts.max_idle_ms)?;
                 } else if d.fill {
                     self.fill(eh)?;
+                } else if claim_pending {
+                    return Ok(d.wake_ms.min(now + CLAIM_RECHECK_MS));
                 } else {
                     return Ok(d.wake_ms);
                 }
