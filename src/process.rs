@@ -43,6 +43,12 @@ pub enum ProcessError {
         /// The deadline in milliseconds.
         after_ms: u128,
     },
+    /// It was stopped by the run's stop (SIGTERM or SIGINT to cyclix) and killed (SIGKILL).
+    #[error("`{argv}` was stopped (SIGTERM or SIGINT) and killed")]
+    Stopped {
+        /// The command line.
+        argv: String,
+    },
     /// It wrote more than its cap to its stdout file and was killed (SIGKILL).
     #[error("`{argv}` wrote more than {cap_bytes} bytes and was killed")]
     TooLarge {

@@ -29,12 +29,16 @@ pub struct CurrentRun {
 }
 
 /// The run of `tenant` in progress: someone holds the tenant lock (seen in `/proc/locks`,
-/// never taken here) and its file names the holder. `None` when no run holds it.
+/// never taken here) and its file names the holder. `None` when no run holds it (nobody, or a
+/// cyclix converging the tenant's dead claims: `run::lock::CONVERGING`).
 #[must_use]
 pub fn current_run(env: &HostEnv, tenant: &str) -> Option<CurrentRun> {
     let lock_path = env.runtime().ok()?.tenant_lock(tenant);
     let held = crate::run::storage_lock::file_lock_holders(&lock_path).is_ok_and(|h| !h.is_empty());
-    let holder = held.then(|| crate::run::lock::peek(&lock_path)).flatten()?;
+    let holder = held
+        .then(|| crate::run::lock::peek(&lock_path))
+        .flatten()
+        .filter(|h| h.run_id != crate::run::lock::CONVERGING)?;
     let dir = record::tenant_dir(&env.state_home, tenant);
     let note = crate::layout::RunFiles::new(&dir, &holder.run_id).phase();
     let in_phase_s = std::fs::metadata(note)

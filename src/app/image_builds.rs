@@ -34,6 +34,8 @@ pub(crate) fn build_images(
             build,
             repository: reference,
             id,
+            // No run to stop: a SIGTERM ends this process, and the build dies with it.
+            stop: None,
         };
         let built = crate::images::build::build(&req, &mut |l| crate::stderrln!("{l}"))?;
         reference.clone_from(&built.reference);

@@ -84,6 +84,8 @@ pub(crate) fn run_with(
     let Some(mut lock) = take_tenant_lock(&runtime_dir, tenant, &holder)? else {
         return Ok((Outcome::Findings, None));
     };
+    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
+    let converged = converge_first(env, tenant, &run_id, storage_lock_wait, &file)?;
     // The host-wide limit (`max_runs`): a config that does not validate refuses the run
     // before anything of it exists.
     let capacity = match super::host_config::load(env) {
@@ -130,8 +132,8 @@ pub(crate) fn run_with(
     inputs.capacity = Some(capacity);
     inputs.queued = Some(queued);
     inputs.interrupted = interrupted;
-    let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
-    let out = converge_and_execute(env, tenant, inputs, backend, &file, pool_files.as_ref());
+    inputs.notices.splice(0..0, converged);
+    let out = execute_run(env, tenant, inputs, backend, &file, pool_files.as_ref());
     drop(lock);
     out
 }
@@ -145,8 +147,11 @@ fn take_tenant_lock(
     tenant: &str,
     holder: &Holder,
 ) -> Result<Option<crate::flock::Held>> {
+    /// How long a holder may stay nameless before it is taken for a run: 2 s.
+    const NAMELESS_WAIT: Duration = Duration::from_secs(2);
     let path = lock::path(runtime_dir, tenant);
-    let end = std::time::Instant::now() + lock::CONVERGING_WAIT;
+    let first = std::time::Instant::now();
+    let end = first + lock::CONVERGING_WAIT;
     loop {
         match lock::try_acquire(&path, holder)? {
             Acquire::Held(l) => return Ok(Some(l)),
@@ -164,6 +169,11 @@ fn take_tenant_lock(
                     utc_timestamp(h.started_ms),
                 );
                 return Ok(None);
+            }
+            // A holder between its lock and writing its name, or between emptying it and its
+            // unlock: looked at again for a moment.
+            Acquire::Busy(None) if std::time::Instant::now() < end.min(first + NAMELESS_WAIT) => {
+                std::thread::sleep(Duration::from_millis(20));
             }
             Acquire::Busy(None) => {
                 crate::stderrln!("error: tenant {tenant} is already running (lock held)");
@@ -191,8 +201,16 @@ fn queue_then_claim(
     std::sync::Arc<std::sync::atomic::AtomicBool>,
 )> {
     let interrupted = super::tenant::interrupt_flag()?;
+    if crate::run::pool::why_cold(spec, backend).is_none() {
+        // A dead claim's key must not wait in its proxy while this run queues.
+        for n in super::pool_ops::converge_dead_under_lock(env, spec)? {
+            crate::stderrln!("{n}");
+        }
+    }
+    let records = record::tenant_dir(&env.state_home, &spec.tenant);
+    let note = crate::layout::RunFiles::new(&records, run_id).phase();
     let (mut queued, mut slot) =
-        crate::run::lifecycle::queue_ahead(capacity, &spec.tenant, run_id, &interrupted);
+        crate::run::lifecycle::queue_ahead(capacity, &spec.tenant, run_id, &note, &interrupted);
     let claimed = if slot.is_none() {
         None
     } else if named {
@@ -200,6 +218,10 @@ fn queue_then_claim(
     } else {
         Some(super::pool_ops::claim(env, spec, backend)?)
     };
+    if claimed.as_ref().is_some_and(|c| c.run_id != run_id) {
+        // The run is its environment's id from here: the note under the old id goes.
+        let _ = std::fs::remove_file(&note);
+    }
     if let Some(s) = slot.as_mut() {
         s.set_occupant(&crate::run::capacity::Occupant {
             tenant: spec.tenant.clone(),
@@ -264,18 +286,9 @@ fn take_claim(
     Ok(c.files)
 }
 
-/// Finishes the teardown of any run of `tenant` whose cyclix died (the tenant lock is held),
-/// leaves this run's marker, executes it, writes its record and prints the summary.
-fn converge_and_execute(
-    env: &HostEnv,
-    tenant: &str,
-    inputs: RunInputs,
-    backend: Backend,
-    spec_file: &Path,
-    pool_files: Option<&(PathBuf, PathBuf)>,
-) -> Result<(Outcome, Option<record::RunRecord>)> {
-    let units = unit_manager(env)?;
-    let host = RealRunHost::new()
+/// The run's host (podman, git, the file system) for the spec at `spec_file`.
+fn run_host(env: &HostEnv, spec_file: &Path) -> RealRunHost {
+    RealRunHost::new()
         .with_graphroot(crate::host::storage_conf::graphroot(
             &env.home,
             &env.config_home,
@@ -283,10 +296,23 @@ fn converge_and_execute(
             crate::host::namespaces::host_uid(),
         ))
         .with_mount_guard(spec_file.display().to_string(), env.clone())
-        .with_output_to_journal(crate::context::journal_stream());
+        .with_output_to_journal(crate::context::journal_stream())
+}
+
+/// Finishes the teardown of every run of `tenant` whose cyclix died (we hold the tenant lock: a
+/// ledger of another run means its cyclix died mid-run), before this run queues for a slot (a
+/// dead run's slot stays taken until then, `run::capacity`) or claims anything. `run_id` is the
+/// id this run has now (a warm run adopts its environment's id after). Returns the notices.
+fn converge_first(
+    env: &HostEnv,
+    tenant: &str,
+    run_id: &str,
+    storage_lock_wait: Duration,
+    spec_file: &Path,
+) -> Result<Vec<String>> {
+    let units = unit_manager(env)?;
+    let host = run_host(env, spec_file);
     let records = record::tenant_dir(&env.state_home, tenant);
-    // We hold the tenant lock: a ledger of another run means its cyclix died mid-run.
-    let mut inputs = inputs;
     let fallback = crate::layout::Runtime(env.runtime_dir()?.clone()).fallback_records(tenant);
     let mut converged = converge::restore_fallback(&records, &fallback);
     let uid = crate::host::namespaces::host_uid();
@@ -295,13 +321,29 @@ fn converge_and_execute(
         &converge::Converging {
             units: &units,
             host: &host,
-            by: &inputs.run_id,
-            lock_wait: inputs.deadlines.storage_lock,
+            by: run_id,
+            lock_wait: storage_lock_wait,
             manager_started_ms: crate::run::procs::user_manager_started_ms(Path::new("/proc"), uid),
             uid,
         },
     )?);
-    inputs.notices.extend(converged);
+    Ok(converged)
+}
+
+/// Leaves this run's marker, executes it, writes its record and prints the summary (the
+/// tenant's dead runs were converged first: [`converge_first`]).
+fn execute_run(
+    env: &HostEnv,
+    tenant: &str,
+    inputs: RunInputs,
+    backend: Backend,
+    spec_file: &Path,
+    pool_files: Option<&(PathBuf, PathBuf)>,
+) -> Result<(Outcome, Option<record::RunRecord>)> {
+    let units = unit_manager(env)?;
+    let host = run_host(env, spec_file);
+    let records = record::tenant_dir(&env.state_home, tenant);
+    let mut inputs = inputs;
     let files = crate::layout::RunFiles::new(&records, &inputs.run_id);
     inputs.progress = Some(files.phase());
     let ledger = crate::run::ledger::Ledger::create(

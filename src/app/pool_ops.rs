@@ -106,6 +106,20 @@ fn converge_dead_claims(eh: &EnvHost<'_>) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// The dead fillers' and dead claims' environments of `spec`'s pool destroyed, by a run that
+/// holds the tenant lock (no other run of the tenant is alive); returns the notices. The
+/// claim does it again (harmless): this is for a run that queues first.
+///
+/// # Errors
+/// As [`with_env_host`]; the pool's state cannot be listed.
+pub(crate) fn converge_dead_under_lock(env: &HostEnv, spec: &Spec) -> Result<Vec<String>> {
+    with_env_host(env, spec, |eh| {
+        let mut notes = converge_dead_fillers(eh)?;
+        notes.extend(converge_dead_claims(eh)?);
+        Ok(notes)
+    })
+}
+
 /// [`converge_dead_claims`] from a cyclix process that is not a run of the tenant (the pool's
 /// keeper, `cyclix pool fill|expire`): only while it can take the tenant lock at once (holder
 /// [`crate::run::lock::CONVERGING`], which a starting run waits for): no run of the tenant is

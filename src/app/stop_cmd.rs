@@ -52,11 +52,20 @@ fn stop_process(
     current: &super::current_run::CurrentRun,
 ) -> Result<Outcome> {
     let lock = env.runtime()?.tenant_lock(tenant);
-    let holders: Vec<u32> = crate::run::storage_lock::file_lock_holders(&lock)?
-        .into_iter()
-        .filter_map(|e| e.pid)
-        .collect();
-    let pid = holders.first().copied().unwrap_or(current.pid);
+    let holding = |pid: u32| {
+        crate::run::storage_lock::file_lock_holders(&lock)
+            .is_ok_and(|h| h.iter().any(|e| e.pid == Some(pid)))
+    };
+    // Only the pid the kernel says holds the lock (never the file's word alone: it may be a
+    // reused pid's), and only while it still holds it.
+    let pid = current.pid;
+    if !holding(pid) {
+        crate::outln!(
+            "run {} of {tenant} ended meanwhile (pid {pid} holds the tenant lock no more); nothing stopped",
+            current.run_id
+        );
+        return Ok(Outcome::Ok);
+    }
     let target = nix::unistd::Pid::from_raw(i32::try_from(pid)?);
     if let Err(e) = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM) {
         bail!(
@@ -66,7 +75,7 @@ fn stop_process(
         );
     }
     let end = Instant::now() + STOP_WAIT;
-    while crate::run::storage_lock::file_lock_holders(&lock).is_ok_and(|h| !h.is_empty()) {
+    while holding(pid) {
         if Instant::now() >= end {
             bail!(
                 "run {} of {tenant} (pid {pid}) got SIGTERM but still holds the tenant lock \

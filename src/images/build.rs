@@ -37,9 +37,6 @@ use crate::spec::{Build, Egress};
 /// The label on a built image holding the full digest of its inputs.
 pub const INPUTS_LABEL: &str = "io.cyclix.build.inputs";
 
-/// Deadline of one image build.
-pub const BUILD_DEADLINE: Duration = Duration::from_secs(1800);
-
 /// Deadline of pulling one pinned base image before the build.
 const PULL_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -74,6 +71,8 @@ pub struct Request<'a> {
     /// The id the build's objects are named and labelled with (`cyclix-ID-build…`,
     /// `io.cyclix.run=ID`): the run's id, so its teardown sweeps them too.
     pub id: &'a str,
+    /// The run's stop (SIGTERM or SIGINT): the build is killed once it is set.
+    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// A built (or reused) image.
@@ -205,7 +204,8 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             tmpdir: &tmpdir,
             args: &args,
             labels: &labels,
-            deadline: BUILD_DEADLINE,
+            deadline: Duration::from_secs(b.timeout_s),
+            stop: req.stop,
         };
         let role = b.role.clone();
         // A step's output is the Containerfile's (the agent's, once merged): control and bidi

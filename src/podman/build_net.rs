@@ -33,6 +33,8 @@ pub struct BuildCall<'a> {
     pub tmpdir: &'a Path,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
+    /// The run's stop (SIGTERM or SIGINT to cyclix): once set, the build is killed.
+    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
     /// `--label KEY=VALUE`.
     pub labels: &'a [(&'a str, &'a str)],
     /// Bounds the whole build.
@@ -271,7 +273,13 @@ impl Podman {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        // cyclix's death (SIGKILL) takes `podman unshare` with it (PR_SET_PDEATHSIG), and so
+        // the build (the setpriv below): a build never runs on without its run (issue 36).
         let mut argv: Vec<&str> = vec![
+            "--pdeathsig",
+            "KILL",
+            "--",
+            &self.bin,
             "unshare",
             // The build dies with `podman unshare` (which the deadline kills): otherwise it
             // ran on, reparented (measured).
@@ -301,12 +309,20 @@ impl Podman {
         argv.extend(["--", &context]);
         let tmpdir = call.tmpdir.to_string_lossy();
         let env = [("TMPDIR", Some(tmpdir.as_ref()))];
-        let out =
-            process::run_streaming(&self.bin, &argv, &env, call.deadline, HINT, keep, on_line)
-                .map_err(|source: ProcessError| PodmanError::Command {
-                    action: format!("building image {}", call.tag),
-                    source,
-                })?;
+        let out = process::run_streaming(
+            "setpriv",
+            &argv,
+            &env,
+            call.deadline,
+            HINT,
+            keep,
+            call.stop,
+            on_line,
+        )
+        .map_err(|source: ProcessError| PodmanError::Command {
+            action: format!("building image {}", call.tag),
+            source,
+        })?;
         Ok((out.status.success(), out.tail))
     }
 }

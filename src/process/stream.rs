@@ -23,8 +23,13 @@ pub struct Streamed {
 /// `deadline`, handing every output line (lossy UTF-8, without its newline) to `on_line` as it
 /// comes, and keeps the last `keep` lines.
 ///
+/// `stop`, when given, is looked at every 200 ms: once set (SIGTERM or SIGINT to cyclix), the
+/// child is killed.
+///
 /// # Errors
-/// [`ProcessError::Spawn`], [`ProcessError::Deadline`] (the child is killed).
+/// [`ProcessError::Spawn`], [`ProcessError::Deadline`] or [`ProcessError::Stopped`] (the
+/// child is killed).
+#[allow(clippy::too_many_arguments)] // one streamed command: what, how long, where its lines go
 pub fn run_streaming(
     program: &str,
     args: &[&str],
@@ -32,8 +37,10 @@ pub fn run_streaming(
     deadline: Duration,
     hint: &str,
     keep: usize,
+    stop: Option<&std::sync::atomic::AtomicBool>,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<Streamed, ProcessError> {
+    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
     let shown = show(program, args);
     tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running (streamed)");
     let mut cmd = Command::new(program);
@@ -67,6 +74,11 @@ pub fn run_streaming(
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     loop {
         let left = deadline.saturating_sub(start.elapsed());
+        if stopped() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ProcessError::Stopped { argv: shown });
+        }
         if left.is_zero() {
             let _ = child.kill();
             let _ = child.wait();
@@ -151,6 +163,7 @@ mod tests {
             Duration::from_secs(10),
             "",
             2,
+            None,
             &mut |l| seen.push(l.to_string()),
         )
         .expect("runs");
@@ -168,9 +181,27 @@ mod tests {
             Duration::from_millis(200),
             "",
             5,
+            None,
             &mut |_| {},
         )
         .expect_err("deadline");
         assert!(matches!(e, ProcessError::Deadline { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_stopped_child_is_killed() {
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        let e = run_streaming(
+            "sh",
+            &["-c", "sleep 60"],
+            &[],
+            Duration::from_secs(120),
+            "",
+            5,
+            Some(&stop),
+            &mut |_| {},
+        )
+        .expect_err("stopped");
+        assert!(matches!(e, ProcessError::Stopped { .. }), "{e}");
     }
 }

@@ -10,7 +10,7 @@
 //! since) for `cyclix status`, and that is how a run counts until its sandbox is gone: a slot
 //! whose lock is free but whose occupant's cyclix died with the run's marker (`RUN.running`)
 //! still there is taken by that dead run until its convergence removes the marker (the tenant's
-//! next run converges it first, before it queues). A waiting run leaves
+//! next run converges it right after taking the tenant lock, before it queues). A waiting run leaves
 //! `$XDG_RUNTIME_DIR/cyclix/queue/RUN.json` while it waits; waiters take free slots oldest first
 //! (a waiter takes a slot only while fewer older live waiters exist than slots are free). A queue
 //! file whose pid is gone is stale: ignored, and removed by the next waiter that sees it.
@@ -179,7 +179,7 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
     let mut first: Option<(usize, usize)> = None;
     let taken = flock::wait(Poll::every(POLL, req.timeout), Some(interrupted), || {
         let ahead = older_waiters(&req.dirs.queue, me);
-        let mut free = try_slots(&req.dirs.slots, req.max_runs, &req.records, &me.tenant)?;
+        let mut free = try_slots(&req.dirs.slots, req.max_runs, &req.records)?;
         let busy = usize::try_from(req.max_runs)
             .unwrap_or(usize::MAX)
             .saturating_sub(free.len());
@@ -237,22 +237,16 @@ pub fn acquire(req: &Request, me: &Occupant, interrupted: &AtomicBool) -> Result
 }
 
 /// The slots of `0..max_runs` that could be locked now and are not a dead run's (see
-/// [`dead_run`]), each locked (dropping one frees it), with its number and path. A dead run of
-/// `tenant` itself does not count: the asking run holds the tenant lock and converges it before
-/// it creates anything.
-fn try_slots(
-    dir: &Path,
-    max_runs: u32,
-    records: &Path,
-    tenant: &str,
-) -> Result<Vec<(u32, File, PathBuf)>> {
+/// [`dead_run`]), each locked (dropping one frees it), with its number and path. (A run of the
+/// dead run's own tenant converged it before it queued: `cyclix run` converges first.)
+fn try_slots(dir: &Path, max_runs: u32, records: &Path) -> Result<Vec<(u32, File, PathBuf)>> {
     let mut free = Vec::new();
     for i in 0..max_runs {
         let p = dir.join(format!("{i}.lock"));
         let mut f = flock::open(&p)?;
         if flock::try_lock(&f, Access::Exclusive)
             .with_context(|| format!("locking run slot {}", p.display()))?
-            && dead_run(&mut f, records).is_none_or(|o| o.tenant == tenant)
+            && dead_run(&mut f, records).is_none()
         {
             free.push((i, f, p));
         }
@@ -261,12 +255,13 @@ fn try_slots(
 }
 
 /// The last occupant of a slot file nobody holds, when it is a run whose cyclix died before
-/// its sandbox was gone: its pid is gone and its marker `records/TENANT/RUN.running` is still
-/// there (convergence removes it once nothing of the run is left).
+/// its sandbox was gone: the lock is free (its process is gone: a release empties the file)
+/// and its marker `records/TENANT/RUN.running` is still there (convergence removes it once
+/// nothing of the run is left). No pid is compared: a reused pid says nothing.
 fn dead_run(file: &mut File, records: &Path) -> Option<Occupant> {
     let o = flock::read_holder::<Occupant>(file)?;
     let marker = crate::layout::RunFiles::new(&records.join(&o.tenant), &o.run_id).marker();
-    (!alive(o.pid) && marker.exists()).then_some(o)
+    marker.exists().then_some(o)
 }
 
 /// The slots' dead runs (see [`dead_run`]), by slot number.
@@ -490,20 +485,6 @@ mod tests {
         assert!(
             err.to_string().contains("other/killed (its cyclix died"),
             "{err}"
-        );
-        // Its own tenant's next run converges it before it creates anything: not kept out.
-        let mut own = me("own", 2);
-        own.tenant = "other".into();
-        drop(acquire(&patient, &own, &no).expect("the dead run's own tenant"));
-        // A release empties the slot file: write the dead run's occupant back.
-        std::fs::write(
-            r.dirs.slots.join("0.lock"),
-            serde_json::to_vec(&dead).expect("json"),
-        )
-        .expect("slot file");
-        assert!(
-            acquire(&r, &me("next", 2), &no).is_err(),
-            "still the dead run's"
         );
         // Converged (the marker removed): the slot is free.
         std::fs::remove_file(&marker).expect("rm");

@@ -168,7 +168,53 @@ pub fn converge_tenant(records: &Path, c: &Converging<'_>) -> Result<Vec<String>
             ));
         }
     }
+    converged.extend(record_runs_dead_before_their_ledger(records)?);
     Ok(converged)
+}
+
+/// The runs whose cyclix died before it made their ledger (waiting for a run slot, or in the
+/// claim: `cyclix run` queues before it claims): only their phase note (`RUN.phase`, no
+/// `RUN.running`) is left, and nothing of them to tear down. Each gets its record (`died_in`
+/// the noted phase, no leftovers) unless it has one, and its note goes. The caller holds the
+/// tenant lock, so no such note is a live run's.
+fn record_runs_dead_before_their_ledger(records: &Path) -> Result<Vec<String>> {
+    let tenant = records
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+    let Ok(rd) = std::fs::read_dir(records) else {
+        return Ok(notes);
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(run_id) = name.strip_suffix(".phase") else {
+            continue;
+        };
+        let files = RunFiles::new(records, run_id);
+        if files.marker().exists() {
+            continue;
+        }
+        let phase = ledger::last_phase(records, run_id).unwrap_or_else(|| "queue".into());
+        if !files.record().exists() {
+            let mut rec = RunRecord::interrupted(
+                &tenant,
+                run_id,
+                format!(
+                    "its cyclix died in phase {phase}, before the run made anything (no ledger): \
+                     nothing to tear down"
+                ),
+                Vec::new(),
+            );
+            rec.died_in = Some(phase.clone());
+            record::write_only(records, &rec)?;
+            notes.push(format!(
+                "run {run_id} died in phase {phase} before it made anything: recorded, nothing left"
+            ));
+        }
+        let _ = std::fs::remove_file(files.phase());
+    }
+    Ok(notes)
 }
 
 /// How a cause naming a user manager that died mid-run starts.

@@ -246,18 +246,21 @@ fn queue_facts(
 /// claimed environment, let alone a credential in its proxy, while it waits): waits for a slot
 /// under `req` as the lifecycle's own phase would (oldest first, `interrupted` looked at) and
 /// returns the phase as it went and the slot. `run_id` is the id the run has now; after a claim
-/// the caller names the adopted id ([`super::capacity::Slot::set_occupant`]). A wait that ends
+/// the caller names the adopted id ([`super::capacity::Slot::set_occupant`]). `progress` is the
+/// run's phase note (`RUN.phase`), which says `queue` while it waits. A wait that ends
 /// without a slot is a failed phase: the lifecycle then ends the run in `queue`.
 #[must_use]
 pub fn queue_ahead(
     req: &super::capacity::Request,
     tenant: &str,
     run_id: &str,
+    progress: &Path,
     interrupted: &std::sync::atomic::AtomicBool,
 ) -> (super::capacity::Queued, Option<super::capacity::Slot>) {
     let me = occupant(tenant, run_id);
     let start_ms = now_ms();
     tracing::info!("phase queue started");
+    super::state::reached(Some(progress), "phase.queue", "queue");
     let got = super::capacity::acquire(req, &me, interrupted);
     let phase = |outcome: String| super::record::Phase {
         name: "queue".into(),

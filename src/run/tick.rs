@@ -105,8 +105,13 @@ pub fn tick(
 ) -> Result<Ticked> {
     let unit = crate::naming::run_service(tenant);
     let status = units.unit_status(&unit)?;
-    let held = !super::storage_lock::file_lock_holders(lock_path)?.is_empty();
     let holder = super::lock::peek(lock_path);
+    // A cyclix converging dead claims holds the lock for a moment, not a run: the run started
+    // now waits for it (`lock::CONVERGING`).
+    let held = !super::storage_lock::file_lock_holders(lock_path)?.is_empty()
+        && holder
+            .as_ref()
+            .is_none_or(|h| h.run_id != super::lock::CONVERGING);
     Ok(
         match decide(tenant, now_ms, &status, held, holder.as_ref()) {
             Decision::Start => Ticked::Started(units.start_no_block(&unit, JobMode::Replace)?),

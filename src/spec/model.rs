@@ -173,6 +173,8 @@ pub struct Build {
     pub args: Vec<(String, String)>,
     /// The hosts the build's proxy lets through (ports 80 and 443); empty: none.
     pub egress: Vec<HostPattern>,
+    /// How long the build may run before it is killed (`build.timeout`), in s; default 1800.
+    pub timeout_s: u64,
     /// 1-based line of the `build:` mapping in the spec file.
     #[serde(skip)]
     pub line: usize,

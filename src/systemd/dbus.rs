@@ -315,11 +315,13 @@ impl ZbusUnitManager {
     }
 
     /// One call of the seam under the one retry rule ([`retry::retrying`]): `f` is asked
-    /// with a fresh [`Call`] of `op` on `unit` bounded by `timeout`, and asked again after a
-    /// transient D-Bus error (the user manager re-executing or reloading) while `timeout` from
-    /// the first ask has not passed. Every method of the [`UnitManager`] impl goes through
-    /// here: each is safe to repeat (reads, `LoadUnit`, `Reload`, `ResetFailed`, unit-file
-    /// (dis)enabling, and jobs in a mode that merges a job queued twice).
+    /// with a fresh [`Call`] of `op` on `unit` whose deadline is `timeout` from the FIRST ask,
+    /// and asked again after a transient D-Bus error (the user manager re-executing) while that
+    /// deadline has not passed. Every method of the [`UnitManager`] impl that is safe to repeat
+    /// goes through here: reads, `LoadUnit`, `Reload`, `ResetFailed`, unit-file (dis)enabling,
+    /// and start/stop jobs waited for (retried so since issue 20). A start asked again after
+    /// its job ran to its end can start a unit that already finished once more (a lost reply
+    /// cannot tell); a restart and a start not waited for are asked once ([`Self::once`]).
     fn ask<T>(
         &self,
         op: Op,
@@ -327,7 +329,19 @@ impl ZbusUnitManager {
         timeout: Duration,
         f: impl Fn(&Call<'_>) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        retry::retrying(timeout, || f(&self.call(op, unit, timeout)))
+        let first = self.call(op, unit, timeout);
+        retry::retrying(timeout, || f(&first))
+    }
+
+    /// One call asked once (no retry: see [`Self::ask`]), bounded by `timeout`.
+    fn once<T>(
+        &self,
+        op: Op,
+        unit: &str,
+        timeout: Duration,
+        f: impl Fn(&Call<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        f(&self.call(op, unit, timeout))
     }
 
     /// A timer's next elapse, read within `call`'s deadline.
@@ -413,7 +427,7 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode))]
     fn start_no_block(&self, unit: &str, mode: JobMode) -> Result<String, Error> {
-        self.ask(Op::Start, unit, self.call_timeout, |call| {
+        self.once(Op::Start, unit, self.call_timeout, |call| {
             let _lock = self.lock(call, Access::Shared)?;
             async_io::block_on(async {
                 let manager = self.manager(call).await?;
@@ -435,7 +449,7 @@ impl UnitManager for ZbusUnitManager {
 
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn restart(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
-        self.ask(Op::Restart, unit, timeout, |call| {
+        self.once(Op::Restart, unit, timeout, |call| {
             async_io::block_on(self.job(call, mode))
         })
     }

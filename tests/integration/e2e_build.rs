@@ -318,3 +318,97 @@ fn a_devcontainer_json_builds_with_its_env_and_one_with_features_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_build_is_stopped_with_its_run_and_dies_with_a_killed_cyclix() {
+    // Issue 36 item 2: `cyclix stop` during a `RUN sleep` step ended only when systemd killed
+    // cyclix 120 s later, with no record; a SIGKILLed cyclix left the step running.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-build-stop")
+        .file(
+            "ci/slow.Containerfile",
+            "FROM localhost/cyclix-agent-python:latest\nRUN sleep 271\n",
+        )
+        .agent_build("{ containerfile: ci/slow.Containerfile }")
+        .write(tb);
+    let c = tb.cyclix_bin();
+    let script = format!(
+        r#"set -u
+step() {{ pgrep -u "$(id -u)" -f 'sleep 271' | wc -l; }}
+wait_step() {{ for i in $(seq 1 1200); do [ "$(step)" -gt 0 ] && break; sleep 0.1; done; echo "$(step)"; }}
+ext() {{ podman ps -a --external --format '{{{{.ID}}}}' | sort; }}
+ext0=$(ext)
+# 1. A stop during the build, through the unit.
+systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
+systemctl --user start --no-block cyclix-run@{t}.service
+echo "step_running=$(wait_step)"
+{c} stop {t} >/tmp/{t}-stop.out 2>&1; echo "rc_stop=$?"
+echo "steps_after_stop=$(step)"
+echo "external_after_stop=$(ext | comm -13 <(echo "$ext0") - | wc -l)"
+systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
+r1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' ~/.local/state/cyclix/runs/{t}/latest.json); echo "r1=$r1"
+# 2. cyclix SIGKILLed during the build.
+{c} run {t} >/tmp/{t}-kill.out 2>&1 & p=$!
+echo "step_running_2=$(wait_step)"
+kill -KILL $p; wait $p 2>/dev/null
+for i in $(seq 1 300); do [ "$(step)" -eq 0 ] && break; sleep 0.1; done
+echo "steps_after_kill=$(step)"
+echo "external_after_kill=$(ext | comm -13 <(echo "$ext0") - | wc -l)"
+cd ~/.local/state/cyclix/runs/{t} && echo "dead=$(ls *.running 2>/dev/null | sed 's/[.]running$//')"
+{c} leftovers >/tmp/{t}-left.out 2>&1; echo "leftovers_rc=$?"
+echo "leftovers_dead=$(grep -c dead-run /tmp/{t}-left.out)"
+# 3. The next ordinary run (the step made quick, committed) converges the dead one and passes.
+cd ~/src/{t} && sed -i 's/sleep 271/true/' ci/slow.Containerfile && git commit -qam quick
+{c} run {t} >/tmp/{t}-next.out 2>&1; echo "rc_next=$?"
+"#
+    );
+    let out = expect_success(&tb.user_sh(&script), "stop and kill during a build");
+    let field = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
+            .trim()
+            .to_string()
+    };
+    // The positive controls: the step was running when each fault came.
+    assert_ne!(field("step_running"), "0", "{out}");
+    assert_ne!(field("step_running_2"), "0", "{out}");
+    // 1. Stopped: the step is gone, the run recorded `interrupted` in phase build.
+    assert_eq!(field("rc_stop"), "0", "{out}");
+    assert_eq!(field("steps_after_stop"), "0", "{out}");
+    assert_eq!(
+        field("external_after_stop"),
+        "0",
+        "buildah's working container: {out}"
+    );
+    let r1 = field("r1");
+    let rec1 = crate::common::run::record_of(tb, &t, &r1);
+    assert_eq!(rec1["result"], "interrupted", "{rec1:#}");
+    assert_eq!(rec1["failed_phase"], "build", "{rec1:#}");
+    assert_eq!(
+        leftovers(tb, &r1, &t).trim(),
+        "",
+        "the stopped run left something"
+    );
+    // 2. Killed: the step died with cyclix; what the build made is the dead run's until
+    // converged, and `leftovers` says so.
+    assert_eq!(field("steps_after_kill"), "0", "{out}");
+    assert_eq!(
+        field("external_after_kill"),
+        "0",
+        "buildah's working container: {out}"
+    );
+    let dead = field("dead");
+    assert!(!dead.is_empty(), "{out}");
+    assert_ne!(field("leftovers_rc"), "0", "{out}");
+    assert_ne!(field("leftovers_dead"), "0", "{out}");
+    // 3. The next run converges it and passes.
+    assert_eq!(field("rc_next"), "0", "{out}");
+    assert_eq!(record(tb, &t)["result"], "passed");
+    assert_eq!(
+        leftovers(tb, &dead, &t).trim(),
+        "",
+        "the killed run was converged"
+    );
+}

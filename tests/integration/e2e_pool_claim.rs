@@ -108,8 +108,10 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         ),
         "{notices:#?}"
     );
-    // The claim is the record's first phase.
-    assert_eq!(rec["phases"][0]["name"], "claim", "{rec:#}");
+    // The claim is the record's first phase after the queue (no claim is held while a run
+    // waits for a slot).
+    assert_eq!(rec["phases"][0]["name"], "queue", "{rec:#}");
+    assert_eq!(rec["phases"][1]["name"], "claim", "{rec:#}");
     // The stray processes went with their environments: their units ended by themselves.
     let ended = tb.user_sh(&format!(
         "timeout 60 sh -c 'while systemctl --user is-active -q {} {}; do sleep 0.2; done' && echo ended",

@@ -69,15 +69,16 @@ fn a_credential_tenant_claims_a_warm_environment_that_held_no_secret() {
     crate::e2e_boundary::assert_all_probes_pass(&rec);
     assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
     assert_eq!(rec["run_id"], e.as_str(), "{rec:#}");
-    // The hand-over is timed as the record's second phase, right after the claim.
+    // The queue comes first (a run holds no claim while it waits for a slot); the hand-over
+    // is timed as the phase right after the claim.
     let names: Vec<&str> = rec["phases"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|p| p["name"].as_str())
-        .take(2)
+        .take(3)
         .collect();
-    assert_eq!(names, ["claim", "credentials"], "{rec:#}");
+    assert_eq!(names, ["queue", "claim", "credentials"], "{rec:#}");
     let line = rec["agent_log"]
         .as_array()
         .into_iter()

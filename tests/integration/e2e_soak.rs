@@ -106,6 +106,29 @@ fn check_records(dump: &str, expected: &BTreeMap<String, Expect>) -> (usize, usi
     (passed, interrupted)
 }
 
+/// The id of the run the soak killed at `point` (its `i`-th): its marker, or for a run killed
+/// in its queue, which has made nothing yet, not even its ledger, its phase note (the next run
+/// records it: `converge`).
+fn killed_run(tb: &crate::common::testbed::Testbed, t: &str, point: &str, i: usize) -> String {
+    let dead = if point == "phase.queue" {
+        expect_success(
+            &tb.user_sh(&format!(
+                "cd ~/.local/state/cyclix/runs/{t} && ls *.phase | sed 's/[.]phase$//'"
+            )),
+            "the killed run's phase note",
+        )
+        .trim()
+        .to_string()
+    } else {
+        dead_run(tb, t).unwrap_or_else(|| panic!("run {i} ({point}): no marker"))
+    };
+    assert!(
+        !dead.is_empty() && !dead.contains('\n'),
+        "run {i} ({point}): {dead:?}"
+    );
+    dead
+}
+
 #[test]
 fn soak_100_runs_with_20_sigkills_leave_zero_leftovers_and_true_records() {
     let runs = env_or("CYCLIX_SOAK_RUNS", 100);
@@ -144,7 +167,7 @@ fn soak_100_runs_with_20_sigkills_leave_zero_leftovers_and_true_records() {
                 )),
                 "reset",
             );
-            let dead = dead_run(tb, &t).unwrap_or_else(|| panic!("run {i} ({point}): no marker"));
+            let dead = killed_run(tb, &t, point, i);
             let want = if point == "record.written" {
                 Expect::Passed
             } else {

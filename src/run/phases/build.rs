@@ -55,13 +55,21 @@ pub(crate) fn phase(
         return Ok(None);
     }
     r.phase("build", || {
-        build_images(&inp.spec, host, base, &inp.run_id, out)
+        build_images(
+            &inp.spec,
+            host,
+            base,
+            &inp.run_id,
+            Some(&inp.interrupted),
+            out,
+        )
     })
     .map(Some)
 }
 
 /// `spec` with each built image's reference set to its digest tag, building what is missing
-/// from `base` (`run_id` names and labels the build's objects); each image goes into `built`.
+/// from `base` (`run_id` names and labels the build's objects; `stop` set kills a build); each
+/// image goes into `built`.
 ///
 /// # Errors
 /// The first build that failed (then `built.build_log` holds podman's last lines).
@@ -70,6 +78,7 @@ pub(crate) fn build_images(
     host: &dyn RunPodman,
     base: &str,
     run_id: &str,
+    stop: Option<&std::sync::atomic::AtomicBool>,
     built_out: &mut Built,
 ) -> Result<Spec> {
     let mut out = spec.clone();
@@ -85,6 +94,7 @@ pub(crate) fn build_images(
             build,
             repository: reference,
             id: run_id,
+            stop,
         };
         match host.build_image(&req) {
             Ok(built) => {

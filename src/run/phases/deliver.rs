@@ -442,14 +442,47 @@ fn decide_and_push(
         d.outcome = Outcome::NotPushed;
         return Ok(RunResult::Passed);
     }
+    push(t, start, repo, d, &tip)
+}
+
+/// Pushes `tip` (the commit scanned: by object name, so a ref moved since cannot slip
+/// unscanned commits in) with the lease and records how it went in `d`.
+fn push(
+    t: &Target<'_>,
+    start: &Start,
+    repo: &dyn Repo,
+    d: &mut DeliveryRecord,
+    tip: &str,
+) -> Result<RunResult> {
+    let tip = tip.to_owned();
     d.push_start_ms = Some(now_ms());
-    // The commit scanned above, by object name: a ref moved since cannot slip unscanned
-    // commits into the push.
     let pushed = repo.push(&t.spec.remote, &tip, &d.branch, start.expected.as_deref());
     d.push_end_ms = Some(now_ms());
-    let (ok, porcelain, stderr) = pushed?;
     let dst = format!("refs/heads/{}", d.branch);
-    match core::push_outcome(ok, &porcelain, &stderr, &dst) {
+    let outcome = match pushed {
+        Ok((ok, porcelain, stderr)) => core::push_outcome(ok, &porcelain, &stderr, &dst),
+        // git killed at its deadline: the push may have landed; the read-back below tells.
+        Err(e) => PushOutcome::Failed(format!("{e:#}")),
+    };
+    let outcome = match outcome {
+        // A push git did not see through may still have landed (a remote that failed to
+        // report, git killed after the ref moved): the remote's word decides.
+        PushOutcome::Failed(why)
+            if repo
+                .remote_tip(&t.spec.remote, &d.branch)
+                .is_ok_and(|r| r.as_deref() == Some(tip.as_str())) =>
+        {
+            d.reason = Some(format!(
+                "git did not report the push through ({why}), but the remote's `{dst}` is at \
+                 {tip}: it landed"
+            ));
+            d.outcome = Outcome::Pushed;
+            d.pushed_tip = Some(tip.clone());
+            return Ok(RunResult::Passed);
+        }
+        other => other,
+    };
+    match outcome {
         PushOutcome::Pushed => {
             // Landed, by git's report: recorded so whatever the read-back says.
             d.outcome = Outcome::Pushed;

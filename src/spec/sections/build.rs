@@ -31,7 +31,12 @@ pub(crate) struct RawBuild {
     pub(crate) args: Option<Located<crate::spec::yaml::StrMap>>,
     /// `egress`.
     pub(crate) egress: Option<Located<Vec<Located<String>>>>,
+    /// `timeout`.
+    pub(crate) timeout: Option<Located<String>>,
 }
+
+/// `build.timeout`: 1 m to 6 h, default 30 m (min, max, default in s).
+const BUILD_TIMEOUT: (u64, u64, u64) = (60, 6 * 3600, 30 * 60);
 
 /// The keys of a `build:` mapping.
 pub(crate) const KEYS: &[Key] = &[
@@ -60,6 +65,11 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::StrList,
         "hosts the build may reach through its own proxy (ports 80 and 443; default: none)",
     ),
+    Key::optional(
+        "timeout",
+        Kind::Str(StrKind::Line),
+        "how long the image's build may take before it is killed and the run fails in phase build (1m to 6h; default 30m)",
+    ),
 ];
 
 /// The `build` key of `agent:`, `gate:` and `services[i]`.
@@ -83,6 +93,7 @@ fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawBuild> {
         context: d.string(&f, "context"),
         args: d.string_map(&f, "args"),
         egress: d.strings(&f, "egress"),
+        timeout: d.string(&f, "timeout"),
     })
 }
 
@@ -226,10 +237,13 @@ pub(crate) fn validate(b: &RawBuild, role: &str, out: &mut Vec<Diagnostic>) -> O
             }
         }
     }
+    let timeout_s =
+        crate::spec::rules::durations::bounded_duration(b.timeout.as_ref(), BUILD_TIMEOUT, out);
     if out.len() != before {
         return None;
     }
     Some(Build {
+        timeout_s: timeout_s?,
         role: role.to_string(),
         containerfile: containerfile?,
         devcontainer,

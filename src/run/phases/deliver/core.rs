@@ -435,9 +435,10 @@ pub enum PushOutcome {
 /// Reads `git push --porcelain` output for the ref `dst` (`refs/heads/BRANCH`): its status
 /// line is `FLAG \t FROM:TO \t SUMMARY`; flag ` `, `+`, `*` or `=` is success, `!` a
 /// rejection: `[rejected]` is git's own lease or fast-forward check, `[remote rejected]` the
-/// remote's answer — a refusal when a hook declined it, else (`unpacker error`, `failed to
-/// update ref`, …) the remote could not write it — and `[remote failure]` a remote that did
-/// not answer. No line for `dst` (git failed before it talked to the remote) is a failure
+/// remote's answer — a refusal when a hook declined it or the remote refused the content (its
+/// fsck, a size limit, a quota: the agent's objects), else (`unpacker error`, `failed to update
+/// ref`, …) the remote could not write it — and `[remote failure]` a remote that did not
+/// answer. No line for `dst` (git failed before it talked to the remote) is a failure
 /// carrying `stderr`'s last line, and so is a success flag with a failed exit status.
 #[must_use]
 pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> PushOutcome {
@@ -461,13 +462,24 @@ pub fn push_outcome(exit_ok: bool, porcelain: &str, stderr: &str, dst: &str) -> 
             PushOutcome::Refused(summary.to_owned())
         }
         Some(("!", summary))
-            if summary.starts_with("[remote rejected]") && summary.contains("declined") =>
+            if summary.starts_with("[remote rejected]")
+                && (summary.contains("declined") || refuses_content(stderr)) =>
         {
-            PushOutcome::Refused(summary.to_owned())
+            PushOutcome::Refused(format!("{summary} ({last_err})"))
         }
         Some((_, summary)) => PushOutcome::Failed(format!("{summary} ({last_err})")),
         None => PushOutcome::Failed(last_err),
     }
+}
+
+/// Whether the remote's words in `stderr` refuse the pushed content itself (its fsck, its size
+/// limits: `receive.maxInputSize`, a quota): the agent's objects, a finding, not a remote that
+/// cannot write.
+fn refuses_content(stderr: &str) -> bool {
+    let s = stderr.to_ascii_lowercase();
+    ["fsck", "exceeds maximum", "too large", "quota"]
+        .iter()
+        .any(|w| s.contains(w))
 }
 
 /// A URL as it may be shown and recorded: userinfo (`user:token@`) removed.

@@ -188,6 +188,17 @@ fn porcelain_outcomes() {
         push_outcome(false, &hook, "", dst),
         PushOutcome::Refused(_)
     ));
+    // The agent's content refused by the remote (its fsck, a size limit) is a finding.
+    let unpack = format!("!\trefs/heads/cyclix/a/r1:{dst}\t[remote rejected] (unpacker error)\n");
+    assert!(matches!(
+        push_outcome(
+            false,
+            &unpack,
+            "remote: fatal: pack exceeds maximum allowed size\n",
+            dst
+        ),
+        PushOutcome::Refused(_)
+    ));
     for summary in [
         "[remote rejected] (unpacker error)",
         "[remote rejected] (failed to update ref)",
