@@ -196,6 +196,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             args.push((k.to_string(), url.clone()));
         }
         let labels = [(INPUTS_LABEL, digest.as_str()), (label::TENANT, req.tenant)];
+        let end_steps = || kill_steps_of(&podman, &net.holder);
         let call = BuildCall {
             tag: &tag,
             containerfile: &cf,
@@ -205,7 +206,7 @@ pub fn build(req: &Request<'_>, progress: &mut dyn FnMut(&str)) -> Result<Built>
             args: &args,
             labels: &labels,
             deadline: Duration::from_secs(b.timeout_s),
-            stop: req.stop,
+            stop: req.stop.map(|s| (s, &end_steps as &dyn Fn())),
         };
         let role = b.role.clone();
         // A step's output is the Containerfile's (the agent's, once merged): control and bidi
@@ -368,6 +369,7 @@ impl Net {
     /// Removes the proxy, the holder and both networks (each step tried; the first error
     /// returned).
     fn down(&self, podman: &Podman) -> Result<()> {
+        kill_steps_of(podman, &self.holder);
         let a = podman.rm_force(&self.proxy);
         let b = podman.rm_force(&self.holder);
         let c = podman.rm_networks(&[self.internal.clone(), self.egress.clone()]);
@@ -376,6 +378,25 @@ impl Net {
         c?;
         Ok(())
     }
+}
+
+/// Kills what still runs in the network namespace of the build holder `holder` (a `RUN` step
+/// of a build that was stopped, ran past its deadline or whose cyclix died); best effort: a
+/// holder that is gone has nothing left in its namespace to find.
+fn kill_steps_of(podman: &Podman, holder: &str) {
+    if let Ok(pid) = podman.container_pid(holder)
+        && pid != 0
+        && let Ok(n) = podman.kill_in_netns_of(pid)
+        && n > 0
+    {
+        tracing::warn!("killed {n} process(es) of the build still running in {holder}'s network");
+    }
+}
+
+/// Kills the `RUN` steps of run `id`'s build, if its holder is still there (a run whose cyclix
+/// died mid-build: its convergence calls this before the holder is removed by label).
+pub fn kill_steps(id: &str) {
+    kill_steps_of(&Podman::new(), &Net::new(id).holder);
 }
 
 fn short(commit: &str) -> &str {

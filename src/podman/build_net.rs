@@ -9,7 +9,7 @@ use super::{HINT, PODMAN_QUERY_DEADLINE, Podman, PodmanError, Result, check_name
 use crate::process::{self, ProcessError};
 
 /// What [`Podman::build_streamed`] builds.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BuildCall<'a> {
     /// The tag.
     pub tag: &'a str,
@@ -33,12 +33,24 @@ pub struct BuildCall<'a> {
     pub tmpdir: &'a Path,
     /// `--build-arg NAME=VALUE` (public values).
     pub args: &'a [(String, String)],
-    /// The run's stop (SIGTERM or SIGINT to cyclix): once set, the build is killed.
-    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The run's stop (SIGTERM or SIGINT to cyclix) and what ends the build's work then (its
+    /// `RUN` steps killed, so podman fails the step and removes its working container itself);
+    /// the build is killed if it has not ended 10 s later (`process::run_streaming`).
+    pub stop: Option<(&'a std::sync::atomic::AtomicBool, &'a dyn Fn())>,
     /// `--label KEY=VALUE`.
     pub labels: &'a [(&'a str, &'a str)],
     /// Bounds the whole build.
     pub deadline: Duration,
+}
+
+impl std::fmt::Debug for BuildCall<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildCall")
+            .field("tag", &self.tag)
+            .field("containerfile", &self.containerfile)
+            .field("netns", &self.netns)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Podman {
@@ -233,6 +245,29 @@ impl Podman {
             || format!("removing {d}"),
         )?;
         Ok(())
+    }
+
+    /// Kills (SIGKILL) every process in the network namespace of process `holder` but
+    /// `holder` itself: a build's `RUN` steps (each in a scope of its own that no kill of podman
+    /// reaches, measured) share its holder's namespace. Looked at from inside the rootless user
+    /// namespace (`podman unshare`), so a step running as another user inside is seen and
+    /// killed too. Returns how many were killed.
+    ///
+    /// # Errors
+    /// podman cannot run or runs past its deadline.
+    pub fn kill_in_netns_of(&self, holder: u32) -> Result<u32> {
+        let pid = holder.to_string();
+        let script = r#"ns=$(readlink "/proc/$1/ns/net") || exit 0; n=0
+for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$1" ] && continue
+  [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$ns" ] || continue
+  kill -KILL "$p" 2>/dev/null && n=$((n+1)); done; echo "$n""#;
+        let out = self.run(
+            &["unshare", "sh", "-c", script, "sh", &pid],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || format!("killing the processes in the network namespace of {pid}"),
+        )?;
+        Ok(out.stdout.trim().parse().unwrap_or(0))
     }
 
     /// Builds `call` (`TMPDIR=TMP podman unshare setpriv --pdeathsig KILL nsenter --net=NETNS --

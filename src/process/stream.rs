@@ -23,8 +23,9 @@ pub struct Streamed {
 /// `deadline`, handing every output line (lossy UTF-8, without its newline) to `on_line` as it
 /// comes, and keeps the last `keep` lines.
 ///
-/// `stop`, when given, is looked at every 200 ms: once set (SIGTERM or SIGINT to cyclix), the
-/// child is killed.
+/// `stop`, when given, is looked at every 200 ms: once its flag is set (SIGTERM or SIGINT to
+/// cyclix), its hook runs once (e.g. ending the child's work so it cleans up after itself) and
+/// the child gets [`STOP_GRACE`] to exit; then it is killed.
 ///
 /// # Errors
 /// [`ProcessError::Spawn`], [`ProcessError::Deadline`] or [`ProcessError::Stopped`] (the
@@ -37,10 +38,11 @@ pub fn run_streaming(
     deadline: Duration,
     hint: &str,
     keep: usize,
-    stop: Option<&std::sync::atomic::AtomicBool>,
+    stop: Option<(&std::sync::atomic::AtomicBool, &dyn Fn())>,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<Streamed, ProcessError> {
-    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
+    let stopped = || stop.is_some_and(|(s, _)| s.load(std::sync::atomic::Ordering::SeqCst));
+    let mut grace_end: Option<Instant> = None;
     let shown = show(program, args);
     tracing::debug!(argv = %shown, deadline_ms = deadline.as_millis(), "running (streamed)");
     let mut cmd = Command::new(program);
@@ -75,9 +77,17 @@ pub fn run_streaming(
     loop {
         let left = deadline.saturating_sub(start.elapsed());
         if stopped() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(ProcessError::Stopped { argv: shown });
+            let end = *grace_end.get_or_insert_with(|| {
+                if let Some((_, hook)) = stop {
+                    hook();
+                }
+                Instant::now() + STOP_GRACE
+            });
+            if Instant::now() >= end || matches!(child.try_wait(), Ok(Some(_))) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ProcessError::Stopped { argv: shown });
+            }
         }
         if left.is_zero() {
             let _ = child.kill();
@@ -124,11 +134,17 @@ pub fn run_streaming(
     for r in readers {
         let _ = r.join();
     }
+    if grace_end.is_some() {
+        return Err(ProcessError::Stopped { argv: shown });
+    }
     Ok(Streamed {
         status,
         tail: tail.into_iter().collect(),
     })
 }
+
+/// How long a stopped child may take to exit by itself after the stop's hook: 10 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Sends each line of `from` to `tx` until EOF.
 fn forward(from: impl std::io::Read, tx: &mpsc::Sender<String>) {
@@ -198,7 +214,7 @@ mod tests {
             Duration::from_secs(120),
             "",
             5,
-            Some(&stop),
+            Some((&stop, &|| {})),
             &mut |_| {},
         )
         .expect_err("stopped");

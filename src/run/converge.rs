@@ -280,6 +280,8 @@ pub fn converge(
         progress: None,
         converging: true,
     };
+    // A build's `RUN` steps outlive a killed cyclix in scopes of their own: killed first.
+    c.host.kill_build_steps(&owner.run_id);
     let torn = teardown::teardown(&t, c.units, c.host, &mut st);
     // Teardown's only notice is the run branch's deletion (it had no commits).
     let branch_note = if st.notices.is_empty() {

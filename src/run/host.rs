@@ -249,6 +249,9 @@ impl RunPodman for RealRunHost {
             std::fs::read(&req.out).with_context(|| format!("reading {}", req.out.display()))?;
         Ok(super::import::files_in_diff(&bytes))
     }
+    fn kill_build_steps(&self, run_id: &str) {
+        crate::images::build::kill_steps(run_id);
+    }
     fn build_image(
         &self,
         req: &crate::images::build::Request<'_>,

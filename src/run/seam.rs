@@ -161,6 +161,12 @@ pub trait RunPodman {
     /// # Errors
     /// podman failed, the deadline or the cap passed.
     fn export_diff(&self, req: &super::import::ExportRequest) -> Result<usize>;
+    /// Kills what still runs of run `run_id`'s image build (its `RUN` steps, in scopes of their
+    /// own: a cyclix that died mid-build leaves them), before its objects are removed; best
+    /// effort ([`crate::images::build::kill_steps`]). Nothing by default (fakes).
+    fn kill_build_steps(&self, run_id: &str) {
+        let _ = run_id;
+    }
     /// Builds the image of `req` from the repository's files at its base commit, or finds
     /// the image of the same inputs ([`crate::images::build::build`]); its progress lines go
     /// to stderr (the journal, for a run unit).
