@@ -42,6 +42,9 @@ pub enum ProcessError {
         argv: String,
         /// The deadline in milliseconds.
         after_ms: u128,
+        /// The last lines it printed before it was killed, where they were kept
+        /// ([`run_streaming`]); empty otherwise.
+        tail: Vec<String>,
     },
     /// It was stopped by the run's stop (SIGTERM or SIGINT to cyclix) and killed (SIGKILL).
     #[error("`{argv}` was stopped (SIGTERM or SIGINT) and killed")]
@@ -296,6 +299,7 @@ pub fn run_with(program: &str, args: &[&str], opts: &Opts<'_>) -> Result<Output,
                 return Err(ProcessError::Deadline {
                     argv: shown,
                     after_ms: deadline.as_millis(),
+                    tail: Vec::new(),
                 });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),

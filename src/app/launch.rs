@@ -85,7 +85,7 @@ pub(crate) fn run_with(
         return Ok((Outcome::Findings, None));
     };
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
-    let converged = converge_first(env, tenant, &run_id, storage_lock_wait, &file)?;
+    let mut converged = converge_first(env, tenant, &run_id, storage_lock_wait, &file)?;
     // The host-wide limit (`max_runs`): a config that does not validate refuses the run
     // before anything of it exists.
     let capacity = match super::host_config::load(env) {
@@ -109,6 +109,7 @@ pub(crate) fn run_with(
         &capacity,
         &run_id,
         opts.run_id.is_some(),
+        &mut converged,
     )?;
     let run_id = claimed.as_ref().map_or(run_id, |c| c.run_id.clone());
     lock.set_holder(&Holder {
@@ -187,7 +188,8 @@ fn take_tenant_lock(
 /// its tenant lock, then claims a warm environment (a run given `--run-id` makes its own, a
 /// run without a slot claims nothing: it ends in `queue`); the slot file then names the id the
 /// run adopted. Returns the queue phase (with the slot), the claim, and the SIGTERM/SIGINT flag
-/// the wait watched (the run's from here on).
+/// the wait watched (the run's from here on); what it converged of the pool first goes into
+/// `notices`.
 fn queue_then_claim(
     env: &HostEnv,
     spec: &crate::spec::Spec,
@@ -195,6 +197,7 @@ fn queue_then_claim(
     capacity: &crate::run::capacity::Request,
     run_id: &str,
     named: bool,
+    notices: &mut Vec<String>,
 ) -> Result<(
     crate::run::capacity::Queued,
     Option<super::pool_ops::Claimed>,
@@ -203,9 +206,7 @@ fn queue_then_claim(
     let interrupted = super::tenant::interrupt_flag()?;
     if crate::run::pool::why_cold(spec, backend).is_none() {
         // A dead claim's key must not wait in its proxy while this run queues.
-        for n in super::pool_ops::converge_dead_under_lock(env, spec)? {
-            crate::stderrln!("{n}");
-        }
+        notices.extend(super::pool_ops::converge_dead_under_lock(env, spec)?);
     }
     let records = record::tenant_dir(&env.state_home, &spec.tenant);
     let note = crate::layout::RunFiles::new(&records, run_id).phase();

@@ -166,6 +166,42 @@ impl Podman {
         })
     }
 
+    /// [`Podman::exec`] whose output is kept as it comes: the exit code and the last `keep`
+    /// lines (stdout and stderr as they came), and on the deadline the lines printed up to the
+    /// kill in the error ([`crate::process::ProcessError::Deadline`]'s `tail`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`]: podman cannot start, or the deadline passed.
+    pub fn exec_streamed(
+        &self,
+        container: &str,
+        argv: &[&str],
+        deadline: Duration,
+        keep: usize,
+    ) -> Result<(i32, Vec<String>)> {
+        check_name("container", container)?;
+        let mut cmd = vec!["exec", container];
+        cmd.extend_from_slice(argv);
+        let out = process::run_streaming(
+            &self.bin,
+            &cmd,
+            &[],
+            deadline,
+            HINT,
+            keep,
+            None,
+            &mut |_| {},
+        )
+        .map_err(|source| PodmanError::Command {
+            action: format!(
+                "running {} in container {container}",
+                argv.first().copied().unwrap_or("")
+            ),
+            source,
+        })?;
+        Ok((out.status.code().unwrap_or(-1), out.tail))
+    }
+
     /// The host pids and command names of the processes in `container` (`podman top CONTAINER
     /// hpid comm`), as the host sees them.
     ///

@@ -61,17 +61,7 @@ pub fn run_streaming(
         source,
         hint: hint.to_string(),
     })?;
-    let (tx, rx) = mpsc::channel::<String>();
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let tx = tx.clone();
-        readers.push(std::thread::spawn(move || forward(out, &tx)));
-    }
-    if let Some(err) = child.stderr.take() {
-        let tx = tx.clone();
-        readers.push(std::thread::spawn(move || forward(err, &tx)));
-    }
-    drop(tx);
+    let (rx, readers) = readers_of(&mut child);
     let start = Instant::now();
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     loop {
@@ -92,18 +82,20 @@ pub fn run_streaming(
         if left.is_zero() {
             let _ = child.kill();
             let _ = child.wait();
+            // What it printed up to its kill is kept (the lines still on their way included).
+            while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+                keep_last(&mut tail, line, keep);
+            }
             return Err(ProcessError::Deadline {
                 argv: shown,
                 after_ms: deadline.as_millis(),
+                tail: tail.into_iter().collect(),
             });
         }
         match rx.recv_timeout(left.min(Duration::from_millis(200))) {
             Ok(line) => {
                 on_line(&line);
-                tail.push_back(line);
-                while tail.len() > keep {
-                    tail.pop_front();
-                }
+                keep_last(&mut tail, line, keep);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -119,6 +111,7 @@ pub fn run_streaming(
                 return Err(ProcessError::Deadline {
                     argv: shown,
                     after_ms: deadline.as_millis(),
+                    tail: tail.into_iter().collect(),
                 });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
@@ -141,6 +134,32 @@ pub fn run_streaming(
         status,
         tail: tail.into_iter().collect(),
     })
+}
+
+/// A channel of `child`'s output lines (stdout and stderr as they come) and its reader
+/// threads (they end at EOF).
+fn readers_of(
+    child: &mut std::process::Child,
+) -> (mpsc::Receiver<String>, Vec<std::thread::JoinHandle<()>>) {
+    let (tx, rx) = mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || forward(out, &tx)));
+    }
+    if let Some(err) = child.stderr.take() {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || forward(err, &tx)));
+    }
+    (rx, readers)
+}
+
+/// Appends `line` to `tail`, keeping its last `keep` lines.
+fn keep_last(tail: &mut std::collections::VecDeque<String>, line: String, keep: usize) {
+    tail.push_back(line);
+    while tail.len() > keep {
+        tail.pop_front();
+    }
 }
 
 /// How long a stopped child may take to exit by itself after the stop's hook: 10 s.
@@ -190,18 +209,26 @@ mod tests {
 
     #[test]
     fn a_child_past_its_deadline_is_killed() {
+        let mut seen = Vec::new();
         let e = run_streaming(
             "sh",
-            &["-c", "sleep 5"],
+            &["-c", "echo before; sleep 5"],
             &[],
-            Duration::from_millis(200),
+            Duration::from_millis(500),
             "",
             5,
             None,
-            &mut |_| {},
+            &mut |l| seen.push(l.to_string()),
         )
         .expect_err("deadline");
-        assert!(matches!(e, ProcessError::Deadline { .. }), "{e}");
+        // Every line it printed before its kill is in the error's tail, the ones still on
+        // their way when the deadline hit drained into it.
+        match &e {
+            ProcessError::Deadline { tail, .. } => {
+                assert!(seen.iter().all(|l| tail.contains(l)), "{seen:?} {tail:?}");
+            }
+            other => panic!("{other}"),
+        }
     }
 
     #[test]

@@ -231,8 +231,25 @@ fn command(s: &mut Section<'_>, c: &ContainerPlan) -> Result<(), RenderError> {
 
 fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderError> {
     let mut u = UnitFile::new(HEADER);
-    u.section("Unit")
-        .add("Description", v("run", &c.description)?);
+    let mut unit = u.section("Unit");
+    unit.add("Description", v("run", &c.description)?);
+    // The agent never starts without its work tree: the pod's start pulls its containers in,
+    // and a pooled environment has no work tree until a run claims it (its agent unit was
+    // left `failed` by every fill, issue 36). A condition that does not hold skips the start
+    // (the unit stays inactive, not failed); the run's own start comes after its work tree.
+    let agent = c
+        .labels
+        .iter()
+        .any(|(k, val)| k == crate::naming::label::ROLE && val == "agent");
+    if agent {
+        for b in c
+            .binds
+            .iter()
+            .filter(|b| b.target == super::plan::topology::WORKDIR)
+        {
+            unit.add("ConditionPathIsDirectory", v(&c.exec_key, &b.source)?);
+        }
+    }
     let mut s = u.section("Container");
     s.add("ContainerName", c.stem.clone());
     s.add("Image", v(&c.exec_key, &c.image)?);

@@ -345,10 +345,13 @@ impl RunPodman for RealRunHost {
         deadline: Duration,
     ) -> Result<(i32, String)> {
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let out = self.podman.exec(container, &words, deadline)?;
-        let mut text = out.stdout;
-        text.push_str(&out.stderr);
-        Ok((out.status.code().unwrap_or(-1), text))
+        let (code, lines) = self.podman.exec_streamed(
+            container,
+            &words,
+            deadline,
+            super::phases::collect::LOG_TAIL_LINES,
+        )?;
+        Ok((code, lines.join("\n")))
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();

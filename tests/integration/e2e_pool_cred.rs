@@ -167,6 +167,19 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
     let envs = fill(tb, t);
     assert_eq!(envs.len(), 1, "{envs:?}");
     let e = &envs[0];
+    // A ready environment holds no failed unit: its agent unit was not started (before, the
+    // pod's start pulled it in and it failed for want of a work tree, at every fill).
+    let units = expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user list-units --all --no-legend --plain 'cyclix-{e}-*' | awk '{{print $1, $3, $4}}'"
+        )),
+        "the ready environment's units",
+    );
+    assert!(
+        units.contains(&format!("cyclix-{e}-agent.service inactive dead"))
+            && !units.contains("failed"),
+        "{units}"
+    );
     let c = tb.cyclix_bin();
     let out = expect_success(
         &tb.user_sh(&format!(

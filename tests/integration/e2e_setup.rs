@@ -253,3 +253,60 @@ fn broken(tb: &Testbed, t: &str) {
         "left after a broken setup"
     );
 }
+
+#[test]
+fn a_baseline_that_leaves_a_process_or_hangs_breaks_the_setup_with_what_it_did() {
+    // Issue 36 item 6: a baseline's `sleep &` kept running beside the agent after the probes,
+    // recorded nowhere; a baseline past its timeout lost its output.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let with = |baseline: &str, timeout: &str| {
+        Tenant::new("e2e-baseline-left")
+            .agent_cmd(r#"[sh, -c, "echo AGENT-STARTED; exec cyclix-demo-agent"]"#)
+            .extra_yaml(&format!(
+                "baseline:\n  command: {baseline}\n  timeout: {timeout}\n"
+            ))
+    };
+    let t = with(r#"[sh, -c, "sleep 300 & echo LEFT-RUNNING"]"#, "1m").write(tb);
+    let (rc, out) = run(tb, &t);
+    let rec = record(tb, &t);
+    assert_eq!(rc, "1", "{out}\n{rec:#}");
+    assert_eq!(rec["result"], "setup_broken", "{rec:#}");
+    assert_eq!(rec["baseline"]["exit"], 0, "it exited 0: {rec:#}");
+    let why = rec["baseline"]["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("left 1 process(es) running beside the agent") && why.contains("(sleep)"),
+        "{rec:#}"
+    );
+    assert!(!log(&rec, "agent_log").contains("AGENT-STARTED"), "{rec:#}");
+    assert!(out.contains("SETUP BROKEN"), "{out}");
+    // The positive control: the same baseline ending what it started passes.
+    spec_only(
+        tb,
+        &with(r#"[sh, -c, "sleep 300 & kill $!; wait; echo CLEAN"]"#, "1m"),
+        &t,
+    );
+    let (rc, out) = run(tb, &t);
+    let rec = record(tb, &t);
+    assert_eq!(
+        (rc.as_str(), &rec["result"]),
+        ("0", &serde_json::json!("passed")),
+        "{out}\n{rec:#}"
+    );
+    // A baseline past its timeout keeps what it printed up to its kill.
+    spec_only(
+        tb,
+        &with(r#"[sh, -c, "echo BEFORE-THE-HANG; exec sleep 300"]"#, "2s"),
+        &t,
+    );
+    let (rc, out) = run(tb, &t);
+    let rec = record(tb, &t);
+    assert_eq!(rc, "1", "{out}\n{rec:#}");
+    assert!(rec["baseline"]["exit"].is_null(), "{rec:#}");
+    assert!(
+        log(&rec["baseline"], "log").contains("BEFORE-THE-HANG"),
+        "the output up to the deadline: {rec:#}"
+    );
+    let run_id = rec["run_id"].as_str().unwrap_or("");
+    assert_eq!(leftovers(tb, run_id, &t).trim(), "");
+}

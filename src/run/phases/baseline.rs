@@ -29,26 +29,46 @@ pub(crate) fn run(
     container: &str,
     secrets: &[&[u8]],
 ) -> Result<BaselineRecord> {
+    let before = pids(host, container)?;
     let t0 = Instant::now();
     let got = host.baseline(container, &b.command, Duration::from_secs(b.timeout_s));
     let duration_ms = t0.elapsed().as_millis();
-    let (exit, text, error) = match got {
+    let (exit, text, mut error) = match got {
         Ok((code, text)) => (Some(code), text, None),
-        Err(e) if is_deadline(&e) => (
-            None,
-            String::new(),
-            Some(format!(
-                "did not finish within {} s and was stopped",
-                b.timeout_s
-            )),
-        ),
-        Err(e) => return Err(e),
+        Err(e) => match deadline_tail(&e) {
+            // What it printed up to its deadline is kept: that is where the hang shows.
+            Some(tail) => (
+                None,
+                tail.join("\n"),
+                Some(format!(
+                    "did not finish within {} s and was stopped",
+                    b.timeout_s
+                )),
+            ),
+            None => return Err(e),
+        },
     };
+    // What the baseline started and left running would run beside the agent, in an
+    // environment the proof did not describe: the agent is refused, the processes named.
+    let left: Vec<String> = host
+        .sandbox_environ(container)?
+        .into_iter()
+        .filter(|p| !before.contains(&p.pid))
+        .map(|p| format!("{} ({})", p.pid, p.comm))
+        .collect();
+    if !left.is_empty() && error.is_none() {
+        error = Some(format!(
+            "left {} process(es) running beside the agent: {}; a baseline must end what it \
+             starts (e.g. `kill %1` or `wait` at its end)",
+            left.len(),
+            left.join(", ")
+        ));
+    }
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
     Ok(BaselineRecord {
         command: b.command.clone(),
         exit,
-        passed: exit == Some(0),
+        passed: exit == Some(0) && left.is_empty(),
         timeout_s: b.timeout_s,
         duration_ms,
         log: log_tail(&lines, secrets),
@@ -56,13 +76,22 @@ pub(crate) fn run(
     })
 }
 
-fn is_deadline(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<crate::process::ProcessError>(),
-            Some(crate::process::ProcessError::Deadline { .. })
-        )
-    })
+/// The host pids of the processes in `container` now.
+fn pids(host: &dyn RunPodman, container: &str) -> Result<Vec<u32>> {
+    Ok(host
+        .sandbox_environ(container)?
+        .into_iter()
+        .map(|p| p.pid)
+        .collect())
+}
+
+/// The lines a command printed before its deadline killed it, when `e` is that deadline.
+fn deadline_tail(e: &anyhow::Error) -> Option<Vec<String>> {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<crate::process::ProcessError>() {
+            Some(crate::process::ProcessError::Deadline { tail, .. }) => Some(tail.clone()),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ pub struct BaselineRecord {
     /// The last lines it printed (stdout, then stderr; secret values replaced by `***`,
     /// terminal escapes removed).
     pub log: Vec<String>,
-    /// Why it has no exit status (the deadline), if so.
+    /// Why it has no exit status (the deadline), or what else failed it (the processes it
+    /// left running beside the agent), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -32,7 +33,8 @@ pub fn summary_lines(b: Option<&BaselineRecord>) -> String {
         return s;
     };
     let how = match (&b.exit, &b.error) {
-        (Some(code), _) => format!("exited {code}"),
+        (Some(code), Some(e)) => format!("exited {code} and {e}"),
+        (Some(code), None) => format!("exited {code}"),
         (None, Some(e)) => e.clone(),
         (None, None) => "failed".into(),
     };
