@@ -216,6 +216,15 @@ fn queue_then_claim(
         None
     } else if named {
         super::pool_ops::named(run_id, spec, backend)
+    } else if let Some(holder) = storage_lock_holder(env) {
+        // The claim's look at the environment (podman) would wait on podman's storage lock
+        // unbounded: cold, whose prepare waits bounded and names the holder.
+        Some(super::pool_ops::cold_because(
+            run_id,
+            &format!(
+                "podman's storage lock is held ({holder}): no claim, the cold path waits for it bounded"
+            ),
+        ))
     } else {
         Some(super::pool_ops::claim(env, spec, backend)?)
     };
@@ -236,6 +245,32 @@ fn queue_then_claim(
     queued.slot = slot.map(std::sync::Arc::new);
     Ok((queued, claimed, interrupted))
 }
+
+/// Who holds podman's storage lock, when someone holds it for all of [`CLAIM_LOCK_WAIT`] (a
+/// holder seen for a moment is another podman command, and is waited out).
+fn storage_lock_holder(env: &HostEnv) -> Option<String> {
+    let graphroot = crate::host::storage_conf::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    );
+    match crate::run::storage_lock::wait_free(
+        || crate::run::storage_lock::holders(&graphroot),
+        CLAIM_LOCK_WAIT,
+        Duration::from_millis(100),
+        || false,
+    ) {
+        Err(crate::run::storage_lock::WaitError::Busy { holders, .. }) => {
+            Some(crate::run::storage_lock::describe(&holders))
+        }
+        _ => None,
+    }
+}
+
+/// How long a claim waits for podman's storage lock before the run goes cold (whose prepare
+/// then waits `--storage-lock-wait` and names the holder): 10 s.
+const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// A run whose inputs failed after it claimed a warm environment (a variable set nowhere, a
 /// value the proxy's header line cannot carry): the environment is destroyed, not left in

@@ -245,6 +245,23 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
     })
 }
 
+/// A cold environment for `run_id` that did not claim for `why` (the record says so).
+pub(crate) fn cold_because(run_id: &str, why: &str) -> Claimed {
+    Claimed {
+        environment: Environment {
+            record: pool::cold(run_id, why),
+            octet: None,
+            claim: Vec::new(),
+        },
+        run_id: run_id.to_string(),
+        log_key: None,
+        placeholders: None,
+        credentials_file: None,
+        notices: Vec::new(),
+        files: None,
+    }
+}
+
 /// The environment of a run given `--run-id` (it never claims one: the pool's ids are fixed
 /// at fill time): `None` when the tenant cannot have a warm one anyway (the record then says
 /// why from the spec).

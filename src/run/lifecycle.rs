@@ -88,11 +88,7 @@ pub fn execute(
                 // The branch is held by another run, or a fixed branch diverged: a finding.
                 rec.result = RunResult::DeliveryRefused;
             }
-            let note = if e.downcast_ref::<super::storage_lock::WaitError>().is_some() {
-                String::new() // it names the holder itself
-            } else {
-                storage_lock_note(inp, host)
-            };
+            let note = storage_lock_note(inp, host, &e);
             rec.error = Some(format!("{e:#}{note}"));
         }
     }
@@ -514,8 +510,22 @@ fn escape_check(
 
 /// `; podman's storage lock: …` when a phase failed while someone holds podman's storage lock
 /// (a podman call or a unit start that ran into its deadline is then explained), else empty.
-fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost) -> String {
-    if inp.spec.tier != Tier::Container {
+fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost, e: &anyhow::Error) -> String {
+    // Named only where the lock can be the cause: a command that ran past its deadline (podman
+    // waits for the lock). A storage-lock wait names the holder itself.
+    let relevant = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::process::ProcessError>(),
+            Some(crate::process::ProcessError::Deadline { .. })
+        ) || matches!(
+            c.downcast_ref::<crate::systemd::Error>(),
+            Some(crate::systemd::Error::Deadline { .. })
+        )
+    });
+    if inp.spec.tier != Tier::Container
+        || !relevant
+        || e.downcast_ref::<super::storage_lock::WaitError>().is_some()
+    {
         return String::new();
     }
     match host.storage_lock_holders(Some(&inp.run_id)) {

@@ -259,3 +259,67 @@ fn a_user_manager_that_died_is_named_by_check_and_by_the_next_runs_record() {
         "{rec:#}"
     );
 }
+
+#[test]
+fn a_warm_run_under_a_held_storage_lock_is_bounded_like_a_cold_one_and_keeps_its_pool() {
+    // Issue 36 item 6: a claim under podman's held storage lock waited 74 s and 149 s, named
+    // no holder, and could record "destroyed" for an environment it left in `claimed/`.
+    let _only = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let t = "e2e-lock-warm";
+    Tenant::new(t).extra_yaml("pool:\n  size: 1").write(tb);
+    crate::e2e_pool::drain(tb, t);
+    let envs = crate::e2e_pool::fill(tb, t);
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let e = &envs[0];
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            r#"set -u
+S=~/.local/share/containers/storage/storage.lock
+rm -f /tmp/lock-warm-ready
+printf '%s\n' 'import fcntl, sys, time' 'f = open(sys.argv[1], "r+")' 'fcntl.lockf(f, fcntl.LOCK_EX)' 'open("/tmp/lock-warm-ready", "w").close()' 'time.sleep(300)' > /tmp/hold-lock-warm.py
+python3 /tmp/hold-lock-warm.py "$S" & h=$!
+for i in $(seq 1 100); do [ -e /tmp/lock-warm-ready ] && break; sleep 0.1; done
+timeout 200 {c} run {t} --storage-lock-wait 3s > /tmp/lock-warm.out 2>&1; echo "rc=$?"
+echo "ready_under_lock=$(ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready/ | tr '\n' ' ')"
+echo "claimed_under_lock=$(ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/claimed/ | wc -l)"
+kill $h; wait $h 2>/dev/null
+{c} run {t} > /tmp/lock-warm-2.out 2>&1; echo "rc_after=$?"
+"#
+        )),
+        "a warm run under a held storage lock",
+    );
+    // Refused in bounded time in prepare, naming the holder; not claimed, the pool kept.
+    assert_eq!(line(&out, "rc="), "2", "{out}");
+    let rec_runs = expect_success(
+        &tb.user_sh(&format!(
+            "cd ~/.local/state/cyclix/runs/{t} && ls -t *.json | grep -v latest | sed -n 2p | sed 's/.json$//'"
+        )),
+        "the refused run",
+    );
+    let refused = record_of(tb, t, rec_runs.trim());
+    assert_eq!(refused["failed_phase"], "prepare", "{refused:#}");
+    let err = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("hold-lock-warm.py"),
+        "the holder is named: {err}"
+    );
+    assert_eq!(refused["environment"]["pooled"], false, "{refused:#}");
+    assert!(
+        refused["environment"]["why_cold"]
+            .to_string()
+            .contains("storage lock is held"),
+        "{refused:#}"
+    );
+    assert!(
+        line(&out, "ready_under_lock=").contains(e.as_str()),
+        "{out}"
+    );
+    assert_eq!(line(&out, "claimed_under_lock="), "0", "{out}");
+    // The positive control: the lock let go, the next run claims the kept environment.
+    assert_eq!(line(&out, "rc_after="), "0", "{out}");
+    let rec = record(tb, t);
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    assert_eq!(rec["run_id"], e.as_str(), "{rec:#}");
+}

@@ -77,6 +77,19 @@ impl FakeRunHost {
         if self.fail.iter().any(|f| f == op) {
             bail!("injected failure in {op}");
         }
+        if self
+            .fail
+            .iter()
+            .any(|f| f.strip_prefix("deadline:") == Some(op))
+        {
+            // A command past its deadline, as podman behind a held storage lock ends.
+            return Err(crate::process::ProcessError::Deadline {
+                argv: format!("podman {op}"),
+                after_ms: 1,
+                tail: Vec::new(),
+            })
+            .map_err(|e| anyhow::Error::new(e).context(format!("injected deadline in {op}")));
+        }
         Ok(())
     }
 

@@ -519,11 +519,12 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
             .contains("storage lock is held")
     );
     let w = world();
-    // Held from the second look on: the first (the wait) passes, the explanation sees it.
+    // Held from the second look on: the first (the wait) passes, the explanation sees it, for
+    // a podman call that ran past its deadline (it waited for the lock) ...
     let held_later = FakeRunHost {
         lock_held_looks: 0,
         lock_held_from: Some(1),
-        fail: vec!["secret_create".into()],
+        fail: vec!["deadline:secret_create".into()],
         ..Default::default()
     };
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &held_later);
@@ -532,6 +533,18 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
         err.contains("storage lock is held") && err.contains("pid 4711"),
         "{err}"
     );
+    // ... and not for a failure the lock cannot have caused (it would name an unrelated
+    // holder: issue 36).
+    let w = world();
+    let unrelated = FakeRunHost {
+        lock_held_looks: 0,
+        lock_held_from: Some(1),
+        fail: vec!["secret_create".into()],
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &unrelated);
+    let err = rec.error.as_deref().unwrap_or_default();
+    assert!(!err.contains("storage lock is held"), "{err}");
 }
 
 #[test]
