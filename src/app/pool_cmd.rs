@@ -78,7 +78,10 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
                     f.ready_ms.saturating_sub(f.began_ms)
                 ),
                 Err(e) => {
-                    crate::stderrln!("error: pool {tenant}: filling environment {id}: {e:#}");
+                    crate::stderrln!(
+                        "error: pool {tenant}: filling environment {id}: {e:#}{}",
+                        super::pool_ops::fill_failure_note(env)
+                    );
                     ok = false;
                     break;
                 }

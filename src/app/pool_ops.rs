@@ -245,6 +245,46 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
     })
 }
 
+/// What the host says about a fill that failed, for its error: podman's storage lock held (its
+/// holder named: podman's calls wait for it until their deadlines), or `$XDG_RUNTIME_DIR` full
+/// (the Quadlet generator and conmon write there: a unit then reads as not found or masked).
+/// Empty when neither.
+pub(crate) fn fill_failure_note(env: &HostEnv) -> String {
+    let mut notes = Vec::new();
+    let graphroot = crate::host::storage_conf::graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    );
+    if let Ok(h) = crate::run::storage_lock::holders(&graphroot)
+        && !h.is_empty()
+    {
+        notes.push(format!(
+            "podman's storage lock is held: {}; podman calls wait for it",
+            crate::run::storage_lock::describe(&h)
+        ));
+    }
+    if let Ok(rt) = env.runtime_dir()
+        && let Ok(v) = nix::sys::statvfs::statvfs(rt.as_path())
+    {
+        let avail = v.blocks_available().saturating_mul(v.fragment_size());
+        if avail < crate::run::space::FULL_BELOW {
+            notes.push(format!(
+                "runtime dir full (avail {}) at {}: the Quadlet generator and conmon could not \
+                 write there; free space in it",
+                crate::limits::bytes(avail),
+                rt.display()
+            ));
+        }
+    }
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    }
+}
+
 /// A cold environment for `run_id` that did not claim for `why` (the record says so).
 pub(crate) fn cold_because(run_id: &str, why: &str) -> Claimed {
     Claimed {

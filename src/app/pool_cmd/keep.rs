@@ -229,7 +229,7 @@ impl Keeper {
                 if d.expire {
                     self.expire(eh, now, facts.max_idle_ms)?;
                 } else if d.fill {
-                    self.fill(eh)?;
+                    self.fill(env, eh)?;
                 } else if claim_pending {
                     return Ok(d.wake_ms.min(now + CLAIM_RECHECK_MS));
                 } else {
@@ -304,7 +304,7 @@ impl Keeper {
 
     /// Fills one environment; a failure (the fill destroyed what it made) is written down
     /// with the time of the next attempt.
-    fn fill(&mut self, eh: &EnvHost<'_>) -> Result<()> {
+    fn fill(&mut self, env: &HostEnv, eh: &EnvHost<'_>) -> Result<()> {
         let id = new_run_id(SystemTime::now(), std::process::id());
         let res = eh.fill(
             &id,
@@ -329,13 +329,14 @@ impl Keeper {
             Err(e) => {
                 self.st.failures = self.st.failures.saturating_add(1);
                 let retry = now + keeper::backoff_ms(self.st.failures);
+                let note = super::super::pool_ops::fill_failure_note(env);
                 crate::stderrln!(
-                    "error: pool {}: filling environment {id}: {e:#} (failure {} in a row; next attempt at {})",
+                    "error: pool {}: filling environment {id}: {e:#}{note} (failure {} in a row; next attempt at {})",
                     self.tenant,
                     self.st.failures,
                     super::super::clock::utc_timestamp(retry)
                 );
-                self.st.last_error = format!("filling environment {id}: {e:#}");
+                self.st.last_error = format!("filling environment {id}: {e:#}{note}");
                 self.st.last_error_ms = now;
                 self.st.retry_at_ms = Some(retry);
             }
