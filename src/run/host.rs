@@ -345,12 +345,11 @@ impl RunPodman for RealRunHost {
         deadline: Duration,
     ) -> Result<(i32, String)> {
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let (code, lines) = self.podman.exec_streamed(
-            container,
-            &words,
-            deadline,
-            super::phases::collect::LOG_TAIL_LINES,
-        )?;
+        // The last lines (the phase keeps its own tail of them, secrets replaced).
+        const KEEP: usize = 200;
+        let (code, lines) = self
+            .podman
+            .exec_streamed(container, &words, deadline, KEEP)?;
         Ok((code, lines.join("\n")))
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
