@@ -344,9 +344,9 @@ impl RunPodman for RealRunHost {
         argv: &[String],
         deadline: Duration,
     ) -> Result<(i32, String)> {
-        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
         // The last lines (the phase keeps its own tail of them, secrets replaced).
         const KEEP: usize = 200;
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
         let (code, lines) = self
             .podman
             .exec_streamed(container, &words, deadline, KEEP)?;
