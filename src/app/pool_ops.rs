@@ -200,21 +200,9 @@ pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Clai
 }
 
 fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
-    let cold = |why: &str, notices: Vec<String>| {
-        let run_id = new_run_id(SystemTime::now(), std::process::id());
-        Claimed {
-            environment: Environment {
-                record: pool::cold(&run_id, why),
-                octet: None,
-                claim: Vec::new(),
-            },
-            run_id,
-            log_key: None,
-            placeholders: None,
-            credentials_file: None,
-            notices,
-            files: None,
-        }
+    let cold = |why: &str, notices: Vec<String>| Claimed {
+        notices,
+        ..cold_because(&new_run_id(SystemTime::now(), std::process::id()), why)
     };
     if let Some(why) = pool::why_cold(spec, backend) {
         return Ok(cold(why, Vec::new()));
@@ -306,21 +294,11 @@ pub(crate) fn cold_because(run_id: &str, why: &str) -> Claimed {
 /// at fill time): `None` when the tenant cannot have a warm one anyway (the record then says
 /// why from the spec).
 pub(crate) fn named(run_id: &str, spec: &Spec, backend: Backend) -> Option<Claimed> {
-    pool::why_cold(spec, backend).is_none().then(|| Claimed {
-        environment: Environment {
-            record: pool::cold(
-                run_id,
-                "`--run-id` names the run: it makes its own environment",
-            ),
-            octet: None,
-            claim: Vec::new(),
-        },
-        run_id: run_id.to_string(),
-        log_key: None,
-        placeholders: None,
-        credentials_file: None,
-        notices: Vec::new(),
-        files: None,
+    pool::why_cold(spec, backend).is_none().then(|| {
+        cold_because(
+            run_id,
+            "`--run-id` names the run: it makes its own environment",
+        )
     })
 }
 

@@ -366,13 +366,7 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
 "#
     );
     let out = expect_success(&tb.user_sh(&script), "stop and kill during a build");
-    let field = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
+    let field = |k: &str| crate::common::kv(&out, k);
     // The positive controls: the step was running when each fault came.
     assert_ne!(field("step_running"), "0", "{out}");
     assert_ne!(field("step_running_2"), "0", "{out}");

@@ -51,13 +51,7 @@ tail -3 /tmp/cap-c.out
 "#
     );
     let out = expect_success(&tb.user_sh(&script), "three runs under max_runs 1");
-    let field = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
+    let field = |k: &str| crate::common::kv(&out, k);
     assert_eq!(
         field("a_phase"),
         "agent",
@@ -190,13 +184,7 @@ for t in {b}; do echo "run_b=$(python3 -c 'import json,sys; print(json.load(open
 "#
     );
     let out = expect_success(&tb.user_sh(&script), "stop, kill and the next runs");
-    let field = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
+    let field = |k: &str| crate::common::kv(&out, k);
     // 1. stop stopped it (before: "stopped cyclix-run@…: inactive" while the run went on).
     let r1 = field("r1");
     assert!(

@@ -23,11 +23,8 @@ real = open("/proc/self/environ", "rb").read().count(b"sk-real-")
 print(f"PCRED {st} {real} {ph.startswith('cyclix-placeholder-')}", flush=True)
 "#;
 
-#[test]
-fn a_credential_tenant_claims_a_warm_environment_that_held_no_secret() {
-    let _shared = crate::common::testbed::shared();
-    let tb = prepared();
-    let t = "e2e-poolcred";
+/// Writes tenant `t`: the agent above, one credential for the stand-in API, a pool of 1.
+fn cred_tenant(tb: &crate::common::testbed::Testbed, t: &str) {
     crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
     Tenant::new(t)
         .file("pcred_agent.py", AGENT)
@@ -39,6 +36,14 @@ fn a_credential_tenant_claims_a_warm_environment_that_held_no_secret() {
         .gate_cmd("[\"true\"]")
         .extra_yaml("egress:\n  ca_certs: [/srv/testbed-ca.pem]\npool:\n  size: 1")
         .write(tb);
+}
+
+#[test]
+fn a_credential_tenant_claims_a_warm_environment_that_held_no_secret() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-poolcred";
+    cred_tenant(tb, t);
     drain(tb, t);
     let envs = fill(tb, t);
     assert_eq!(envs.len(), 1, "{envs:?}");
@@ -152,17 +157,7 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-poolkill";
-    crate::common::tenant::key_file(tb, t, "E2E_API_KEY");
-    Tenant::new(t)
-        .file("pcred_agent.py", AGENT)
-        .agent_cmd("[python3, /work/pcred_agent.py]")
-        .agent_key(
-            "credentials:\n    - env: E2E_API_KEY\n      host: api.example\n      header: x-api-key\n      \
-             paths: [/v1/models/*]\n      methods: [GET]",
-        )
-        .gate_cmd("[\"true\"]")
-        .extra_yaml("egress:\n  ca_certs: [/srv/testbed-ca.pem]\npool:\n  size: 1")
-        .write(tb);
+    cred_tenant(tb, t);
     drain(tb, t);
     let envs = fill(tb, t);
     assert_eq!(envs.len(), 1, "{envs:?}");
@@ -195,13 +190,7 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
         )),
         "kill the run in its hand-over, then converge",
     );
-    let field = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
-            .trim()
-            .to_string()
-    };
+    let field = |k: &str| crate::common::kv(&out, k);
     assert_eq!(field("rc"), "137", "killed by the fail point:\n{out}");
     // The positive control: the dead run's claimed proxy runs with the real key.
     assert_eq!(field("key_in_proxy"), "1", "{out}");

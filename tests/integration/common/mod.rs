@@ -30,3 +30,15 @@ pub fn write_executable(path: &std::path::Path, text: &str) {
         path.display()
     );
 }
+
+/// The value of the first `KEY=VALUE` line of `out` (a test script's report), trimmed.
+///
+/// # Panics
+/// If `out` has no such line (the message shows `out`).
+pub fn kv(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in:\n{out}"))
+        .trim()
+        .to_string()
+}
