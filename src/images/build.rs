@@ -394,9 +394,54 @@ fn kill_steps_of(podman: &Podman, holder: &str) {
 }
 
 /// Kills the `RUN` steps of run `id`'s build, if its holder is still there (a run whose cyclix
-/// died mid-build: its convergence calls this before the holder is removed by label).
-pub fn kill_steps(id: &str) {
-    kill_steps_of(&Podman::new(), &Net::new(id).holder);
+/// died mid-build: its convergence calls this before the holder is removed by label), and
+/// removes buildah's working containers of that build. A working container carries no label
+/// of the run, but buildah notes the network namespace its steps join (`buildah.json`'s
+/// `NamespaceOptions`, below podman's `graphroot`): the build holder's `/proc/PID/ns/net`.
+pub fn kill_steps(id: &str, graphroot: Option<&Path>) {
+    let podman = Podman::new();
+    let holder = Net::new(id).holder;
+    let Ok(pid) = podman.container_pid(&holder) else {
+        return;
+    };
+    kill_steps_of(&podman, &holder);
+    let Some(graphroot) = graphroot else {
+        return;
+    };
+    let ns = format!("/proc/{pid}/ns/net");
+    for c in podman.external_containers().unwrap_or_default() {
+        if working_container_in(graphroot, &c).as_deref() == Some(ns.as_str()) {
+            match podman.rm_force(&c) {
+                Ok(()) => tracing::warn!("removed the working container {c} of run {id}'s build"),
+                Err(e) => {
+                    tracing::warn!("removing the working container {c} of run {id}'s build: {e:#}")
+                }
+            }
+        }
+    }
+}
+
+/// The network namespace path buildah noted for container `id` (its full id), from
+/// `GRAPHROOT/*-containers/ID/userdata/buildah.json`; `None` for a container that is not
+/// buildah's or names none.
+fn working_container_in(graphroot: &Path, id: &str) -> Option<String> {
+    let dirs = std::fs::read_dir(graphroot).ok()?;
+    for d in dirs.flatten() {
+        if !d.file_name().to_string_lossy().ends_with("-containers") {
+            continue;
+        }
+        let f = d.path().join(id).join("userdata").join("buildah.json");
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        return v["NamespaceOptions"].as_array()?.iter().find_map(|o| {
+            (o["Name"] == "network")
+                .then(|| o["Path"].as_str().map(str::to_owned))
+                .flatten()
+        });
+    }
+    None
 }
 
 fn short(commit: &str) -> &str {

@@ -247,9 +247,39 @@ impl Podman {
         Ok(())
     }
 
-    /// Kills (SIGKILL) every process in the network namespace of process `holder` but
-    /// `holder` itself: a build's `RUN` steps (each in a scope of its own that no kill of podman
-    /// reaches, measured) share its holder's namespace. Looked at from inside the rootless user
+    /// The full ids of the containers podman does not manage itself (buildah's working
+    /// containers: `podman ps --all --external`).
+    ///
+    /// # Errors
+    /// podman cannot run or runs past its deadline.
+    pub fn external_containers(&self) -> Result<Vec<String>> {
+        let out = self.run(
+            &[
+                "ps",
+                "--all",
+                "--external",
+                "--no-trunc",
+                "--format",
+                "{{.ID}}",
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            || "listing the external containers".to_string(),
+        )?;
+        Ok(out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Kills (SIGKILL) every process in the network namespace of process `holder` that runs in
+    /// a PID namespace of its own (neither the host's, where podman itself runs in that network
+    /// namespace, nor the holder's): a build's `RUN` steps (each in a scope of its own that no
+    /// kill of podman reaches, measured). podman then fails the step and removes its working
+    /// container itself. Looked at from inside the rootless user
     /// namespace (`podman unshare`), so a step running as another user inside is seen and
     /// killed too. Returns how many were killed.
     ///
@@ -257,9 +287,11 @@ impl Podman {
     /// podman cannot run or runs past its deadline.
     pub fn kill_in_netns_of(&self, holder: u32) -> Result<u32> {
         let pid = holder.to_string();
-        let script = r#"ns=$(readlink "/proc/$1/ns/net") || exit 0; n=0
+        let script = r#"ns=$(readlink "/proc/$1/ns/net") || exit 0
+hp=$(readlink "/proc/$1/ns/pid"); me=$(readlink /proc/self/ns/pid); n=0
 for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$1" ] && continue
   [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$ns" ] || continue
+  pp=$(readlink "$d/ns/pid" 2>/dev/null); [ "$pp" = "$me" ] || [ "$pp" = "$hp" ] && continue
   kill -KILL "$p" 2>/dev/null && n=$((n+1)); done; echo "$n""#;
         let out = self.run(
             &["unshare", "sh", "-c", script, "sh", &pid],

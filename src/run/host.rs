@@ -250,7 +250,7 @@ impl RunPodman for RealRunHost {
         Ok(super::import::files_in_diff(&bytes))
     }
     fn kill_build_steps(&self, run_id: &str) {
-        crate::images::build::kill_steps(run_id);
+        crate::images::build::kill_steps(run_id, self.graphroot.as_deref());
     }
     fn build_image(
         &self,

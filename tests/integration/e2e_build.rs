@@ -361,7 +361,8 @@ echo "killed_said=$(tail -3 /tmp/{t}-kill.out | tr '\n' ' ')"
 cd ~/src/{t} && sed -i 's/sleep 271/true/' ci/slow.Containerfile && git commit -qam quick
 {c} run {t} >/tmp/{t}-next.out 2>&1; echo "rc_next=$?"
 echo "steps_after_next=$(step)"
-# What podman's killed build left (its working container: no process names its run).
+echo "external_after_next=$(ext | comm -13 <(echo "$ext0") - | wc -l)"
+# Whatever a failed assertion would leave of podman's killed build.
 for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev/null 2>&1; done
 "#
     );
@@ -373,6 +374,9 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
     // 1. Stopped: the step is gone, the run recorded `interrupted` in phase build.
     assert_eq!(field("rc_stop"), "0", "{out}");
     assert_eq!(field("steps_after_stop"), "0", "{out}");
+    // With its steps killed first, podman failed the step and removed buildah's working
+    // container itself.
+    assert_eq!(field("external_after_stop"), "0", "{out}");
     let r1 = field("r1");
     let rec1 = crate::common::run::record_of(tb, &t, &r1);
     assert_eq!(rec1["result"], "interrupted", "{rec1:#}");
@@ -382,10 +386,10 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
         "",
         "the stopped run left something"
     );
-    // 2. Killed: podman died with cyclix (pdeathsig); what the build made is the dead run's
-    // until converged, and `leftovers` says so. (Left, for a later issue: buildah's working
-    // container of a build killed while podman runs, by a stop's SIGTERM to the unit's whole
-    // cgroup or with cyclix, carries no mark of its run and stays; the script removes it.)
+    // 2. Killed: podman died with cyclix (pdeathsig), leaving buildah's working container (the
+    // positive control of its removal below); what the build made is the dead run's until
+    // converged, and `leftovers` says so.
+    assert_ne!(field("external_after_kill"), "0", "{out}");
     let dead = field("dead");
     assert!(!dead.is_empty(), "{out}");
     assert_ne!(field("leftovers_rc"), "0", "{out}");
@@ -393,6 +397,8 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
     // 3. The next run converges it (the step killed in its holder's network) and passes.
     assert_eq!(field("rc_next"), "0", "{out}");
     assert_eq!(field("steps_after_next"), "0", "{out}");
+    // The working container is tied through the network namespace buildah noted for it.
+    assert_eq!(field("external_after_next"), "0", "{out}");
     assert_eq!(record(tb, &t)["result"], "passed");
     assert_eq!(
         leftovers(tb, &dead, &t).trim(),
