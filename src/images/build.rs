@@ -414,7 +414,7 @@ pub fn kill_steps(id: &str, graphroot: Option<&Path>) {
             match podman.rm_force(&c) {
                 Ok(()) => tracing::warn!("removed the working container {c} of run {id}'s build"),
                 Err(e) => {
-                    tracing::warn!("removing the working container {c} of run {id}'s build: {e:#}")
+                    tracing::warn!("removing the working container {c} of run {id}'s build: {e:#}");
                 }
             }
         }
