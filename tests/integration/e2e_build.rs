@@ -323,7 +323,9 @@ fn a_devcontainer_json_builds_with_its_env_and_one_with_features_is_refused() {
 fn a_build_is_stopped_with_its_run_and_dies_with_a_killed_cyclix() {
     // Issue 36 item 2: `cyclix stop` during a `RUN sleep` step ended only when systemd killed
     // cyclix 120 s later, with no record; a SIGKILLed cyclix left the step running.
-    let _shared = crate::common::testbed::shared();
+    // Exclusive: buildah's working containers carry no mark of their build in `podman ps
+    // --external`, so another test's build would be counted (and removed) as this one's.
+    let _only = crate::common::testbed::exclusive();
     let tb = prepared();
     let t = Tenant::new("e2e-build-stop")
         .file(
