@@ -249,12 +249,7 @@ fn queue_then_claim(
 /// Who holds podman's storage lock, when someone holds it for all of [`CLAIM_LOCK_WAIT`] (a
 /// holder seen for a moment is another podman command, and is waited out).
 fn storage_lock_holder(env: &HostEnv) -> Option<String> {
-    let graphroot = crate::host::storage_conf::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    );
+    let graphroot = crate::host::storage_conf::of(env);
     match crate::run::storage_lock::wait_free(
         || crate::run::storage_lock::holders(&graphroot),
         CLAIM_LOCK_WAIT,
@@ -325,12 +320,7 @@ fn take_claim(
 /// The run's host (podman, git, the file system) for the spec at `spec_file`.
 fn run_host(env: &HostEnv, spec_file: &Path) -> RealRunHost {
     RealRunHost::new()
-        .with_graphroot(crate::host::storage_conf::graphroot(
-            &env.home,
-            &env.config_home,
-            &env.data_home,
-            crate::host::namespaces::host_uid(),
-        ))
+        .with_graphroot(crate::host::storage_conf::of(env))
         .with_mount_guard(spec_file.display().to_string(), env.clone())
         .with_output_to_journal(crate::context::journal_stream())
 }

@@ -112,12 +112,7 @@ pub fn run(env: &HostEnv, json: bool) -> Result<Outcome> {
     }
     // Every podman listing waits behind a held storage lock (security-cases §3): name the
     // holder at once instead of timing out 30 s later without it.
-    let graphroot = crate::host::storage_conf::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    );
+    let graphroot = crate::host::storage_conf::of(env);
     // A lock held for a moment (another podman command) is waited out; past LOCK_WAIT it is
     // named.
     let t0 = std::time::Instant::now();

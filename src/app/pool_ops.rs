@@ -239,12 +239,7 @@ fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed
 /// Empty when neither.
 pub(crate) fn fill_failure_note(env: &HostEnv) -> String {
     let mut notes = Vec::new();
-    let graphroot = crate::host::storage_conf::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    );
+    let graphroot = crate::host::storage_conf::of(env);
     if let Ok(h) = crate::run::storage_lock::holders(&graphroot)
         && !h.is_empty()
     {

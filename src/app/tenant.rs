@@ -211,12 +211,7 @@ fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
     if spec.tier != crate::tier::Tier::Container {
         return None;
     }
-    let graphroot = crate::host::storage_conf::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    );
+    let graphroot = crate::host::storage_conf::of(env);
     let lock_free = crate::run::storage_lock::holders(&graphroot).is_ok_and(|h| h.is_empty());
     if !lock_free {
         return None;

@@ -255,12 +255,7 @@ pub fn podman_storage(env: &HostEnv) -> Vec<Protected> {
     if let Ok(info) = Podman::new().info(INFO_DEADLINE) {
         mount_guard::podman_paths(&info.graph_root, &info.run_root, &info.volume_path)
     } else {
-        let graphroot = crate::host::storage_conf::graphroot(
-            &env.home,
-            &env.config_home,
-            &env.data_home,
-            crate::host::namespaces::host_uid(),
-        );
+        let graphroot = crate::host::storage_conf::of(env);
         mount_guard::podman_paths(&graphroot.to_string_lossy(), "", "")
     }
 }

@@ -66,6 +66,18 @@ pub fn graphroot(home: &Path, config_home: &Path, data_home: &Path, uid: u32) ->
         .unwrap_or_else(|| data_home.join("containers/storage"))
 }
 
+/// [`graphroot`] of the user `env` describes (this process's uid): where podman's storage and
+/// its storage locks are.
+#[must_use]
+pub fn of(env: &crate::context::HostEnv) -> PathBuf {
+    graphroot(
+        &env.home,
+        &env.config_home,
+        &env.data_home,
+        crate::host::namespaces::host_uid(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

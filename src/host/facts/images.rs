@@ -95,14 +95,9 @@ pub(super) fn storage_facts(env: &HostEnv) -> StorageFacts {
     let user_text = fs::read_to_string(&user_conf).ok();
     // The same graph root the run's storage-lock wait looks at (`rootless_storage_path`
     // included).
-    let graphroot = crate::host::storage_conf::graphroot(
-        &env.home,
-        &env.config_home,
-        &env.data_home,
-        crate::host::namespaces::host_uid(),
-    )
-    .to_string_lossy()
-    .into_owned();
+    let graphroot = crate::host::storage_conf::of(env)
+        .to_string_lossy()
+        .into_owned();
     let mut confs = vec![(user_conf.to_string_lossy().into_owned(), user_text)];
     for sys in [
         "/etc/containers/storage.conf",
