@@ -398,8 +398,12 @@ pub struct Summary {
     pub pass: usize,
     /// FAIL count.
     pub fail: usize,
-    /// Wall time of the suite in ms.
+    /// Wall time of the suite in ms (the wait for the proxy included).
     pub wall_ms: u64,
+    /// How long the suite waited for the proxy to accept a connection before its probes ran
+    /// ([`suite::wait_for_proxy`]), in ms; absent in a watch round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_wait_ms: Option<u64>,
 }
 
 /// Errors before any probe runs.

@@ -209,6 +209,14 @@ fn queue_then_claim(
         notices.extend(super::pool_ops::converge_dead_under_lock(env, spec)?);
     }
     let records = record::tenant_dir(&env.state_home, &spec.tenant);
+    // A tenant's first run has no records dir yet: its queue note needs one (a run killed
+    // while it waits is recorded from it, and `status` reads it).
+    if let Err(e) = std::fs::create_dir_all(&records) {
+        bail!(
+            "creating the tenant's records dir {}: {e}",
+            records.display()
+        );
+    }
     let note = crate::layout::RunFiles::new(&records, run_id).phase();
     let (mut queued, mut slot) =
         crate::run::lifecycle::queue_ahead(capacity, &spec.tenant, run_id, &note, &interrupted);

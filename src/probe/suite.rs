@@ -153,6 +153,68 @@ pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
         pass,
         fail: results.len() - pass,
         wall_ms: ms(wall),
+        proxy_wait_ms: None,
+    }
+}
+
+/// How long the suite waits for the proxy to accept a connection before its probes run:
+/// 10 s. The proxy's unit starts beside the agent's, and squid listens only once its
+/// entrypoint made the run's CA and squid read its configuration
+/// (`images/proxy/cyclix-proxy-start`), which under load comes after the agent container is
+/// up. With the suite's own budget ([`super::SUITE_BUDGET`]) it stays inside the host's
+/// deadline for the probe phase (30 s).
+pub const PROXY_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until the proxy at `addr` (`host:port`, a name is resolved at every attempt)
+/// accepts a TCP connection, closed at once (squid logs it as a transaction ended before its
+/// headers, before the run's go mark: the record shows it `by: probe`). A refused, failed or
+/// unresolved attempt is tried again every 50 ms, each bounded by what is left of `wait` (at
+/// most 1 s); `on_first_failure` gets the first failure (`cyclix probe` says on stderr that
+/// it waits). Returns how long it waited, or the last failure once `wait` ran out: the probes
+/// then run anyway and judge what they see (a proxy that never listens fails them, fail
+/// closed).
+///
+/// # Errors
+/// The last attempt's failure (`ECONNREFUSED`, a resolver error, a timeout), when no
+/// connection was accepted within `wait`.
+pub fn wait_for_proxy(
+    addr: &str,
+    wait: Duration,
+    mut on_first_failure: impl FnMut(&str),
+) -> Result<Duration, String> {
+    use std::net::{TcpStream, ToSocketAddrs as _};
+    let start = Instant::now();
+    let mut failed = false;
+    loop {
+        let left = wait.saturating_sub(start.elapsed());
+        let got = match addr.to_socket_addrs() {
+            Ok(mut addrs) => match addrs.next() {
+                Some(a) => TcpStream::connect_timeout(
+                    &a,
+                    left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+                )
+                .map(drop)
+                .map_err(|e| {
+                    e.raw_os_error()
+                        .map_or_else(|| e.to_string(), crate::probe::verdict::errno_name)
+                }),
+                None => Err(format!("{addr} resolves to no address")),
+            },
+            Err(e) => Err(format!("resolving {addr}: {e}")),
+        };
+        match got {
+            Ok(()) => return Ok(start.elapsed()),
+            Err(e) => {
+                if !failed {
+                    failed = true;
+                    on_first_failure(&e);
+                }
+                if start.elapsed() >= wait {
+                    return Err(e);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50).min(wait.saturating_sub(start.elapsed())));
     }
 }
 
@@ -216,9 +278,24 @@ pub fn main(args: &Args) -> anyhow::Result<bool> {
         .collect();
     ctx.watch = args.watch;
     let start = Instant::now();
+    // Before the first suite (not in a watch round: the proxy has served the probes by then).
+    let waited = (!args.watch).then(|| {
+        let addr = super::clients::http::host_of(&ctx.proxy_url);
+        let w = wait_for_proxy(addr, PROXY_WAIT, |e| {
+            eprintln!("cyclix probe: the proxy at {addr} does not accept connections yet ({e}); waiting up to {} s", PROXY_WAIT.as_secs());
+        });
+        if let Err(e) = &w {
+            eprintln!(
+                "cyclix probe: the proxy at {addr} accepted no connection within {} s (last: {e}); the probes run anyway",
+                PROXY_WAIT.as_secs()
+            );
+        }
+        ms(start.elapsed())
+    });
     let mut results: Vec<ProbeResult> = guard.into_iter().collect();
     results.extend(run(&ctx, &only)?);
-    let sum = summary(&results, start.elapsed());
+    let mut sum = summary(&results, start.elapsed());
+    sum.proxy_wait_ms = waited;
     let mut out = std::io::stdout().lock();
     for r in &results {
         writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;
@@ -226,4 +303,62 @@ pub fn main(args: &Args) -> anyhow::Result<bool> {
     writeln!(out, "{}", serde_json::to_string(&sum)?).context("writing to stdout")?;
     out.flush().context("writing to stdout")?;
     Ok(sum.fail == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A local port nothing listens on (bound, then closed).
+    fn closed_port() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let a = l.local_addr().expect("addr").to_string();
+        drop(l);
+        a
+    }
+
+    #[test]
+    fn a_listening_proxy_is_taken_at_once_without_a_failure() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let mut failures = Vec::new();
+        let w = wait_for_proxy(&addr, Duration::from_secs(5), |e| {
+            failures.push(e.to_owned());
+        });
+        assert!(w.is_ok(), "{w:?}");
+        assert!(failures.is_empty(), "{failures:?}");
+    }
+
+    #[test]
+    fn a_proxy_that_listens_after_the_first_refusal_is_waited_for() {
+        let addr = closed_port();
+        let mut failures = Vec::new();
+        let mut late = None;
+        // The proxy starts listening only once the wait saw it refuse: the order is the
+        // events', not the clock's.
+        let w = wait_for_proxy(&addr, Duration::from_secs(30), |e| {
+            failures.push(e.to_owned());
+            late = Some(TcpListener::bind(&addr).expect("bind the late proxy"));
+        });
+        assert!(w.is_ok(), "{w:?}");
+        assert_eq!(failures, vec!["ECONNREFUSED".to_string()]);
+        assert!(late.is_some());
+    }
+
+    #[test]
+    fn a_proxy_that_never_listens_ends_the_wait_with_the_last_failure() {
+        let addr = closed_port();
+        let mut calls = 0;
+        let w = wait_for_proxy(&addr, Duration::from_millis(200), |_| calls += 1);
+        assert_eq!(w, Err("ECONNREFUSED".to_string()));
+        assert_eq!(calls, 1, "the first failure is said once");
+        let unresolvable = wait_for_proxy("no-such-proxy.invalid:3128", Duration::ZERO, |_| {});
+        assert!(
+            unresolvable
+                .as_ref()
+                .is_err_and(|e| e.contains("no-such-proxy.invalid")),
+            "{unresolvable:?}"
+        );
+    }
 }

@@ -24,6 +24,8 @@ fn a_run_over_max_runs_waits_its_turn_then_passes_and_a_zero_timeout_fails_in_qu
     let c = tb.cyclix_bin();
     let script = format!(
         r#"set -u
+# B is a tenant's first run, as a new user's is: no records dir yet (its queue note makes it).
+rm -rf ~/.local/state/cyclix/runs/{b}
 cfg=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 2m\n' > "$cfg"
 cfg0=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 0s\n' > "$cfg0"
 phase() {{ cat ~/.local/state/cyclix/runs/$1/*.phase 2>/dev/null; }}
@@ -155,6 +157,8 @@ fn stop_ends_a_cyclix_run_run_and_a_killed_run_keeps_its_slot_until_its_sandbox_
     let c = tb.cyclix_bin();
     let script = format!(
         r#"set -u
+# B is a tenant's first run, as a new user's is: no records dir yet (its queue note makes it).
+rm -rf ~/.local/state/cyclix/runs/{b}
 cfg=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 2m\n' > "$cfg"
 cfg0=$(mktemp); printf 'max_runs: 1\nqueue_timeout: 0s\n' > "$cfg0"
 R=~/.local/state/cyclix/runs/{a}

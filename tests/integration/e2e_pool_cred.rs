@@ -156,7 +156,7 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
     // took the environment over (fail point `claim.handed`).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = "e2e-poolkill";
+    let t = "e2e-poolhandkill";
     cred_tenant(tb, t);
     drain(tb, t);
     let envs = fill(tb, t);

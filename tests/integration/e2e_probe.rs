@@ -177,3 +177,96 @@ podman rm -f -t 0 $name >/dev/null
         "the key must be cleared again:\n{out}"
     );
 }
+
+/// The suite waits for a proxy that listens late (the proxy unit starts beside the agent's,
+/// and squid listens only after its entrypoint made the run's CA: a run under load probed
+/// before, and every proxy probe got `ECONNREFUSED`). A container on an internal network runs
+/// `cyclix probe --only N6` (whose positive control connects to the proxy) before anything
+/// listens at the proxy's address; once its stderr says it waits, a listener starts there and
+/// N6 passes, the summary naming the wait. The positive control: with a proxy container in
+/// which nothing ever listens, the same probe fails on its control (`ECONNREFUSED`) after the bounded wait, which the summary
+/// names too.
+#[test]
+fn the_probes_wait_for_a_proxy_that_listens_late_and_fail_on_one_that_never_does() {
+    let _shared = crate::common::testbed::shared();
+    let tb = demo_ready();
+    let script = format!(
+        r#"set -u
+net=e2e-lateproxy; sub=10.77.251
+cleanup() {{ podman rm -f -t 0 e2e-lateprobe e2e-lateprobe0 e2e-lateproxy >/dev/null 2>&1; podman network rm -f $net >/dev/null 2>&1; }}
+cleanup; trap cleanup EXIT
+podman network create --internal --subnet $sub.0/24 $net >/dev/null
+ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)
+mkdir -p /tmp/lateproxy; cat > /tmp/lateproxy/ctx.json <<CTX
+{{"proxy_url":"http://$sub.2:3128","proxy_name":"none","subnet":"$sub.0/24","gateway_ip":"$sub.1",
+ "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
+ "host_namespaces":{{${{ns%,}}}},"host_uid":$(id -u)}}
+CTX
+probe() {{
+  podman run -d --name $1 --network $net:ip=$sub.3 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
+    --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
+    --mount=type=bind,source=/tmp/lateproxy/ctx.json,destination=/cyclix/ctx.json,readonly=true \
+    localhost/cyclix-agent-python:latest /cyclix/bin/cyclix probe --only N6 --context /cyclix/ctx.json >/dev/null
+}}
+probe e2e-lateprobe
+seen=no
+for i in $(seq 1 300); do
+  podman logs e2e-lateprobe 2>&1 | grep -q 'does not accept connections yet' && {{ seen=yes; break; }}
+  sleep 0.1
+done
+echo "waiting_seen=$seen"
+podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
+  localhost/cyclix-agent-python:latest python3 -m http.server --bind $sub.2 3128 >/dev/null
+echo "late_rc=$(podman wait e2e-lateprobe)"
+podman logs e2e-lateprobe 2>/dev/null | sed 's/^/late: /'
+podman rm -f -t 0 e2e-lateprobe e2e-lateproxy >/dev/null
+# The proxy's container is up, but nothing in it ever listens (squid that never starts).
+podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
+  localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+probe e2e-lateprobe0
+echo "never_rc=$(podman wait e2e-lateprobe0)"
+podman logs e2e-lateprobe0 2>/dev/null | sed 's/^/never: /'
+podman logs e2e-lateprobe0 2>&1 >/dev/null | sed 's/^/never_err: /'
+"#,
+        c = tb.cyclix_bin()
+    );
+    let out = expect_success(&tb.user_sh(&script), "a late proxy and none");
+    let json = |prefix: &str, pick: &dyn Fn(&serde_json::Value) -> bool| {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| pick(v))
+            .unwrap_or_else(|| panic!("no {prefix} line:\n{out}"))
+    };
+    let n6 = |v: &serde_json::Value| v["id"] == "N6";
+    let sum = |v: &serde_json::Value| v["summary"] == true;
+    assert_eq!(crate::common::kv(&out, "waiting_seen"), "yes", "{out}");
+    let late = json("late: ", &n6);
+    assert_eq!(late["verdict"], "PASS", "{late}\n{out}");
+    assert_eq!(crate::common::kv(&out, "late_rc"), "0", "{out}");
+    assert!(
+        json("late: ", &sum)["proxy_wait_ms"].as_u64().unwrap_or(0) > 0,
+        "the summary names the wait:\n{out}"
+    );
+    // The positive control: nothing ever listens, the wait ends and the control fails.
+    let never = json("never: ", &n6);
+    assert_eq!(never["verdict"], "FAIL", "{never}\n{out}");
+    assert!(
+        never["got"]
+            .as_str()
+            .is_some_and(|g| g.contains("control=ECONNREFUSED")),
+        "{never}"
+    );
+    assert_eq!(crate::common::kv(&out, "never_rc"), "1", "{out}");
+    assert!(
+        json("never: ", &sum)["proxy_wait_ms"].as_u64().unwrap_or(0)
+            >= u64::try_from(cyclix::probe::suite::PROXY_WAIT.as_millis()).unwrap_or(u64::MAX),
+        "the bounded wait ran out:\n{out}"
+    );
+    assert!(
+        out.contains(
+            "never_err: cyclix probe: the proxy at 10.77.251.2:3128 accepted no connection"
+        ),
+        "stderr says the proxy never listened:\n{out}"
+    );
+}

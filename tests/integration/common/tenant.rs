@@ -14,6 +14,28 @@
 
 use crate::common::testbed::{Testbed, expect_success};
 
+/// Claims tenant `name` for the calling test (libtest names each test's thread after it):
+/// two tests writing one tenant race on its repository and spec, since [`Tenant::write`]
+/// removes and re-clones `~/src/NAME` (a run of `e2e-poolkill` once lost its agent's file to
+/// another test's write of that name beside it).
+///
+/// # Panics
+/// If another test of this process wrote a tenant of this name.
+fn own_name(name: &str) {
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, PoisonError};
+    static OWNERS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    let me = std::thread::current().name().unwrap_or("main").to_string();
+    let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(other) = owners.get(name).filter(|o| **o != me) {
+        panic!(
+            "tenant {name} is written by test {other} too: tests running side by side share its \
+             repository and spec; give this test's tenant a name of its own"
+        );
+    }
+    owners.insert(name.to_string(), me);
+}
+
 /// The image of the demo agent and gate.
 const DEMO_IMAGE: &str = "localhost/cyclix-agent-python:latest";
 
@@ -257,9 +279,10 @@ impl Tenant {
     /// `~/.config/cyclix/tenants/NAME.yaml`. Returns the name.
     ///
     /// # Panics
-    /// If the script fails.
+    /// If the script fails, or another test wrote a tenant of this name ([`own_name`]).
     pub fn write(&self, tb: &Testbed) -> String {
         let name = &self.name;
+        own_name(name);
         let mut script = format!(
             "set -e\nrm -rf ~/src/{name}; mkdir -p ~/src ~/.config/cyclix/tenants\n\
              git clone -q ~/.local/share/cyclix/demo/project ~/src/{name}\n"
