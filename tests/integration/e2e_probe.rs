@@ -29,19 +29,15 @@ fn lines(stdout: &str) -> Vec<serde_json::Value> {
 fn probe_in(tb: &Testbed, flags: &str, id: &str) -> serde_json::Value {
     let script = format!(
         r#"set -u
-ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)
-mkdir -p /tmp/weak; cat > /tmp/weak/ctx.json <<CTX
-{{"proxy_url":"http://10.213.1.2:3128","proxy_name":"none","subnet":"10.213.1.0/24","gateway_ip":"10.213.1.1",
- "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
- "host_namespaces":{{${{ns%,}}}},"host_uid":$(id -u)}}
-CTX
+{ctx}
 podman run --rm --network=none {flags} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
   --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
   --mount=type=bind,source=/tmp/weak/ctx.json,destination=/cyclix/ctx.json,readonly=true \
   localhost/cyclix-agent-python:latest /cyclix/bin/cyclix probe --only {id} --context /cyclix/ctx.json
 echo "rc=$?"
 "#,
-        c = tb.cyclix_bin()
+        c = tb.cyclix_bin(),
+        ctx = context_script("/tmp/weak", "10.213.1")
     );
     let out = tb.user_sh(&script);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -66,6 +62,19 @@ echo "rc=$?"
         "exit code must follow the verdict: {stdout}"
     );
     r
+}
+
+/// Shell lines writing `DIR/ctx.json`, a probe context for a sandbox on `SUB.0/24` whose
+/// proxy is `SUB.2:3128`, with the testbed user's namespaces and uid.
+fn context_script(dir: &str, sub: &str) -> String {
+    format!(
+        r#"ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)
+mkdir -p {dir}; cat > {dir}/ctx.json <<CTX
+{{"proxy_url":"http://{sub}.2:3128","proxy_name":"none","subnet":"{sub}.0/24","gateway_ip":"{sub}.1",
+ "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
+ "host_namespaces":{{${{ns%,}}}},"host_uid":$(id -u)}}
+CTX"#
+    )
 }
 
 const HARDENED: &str = "--cap-drop=all --security-opt=no-new-privileges --read-only --init";
@@ -196,12 +205,7 @@ net=e2e-lateproxy; sub=10.77.251
 cleanup() {{ podman rm -f -t 0 e2e-lateprobe e2e-lateprobe0 e2e-lateproxy >/dev/null 2>&1; podman network rm -f $net >/dev/null 2>&1; }}
 cleanup; trap cleanup EXIT
 podman network create --internal --subnet $sub.0/24 $net >/dev/null
-ns=$(for n in pid net mnt ipc uts cgroup user; do printf '"%s":%s,' $n $(readlink /proc/self/ns/$n | tr -dc 0-9); done)
-mkdir -p /tmp/lateproxy; cat > /tmp/lateproxy/ctx.json <<CTX
-{{"proxy_url":"http://$sub.2:3128","proxy_name":"none","subnet":"$sub.0/24","gateway_ip":"$sub.1",
- "allowed_host":"allowed.example","allowed_port":80,"denied_host":"denied.example",
- "host_namespaces":{{${{ns%,}}}},"host_uid":$(id -u)}}
-CTX
+{ctx}
 probe() {{
   podman run -d --name $1 --network $net:ip=$sub.3 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
     --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
@@ -228,7 +232,8 @@ echo "never_rc=$(podman wait e2e-lateprobe0)"
 podman logs e2e-lateprobe0 2>/dev/null | sed 's/^/never: /'
 podman logs e2e-lateprobe0 2>&1 >/dev/null | sed 's/^/never_err: /'
 "#,
-        c = tb.cyclix_bin()
+        c = tb.cyclix_bin(),
+        ctx = context_script("/tmp/lateproxy", "10.77.251")
     );
     let out = expect_success(&tb.user_sh(&script), "a late proxy and none");
     let json = |prefix: &str, pick: &dyn Fn(&serde_json::Value) -> bool| {
