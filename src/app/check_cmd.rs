@@ -230,6 +230,12 @@ fn load_tenants(env: &HostEnv, only: Option<&str>) -> Result<Vec<TenantInput>> {
                     .as_ref()
                     .map(|s| super::tenant::env_needs(env, s))
                     .unwrap_or_default(),
+                task: spec.as_ref().ok().and_then(|s| match &s.task {
+                    crate::spec::Task::File(f) => {
+                        Some(super::tenant::read_task_file(f).map(|_| ()))
+                    }
+                    crate::spec::Task::Text(_) => None,
+                }),
                 base: spec.as_ref().ok().map(|s| {
                     crate::git::Git::new(&s.repo.path)
                         .rev_parse_commit(&s.repo.base)

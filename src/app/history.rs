@@ -58,6 +58,7 @@ pub fn line(r: &RunRecord) -> RunLine {
             })
             .or_else(|| match r.result {
                 RunResult::AgentFailed => r.agent_exit.map(|c| format!("the agent exited {c}")),
+                RunResult::AgentTimeout => Some("the agent ran past agent.timeout".to_string()),
                 RunResult::GateFailed => r.gate_exit.map(|c| format!("the gate exited {c}")),
                 RunResult::GateWeakened => r.gate_inventory.as_ref().map(|g| {
                     g.weakened.first().map_or_else(

@@ -97,10 +97,14 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         );
     }
     if plan.install.is_empty() {
-        let none = if plan.paused.is_empty() && plan.left.is_empty() {
-            "no tenant has a schedule"
-        } else {
-            "no timer to enable"
+        // About the tenant named when one is (issue 32 item 3: `resume T` said no tenant had
+        // a schedule while another tenant's timer ran).
+        let none = match only {
+            _ if !(plan.paused.is_empty() && plan.left.is_empty()) => {
+                "no timer to enable".to_string()
+            }
+            Some(t) => format!("{t} has no schedule"),
+            None => "no tenant has a schedule".to_string(),
         };
         crate::outln!("{none}; start runs with `systemctl --user start cyclix-run@TENANT`");
         // After the timers: a keeper reads its tenant's timer when it starts (warm_before).

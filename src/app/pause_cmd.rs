@@ -34,12 +34,31 @@ pub fn pause(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         format!("paused at {when} by `cyclix pause {tenant}`\n").as_bytes(),
     )?;
     let units = unit_manager(env)?;
+    let timer = crate::naming::run_timer(tenant);
+    // Whether the tenant had a timer to stop: its schedule drop-in, or a timer the manager
+    // runs (issue 32 item 3: a pause of a tenant with no schedule said it stopped a timer).
+    let dropin = env
+        .layout()
+        .user_units_dir()
+        .join(crate::naming::schedule_dropin(tenant));
+    let had_timer = dropin.exists()
+        || units.unit_status(&timer).is_ok_and(|s| {
+            matches!(
+                s.active_state,
+                ActiveState::Active | ActiveState::Activating
+            )
+        });
     remove_timer(&units, &env.layout().user_units_dir(), tenant)?;
     units.reload()?;
-    crate::outln!(
-        "paused {tenant}: {} is stopped and disabled and stays so across `cyclix install` until `cyclix resume {tenant}`",
-        crate::naming::run_timer(tenant)
-    );
+    if had_timer {
+        crate::outln!(
+            "paused {tenant}: {timer} is stopped and disabled and stays so across `cyclix install` until `cyclix resume {tenant}`"
+        );
+    } else {
+        crate::outln!(
+            "paused {tenant}: it has no schedule (no {timer} to stop); a schedule added to its spec stays off until `cyclix resume {tenant}`"
+        );
+    }
     let st = units.unit_status(&unit)?;
     if matches!(
         st.active_state,

@@ -128,6 +128,7 @@ mod tests {
             RunResult::Passed,
             RunResult::GateFailed,
             RunResult::AgentFailed,
+            RunResult::AgentTimeout,
             RunResult::ProbeRefused,
             RunResult::LeakDetected,
             RunResult::DeliveryRefused,

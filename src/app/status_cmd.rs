@@ -276,7 +276,33 @@ fn unrecorded_errors(unit: &str, last: Option<&record::RunRecord>) -> Vec<String
         .map_or(0, |ms| ms + 1);
     let id = unit.strip_suffix(".service").unwrap_or(unit);
     let lines = crate::journal::unit_messages_since(unit, id, since).unwrap_or_default();
-    error_lines(&lines)
+    error_lines(after_the_record(&lines, last))
+}
+
+/// The lines after the last one naming `last`'s record file: a run prints its summary, with
+/// `record: …/RUN.json` and the `error:` line of its result, after its last phase ended, and
+/// that start is the record's, not one that failed before writing it (issue 32 item 3: an
+/// agent timeout's own summary was shown as an unrecorded failure, then its record).
+fn after_the_record<'a>(lines: &'a [String], last: Option<&record::RunRecord>) -> &'a [String] {
+    let Some(r) = last else {
+        return lines;
+    };
+    let file = format!("/{}.json", r.run_id);
+    // `cyclix run` ends a run recorded `error` with `error: run RUN failed in phase P`.
+    let own_error = format!("error: run {} failed in phase ", r.run_id);
+    match lines
+        .iter()
+        .rposition(|l| l.trim_start().starts_with("record: ") && l.trim_end().ends_with(&file))
+    {
+        Some(i) => {
+            let rest = &lines[i + 1..];
+            match rest.first() {
+                Some(l) if l.starts_with(&own_error) => &rest[1..],
+                _ => rest,
+            }
+        }
+        None => lines,
+    }
 }
 
 /// The last `error:` line of a start and the lines after it (a spec's diagnostics and their
@@ -304,6 +330,29 @@ mod error_line_tests {
         ]);
         assert_eq!(super::error_lines(&lines), lines[1..].to_vec());
         assert!(super::error_lines(&l(&["cyclix: ok"])).is_empty());
+    }
+
+    #[test]
+    fn a_runs_own_summary_is_its_record_and_a_later_failed_start_is_not() {
+        let l = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        let rec = crate::run::record::RunRecord::interrupted("t", "r1", String::new(), Vec::new());
+        let own = l(&[
+            "  record: /home/u/.local/state/cyclix/runs/t/r1.json",
+            "error: run r1 failed in phase agent",
+        ]);
+        let after = super::after_the_record(&own, Some(&rec));
+        assert!(super::error_lines(after).is_empty(), "{after:?}");
+        // A start after the record that failed before a run began is shown.
+        let mut later = own.clone();
+        later.push("error: the spec does not validate:".into());
+        let after = super::after_the_record(&later, Some(&rec));
+        assert_eq!(super::error_lines(after), later[2..].to_vec());
+        // Another run's record line does not hide anything.
+        let other = l(&["  record: /x/t/r0.json", "error: boom"]);
+        assert_eq!(
+            super::error_lines(super::after_the_record(&other, Some(&rec))).len(),
+            1
+        );
     }
 }
 

@@ -155,6 +155,9 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
         if let Some(c) = tenants::repo(t) {
             v.push(c);
         }
+        if let Some(c) = tenants::task(t) {
+            v.push(c);
+        }
         if let Some(c) = tenants::env(f, t) {
             v.push(c);
         }

@@ -165,6 +165,9 @@ pub struct TenantInput {
     pub base: Option<Fact<String>>,
     /// The keeper of its warm pool; `None` without a pool of size > 0.
     pub keeper: Option<KeeperFact>,
+    /// Whether `task.file` can be read as a run reads it (`app::tenant::read_task_file`),
+    /// or why not; `None` for a task given as text or an invalid spec.
+    pub task: Option<Fact<()>>,
 }
 
 /// The keeper of a tenant's warm pool (`cyclix-pool@TENANT.service`, issue 16) as `check`

@@ -99,8 +99,10 @@ pub fn execute(
         teardown::teardown(&teardown_of(inp), units, host, &mut created)
     });
     rec.notices.append(&mut created.notices);
-    if !created.branch_made {
-        rec.branch.clear(); // never made: the record must not name a branch that never was
+    if !created.branch_made || inp.spec.tier == Tier::Direct {
+        // Never made, or (tier direct) not where the agent worked: the record must not name
+        // a branch that never was or that holds none of its commits (issue 32 item 3).
+        rec.branch.clear();
     }
     let audit = r.phase("audit", || {
         audit::audit(&audit_of(inp), units, host, &created)
@@ -358,6 +360,14 @@ fn bring_up_and_run(
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
+    if spec.tier != Tier::Container {
+        rec.notices.push(format!(
+            "tier {}: the gate runs `gate.command` on the host as you; `gate.image` ({}) is not \
+             used (a host tier has no containers)",
+            spec.tier.as_str(),
+            spec.gate.image.reference()
+        ));
+    }
     let wrote_units = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
     r.phase("reload", || {
         let names = &rendered.units;
@@ -435,7 +445,12 @@ fn import_and_gate(
     rec: &mut RunRecord,
     mut result: RunResult,
 ) -> Result<RunResult> {
-    if created.private_tree() && matches!(result, RunResult::Passed | RunResult::AgentFailed) {
+    if created.private_tree()
+        && matches!(
+            result,
+            RunResult::Passed | RunResult::AgentFailed | RunResult::AgentTimeout
+        )
+    {
         r.phase("import", || {
             let mut found = super::phases::import::Imported::default();
             let done = super::phases::import::import(

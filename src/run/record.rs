@@ -32,8 +32,12 @@ pub enum RunResult {
     /// run on the agent's (missing, skipped, deselected), or its results hold a failure
     /// (`gate.protected`: docs/gate.md). The agent weakened the gate instead of passing it.
     GateWeakened,
-    /// The agent exited non-zero or ran out of time; the gate did not run.
+    /// The agent exited non-zero; the gate did not run.
     AgentFailed,
+    /// The agent ran past `agent.timeout` and was stopped (by systemd at its unit's
+    /// `RuntimeMaxSec=`, or by cyclix a slack later); the gate did not run. Its own result,
+    /// not `error`: the agent's time ran out, cyclix did not fail (issue 32 item 3).
+    AgentTimeout,
     /// The boundary probe refused the sandbox; the agent never started.
     ProbeRefused,
     /// The leak watch saw a host secret or a failing probe while the agent ran; it was stopped.
@@ -64,6 +68,7 @@ impl RunResult {
             RunResult::GateFailed => "gate_failed",
             RunResult::GateWeakened => "gate_weakened",
             RunResult::AgentFailed => "agent_failed",
+            RunResult::AgentTimeout => "agent_timeout",
             RunResult::ProbeRefused => "probe_refused",
             RunResult::LeakDetected => "leak_detected",
             RunResult::DeliveryRefused => "delivery_refused",
@@ -81,6 +86,7 @@ impl RunResult {
             RunResult::GateFailed
             | RunResult::GateWeakened
             | RunResult::AgentFailed
+            | RunResult::AgentTimeout
             | RunResult::ProbeRefused
             | RunResult::LeakDetected
             | RunResult::DeliveryRefused

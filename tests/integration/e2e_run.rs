@@ -514,11 +514,33 @@ fn host_tiers_run_only_when_set_and_their_records_say_no_isolation() {
             &tb.user_sh(&format!("git -C ~/src/{t} log -1 --format=%s")),
             "HEAD",
         );
+        // Issue 32 item 3: what `check` and the summary say is what the run did.
+        let said = expect_success(
+            &tb.user_sh(&format!(
+                "{c} check --tenant {t} 2>&1; {c} status {t}",
+                c = tb.cyclix_bin()
+            )),
+            "check and status",
+        );
+        assert!(
+            said.contains("`cyclix run` runs it so") && !said.contains("implements only"),
+            "{tier}: check tells what run does: {said}"
+        );
+        assert!(
+            rec["notices"].to_string().contains("`gate.image`"),
+            "{tier}: the unused gate image is a notice: {rec:#}"
+        );
         if tier == "direct" {
             assert_eq!(
                 head.trim(),
                 "Fix subtract on the host",
                 "direct works in the user's checkout"
+            );
+            // No run branch is named: the commits are on the checked-out branch.
+            assert_eq!(rec["branch"], "", "{rec:#}");
+            assert!(
+                said.contains("committed in your checkout: +1 commit on its checked-out branch"),
+                "{said}"
             );
         } else {
             assert_ne!(

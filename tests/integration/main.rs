@@ -49,6 +49,7 @@ mod e2e_probe;
 mod e2e_project;
 mod e2e_proven;
 mod e2e_prune;
+mod e2e_results;
 mod e2e_run;
 mod e2e_schedule;
 mod e2e_services;

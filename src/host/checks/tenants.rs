@@ -31,14 +31,23 @@ pub(super) fn spec(f: &CheckFacts, t: &TenantFacts) -> Check {
                 .to_string()
         }),
         Ok(Tier::Container) => Check::pass(&id, format!("{}: valid, tier container", t.file)),
+        // What `cyclix run` does for a host tier, said as it is (issue 32 item 3: this said
+        // `run` implemented only tier container, and the run went ahead).
         Ok(other) => Check::warn(
             &id,
             format!(
-                "{}: valid, tier {other}: {}; `cyclix run` implements only tier container",
+                "{}: valid, tier {other}: {}; `cyclix run` runs it so: the agent is a plain \
+                 user unit with no probes and no egress proxy; {}; the gate runs `gate.command` \
+                 on the host, not in `gate.image` (a host tier has no containers)",
                 t.file,
-                other.facts().summary
+                other.facts().summary,
+                if other == Tier::Direct {
+                    "its commits land on the branch checked out in your repository"
+                } else {
+                    "its commits are on the run branch in your repository"
+                },
             ),
-            "set `tier: container`",
+            "set `tier: container` for isolation",
         ),
     }
 }
@@ -214,6 +223,26 @@ pub(super) fn repo(t: &TenantFacts) -> Option<Check> {
                 "`repo.path` must be a git work tree and `repo.base` a branch, tag or commit in it (`git -C {} branch --list`)",
                 s.repo.path
             ),
+        ),
+    })
+}
+
+/// `task:TENANT`: the spec's `task.file` reads as a run reads it (a regular UTF-8 file of at
+/// most 1 MiB); FAIL naming the file and the problem otherwise (a run would end at once,
+/// issue 32 item 3). `None` for a task given as text or an invalid spec.
+pub(super) fn task(t: &TenantFacts) -> Option<Check> {
+    let read = t.task.as_ref()?;
+    let s = t.spec.as_ref().ok()?;
+    let crate::spec::Task::File(f) = &s.task else {
+        return None;
+    };
+    let id = format!("task:{}", t.name);
+    Some(match read {
+        Ok(()) => Check::pass(&id, format!("task.file `{f}` reads")),
+        Err(problem) => Check::fail(
+            &id,
+            format!("{}: task.file: {problem}", t.file),
+            format!("write the task to `{f}`, or give it inline as `task: {{ text: … }}`"),
         ),
     })
 }

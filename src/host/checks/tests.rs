@@ -63,6 +63,7 @@ fn tenant(name: &str, yaml: &str) -> TenantFacts {
         env: Vec::new(),
         base: None,
         keeper: None,
+        task: None,
     }
 }
 
@@ -564,4 +565,39 @@ fn a_base_that_names_no_commit_fails_repo_and_one_that_does_passes() {
     f.tenants = vec![t];
     let c = checks(&f, &CheckOptions::default());
     assert_eq!(status_of(&c, "repo:acme"), Status::Pass);
+}
+
+/// `check --tenant` passed a missing `task.file`, and the run then ended at once (issue 32
+/// item 3): an unreadable one FAILs naming the spec file, the task file and a fix.
+#[test]
+fn a_task_file_that_does_not_read_fails_its_check_and_a_readable_one_passes() {
+    let yaml = spec_yaml("acme", "", "").replace(
+        "task: { text: hi }",
+        "task: { file: /home/cyx/tasks/acme.md }",
+    );
+    let task_check = |read: crate::host::facts::Fact<()>| {
+        let mut f = good();
+        let mut t = tenant("acme", &yaml);
+        t.task = Some(read);
+        f.tenants = vec![t];
+        checks(&f, &CheckOptions::default())
+            .into_iter()
+            .find(|c| c.id == "task:acme")
+            .expect("a task check")
+    };
+    let bad = task_check(Err(
+        "`/home/cyx/tasks/acme.md`: No such file or directory".into()
+    ));
+    assert_eq!(bad.status, Status::Fail, "{bad:?}");
+    assert!(
+        bad.found.contains("tenants/acme.yaml") && bad.found.contains("acme.md"),
+        "{bad:?}"
+    );
+    assert!(
+        bad.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("task: { text")),
+        "{bad:?}"
+    );
+    assert_eq!(task_check(Ok(())).status, Status::Pass);
 }

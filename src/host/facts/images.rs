@@ -38,6 +38,8 @@ pub struct TenantFacts {
     pub base: Option<Fact<String>>,
     /// The keeper of its warm pool ([`super::TenantInput::keeper`]).
     pub keeper: Option<super::KeeperFact>,
+    /// Whether its `task.file` can be read ([`super::TenantInput::task`]).
+    pub task: Option<Fact<()>>,
 }
 
 /// One image a tenant needs.

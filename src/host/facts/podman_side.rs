@@ -120,6 +120,7 @@ pub(super) fn podman_side(
                 env: t.env.clone(),
                 base: t.base.clone(),
                 keeper: t.keeper.clone(),
+                task: t.task.clone(),
             }
         })
         .collect();

@@ -105,7 +105,15 @@ pub(crate) fn agent_phases(
             return Ok(RunResult::SetupBroken);
         }
         let end = r.phase("agent", || {
-            watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, out)
+            timed_out_is_an_end(watch_to_end(
+                inp,
+                units,
+                host,
+                &names.agent,
+                agent_budget,
+                &noted,
+                out,
+            ))
         })?;
         // The agent is done: nothing of the proven sandbox may have changed meanwhile.
         let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(inp.probe.run_id).base());
@@ -126,18 +134,30 @@ pub(crate) fn agent_phases(
         end
     } else {
         // The host tiers run the agent as a plain user unit: nothing to probe or watch.
-        AgentEnd::Exit(r.phase("agent", || {
-            run_to_end(
-                units,
-                &names.agent,
-                inp.deadlines,
-                agent_budget,
-                inp.interrupted,
+        r.phase("agent", || {
+            timed_out_is_an_end(
+                run_to_end(
+                    units,
+                    &names.agent,
+                    inp.deadlines,
+                    agent_budget,
+                    inp.interrupted,
+                )
+                .map(AgentEnd::Exit),
             )
-        })?)
+        })?
     };
     let code = match end {
         AgentEnd::Leak => return Ok(RunResult::LeakDetected),
+        AgentEnd::TimedOut => {
+            out.causes.push(format!(
+                "the agent ran past `agent.timeout` ({} s) and was stopped: its work so far is \
+                 not judged; raise `agent.timeout` in the tenant's spec if the task needs \
+                 longer, or narrow the task",
+                inp.agent.timeout_s
+            ));
+            return Ok(RunResult::AgentTimeout);
+        }
         AgentEnd::Exit(code) => code,
     };
     out.agent_exit = Some(code);
@@ -217,6 +237,17 @@ pub(crate) enum AgentEnd {
     Exit(i32),
     /// The leak watch stopped it (the reasons are in the report's `refusal`).
     Leak,
+    /// It ran past `agent.timeout` and was stopped ([`ran_out_of_time`]).
+    TimedOut,
+}
+
+/// An agent that ran out of its time ended ([`AgentEnd::TimedOut`]): that is its result, not
+/// a failure of cyclix.
+fn timed_out_is_an_end(end: Result<AgentEnd>) -> Result<AgentEnd> {
+    match end {
+        Err(e) if ran_out_of_time(&e) => Ok(AgentEnd::TimedOut),
+        other => other,
+    }
 }
 
 /// Waits for the (already started) agent to end, re-running the ★ probes and the host-side
@@ -284,6 +315,22 @@ pub(crate) fn watch_to_end(
     }
 }
 
+/// A unit that systemd stopped at its `RuntimeMaxSec=` (the spec's `agent.timeout` or
+/// `gate.timeout`: `Result=timeout`), found by [`ended`]: callers say whose time ran out
+/// ([`ran_out_of_time`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)")]
+pub(crate) struct RanPastTimeout {
+    /// The unit.
+    pub(crate) unit: String,
+}
+
+/// Whether `e` says a unit ran out of its time: systemd stopped it at its `RuntimeMaxSec=`
+/// ([`RanPastTimeout`]) or cyclix did at its budget, the timeout plus slack ([`Overdue`]).
+pub(crate) fn ran_out_of_time(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<RanPastTimeout>().is_some() || e.downcast_ref::<Overdue>().is_some()
+}
+
 /// A unit that ran past its budget and was stopped ([`keep_waiting`]): callers that can say
 /// whose time ran out (the base's tests, say) find it in the error's chain.
 #[derive(Debug, thiserror::Error)]
@@ -347,7 +394,10 @@ pub(crate) fn ended(units: &dyn UnitManager, unit: &str) -> Result<Option<i32>> 
             Some(match st.result.as_deref() {
                 Some("success") => 0,
                 Some("timeout") => {
-                    bail!("{unit} ran past its timeout and was stopped by systemd (RuntimeMaxSec=)")
+                    return Err(RanPastTimeout {
+                        unit: unit.to_string(),
+                    }
+                    .into());
                 }
                 _ => st.exec_main_status.filter(|s| *s != 0).unwrap_or(1),
             })

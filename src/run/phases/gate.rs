@@ -143,11 +143,25 @@ pub(crate) fn run(
             trees = Some(write_trees(inp, host, ledger, base, tip, &mut report)?);
         }
         results_dir(inp.run_dir, false)?;
-        run_to_end(units, &names.gate, inp.deadlines, budget, inp.interrupted)
+        match run_to_end(units, &names.gate, inp.deadlines, budget, inp.interrupted) {
+            Ok(exit) => Ok(Some(exit)),
+            Err(e) if super::agent::ran_out_of_time(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     })?;
     if let Some(t) = &trees {
         let _ = std::fs::remove_dir_all(t.objects.parent().unwrap_or(&t.objects));
     }
+    // A gate that ran out of its time did not pass: the gate's verdict, not cyclix's failure.
+    let Some(exit) = exit else {
+        report.causes.push(format!(
+            "the gate ran past `gate.timeout` ({} s) and was stopped: the agent's work did not \
+             pass in time; raise `gate.timeout` in the tenant's spec if the suite needs longer",
+            inp.gate.timeout_s
+        ));
+        report.result = Some(RunResult::GateFailed);
+        return Ok(report);
+    };
     report.exit = Some(exit);
     report.result = Some(if exit == 0 {
         RunResult::Passed
@@ -329,7 +343,7 @@ fn base_inventory(
     let exit = match run_to_end(units, unit, inp.deadlines, budget, inp.interrupted) {
         Ok(exit) => exit,
         // The base's own tests ran past `gate.timeout`: the project's setup, not cyclix.
-        Err(e) if e.downcast_ref::<super::agent::Overdue>().is_some() => {
+        Err(e) if super::agent::ran_out_of_time(&e) => {
             return Ok(Err(format!(
                 "the gate did not finish on the base tree within gate.timeout ({} s): the \
                  base's own tests ran too long, so they cannot be counted; raise \

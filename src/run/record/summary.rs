@@ -8,7 +8,18 @@ fn branch_lines(r: &RunRecord) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let no_commits = r.import.as_ref().is_some_and(|i| i.outcome != "imported");
-    if r.branch.is_empty() && no_commits {
+    if r.tier == "direct" {
+        // The agent worked in the user's own checkout: its commits are on the branch checked
+        // out there, whatever the gate said (issue 32 item 3: the summary named a run branch).
+        let _ = writeln!(
+            s,
+            "  committed in your checkout: +{} commit{} on its checked-out branch, on {} \
+             (tier direct: no isolation, no run branch; the gate's verdict does not hold them back)",
+            r.commits.len(),
+            if r.commits.len() == 1 { "" } else { "s" },
+            short(&r.base_commit)
+        );
+    } else if r.branch.is_empty() && no_commits {
         let _ = writeln!(s, "  branch: none (nothing imported from the run)");
     } else if r.branch.is_empty() {
         let _ = writeln!(s, "  branch: none (the run ended before it made one)");
@@ -274,7 +285,9 @@ fn last_lines(r: &RunRecord) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let shown = match r.result {
-        RunResult::AgentFailed => Some(("agent", &r.agent_log, &r.agent_output)),
+        RunResult::AgentFailed | RunResult::AgentTimeout => {
+            Some(("agent", &r.agent_log, &r.agent_output))
+        }
         RunResult::GateFailed | RunResult::GateWeakened => {
             Some(("gate", &r.gate_log, &r.gate_output))
         }

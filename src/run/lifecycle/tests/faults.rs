@@ -588,3 +588,52 @@ fn a_full_runtime_dir_is_the_first_cause_of_any_failure_and_named_once() {
         rec.causes
     );
 }
+
+#[test]
+fn an_agent_past_its_timeout_is_its_own_result_naming_the_key_and_the_gate_never_runs() {
+    let mut w = world();
+    w.inp.spec.agent.timeout_s = 600;
+    let units = FakeUnitManager::new();
+    // systemd stopped the agent at its unit's RuntimeMaxSec= (`Result=timeout`).
+    units.end_after_start("cyclix-r1-agent.service", 143, "timeout");
+    let host = FakeRunHost::default();
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::AgentTimeout, "{rec:?}");
+    assert_eq!(rec.result.exit_code(), crate::exit::FINDINGS);
+    assert_eq!(rec.error, None, "not a failure of cyclix: {rec:?}");
+    assert!(
+        rec.causes
+            .iter()
+            .any(|c| c.contains("`agent.timeout` (600 s)")),
+        "{:?}",
+        rec.causes
+    );
+    let s = record::summary(&rec);
+    assert!(
+        s.contains("agent_timeout") && !s.contains("RuntimeMaxSec"),
+        "{s}"
+    );
+    assert!(!started(&units).contains(&"cyclix-r1-gate.service".to_string()));
+    nothing_left(&w, &rec, &host);
+}
+
+#[test]
+fn a_gate_past_its_timeout_fails_the_gate_naming_the_key() {
+    let mut w = world();
+    w.inp.spec.gate.timeout_s = 120;
+    let units = FakeUnitManager::new();
+    units.exit_after_start("cyclix-r1-agent.service", 0);
+    units.end_after_start("cyclix-r1-gate.service", 143, "timeout");
+    let host = FakeRunHost::default();
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::GateFailed, "{rec:?}");
+    assert_eq!(rec.error, None, "{rec:?}");
+    assert!(
+        rec.causes
+            .iter()
+            .any(|c| c.contains("`gate.timeout` (120 s)")),
+        "{:?}",
+        rec.causes
+    );
+    nothing_left(&w, &rec, &host);
+}

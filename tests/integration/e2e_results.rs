@@ -1,0 +1,55 @@
+//! Results that say what happened (issue 32 item 3) on the real stack: an agent that runs
+//! past `agent.timeout` ends `agent_timeout` (exit 1, the key named), not `error` with
+//! systemd's `RuntimeMaxSec=` in the text, and `status` shows the record without calling the
+//! run's own failed start one that failed before its record.
+
+use crate::common::run::{leftovers, prepared, record};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::expect_success;
+
+#[test]
+fn an_agent_past_its_timeout_ends_agent_timeout_and_status_agrees_with_the_record() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-res-timeout")
+        .agent_cmd(r#"[sh, -c, "echo working; exec sleep 600"]"#)
+        .no_timeouts()
+        .agent_key("timeout: 10s")
+        .gate_key("timeout: 2m")
+        .write(tb);
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user start cyclix-run@{t}.service 2>/dev/null
+             echo \"unit_status=$(systemctl --user show -P ExecMainStatus cyclix-run@{t}.service)\"
+             echo '<<status'; {c} status {t}; echo 'status>>'
+             systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null; true"
+        )),
+        "a run whose agent runs past its timeout",
+    );
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "agent_timeout", "{rec:#}");
+    assert!(rec["error"].is_null(), "not a failure of cyclix: {rec:#}");
+    assert_eq!(
+        crate::common::kv(&out, "unit_status"),
+        "1",
+        "exit 1:\n{out}"
+    );
+    let causes = rec["causes"].to_string();
+    assert!(causes.contains("`agent.timeout` (10 s)"), "{rec:#}");
+    assert!(!rec.to_string().contains("RuntimeMaxSec"), "{rec:#}");
+    // The agent's output so far is kept.
+    assert!(rec["agent_log"].to_string().contains("working"), "{rec:#}");
+    let status = out
+        .split("<<status")
+        .nth(1)
+        .and_then(|s| s.split("status>>").next())
+        .unwrap_or_default();
+    assert!(
+        status.contains("agent_timeout")
+            && !status.contains("failed before its run wrote a record"),
+        "status agrees with the record:\n{status}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
