@@ -106,7 +106,10 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
             Some(t) => format!("{t} has no schedule"),
             None => "no tenant has a schedule".to_string(),
         };
-        crate::outln!("{none}; start runs with `systemctl --user start cyclix-run@TENANT`");
+        crate::outln!(
+            "{none}; start runs with `systemctl --user start cyclix-run@{}`",
+            only.unwrap_or("TENANT")
+        );
         // After the timers: a keeper reads its tenant's timer when it starts (warm_before).
         ok &= pools::install(env, &units, &unit_dir, &specs, only)?;
         return Ok(Outcome::from_passed(ok));

@@ -281,6 +281,56 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The first cause of a refusal whose positive controls failed because the allowlisted host
+/// they reach (`ctx.allowed_host`) did not answer through the proxy: N8 or N13 (the requests
+/// for that host) failed with squid's 502/503/504 or no answer in time, or a deny probe's
+/// control ("the allowed host gave …") did. The boundary held there; the host is unreachable
+/// from this machine (a name that does not resolve, a port that does not answer). Names the
+/// host, the probes and what they got, and the fix (issue 32 item 3: such a run ended
+/// `probe_refused` in lines that never named the host). `None` for a deny-all run or when no
+/// such probe failed.
+#[must_use]
+pub fn unanswered_allowed(ctx: &crate::probe::Context, probes: &[Value]) -> Option<String> {
+    if ctx.allowed_host.is_empty() {
+        return None;
+    }
+    let unanswered = |got: &str| {
+        got.contains("timeout")
+            || [" 502", " 503", " 504"].iter().any(|c| got.contains(c))
+            || ["502", "503", "504"].iter().any(|c| got.starts_with(c))
+    };
+    let seen: Vec<String> = probes
+        .iter()
+        .filter(|p| p["verdict"] == "FAIL")
+        .filter_map(|p| {
+            let id = p["id"].as_str()?;
+            let got = p["got"].as_str().unwrap_or_default();
+            let detail = p["detail"].as_str().unwrap_or_default();
+            let control = detail
+                .split_once("positive control failed: the allowed host gave ")
+                .map(|(_, g)| g);
+            match (id, control) {
+                ("N8" | "N13", _) if unanswered(got) => Some(format!("{id}: {got}")),
+                (_, Some(g)) if unanswered(g) => Some(format!("{id}'s control: {g}")),
+                _ => None,
+            }
+        })
+        .collect();
+    let first = seen.first()?;
+    let target = format!("{}:{}", ctx.allowed_host, ctx.allowed_port);
+    Some(format!(
+        "the allowlisted {target} did not answer through the proxy during the probes ({first}{}): \
+         the sandbox's boundary held, but its positive controls need {target} reachable from \
+         this machine (a name that does not resolve, a port that does not answer); check it \
+         from this host, or take it off `egress.allow`",
+        if seen.len() > 1 {
+            format!(", and {} more", seen.len() - 1)
+        } else {
+            String::new()
+        }
+    ))
+}
+
 /// A probe run's report, parsed: the probe lines (JSON objects with `id` and `verdict`), and
 /// whether it proves the boundary (exit 0, a summary line, at least one probe, every verdict
 /// `PASS`), and one line per failed probe, `ID: expected …, got … (detail)` (the detail, the
@@ -590,5 +640,43 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn an_unanswered_allowlisted_host_is_named_once_with_its_probes_and_a_fix() {
+        let mut ctx: crate::probe::Context = serde_json::from_value(serde_json::json!({
+            "proxy_url": "http://10.213.7.2:3128", "proxy_name": "p", "subnet": "10.213.7.0/24",
+            "gateway_ip": "10.213.7.1", "allowed_host": "gone.example", "allowed_port": 80,
+            "denied_host": "denied.example", "host_namespaces": {}, "host_uid": 1000
+        }))
+        .expect("context");
+        let p = |id: &str, got: &str, detail: &str| serde_json::json!({"id": id, "verdict": "FAIL", "got": got, "detail": detail});
+        let probes = vec![
+            p(
+                "N5",
+                "CONNECT x=407 control=timeout",
+                "positive control failed: the allowed host gave timeout",
+            ),
+            p("N8", "timeout", "dropped, not rejected"),
+            p("N13", "503 (ERR_DNS_FAIL 0)", ""),
+        ];
+        let c = unanswered_allowed(&ctx, &probes).expect("a cause");
+        assert!(
+            c.starts_with("the allowlisted gone.example:80 did not answer through the proxy")
+                && c.contains("N5's control: timeout, and 2 more")
+                && c.contains("`egress.allow`"),
+            "{c}"
+        );
+        // Positive control: a refusal for other reasons (a deny that let a request through)
+        // names no host.
+        let other = vec![p(
+            "N9",
+            "GET http://denied.example/=200 control=200",
+            "not denied",
+        )];
+        assert_eq!(unanswered_allowed(&ctx, &other), None);
+        // A deny-all run has no allowlisted host to blame.
+        ctx.allowed_host.clear();
+        assert_eq!(unanswered_allowed(&ctx, &probes), None);
     }
 }

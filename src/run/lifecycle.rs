@@ -317,6 +317,19 @@ fn collect_tip(tier: Tier, branch_made: bool, branch: &str) -> String {
     }
 }
 
+/// A host tier's notice that its gate runs `gate.command` on the host and `gate.image` is
+/// not used (issue 32 item 3: ignored without a word); `None` for tier `container`.
+fn host_gate_notice(spec: &crate::spec::Spec) -> Option<String> {
+    (spec.tier != Tier::Container).then(|| {
+        format!(
+            "tier {}: the gate runs `gate.command` on the host as you; `gate.image` ({}) is not \
+             used (a host tier has no containers)",
+            spec.tier.as_str(),
+            spec.gate.image.reference()
+        )
+    })
+}
+
 fn bring_up_and_run(
     inp: &RunInputs,
     units: &(dyn UnitManager + Sync),
@@ -360,14 +373,7 @@ fn bring_up_and_run(
     rec.units.clone_from(&rendered.units.all);
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
-    if spec.tier != Tier::Container {
-        rec.notices.push(format!(
-            "tier {}: the gate runs `gate.command` on the host as you; `gate.image` ({}) is not \
-             used (a host tier has no containers)",
-            spec.tier.as_str(),
-            spec.gate.image.reference()
-        ));
-    }
+    rec.notices.extend(host_gate_notice(spec));
     let wrote_units = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
     r.phase("reload", || {
         let names = &rendered.units;
@@ -390,6 +396,12 @@ fn bring_up_and_run(
     );
     fold::agent(agent, rec);
     let mut result = ran?;
+    if result == RunResult::ProbeRefused {
+        rec.causes.splice(
+            0..0,
+            super::boundary::unanswered_allowed(&inp.probe_context, &rec.probes),
+        );
+    }
     escape_check(r, "escape-check", created, rec, &mut result)?;
     let result = import_and_gate(
         inp,

@@ -53,3 +53,42 @@ fn an_agent_past_its_timeout_ends_agent_timeout_and_status_agrees_with_the_recor
     let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+/// An allowlisted host the machine cannot reach: the run is refused before the agent (its
+/// positive controls cannot pass), and the refusal names the host, what squid answered and
+/// what to do (before: five lines that never named it). The reachable allowlisted host of
+/// the demo is the positive control: the same spec with it passes.
+#[test]
+fn an_unreachable_allowlisted_host_is_named_in_the_probe_refusal() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-res-gonehost")
+        .egress_allow(&["gone-host.invalid"], &[80])
+        .write(tb);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "probe_refused", "{rec:#}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let named = "the allowlisted gone-host.invalid:80 did not answer through the proxy";
+    assert!(
+        rec["causes"][0]
+            .as_str()
+            .is_some_and(|c| c.starts_with(named)),
+        "the first cause names the host: {rec:#}"
+    );
+    assert!(
+        stdout.contains(named) && stdout.contains("egress.allow"),
+        "{stdout}"
+    );
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), &t);
+    assert!(left.trim().is_empty(), "{left}");
+    // The positive control: the testbed's reachable allowlisted host passes the same probes.
+    let ok = Tenant::new("e2e-res-reachable")
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &ok]);
+    let rec = record(tb, &ok);
+    assert!(out.status.success(), "{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+}

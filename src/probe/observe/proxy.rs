@@ -99,8 +99,9 @@ pub fn n8(ctx: &Context) -> Judged {
         );
     }
     let g = control(ctx);
-    let c = connect(ctx, &format!("{}:{}", ctx.allowed_host, ctx.allowed_port));
-    v::n8(&g, &c)
+    let target = format!("{}:{}", ctx.allowed_host, ctx.allowed_port);
+    let c = connect(ctx, &target);
+    v::n8(&g, &c, &target)
 }
 
 /// N9: the denied host (on an allowed port) and two ports of the allowed host that the spec
@@ -257,7 +258,13 @@ pub fn n13(ctx: &Context) -> Judged {
         allowed_url(ctx)
     };
     let r = http(ctx, &format!("GET {url}"), "10.0.0.1");
-    v::n13(&r, &ctx.allowed_marker)
+    // A deny-all run has no allowlisted host: the request goes to the denied one.
+    let target = if deny_all(ctx) {
+        String::new()
+    } else {
+        format!("{}:{}", ctx.allowed_host, ctx.allowed_port)
+    };
+    v::n13(&r, &ctx.allowed_marker, &target)
 }
 
 /// N14.

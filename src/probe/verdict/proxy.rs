@@ -159,14 +159,15 @@ pub fn proxy_denies(items: &[(String, Reply)], control: &Reply) -> Judged {
 }
 
 /// N8: the positive controls through the proxy: `GET http://ALLOWED:PORT/` → 200 and
-/// `CONNECT ALLOWED:PORT` → 200.
+/// `CONNECT ALLOWED:PORT` → 200, `target` being `ALLOWED:PORT` (named in what was expected:
+/// an unreachable allowlisted host fails this control, `run::boundary::unanswered_allowed`).
 ///
 /// Policy: the TLS handshake of §2 N8 needs a TLS server on an allowed host; the testbed has
 /// none, so the check is the `200 Connection established` of the tunnel.
 #[must_use]
-pub fn n8(get: &Reply, connect: &Reply) -> Judged {
+pub fn n8(get: &Reply, connect: &Reply, target: &str) -> Judged {
     judged(
-        "GET 200, CONNECT 200",
+        format!("GET 200, CONNECT 200 from the allowlisted {target}"),
         format!("GET {} CONNECT {}", get.text(), connect.text()),
         get.code() == Some(200) && connect.code() == Some(200),
         "policy: no TLS server on the allowed host, so the tunnel's 200 is the check",
@@ -174,9 +175,18 @@ pub fn n8(get: &Reply, connect: &Reply) -> Judged {
 }
 
 /// N13: a plain request for the allowed URI with a smuggled `Host:` is decided on the URI: 200
-/// with the allowed host's page (squid rewrites Host from the URI), or a deny.
+/// with the allowed host's page (squid rewrites Host from the URI), or a deny; `target` as in
+/// [`n8`], empty in a deny-all run (no host is allowlisted).
 #[must_use]
-pub fn n13(reply: &Reply, allowed_marker: &str) -> Judged {
+pub fn n13(reply: &Reply, allowed_marker: &str, target: &str) -> Judged {
+    if target.is_empty() {
+        return judged(
+            "403 from the proxy (deny-all run)",
+            reply.text(),
+            reply.is_deny(),
+            "policy: with an empty allowlist the request for the denied host must be refused",
+        );
+    }
     let pass = match reply {
         Reply::Status {
             code: 200, body, ..
@@ -184,7 +194,7 @@ pub fn n13(reply: &Reply, allowed_marker: &str) -> Judged {
         r => r.is_deny(),
     };
     judged(
-        "200 from the allowed host (decided on the URI) or 403",
+        format!("200 from the allowlisted {target} (decided on the URI) or 403"),
         reply.text(),
         pass,
         "policy: the SNI inside an allowed CONNECT is N17's; an HTTP Host inside an honest TLS tunnel stays unseen",

@@ -21,10 +21,16 @@ fn proxy_probes() {
     assert!(!proxy_denies(&[("x".into(), ok200(""))], &ok200("")).pass);
     assert!(!proxy_denies(&[], &ok200("")).pass);
 
-    assert!(n8(&ok200(""), &ok200("")).pass);
-    assert!(!n8(&ok200(""), &deny()).pass);
-    assert!(n13(&ok200("hello from allowed"), "hello").pass);
-    assert!(!n13(&ok200("private page"), "hello").pass);
+    let t = "allowed.example:80";
+    assert!(n8(&ok200(""), &ok200(""), t).pass);
+    assert!(!n8(&ok200(""), &deny(), t).pass);
+    assert!(n13(&ok200("hello from allowed"), "hello", t).pass);
+    assert!(!n13(&ok200("private page"), "hello", t).pass);
+    assert!(n8(&ok200(""), &deny(), t).expect.contains(t));
+    assert!(
+        n13(&deny(), "hello", "").pass,
+        "a deny-all run's N13 wants the deny"
+    );
     let redirect = Reply::Status {
         code: 302,
         error_header: None,
