@@ -92,3 +92,27 @@ fn an_unreachable_allowlisted_host_is_named_in_the_probe_refusal() {
     assert!(out.status.success(), "{rec:#}");
     assert_eq!(rec["result"], "passed", "{rec:#}");
 }
+
+/// Requests the allowlist let through but the proxy could not forward (the host does not
+/// resolve) are counted apart in the summary's egress line (before: "3 requests, 0 denied"
+/// when all had failed); the request that reached the allowlisted host is the positive
+/// control (counted, not failed).
+#[test]
+fn allowed_requests_that_never_reached_their_host_are_counted_failed_upstream() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let agent = "import urllib.request as u\nfor h in ['gone-host.invalid', 'gone-host.invalid', 'allowed.example']:\n    try:\n        print(h, u.urlopen('http://' + h + '/', timeout=20).status)\n    except Exception as e:\n        print(h, e)\n";
+    let t = Tenant::new("e2e-res-upstream")
+        .file("upstream_agent.py", agent)
+        .agent_cmd("[python3, /work/upstream_agent.py]")
+        .egress_allow(&["allowed.example", "gone-host.invalid"], &[80])
+        .write(tb);
+    let _ = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert_eq!(rec["agent_exit"], 0, "{rec:#}");
+    let status = expect_success(&tb.user(&[&tb.cyclix_bin(), "status", &t]), "status");
+    assert!(
+        status.contains("the agent made 3 requests, 0 denied, 2 failed upstream"),
+        "{status}"
+    );
+}

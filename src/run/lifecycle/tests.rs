@@ -313,12 +313,35 @@ fn every_phase_failure_is_named_and_torn_down() {
 
 #[test]
 fn an_agent_that_never_ends_is_stopped_at_its_budget() {
+    // systemd did not stop it at its RuntimeMaxSec=; cyclix did at its budget (timeout +
+    // slack), and it ended: the agent's time ran out (issue 32 item 3).
     let mut w = world();
     w.inp.spec.agent.timeout_s = 0;
     w.inp.deadlines.slack = Duration::from_millis(30);
     let units = FakeUnitManager::new();
     let host = FakeRunHost::default();
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::AgentTimeout, "{rec:?}");
+    assert!(
+        rec.causes.iter().any(|c| c.contains("`agent.timeout`")),
+        "{rec:?}"
+    );
+    nothing_left(&w, &rec, &host);
+    // A stop that fails leaves the agent running: that stays cyclix's error, and nothing of
+    // the still-running agent is taken for its work (attack review).
+    let units = FakeUnitManager::new();
+    units.fail_next(
+        crate::systemd::Op::Stop,
+        Some("cyclix-r1-agent.service"),
+        crate::systemd::Error::Deadline {
+            unit: "cyclix-r1-agent.service".into(),
+            op: crate::systemd::Op::Stop,
+            phase: "waiting for the job to finish",
+            after_ms: 1,
+            state: "active".into(),
+        },
+    );
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &FakeRunHost::default());
     fails_in("agent", &rec);
     assert!(
         rec.error
@@ -327,7 +350,6 @@ fn an_agent_that_never_ends_is_stopped_at_its_budget() {
         "{:?}",
         rec.error
     );
-    nothing_left(&w, &rec, &host);
 }
 
 #[test]

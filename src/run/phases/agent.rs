@@ -105,21 +105,19 @@ pub(crate) fn agent_phases(
             return Ok(RunResult::SetupBroken);
         }
         let end = r.phase("agent", || {
-            timed_out_is_an_end(watch_to_end(
-                inp,
+            timed_out_is_an_end(
                 units,
-                host,
                 &names.agent,
-                agent_budget,
-                &noted,
-                out,
-            ))
+                watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, out),
+            )
         })?;
         // The agent is done: nothing of the proven sandbox may have changed meanwhile.
         let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(inp.probe.run_id).base());
         let ended = [names.agent.as_str(), pod.as_str()];
         let changed = invocations::changes(units, &noted, &ended);
-        if matches!(end, AgentEnd::Exit(_)) && !changed.is_empty() {
+        // An agent that ran into its timeout is judged as one that exited (attack review:
+        // a unit restarted in the last watch interval was hidden behind `agent_timeout`).
+        if matches!(end, AgentEnd::Exit(_) | AgentEnd::TimedOut) && !changed.is_empty() {
             out.refusal = changed;
             return Ok(RunResult::LeakDetected);
         }
@@ -136,6 +134,8 @@ pub(crate) fn agent_phases(
         // The host tiers run the agent as a plain user unit: nothing to probe or watch.
         r.phase("agent", || {
             timed_out_is_an_end(
+                units,
+                &names.agent,
                 run_to_end(
                     units,
                     &names.agent,
@@ -242,10 +242,22 @@ pub(crate) enum AgentEnd {
 }
 
 /// An agent that ran out of its time ended ([`AgentEnd::TimedOut`]): that is its result, not
-/// a failure of cyclix.
-fn timed_out_is_an_end(end: Result<AgentEnd>) -> Result<AgentEnd> {
+/// a failure of cyclix — once `unit` has ended. systemd's stop at `RuntimeMaxSec=` has ended
+/// it; cyclix's own stop at its budget ([`Overdue`]) is confirmed first, and an agent still
+/// running stays an error (attack review: its commits must not be imported while it may
+/// still write them).
+fn timed_out_is_an_end(
+    units: &dyn UnitManager,
+    unit: &str,
+    end: Result<AgentEnd>,
+) -> Result<AgentEnd> {
     match end {
-        Err(e) if ran_out_of_time(&e) => Ok(AgentEnd::TimedOut),
+        Err(e) if e.downcast_ref::<RanPastTimeout>().is_some() => Ok(AgentEnd::TimedOut),
+        Err(e) if e.downcast_ref::<Overdue>().is_some() => match ended(units, unit) {
+            Ok(Some(_)) => Ok(AgentEnd::TimedOut),
+            Err(t) if t.downcast_ref::<RanPastTimeout>().is_some() => Ok(AgentEnd::TimedOut),
+            _ => Err(e),
+        },
         other => other,
     }
 }
@@ -287,13 +299,18 @@ pub(crate) fn watch_to_end(
             // The agent may have ended during the round: that is not a finding. A round that
             // only failed to run (the container was exiting: `podman exec` 137, `top` on a
             // stopped container), or saw only a changed unit (the pod stopping because the
-            // agent is exiting), gets a moment for the unit to show its end.
-            let grace = if findings.is_empty() && !(incomplete.is_empty() && changed.is_empty()) {
-                WATCH_EXIT_GRACE
-            } else {
+            // agent is exiting), gets a moment for the unit to show its end. A finding of a
+            // round that ran is a leak whether or not the agent ended meanwhile (attack
+            // review: an agent that broke the boundary and exited, or ran into its timeout,
+            // within the round ended `passed` or `agent_timeout`).
+            let grace = if incomplete.is_empty() && changed.is_empty() {
                 Duration::ZERO
+            } else {
+                WATCH_EXIT_GRACE
             };
-            if let Some(code) = ended_within(units, unit, grace, d.poll)? {
+            if findings.is_empty()
+                && let Some(code) = ended_within(units, unit, grace, d.poll)?
+            {
                 // Not a finding (the container was going away), but not hidden either: an
                 // agent that killed the watch probe and exited at once shows here.
                 out.notices.extend(incomplete.into_iter().map(|i| {

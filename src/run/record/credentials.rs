@@ -30,6 +30,10 @@ pub struct CredentialUse {
     pub request_bytes: u64,
     /// Requests refused with 429 over the budget.
     pub refused_over_budget: u64,
+    /// Of [`CredentialUse::requests`], those whose answer was the proxy's own 502/503/504:
+    /// the API host was not reached (`record::summary::failed_upstream`).
+    #[serde(default)]
+    pub failed_upstream: u64,
 }
 
 impl CredentialUse {
@@ -40,6 +44,13 @@ impl CredentialUse {
             "credential {} ({}): {} requests, {} request bytes",
             self.env, self.host, self.requests, self.request_bytes
         );
+        if self.failed_upstream > 0 {
+            let _ = write!(
+                s,
+                " ({} failed upstream: the API host was not reached)",
+                self.failed_upstream
+            );
+        }
         let caps: Vec<String> = [
             self.budget_requests.map(|n| format!("{n} requests")),
             self.budget_request_bytes
@@ -82,6 +93,7 @@ pub fn usage(credentials: &[Credential], decisions: &[serde_json::Value]) -> Vec
                 requests: 0,
                 request_bytes: 0,
                 refused_over_budget: 0,
+                failed_upstream: 0,
             };
             for d in decisions.iter().filter(|d| text(d, "lport") == port) {
                 let reason = text(d, "reason");
@@ -90,6 +102,9 @@ pub fn usage(credentials: &[Credential], decisions: &[serde_json::Value]) -> Vec
                     // The agent writes Content-Length: a huge one saturates, never wraps.
                     let clen = text(d, "clen").parse::<u64>().unwrap_or(0);
                     u.request_bytes = u.request_bytes.saturating_add(clen);
+                    if super::summary::failed_upstream(&text(d, "status"), &text(d, "err")) {
+                        u.failed_upstream = u.failed_upstream.saturating_add(1);
+                    }
                 } else if reason == DenyReason::CredentialBudget.as_str() {
                     u.refused_over_budget = u.refused_over_budget.saturating_add(1);
                 }
@@ -119,6 +134,23 @@ mod tests {
             budget,
             line: 1,
         }
+    }
+
+    #[test]
+    fn a_credential_request_the_api_host_never_got_is_counted_failed_upstream() {
+        let d = |status: &str, err: &str| serde_json::json!({"lport": "3129", "reason": "credential_added", "clen": "10", "status": status, "err": err});
+        let got = usage(
+            &[cred("A_KEY", None)],
+            &[d("502", "ERR_CONNECT_FAIL"), d("200", "-"), d("500", "-")],
+        );
+        assert_eq!((got[0].requests, got[0].failed_upstream), (3, 1));
+        assert!(
+            got[0].summary().contains(
+                "3 requests, 30 request bytes (1 failed upstream: the API host was not reached)"
+            ),
+            "{}",
+            got[0].summary()
+        );
     }
 
     #[test]

@@ -184,6 +184,13 @@ pub fn summary(r: &RunRecord) -> String {
     s
 }
 
+/// Whether an allowed request's answer is squid's own 502, 503 or 504 (its `err` names a
+/// squid error, `ERR_…`): the server was not reached (DNS, connect, read timeout). A server's
+/// own 5xx carries no squid error and is an answer like any other.
+pub(crate) fn failed_upstream(status: &str, err: &str) -> bool {
+    matches!(status, "502" | "503" | "504") && err.contains("ERR_")
+}
+
 /// The summary's egress line: the agent's requests, those refused before a byte left, tunnels
 /// cut by their content, and requests sent whose answer was withheld; then the probe suite's
 /// (each decision's `by`, `collect::egress_source`).
@@ -202,7 +209,7 @@ fn egress_line(r: &RunRecord) -> String {
             .to_owned()
     };
     let count = |by: &str| {
-        let mut n = [0_usize; 4];
+        let mut n = [0_usize; 5];
         for d in r
             .egress_decisions
             .iter()
@@ -210,6 +217,9 @@ fn egress_line(r: &RunRecord) -> String {
         {
             n[0] += 1;
             match Outcome::of(&text(d, "reason"), &text(d, "status"), &text(d, "err")) {
+                Outcome::Forwarded if failed_upstream(&text(d, "status"), &text(d, "err")) => {
+                    n[4] += 1;
+                }
                 Outcome::Forwarded => {}
                 Outcome::Refused => n[1] += 1,
                 Outcome::TunnelCut => n[2] += 1,
@@ -218,8 +228,8 @@ fn egress_line(r: &RunRecord) -> String {
         }
         n
     };
-    let [n, refused, cut, withheld] = count("agent");
-    let [pn, prefused, pcut, _] = count("probe");
+    let [n, refused, cut, withheld, failed] = count("agent");
+    let [pn, prefused, pcut, _, _] = count("probe");
     // Cut tunnels are refusals of what they carried (nothing reached the server).
     let mut s = format!(
         "  egress: the agent made {n} requests, {} denied",
@@ -229,6 +239,14 @@ fn egress_line(r: &RunRecord) -> String {
         let _ = write!(
             s,
             " ({cut} tunnels cut: not TLS, or TLS naming another host)"
+        );
+    }
+    if failed > 0 {
+        // Allowed, but the proxy could not reach the server (issue 32 item 3: "3 requests,
+        // 0 denied" when all three had failed).
+        let _ = write!(
+            s,
+            ", {failed} failed upstream (allowed, but the proxy could not reach the server: its own 502/503/504)"
         );
     }
     if withheld > 0 {
@@ -372,6 +390,25 @@ mod tests {
             end_ms: 1,
             outcome: "ok".into(),
         }
+    }
+
+    #[test]
+    fn allowed_requests_the_proxy_could_not_forward_are_counted_apart() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.phases = vec![phase("probe"), phase("collect")];
+        let d = |status: &str, err: &str| serde_json::json!({"by": "agent", "reason": "allowlisted", "status": status, "err": err});
+        r.egress_decisions = vec![
+            d("503", "ERR_DNS_FAIL"),
+            d("502", "ERR_CONNECT_FAIL"),
+            // The server's own 503 is an answer, not a failure to reach it.
+            d("503", "-"),
+            d("200", "-"),
+        ];
+        let s = summary(&r);
+        assert!(
+            s.contains("the agent made 4 requests, 0 denied, 2 failed upstream (allowed, but the proxy could not reach the server"),
+            "{s}"
+        );
     }
 
     #[test]

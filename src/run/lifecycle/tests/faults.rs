@@ -637,3 +637,90 @@ fn a_gate_past_its_timeout_fails_the_gate_naming_the_key() {
     );
     nothing_left(&w, &rec, &host);
 }
+
+/// A proven unit (the proxy) restarted while the agent runs, then the agent ends by
+/// `end` (`None`: exit 0; `Some("timeout")`: systemd stops it at `RuntimeMaxSec=`).
+fn proxy_restarted_while_the_agent_runs(end: Option<&str>) -> RunRecord {
+    let mut w = world();
+    w.inp.spec.agent.timeout_s = 600;
+    // No watch round in between: only the end's comparison can see the restart.
+    w.inp.deadlines.watch = Duration::from_secs(3600);
+    w.inp.deadlines.poll = Duration::from_millis(10);
+    let units = FakeUnitManager::new();
+    match end {
+        Some(result) => {
+            units.end_after_start("cyclix-r1-agent.service", 143, result);
+            units.exit_after_polls("cyclix-r1-agent.service", 143, 60);
+        }
+        None => units.exit_after_polls("cyclix-r1-agent.service", 0, 60),
+    }
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let host = FakeRunHost::default();
+    std::thread::scope(|s| {
+        let u = &units;
+        // The restart comes once the agent's end is being watched (an event, not a clock).
+        s.spawn(move || {
+            while !u.calls().iter().any(|c| {
+                matches!(c, crate::systemd::fake::Call::UnitStatus(n) if n == "cyclix-r1-agent.service")
+            }) {
+                std::thread::yield_now();
+            }
+            let _ = crate::systemd::UnitManager::restart(
+                u,
+                "cyclix-r1-proxy.service",
+                crate::systemd::JobMode::Replace,
+                Duration::from_secs(1),
+            );
+        });
+        execute(&w.inp, Ledger::in_memory(), &units, &host)
+    })
+}
+
+#[test]
+fn a_unit_restarted_before_the_agent_runs_into_its_timeout_is_a_leak_not_a_timeout() {
+    // Attack review: the end's comparison ran only for an agent that exited.
+    let timed_out = proxy_restarted_while_the_agent_runs(Some("timeout"));
+    assert_eq!(timed_out.result, RunResult::LeakDetected, "{timed_out:?}");
+    assert!(!timed_out.refusal.is_empty(), "{timed_out:?}");
+    // The positive control: the same restart before an exit was already a leak.
+    let exited = proxy_restarted_while_the_agent_runs(None);
+    assert_eq!(exited.result, RunResult::LeakDetected, "{exited:?}");
+}
+
+#[test]
+fn a_watch_finding_in_the_round_the_agent_ends_is_a_leak_whether_it_exits_or_times_out() {
+    // Attack review: the round's findings were dropped when the agent had ended by then.
+    for end in [None, Some("timeout")] {
+        let mut w = world();
+        w.inp.deadlines.watch = Duration::ZERO;
+        w.inp.deadlines.poll = Duration::from_millis(1);
+        let units = FakeUnitManager::new();
+        match end {
+            Some(result) => {
+                units.end_after_start("cyclix-r1-agent.service", 143, result);
+                units.exit_after_polls("cyclix-r1-agent.service", 143, 2);
+            }
+            None => units.exit_after_polls("cyclix-r1-agent.service", 0, 2),
+        }
+        units.exit_after_start("cyclix-r1-gate.service", 0);
+        let host = FakeRunHost {
+            watch_report: Some((1, FAILING.into())),
+            ..Default::default()
+        };
+        let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+        assert_eq!(rec.result, RunResult::LeakDetected, "{end:?}: {rec:?}");
+        assert!(
+            rec.refusal.iter().any(|r| r.contains("P19")),
+            "{end:?}: {rec:?}"
+        );
+    }
+    // The positive control: the same agent with a clean watch passes.
+    let mut w = world();
+    w.inp.deadlines.watch = Duration::ZERO;
+    w.inp.deadlines.poll = Duration::from_millis(1);
+    let units = FakeUnitManager::new();
+    units.exit_after_polls("cyclix-r1-agent.service", 0, 2);
+    units.exit_after_start("cyclix-r1-gate.service", 0);
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &FakeRunHost::default());
+    assert_eq!(rec.result, RunResult::Passed, "{rec:?}");
+}
