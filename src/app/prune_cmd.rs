@@ -149,6 +149,9 @@ fn prune_tenant(
     let mut lines = Vec::new();
     let mut ok = true;
     let verb = if dry_run { "would prune" } else { "pruned" };
+    // What was (or would be) pruned, counted as it happens: a run kept for its branch is not
+    // (issue 32 item 3: the dry run said every chosen run would go).
+    let mut gone = 0_usize;
     for r in runs.iter().filter(|r| take.contains(&r.run_id)) {
         let mut what = String::from("record and logs");
         if let Some(branch) = &r.branch {
@@ -191,12 +194,18 @@ fn prune_tenant(
             }
         }
         lines.push(format!("{verb} run {} of {tenant}: {what}", r.run_id));
+        gone += 1;
     }
+    let kept = take.len() - gone;
     lines.push(format!(
-        "{tenant}: {} of {} runs {}",
-        take.len(),
+        "{tenant}: {gone} of {} runs {}{}",
         runs.len(),
-        if dry_run { "would go" } else { "chosen" }
+        if dry_run { "would go" } else { "pruned" },
+        if kept > 0 {
+            format!("; {kept} chosen but kept (see above)")
+        } else {
+            String::new()
+        }
     ));
     Ok((lines, ok))
 }

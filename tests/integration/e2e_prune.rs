@@ -11,6 +11,11 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = Tenant::new("e2e-prune").write(tb);
+    // The tenant's runs are these four only (an earlier suite on a kept testbed left more).
+    expect_success(
+        &tb.user_sh(&format!("rm -rf ~/.local/state/cyclix/runs/{t}")),
+        "forget earlier runs",
+    );
     let mut runs = Vec::new();
     for _ in 0..4 {
         let out = start(tb, &t);
@@ -56,6 +61,13 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
             "kept run {}: branch {} is not in the history of main and not pushed",
             runs[2],
             branch(&runs[2])
+        )),
+        "{dry_out}"
+    );
+    // The dry run's count is what would go, not what was chosen (issue 32 item 3: it said 3).
+    assert!(
+        dry_out.contains(&format!(
+            "{t}: 2 of 4 runs would go; 1 chosen but kept (see above)"
         )),
         "{dry_out}"
     );
