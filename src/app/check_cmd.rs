@@ -148,6 +148,9 @@ pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Resu
         ));
     }
     list.insert(at, config);
+    // What `cyclix install` would change: the templates and, with --tenant, that tenant's.
+    let drift = super::installer::drift::lines(env, tenant).map_err(|e| format!("{e:#}"));
+    list.insert(at + 1, checks::install_drift(&drift));
     let summary = Summary::of(&list);
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let text = if json {

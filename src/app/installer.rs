@@ -4,6 +4,7 @@
 //! Likewise the pool keepers (`cyclix-pool@TENANT.service`, issue 16: [`pools`]).
 
 pub mod docs;
+pub mod drift;
 pub mod notify;
 pub mod pools;
 pub mod timers;
@@ -56,6 +57,7 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
             );
         }
     }
+    drift::print_plan(env, only)?;
     let (states, dropins, ok) = load_states(env, &specs)?;
     let mut ok = ok;
     let paused = paused_tenants(&env.layout().paused_dir());

@@ -122,7 +122,8 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
             Ok(v) => serde_json::to_value(v)?,
             Err(e) => serde_json::json!({"error": e}),
         };
-        let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows, "capacity": cap});
+        let v = serde_json::json!({"schema": "cyclix-status/1", "tenants": rows, "capacity": cap,
+            "install_would_change": drift_lines(env, None)});
         crate::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
@@ -144,7 +145,30 @@ fn all(env: &HostEnv, json: bool) -> Result<Outcome> {
         }
         Err(e) => crate::outln!("run slots: unknown ({e})"),
     }
+    print_drift(&drift_lines(env, None))?;
     Ok(Outcome::Ok)
+}
+
+/// What `cyclix install` would change (the shared templates, and `tenant`'s when one is
+/// named: issue 32 item 2); a line saying it could not be read on failure.
+fn drift_lines(env: &HostEnv, tenant: Option<&str>) -> Vec<String> {
+    match super::installer::drift::lines(env, tenant) {
+        Ok(d) => d,
+        Err(e) => vec![format!(
+            "(what `cyclix install` would change could not be read: {e:#})"
+        )],
+    }
+}
+
+fn print_drift(lines: &[String]) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    crate::outln!("not installed as the specs say; `cyclix install` would change:");
+    for l in lines {
+        crate::outln!("  {l}");
+    }
+    Ok(())
 }
 
 /// `cyclix status TENANT`: the run unit's state, a run in progress, the timer's next elapse
@@ -172,7 +196,7 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
         let v = serde_json::json!({"unit": unit, "status": st, "timer_next_elapse": next,
             "paused": paused, "current_run": current, "pool": pool,
             "skips": {"count": skips.len(), "last": skips.last(), "unreadable_lines": unreadable},
-            "last_run": last});
+            "last_run": last, "install_would_change": drift_lines(env, Some(tenant))});
         crate::outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
@@ -215,6 +239,7 @@ fn one(env: &HostEnv, tenant: &str, json: bool) -> Result<Outcome> {
             );
         }
     }
+    print_drift(&drift_lines(env, Some(tenant)))?;
     if let Some(r) = last {
         crate::out!("last {}", record::summary(&r));
     } else {

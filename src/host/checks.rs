@@ -190,6 +190,48 @@ pub fn host_config(settings: &Result<(u32, String, u64), String>) -> Check {
     }
 }
 
+/// `install`: whether what is installed (unit templates, timers, notify drop-ins, pool
+/// keepers) is what `cyclix install` would install from the specs now (issue 32 item 2: a
+/// schedule removed from a spec kept firing, a new `notify:` did nothing). PASS when nothing
+/// would change; WARN listing each change, at most [`DRIFT_SHOWN`] (`drift`: the lines of
+/// `app::installer::drift`); WARN when it could not be read.
+#[must_use]
+pub fn install_drift(drift: &Result<Vec<String>, String>) -> Check {
+    match drift {
+        Ok(d) if d.is_empty() => Check::pass(
+            "install",
+            "the installed units, timers, notify drop-ins and pool keepers match the specs",
+        ),
+        Ok(d) => {
+            let mut found = format!("`cyclix install` would change {} thing(s): ", d.len());
+            found.push_str(
+                &d.iter()
+                    .take(DRIFT_SHOWN)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+            if d.len() > DRIFT_SHOWN {
+                use std::fmt::Write as _;
+                let _ = write!(found, "; and {} more", d.len() - DRIFT_SHOWN);
+            }
+            Check::warn(
+                "install",
+                found,
+                "run `cyclix install` (it prints this plan before it acts)",
+            )
+        }
+        Err(e) => Check::warn(
+            "install",
+            format!("what `cyclix install` would change could not be read: {e}"),
+            "run `cyclix install`",
+        ),
+    }
+}
+
+/// How many of `install`'s changes the check names.
+pub const DRIFT_SHOWN: usize = 8;
+
 /// `major.minor.patch` from `5.4.2`, `4.3.1-dev`, `5.0.0-rc1` (missing parts are 0).
 #[must_use]
 pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {

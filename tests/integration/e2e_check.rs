@@ -169,10 +169,11 @@ fn in_session(tb: &Testbed, user: &str, setup: &str, env: &str) -> (i32, serde_j
 #[test]
 fn every_check_passes_on_the_testbed_and_the_outcome_test_runs_a_container() {
     let tb = Testbed::get();
-    // cyx's real session; an empty tenant directory so other tests' tenants do not count.
+    // cyx's real session; an empty tenant directory so other tests' tenants do not count,
+    // installed (else the `install` row warns that the unit templates are not written yet).
     let out = tb.user_sh(&format!(
-        "D=$(mktemp -d); trap 'rm -rf $D' EXIT; XDG_CONFIG_HOME=$D {} check --json",
-        tb.cyclix_bin()
+        "D=$(mktemp -d); trap 'rm -rf $D' EXIT; XDG_CONFIG_HOME=$D {c} install >/dev/null && XDG_CONFIG_HOME=$D {c} check --json",
+        c = tb.cyclix_bin()
     ));
     let stdout = expect_success(&out, "cyclix check on the testbed");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");

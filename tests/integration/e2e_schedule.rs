@@ -122,3 +122,66 @@ fn install_converges_timers_on_the_specs_and_a_pause_holds_until_resume() {
         "{gone}"
     );
 }
+
+/// No silent drift (issue 32 item 2): a schedule removed from the spec, a `notify:` added to
+/// it and a unit template changed since `install` are each named by `check` and `status`
+/// before anyone runs `install`, which prints them as its plan and converges them; after it,
+/// `check` passes its `install` row (the positive control that the row can pass at all is the
+/// first check, right after an install). Exclusive: it changes a shared unit template.
+#[test]
+fn check_and_status_name_what_install_would_change_and_install_converges_it() {
+    let _alone = crate::common::testbed::exclusive();
+    let tb = prepared();
+    let schedule = "schedule:\n  on_calendar: \"*-01-01 03:00:00\"\n  persistent: false";
+    let t = Tenant::new("e2e-drift").extra_yaml(schedule).write(tb);
+    let c = tb.cyclix_bin();
+    let row = |what: &str| {
+        let out = expect_success(
+            &tb.user_sh(&format!(
+                "{c} check --quick --tenant {t} --json | python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin)[\"checks\"] if x[\"id\"]==\"install\"][0]; print(r[\"status\"]); print(r[\"found\"])'"
+            )),
+            what,
+        );
+        let (status, found) = out.split_once('\n').unwrap_or((out.as_str(), ""));
+        (status.trim().to_string(), found.trim().to_string())
+    };
+    // `--tenant`: an install of every tenant would start the keepers of other tests' pools.
+    let _ = cyclix(tb, &["install", "--tenant", &t]);
+    let (status, found) = row("right after install");
+    assert_eq!(status, "pass", "{found}");
+    // The three drifts.
+    Tenant::new("e2e-drift")
+        .extra_yaml("notify:\n  command: [\"true\"]")
+        .write(tb);
+    expect_success(
+        &tb.user_sh("echo '# changed since install' >> ~/.config/systemd/user/cyclix-run@.service"),
+        "a template changed since install",
+    );
+    let (status, found) = row("after the drift");
+    assert_eq!(status, "warn", "{found}");
+    let timer =
+        format!("cyclix-run@{t}.timer is still installed, but its spec has no `schedule` any more");
+    let notify = format!("cyclix-run@{t}.service.d/notify.conf is not installed");
+    let template = "cyclix-run@.service differs from what this cyclix writes";
+    for want in [timer.as_str(), notify.as_str(), template] {
+        assert!(found.contains(want), "check names `{want}`: {found}");
+    }
+    let status_text = expect_success(&tb.user(&[&c, "status", &t]), "status");
+    for want in [timer.as_str(), notify.as_str(), template] {
+        assert!(
+            status_text.contains(want),
+            "status names `{want}`: {status_text}"
+        );
+    }
+    let installed = cyclix(tb, &["install", "--tenant", &t]);
+    let plan = installed.split("\nwrote").next().unwrap_or_default();
+    assert!(
+        plan.starts_with("plan: ")
+            && plan.contains(&timer)
+            && plan.contains(&notify)
+            && plan.contains(template),
+        "install prints its plan first: {installed}"
+    );
+    let (status, found) = row("after install");
+    assert_eq!(status, "pass", "install converged: {found}");
+}

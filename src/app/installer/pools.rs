@@ -86,7 +86,7 @@ pub fn installed(unit_dir: &Path) -> BTreeSet<String> {
 }
 
 /// What the spec at `path` says about its keeper.
-fn pool_spec(env: &HostEnv, path: &Path) -> Result<PoolSpec> {
+pub(crate) fn pool_spec(env: &HostEnv, path: &Path) -> Result<PoolSpec> {
     Ok(match super::super::spec_file::load_spec(path, env)? {
         Err(_) => PoolSpec::Broken,
         Ok(spec) => match spec.pool.as_ref() {

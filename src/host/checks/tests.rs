@@ -601,3 +601,25 @@ fn a_task_file_that_does_not_read_fails_its_check_and_a_readable_one_passes() {
     );
     assert_eq!(task_check(Ok(())).status, Status::Pass);
 }
+
+/// `install`: passes when nothing would change, warns naming each change (at most
+/// `DRIFT_SHOWN`, then how many more) with the fix.
+#[test]
+fn the_install_row_names_what_install_would_change() {
+    assert_eq!(install_drift(&Ok(Vec::new())).status, Status::Pass);
+    let many: Vec<String> = (0..10).map(|i| format!("change {i}")).collect();
+    let w = install_drift(&Ok(many));
+    assert_eq!(w.status, Status::Warn);
+    assert!(
+        w.found
+            .starts_with("`cyclix install` would change 10 thing(s): change 0;")
+            && w.found.ends_with("; and 2 more"),
+        "{w:?}"
+    );
+    assert!(
+        w.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("cyclix install"))
+    );
+    assert_eq!(install_drift(&Err("boom".into())).status, Status::Warn);
+}
