@@ -12,6 +12,7 @@ pub mod completions_cmd;
 pub mod current_run;
 pub mod demo_cmd;
 pub mod drill_cmd;
+pub mod egress_cmd;
 pub mod export_cmd;
 pub mod history;
 pub mod host_config;
@@ -55,7 +56,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use crate::cli::{
-    Cli, Command, DemoCommand, ExportCommand, ImagesCommand, SpecCommand, TierCommand,
+    Cli, Command, DemoCommand, EgressCommand, ExportCommand, ImagesCommand, SpecCommand,
+    TierCommand,
 };
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -93,6 +95,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             packages,
         }) => images_cmd::dispatch(preset.as_deref(), tenant.as_deref(), packages, env),
         Command::Demo(DemoCommand::Setup) => demo_cmd::run(&env()?),
+        Command::Egress(EgressCommand::Suggest { tenant, runs, json }) => {
+            egress_cmd::suggest(&env()?, tenant, *runs, *json)
+        }
         Command::Pool(cmd) => pool_cmd::dispatch(&env()?, cmd),
         Command::Install { tenant } => install_cmd::run(&env()?, tenant.as_deref()),
         Command::Start { tenant, wait_s } => {

@@ -83,6 +83,9 @@ pub enum Command {
     /// The embedded demo tenant.
     #[command(subcommand)]
     Demo(DemoCommand),
+    /// What the egress proxy refused a tenant's agent, and the allowlist that would allow it.
+    #[command(subcommand)]
+    Egress(EgressCommand),
     /// Install the unit templates and enable the timers of scheduled tenants.
     Install {
         /// Only this tenant's timer (default: every tenant in `~/.config/cyclix/tenants/`).
@@ -376,6 +379,24 @@ pub enum PoolCommand {
         /// The time to judge idleness at, in ms since the Unix epoch (tests).
         #[arg(long, hide = true)]
         now_ms: Option<u128>,
+    },
+}
+
+/// `cyclix egress ...`
+#[derive(Debug, Subcommand)]
+pub enum EgressCommand {
+    /// The hosts the proxy refused TENANT's agent in its last runs (not on the allowlist), with
+    /// counts, ports and the first URL, and the `egress.allow` entries that would allow them
+    /// (checked like the spec's; never written: cyclix edits no spec).
+    Suggest {
+        /// The tenant.
+        tenant: String,
+        /// How many of its last runs to read.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// JSON (schema `cyclix-egress-suggest/1`).
+        #[arg(long)]
+        json: bool,
     },
 }
 

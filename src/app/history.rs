@@ -86,7 +86,15 @@ pub fn line(r: &RunRecord) -> RunLine {
 /// first, and the records that did not parse (`path: error`).
 #[must_use]
 pub fn history(records_root: &Path, tenant: Option<&str>) -> (Vec<RunLine>, Vec<String>) {
-    let mut lines = Vec::new();
+    let (records, bad) = records(records_root, tenant);
+    (records.iter().map(line).collect(), bad)
+}
+
+/// The run records of `tenant` (every tenant with `None`) under `records_root`, newest first
+/// (by start, then run id), and one line per record file that does not parse.
+#[must_use]
+pub fn records(records_root: &Path, tenant: Option<&str>) -> (Vec<RunRecord>, Vec<String>) {
+    let mut records = Vec::new();
     let mut bad = Vec::new();
     let dirs: Vec<std::path::PathBuf> = match tenant {
         Some(t) => vec![records_root.join(t)],
@@ -108,18 +116,19 @@ pub fn history(records_root: &Path, tenant: Option<&str>) -> (Vec<RunLine>, Vec<
                 .map_err(|e| e.to_string())
                 .and_then(|b| serde_json::from_slice::<RunRecord>(&b).map_err(|e| e.to_string()))
             {
-                Ok(r) => lines.push(line(&r)),
+                Ok(r) => records.push(r),
                 Err(e) => bad.push(format!("{}: {e}", p.display())),
             }
         }
     }
-    lines.sort_by(|a, b| {
-        b.started_ms
-            .cmp(&a.started_ms)
+    let started = |r: &RunRecord| r.phases.first().map(|p| p.start_ms);
+    records.sort_by(|a, b| {
+        started(b)
+            .cmp(&started(a))
             .then_with(|| b.run_id.cmp(&a.run_id))
     });
     bad.sort();
-    (lines, bad)
+    (records, bad)
 }
 
 /// One line of text: `STARTED  TENANT  RUN  RESULT  DURATION  CAUSE (branch B)`: the cause of

@@ -116,3 +116,50 @@ fn allowed_requests_that_never_reached_their_host_are_counted_failed_upstream() 
         "{status}"
     );
 }
+
+/// `cyclix egress suggest` (issue 32 item 7): the hosts the proxy refused the agent for being
+/// off the allowlist, with counts and a first URL, and the entries that would allow them; a
+/// wildcard for names below one domain; it edits nothing. The probes' own refusals
+/// (`denied.example`) are the positive control of the filter: they are in the record, not in
+/// the suggestion.
+#[test]
+fn egress_suggest_names_the_refused_hosts_and_the_lines_that_would_allow_them() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let agent = "import urllib.request as u\nfor h in ['a.cdn.example.com', 'b.cdn.example.com', 'pypi.org', 'pypi.org']:\n    try:\n        u.urlopen('http://' + h + '/simple/', timeout=20)\n    except Exception as e:\n        print(h, e)\n";
+    let t = Tenant::new("e2e-res-suggest")
+        .file("suggest_agent.py", agent)
+        .agent_cmd("[python3, /work/suggest_agent.py]")
+        .egress_allow(&["allowed.example"], &[80])
+        .write(tb);
+    let _ = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert!(
+        rec["egress_decisions"].to_string().contains("denied.example"),
+        "the probes' refusals are in the record: {rec:#}"
+    );
+    let spec_before = expect_success(
+        &tb.user_sh(&format!("sha256sum ~/.config/cyclix/tenants/{t}.yaml")),
+        "spec hash",
+    );
+    let out = expect_success(
+        &tb.user(&[&tb.cyclix_bin(), "egress", "suggest", &t]),
+        "egress suggest",
+    );
+    assert!(
+        out.contains("pypi.org  2 refused, port(s) 80, first: http://pypi.org/simple/"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    - pypi.org")
+            && out.contains("    - a.cdn.example.com")
+            && out.contains("- *.cdn.example.com"),
+        "{out}"
+    );
+    assert!(!out.contains("denied.example"), "the probes' own refusals: {out}");
+    let spec_after = expect_success(
+        &tb.user_sh(&format!("sha256sum ~/.config/cyclix/tenants/{t}.yaml")),
+        "spec hash",
+    );
+    assert_eq!(spec_before, spec_after, "the spec is never edited");
+}
