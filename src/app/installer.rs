@@ -39,14 +39,7 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     let bin = path_str(&current_exe()?);
     let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
     let tenants_dir = env.layout().tenants_dir();
-    let mut specs: Vec<PathBuf> = match std::fs::read_dir(&tenants_dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    specs.sort();
+    let mut specs = drift::spec_files(&tenants_dir);
     let installed = timers::installed(&unit_dir);
     if let Some(t) = only {
         specs.retain(|p| p.file_stem().is_some_and(|s| s == t));

@@ -135,7 +135,9 @@ fn egress_suggest_names_the_refused_hosts_and_the_lines_that_would_allow_them() 
     let _ = tb.user(&[&tb.cyclix_bin(), "run", &t]);
     let rec = record(tb, &t);
     assert!(
-        rec["egress_decisions"].to_string().contains("denied.example"),
+        rec["egress_decisions"]
+            .to_string()
+            .contains("denied.example"),
         "the probes' refusals are in the record: {rec:#}"
     );
     let spec_before = expect_success(
@@ -156,7 +158,10 @@ fn egress_suggest_names_the_refused_hosts_and_the_lines_that_would_allow_them() 
             && out.contains("- *.cdn.example.com"),
         "{out}"
     );
-    assert!(!out.contains("denied.example"), "the probes' own refusals: {out}");
+    assert!(
+        !out.contains("denied.example"),
+        "the probes' own refusals: {out}"
+    );
     let spec_after = expect_success(
         &tb.user_sh(&format!("sha256sum ~/.config/cyclix/tenants/{t}.yaml")),
         "spec hash",

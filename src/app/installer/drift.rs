@@ -200,7 +200,7 @@ pub fn lines(env: &HostEnv, tenant: Option<&str>) -> Result<Vec<String>> {
 }
 
 /// The tenants' spec files (`*.yaml` in `dir`), sorted; none when `dir` is missing.
-fn spec_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn spec_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
