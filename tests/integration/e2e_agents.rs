@@ -380,3 +380,60 @@ fn aider_fixes_the_demo_through_the_stand_in() {
     assert!(log.contains("Applied edit to calc/__init__.py"), "{log}");
     key_reached_only_the_stand_in(tb, &rec, "aider", "OPENAI_API_KEY", t, "authorization");
 }
+
+/// The README's agent demo (`scripts/demo --agent claude-code`, issue 32 item 1): the steps
+/// the script runs inside the testbed, taken from the script itself (`--print-steps`), make
+/// the demo's fix through the real `claude` CLI against the stand-in: the run passes with the
+/// CLI's commit, the summary shows the credential line, the stand-in saw the made-up key (the
+/// proxy added it: the positive control of the scan) and the agent's journal and the record
+/// hold it nowhere.
+#[test]
+fn the_agent_demo_of_scripts_demo_runs_the_real_cli_with_its_key_kept_outside() {
+    let _shared = crate::common::testbed::shared();
+    let tb = crate::common::run::demo_ready();
+    crate::common::testbed::preset_image("claude-code");
+    let steps = |part: &str| {
+        let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo"))
+            .args(["--agent", "claude-code", "--print-steps", part])
+            .env("CYCLIX_BIN", tb.cyclix_bin())
+            .output()
+            .expect("scripts/demo runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8 steps")
+    };
+    expect_success(&tb.root_sh(&steps("root")), "the stand-in's script");
+    let out = tb.user_sh(&steps("user"));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let rec = record(tb, "demo-claude-code");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(
+        rec["commits"][0]["subject"], "Fix calc.subtract (stand-in)",
+        "{rec:#}"
+    );
+    assert!(
+        text.contains("credential ANTHROPIC_API_KEY (api.example): "),
+        "the summary's credential line: {text}"
+    );
+    let seen = text
+        .split("the stand-in API saw it in ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(0);
+    assert!(seen >= 1, "the stand-in saw the key: {text}");
+    assert!(
+        text.contains("the agent's journal holds it 0 time(s), the record 0"),
+        "{text}"
+    );
+    let left = leftovers(
+        tb,
+        rec["run_id"].as_str().expect("run id"),
+        "demo-claude-code",
+    );
+    assert!(left.is_empty(), "leftovers: {left}");
+}
