@@ -1,9 +1,11 @@
 //! `cyclix egress suggest TENANT [--runs N] [--json]` (issue 32 item 7): the hosts the
 //! proxy refused the agent in the tenant's last runs for not being on the allowlist, with how
 //! often, on which ports, and the first URL asked for, and the `egress.allow` entries that
-//! would allow them — each checked by the spec's own host rule (a name, not an address or a
-//! single label), and a wildcard for two or more refused names below one domain only where the
-//! rule allows it (never over a public suffix such as `github.io`). It never edits the spec: what the agent asked for is untrusted data, and a
+//! would allow them — each an exact name, checked by the spec's own host rule (a name, not an
+//! address or a single label) and written as the rule stores it (ASCII: an internationalised
+//! name as its `xn--` form, said so). Never a wildcard: the agent picks the names it asks for,
+//! and a wildcard over them could cover names anyone can register (`*.amazonaws.com` holds
+//! public suffixes such as `s3.amazonaws.com`; attack review). It never edits the spec: what the agent asked for is untrusted data, and a
 //! person decides.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +48,9 @@ pub fn suggestions(runs: &[RunRecord]) -> Vec<Suggestion> {
             if !by_agent || text("reason") != "domain_not_allowlisted" {
                 continue;
             }
-            let host = text("host").trim_end_matches('.').to_ascii_lowercase();
+            // Squid's log is the agent's text: made printable (no escapes, no line breaks).
+            let host =
+                crate::text::printable(text("host").trim_end_matches('.')).to_ascii_lowercase();
             if host.is_empty() || host == "-" {
                 continue;
             }
@@ -69,34 +73,17 @@ pub fn suggestions(runs: &[RunRecord]) -> Vec<Suggestion> {
     v
 }
 
-/// Wildcards `*.D` for the domains `D` with at least two of `hosts` strictly below them, that
-/// the spec's host rule accepts (it refuses a wildcard over a public suffix, `*.co.uk`): with
-/// the hosts each covers. Pure.
-#[must_use]
-pub fn wildcards(hosts: &[&str]) -> Vec<(String, Vec<String>)> {
-    let mut below: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for h in hosts {
-        if let Some((_, parent)) = h.split_once('.')
-            && parent.contains('.')
-        {
-            below
-                .entry(parent.to_string())
-                .or_default()
-                .insert((*h).to_string());
-        }
-    }
-    below
-        .into_iter()
-        .filter(|(_, hs)| hs.len() >= 2)
-        .map(|(d, hs)| (format!("*.{d}"), hs.into_iter().collect()))
-        .filter(|(w, _)| crate::spec::rules::hosts::host_pattern(w).is_ok())
-        .collect()
-}
-
-/// The allowlist entry for `host`, checked by the spec's host rule: `Err(why)` for what the
-/// allowlist cannot hold (an address, a public suffix, a malformed name).
+/// The allowlist entry for `host`, checked by the spec's host rule and written as it stores
+/// the name (ASCII; an internationalised name in its `xn--` form, named as such): `Err(why)`
+/// for what the allowlist cannot hold (an address, a malformed or single-label name).
 fn allow_entry(host: &str) -> std::result::Result<String, String> {
-    crate::spec::rules::hosts::host_pattern(host).map(|_| host.to_string())
+    match crate::spec::rules::hosts::host_pattern(host)? {
+        crate::spec::HostPattern::Exact(ascii) if ascii == host => Ok(ascii),
+        crate::spec::HostPattern::Exact(ascii) => Ok(format!(
+            "{ascii}   # IDN: what the agent asked for is not plain ASCII; check this is the host you mean"
+        )),
+        crate::spec::HostPattern::Subdomains(_) => Err("a wildcard is never suggested".to_string()),
+    }
 }
 
 /// `cyclix egress suggest`.
@@ -152,13 +139,6 @@ pub fn suggest(env: &HostEnv, tenant: &str, runs: usize, json: bool) -> Result<O
         for l in lines {
             crate::outln!("    - {l}");
         }
-    }
-    let hosts: Vec<&str> = found.iter().map(|s| s.host.as_str()).collect();
-    for (w, covered) in wildcards(&hosts) {
-        crate::outln!(
-            "  or, for {}: - {w} (any name below it; the exact names are narrower)",
-            covered.join(", ")
-        );
     }
     for s in found.iter().filter(|s| s.allow.is_err()) {
         if let Err(why) = &s.allow {
@@ -219,19 +199,26 @@ mod tests {
     }
 
     #[test]
-    fn a_wildcard_is_offered_for_names_below_one_domain_but_never_over_a_public_suffix() {
-        let w = wildcards(&["a.cdn.example.com", "b.cdn.example.com", "pypi.org"]);
-        assert_eq!(
-            w,
-            [(
-                "*.cdn.example.com".to_string(),
-                vec![
-                    "a.cdn.example.com".to_string(),
-                    "b.cdn.example.com".to_string()
-                ]
-            )]
-        );
-        // Two names below `github.io`, a public suffix: no `*.github.io`.
-        assert!(wildcards(&["a.github.io", "b.github.io"]).is_empty());
+    fn a_name_is_suggested_as_the_rule_stores_it_and_escapes_never_reach_the_terminal() {
+        // An internationalised look-alike: its xn-- form, said to be one.
+        let idn = suggestions(&[run(
+            "r1",
+            vec![refused("руpi.org", "80", "http://x/", "agent")],
+        )]);
+        let line = idn[0].allow.as_ref().expect("a valid name");
+        assert!(line.starts_with("xn--") && line.contains("# IDN"), "{line}");
+        // A wildcard the agent asked for is never suggested.
+        let w = suggestions(&[run(
+            "r1",
+            vec![refused("*.amazonaws.com", "80", "x", "agent")],
+        )]);
+        assert!(w[0].allow.is_err(), "{:?}", w[0].allow);
+        // A terminal escape in the host is made printable, and then is no host name.
+        let esc = suggestions(&[run(
+            "r1",
+            vec![refused("a\u{1b}[2Jb.example", "80", "x", "agent")],
+        )]);
+        assert!(!esc[0].host.contains('\u{1b}'), "{:?}", esc[0].host);
+        assert!(esc[0].allow.is_err(), "{:?}", esc[0].allow);
     }
 }

@@ -318,11 +318,18 @@ pub fn unanswered_allowed(ctx: &crate::probe::Context, probes: &[Value]) -> Opti
         .collect();
     let first = seen.first()?;
     let target = format!("{}:{}", ctx.allowed_host, ctx.allowed_port);
+    // "Held" only when every failed probe is one of these (attack review): another failure
+    // is a refusal of its own.
+    let failed = probes.iter().filter(|p| p["verdict"] == "FAIL").count();
+    let held = if failed == seen.len() {
+        "the sandbox's boundary held, but its positive controls need"
+    } else {
+        "other probes failed too (see REFUSED); these positive controls need"
+    };
     Some(format!(
         "the allowlisted {target} did not answer through the proxy during the probes ({first}{}): \
-         the sandbox's boundary held, but its positive controls need {target} reachable from \
-         this machine (a name that does not resolve, a port that does not answer); check it \
-         from this host, or take it off `egress.allow`",
+         {held} {target} reachable from this machine (a name that does not resolve, a port \
+         that does not answer); check it from this host, or take it off `egress.allow`",
         if seen.len() > 1 {
             format!(", and {} more", seen.len() - 1)
         } else {
@@ -675,6 +682,13 @@ mod tests {
             "not denied",
         )];
         assert_eq!(unanswered_allowed(&ctx, &other), None);
+        // Beside a real failure the cause does not say the boundary held.
+        let mixed: Vec<_> = probes.iter().cloned().chain(other).collect();
+        let c = unanswered_allowed(&ctx, &mixed).expect("a cause");
+        assert!(
+            !c.contains("held") && c.contains("other probes failed too"),
+            "{c}"
+        );
         // A deny-all run has no allowlisted host to blame.
         ctx.allowed_host.clear();
         assert_eq!(unanswered_allowed(&ctx, &probes), None);

@@ -118,8 +118,8 @@ fn allowed_requests_that_never_reached_their_host_are_counted_failed_upstream() 
 }
 
 /// `cyclix egress suggest` (issue 32 item 7): the hosts the proxy refused the agent for being
-/// off the allowlist, with counts and a first URL, and the entries that would allow them; a
-/// wildcard for names below one domain; it edits nothing. The probes' own refusals
+/// off the allowlist, with counts and a first URL, and the exact entries that would allow
+/// them (never a wildcard); it edits nothing. The probes' own refusals
 /// (`denied.example`) are the positive control of the filter: they are in the record, not in
 /// the suggestion.
 #[test]
@@ -155,9 +155,11 @@ fn egress_suggest_names_the_refused_hosts_and_the_lines_that_would_allow_them() 
     assert!(
         out.contains("    - pypi.org")
             && out.contains("    - a.cdn.example.com")
-            && out.contains("- *.cdn.example.com"),
+            && out.contains("    - b.cdn.example.com"),
         "{out}"
     );
+    // Never a wildcard over the names the agent chose (attack review).
+    assert!(!out.contains("*."), "{out}");
     assert!(
         !out.contains("denied.example"),
         "the probes' own refusals: {out}"

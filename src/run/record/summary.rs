@@ -184,11 +184,14 @@ pub fn summary(r: &RunRecord) -> String {
     s
 }
 
-/// Whether an allowed request's answer is squid's own 502, 503 or 504 (its `err` names a
-/// squid error, `ERR_…`): the server was not reached (DNS, connect, read timeout). A server's
-/// own 5xx carries no squid error and is an answer like any other.
+/// Whether an allowed request never reached its server: squid's own 502/503/504 for a name
+/// that did not resolve (`ERR_DNS_FAIL`) or a connection that failed (`ERR_CONNECT_FAIL`).
+/// Not a read timeout, an empty or invalid answer (`ERR_READ_TIMEOUT`, `ERR_ZERO_SIZE_OBJECT`,
+/// `ERR_INVALID_RESP`…): the request was sent then (attack review), and a server's own 5xx is
+/// an answer like any other.
 pub(crate) fn failed_upstream(status: &str, err: &str) -> bool {
-    matches!(status, "502" | "503" | "504") && err.contains("ERR_")
+    matches!(status, "502" | "503" | "504")
+        && (err.contains("ERR_DNS_FAIL") || err.contains("ERR_CONNECT_FAIL"))
 }
 
 /// The summary's egress line: the agent's requests, those refused before a byte left, tunnels
@@ -246,7 +249,7 @@ fn egress_line(r: &RunRecord) -> String {
         // 0 denied" when all three had failed).
         let _ = write!(
             s,
-            ", {failed} failed upstream (allowed, but the proxy could not reach the server: its own 502/503/504)"
+            ", {failed} failed upstream (allowed, but the proxy could not reach the server: no DNS answer or no connection)"
         );
     }
     if withheld > 0 {
@@ -402,11 +405,13 @@ mod tests {
             d("502", "ERR_CONNECT_FAIL"),
             // The server's own 503 is an answer, not a failure to reach it.
             d("503", "-"),
+            // Sent, then no usable answer: the server may have it.
+            d("504", "ERR_READ_TIMEOUT"),
             d("200", "-"),
         ];
         let s = summary(&r);
         assert!(
-            s.contains("the agent made 4 requests, 0 denied, 2 failed upstream (allowed, but the proxy could not reach the server"),
+            s.contains("the agent made 5 requests, 0 denied, 2 failed upstream (allowed, but the proxy could not reach the server"),
             "{s}"
         );
     }
