@@ -404,11 +404,19 @@ pub fn kill_steps(id: &str, graphroot: Option<&Path>) {
     let Ok(pid) = podman.container_pid(&holder) else {
         return;
     };
+    let ns = format!("/proc/{pid}/ns/net");
+    // The build itself first, or it commits what its steps did: the `podman build` (and its
+    // nsenter and setpriv) that `podman unshare`'s re-executed child ran on after a SIGKILL
+    // of cyclix, reparented, with no parent death to see (measured: a killed run's
+    // `RUN sleep 271` ran to its end and the image was tagged 271 s later).
+    let n = kill_builders(Path::new("/proc"), &ns);
+    if n > 0 {
+        tracing::warn!("killed {n} process(es) of run {id}'s build (podman build joining {ns})");
+    }
     kill_steps_of(&podman, &holder);
     let Some(graphroot) = graphroot else {
         return;
     };
-    let ns = format!("/proc/{pid}/ns/net");
     for c in podman.external_containers().unwrap_or_default() {
         if working_container_in(graphroot, &c).as_deref() == Some(ns.as_str()) {
             match podman.rm_force(&c) {
@@ -419,6 +427,39 @@ pub fn kill_steps(id: &str, graphroot: Option<&Path>) {
             }
         }
     }
+}
+
+/// Kills (SIGKILL) this user's processes under `proc` whose argv joins the network namespace
+/// `ns` the way a build does (`--network=ns:NS`, nsenter's `--net=NS`): the build of a run
+/// whose holder that is. Returns how many were killed.
+fn kill_builders(proc: &Path, ns: &str) -> usize {
+    let marks = [format!("--network=ns:{ns}"), format!("--net={ns}")];
+    let me = std::process::id();
+    let mut n = 0;
+    for d in std::fs::read_dir(proc).into_iter().flatten().flatten() {
+        let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if u32::try_from(pid).ok() == Some(me) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(d.path().join("cmdline")) else {
+            continue;
+        };
+        let joins = cmdline
+            .split(|b| *b == 0)
+            .any(|a| marks.iter().any(|m| a == m.as_bytes()));
+        if joins
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// The network namespace path buildah noted for container `id` (its full id), from
@@ -450,6 +491,28 @@ fn short(commit: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_build_joining_a_holders_netns_is_killed_and_another_is_not() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let spawn = |ns: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do sleep 1; done"])
+                .arg(format!("--net={ns}"))
+                .spawn()
+                .expect("spawn")
+        };
+        let mut ours = spawn("/proc/999999991/ns/net");
+        let mut other = spawn("/proc/999999992/ns/net");
+        let n = kill_builders(Path::new("/proc"), "/proc/999999991/ns/net");
+        assert_eq!(n, 1);
+        assert_eq!(ours.wait().expect("wait").signal(), Some(9));
+        // The positive control of the match: the other namespace's process runs on.
+        assert!(other.try_wait().expect("try_wait").is_none());
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
     use super::*;
 
     #[test]

@@ -340,6 +340,10 @@ fn a_build_is_stopped_with_its_run_and_dies_with_a_killed_cyclix() {
 step() {{ pgrep -u "$(id -u)" -a -x sleep | grep -c ' 271$'; }}
 wait_step() {{ for i in $(seq 1 1200); do [ "$(step)" -gt 0 ] && break; sleep 0.1; done; echo "$(step)"; }}
 ext() {{ podman ps -a --external --format '{{{{.ID}}}} {{{{.Names}}}}' | sort; }}
+# `--ta[g]`: the pattern does not match this script's own command line.
+builders() {{ pgrep -u "$(id -u)" -f -- '--ta[g] localhost/cyclix-build-{t}-agent' | wc -l; }}
+# A kept testbed may hold the image an earlier build completed: the steps must run.
+podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' | grep '^localhost/cyclix-build-{t}-agent:' | xargs -r podman rmi -f >/dev/null 2>&1
 ext0=$(ext)
 # 1. A stop during the build, through the unit.
 systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null
@@ -355,6 +359,7 @@ r1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])'
 echo "step_running_2=$(wait_step)"
 kill -KILL $p; wait $p 2>/dev/null
 echo "external_after_kill=$(ext | comm -13 <(echo "$ext0") - | wc -l)"
+echo "builders_after_kill=$(builders)"
 cd ~/.local/state/cyclix/runs/{t} && echo "dead=$(ls *.running 2>/dev/null | sed 's/[.]running$//')"
 {c} leftovers >/tmp/{t}-left.out 2>&1; echo "leftovers_rc=$?"
 echo "leftovers_dead=$(grep -c dead-run /tmp/{t}-left.out)"
@@ -363,6 +368,7 @@ echo "killed_said=$(tail -3 /tmp/{t}-kill.out | tr '\n' ' ')"
 cd ~/src/{t} && sed -i 's/sleep 271/true/' ci/slow.Containerfile && git commit -qam quick
 {c} run {t} >/tmp/{t}-next.out 2>&1; echo "rc_next=$?"
 echo "steps_after_next=$(step)"
+echo "builders_after_next=$(builders)"
 echo "external_after_next=$(ext | comm -13 <(echo "$ext0") - | wc -l)"
 # Whatever a failed assertion would leave of podman's killed build.
 for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev/null 2>&1; done
@@ -392,6 +398,11 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
     // positive control of its removal below); what the build made is the dead run's until
     // converged, and `leftovers` says so.
     assert_ne!(field("external_after_kill"), "0", "{out}");
+    // Once (a full suite, 12:07) podman's build outlived the kill and committed the image
+    // 271 s later; not reproduced since (`builders_after_kill` is 0 here, printed for the
+    // record). Convergence kills any process joining the dead holder's network namespace by
+    // argv (`images::build::kill_builders`, unit-tested with a positive control); after the
+    // next run none may be left.
     let dead = field("dead");
     assert!(!dead.is_empty(), "{out}");
     assert_ne!(field("leftovers_rc"), "0", "{out}");
@@ -399,6 +410,11 @@ for c in $(ext | comm -13 <(echo "$ext0") -); do podman rm -f "${{c%% *}}" >/dev
     // 3. The next run converges it (the step killed in its holder's network) and passes.
     assert_eq!(field("rc_next"), "0", "{out}");
     assert_eq!(field("steps_after_next"), "0", "{out}");
+    assert_eq!(
+        field("builders_after_next"),
+        "0",
+        "the killed run's build was killed: {out}"
+    );
     // The working container is tied through the network namespace buildah noted for it.
     assert_eq!(field("external_after_next"), "0", "{out}");
     assert_eq!(record(tb, &t)["result"], "passed");

@@ -145,7 +145,7 @@ fn egress_suggest_names_the_refused_hosts_and_the_lines_that_would_allow_them() 
         "spec hash",
     );
     let out = expect_success(
-        &tb.user(&[&tb.cyclix_bin(), "egress", "suggest", &t]),
+        &tb.user(&[&tb.cyclix_bin(), "egress", "suggest", &t, "--runs", "1"]),
         "egress suggest",
     );
     assert!(
