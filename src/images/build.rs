@@ -504,8 +504,9 @@ mod tests {
         };
         let mut ours = spawn("/proc/999999991/ns/net");
         let mut other = spawn("/proc/999999992/ns/net");
+        // The shell and any child it forked that has not yet exec'd `sleep` (same argv).
         let n = kill_builders(Path::new("/proc"), "/proc/999999991/ns/net");
-        assert_eq!(n, 1);
+        assert!(n >= 1, "{n}");
         assert_eq!(ours.wait().expect("wait").signal(), Some(9));
         // The positive control of the match: the other namespace's process runs on.
         assert!(other.try_wait().expect("try_wait").is_none());
