@@ -495,18 +495,25 @@ mod tests {
     #[test]
     fn a_build_joining_a_holders_netns_is_killed_and_another_is_not() {
         use std::os::unix::process::ExitStatusExt as _;
-        let spawn = |ns: &str| {
-            std::process::Command::new("sh")
-                .args(["-c", "while :; do sleep 1; done"])
-                .arg(format!("--net={ns}"))
+        // Two real processes, and a /proc of their own whose `cmdline`s say what each joins
+        // (the real /proc is the machine's: other processes, other tests).
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("60")
                 .spawn()
                 .expect("spawn")
         };
-        let mut ours = spawn("/proc/999999991/ns/net");
-        let mut other = spawn("/proc/999999992/ns/net");
-        // The shell and any child it forked that has not yet exec'd `sleep` (same argv).
-        let n = kill_builders(Path::new("/proc"), "/proc/999999991/ns/net");
-        assert!(n >= 1, "{n}");
+        let (mut ours, mut other) = (spawn(), spawn());
+        let proc = tempfile::tempdir().expect("tmp");
+        let cmdline = |child: &std::process::Child, ns: &str| {
+            let d = proc.path().join(child.id().to_string());
+            std::fs::create_dir_all(&d).expect("dir");
+            let argv = format!("podman\0build\0--network=ns:{ns}\0--tag\0t\0");
+            std::fs::write(d.join("cmdline"), argv).expect("cmdline");
+        };
+        cmdline(&ours, "/proc/41/ns/net");
+        cmdline(&other, "/proc/42/ns/net");
+        assert_eq!(kill_builders(proc.path(), "/proc/41/ns/net"), 1);
         assert_eq!(ours.wait().expect("wait").signal(), Some(9));
         // The positive control of the match: the other namespace's process runs on.
         assert!(other.try_wait().expect("try_wait").is_none());
