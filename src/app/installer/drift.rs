@@ -60,14 +60,13 @@ pub fn drift(env: &HostEnv) -> Result<Vec<Drift>> {
         let Some(t) = p.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
             continue;
         };
-        pool_states.push((
-            t.clone(),
-            pools::pool_spec(env, p).unwrap_or(PoolSpec::Broken),
-        ));
+        // One load per spec: its timer, notify drop-in and keeper come from it.
         let Ok(Ok(spec)) = crate::app::spec_file::load_spec(p, env) else {
+            pool_states.push((t.clone(), PoolSpec::Broken));
             states.push((t, SpecState::Broken));
             continue;
         };
+        pool_states.push((t.clone(), pools::pool_spec_of(&spec)));
         let timer = render::units::timer_dropin(&spec).ok().flatten();
         states.push((
             t.clone(),

@@ -86,20 +86,25 @@ pub fn installed(unit_dir: &Path) -> BTreeSet<String> {
 }
 
 /// What the spec at `path` says about its keeper.
-pub(crate) fn pool_spec(env: &HostEnv, path: &Path) -> Result<PoolSpec> {
+fn pool_spec(env: &HostEnv, path: &Path) -> Result<PoolSpec> {
     Ok(match super::super::spec_file::load_spec(path, env)? {
         Err(_) => PoolSpec::Broken,
-        Ok(spec) => match spec.pool.as_ref() {
-            Some(p) if p.size > 0 => {
-                // The backend is the keeper's to find out (it says so in its state).
-                match crate::run::pool::why_cold(&spec, crate::render::Backend::Quadlet) {
-                    None => PoolSpec::Kept,
-                    Some(why) => PoolSpec::NotKept(Some(why.to_string())),
-                }
-            }
-            _ => PoolSpec::NotKept(None),
-        },
+        Ok(spec) => pool_spec_of(&spec),
     })
+}
+
+/// What the loaded `spec` says about its keeper.
+pub(crate) fn pool_spec_of(spec: &crate::spec::Spec) -> PoolSpec {
+    match spec.pool.as_ref() {
+        Some(p) if p.size > 0 => {
+            // The backend is the keeper's to find out (it says so in its state).
+            match crate::run::pool::why_cold(spec, crate::render::Backend::Quadlet) {
+                None => PoolSpec::Kept,
+                Some(why) => PoolSpec::NotKept(Some(why.to_string())),
+            }
+        }
+        _ => PoolSpec::NotKept(None),
+    }
 }
 
 /// The keepers' part of `cyclix install` (after the templates are written and the manager
