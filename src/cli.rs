@@ -295,7 +295,8 @@ pub enum Command {
     },
     /// Remove old runs of TENANT (default: every tenant): their record, logs and run branch.
     /// Never the newest run, never a run in progress or awaiting convergence; a branch that is
-    /// neither in `repo.base` nor pushed goes only with --force
+    /// neither in `repo.base` nor pushed goes only with --keep-branches (beyond the newest N) or
+    /// --force
     #[command(group(clap::ArgGroup::new("rule").required(true).args(["keep", "older_than"])))]
     Prune {
         /// Only this tenant (default: every tenant with records).
@@ -307,8 +308,12 @@ pub enum Command {
         #[arg(long, value_name = "D")]
         older_than: Option<String>,
         /// Also delete run branches that are neither in `repo.base` nor pushed (the only copy).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "keep_branches")]
         force: bool,
+        /// Of the branches that are neither in `repo.base` nor pushed, keep those of the newest N
+        /// runs that made one (N >= 1); older ones go with their runs (e.g. nightly branches).
+        #[arg(long, value_name = "N")]
+        keep_branches: Option<usize>,
         /// Print what would go; change nothing.
         #[arg(long)]
         dry_run: bool,

@@ -1,11 +1,13 @@
-//! `cyclix prune [TENANT] (--keep N | --older-than D) [--force] [--dry-run]` (issue 19,
-//! item 10): removes old runs — their record, logs and run branch — from
-//! `$XDG_STATE_HOME/cyclix/runs/TENANT/` and the tenant's repository.
+//! `cyclix prune [TENANT] (--keep N | --older-than D) [--force | --keep-branches N]
+//! [--dry-run]` (issue 19, item 10): removes old runs — their record, logs and run branch —
+//! from `$XDG_STATE_HOME/cyclix/runs/TENANT/` and the tenant's repository.
 //!
 //! What is never removed: the newest run of a tenant (what `cyclix status` shows), a run with
-//! a `RUN.running` marker (in progress, or dead and waiting for convergence), and without
-//! `--force` a run branch that is neither in the history of `repo.base` nor of any
-//! remote-tracking ref (`refs/remotes/*`: pushed) — the only copy of an agent's work.
+//! a `RUN.running` marker (in progress, or dead and waiting for convergence), and a run branch
+//! that is neither in the history of `repo.base` nor of any remote-tracking ref
+//! (`refs/remotes/*`: pushed) — the only copy of an agent's work — unless the user said so:
+//! `--force` (every such branch of the chosen runs) or `--keep-branches N` (such branches
+//! older than the newest N runs that made a branch: nightly runs' branches, issue 32 item 3).
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +25,35 @@ pub enum Rule {
     Keep(usize),
     /// Remove runs that started more than this many seconds ago.
     OlderThanS(u64),
+}
+
+/// What a prune does with a run branch that is the only copy of its work (neither in
+/// `repo.base` nor pushed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmerged {
+    /// Keep it, and its run (the default).
+    Keep,
+    /// Keep those of the newest N runs that made a branch (N >= 1); older ones go.
+    KeepNewest(usize),
+    /// Delete it with its run (`--force`).
+    Delete,
+}
+
+impl Unmerged {
+    /// The policy `--force` and `--keep-branches N` name (clap refuses both at once).
+    ///
+    /// # Errors
+    /// `--keep-branches 0` (say `--force` for that).
+    pub fn from_flags(force: bool, keep_branches: Option<usize>) -> Result<Self> {
+        match (force, keep_branches) {
+            (true, _) => Ok(Self::Delete),
+            (false, Some(0)) => Err(crate::exit::input(
+                "--keep-branches 0 would delete every unmerged, unpushed run branch of the chosen runs; say --force for that, or --keep-branches 1 or more",
+            )),
+            (false, Some(n)) => Ok(Self::KeepNewest(n)),
+            (false, None) => Ok(Self::Keep),
+        }
+    }
 }
 
 /// One run of a tenant as its files show it.
@@ -55,10 +86,8 @@ pub fn older_than_s(text: &str) -> Result<u64> {
         .map_err(|e| crate::exit::input(format!("--older-than: {e}, or days like `30d`")))
 }
 
-/// The runs `rule` takes from `runs` at `now_ms`: never the newest, never one with a marker.
-/// Newest is by start time, then run id (ids start with their UTC time). Pure.
-#[must_use]
-pub fn chosen(runs: &[RunFiles], rule: Rule, now_ms: u128) -> Vec<String> {
+/// `runs` newest first: by start time, then run id (ids start with their UTC time).
+fn newest_first(runs: &[RunFiles]) -> Vec<&RunFiles> {
     let mut order: Vec<&RunFiles> = runs.iter().collect();
     order.sort_by(|a, b| {
         b.started_ms
@@ -66,6 +95,25 @@ pub fn chosen(runs: &[RunFiles], rule: Rule, now_ms: u128) -> Vec<String> {
             .then_with(|| b.run_id.cmp(&a.run_id))
     });
     order
+}
+
+/// The runs whose branch `--keep-branches n` keeps: the newest `n` runs that made a branch
+/// (their record names one). Pure.
+#[must_use]
+pub fn branch_keepers(runs: &[RunFiles], n: usize) -> Vec<String> {
+    newest_first(runs)
+        .into_iter()
+        .filter(|r| r.branch.is_some())
+        .take(n)
+        .map(|r| r.run_id.clone())
+        .collect()
+}
+
+/// The runs `rule` takes from `runs` at `now_ms`: never the newest, never one with a marker.
+/// Newest is by start time, then run id (ids start with their UTC time). Pure.
+#[must_use]
+pub fn chosen(runs: &[RunFiles], rule: Rule, now_ms: u128) -> Vec<String> {
+    newest_first(runs)
         .iter()
         .enumerate()
         .skip(1)
@@ -136,13 +184,17 @@ fn prune_tenant(
     env: &HostEnv,
     tenant: &str,
     rule: Rule,
-    force: bool,
+    unmerged: Unmerged,
     dry_run: bool,
     now_ms: u128,
 ) -> Result<(Vec<String>, bool)> {
     let dir = record::tenant_dir(&env.state_home, tenant);
     let runs = runs_in(&dir);
     let take = chosen(&runs, rule, now_ms);
+    let keepers = match unmerged {
+        Unmerged::KeepNewest(n) => branch_keepers(&runs, n),
+        Unmerged::Keep | Unmerged::Delete => Vec::new(),
+    };
     let spec = super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
         .ok()
         .and_then(Result::ok);
@@ -164,12 +216,23 @@ fn prune_tenant(
             };
             let git = Git::new(&spec.repo.path);
             if git.branch_exists(branch)? {
-                let why = match safe_because(&git, branch, &spec.repo.base)? {
-                    Some(why) => why,
-                    None if force => "not merged and not pushed: --force".to_owned(),
-                    None => {
+                let why = match (safe_because(&git, branch, &spec.repo.base)?, unmerged) {
+                    (Some(why), _) => why,
+                    (None, Unmerged::Delete) => "not merged and not pushed: --force".to_owned(),
+                    (None, Unmerged::KeepNewest(n)) if !keepers.contains(&r.run_id) => format!(
+                        "not merged and not pushed: older than the newest {n} run branch{} (--keep-branches {n})",
+                        if n == 1 { "" } else { "es" }
+                    ),
+                    (None, Unmerged::KeepNewest(n)) => {
                         lines.push(format!(
-                            "kept run {}: branch {branch} is not in the history of {} and not pushed (the only copy of the run's work); merge or push it, or prune with --force",
+                            "kept run {}: branch {branch} is not in the history of {} and not pushed, and is among the newest {n} run branches (--keep-branches {n})",
+                            r.run_id, spec.repo.base
+                        ));
+                        continue;
+                    }
+                    (None, Unmerged::Keep) => {
+                        lines.push(format!(
+                            "kept run {}: branch {branch} is not in the history of {} and not pushed (the only copy of the run's work); merge or push it, or prune with --keep-branches N (keeps the newest N) or --force",
                             r.run_id, spec.repo.base
                         ));
                         continue;
@@ -219,7 +282,7 @@ pub fn run(
     tenant: Option<&str>,
     keep: Option<usize>,
     older_than: Option<&str>,
-    force: bool,
+    unmerged: Unmerged,
     dry_run: bool,
 ) -> Result<Outcome> {
     let rule = match (keep, older_than) {
@@ -255,7 +318,7 @@ pub fn run(
     let mut all_ok = true;
     let mut text = String::new();
     for t in &tenants {
-        let (lines, ok) = prune_tenant(env, t, rule, force, dry_run, now_ms)?;
+        let (lines, ok) = prune_tenant(env, t, rule, unmerged, dry_run, now_ms)?;
         all_ok &= ok;
         for l in lines {
             text.push_str(&l);
@@ -311,6 +374,38 @@ mod tests {
             ["a"],
             "the newest stays however old"
         );
+    }
+
+    #[test]
+    fn keep_branches_keeps_the_newest_runs_that_made_a_branch() {
+        let with = |id: &str, t: u128, b: bool| RunFiles {
+            branch: b.then(|| format!("cyclix/t/{id}")),
+            ..run(id, Some(t), false)
+        };
+        // r4 made no branch (a failed run): it does not count among the newest N.
+        let runs = [
+            with("r1", 1, true),
+            with("r2", 2, true),
+            with("r3", 3, true),
+            with("r4", 4, false),
+            with("r5", 5, true),
+        ];
+        assert_eq!(branch_keepers(&runs, 2), ["r5", "r3"]);
+        assert_eq!(branch_keepers(&runs, 9), ["r5", "r3", "r2", "r1"]);
+        assert_eq!(
+            Unmerged::from_flags(false, Some(3)).expect("n"),
+            Unmerged::KeepNewest(3)
+        );
+        assert_eq!(
+            Unmerged::from_flags(true, None).expect("force"),
+            Unmerged::Delete
+        );
+        assert_eq!(
+            Unmerged::from_flags(false, None).expect("no"),
+            Unmerged::Keep
+        );
+        let e = Unmerged::from_flags(false, Some(0)).expect_err("0");
+        assert!(format!("{e:#}").contains("say --force for that"), "{e:#}");
     }
 
     #[test]

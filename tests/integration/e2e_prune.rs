@@ -1,6 +1,8 @@
-//! `cyclix prune` on real runs (issue 19, item 10): four runs of one tenant, each with its run
+//! `cyclix prune` on real runs (issue 19, item 10): five runs of one tenant, each with its run
 //! branch; the one merged into `repo.base` and the pushed one go with their records, the
-//! unmerged one only with `--force`, the newest never; `--dry-run` changes nothing.
+//! unmerged ones only with `--keep-branches N` (older than the newest N branches: issue 32
+//! item 3) or `--force`, the newest never; `--dry-run` changes nothing and says what a prune
+//! would do.
 
 use crate::common::run::{prepared, record, start};
 use crate::common::tenant::Tenant;
@@ -17,7 +19,7 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
         "forget earlier runs",
     );
     let mut runs = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..5 {
         let out = start(tb, &t);
         let rec = record(tb, &t);
         assert!(out.status.success(), "{out:?}\n{rec:#}");
@@ -25,8 +27,8 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
         runs.push(rec["run_id"].as_str().expect("run id").to_owned());
     }
     let branch = |r: &str| format!("cyclix/{t}/{r}");
-    // Run 1 merged into main; run 2 pushed (a remote-tracking ref holds it); run 3 is the
-    // only copy of its work; run 4 the newest.
+    // Run 1 merged into main; run 2 pushed (a remote-tracking ref holds it); runs 3 and 4 are
+    // the only copies of their work; run 5 the newest.
     expect_success(
         &tb.user_sh(&format!(
             "set -e; cd ~/src/{t}; git -c user.name=t -c user.email=t@example.com merge -q --no-edit {b1}
@@ -56,18 +58,19 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
             "{dry_out}"
         );
     }
+    for r in &runs[2..4] {
+        assert!(
+            dry_out.contains(&format!(
+                "kept run {r}: branch {} is not in the history of main and not pushed",
+                branch(r)
+            )),
+            "{dry_out}"
+        );
+    }
+    // The dry run's count is what would go, not what was chosen (issue 32 item 3: it said 4).
     assert!(
         dry_out.contains(&format!(
-            "kept run {}: branch {} is not in the history of main and not pushed",
-            runs[2],
-            branch(&runs[2])
-        )),
-        "{dry_out}"
-    );
-    // The dry run's count is what would go, not what was chosen (issue 32 item 3: it said 3).
-    assert!(
-        dry_out.contains(&format!(
-            "{t}: 2 of 4 runs would go; 1 chosen but kept (see above)"
+            "{t}: 2 of 5 runs would go; 2 chosen but kept (see above)"
         )),
         "{dry_out}"
     );
@@ -96,13 +99,58 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
     let (recs, branches) = after.split_once('\n').expect("two lines");
     assert_eq!(
         recs.split_whitespace().collect::<Vec<_>>(),
-        [format!("{}.json", runs[2]), format!("{}.json", runs[3])],
+        runs[2..]
+            .iter()
+            .map(|r| format!("{r}.json"))
+            .collect::<Vec<_>>(),
         "{after}"
     );
     assert_eq!(
         branches.split_whitespace().collect::<Vec<_>>(),
-        [branch(&runs[2]), branch(&runs[3])],
+        runs[2..].iter().map(|r| branch(r)).collect::<Vec<_>>(),
         "{after}"
+    );
+
+    // Nightly branches: the newest two runs' branches stay (runs 4 and 5), run 3's goes
+    // without --force; the dry run says exactly that and changes nothing.
+    let kb = |dry: &str| {
+        let o = tb.user_sh(&format!("{c} prune {t} --keep 1 --keep-branches 2{dry}"));
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let kb_dry = kb(" --dry-run");
+    let gone3 = format!(
+        "run {} of {t}: record and logs, branch {} (not merged and not pushed: older than the newest 2 run branches (--keep-branches 2))",
+        runs[2],
+        branch(&runs[2])
+    );
+    let kept4 = format!(
+        "kept run {}: branch {} is not in the history of main and not pushed, and is among the newest 2 run branches",
+        runs[3],
+        branch(&runs[3])
+    );
+    assert!(
+        kb_dry.contains(&format!("would prune {gone3}"))
+            && kb_dry.contains(&kept4)
+            && kb_dry.contains(&format!("{t}: 1 of 3 runs would go; 1 chosen but kept")),
+        "{kb_dry}"
+    );
+    assert_eq!(state("after the --keep-branches dry run"), after);
+    let kb_out = kb("");
+    assert!(
+        kb_out.contains(&format!("pruned {gone3}")) && kb_out.contains(&kept4),
+        "{kb_out}"
+    );
+    let after_kb = state("after --keep-branches");
+    assert_eq!(
+        after_kb.split_whitespace().collect::<Vec<_>>(),
+        [
+            format!("{}.json", runs[3]),
+            format!("{}.json", runs[4]),
+            branch(&runs[3]),
+            branch(&runs[4])
+        ],
+        "{after_kb}"
     );
 
     let forced = tb.user_sh(&format!("{c} prune {t} --keep 1 --force"));
@@ -110,12 +158,12 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
     let last = state("after --force");
     assert_eq!(
         last.split_whitespace().collect::<Vec<_>>(),
-        [format!("{}.json", runs[3]), branch(&runs[3])],
+        [format!("{}.json", runs[4]), branch(&runs[4])],
         "the newest run stays: {last}"
     );
     // `cyclix status` still shows the last run.
     let status = expect_success(&tb.user_sh(&format!("{c} status {t}")), "status");
-    assert!(status.contains(&runs[3]), "{status}");
+    assert!(status.contains(&runs[4]), "{status}");
     let zero = tb.user_sh(&format!("{c} prune {t} --keep 0"));
     assert_eq!(zero.status.code(), Some(1), "{zero:?}");
     assert!(
