@@ -113,10 +113,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             run,
             follow,
             lines,
+            raw,
         } => {
             // The tenant's name is judged before `$HOME` is needed.
             tenant::check_name(tenant)?;
-            logs_cmd::run(&env()?, tenant, run.as_deref(), *follow, *lines)
+            logs_cmd::run(&env()?, tenant, run.as_deref(), *follow, *lines, *raw)
         }
         Command::Check {
             quick,

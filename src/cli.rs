@@ -264,6 +264,10 @@ pub enum Command {
         /// How many lines of each of the agent's and the gate's output (0: all).
         #[arg(short = 'n', long, default_value_t = 200)]
         lines: u32,
+        /// A preset CLI's JSON events as it wrote them (default: its messages, tool calls and
+        /// results, one per line).
+        #[arg(long)]
+        raw: bool,
     },
     // Issue 18 (items 2, 3, 5, 7): init, completions, runs, uninstall.
     /// Write a commented, valid spec for TENANT at `~/.config/cyclix/tenants/TENANT.yaml` for

@@ -1,7 +1,8 @@
-//! `cyclix logs TENANT [--run R] [-f] [-n N]`: what a run's agent and gate printed, as cyclix
-//! kept it (`RUN.agent.log`, `RUN.gate.log` beside the record: secret values redacted,
+//! `cyclix logs TENANT [--run R] [-f] [-n N] [--raw]`: what a run's agent and gate printed, as
+//! cyclix kept it (`RUN.agent.log`, `RUN.gate.log` beside the record: secret values redacted,
 //! terminal escapes and bidi controls replaced, limits marked; `run::output`). `-f` follows a
-//! run in progress to its end.
+//! run in progress to its end. A preset's CLI writes JSON events: its agent lines are shown
+//! as messages, tool calls and results (`agents::stream_view`), `--raw` shows the events.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
+use crate::agents::StreamKind;
+use crate::agents::stream_view::View;
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::layout::RunFiles;
@@ -20,9 +23,75 @@ const LABELS: [&str; 2] = ["agent", "gate"];
 /// How often `-f` looks for more lines (ms).
 const POLL: Duration = Duration::from_millis(200);
 
+/// How `cyclix logs` prints a run's kept agent lines.
+struct Shown {
+    /// The preset CLI's stream read as a person reads it; `None`: the lines as they are.
+    view: Option<View>,
+    /// Secret values of the tenant, redacted again after the view decodes the CLI's JSON
+    /// strings (a value written with JSON escapes is not the exact value the run redacted).
+    secrets: Vec<Vec<u8>>,
+}
+
+impl Shown {
+    /// Writes kept `bytes` (complete lines) of the log labelled `label`.
+    fn emit(&mut self, label: &str, bytes: &[u8]) -> Result<()> {
+        let Some(view) = self.view.as_mut().filter(|_| label == "agent") else {
+            return write_out(bytes);
+        };
+        let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
+        let prefix = format!("{label}| ");
+        let mut out = String::new();
+        let put = |out: &mut String, l: &str| {
+            out.push_str(&prefix);
+            out.push_str(&crate::text::redact(l, &secrets));
+            out.push('\n');
+        };
+        for line in String::from_utf8_lossy(bytes).lines() {
+            if let Some(event) = line.strip_prefix(&prefix) {
+                view.push(event).iter().for_each(|l| put(&mut out, l));
+            } else {
+                // cyclix's own marks (a cut, a limit) end what the view holds.
+                view.finish().iter().for_each(|l| put(&mut out, l));
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        write_out(out.as_bytes())
+    }
+
+    /// What the view still holds, at the end of the agent's log.
+    fn finish(&mut self) -> Result<()> {
+        let rest = self.view.as_mut().map(View::finish).unwrap_or_default();
+        let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
+        let mut text = String::new();
+        for l in &rest {
+            text.push_str("agent| ");
+            text.push_str(&crate::text::redact(l, &secrets));
+            text.push('\n');
+        }
+        write_out(text.as_bytes())
+    }
+}
+
+/// The stream of run `run_id`'s preset CLI: its record's parser, else (a run in progress)
+/// the tenant's spec's preset. `None`: no preset, or neither says.
+fn preset_stream(env: &HostEnv, tenant: &str, run_id: &str, dir: &Path) -> Option<StreamKind> {
+    let rec = RunFiles::new(dir, run_id).record();
+    if let Ok(b) = std::fs::read(&rec) {
+        let rec = serde_json::from_slice::<record::RunRecord>(&b).ok()?;
+        let stream = rec.agent_report?.stream;
+        return serde_json::from_value(serde_json::Value::String(stream)).ok();
+    }
+    let spec = super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
+        .ok()?
+        .ok()?;
+    spec.agent.preset.map(|p| p.stream)
+}
+
 /// `cyclix logs TENANT`: the kept output of run `run` (default: the run in progress, else
 /// the last recorded one), its last `lines` lines of each stream (0: all); `follow`: then
-/// every line as it is written, until the run ends.
+/// every line as it is written, until the run ends. A preset run's agent lines are shown
+/// through [`View`] unless `raw`.
 ///
 /// # Errors
 /// An unknown run or a tenant with no run ([`crate::exit::input`], exit 1); a log that
@@ -33,12 +102,28 @@ pub fn run(
     run: Option<&str>,
     follow: bool,
     lines: u32,
+    raw: bool,
 ) -> Result<Outcome> {
     super::tenant::known_tenant(env, tenant)?;
     let dir = record::tenant_dir(&env.state_home, tenant);
     let run_id = which_run(env, tenant, &dir, run)?;
     let files = RunFiles::new(&dir, &run_id);
     let paths: Vec<PathBuf> = LABELS.iter().map(|l| files.output_log(l)).collect();
+    let view = (!raw)
+        .then(|| preset_stream(env, tenant, &run_id, &dir))
+        .flatten()
+        .filter(|k| *k != StreamKind::PlainText)
+        .map(View::new);
+    let secrets = match &view {
+        Some(_) => super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|spec| super::tenant::run_secrets(env, &spec).ok())
+            .map(|s| s.into_iter().map(|(_, v)| v).collect())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut shown = Shown { view, secrets };
     let live = || super::current_run::current_run(env, tenant).is_some_and(|c| c.run_id == run_id);
     if !follow {
         if !paths.iter().any(|p| p.exists()) {
@@ -48,14 +133,17 @@ pub fn run(
                  cyclix-run@{tenant}.service`"
             )));
         }
-        for p in &paths {
-            print_tail(p, lines)?;
+        for (p, label) in paths.iter().zip(LABELS) {
+            print_tail(p, lines, &mut |b| shown.emit(label, b))?;
+            if label == "agent" {
+                shown.finish()?;
+            }
         }
         return Ok(Outcome::Ok);
     }
     let mut at = [0u64; 2];
     for (i, p) in paths.iter().enumerate() {
-        at[i] = print_tail(p, lines)?;
+        at[i] = print_tail(p, lines, &mut |b| shown.emit(LABELS[i], b))?;
     }
     // How many looks in a row found the run gone and nothing new: one look can miss a run
     // that is still there (its lock file read mid-write, measured once in a full suite under
@@ -66,13 +154,14 @@ pub fn run(
         let running = live();
         let mut got = 0;
         for (i, p) in paths.iter().enumerate() {
-            let (n, pos) = print_from(p, at[i])?;
+            let (n, pos) = print_from(p, at[i], &mut |b| shown.emit(LABELS[i], b))?;
             got += n;
             at[i] = pos;
         }
         if !running && got == 0 {
             ended_looks += 1;
             if ended_looks >= 2 {
+                shown.finish()?;
                 return Ok(Outcome::Ok);
             }
         } else {
@@ -112,9 +201,9 @@ fn which_run(env: &HostEnv, tenant: &str, dir: &Path, run: Option<&str>) -> Resu
     }
 }
 
-/// Prints the last `lines` lines of `path` (0: all; nothing if it does not exist) and
-/// returns the offset after its last complete line.
-fn print_tail(path: &Path, lines: u32) -> Result<u64> {
+/// Passes the last `lines` lines of `path` (0: all; nothing if it does not exist) to `emit`
+/// and returns the offset after its last complete line.
+fn print_tail(path: &Path, lines: u32, emit: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
     let text = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -135,12 +224,16 @@ fn print_tail(path: &Path, lines: u32) -> Result<u64> {
             }
         }
     }
-    write_out(&whole[start..])?;
+    emit(&whole[start..])?;
     Ok(end as u64)
 }
 
-/// Prints the complete lines of `path` after offset `at`: (bytes printed, new offset).
-fn print_from(path: &Path, at: u64) -> Result<(usize, u64)> {
+/// Passes the complete lines of `path` after offset `at` to `emit`: (bytes read, new offset).
+fn print_from(
+    path: &Path,
+    at: u64,
+    emit: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<(usize, u64)> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, at)),
@@ -152,7 +245,7 @@ fn print_from(path: &Path, at: u64) -> Result<(usize, u64)> {
     f.read_to_end(&mut buf)
         .with_context(|| format!("reading {}", path.display()))?;
     let end = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    write_out(&buf[..end])?;
+    emit(&buf[..end])?;
     Ok((end, at + end as u64))
 }
 
@@ -174,9 +267,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("r.agent.log");
         std::fs::write(&p, "agent| a\nagent| b\ncyclix: cut\nagent| par").expect("write");
-        assert_eq!(print_tail(&p, 2).expect("tail"), 30);
-        assert_eq!(print_from(&p, 30).expect("from"), (0, 30));
-        assert_eq!(print_tail(&dir.path().join("none"), 2).expect("none"), 0);
+        let mut seen = Vec::new();
+        let mut keep = |b: &[u8]| {
+            seen.extend_from_slice(b);
+            Ok(())
+        };
+        assert_eq!(print_tail(&p, 2, &mut keep).expect("tail"), 30);
+        assert_eq!(print_from(&p, 30, &mut keep).expect("from"), (0, 30));
+        assert_eq!(
+            print_tail(&dir.path().join("none"), 2, &mut keep).expect("none"),
+            0
+        );
+        assert_eq!(seen, b"agent| b\ncyclix: cut\n");
         assert_eq!(
             container_lines(&p, "agent").expect("lines"),
             ["a", "b", "par"]

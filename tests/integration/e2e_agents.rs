@@ -430,6 +430,33 @@ fn the_agent_demo_of_scripts_demo_runs_the_real_cli_with_its_key_kept_outside() 
         text.contains("the agent's journal holds it 0 time(s), the record 0"),
         "{text}"
     );
+    // `cyclix logs` (the demo prints it) reads the CLI's stream as its messages, tool calls and
+    // results; `--raw` keeps the JSON events (the control: they are there to be read).
+    let raw = expect_success(
+        &tb.user_sh(&format!(
+            "{} logs demo-claude-code -n 0 --raw",
+            tb.cyclix_bin()
+        )),
+        "logs --raw",
+    );
+    assert!(
+        raw.contains(r#"agent| {"type":"system""#) && raw.contains(r#""type":"result""#),
+        "{raw}"
+    );
+    let logs = text
+        .split("+ cyclix logs ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the demo prints cyclix logs: {text}"));
+    for seen in [
+        "agent| session started: model standin-demo-claude-code",
+        "agent| tool Bash: sed -i ",
+        "agent|   ↳ ",
+        "agent| assistant: Fixed calc.subtract",
+        "agent| result: success after ",
+    ] {
+        assert!(logs.contains(seen), "{seen:?} in the demo's logs: {logs}");
+    }
+    assert!(!logs.contains(r#"agent| {"type""#), "no raw event: {logs}");
     let left = leftovers(
         tb,
         rec["run_id"].as_str().expect("run id"),
