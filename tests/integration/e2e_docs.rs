@@ -217,3 +217,51 @@ fn install_brings_man_pages_completion_journal_fields_history_init_and_uninstall
         "reinstall",
     );
 }
+
+/// The README's "Your own repository, in the testbed" block, as a newcomer runs it in the
+/// testbed's shell (issue 32 item 1): a repository another user owns (as the bind of the
+/// user's own is) is copied, the starter spec edited as the block says, and the run passes
+/// with the block's one commit on its branch. The block is read from README.md, so a change
+/// that breaks it fails here.
+#[test]
+fn the_readme_quickstart_in_the_testbed_ends_in_a_passed_run_of_the_users_repository() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let readme = include_str!("../../README.md");
+    let block = readme
+        .split("<!-- quickstart-in-testbed:")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md holds the quickstart-in-testbed block");
+    assert!(block.contains("/mnt/shop"), "{block}");
+    // The user's repository: root's, as a read-only bind of the host user's would be to cyx.
+    expect_success(
+        &tb.root_sh(
+            "set -e; rm -rf /tmp/readme-shop; mkdir -p /tmp/readme-shop/tests; cd /tmp/readme-shop; \
+             git init -q -b main; printf 'def test_sum():\\n    assert sum([1, 2]) == 3\\n' > tests/test_sum.py; \
+             git add .; git -c user.name=u -c user.email=u@example.com commit -qm 'a project'",
+        ),
+        "the user's repository",
+    );
+    let out = sh(
+        tb,
+        &format!(
+            "set -euo pipefail; systemctl --user stop cyclix-run@shop.service || true; \
+             rm -rf ~/src/shop ~/.config/cyclix/tenants/shop.yaml ~/.local/state/cyclix/runs/shop\n{}",
+            block.replace("/mnt/shop", "/tmp/readme-shop")
+        ),
+        "the README's block",
+    );
+    assert!(
+        out.contains("(tenant shop, tier container): passed") && out.contains("+1 commit on"),
+        "{out}"
+    );
+    let rec = record(tb, "shop");
+    assert_eq!(
+        rec["commits"][0]["subject"], "A first cyclix run",
+        "{rec:#}"
+    );
+    let left = crate::common::run::leftovers(tb, rec["run_id"].as_str().expect("id"), "shop");
+    assert!(left.is_empty(), "leftovers: {left}");
+}
