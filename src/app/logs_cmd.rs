@@ -133,11 +133,16 @@ pub fn run(
                  cyclix-run@{tenant}.service`"
             )));
         }
+        let mut kept = 0;
         for (p, label) in paths.iter().zip(LABELS) {
-            print_tail(p, lines, &mut |b| shown.emit(label, b))?;
+            kept += print_tail(p, lines, &mut |b| shown.emit(label, b))?;
             if label == "agent" {
                 shown.finish()?;
             }
+        }
+        if kept == 0 {
+            // Not silence (a newcomer's report): say that there was nothing to show.
+            crate::outln!("run {run_id} of {tenant}: its agent and gate printed nothing");
         }
         return Ok(Outcome::Ok);
     }

@@ -366,7 +366,10 @@ fn last_lines(r: &RunRecord) -> String {
         } else {
             String::new()
         };
-        if shown > 0 || report.is_none() {
+        if shown == 0 && report.is_none() {
+            // Not an empty heading (a newcomer's report): say that nothing was printed.
+            let _ = writeln!(s, "  the {who} printed nothing{earlier}");
+        } else if shown > 0 {
             let what = if report.is_some() {
                 "other lines"
             } else {
@@ -487,6 +490,17 @@ mod tests {
         assert!(!s.contains("failed in phase"), "{s}");
         r.result = RunResult::Error;
         assert!(summary(&r).contains("  failed in phase agent:"));
+    }
+
+    #[test]
+    fn an_agent_that_printed_nothing_is_said_so_not_an_empty_heading() {
+        let mut r = RunRecord::new("t", "r1", "container".into());
+        r.result = RunResult::AgentFailed;
+        let s = summary(&r);
+        assert!(s.contains("  the agent printed nothing\n"), "{s}");
+        assert!(!s.contains("last lines of the agent:"), "{s}");
+        r.agent_log = vec!["boom".into()];
+        assert!(summary(&r).contains("  last lines of the agent:\n    | boom"));
     }
 
     #[test]
