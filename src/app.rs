@@ -151,7 +151,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             preset,
         } => init_cmd::run(&env()?, tenant, repo, preset),
         Command::Completions { shell } => completions_cmd::print(shell),
-        Command::Runs { tenant, json } => runs_cmd::run(&env()?, tenant.as_deref(), *json),
+        Command::Runs {
+            tenant,
+            json,
+            last,
+            svg,
+        } => runs_cmd::run(&env()?, tenant.as_deref(), *json, svg.as_deref(), *last),
         Command::Prune {
             tenant,
             keep,

@@ -294,8 +294,15 @@ pub enum Command {
         /// Only this tenant (default: every tenant).
         tenant: Option<String>,
         /// JSON (schema `cyclix-runs/1`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "svg")]
         json: bool,
+        /// Only the newest N runs (N >= 1; default: every run, or 20 with --svg).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        last: Option<u32>,
+        /// Write the runs as a timeline of their phases to FILE, a self-contained SVG (one bar
+        /// per phase, coloured by the run's result), instead of the list.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Remove old runs of TENANT (default: every tenant): their record, logs and run branch.
     /// Never the newest run, never a run in progress or awaiting convergence; a branch that is

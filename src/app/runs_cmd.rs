@@ -1,22 +1,43 @@
-//! `cyclix runs [TENANT] [--json]`: the run history from the records in
+//! `cyclix runs [TENANT] [--json] [--last N] [--svg FILE]`: the run history from the records in
 //! `$XDG_STATE_HOME/cyclix/runs/TENANT/RUN.json` (issue 18, item 5): when, result, duration,
 //! branch, cause; newest first. A record that does not parse is named, never skipped silently.
+//! `--svg FILE` draws the last runs as a timeline of their phases instead (issue 32, item 5:
+//! [`svg`]), written whole or not at all.
 
-use anyhow::Result;
+mod svg;
 
-use super::history::{SCHEMA, history, text_line};
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use super::history::{SCHEMA, history, records, text_line};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
 
-/// `cyclix runs`.
+/// How many runs `--svg` draws without `--last`: more is a picture too tall to read.
+pub const SVG_DEFAULT_LAST: usize = 20;
+
+/// `cyclix runs`: the newest `last` runs (every run with `None`; [`SVG_DEFAULT_LAST`] for an
+/// SVG), as lines, as JSON, or drawn to `svg`.
 ///
 /// # Errors
-/// A bad tenant name, stdout closed.
-pub fn run(env: &HostEnv, tenant: Option<&str>, json: bool) -> Result<Outcome> {
+/// A bad tenant name, `--svg` FILE's directory missing or not writable, stdout closed.
+pub fn run(
+    env: &HostEnv,
+    tenant: Option<&str>,
+    json: bool,
+    svg: Option<&Path>,
+    last: Option<u32>,
+) -> Result<Outcome> {
     if let Some(t) = tenant {
         super::tenant::known_tenant(env, t)?;
     }
-    let (lines, bad) = history(&env.layout().records_root(), tenant);
+    let last = last.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    if let Some(file) = svg {
+        return write_svg(env, tenant, file, last.unwrap_or(SVG_DEFAULT_LAST));
+    }
+    let (mut lines, bad) = history(&env.layout().records_root(), tenant);
+    lines.truncate(last.unwrap_or(usize::MAX));
     for b in &bad {
         crate::stderrln!("warning: a record that does not parse: {b}");
     }
@@ -29,6 +50,51 @@ pub fn run(env: &HostEnv, tenant: Option<&str>, json: bool) -> Result<Outcome> {
         let text: String = lines.iter().map(|l| text_line(l) + "\n").collect();
         super::print_out(&text)?;
     }
+    Ok(Outcome::Ok)
+}
+
+/// `--svg FILE`: the newest `last` runs drawn, FILE replaced atomically (mode 0644, as a shell
+/// redirect would leave it: a picture to share). FILE's directory must exist.
+fn write_svg(env: &HostEnv, tenant: Option<&str>, file: &Path, last: usize) -> Result<Outcome> {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // A person's input, found before anything is written: exit 1, naming the fix.
+    if !dir.is_dir() {
+        return Err(crate::exit::input(format!(
+            "cannot write {}: the directory {} does not exist (create it first)",
+            file.display(),
+            dir.display()
+        )));
+    }
+    if file.is_dir() {
+        return Err(crate::exit::input(format!(
+            "cannot write {}: it is a directory (name a file in it)",
+            file.display()
+        )));
+    }
+    let (mut recs, bad) = records(&env.layout().records_root(), tenant);
+    for b in &bad {
+        crate::stderrln!("warning: a record that does not parse: {b}");
+    }
+    recs.truncate(last);
+    let scope = tenant.unwrap_or("every tenant");
+    let n = recs.len();
+    let title = format!(
+        "cyclix runs: {scope}, the last {n} run{}",
+        if n == 1 { "" } else { "s" }
+    );
+    let picture = svg::svg(&recs, &title);
+    crate::atomic::write_mode(file, picture.as_bytes(), 0o644)
+        .with_context(|| format!("writing the picture to {}", file.display()))?;
+    let phases: usize = recs.iter().map(|r| r.phases.len()).sum();
+    super::print_out(&format!(
+        "wrote {}: {n} run{} of {scope}, {phases} phase{}\n",
+        file.display(),
+        if n == 1 { "" } else { "s" },
+        if phases == 1 { "" } else { "s" }
+    ))?;
     Ok(Outcome::Ok)
 }
 

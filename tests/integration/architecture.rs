@@ -57,6 +57,7 @@ fn pure_modules_do_no_io() {
         src.join("drill.rs"),
         src.join("images/agents.rs"),
         src.join("agents.rs"),
+        src.join("app/runs_cmd/svg.rs"),
     ];
     rust_files(&src.join("drill"), &mut files);
     rust_files(&src.join("agents"), &mut files);

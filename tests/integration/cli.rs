@@ -385,6 +385,66 @@ fn logs_and_runs_refuse_a_tenant_that_does_not_exist() {
 }
 
 #[test]
+fn runs_svg_refuses_a_missing_directory_and_draws_no_runs_as_a_picture() {
+    // `cyclix runs TENANT --svg FILE` (issue 32 item 5) without the testbed: the directory
+    // check, the options clap refuses, and a tenant with no record yet (e2e_runs_svg draws a
+    // real run).
+    let home = tempfile::tempdir().expect("tmp home");
+    std::fs::create_dir_all(home.path().join(".local/state/cyclix/runs/old")).expect("records");
+    let runs = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cyclix"))
+            .arg("runs")
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .expect("run cyclix")
+    };
+    let missing = home.path().join("no-such-dir/runs.svg");
+    let o = runs(&["old", "--svg", missing.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "the directory {} does not exist (create it first)",
+            home.path().join("no-such-dir").display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!missing.exists());
+    let file = home.path().join("runs.svg");
+    let o = runs(&["old", "--svg", file.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        format!("wrote {}: 0 runs of old, 0 phases\n", file.display())
+    );
+    let svg = std::fs::read_to_string(&file).expect("the picture");
+    let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
+    assert!(doc.root_element().has_tag_name("svg"));
+    assert!(svg.contains("no runs recorded"), "{svg}");
+    // A directory as FILE, --json with --svg, --last 0: refused.
+    let o = runs(&["old", "--svg", home.path().to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("it is a directory"),
+        "{}",
+        text(&o.stderr)
+    );
+    for bad in [
+        &["old", "--json", "--svg", "x.svg"][..],
+        &["old", "--last", "0"],
+    ] {
+        let o = runs(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o.stderr));
+    }
+    let o = runs(&["old", "--last", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "no runs recorded\n");
+}
+
+#[test]
 fn check_tenant_fails_repo_for_a_base_that_names_no_commit() {
     // `repo.base: mian` passed `spec validate` and `check --tenant`, then the run failed in
     // prepare: `check` resolves it in the real repository (`repo:T`).

@@ -51,6 +51,7 @@ mod e2e_proven;
 mod e2e_prune;
 mod e2e_results;
 mod e2e_run;
+mod e2e_runs_svg;
 mod e2e_schedule;
 mod e2e_services;
 mod e2e_setup;
