@@ -27,6 +27,7 @@ pub mod launch;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
 pub mod notify_cmd;
+pub mod package_cmd;
 pub mod pause_cmd;
 pub mod plant;
 pub mod pool_cmd;
@@ -174,6 +175,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         ),
         Command::Uninstall => uninstall_cmd::run(&env()?),
         Command::Notify { tenant } => notify_cmd::run(&env()?, tenant),
+        Command::PackageTree { dir, bin } => package_cmd::run(dir, bin),
     }
 }
 

@@ -339,6 +339,17 @@ pub enum Command {
         /// The tenant.
         tenant: String,
     },
+    /// Write the files the Debian package ships besides the binary (unit templates, man pages,
+    /// bash completion, spec schema) below DIR, for the package's binary (hidden: `scripts/deb`
+    /// runs it).
+    #[command(hide = true)]
+    PackageTree {
+        /// An empty or new directory: the package's root.
+        dir: PathBuf,
+        /// The binary the units and the completion name.
+        #[arg(long, default_value = "/usr/bin/cyclix")]
+        bin: String,
+    },
 }
 
 /// `cyclix probe …`: the suite's own arguments, defined beside it ([`crate::probe::suite`]).

@@ -1,6 +1,6 @@
 //! `cyclix init TENANT --repo PATH [--preset P]`: writes a commented spec that validates, with
 //! a `# yaml-language-server: $schema=…` line pointing at the schema `cyclix install` writes
-//! (issue 18, item 3). Nothing is written unless the text validates; an existing spec is never
+//! (issue 18, item 3), or at the Debian package's when it is installed. Nothing is written unless the text validates; an existing spec is never
 //! replaced.
 
 use std::io::Write as _;
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::spec_file::{schema_path, spec_context};
+use super::spec_file::{schema_named, spec_context};
 use crate::context::{HostEnv, path_str};
 use crate::exit::Outcome;
 
@@ -46,14 +46,8 @@ pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Out
     };
     let path = env.layout().tenant_spec(tenant);
     let python = is_python(&repo);
-    let text = starter(
-        tenant,
-        &path_str(&repo),
-        &base,
-        preset,
-        &schema_path(env),
-        python,
-    );
+    let schema = schema_named(env);
+    let text = starter(tenant, &path_str(&repo), &base, preset, &schema, python);
     let file = path.display().to_string();
     if let Err(e) = crate::spec::parse(&text, &spec_context(&file, env)) {
         return Err(crate::exit::input(format!(
@@ -78,10 +72,10 @@ pub fn run(env: &HostEnv, tenant: &str, repo: &Path, preset: &str) -> Result<Out
         .and_then(|()| f.sync_all())
         .with_context(|| format!("writing {file}"))?;
     crate::outln!("wrote {file} (check it: cyclix spec validate {file})");
-    if !schema_path(env).exists() {
+    if !schema.exists() {
         crate::outln!(
             "note: the schema it names is written by `cyclix install` ({})",
-            schema_path(env).display()
+            schema.display()
         );
     }
     Ok(Outcome::Ok)

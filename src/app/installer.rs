@@ -6,8 +6,12 @@
 pub mod docs;
 pub mod drift;
 pub mod notify;
+pub mod packaged;
 pub mod pools;
 pub mod timers;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use crate::context::{HostEnv, current_exe, path_str};
 use crate::exit::Outcome;
 use crate::render;
 use crate::systemd::{ActiveState, JobMode, UnitManager};
+use packaged::Templates;
 use timers::SpecState;
 
 /// How long starting or stopping one timer may take.
@@ -30,14 +35,39 @@ const TIMER_JOB_DEADLINE: Duration = Duration::from_secs(30);
 /// `~/.config/systemd/user/`, a timer drop-in for every tenant with a schedule (or only for
 /// `only`) that is not paused, removes the timers of tenants that have no schedule, no spec
 /// or are paused, reloads, enables and starts the kept timers, and fails if a timer has no
-/// next elapse (B25).
+/// next elapse (B25). With the Debian package installed ([`packaged`]) the templates, man
+/// pages, completion and schema are the package's: none is written, the user's copies go.
 ///
 /// # Errors
 /// I/O or D-Bus failures.
 pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
-    let unit_dir = env.layout().user_units_dir();
     let bin = path_str(&current_exe()?);
-    let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let source = Templates::of_host(bin.clone());
+    let mut manager = None;
+    install_with(env, only, &source, &bin, || {
+        Ok(&*manager.insert(unit_manager(env)?))
+    })
+}
+
+/// [`install`] with its seams: where the templates come from (`source`), this binary's path
+/// (`bin`) and the user manager (`connect`, called once the files are written).
+///
+/// # Errors
+/// As [`install`].
+pub(crate) fn install_with<'m, U: UnitManager + Sync + 'm>(
+    env: &HostEnv,
+    only: Option<&str>,
+    source: &Templates,
+    bin: &str,
+    connect: impl FnOnce() -> Result<&'m U>,
+) -> Result<Outcome> {
+    let unit_dir = env.layout().user_units_dir();
+    let mut files = match source {
+        Templates::Written { bin } => {
+            render::units::templates(bin).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        Templates::Packaged { .. } => Vec::new(),
+    };
     let tenants_dir = env.layout().tenants_dir();
     let mut specs = drift::spec_files(&tenants_dir);
     let installed = timers::installed(&unit_dir);
@@ -50,7 +80,7 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
             );
         }
     }
-    drift::print_plan(env, only)?;
+    drift::print_plan_with(env, only, source)?;
     let (states, dropins, ok) = load_states(env, &specs)?;
     let mut ok = ok;
     let paused = paused_tenants(&env.layout().paused_dir());
@@ -67,11 +97,11 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
         crate::atomic::write(&path, f.contents.as_bytes())?;
         crate::outln!("wrote {}", path.display());
     }
-    docs::install(env, &bin)?;
-    notify::install(env, &unit_dir, &bin, &specs)?;
-    let units = unit_manager(env)?;
+    shared_files(env, &unit_dir, source, bin)?;
+    notify::install(env, &unit_dir, &specs)?;
+    let units = connect()?;
     for (t, why) in &plan.remove {
-        remove_timer(&units, &unit_dir, t)?;
+        remove_timer(units, &unit_dir, t)?;
         crate::outln!(
             "removed {} (stopped, disabled, drop-in deleted): {}",
             crate::naming::run_timer(t),
@@ -106,7 +136,7 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
             only.unwrap_or("TENANT")
         );
         // After the timers: a keeper reads its tenant's timer when it starts (warm_before).
-        ok &= pools::install(env, &units, &unit_dir, &specs, only)?;
+        ok &= pools::install(env, units, &unit_dir, &specs, only)?;
         return Ok(Outcome::from_passed(ok));
     }
     let timers: Vec<String> = plan
@@ -117,10 +147,40 @@ pub fn install(env: &HostEnv, only: Option<&str>) -> Result<Outcome> {
     let names: Vec<&str> = timers.iter().map(String::as_str).collect();
     units.enable_unit_files(&names)?;
     for t in &timers {
-        ok &= start_timer(&units, t)?;
+        ok &= start_timer(units, t)?;
     }
-    ok &= pools::install(env, &units, &unit_dir, &specs, only)?;
+    ok &= pools::install(env, units, &unit_dir, &specs, only)?;
     Ok(Outcome::from_passed(ok))
+}
+
+/// The files every tenant shares, after the templates (and drop-ins) are written: without the
+/// package the man pages, completion, schema and notify template for the user; with it, the
+/// user's copies of those and of the templates removed, and where the units come from said.
+fn shared_files(env: &HostEnv, unit_dir: &Path, source: &Templates, bin: &str) -> Result<()> {
+    match source {
+        Templates::Written { bin } => {
+            docs::install(env, bin)?;
+            notify::install_template(unit_dir, bin)?;
+        }
+        Templates::Packaged { dir } => {
+            packaged::remove_shadowing_templates(unit_dir, dir)?;
+            let user_docs: Vec<PathBuf> =
+                docs::files(env, "/")?.into_iter().map(|f| f.path).collect();
+            packaged::remove_user_docs(&user_docs, &super::spec_file::schema_path(env))?;
+            crate::outln!(
+                "the unit templates, man pages, bash completion and spec schema are the package's ({}, /usr/share); they run {}",
+                dir.display(),
+                packaged::BIN
+            );
+            if bin != packaged::BIN {
+                crate::outln!(
+                    "note: this cyclix ({bin}) is not the package's: the units run {}",
+                    packaged::BIN
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What each spec in `specs` says about its timer, the drop-ins of the scheduled ones, and

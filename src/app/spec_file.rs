@@ -119,3 +119,15 @@ pub(crate) fn report_spec_error(e: &SpecError, json: bool) -> Result<Outcome> {
 pub fn schema_path(env: &HostEnv) -> std::path::PathBuf {
     env.data_home.join("cyclix").join(SCHEMA_FILE)
 }
+
+/// The schema a new spec names: the Debian package's when it is installed (then `cyclix
+/// install` writes no copy for the user), else [`schema_path`].
+#[must_use]
+pub fn schema_named(env: &HostEnv) -> std::path::PathBuf {
+    let packaged = Path::new(super::installer::packaged::SCHEMA);
+    if packaged.is_file() {
+        packaged.to_path_buf()
+    } else {
+        schema_path(env)
+    }
+}

@@ -85,6 +85,14 @@ pub fn run(env: &HostEnv) -> Result<Outcome> {
     if removed.is_empty() && installed.is_empty() && keepers.is_empty() {
         crate::outln!("nothing of cyclix was installed");
     }
+    if let super::installer::packaged::Templates::Packaged { dir } =
+        super::installer::packaged::Templates::of_host(String::new())
+    {
+        crate::outln!(
+            "the Debian package's unit templates ({}), man pages, completion and schema stay: `apt remove cyclix` removes them",
+            dir.display()
+        );
+    }
     crate::outln!(
         "left as they were: the specs and env files in {}, the run records in {}, the work trees in {}, the run branches (`cyclix/TENANT/RUN`) in your repositories, and the images",
         layout.tenants_dir().display(),

@@ -68,12 +68,34 @@ const UNIT_PAGES: [(&str, &str, &str, &str); 5] = [
     ),
 ];
 
+/// Where the unit templates a section-5 page shows are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitsAt<'a> {
+    /// `~/.config/systemd/user/`, written by `cyclix install` with its binary's path.
+    User,
+    /// The Debian package's directory (`/usr/lib/systemd/user`), naming the package's binary.
+    Package {
+        /// The directory.
+        dir: &'a str,
+        /// The binary the packaged templates run.
+        bin: &'a str,
+    },
+}
+
 /// Every man page: `cyclix(1)`, one per visible verb (`cyclix-run(1)`, `cyclix-spec-validate(1)`,
-/// …) and one per unit template in section 5.
+/// …) and one per unit template in section 5 (as `cyclix install` writes them).
 ///
 /// # Errors
 /// Only those of `clap_mangen`'s writer (none for an in-memory buffer).
 pub fn man_pages() -> std::io::Result<Vec<ManPage>> {
+    man_pages_for(UnitsAt::User)
+}
+
+/// [`man_pages`] with the section-5 pages showing the templates installed `at`.
+///
+/// # Errors
+/// As [`man_pages`].
+pub fn man_pages_for(at: UnitsAt<'_>) -> std::io::Result<Vec<ManPage>> {
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = Vec::new();
@@ -81,7 +103,7 @@ pub fn man_pages() -> std::io::Result<Vec<ManPage>> {
     for (unit, summary, what, template) in UNIT_PAGES {
         out.push(ManPage {
             path: format!("man5/{unit}.5"),
-            text: unit_page(unit, summary, what, template),
+            text: unit_page(unit, summary, what, template, at),
         });
     }
     Ok(out)
@@ -102,7 +124,19 @@ fn verb_pages(cmd: &clap::Command, out: &mut Vec<ManPage>) -> std::io::Result<()
 }
 
 /// The section-5 page of one unit template: name, description, the template as installed.
-fn unit_page(unit: &str, summary: &str, what: &str, template: &str) -> String {
+fn unit_page(unit: &str, summary: &str, what: &str, template: &str, at: UnitsAt<'_>) -> String {
+    let (file, how, template) = match at {
+        UnitsAt::User => (
+            format!("~/.config/systemd/user/{unit}"),
+            " (@CYCLIX@ becomes the binary's absolute path):",
+            template.to_owned(),
+        ),
+        UnitsAt::Package { dir, bin } => (
+            format!("{dir}/{unit}"),
+            " by the Debian package (`cyclix install` writes no copy of it):",
+            template.replace("@CYCLIX@", &crate::render::escape::exec_word(bin)),
+        ),
+    };
     let mut r = Roff::new();
     r.control("TH", [unit, "5", "", "cyclix", "cyclix units"])
         .control("SH", ["NAME"])
@@ -110,11 +144,7 @@ fn unit_page(unit: &str, summary: &str, what: &str, template: &str) -> String {
         .control("SH", ["DESCRIPTION"])
         .text([roman(what)])
         .control("SH", ["FILE"])
-        .text([
-            roman("As installed in "),
-            bold(format!("~/.config/systemd/user/{unit}")),
-            roman(" (@CYCLIX@ becomes the binary's absolute path):"),
-        ])
+        .text([roman("As installed in "), bold(file), roman(how)])
         .control("nf", [] as [&str; 0]);
     for line in template.lines() {
         r.text([roman(line)]);
@@ -159,6 +189,27 @@ mod tests {
         let run = run.expect("page");
         assert!(
             run.text.contains("ExecStart=@CYCLIX@ run %i"),
+            "{}",
+            run.text
+        );
+    }
+
+    #[test]
+    fn the_packaged_unit_pages_show_the_package_s_templates() {
+        let pages = man_pages_for(UnitsAt::Package {
+            dir: "/usr/lib/systemd/user",
+            bin: "/usr/bin/cyclix",
+        })
+        .expect("render");
+        let run = pages
+            .iter()
+            .find(|p| p.path == "man5/cyclix-run@.service.5")
+            .expect("page");
+        assert!(
+            run.text
+                .contains(r"/usr/lib/systemd/user/cyclix\-run@.service")
+                && run.text.contains(r#"ExecStart="/usr/bin/cyclix" run %i"#)
+                && !run.text.contains("@CYCLIX@"),
             "{}",
             run.text
         );

@@ -10,4 +10,5 @@
 #[allow(dead_code)]
 #[path = "../integration/common/mod.rs"]
 mod common;
+mod deb;
 mod plain_backend;

@@ -168,6 +168,8 @@ fn in_session(tb: &Testbed, user: &str, setup: &str, env: &str) -> (i32, serde_j
 
 #[test]
 fn every_check_passes_on_the_testbed_and_the_outcome_test_runs_a_container() {
+    // Not beside the Debian package's test (`e2e_deb`): `install` would take its templates.
+    let _shared = crate::common::testbed::shared();
     let tb = Testbed::get();
     // cyx's real session; an empty tenant directory so other tests' tenants do not count,
     // installed (else the `install` row warns that the unit templates are not written yet).

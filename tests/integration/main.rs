@@ -24,6 +24,7 @@ mod e2e_build;
 mod e2e_capacity;
 mod e2e_check;
 mod e2e_credentials;
+mod e2e_deb;
 mod e2e_delivery;
 mod e2e_delivery_faults;
 mod e2e_docs;

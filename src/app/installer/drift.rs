@@ -1,6 +1,7 @@
 //! What `cyclix install` would change (issue 32 item 2, "no silent drift"): the unit
-//! templates this cyclix writes against those installed, each tenant's timer, notify drop-in
-//! and pool keeper against its spec. Read from the files alone (the user unit directory, the
+//! templates this cyclix writes against those installed (with the Debian package: the user's
+//! copies that would shadow the package's, [`super::packaged`]), each tenant's timer, notify
+//! drop-in and pool keeper against its spec. Read from the files alone (the user unit directory, the
 //! specs, the pause markers): nothing is changed and the user manager is not asked. `check`,
 //! `status` and `install` (as its plan, before it acts) print it.
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use super::packaged::{self, Templates};
 use super::pools::{self, PoolSpec};
 use super::timers::{self, SpecState};
 use crate::context::HostEnv;
@@ -40,17 +42,43 @@ pub fn file_drift(installed: Option<&str>, wanted: &str, name: &str) -> Option<S
 /// # Errors
 /// The running binary's path cannot be read, or a template cannot be rendered.
 pub fn drift(env: &HostEnv) -> Result<Vec<Drift>> {
-    let unit_dir = env.layout().user_units_dir();
     let bin = crate::context::path_str(&std::env::current_exe()?);
+    drift_with(env, &Templates::of_host(bin))
+}
+
+/// [`drift`] with the templates from `source`: written for the user, they drift when missing
+/// or different; the package's, a user's copy drifts (it shadows the package's and `install`
+/// removes it).
+///
+/// # Errors
+/// A template cannot be rendered.
+pub fn drift_with(env: &HostEnv, source: &Templates) -> Result<Vec<Drift>> {
+    let unit_dir = env.layout().user_units_dir();
     let read = |name: &str| read_unit(&unit_dir.join(name));
     let mut out = Vec::new();
-    let mut files = render::units::templates(&bin).map_err(|e| anyhow::anyhow!("{e}"))?;
-    files.push(render::units::notify_template(&bin).map_err(|e| anyhow::anyhow!("{e}"))?);
-    for f in &files {
-        out.extend(
-            file_drift(read(&f.name).as_deref(), &f.contents, &f.name)
-                .map(|what| Drift { tenant: None, what }),
-        );
+    match source {
+        Templates::Written { bin } => {
+            for f in &packaged::user_templates(bin)? {
+                out.extend(
+                    file_drift(read(&f.name).as_deref(), &f.contents, &f.name)
+                        .map(|what| Drift { tenant: None, what }),
+                );
+            }
+        }
+        Templates::Packaged { dir } => {
+            for name in packaged::TEMPLATE_NAMES {
+                if std::fs::symlink_metadata(unit_dir.join(name)).is_ok() {
+                    out.push(Drift {
+                        tenant: None,
+                        what: format!(
+                            "{name} in {} shadows the package's {}: install removes it",
+                            unit_dir.display(),
+                            dir.join(name).display()
+                        ),
+                    });
+                }
+            }
+        }
     }
     let specs = spec_files(&env.layout().tenants_dir());
     let mut states = Vec::new();
@@ -175,12 +203,12 @@ fn keeper_drift(unit_dir: &Path, pool_states: &[(String, PoolSpec)]) -> Vec<Drif
 }
 
 /// Prints what an install of `only` (all tenants with `None`) will change, before it acts
-/// (issue 32 item 2): the lines `check` and `status` show.
+/// (issue 32 item 2): the lines `check` and `status` show, with the templates from `source`.
 ///
 /// # Errors
 /// Writing to stdout failed.
-pub fn print_plan(env: &HostEnv, only: Option<&str>) -> Result<()> {
-    match lines(env, only) {
+pub fn print_plan_with(env: &HostEnv, only: Option<&str>, source: &Templates) -> Result<()> {
+    match lines_of(drift_with(env, source), only) {
         Ok(d) if d.is_empty() => {
             crate::outln!("plan: nothing to change; the files are written again as they are");
         }
@@ -200,7 +228,11 @@ pub fn print_plan(env: &HostEnv, only: Option<&str>) -> Result<()> {
 /// # Errors
 /// As [`drift`].
 pub fn lines(env: &HostEnv, tenant: Option<&str>) -> Result<Vec<String>> {
-    Ok(drift(env)?
+    lines_of(drift(env), tenant)
+}
+
+fn lines_of(drift: Result<Vec<Drift>>, tenant: Option<&str>) -> Result<Vec<String>> {
+    Ok(drift?
         .into_iter()
         .filter(|x| tenant.is_none() || x.tenant.is_none() || x.tenant.as_deref() == tenant)
         .map(|x| x.what)

@@ -1,5 +1,5 @@
 //! The notify parts of `cyclix install` (issue 18, item 6): the `cyclix-notify@.service`
-//! template, and for each spec the run unit's drop-in `cyclix-run@TENANT.service.d/notify.conf`
+//! template (the Debian package's when it is installed), and for each spec the run unit's drop-in `cyclix-run@TENANT.service.d/notify.conf`
 //! (`OnFailure=`, and `OnSuccess=` with `notify.on_success`); a spec without `notify:` loses
 //! its drop-in. A spec that does not load is left as it was (the timers' pass reports it).
 
@@ -10,14 +10,22 @@ use anyhow::{Context as _, Result};
 use crate::context::HostEnv;
 use crate::render;
 
-/// Writes the template and the drop-ins of `specs` below `unit_dir`, removes stale drop-ins,
-/// and prints one line per change.
+/// Writes the template below `unit_dir` with `bin` as its binary (not with the Debian package
+/// installed: its own template is used).
 ///
 /// # Errors
 /// I/O failures, naming the file.
-pub fn install(env: &HostEnv, unit_dir: &Path, bin: &str, specs: &[PathBuf]) -> Result<()> {
+pub fn install_template(unit_dir: &Path, bin: &str) -> Result<()> {
     let t = render::units::notify_template(bin).map_err(|e| anyhow::anyhow!("{e}"))?;
-    crate::atomic::write(&unit_dir.join(&t.name), t.contents.as_bytes())?;
+    crate::atomic::write(&unit_dir.join(&t.name), t.contents.as_bytes())
+}
+
+/// Writes the drop-ins of `specs` below `unit_dir`, removes stale drop-ins, and prints one
+/// line per change.
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn install(env: &HostEnv, unit_dir: &Path, specs: &[PathBuf]) -> Result<()> {
     for p in specs {
         let Ok(Ok(spec)) = super::super::spec_file::load_spec(p, env) else {
             continue;

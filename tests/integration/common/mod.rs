@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+pub mod deb;
 pub mod run;
 pub mod tenant;
 pub mod testbed;
