@@ -300,7 +300,8 @@ pub enum Command {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         last: Option<u32>,
         /// Write the runs as a timeline of their phases to FILE, a self-contained SVG (one bar
-        /// per phase, coloured by the run's result), instead of the list.
+        /// per phase, coloured by the run's result), instead of the list; `-`: to stdout. An
+        /// existing FILE must be a regular file.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
@@ -321,8 +322,8 @@ pub enum Command {
         /// Also delete run branches that are neither in `repo.base` nor pushed (the only copy).
         #[arg(long, conflicts_with = "keep_branches")]
         force: bool,
-        /// Of the branches that are neither in `repo.base` nor pushed, keep those of the newest N
-        /// runs that made one (N >= 1); older ones go with their runs (e.g. nightly branches).
+        /// Of the branches that are neither in `repo.base` nor pushed, keep the newest N (N >= 1);
+        /// older ones go with their runs when the run left them so (e.g. nightly branches).
         #[arg(long, value_name = "N")]
         keep_branches: Option<usize>,
         /// Print what would go; change nothing.

@@ -3,11 +3,14 @@
 //! place of the raw JSON events (`cyclix logs --raw` keeps those).
 //!
 //! The stream comes out of the sandbox: each line is parsed on its own, nothing in it is read
-//! as configuration, and every line this view makes goes through [`crate::text::printable`]
-//! (a JSON string may hold `\u001b`: decoded, it would be a terminal escape again) and the
-//! caller's redaction. Shapes: [`super::stream`]'s (measured against the testbed's stand-in).
-//! A line that is not a JSON object is shown as it is; an event this view does not know is
-//! left out (`--raw` shows it).
+//! as configuration, every string it decodes has the tenant's secret values redacted before it
+//! is cut, split or shown (a value written with JSON escapes — `\t`, `\"`, `\u0073` — is not
+//! the exact value the run redacted in the raw line), and every line this view makes goes
+//! through [`crate::text::printable`] (a `\u001b` in a JSON string is a terminal escape once
+//! decoded). An event longer than the kept log's line limit arrives in pieces
+//! (`text::output::MAX_LINE`): the view joins them, up to [`JOIN_MAX`]. Shapes:
+//! [`super::stream`]'s (measured against the testbed's stand-in). A line that is not a JSON
+//! object is shown as it is; an event this view does not know is left out (`--raw` shows it).
 
 use serde_json::Value;
 
@@ -19,19 +22,32 @@ pub const RESULT_LINES: usize = 6;
 /// Longest summary of a tool call's input (characters).
 const INPUT_MAX: usize = 200;
 
+/// Longest event the view joins from the pieces of a cut line (bytes); a longer one is
+/// named, not shown (`--raw` has it).
+pub const JOIN_MAX: usize = 1024 * 1024;
+
 /// Reads a CLI's stream line by line and says what happened in it. Holds Gemini CLI's
-/// assistant text until its answer ends (it streams one answer as `delta` chunks).
+/// assistant text until its answer ends (it streams one answer as `delta` chunks), and the
+/// pieces of an event cut over several lines until they make one.
 #[derive(Debug)]
 pub struct View {
     kind: StreamKind,
+    secrets: Vec<Vec<u8>>,
     answer: Option<String>,
+    pieces: String,
 }
 
 impl View {
-    /// A view of a `kind` stream.
+    /// A view of a `kind` stream whose decoded strings lose every value of `secrets` (at
+    /// least [`crate::text::MIN_SECRET_LEN`] bytes, as [`crate::text::redact`]).
     #[must_use]
-    pub fn new(kind: StreamKind) -> Self {
-        Self { kind, answer: None }
+    pub fn new(kind: StreamKind, secrets: Vec<Vec<u8>>) -> Self {
+        Self {
+            kind,
+            secrets,
+            answer: None,
+            pieces: String::new(),
+        }
     }
 
     /// The lines one stream line makes (none for an event this view leaves out). Pure.
@@ -39,34 +55,65 @@ impl View {
         if self.kind == StreamKind::PlainText {
             return vec![crate::text::printable(line)];
         }
-        let v = match serde_json::from_str::<Value>(line.trim()) {
-            Ok(v) if v.is_object() => v,
-            _ => {
-                let mut out = self.finish();
-                out.push(crate::text::printable(line));
-                return out;
-            }
-        };
         let mut out = Vec::new();
-        match self.kind {
-            StreamKind::ClaudeStreamJson => claude(&v, &mut out),
-            StreamKind::CodexJson => codex(&v, &mut out),
-            StreamKind::GeminiStreamJson => self.gemini(&v, &mut out),
-            StreamKind::PlainText => {}
+        // The pieces of a cut event, joined first: a piece may parse on its own only by chance
+        // (or by the agent's design), never as what it is.
+        if !self.pieces.is_empty() {
+            self.pieces.push_str(line);
+            if let Some(v) = object(&self.pieces) {
+                self.pieces.clear();
+                self.event(v, &mut out);
+            } else if self.pieces.len() > JOIN_MAX {
+                out.extend(self.unread());
+            }
+            return printable(&out);
         }
-        out.iter().map(|l| crate::text::printable(l)).collect()
+        match object(line) {
+            Some(v) => self.event(v, &mut out),
+            None if line.trim_start().starts_with('{') => self.pieces.push_str(line),
+            None => {
+                out.extend(self.finish());
+                out.push(line.to_owned());
+            }
+        }
+        printable(&out)
     }
 
-    /// What the view still holds (an answer the stream did not end): at the end of the
-    /// stream, or before a line it shows as it is.
+    /// What the view still holds (an answer the stream did not end, pieces that never made
+    /// an event): at the end of the stream, or before a line it shows as it is.
     pub fn finish(&mut self) -> Vec<String> {
-        self.answer
-            .take()
-            .map(|a| said("assistant", &a))
-            .unwrap_or_default()
-            .iter()
-            .map(|l| crate::text::printable(l))
-            .collect()
+        let mut out = self.unread();
+        out.extend(
+            self.answer
+                .take()
+                .map(|a| said("assistant", &a))
+                .unwrap_or_default(),
+        );
+        printable(&out)
+    }
+
+    /// The note for pieces that did not make an event; nothing when there are none.
+    fn unread(&mut self) -> Vec<String> {
+        if self.pieces.is_empty() {
+            return Vec::new();
+        }
+        let kib = self.pieces.len().div_ceil(1024);
+        self.pieces.clear();
+        vec![format!(
+            "(an event of {kib} KiB this view cannot read; cyclix logs --raw shows it)"
+        )]
+    }
+
+    /// One event, its strings redacted, read by the stream's shape.
+    fn event(&mut self, mut v: Value, out: &mut Vec<String>) {
+        let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
+        redact_strings(&mut v, &secrets);
+        match self.kind {
+            StreamKind::ClaudeStreamJson => claude(&v, out),
+            StreamKind::CodexJson => codex(&v, out),
+            StreamKind::GeminiStreamJson => self.gemini(&v, out),
+            StreamKind::PlainText => {}
+        }
     }
 
     fn gemini(&mut self, v: &Value, out: &mut Vec<String>) {
@@ -98,6 +145,10 @@ impl View {
                     .map_or_else(String::new, text);
                 out.extend(result(&body, error));
             }
+            Some("error") => out.push(format!(
+                "error: {}",
+                v.get("message").map_or_else(String::new, text)
+            )),
             Some("result") => {
                 let status = str_at(v, "/status");
                 let mut l = format!("result: {status}");
@@ -112,6 +163,38 @@ impl View {
             }
             _ => {}
         }
+    }
+}
+
+/// `line` as a JSON object; `None` for anything else.
+fn object(line: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(line.trim())
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// `lines`, each made printable.
+fn printable(lines: &[String]) -> Vec<String> {
+    lines.iter().map(|l| crate::text::printable(l)).collect()
+}
+
+/// Every string in `v` (keys too) with the values of `secrets` redacted, before anything cuts
+/// or splits it.
+fn redact_strings(v: &mut Value, secrets: &[&[u8]]) {
+    if secrets.is_empty() {
+        return;
+    }
+    match v {
+        Value::String(s) => *s = crate::text::redact(s, secrets),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
+        Value::Object(o) => {
+            let old = std::mem::take(o);
+            for (k, mut x) in old {
+                redact_strings(&mut x, secrets);
+                o.insert(crate::text::redact(&k, secrets), x);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -251,7 +334,14 @@ fn claude(v: &Value, out: &mut Vec<String>) {
         }
         Some("result") => {
             let error = v.get("is_error").and_then(Value::as_bool) == Some(true);
+            // The subtype says more than the flag (`error_max_turns`, `error_during_execution`).
+            let subtype = str_at(v, "/subtype");
             let mut l = format!("result: {}", if error { "error" } else { "success" });
+            if !subtype.is_empty() && subtype != "success" {
+                l.push_str(" (");
+                l.push_str(subtype);
+                l.push(')');
+            }
             if let Some(n) = v.get("num_turns").and_then(Value::as_u64) {
                 l.push_str(" after ");
                 l.push_str(&n.to_string());
@@ -303,6 +393,7 @@ fn codex(v: &Value, out: &mut Vec<String>) {
                 out.push(format!("edit: {}", what.join(", ")));
             }
             "mcp_tool_call" => out.push(format!("tool {}.{}", item("/server"), item("/tool"))),
+            "error" => out.push(format!("error: {}", item("/message"))),
             "web_search" => out.push(format!("web search: {}", item("/query"))),
             _ => {}
         },
@@ -325,7 +416,7 @@ mod tests {
     use super::*;
 
     fn view(kind: StreamKind, lines: &[&str]) -> Vec<String> {
-        let mut v = View::new(kind);
+        let mut v = View::new(kind, Vec::new());
         let mut out: Vec<String> = lines.iter().flat_map(|l| v.push(l)).collect();
         out.extend(v.finish());
         out
@@ -436,5 +527,113 @@ mod tests {
         }
         assert_eq!(out[0], "  ↳ \u{fffd}]52;c;AAAA\u{fffd} \u{fffd}");
         assert_eq!(out[1], "tool \u{fffd}[2J: a⏎b");
+    }
+
+    /// Attack review: Claude Code's Read tool returns whole files, so a `tool_result` event
+    /// longer than `text::output::MAX_LINE` reaches the kept log as several `agent| ` lines,
+    /// none of them a JSON object: the view joins them into the event.
+    #[test]
+    fn an_event_cut_over_several_lines_is_joined_not_shown_as_json_pieces() {
+        let body = (0..800).fold(String::new(), |mut b, i| {
+            b.push_str("line ");
+            b.push_str(&i.to_string());
+            b.push_str(" of a file the agent read\n");
+            b
+        });
+        let ev = serde_json::json!({"type":"user","message":{"content":[{"type":"tool_result","content":body}]}}).to_string();
+        assert!(ev.len() > crate::text::output::MAX_LINE);
+        let mut lines = crate::text::output::Lines::new(&[]);
+        let kept = lines.feed(crate::text::output::Stream::Stdout, ev.as_bytes(), true);
+        assert!(kept.len() > 1, "the control: the event is cut");
+        let mut pieces: Vec<&str> = kept.iter().map(String::as_str).collect();
+        pieces.push(r#"{"type":"result","is_error":false,"num_turns":1}"#);
+        let out = view(StreamKind::ClaudeStreamJson, &pieces);
+        assert_eq!(out[0], "  ↳ line 0 of a file the agent read", "{out:?}");
+        assert!(out[RESULT_LINES].contains("794 more line(s)"), "{out:?}");
+        assert_eq!(
+            out.last().map(String::as_str),
+            Some("result: success after 1 turn(s)")
+        );
+        assert!(!out.iter().any(|l| l.contains("\"type\"")), "{out:?}");
+        // Pieces that never make an event are named, not shown, past the limit and at the end.
+        let big = format!("{{\"type\":\"user\",\"x\":\"{}", "a".repeat(JOIN_MAX));
+        assert_eq!(
+            view(
+                StreamKind::ClaudeStreamJson,
+                &[&big[..JOIN_MAX / 2], &big[JOIN_MAX / 2..]]
+            ),
+            ["(an event of 1025 KiB this view cannot read; cyclix logs --raw shows it)"]
+        );
+        assert_eq!(
+            view(StreamKind::ClaudeStreamJson, &[r#"{"type":"user","#]),
+            ["(an event of 1 KiB this view cannot read; cyclix logs --raw shows it)"]
+        );
+    }
+
+    /// Attack review: a secret value the CLI wrote with JSON escapes (a tab, a quote, `\u0073`)
+    /// was not redacted in the raw line; decoded, it is the value: redacted before it is made
+    /// printable, split or cut.
+    #[test]
+    fn a_secret_written_with_json_escapes_is_redacted_once_decoded() {
+        let secrets = vec![
+            b"tok\tEN-9876".to_vec(),
+            b"s3cr\"et-value".to_vec(),
+            b"PEM\nKEY-LINE2".to_vec(),
+        ];
+        let mut v = View::new(StreamKind::ClaudeStreamJson, secrets);
+        let out: Vec<String> = [
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"the key is tok\tEN-9876"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"echo \u0073\u0033cr\"et-value"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"PEM\nKEY-LINE2"}]}}"#,
+        ]
+        .iter()
+        .flat_map(|l| v.push(l))
+        .collect();
+        assert_eq!(
+            out,
+            [
+                "assistant: the key is ***",
+                "tool Bash: echo ***",
+                "  ↳ ***"
+            ],
+            "{out:?}"
+        );
+        // The control: without the values, the view shows them decoded.
+        let plain = view(
+            StreamKind::ClaudeStreamJson,
+            &[
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"s3cr\"et-value"}]}}"#,
+            ],
+        );
+        assert_eq!(plain, ["assistant: s3cr\"et-value"]);
+    }
+
+    #[test]
+    fn errors_and_a_result_subtype_are_shown() {
+        assert_eq!(
+            view(
+                StreamKind::ClaudeStreamJson,
+                &[
+                    r#"{"type":"result","subtype":"error_max_turns","is_error":false,"num_turns":9}"#
+                ]
+            ),
+            ["result: success (error_max_turns) after 9 turn(s)"]
+        );
+        assert_eq!(
+            view(
+                StreamKind::CodexJson,
+                &[
+                    r#"{"type":"item.completed","item":{"type":"error","message":"stream disconnected"}}"#
+                ]
+            ),
+            ["error: stream disconnected"]
+        );
+        assert_eq!(
+            view(
+                StreamKind::GeminiStreamJson,
+                &[r#"{"type":"error","message":"quota"}"#]
+            ),
+            ["error: quota"]
+        );
     }
 }

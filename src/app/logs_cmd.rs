@@ -25,11 +25,9 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// How `cyclix logs` prints a run's kept agent lines.
 struct Shown {
-    /// The preset CLI's stream read as a person reads it; `None`: the lines as they are.
+    /// The preset CLI's stream read as a person reads it (it redacts the tenant's secret
+    /// values in what it decodes); `None`: the lines as they are.
     view: Option<View>,
-    /// Secret values of the tenant, redacted again after the view decodes the CLI's JSON
-    /// strings (a value written with JSON escapes is not the exact value the run redacted).
-    secrets: Vec<Vec<u8>>,
 }
 
 impl Shown {
@@ -38,12 +36,11 @@ impl Shown {
         let Some(view) = self.view.as_mut().filter(|_| label == "agent") else {
             return write_out(bytes);
         };
-        let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
         let prefix = format!("{label}| ");
         let mut out = String::new();
         let put = |out: &mut String, l: &str| {
             out.push_str(&prefix);
-            out.push_str(&crate::text::redact(l, &secrets));
+            out.push_str(l);
             out.push('\n');
         };
         for line in String::from_utf8_lossy(bytes).lines() {
@@ -62,11 +59,10 @@ impl Shown {
     /// What the view still holds, at the end of the agent's log.
     fn finish(&mut self) -> Result<()> {
         let rest = self.view.as_mut().map(View::finish).unwrap_or_default();
-        let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
         let mut text = String::new();
         for l in &rest {
             text.push_str("agent| ");
-            text.push_str(&crate::text::redact(l, &secrets));
+            text.push_str(l);
             text.push('\n');
         }
         write_out(text.as_bytes())
@@ -113,17 +109,18 @@ pub fn run(
         .then(|| preset_stream(env, tenant, &run_id, &dir))
         .flatten()
         .filter(|k| *k != StreamKind::PlainText)
-        .map(View::new);
-    let secrets = match &view {
-        Some(_) => super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
-            .ok()
-            .and_then(Result::ok)
-            .and_then(|spec| super::tenant::run_secrets(env, &spec).ok())
-            .map(|s| s.into_iter().map(|(_, v)| v).collect())
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let mut shown = Shown { view, secrets };
+        .map(|kind| {
+            // Each value found counts: one variable set nowhere does not leave the rest
+            // unredacted (attack review).
+            let secrets =
+                super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
+                    .ok()
+                    .and_then(Result::ok)
+                    .map(|spec| super::tenant::known_secret_values(env, &spec))
+                    .unwrap_or_default();
+            View::new(kind, secrets)
+        });
+    let mut shown = Shown { view };
     let live = || super::current_run::current_run(env, tenant).is_some_and(|c| c.run_id == run_id);
     if !follow {
         if !paths.iter().any(|p| p.exists()) {

@@ -33,7 +33,8 @@ pub enum Rule {
 pub enum Unmerged {
     /// Keep it, and its run (the default).
     Keep,
-    /// Keep those of the newest N runs that made a branch (N >= 1); older ones go.
+    /// Keep those of the newest N runs whose branch is still the only copy (N >= 1); older
+    /// ones go when the branch is as the run left it.
     KeepNewest(usize),
     /// Delete it with its run (`--force`).
     Delete,
@@ -66,6 +67,8 @@ pub struct RunFiles {
     pub started_ms: Option<u128>,
     /// The run branch its record names (it made commits), if any.
     pub branch: Option<String>,
+    /// The run's last commit (where it left its branch), if it made any.
+    pub tip: Option<String>,
     /// Its files in the tenant's records directory (record, logs, diff, phase note).
     pub files: Vec<PathBuf>,
     /// It has a `RUN.running` marker: never pruned.
@@ -97,16 +100,29 @@ fn newest_first(runs: &[RunFiles]) -> Vec<&RunFiles> {
     order
 }
 
-/// The runs whose branch `--keep-branches n` keeps: the newest `n` runs that made a branch
-/// (their record names one). Pure.
-#[must_use]
-pub fn branch_keepers(runs: &[RunFiles], n: usize) -> Vec<String> {
-    newest_first(runs)
-        .into_iter()
-        .filter(|r| r.branch.is_some())
-        .take(n)
-        .map(|r| r.run_id.clone())
-        .collect()
+/// The runs whose branch `--keep-branches n` keeps: the newest `n` runs whose branch is still
+/// the only copy of its work (`only_copy`: it exists, neither merged nor pushed; a merged or
+/// deleted branch does not take a place). Pure but for `only_copy`.
+///
+/// # Errors
+/// What `only_copy` returns (git failing).
+pub fn branch_keepers(
+    runs: &[RunFiles],
+    n: usize,
+    mut only_copy: impl FnMut(&str) -> Result<bool>,
+) -> Result<Vec<String>> {
+    let mut keep = Vec::new();
+    for r in newest_first(runs) {
+        if keep.len() == n {
+            break;
+        }
+        if let Some(b) = &r.branch
+            && only_copy(b)?
+        {
+            keep.push(r.run_id.clone());
+        }
+    }
+    Ok(keep)
 }
 
 /// The runs `rule` takes from `runs` at `now_ms`: never the newest, never one with a marker.
@@ -143,6 +159,7 @@ pub fn runs_in(dir: &Path) -> Vec<RunFiles> {
             run_id: run.to_owned(),
             started_ms: None,
             branch: None,
+            tip: None,
             files: Vec::new(),
             marker: false,
         });
@@ -157,10 +174,21 @@ pub fn runs_in(dir: &Path) -> Vec<RunFiles> {
         {
             r.started_ms = rec.phases.first().map(|p| p.start_ms);
             r.branch = (!rec.branch.is_empty() && !rec.commits.is_empty()).then_some(rec.branch);
+            r.tip = rec.commits.last().map(|c| c.sha.clone());
         }
         r.files.push(e.path());
     }
     runs.into_values().collect()
+}
+
+/// Whether `branch` no longer ends at the run's last commit (a user committed on it, or reset
+/// it): `--keep-branches` then keeps it, the only copy of that work (attack review). A run
+/// with no recorded commit counts as moved.
+fn moved(git: &Git, branch: &str, r: &RunFiles) -> Result<bool> {
+    let Some(tip) = &r.tip else {
+        return Ok(true);
+    };
+    Ok(git.rev_parse_commit(&format!("refs/heads/{branch}"))? != *tip)
 }
 
 /// Why a run branch may go without `--force`: it is in the history of `base` or of a
@@ -191,13 +219,18 @@ fn prune_tenant(
     let dir = record::tenant_dir(&env.state_home, tenant);
     let runs = runs_in(&dir);
     let take = chosen(&runs, rule, now_ms);
-    let keepers = match unmerged {
-        Unmerged::KeepNewest(n) => branch_keepers(&runs, n),
-        Unmerged::Keep | Unmerged::Delete => Vec::new(),
-    };
     let spec = super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
         .ok()
         .and_then(Result::ok);
+    let keepers = match (unmerged, &spec) {
+        (Unmerged::KeepNewest(n), Some(spec)) => {
+            let git = Git::new(&spec.repo.path);
+            branch_keepers(&runs, n, |b| {
+                Ok(git.branch_exists(b)? && safe_because(&git, b, &spec.repo.base)?.is_none())
+            })?
+        }
+        _ => Vec::new(),
+    };
     let mut lines = Vec::new();
     let mut ok = true;
     let verb = if dry_run { "would prune" } else { "pruned" };
@@ -219,10 +252,21 @@ fn prune_tenant(
                 let why = match (safe_because(&git, branch, &spec.repo.base)?, unmerged) {
                     (Some(why), _) => why,
                     (None, Unmerged::Delete) => "not merged and not pushed: --force".to_owned(),
-                    (None, Unmerged::KeepNewest(n)) if !keepers.contains(&r.run_id) => format!(
-                        "not merged and not pushed: older than the newest {n} run branch{} (--keep-branches {n})",
-                        if n == 1 { "" } else { "es" }
-                    ),
+                    (None, Unmerged::KeepNewest(n))
+                        if !keepers.contains(&r.run_id) && !moved(&git, branch, r)? =>
+                    {
+                        format!(
+                            "not merged and not pushed: older than the newest {n} such run branch{} (--keep-branches {n})",
+                            if n == 1 { "" } else { "es" }
+                        )
+                    }
+                    (None, Unmerged::KeepNewest(n)) if !keepers.contains(&r.run_id) => {
+                        lines.push(format!(
+                            "kept run {}: branch {branch} moved since the run (its tip is not the run's last commit: someone committed on it); --keep-branches {n} deletes only a branch as the run left it: merge or push it, or prune with --force",
+                            r.run_id
+                        ));
+                        continue;
+                    }
                     (None, Unmerged::KeepNewest(n)) => {
                         lines.push(format!(
                             "kept run {}: branch {branch} is not in the history of {} and not pushed, and is among the newest {n} run branches (--keep-branches {n})",
@@ -271,6 +315,32 @@ fn prune_tenant(
         }
     ));
     Ok((lines, ok))
+}
+
+/// `cyclix prune` from its command line.
+///
+/// # Errors
+/// As [`run`]; `--keep-branches 0`; called for another verb (an invariant).
+pub fn dispatch(env: &HostEnv, cmd: &crate::cli::Command) -> Result<Outcome> {
+    let crate::cli::Command::Prune {
+        tenant,
+        keep,
+        older_than,
+        force,
+        keep_branches,
+        dry_run,
+    } = cmd
+    else {
+        anyhow::bail!("invariant: prune_cmd::dispatch is called for `cyclix prune` only");
+    };
+    run(
+        env,
+        tenant.as_deref(),
+        *keep,
+        older_than.as_deref(),
+        Unmerged::from_flags(*force, *keep_branches)?,
+        *dry_run,
+    )
 }
 
 /// `cyclix prune`.
@@ -342,6 +412,7 @@ mod tests {
             run_id: id.into(),
             started_ms,
             branch: None,
+            tip: None,
             files: Vec::new(),
             marker,
         }
@@ -390,8 +461,18 @@ mod tests {
             with("r4", 4, false),
             with("r5", 5, true),
         ];
-        assert_eq!(branch_keepers(&runs, 2), ["r5", "r3"]);
-        assert_eq!(branch_keepers(&runs, 9), ["r5", "r3", "r2", "r1"]);
+        let all = |_: &str| Ok(true);
+        assert_eq!(branch_keepers(&runs, 2, all).expect("n"), ["r5", "r3"]);
+        assert_eq!(
+            branch_keepers(&runs, 9, all).expect("n"),
+            ["r5", "r3", "r2", "r1"]
+        );
+        // A merged (or deleted) branch takes no place among the newest N.
+        let r3_merged = |b: &str| Ok(b != "cyclix/t/r3");
+        assert_eq!(
+            branch_keepers(&runs, 2, r3_merged).expect("n"),
+            ["r5", "r2"]
+        );
         assert_eq!(
             Unmerged::from_flags(false, Some(3)).expect("n"),
             Unmerged::KeepNewest(3)

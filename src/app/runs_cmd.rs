@@ -68,11 +68,25 @@ fn write_svg(env: &HostEnv, tenant: Option<&str>, file: &Path, last: usize) -> R
             dir.display()
         )));
     }
-    if file.is_dir() {
-        return Err(crate::exit::input(format!(
-            "cannot write {}: it is a directory (name a file in it)",
-            file.display()
-        )));
+    let to_stdout = file.as_os_str() == "-";
+    match std::fs::symlink_metadata(file) {
+        _ if to_stdout => {}
+        Ok(m) if m.is_dir() => {
+            return Err(crate::exit::input(format!(
+                "cannot write {}: it is a directory (name a file in it)",
+                file.display()
+            )));
+        }
+        // The picture replaces a file by renaming over it: a symlink, a device or a FIFO would
+        // be replaced, not written to (as root, `--svg /dev/stdout` replaced the device's
+        // link: attack review). `-` writes to stdout.
+        Ok(m) if !m.is_file() => {
+            return Err(crate::exit::input(format!(
+                "cannot write {}: it is not a regular file (a symlink, a device or a FIFO would be replaced); name a new or a regular file, or `-` for stdout",
+                file.display()
+            )));
+        }
+        _ => {}
     }
     let (mut recs, bad) = records(&env.layout().records_root(), tenant);
     for b in &bad {
@@ -86,15 +100,25 @@ fn write_svg(env: &HostEnv, tenant: Option<&str>, file: &Path, last: usize) -> R
         if n == 1 { "" } else { "s" }
     );
     let picture = svg::svg(&recs, &title);
-    crate::atomic::write_mode(file, picture.as_bytes(), 0o644)
-        .with_context(|| format!("writing the picture to {}", file.display()))?;
     let phases: usize = recs.iter().map(|r| r.phases.len()).sum();
-    super::print_out(&format!(
-        "wrote {}: {n} run{} of {scope}, {phases} phase{}\n",
-        file.display(),
+    let said = format!(
+        "wrote {}: {n} run{} of {scope}, {phases} phase{}",
+        if to_stdout {
+            "the picture to stdout".to_owned()
+        } else {
+            file.display().to_string()
+        },
         if n == 1 { "" } else { "s" },
         if phases == 1 { "" } else { "s" }
-    ))?;
+    );
+    if to_stdout {
+        super::print_out(&picture)?;
+        crate::stderrln!("{said}");
+        return Ok(Outcome::Ok);
+    }
+    crate::atomic::write_mode(file, picture.as_bytes(), 0o644)
+        .with_context(|| format!("writing the picture to {}", file.display()))?;
+    super::print_out(&format!("{said}\n"))?;
     Ok(Outcome::Ok)
 }
 

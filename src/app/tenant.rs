@@ -409,6 +409,17 @@ pub(crate) fn run_secrets(env: &HostEnv, spec: &Spec) -> Result<Vec<(String, Vec
     secret_values(spec, &spec.tenant, &tenant_env_file(env, &spec.tenant))
 }
 
+/// The values of the variables `spec` names that are set (cyclix's environment, then the
+/// tenant's env file), each on its own: one set nowhere is skipped, not a reason to redact
+/// nothing (`cyclix logs` redacts what it decodes with them; attack review of issue 32).
+pub(crate) fn known_secret_values(env: &HostEnv, spec: &Spec) -> Vec<Vec<u8>> {
+    let file_vars = tenant_env_file(env, &spec.tenant);
+    named_variables(spec)
+        .into_iter()
+        .filter_map(|n| tenant_value(&n.name, &file_vars))
+        .collect()
+}
+
 /// The tenant's env file as the run unit's `EnvironmentFile=` reads it (`envfile`); empty
 /// when there is none or it cannot be read (a run then names the variable that is missing).
 fn tenant_env_file(env: &HostEnv, tenant: &str) -> Vec<(String, Vec<u8>)> {

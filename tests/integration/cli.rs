@@ -432,6 +432,32 @@ fn runs_svg_refuses_a_missing_directory_and_draws_no_runs_as_a_picture() {
         "{}",
         text(&o.stderr)
     );
+    // A symlink (or a device, a FIFO) as FILE is refused, not replaced by the rename (attack
+    // review: as root, `--svg /dev/stdout` replaced the device's link); the link stays.
+    let link = home.path().join("link.svg");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    let o = runs(&["old", "--svg", link.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("it is not a regular file"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("the link")
+            .file_type()
+            .is_symlink()
+    );
+    // `-`: the picture on stdout, what was written on stderr, no file named `-`.
+    let o = runs(&["old", "--svg", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).starts_with("<svg "), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("wrote the picture to stdout: 0 runs of old"),
+        "{}",
+        text(&o.stderr)
+    );
     for bad in [
         &["old", "--json", "--svg", "x.svg"][..],
         &["old", "--last", "0"],

@@ -248,8 +248,12 @@ fn the_readme_quickstart_in_the_testbed_ends_in_a_passed_run_of_the_users_reposi
         tb,
         &format!(
             "set -euo pipefail; systemctl --user stop cyclix-run@shop.service || true; \
-             rm -rf ~/src/shop ~/.config/cyclix/tenants/shop.yaml ~/.local/state/cyclix/runs/shop\n{}",
-            block.replace("/mnt/shop", "/tmp/readme-shop")
+             rm -rf ~/readme-src ~/.config/cyclix/tenants/shop.yaml ~/.local/state/cyclix/runs/shop\n{}",
+            // A directory that does not exist yet, as `~/src` in a fresh home (attack review:
+            // the block began with a `cp` into it; other tests' repositories are in ~/src).
+            block
+                .replace("/mnt/shop", "/tmp/readme-shop")
+                .replace("~/src", "~/readme-src")
         ),
         "the README's block",
     );

@@ -120,7 +120,7 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
     };
     let kb_dry = kb(" --dry-run");
     let gone3 = format!(
-        "run {} of {t}: record and logs, branch {} (not merged and not pushed: older than the newest 2 run branches (--keep-branches 2))",
+        "run {} of {t}: record and logs, branch {} (not merged and not pushed: older than the newest 2 such run branches (--keep-branches 2))",
         runs[2],
         branch(&runs[2])
     );
@@ -136,6 +136,30 @@ fn prune_takes_merged_and_pushed_runs_keeps_the_only_copy_without_force_and_the_
         "{kb_dry}"
     );
     assert_eq!(state("after the --keep-branches dry run"), after);
+    // A branch the user committed on since the run is the only copy of that work: kept, named.
+    let b3 = branch(&runs[2]);
+    expect_success(
+        &tb.user_sh(&format!(
+            "set -e; cd ~/src/{t}; git checkout -q {b3}; \
+             git -c user.name=u -c user.email=u@example.com commit -q --allow-empty -m 'my work on the run'; \
+             git checkout -q main"
+        )),
+        "a user's commit on run 3's branch",
+    );
+    let moved = kb(" --dry-run");
+    assert!(
+        moved.contains(&format!(
+            "kept run {}: branch {b3} moved since the run (its tip is not the run's last commit",
+            runs[2]
+        )) && moved.contains(&format!("{t}: 0 of 3 runs would go; 2 chosen but kept")),
+        "{moved}"
+    );
+    expect_success(
+        &tb.user_sh(&format!(
+            "git -C ~/src/{t} update-ref refs/heads/{b3} {b3}~1"
+        )),
+        "the user takes the commit back",
+    );
     let kb_out = kb("");
     assert!(
         kb_out.contains(&format!("pruned {gone3}")) && kb_out.contains(&kept4),

@@ -186,6 +186,11 @@ fn block_height(r: &RunRecord) -> f64 {
     HEAD + ROW * count(r.phases.len()) + GAP
 }
 
+/// The longest time axis drawn (ms, a century): a record whose phases span more (a corrupted
+/// or hand-edited one: records are written on the host from its clock) is drawn cut at it,
+/// never overflowing the axis' arithmetic (attack review).
+const MAX_SPAN_MS: u128 = 100 * 365 * 86_400_000;
+
 /// The SVG of `records` (drawn in the order given: the caller's newest first), titled
 /// `title`. One `<g class="run" data-run=… data-result=…>` per record, holding one
 /// `<rect class="phase" data-phase=… data-ms=…>` per phase of its record, each with a
@@ -198,9 +203,9 @@ pub fn svg(records: &[RunRecord], title: &str) -> String {
         .filter_map(|r| bounds(r).map(|b| b.1))
         .max()
         .unwrap_or(0)
-        .max(1);
+        .clamp(1, MAX_SPAN_MS);
     let step = step(span);
-    let axis_end = span.div_ceil(step).max(1) * step;
+    let axis_end = span.div_ceil(step).max(1).saturating_mul(step);
     let scale = PLOT / ms_f(axis_end);
     let blocks: f64 = records.iter().map(block_height).sum();
     let bottom = TOP + blocks.max(ROW * 2.0);

@@ -367,8 +367,13 @@ fn last_lines(r: &RunRecord) -> String {
             String::new()
         };
         if shown == 0 && report.is_none() {
-            // Not an empty heading (a newcomer's report): say that nothing was printed.
-            let _ = writeln!(s, "  the {who} printed nothing{earlier}");
+            // Not an empty heading (a newcomer's report): say that nothing was printed, or
+            // that its last lines were blank (the record keeps no blank line).
+            if more > 0 {
+                let _ = writeln!(s, "  the {who}'s last lines were blank{earlier}");
+            } else {
+                let _ = writeln!(s, "  the {who} printed nothing");
+            }
         } else if shown > 0 {
             let what = if report.is_some() {
                 "other lines"

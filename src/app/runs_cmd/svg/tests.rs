@@ -357,3 +357,13 @@ fn the_phase_a_result_speaks_of_is_outlined_though_it_ran_to_its_end() {
     assert_eq!(text.matches("class=\"phase failed\"").count(), 1);
     assert!(text.contains("class=\"phase failed\" data-run=\"r\" data-phase=\"teardown\""));
 }
+
+/// Attack review: a record whose phase times span (nearly) all of u128 (a corrupted or hand-edited
+/// record; records are host-written) must not panic `cyclix runs --svg` (debug: overflow panic
+/// at `span.div_ceil(step).max(1) * step`; release: a wrapped axis).
+#[test]
+fn a_record_spanning_all_of_u128_does_not_overflow_the_axis() {
+    let r = rec("r1", RunResult::Passed, 0, &[("agent", 0, u128::MAX)]);
+    let s = svg(&[r], "t");
+    assert!(!s.contains("inf") && !s.contains("NaN"), "{s}");
+}
