@@ -115,6 +115,23 @@ pub fn runs_in(dir: &Path) -> Vec<RunFiles> {
     runs.into_values().collect()
 }
 
+/// Adds run `r`'s record (when it has a readable one) to `tenant`'s tally of pruned runs
+/// before its files go, so the metrics' counters keep it (docs/metrics.md).
+fn tally(env: &HostEnv, tenant: &str, r: &RunFiles) -> Result<()> {
+    let recs: Vec<RunRecord> = r
+        .files
+        .iter()
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| crate::layout::parse_run_file(&n.to_string_lossy()).map(|x| x.1 == "json"))
+                .unwrap_or(false)
+        })
+        .filter_map(|f| std::fs::read(f).ok())
+        .filter_map(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+        .collect();
+    super::metrics::tally_pruned(&env.state_home, tenant, &recs)
+}
+
 /// Why a run branch may go without `--force`: it is in the history of `base` or of a
 /// remote-tracking ref. `None`: it is the only copy.
 fn safe_because(git: &Git, branch: &str, base: &str) -> Result<Option<String>> {
@@ -182,6 +199,14 @@ fn prune_tenant(
                 }
                 what = format!("{what}, branch {branch} ({why})");
             }
+        }
+        if !dry_run && let Err(e) = tally(env, tenant, r) {
+            lines.push(format!(
+                "kept run {}: its record cannot be added to the metrics' tally of pruned runs: {e:#}",
+                r.run_id
+            ));
+            ok = false;
+            continue;
         }
         if !dry_run {
             for f in &r.files {

@@ -57,6 +57,7 @@ fn pure_modules_do_no_io() {
         src.join("drill.rs"),
         src.join("images/agents.rs"),
         src.join("agents.rs"),
+        src.join("metrics.rs"),
     ];
     rust_files(&src.join("drill"), &mut files);
     rust_files(&src.join("agents"), &mut files);
@@ -64,6 +65,7 @@ fn pure_modules_do_no_io() {
     rust_files(&src.join("twin"), &mut files);
     rust_files(&src.join("spec"), &mut files);
     rust_files(&src.join("render"), &mut files);
+    rust_files(&src.join("metrics"), &mut files);
     assert!(
         files.len() >= 10,
         "expected the pure modules, found {files:?}"
