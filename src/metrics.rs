@@ -1,4 +1,4 @@
-//! cyclix's metrics in the Prometheus text format (0.0.4), for node_exporter's textfile
+//! cyclix's metrics in the Prometheus text format (0.0.4), for `node_exporter`'s textfile
 //! collector (issue 32, item 4). Pure: the caller ([`crate::app::metrics`]) reads the run
 //! records and the pools' state, feeds them to a [`Metrics`] and writes [`Metrics::render`]'s
 //! text atomically to `metrics_textfile` (docs/metrics.md).
@@ -179,8 +179,11 @@ struct LastRun {
     leftovers: usize,
 }
 
+/// Samples of one family: `(suffix and labels, value)`.
+type Samples = Vec<(String, String)>;
+
 /// One tenant's numbers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct TenantRuns {
     results: [u64; RESULTS.len()],
     /// Phase (its index in [`PHASES`], `other` last) → (count, sum ms).
@@ -193,12 +196,16 @@ struct TenantRuns {
     last: Option<LastRun>,
 }
 
-impl TenantRuns {
-    fn new() -> Self {
+impl Default for TenantRuns {
+    fn default() -> Self {
         let empty = || (vec![0; TO_AGENT_BUCKETS_MS.len() + 1], 0);
         TenantRuns {
+            results: [0; RESULTS.len()],
+            phases: BTreeMap::new(),
             to_agent: [empty(), empty()],
-            ..TenantRuns::default()
+            egress: [(0, 0); 2],
+            leftovers: 0,
+            last: None,
         }
     }
 }
@@ -214,10 +221,7 @@ pub struct Metrics {
 impl Metrics {
     /// Counts `rec` (a record kept).
     pub fn add_record(&mut self, rec: &RunRecord) {
-        let t = self
-            .tenants
-            .entry(rec.tenant.clone())
-            .or_insert_with(TenantRuns::new);
+        let t = self.tenants.entry(rec.tenant.clone()).or_default();
         if let Some(i) = RESULTS.iter().position(|r| *r == rec.result) {
             t.results[i] += 1;
         }
@@ -266,10 +270,7 @@ impl Metrics {
 
     /// Adds what `cyclix prune` removed of `tenant`'s runs.
     pub fn add_tally(&mut self, tenant: &str, tally: &Tally) {
-        let t = self
-            .tenants
-            .entry(tenant.to_owned())
-            .or_insert_with(TenantRuns::new);
+        let t = self.tenants.entry(tenant.to_owned()).or_default();
         for (i, r) in RESULTS.iter().enumerate() {
             t.results[i] += tally.results.get(r.as_str()).copied().unwrap_or(0);
         }
@@ -329,7 +330,7 @@ impl Metrics {
     }
 
     fn render_runs(&self, out: &mut Out) {
-        let each = |f: &dyn Fn(&str, &TenantRuns) -> Vec<(String, String)>| {
+        let each = |f: &dyn Fn(&str, &TenantRuns) -> Samples| {
             self.tenants
                 .iter()
                 .flat_map(|(name, t)| f(name, t))
@@ -343,7 +344,12 @@ impl Metrics {
                 RESULTS
                     .iter()
                     .zip(t.results)
-                    .map(|(r, n)| (labels(&[("tenant", name), ("result", r.as_str())]), n.to_string()))
+                    .map(|(r, n)| {
+                        (
+                            labels(&[("tenant", name), ("result", r.as_str())]),
+                            n.to_string(),
+                        )
+                    })
                     .collect()
             }),
         );
@@ -354,7 +360,11 @@ impl Metrics {
                 t.phases
                     .iter()
                     .map(|(p, (n, ms))| {
-                        (labels(&[("tenant", name), ("phase", phase_name(*p))]), *n, *ms)
+                        (
+                            labels(&[("tenant", name), ("phase", phase_name(*p))]),
+                            *n,
+                            *ms,
+                        )
                     })
                     .collect::<Vec<_>>()
                     .into_iter()
@@ -391,6 +401,16 @@ impl Metrics {
                 v
             }),
         );
+        self.render_egress(out);
+    }
+
+    fn render_egress(&self, out: &mut Out) {
+        let each = |f: &dyn Fn(&str, &TenantRuns) -> Samples| {
+            self.tenants
+                .iter()
+                .flat_map(|(name, t)| f(name, t))
+                .collect::<Vec<_>>()
+        };
         for (name, help, pick) in [
             (
                 "cyclix_egress_requests_total",
@@ -428,7 +448,7 @@ impl Metrics {
     }
 
     fn render_last(&self, out: &mut Out) {
-        let each = |f: &dyn Fn(&str, &LastRun) -> Vec<(String, String)>| {
+        let each = |f: &dyn Fn(&str, &LastRun) -> Samples| {
             self.tenants
                 .iter()
                 .filter_map(|(name, t)| t.last.as_ref().map(|l| f(name, l)))
@@ -482,7 +502,10 @@ impl Metrics {
                 l.phases
                     .iter()
                     .map(|(p, ms)| {
-                        (labels(&[("tenant", name), ("phase", phase_name(*p))]), seconds(*ms))
+                        (
+                            labels(&[("tenant", name), ("phase", phase_name(*p))]),
+                            seconds(*ms),
+                        )
                     })
                     .collect()
             }),
@@ -539,7 +562,9 @@ impl Metrics {
                         ("claimed", p.claimed),
                         ("expiring", p.expiring),
                     ]
-                    .map(|(state, n)| (labels(&[("tenant", name), ("state", state)]), n.to_string()))
+                    .map(|(state, n)| {
+                        (labels(&[("tenant", name), ("state", state)]), n.to_string())
+                    })
                 })
                 .collect(),
         );
@@ -584,20 +609,20 @@ struct Out {
 
 impl Out {
     /// A family whose samples are `(labels, value)`; nothing when it has none.
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Samples) {
         self.typed(name, kind, help, samples);
     }
 
     /// A summary or histogram family whose samples are `(suffix and labels, value)`.
-    fn summary(&mut self, name: &str, help: &str, samples: Vec<(String, String)>) {
+    fn summary(&mut self, name: &str, help: &str, samples: Samples) {
         self.typed(name, "summary", help, samples);
     }
 
-    fn histogram(&mut self, name: &str, help: &str, samples: Vec<(String, String)>) {
+    fn histogram(&mut self, name: &str, help: &str, samples: Samples) {
         self.typed(name, "histogram", help, samples);
     }
 
-    fn typed(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
+    fn typed(&mut self, name: &str, kind: &str, help: &str, samples: Samples) {
         if samples.is_empty() {
             return;
         }
@@ -652,7 +677,10 @@ pub fn seconds(ms: u128) -> String {
 /// A phase's place: its index in [`PHASES`] (the lifecycle's order), `PHASES.len()` for any
 /// other name (labelled `other`).
 fn phase_index(name: &str) -> usize {
-    PHASES.iter().position(|p| *p == name).unwrap_or(PHASES.len())
+    PHASES
+        .iter()
+        .position(|p| *p == name)
+        .unwrap_or(PHASES.len())
 }
 
 /// The label of the phase at `index` ([`phase_index`]).

@@ -1,7 +1,7 @@
 //! Writing cyclix's metrics file (`metrics_textfile` in cyclix's config; docs/metrics.md):
 //! after every run (`launch`, `kube_run`) and after each pass of a pool keeper. It reads the
 //! run records, what `cyclix prune` removed ([`tally_path`]) and the pools' state, renders
-//! them ([`crate::metrics`]) and writes the text atomically, mode 0644 (node_exporter runs as
+//! them ([`crate::metrics`]) and writes the text atomically, mode 0644 (`node_exporter` runs as
 //! another user). A failure to write is said on stderr (the run's journal) and changes
 //! nothing else: the run's result stands.
 
@@ -45,6 +45,35 @@ pub fn write(env: &HostEnv) -> Result<Option<PathBuf>> {
     crate::atomic::write_mode(&path, text.as_bytes(), 0o644)
         .with_context(|| format!("metrics_textfile {}", path.display()))?;
     Ok(Some(path))
+}
+
+/// Why `path` cannot be written as the metrics file now (`cyclix check`), `None` when it can:
+/// its directory missing or not writable by this user, or the path taken by something other
+/// than a file.
+#[must_use]
+pub fn target_problem(path: &Path) -> Option<String> {
+    use nix::unistd::{AccessFlags, access};
+    let dir = path.parent()?;
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(format!("its directory {} does not exist", dir.display()));
+        }
+        Err(e) => return Some(format!("its directory {}: {e}", dir.display())),
+        Ok(m) if !m.is_dir() => {
+            return Some(format!("{} is not a directory", dir.display()));
+        }
+        Ok(_) => {}
+    }
+    if access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        return Some(format!(
+            "its directory {} is not writable by this user",
+            dir.display()
+        ));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Some(format!("{} is a directory", path.display())),
+        _ => None,
+    }
 }
 
 /// Every record kept, every tenant's prune tally and every pool's state, counted.
@@ -183,8 +212,16 @@ mod tests {
             format!("metrics_textfile: {}\n", target.display()),
         )
         .expect("config");
+        assert!(
+            target_problem(&target).is_some_and(|p| p.contains("does not exist")),
+            "{:?}",
+            target_problem(&target)
+        );
         let e = format!("{:#}", write(&env).expect_err("no such directory"));
-        assert!(e.contains("metrics_textfile") && e.contains("missing"), "{e}");
+        assert!(
+            e.contains("metrics_textfile") && e.contains("missing"),
+            "{e}"
+        );
         // What the run calls: said, never a failure of its own.
         write_after(&env, "run r of t");
     }
@@ -212,6 +249,7 @@ mod tests {
         let pool = env.runtime().expect("rt").pool_dir("acme");
         std::fs::create_dir_all(pool.join("ready/e1")).expect("pool");
         assert_eq!(write(&env).expect("written"), Some(target.clone()));
+        assert_eq!(target_problem(&target), None);
         let text = std::fs::read_to_string(&target).expect("read");
         assert!(
             text.contains("cyclix_runs_total{tenant=\"acme\",result=\"passed\"} 1\n"),
@@ -226,10 +264,16 @@ mod tests {
             text.contains("cyclix_pool_environments{tenant=\"acme\",state=\"ready\"} 1\n"),
             "{text}"
         );
-        let mode = std::fs::metadata(&target).expect("meta").permissions().mode();
+        let mode = std::fs::metadata(&target)
+            .expect("meta")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o644);
         // Only the file: no temporary left beside it.
         let names: Vec<String> = entries(d.path()).into_iter().map(|e| e.0).collect();
-        assert!(!names.iter().any(|n| n.starts_with(".cyclix-")), "{names:?}");
+        assert!(
+            !names.iter().any(|n| n.starts_with(".cyclix-")),
+            "{names:?}"
+        );
     }
 }

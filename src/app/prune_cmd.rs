@@ -123,7 +123,9 @@ fn tally(env: &HostEnv, tenant: &str, r: &RunFiles) -> Result<()> {
         .iter()
         .filter(|f| {
             f.file_name()
-                .and_then(|n| crate::layout::parse_run_file(&n.to_string_lossy()).map(|x| x.1 == "json"))
+                .and_then(|n| {
+                    crate::layout::parse_run_file(&n.to_string_lossy()).map(|x| x.1 == "json")
+                })
                 .unwrap_or(false)
         })
         .filter_map(|f| std::fs::read(f).ok())

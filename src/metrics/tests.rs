@@ -28,7 +28,7 @@ fn value<'a>(text: &'a str, series: &str) -> Option<&'a str> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
 }
 
-/// A passed run and a gate_failed one of `acme`, a warm one of `beta`.
+/// A passed run and a `gate_failed` one of `acme`, a warm one of `beta`.
 fn two_tenants() -> Metrics {
     let mut m = Metrics::default();
     let mut a = rec(
@@ -81,10 +81,19 @@ fn two_tenants() -> Metrics {
 fn counts_runs_results_phases_egress_and_leftovers_per_tenant() {
     let t = two_tenants().render(9_000);
     let v = |s: &str| value(&t, s).unwrap_or_else(|| panic!("no {s} in\n{t}"));
-    assert_eq!(v(r#"cyclix_runs_total{tenant="acme",result="passed"}"#), "1");
-    assert_eq!(v(r#"cyclix_runs_total{tenant="acme",result="gate_failed"}"#), "1");
+    assert_eq!(
+        v(r#"cyclix_runs_total{tenant="acme",result="passed"}"#),
+        "1"
+    );
+    assert_eq!(
+        v(r#"cyclix_runs_total{tenant="acme",result="gate_failed"}"#),
+        "1"
+    );
     assert_eq!(v(r#"cyclix_runs_total{tenant="acme",result="error"}"#), "0");
-    assert_eq!(v(r#"cyclix_runs_total{tenant="beta",result="passed"}"#), "1");
+    assert_eq!(
+        v(r#"cyclix_runs_total{tenant="beta",result="passed"}"#),
+        "1"
+    );
     // Every result of every tenant: the series exist before the first of their kind.
     assert_eq!(
         samples(&t)
@@ -105,26 +114,50 @@ fn counts_runs_results_phases_egress_and_leftovers_per_tenant() {
         v(r#"cyclix_egress_requests_total{tenant="acme",by="agent"}"#),
         "2"
     );
-    assert_eq!(v(r#"cyclix_egress_denied_total{tenant="acme",by="agent"}"#), "1");
+    assert_eq!(
+        v(r#"cyclix_egress_denied_total{tenant="acme",by="agent"}"#),
+        "1"
+    );
     // A cut tunnel is a denial too.
-    assert_eq!(v(r#"cyclix_egress_denied_total{tenant="acme",by="probe"}"#), "2");
+    assert_eq!(
+        v(r#"cyclix_egress_denied_total{tenant="acme",by="probe"}"#),
+        "2"
+    );
     assert_eq!(v(r#"cyclix_leftovers_total{tenant="acme"}"#), "2");
     // The last run is the newest by start: r2, which failed and left two things.
     assert_eq!(
         v(r#"cyclix_last_run_result{tenant="acme",result="gate_failed"}"#),
         "1"
     );
-    assert_eq!(v(r#"cyclix_last_run_result{tenant="acme",result="passed"}"#), "0");
+    assert_eq!(
+        v(r#"cyclix_last_run_result{tenant="acme",result="passed"}"#),
+        "0"
+    );
     assert_eq!(v(r#"cyclix_last_run_leftovers{tenant="acme"}"#), "2");
-    assert_eq!(v(r#"cyclix_last_run_duration_seconds{tenant="acme"}"#), "2.6");
-    assert_eq!(v(r#"cyclix_last_run_end_timestamp_seconds{tenant="acme"}"#), "7.6");
+    assert_eq!(
+        v(r#"cyclix_last_run_duration_seconds{tenant="acme"}"#),
+        "2.6"
+    );
+    assert_eq!(
+        v(r#"cyclix_last_run_end_timestamp_seconds{tenant="acme"}"#),
+        "7.6"
+    );
     assert_eq!(
         v(r#"cyclix_last_run_phase_duration_seconds{tenant="acme",phase="gate"}"#),
         "2.5"
     );
     // r2 never got its go: no time to agent for acme's last run; beta's was warm.
-    assert!(value(&t, r#"cyclix_last_run_time_to_agent_seconds{tenant="acme"}"#).is_none());
-    assert_eq!(v(r#"cyclix_last_run_time_to_agent_seconds{tenant="beta"}"#), "0.6");
+    assert!(
+        value(
+            &t,
+            r#"cyclix_last_run_time_to_agent_seconds{tenant="acme"}"#
+        )
+        .is_none()
+    );
+    assert_eq!(
+        v(r#"cyclix_last_run_time_to_agent_seconds{tenant="beta"}"#),
+        "0.6"
+    );
     assert_eq!(v("cyclix_metrics_generated_timestamp_seconds"), "9");
     assert_eq!(v("cyclix_records_unreadable"), "0");
 }
@@ -167,7 +200,12 @@ fn time_to_agent_is_a_histogram_from_the_first_phase_after_queue_to_the_go() {
     let les: Vec<&str> = samples(&t)
         .iter()
         .filter(|l| l.contains(r#"tenant="beta",environment="warm",le=""#))
-        .map(|l| l.split("le=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or(""))
+        .map(|l| {
+            l.split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("")
+        })
         .collect();
     assert_eq!(les.len(), TO_AGENT_BUCKETS_MS.len() + 1);
     assert_eq!(les.last(), Some(&"+Inf"));
@@ -180,23 +218,29 @@ fn time_to_agent_is_a_histogram_from_the_first_phase_after_queue_to_the_go() {
 
 #[test]
 fn label_values_are_escaped_and_bounded_to_our_own_names() {
-    let mut m = Metrics::default();
+    let mut metrics = Metrics::default();
     let hostile = "ev\"il\\ten\nant";
-    let r = rec(
+    let record = rec(
         hostile,
         "run-id-never-a-label",
         RunResult::AgentFailed,
-        &[("agent", 0, 10), ("phase\"}\n x 1", 10, 20), ("agent", 20, 25)],
+        &[
+            ("agent", 0, 10),
+            ("phase\"}\n x 1", 10, 20),
+            ("agent", 20, 25),
+        ],
     );
-    m.add_record(&r);
-    let t = m.render(0);
+    metrics.add_record(&record);
+    let t = metrics.render(0);
     assert!(
         t.contains(r#"cyclix_runs_total{tenant="ev\"il\\ten\nant",result="agent_failed"} 1"#),
         "{t}"
     );
     // A phase name of the record's own becomes `other`; a phase met twice is added up.
     assert!(
-        t.contains(r#"cyclix_run_phase_duration_seconds_count{tenant="ev\"il\\ten\nant",phase="other"} 1"#),
+        t.contains(
+            r#"cyclix_run_phase_duration_seconds_count{tenant="ev\"il\\ten\nant",phase="other"} 1"#
+        ),
         "{t}"
     );
     assert!(
@@ -236,6 +280,7 @@ fn label_values_are_escaped_and_bounded_to_our_own_names() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one text, every rule of its layout
 fn families_are_whole_sorted_and_in_a_fixed_order() {
     let mut m = two_tenants();
     m.add_pool(
@@ -323,10 +368,15 @@ fn families_are_whole_sorted_and_in_a_fixed_order() {
     // Phases in the lifecycle's order, not the alphabet's.
     let phases: Vec<&str> = samples(&t)
         .into_iter()
-        .filter_map(|l| l.strip_prefix(r#"cyclix_run_phase_duration_seconds_count{tenant="acme",phase=""#))
+        .filter_map(|l| {
+            l.strip_prefix(r#"cyclix_run_phase_duration_seconds_count{tenant="acme",phase=""#)
+        })
         .filter_map(|l| l.split('"').next())
         .collect();
-    assert_eq!(phases, ["queue", "prepare", "probe", "agent", "gate", "audit"]);
+    assert_eq!(
+        phases,
+        ["queue", "prepare", "probe", "agent", "gate", "audit"]
+    );
     // A pool without a keeper's file has no keeper gauges.
     assert!(!t.contains(r#"cyclix_pool_wanted_environments{tenant="acme"}"#));
     assert!(t.contains(r#"cyclix_pool_wanted_environments{tenant="beta"} 2"#));
@@ -338,6 +388,22 @@ fn families_are_whole_sorted_and_in_a_fixed_order() {
         let (name, kind) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
         assert_eq!(name.ends_with("_total"), kind == "counter", "{l}");
     }
+}
+
+#[test]
+fn phases_come_in_the_lifecycles_order() {
+    let t = two_tenants().render(0);
+    let phases: Vec<&str> = samples(&t)
+        .into_iter()
+        .filter_map(|l| {
+            l.strip_prefix(r#"cyclix_run_phase_duration_seconds_count{tenant="acme",phase=""#)
+        })
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(
+        phases,
+        ["queue", "prepare", "probe", "agent", "gate", "audit"]
+    );
 }
 
 #[test]

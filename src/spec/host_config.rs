@@ -172,6 +172,8 @@ pub fn parse(text: &str, file: &str) -> Result<HostConfig, SpecError> {
 /// control characters, a file name ending in `.prom` (the textfile collector reads only
 /// those) that is not hidden (cyclix's temporary files there start with a dot).
 #[must_use]
+// `.prom` exactly: the collector's glob is `*.prom`, case and all.
+#[allow(clippy::case_sensitive_file_extension_comparisons)]
 pub fn metrics_path_problem(p: &str) -> Option<&'static str> {
     if p.len() > MAX_METRICS_PATH {
         return Some("is longer than 1024 bytes");
@@ -183,12 +185,17 @@ pub fn metrics_path_problem(p: &str) -> Option<&'static str> {
         return Some("is not an absolute path");
     };
     let parts: Vec<&str> = rest.split('/').collect();
-    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
+    if parts
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == "..")
+    {
         return Some("has an empty, `.` or `..` component");
     }
     let name = parts.last().copied().unwrap_or_default();
     if !name.ends_with(".prom") || name.len() == ".prom".len() {
-        return Some("does not name a file ending in .prom (the textfile collector reads only those)");
+        return Some(
+            "does not name a file ending in .prom (the textfile collector reads only those)",
+        );
     }
     if name.starts_with('.') {
         return Some("names a hidden file (its name starts with a dot)");
@@ -256,7 +263,11 @@ mod tests {
     #[test]
     fn metrics_textfile_is_off_by_default_and_validated() {
         assert_eq!(HostConfig::default().metrics_textfile, None);
-        let c = parse("metrics_textfile: /var/lib/cyclix-metrics/cyclix.prom\n", "c").expect("ok");
+        let c = parse(
+            "metrics_textfile: /var/lib/cyclix-metrics/cyclix.prom\n",
+            "c",
+        )
+        .expect("ok");
         assert_eq!(
             c.metrics_textfile.as_deref(),
             Some("/var/lib/cyclix-metrics/cyclix.prom")

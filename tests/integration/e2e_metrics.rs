@@ -32,6 +32,7 @@ fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one script of runs, every claim and its positive control
 fn the_metrics_file_passes_promtool_after_a_keeper_pass_a_passed_and_a_failed_run() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
@@ -80,6 +81,9 @@ sed 's/cyclix_leftovers_total/cyclix_leftovers/g' "$d/fail.prom" > "$d/suffix.pr
 echo "check_suffix=$(check "$d/suffix.prom")"
 echo "<<controls"; cat "$d/newline.prom.check" "$d/suffix.prom.check"; echo "controls>>"
 echo "files=$(ls -A "$d" | grep -c '^\.cyclix-')"
+# `cyclix check` says where the metrics go, and warns of a directory that is not there.
+echo "<<check_ok"; CYCLIX_CONFIG=$d/config.yaml {c} check --quick --json | python3 -c 'import json,sys; [print(c["status"], c["found"]) for c in json.load(sys.stdin)["checks"] if c["id"] == "config"]'; echo "check_ok>>"
+echo "<<check_bad"; CYCLIX_CONFIG=$bad {c} check --quick --json | python3 -c 'import json,sys; [print(c["status"], c["found"], c["fix"]) for c in json.load(sys.stdin)["checks"] if c["id"] == "config"]'; echo "check_bad>>"
 # A file that cannot be written: the run's result stands, and it says why.
 CYCLIX_CONFIG=$bad {c} run {pass} >"$d/bad.out" 2>&1; echo "rc_bad=$?"
 echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
@@ -109,7 +113,11 @@ echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
     assert_eq!(field("check_keeper"), "0", "promtool:\n{out}");
 
     assert_eq!(field("rc_pass"), "0", "{out}");
-    assert_eq!(field("check_pass"), "0", "promtool after a passed run:\n{out}");
+    assert_eq!(
+        field("check_pass"),
+        "0",
+        "promtool after a passed run:\n{out}"
+    );
     let p = block(&out, "pass");
     let runs = |text: &str, t: &str, result: &str| {
         sample(
@@ -120,7 +128,11 @@ echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
     };
     assert_eq!(runs(p, &pass, "passed").as_deref(), Some("1"), "{p}");
     assert_eq!(runs(p, &pass, "gate_failed").as_deref(), Some("0"), "{p}");
-    assert_eq!(runs(p, &fail, "gate_failed"), None, "no run of it yet:\n{p}");
+    assert_eq!(
+        runs(p, &fail, "gate_failed"),
+        None,
+        "no run of it yet:\n{p}"
+    );
     assert_eq!(
         sample(
             p,
@@ -130,11 +142,18 @@ echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
         "{p}"
     );
     assert_eq!(
-        sample(p, &format!(r#"cyclix_last_run_leftovers{{tenant="{pass}"}}"#)),
+        sample(
+            p,
+            &format!(r#"cyclix_last_run_leftovers{{tenant="{pass}"}}"#)
+        ),
         Some("0"),
         "{p}"
     );
-    assert_eq!(field("mode"), "644", "node_exporter reads it as another user");
+    assert_eq!(
+        field("mode"),
+        "644",
+        "node_exporter reads it as another user"
+    );
 
     let rec = record(tb, &fail);
     assert_eq!(rec["result"], "gate_failed", "{rec:#}");
@@ -182,6 +201,14 @@ echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
     );
     assert_eq!(field("files"), "0", "no temporary file left beside it");
 
+    let ok = block(&out, "check_ok");
+    // (A WARN of its own: CYCLIX_CONFIG is set in this shell only.)
+    assert!(ok.contains("metrics written to /tmp/"), "{ok}");
+    let bad = block(&out, "check_bad");
+    assert!(
+        bad.starts_with("warn ") && bad.contains("does not exist") && bad.contains("install -d"),
+        "{bad}"
+    );
     assert_eq!(field("rc_bad"), "0", "the run's result stands:\n{out}");
     let bad = block(&out, "bad");
     assert!(
@@ -189,7 +216,10 @@ echo "<<bad"; grep -e 'metrics' -e 'passed' "$d/bad.out"; echo "bad>>"
         "{bad}"
     );
     for t in [&pass, &fail] {
-        let id = record(tb, t)["run_id"].as_str().unwrap_or_default().to_owned();
+        let id = record(tb, t)["run_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert_eq!(leftovers(tb, &id, t), "", "run {id} of {t} left nothing");
     }
 }
