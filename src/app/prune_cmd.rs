@@ -341,6 +341,44 @@ mod tests {
     }
 
     #[test]
+    fn a_pruned_run_stays_in_the_metrics_counters_through_the_tally() {
+        let d = tempfile::tempdir().expect("tmp");
+        let env = HostEnv {
+            home: d.path().to_path_buf(),
+            runtime_dir: Some(d.path().join("run")),
+            config_home: d.path().join("config"),
+            data_home: d.path().join("data"),
+            state_home: d.path().join("state"),
+            config_file: None,
+        };
+        let dir = record::tenant_dir(&env.state_home, "acme");
+        for (id, at, result) in [
+            ("r1", 1_000, record::RunResult::GateFailed),
+            ("r2", 2_000, record::RunResult::Passed),
+        ] {
+            let mut r = RunRecord::new("acme", id, "container".into());
+            r.result = result;
+            r.phases.push(record::Phase {
+                name: "prepare".into(),
+                start_ms: at,
+                end_ms: at + 10,
+                outcome: "ok".into(),
+            });
+            record::write(&dir, &r).expect("record");
+        }
+        let before = super::super::metrics::gather(&env).render(0);
+        let (lines, ok) =
+            prune_tenant(&env, "acme", Rule::Keep(1), false, false, 10_000).expect("prune");
+        assert!(ok, "{lines:?}");
+        assert!(!dir.join("r1.json").exists(), "{lines:?}");
+        assert_eq!(super::super::metrics::gather(&env).render(0), before);
+        assert!(
+            before.contains("cyclix_runs_total{tenant=\"acme\",result=\"gate_failed\"} 1\n"),
+            "{before}"
+        );
+    }
+
+    #[test]
     fn older_than_takes_days_and_durations() {
         assert_eq!(older_than_s("30d").expect("days"), 30 * 86_400);
         assert_eq!(older_than_s("1h30m").expect("duration"), 5400);
