@@ -137,6 +137,8 @@ if [ "$TB_SUITE" = bookworm ]; then
   # driver (netavark 1.4 has no nftables driver).
   PKGS=${PKGS/passt,/slirp4netns,}
   PKGS=${PKGS/nftables,/iptables,}
+  # promtool is for e2e_metrics, which the bookworm subset does not run.
+  PKGS=${PKGS/,prometheus/}
   NOEXPAND=()
 fi
 # Bump the leading version when configure_rootfs changes in a way that needs a
