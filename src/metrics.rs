@@ -81,7 +81,8 @@ pub const TO_AGENT_BUCKETS_MS: [u128; 10] = [
 const SIDES: [&str; 2] = ["agent", "probe"];
 
 /// What `cyclix prune` removed of a tenant's runs, added to what the records kept count, so the
-/// counters never go down (`runs/TENANT/pruned.json`).
+/// counters never go down (`$XDG_STATE_HOME/cyclix/pruned/TENANT.json`,
+/// `crate::app::metrics::tally_path`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tally {
     /// Runs removed, by result name.
@@ -91,7 +92,8 @@ pub struct Tally {
     #[serde(default)]
     pub phases: BTreeMap<String, (u64, u128)>,
     /// Time to agent of the removed runs, by environment (`cold`, `warm`): the bucket
-    /// counts (cumulative, as [`TO_AGENT_BUCKETS_MS`] then `+Inf`) and the sum in ms.
+    /// counts (cumulative, as [`TO_AGENT_BUCKETS_MS`] then `+Inf`) and the sum in ms. Bucket
+    /// counts are by position: a change of the bounds must convert the tallies.
     #[serde(default)]
     pub to_agent: BTreeMap<String, (Vec<u64>, u128)>,
     /// Egress of the removed runs by side: `[requests, denied]`.
