@@ -26,6 +26,7 @@ pub mod kube_run;
 pub mod launch;
 pub mod leftovers_cmd;
 pub mod logs_cmd;
+pub mod metrics;
 pub mod notify_cmd;
 pub mod package_cmd;
 pub mod pause_cmd;

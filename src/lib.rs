@@ -70,6 +70,7 @@ pub mod inventory;
 pub mod journal;
 pub mod layout;
 pub mod limits;
+pub mod metrics;
 pub mod naming;
 pub mod notify;
 pub mod podman;

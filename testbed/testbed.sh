@@ -123,7 +123,9 @@ LOCK=$TB_DIR.lock
 # busybox-static (source of the tiny scratch image and the HTTP test hosts),
 # git (cyclix drives git worktrees on the host side), python3 (test helpers).
 # man-db (`man cyclix` after `cyclix install`, and systemd-analyze verify checks man: links).
-PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db
+# prometheus (for its promtool: e2e_metrics checks the metrics file cyclix writes with
+# `promtool check metrics`; the server itself is masked in configure_rootfs).
+PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db,prometheus
 # The image the project's Containerfiles start FROM (debian:trixie) whatever the host flavour.
 IMAGE_SUITE=trixie
 # systemd-run >= 254 expands $VAR in the command unless told not to (see in_root_unit);
@@ -135,6 +137,8 @@ if [ "$TB_SUITE" = bookworm ]; then
   # driver (netavark 1.4 has no nftables driver).
   PKGS=${PKGS/passt,/slirp4netns,}
   PKGS=${PKGS/nftables,/iptables,}
+  # promtool is for e2e_metrics, which the bookworm subset does not run.
+  PKGS=${PKGS/,prometheus/}
   NOEXPAND=()
 fi
 # Bump the leading version when configure_rootfs changes in a way that needs a
@@ -391,6 +395,9 @@ EOF
     systemctl --root="$R" mask podman.service podman.socket podman-restart.service \
       podman-auto-update.service podman-auto-update.timer >/dev/null 2>&1
   fi
+  # The prometheus package is there for promtool only: its server (and the node exporter,
+  # should a Recommends ever come along) never runs in the testbed.
+  systemctl --root="$R" mask prometheus.service prometheus-node-exporter.service >/dev/null 2>&1
   # No tty is attached (--console=pipe): a console getty would just respawn.
   systemctl --root="$R" mask console-getty.service systemd-networkd-wait-online.service >/dev/null 2>&1
 }

@@ -132,6 +132,26 @@ pub fn run(env: &HostEnv, quick: bool, json: bool, tenant: Option<&str>) -> Resu
         .position(|c| c.id.contains(':') || c.id == "outcome")
         .unwrap_or(list.len());
     let mut config = checks::host_config(&settings);
+    if let Ok(Some(path)) = super::host_config::load(env).map(|l| l.config.metrics_textfile) {
+        // The metrics file (docs/metrics.md): a run never fails for it, so a WARN.
+        match super::metrics::target_problem(std::path::Path::new(&path)) {
+            None => config.found = format!("{}; metrics written to {path}", config.found),
+            Some(why) => {
+                config.found = format!("{}; metrics_textfile {path}: {why}", config.found);
+                if config.status == checks::Status::Pass {
+                    config.status = checks::Status::Warn;
+                    config.fix = Some(format!(
+                        "make the directory, writable by this user (`sudo install -d -o $USER -m \
+                         755 {}`), or change metrics_textfile (docs/metrics.md); until then \
+                         each run says the metrics were not written",
+                        std::path::Path::new(&path)
+                            .parent()
+                            .map_or_else(String::new, |d| d.display().to_string())
+                    ));
+                }
+            }
+        }
+    }
     if config.status == checks::Status::Pass
         && env.config_file.is_some()
         && host

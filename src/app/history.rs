@@ -96,6 +96,28 @@ pub fn history(records_root: &Path, tenant: Option<&str>) -> (Vec<RunLine>, Vec<
 pub fn records(records_root: &Path, tenant: Option<&str>) -> (Vec<RunRecord>, Vec<String>) {
     let mut records = Vec::new();
     let mut bad = Vec::new();
+    visit(records_root, tenant, &mut |r| match r {
+        Ok(r) => records.push(r),
+        Err(e) => bad.push(e),
+    });
+    let started = |r: &RunRecord| r.phases.first().map(|p| p.start_ms);
+    records.sort_by(|a, b| {
+        started(b)
+            .cmp(&started(a))
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    bad.sort();
+    (records, bad)
+}
+
+/// Hands each run record file of `tenant` (every tenant with `None`) under `records_root` to
+/// `each`, one at a time in no order: the record, or `path: error` when it does not parse
+/// (the metrics fold them without holding them all).
+pub fn visit(
+    records_root: &Path,
+    tenant: Option<&str>,
+    each: &mut dyn FnMut(Result<RunRecord, String>),
+) {
     let dirs: Vec<std::path::PathBuf> = match tenant {
         Some(t) => vec![records_root.join(t)],
         None => std::fs::read_dir(records_root)
@@ -112,23 +134,16 @@ pub fn records(records_root: &Path, tenant: Option<&str>) -> (Vec<RunRecord>, Ve
                 continue;
             }
             let p = e.path();
-            match std::fs::read(&p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<RunRecord>(&b).map_err(|e| e.to_string()))
-            {
-                Ok(r) => records.push(r),
-                Err(e) => bad.push(format!("{}: {e}", p.display())),
-            }
+            each(
+                std::fs::read(&p)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| {
+                        serde_json::from_slice::<RunRecord>(&b).map_err(|e| e.to_string())
+                    })
+                    .map_err(|e| format!("{}: {e}", p.display())),
+            );
         }
     }
-    let started = |r: &RunRecord| r.phases.first().map(|p| p.start_ms);
-    records.sort_by(|a, b| {
-        started(b)
-            .cmp(&started(a))
-            .then_with(|| b.run_id.cmp(&a.run_id))
-    });
-    bad.sort();
-    (records, bad)
 }
 
 /// One line of text: `STARTED  TENANT  RUN  RESULT  DURATION  CAUSE (branch B)`: the cause of

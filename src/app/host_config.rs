@@ -73,7 +73,7 @@ pub fn load(env: &HostEnv) -> Result<Loaded, String> {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| {
                 format!(
-                    "{}: not UTF-8 text; fix: write it as UTF-8 YAML (keys max_runs, queue_timeout)",
+                    "{}: not UTF-8 text; fix: write it as UTF-8 YAML (keys max_runs, queue_timeout, metrics_textfile)",
                     file.display()
                 )
             })?;

@@ -127,6 +127,7 @@ fn run_on(
     rec.phases = std::mem::take(&mut run.recorder.phases);
     let dir = crate::run::record::tenant_dir(&env.state_home, &r.spec.tenant);
     let path = crate::run::record::write(&dir, &rec)?;
+    super::metrics::write_after(env, &format!("run {} of {}", rec.run_id, r.spec.tenant));
     crate::outln!("{}", crate::run::record::summary(&rec));
     crate::outln!("record: {}", path.display());
     Ok(match rec.result {

@@ -429,6 +429,9 @@ fn execute_run(
         // The environment served its one run and was torn down with it.
         crate::run::pool::PoolState::forget(state_file)?;
     }
+    // The metrics count the record just written (issue 32 item 4); a failure to write them
+    // is said and changes nothing of the run's result.
+    super::metrics::write_after(env, &format!("run {} of {tenant}", rec.run_id));
     let summary = format!("{}  record: {}", record::summary(&rec), path.display());
     if drill {
         // The drill's stdout is its own table (or JSON): a drill run's summary goes to stderr.

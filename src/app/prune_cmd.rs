@@ -191,6 +191,25 @@ fn moved(git: &Git, branch: &str, r: &RunFiles) -> Result<bool> {
     Ok(git.rev_parse_commit(&format!("refs/heads/{branch}"))? != *tip)
 }
 
+/// Adds run `r`'s record (when it has a readable one) to `tenant`'s tally of pruned runs
+/// before its files go, so the metrics' counters keep it (docs/metrics.md).
+fn tally(env: &HostEnv, tenant: &str, r: &RunFiles) -> Result<()> {
+    let recs: Vec<RunRecord> = r
+        .files
+        .iter()
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| {
+                    crate::layout::parse_run_file(&n.to_string_lossy()).map(|x| x.1 == "json")
+                })
+                .unwrap_or(false)
+        })
+        .filter_map(|f| std::fs::read(f).ok())
+        .filter_map(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+        .collect();
+    super::metrics::tally_pruned(&env.state_home, tenant, &recs)
+}
+
 /// Why a run branch may go without `--force`: it is in the history of `base` or of a
 /// remote-tracking ref. `None`: it is the only copy.
 fn safe_because(git: &Git, branch: &str, base: &str) -> Result<Option<String>> {
@@ -205,6 +224,45 @@ fn safe_because(git: &Git, branch: &str, base: &str) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// Whether run `r`'s existing, chosen `branch` goes: `Ok(why)`, or `Err(the line that keeps
+/// it)` — merged or pushed, else as `unmerged` says (`keepers`: the newest N of
+/// `--keep-branches`).
+fn branch_verdict(
+    git: &Git,
+    spec: &crate::spec::Spec,
+    r: &RunFiles,
+    branch: &str,
+    unmerged: Unmerged,
+    keepers: &[String],
+) -> Result<std::result::Result<String, String>> {
+    Ok(
+        match (safe_because(git, branch, &spec.repo.base)?, unmerged) {
+            (Some(why), _) => Ok(why),
+            (None, Unmerged::Delete) => Ok("not merged and not pushed: --force".to_owned()),
+            (None, Unmerged::KeepNewest(n))
+                if !keepers.contains(&r.run_id) && !moved(git, branch, r)? =>
+            {
+                Ok(format!(
+                    "not merged and not pushed: older than the newest {n} such run branch{} (--keep-branches {n})",
+                    if n == 1 { "" } else { "es" }
+                ))
+            }
+            (None, Unmerged::KeepNewest(n)) if !keepers.contains(&r.run_id) => Err(format!(
+                "kept run {}: branch {branch} moved since the run (its tip is not the run's last commit: someone committed on it); --keep-branches {n} deletes only a branch as the run left it: merge or push it, or prune with --force",
+                r.run_id
+            )),
+            (None, Unmerged::KeepNewest(n)) => Err(format!(
+                "kept run {}: branch {branch} is not in the history of {} and not pushed, and is among the newest {n} run branches (--keep-branches {n})",
+                r.run_id, spec.repo.base
+            )),
+            (None, Unmerged::Keep) => Err(format!(
+                "kept run {}: branch {branch} is not in the history of {} and not pushed (the only copy of the run's work); merge or push it, or prune with --keep-branches N (keeps the newest N) or --force",
+                r.run_id, spec.repo.base
+            )),
+        },
+    )
 }
 
 /// What a prune does with one tenant; the lines it prints.
@@ -249,36 +307,10 @@ fn prune_tenant(
             };
             let git = Git::new(&spec.repo.path);
             if git.branch_exists(branch)? {
-                let why = match (safe_because(&git, branch, &spec.repo.base)?, unmerged) {
-                    (Some(why), _) => why,
-                    (None, Unmerged::Delete) => "not merged and not pushed: --force".to_owned(),
-                    (None, Unmerged::KeepNewest(n))
-                        if !keepers.contains(&r.run_id) && !moved(&git, branch, r)? =>
-                    {
-                        format!(
-                            "not merged and not pushed: older than the newest {n} such run branch{} (--keep-branches {n})",
-                            if n == 1 { "" } else { "es" }
-                        )
-                    }
-                    (None, Unmerged::KeepNewest(n)) if !keepers.contains(&r.run_id) => {
-                        lines.push(format!(
-                            "kept run {}: branch {branch} moved since the run (its tip is not the run's last commit: someone committed on it); --keep-branches {n} deletes only a branch as the run left it: merge or push it, or prune with --force",
-                            r.run_id
-                        ));
-                        continue;
-                    }
-                    (None, Unmerged::KeepNewest(n)) => {
-                        lines.push(format!(
-                            "kept run {}: branch {branch} is not in the history of {} and not pushed, and is among the newest {n} run branches (--keep-branches {n})",
-                            r.run_id, spec.repo.base
-                        ));
-                        continue;
-                    }
-                    (None, Unmerged::Keep) => {
-                        lines.push(format!(
-                            "kept run {}: branch {branch} is not in the history of {} and not pushed (the only copy of the run's work); merge or push it, or prune with --keep-branches N (keeps the newest N) or --force",
-                            r.run_id, spec.repo.base
-                        ));
+                let why = match branch_verdict(&git, spec, r, branch, unmerged, &keepers)? {
+                    Ok(why) => why,
+                    Err(kept) => {
+                        lines.push(kept);
                         continue;
                     }
                 };
@@ -289,6 +321,16 @@ fn prune_tenant(
                 }
                 what = format!("{what}, branch {branch} ({why})");
             }
+        }
+        // After the branch (a run kept for a failed tally has lost only what was to go: the
+        // next prune takes the rest and counts it).
+        if !dry_run && let Err(e) = tally(env, tenant, r) {
+            lines.push(format!(
+                "kept run {}: its record cannot be added to the metrics' tally of pruned runs: {e:#}",
+                r.run_id
+            ));
+            ok = false;
+            continue;
         }
         if !dry_run {
             for f in &r.files {
@@ -487,6 +529,44 @@ mod tests {
         );
         let e = Unmerged::from_flags(false, Some(0)).expect_err("0");
         assert!(format!("{e:#}").contains("say --force for that"), "{e:#}");
+    }
+
+    #[test]
+    fn a_pruned_run_stays_in_the_metrics_counters_through_the_tally() {
+        let d = tempfile::tempdir().expect("tmp");
+        let env = HostEnv {
+            home: d.path().to_path_buf(),
+            runtime_dir: Some(d.path().join("run")),
+            config_home: d.path().join("config"),
+            data_home: d.path().join("data"),
+            state_home: d.path().join("state"),
+            config_file: None,
+        };
+        let dir = record::tenant_dir(&env.state_home, "acme");
+        for (id, at, result) in [
+            ("r1", 1_000, record::RunResult::GateFailed),
+            ("r2", 2_000, record::RunResult::Passed),
+        ] {
+            let mut r = RunRecord::new("acme", id, "container".into());
+            r.result = result;
+            r.phases.push(record::Phase {
+                name: "prepare".into(),
+                start_ms: at,
+                end_ms: at + 10,
+                outcome: "ok".into(),
+            });
+            record::write(&dir, &r).expect("record");
+        }
+        let before = super::super::metrics::gather(&env).render(0);
+        let (lines, ok) = prune_tenant(&env, "acme", Rule::Keep(1), Unmerged::Keep, false, 10_000)
+            .expect("prune");
+        assert!(ok, "{lines:?}");
+        assert!(!dir.join("r1.json").exists(), "{lines:?}");
+        assert_eq!(super::super::metrics::gather(&env).render(0), before);
+        assert!(
+            before.contains("cyclix_runs_total{tenant=\"acme\",result=\"gate_failed\"} 1\n"),
+            "{before}"
+        );
     }
 
     #[test]

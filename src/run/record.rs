@@ -18,7 +18,7 @@ pub use credentials::{CredentialUse, usage as credential_usage};
 pub use delivery::{DeliveryFacts, DeliveryRecord, Outcome, SecretHit};
 pub use environment::{EnvironmentRecord, NO_POOL, NONE_READY};
 pub use gate::{BaseInventory, GateInventory, ProtectedChange};
-pub use summary::summary;
+pub use summary::{EgressCounts, egress_counts, summary};
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

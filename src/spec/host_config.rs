@@ -5,6 +5,7 @@
 //! ```yaml
 //! max_runs: 4          # runs at once on this host, all tenants together (default: 2 per core)
 //! queue_timeout: 6h    # how long a run over the limit waits for its turn (default 6h)
+//! metrics_textfile: /var/lib/cyclix-metrics/cyclix.prom   # Prometheus metrics (default: off)
 //! ```
 //!
 //! Issue 16, item 4: twenty tenants' timers at 02:00 must not start twenty runs at once on a
@@ -37,15 +38,27 @@ pub(crate) const KEYS: &[Key] = &[
         Kind::Str(StrKind::Duration),
         "how long a run over max_runs waits for its turn before it fails (0s-24h, default 6h)",
     ),
+    Key::optional(
+        "metrics_textfile",
+        Kind::Str(StrKind::Line),
+        "the file cyclix writes its Prometheus metrics to after every run and keeper pass, for \
+         node_exporter's textfile collector (an absolute path ending in .prom; default: none, \
+         no metrics written)",
+    ),
 ];
 
+/// The longest `metrics_textfile` path accepted, in bytes (`PATH_MAX` is 4096).
+pub const MAX_METRICS_PATH: usize = 1024;
+
 /// The host's settings, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
     /// `max_runs` as written; `None` = the default from the core count ([`default_max_runs`]).
     pub max_runs: Option<u32>,
     /// `queue_timeout` in seconds.
     pub queue_timeout_s: u64,
+    /// `metrics_textfile`: where the metrics go (`crate::metrics`); `None` = none written.
+    pub metrics_textfile: Option<String>,
 }
 
 impl Default for HostConfig {
@@ -53,6 +66,7 @@ impl Default for HostConfig {
         HostConfig {
             max_runs: None,
             queue_timeout_s: QUEUE_TIMEOUT.2,
+            metrics_textfile: None,
         }
     }
 }
@@ -94,7 +108,7 @@ pub fn parse(text: &str, file: &str) -> Result<HostConfig, SpecError> {
                 "file is {} bytes, larger than {MAX_CONFIG_BYTES}",
                 text.len()
             ),
-            "cyclix's config holds two keys: max_runs and queue_timeout",
+            "cyclix's config holds three keys: max_runs, queue_timeout and metrics_textfile",
         ));
     }
     if text
@@ -110,6 +124,7 @@ pub fn parse(text: &str, file: &str) -> Result<HostConfig, SpecError> {
     };
     let max_runs = d.number(&f, "max_runs");
     let queue_timeout = d.string(&f, "queue_timeout");
+    let metrics = d.string(&f, "metrics_textfile");
     let mut out = d.out;
     let max_runs = max_runs.and_then(|m| {
         let (lo, hi) = MAX_RUNS_RANGE;
@@ -127,13 +142,65 @@ pub fn parse(text: &str, file: &str) -> Result<HostConfig, SpecError> {
         n
     });
     let queue_timeout_s = bounded_duration(queue_timeout.as_ref(), QUEUE_TIMEOUT, &mut out);
+    let metrics_textfile = metrics.and_then(|m| match metrics_path_problem(&m.value) {
+        None => Some(m.value),
+        Some(problem) => {
+            out.push(
+                m.diag(format!("metrics_textfile `{}` {problem}", m.value))
+                    .hint(
+                        "name the file node_exporter's textfile collector reads, an absolute \
+                         path ending in .prom in a directory this user may write \
+                         (metrics_textfile: /var/lib/cyclix-metrics/cyclix.prom), or leave \
+                         the key out for no metrics",
+                    ),
+            );
+            None
+        }
+    });
     match queue_timeout_s {
         Some(queue_timeout_s) if out.is_empty() => Ok(HostConfig {
             max_runs,
             queue_timeout_s,
+            metrics_textfile,
         }),
         _ => Err(fail(out)),
     }
+}
+
+/// What is wrong with `p` as `metrics_textfile`, `None` when nothing: an absolute path (no
+/// `~`: the units and the shell see the same file), no `.`/`..` components or empty ones, no
+/// control characters, a file name ending in `.prom` (the textfile collector reads only
+/// those) that is not hidden (cyclix's temporary files there start with a dot).
+#[must_use]
+// `.prom` exactly: the collector's glob is `*.prom`, case and all.
+#[allow(clippy::case_sensitive_file_extension_comparisons)]
+pub fn metrics_path_problem(p: &str) -> Option<&'static str> {
+    if p.len() > MAX_METRICS_PATH {
+        return Some("is longer than 1024 bytes");
+    }
+    if p.chars().any(char::is_control) {
+        return Some("holds a control character");
+    }
+    let Some(rest) = p.strip_prefix('/') else {
+        return Some("is not an absolute path");
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    if parts
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == "..")
+    {
+        return Some("has an empty, `.` or `..` component");
+    }
+    let name = parts.last().copied().unwrap_or_default();
+    if !name.ends_with(".prom") || name.len() == ".prom".len() {
+        return Some(
+            "does not name a file ending in .prom (the textfile collector reads only those)",
+        );
+    }
+    if name.starts_with('.') {
+        return Some("names a hidden file (its name starts with a dot)");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -191,5 +258,42 @@ mod tests {
         assert!(e.contains("out of range"), "{e}");
         let e = err("- 1\n");
         assert!(e.contains("mapping"), "{e}");
+    }
+
+    #[test]
+    fn metrics_textfile_is_off_by_default_and_validated() {
+        assert_eq!(HostConfig::default().metrics_textfile, None);
+        let c = parse(
+            "metrics_textfile: /var/lib/cyclix-metrics/cyclix.prom\n",
+            "c",
+        )
+        .expect("ok");
+        assert_eq!(
+            c.metrics_textfile.as_deref(),
+            Some("/var/lib/cyclix-metrics/cyclix.prom")
+        );
+        for (bad, why) in [
+            ("metrics.prom", "not an absolute path"),
+            ("~/m/cyclix.prom", "not an absolute path"),
+            ("/var/lib/m/cyclix.txt", "ending in .prom"),
+            ("/var/lib/m/.prom", "ending in .prom"),
+            ("/var/lib/m/", "ending in .prom"),
+            ("/var/lib/m/.cyclix.prom", "hidden"),
+            ("/var/lib/../m/cyclix.prom", "`..`"),
+            ("/var//m/cyclix.prom", "empty"),
+        ] {
+            let e = err(&format!("max_runs: 2\nmetrics_textfile: \"{bad}\"\n"));
+            assert!(
+                e.contains("config.yaml:2") && e.contains("metrics_textfile") && e.contains(why),
+                "{bad}: {e}"
+            );
+            assert!(e.contains("fix:") && e.contains(".prom"), "{e}");
+        }
+        let e = err("metrics_textfile: [a]\n");
+        assert!(e.contains("metrics_textfile"), "{e}");
+        let e = err("metrics_file: /x/y.prom\n");
+        assert!(e.contains("metrics_textfile"), "nearest key suggested: {e}");
+        assert!(metrics_path_problem("/a/b\u{7}.prom").is_some());
+        assert!(metrics_path_problem(&format!("/{}.prom", "a".repeat(2000))).is_some());
     }
 }

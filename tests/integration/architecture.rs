@@ -58,6 +58,7 @@ fn pure_modules_do_no_io() {
         src.join("images/agents.rs"),
         src.join("agents.rs"),
         src.join("app/runs_cmd/svg.rs"),
+        src.join("metrics.rs"),
     ];
     rust_files(&src.join("drill"), &mut files);
     rust_files(&src.join("agents"), &mut files);
@@ -65,6 +66,7 @@ fn pure_modules_do_no_io() {
     rust_files(&src.join("twin"), &mut files);
     rust_files(&src.join("spec"), &mut files);
     rust_files(&src.join("render"), &mut files);
+    rust_files(&src.join("metrics"), &mut files);
     assert!(
         files.len() >= 10,
         "expected the pure modules, found {files:?}"

@@ -38,6 +38,7 @@ mod e2e_kube;
 mod e2e_kube_run;
 mod e2e_leftovers;
 mod e2e_logs;
+mod e2e_metrics;
 mod e2e_mounts;
 mod e2e_pool;
 mod e2e_pool_claim;

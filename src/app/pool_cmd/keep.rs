@@ -77,8 +77,10 @@ pub fn keep(env: &HostEnv, tenant: &str) -> Result<Outcome> {
         },
     };
     crate::outln!("pool {tenant}: keeper started (pid {})", k.st.pid);
+    let mut metrics = MetricsPace::default();
     while !k.term.load(Ordering::SeqCst) {
         let wake_ms = k.round(env)?;
+        metrics.after_pass(env, &k);
         let wait = Duration::from_millis(
             u64::try_from(wake_ms.saturating_sub(now_ms())).unwrap_or(u64::MAX),
         );
@@ -89,6 +91,7 @@ pub fn keep(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     k.st.state = "stopped".into();
     k.st.updated_ms = now_ms();
     k.st.write(&k.dir)?;
+    metrics.after_pass(env, &k);
     crate::outln!("pool {tenant}: keeper stopped (SIGTERM)");
     Ok(Outcome::Ok)
 }
@@ -163,6 +166,46 @@ fn watch_ready(ready: &Path, tx: Sender<Wake>) -> Result<()> {
         })
         .context("starting the inotify thread")?;
     Ok(())
+}
+
+/// How often the keeper writes the metrics file (issue 32 item 4): after a pass that changed
+/// what the pool holds or what the keeper says, and at least once a minute while it passes
+/// (a pass while a claim is handed over comes every 2 s; each write reads every run record).
+#[derive(Default)]
+struct MetricsPace {
+    /// What the last write showed: the pool's counts and the keeper's state, failures,
+    /// fills and expiries.
+    last: Option<(crate::run::pool::Counts, String, usize, u32, u64, u64)>,
+    /// When it wrote, ms since the epoch.
+    at_ms: u128,
+}
+
+impl MetricsPace {
+    /// The interval at which an unchanged pool is written again: 60 s.
+    const EVERY_MS: u128 = 60_000;
+
+    /// Writes the metrics after a pass of `k` when due; a failure is said on stderr (the
+    /// keeper goes on).
+    fn after_pass(&mut self, env: &HostEnv, k: &Keeper) {
+        let counts = pool::PoolState::new(k.dir.clone())
+            .counts()
+            .unwrap_or_default();
+        let now = (
+            counts,
+            k.st.state.clone(),
+            k.st.want,
+            k.st.failures,
+            k.st.filled,
+            k.st.expired,
+        );
+        let t = now_ms();
+        if self.last.as_ref() == Some(&now) && t.saturating_sub(self.at_ms) < Self::EVERY_MS {
+            return;
+        }
+        super::super::metrics::write_after(env, &format!("a pass of {}'s pool keeper", k.tenant));
+        self.last = Some(now);
+        self.at_ms = t;
+    }
 }
 
 /// The keeper's state between rounds.

@@ -194,42 +194,74 @@ pub(crate) fn failed_upstream(status: &str, err: &str) -> bool {
         && (err.contains("ERR_DNS_FAIL") || err.contains("ERR_CONNECT_FAIL"))
 }
 
-/// The summary's egress line: the agent's requests, those refused before a byte left, tunnels
-/// cut by their content, and requests sent whose answer was withheld; then the probe suite's
-/// (each decision's `by`, `collect::egress_source`).
-fn egress_line(r: &RunRecord) -> String {
-    use std::fmt::Write as _;
+/// One side's egress as the proxy decided it (`by`: `agent` or `probe`, each decision's `by`,
+/// `collect::egress_source`): the summary's egress line and the metrics (`crate::metrics`)
+/// count with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EgressCounts {
+    /// Requests (decisions) of that side.
+    pub requests: usize,
+    /// Refused before a byte left.
+    pub refused: usize,
+    /// Tunnels cut by their content (not TLS, or TLS naming another host).
+    pub cut: usize,
+    /// Sent, but the answer was withheld.
+    pub withheld: usize,
+    /// Allowed, but the proxy could not reach the server (no DNS answer, no connection).
+    pub failed_upstream: usize,
+}
 
-    use crate::render::proxy::Outcome;
-    if r.egress_decisions.is_empty() && !ran(r, "collect") {
-        // The proxy's decisions are read in collect: none read is not none made.
-        return "  egress: not read (the run ended before collect)\n".to_string();
+impl EgressCounts {
+    /// What was denied: refusals and cut tunnels (nothing of theirs reached the server).
+    #[must_use]
+    pub fn denied(&self) -> usize {
+        self.refused + self.cut
     }
+}
+
+/// The egress counts of `r`'s side `by` (`agent`: decisions without a `by` are the agent's).
+#[must_use]
+pub fn egress_counts(r: &RunRecord, by: &str) -> EgressCounts {
+    use crate::render::proxy::Outcome;
     let text = |d: &serde_json::Value, k: &str| {
         d.get(k)
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default()
             .to_owned()
     };
-    let count = |by: &str| {
-        let mut n = [0_usize; 5];
-        for d in r
-            .egress_decisions
-            .iter()
-            .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
-        {
-            n[0] += 1;
-            match Outcome::of(&text(d, "reason"), &text(d, "status"), &text(d, "err")) {
-                Outcome::Forwarded if failed_upstream(&text(d, "status"), &text(d, "err")) => {
-                    n[4] += 1;
-                }
-                Outcome::Forwarded => {}
-                Outcome::Refused => n[1] += 1,
-                Outcome::TunnelCut => n[2] += 1,
-                Outcome::SentAnswerWithheld => n[3] += 1,
+    let mut n = EgressCounts::default();
+    for d in r
+        .egress_decisions
+        .iter()
+        .filter(|d| d.get("by").and_then(|v| v.as_str()).unwrap_or("agent") == by)
+    {
+        n.requests += 1;
+        match Outcome::of(&text(d, "reason"), &text(d, "status"), &text(d, "err")) {
+            Outcome::Forwarded if failed_upstream(&text(d, "status"), &text(d, "err")) => {
+                n.failed_upstream += 1;
             }
+            Outcome::Forwarded => {}
+            Outcome::Refused => n.refused += 1,
+            Outcome::TunnelCut => n.cut += 1,
+            Outcome::SentAnswerWithheld => n.withheld += 1,
         }
-        n
+    }
+    n
+}
+
+/// The summary's egress line: the agent's requests, those refused before a byte left, tunnels
+/// cut by their content, and requests sent whose answer was withheld; then the probe suite's
+/// (each decision's `by`, `collect::egress_source`).
+fn egress_line(r: &RunRecord) -> String {
+    use std::fmt::Write as _;
+
+    if r.egress_decisions.is_empty() && !ran(r, "collect") {
+        // The proxy's decisions are read in collect: none read is not none made.
+        return "  egress: not read (the run ended before collect)\n".to_string();
+    }
+    let count = |by: &str| {
+        let c = egress_counts(r, by);
+        [c.requests, c.refused, c.cut, c.withheld, c.failed_upstream]
     };
     let [n, refused, cut, withheld, failed] = count("agent");
     let [pn, prefused, pcut, _, _] = count("probe");
