@@ -22,19 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::run::record::{EgressCounts, RunRecord, RunResult, egress_counts};
 
 /// Every result, in the order the metrics list them.
-pub const RESULTS: [RunResult; 11] = [
-    RunResult::Passed,
-    RunResult::GateFailed,
-    RunResult::GateWeakened,
-    RunResult::AgentFailed,
-    RunResult::AgentTimeout,
-    RunResult::ProbeRefused,
-    RunResult::LeakDetected,
-    RunResult::DeliveryRefused,
-    RunResult::SetupBroken,
-    RunResult::Interrupted,
-    RunResult::Error,
-];
+pub const RESULTS: [RunResult; 11] = RunResult::ALL;
 
 /// The phase names a record holds (the container and plain tiers', then `cyclix kube run`'s);
 /// any other name is counted as `other`, so a record cannot make a label of its own.

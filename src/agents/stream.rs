@@ -247,6 +247,21 @@ fn gemini(r: &mut AgentReport, v: &Value) {
     }
 }
 
+/// A content value as text: a string, the `text`/`content` of blocks, joined by lines; other
+/// values are "". Pure.
+pub(crate) fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join("\n"),
+        Value::Object(o) => o
+            .get("text")
+            .or(o.get("content"))
+            .map(text)
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// The text of every tool result in a CLI's output `lines`, as the CLI recorded what its tool
 /// printed: Claude Code's `tool_result` blocks (in `user` messages), Codex's finished
 /// `command_execution` items (`aggregated_output`), Gemini CLI's `tool_result` events. The
@@ -255,18 +270,6 @@ fn gemini(r: &mut AgentReport, v: &Value) {
 /// Untrusted like the stream; pure.
 #[must_use]
 pub fn tool_outputs(kind: StreamKind, lines: &[String]) -> Option<Vec<String>> {
-    fn text(v: &Value) -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join("\n"),
-            Value::Object(o) => o
-                .get("text")
-                .or(o.get("content"))
-                .map(text)
-                .unwrap_or_default(),
-            _ => String::new(),
-        }
-    }
     if kind == StreamKind::PlainText {
         return None;
     }

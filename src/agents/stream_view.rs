@@ -15,6 +15,7 @@
 use serde_json::Value;
 
 use super::StreamKind;
+use super::stream::text;
 
 /// Most lines of one tool result shown; the rest are counted.
 pub const RESULT_LINES: usize = 6;
@@ -201,20 +202,6 @@ fn redact_strings(v: &mut Value, secrets: &[&[u8]]) {
 /// The string at JSON pointer `p` of `v`, or "".
 fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
-
-/// A content value as text: a string, the `text`/`content` of blocks, joined by lines.
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join("\n"),
-        Value::Object(o) => o
-            .get("text")
-            .or(o.get("content"))
-            .map(text)
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
 }
 
 /// `who: first line`, the other lines indented under it.

@@ -214,18 +214,7 @@ mod tests {
 
     #[test]
     fn every_result_prints_the_name_its_record_holds() {
-        for r in [
-            RunResult::Passed,
-            RunResult::GateFailed,
-            RunResult::AgentFailed,
-            RunResult::AgentTimeout,
-            RunResult::ProbeRefused,
-            RunResult::LeakDetected,
-            RunResult::DeliveryRefused,
-            RunResult::SetupBroken,
-            RunResult::Interrupted,
-            RunResult::Error,
-        ] {
+        for r in RunResult::ALL {
             assert_eq!(
                 serde_json::to_value(r).expect("json"),
                 serde_json::Value::from(r.as_str())

@@ -59,6 +59,21 @@ pub enum RunResult {
 }
 
 impl RunResult {
+    /// Every result, in the order the metrics, the picture's legend and the tests list them.
+    pub const ALL: [RunResult; 11] = [
+        RunResult::Passed,
+        RunResult::GateFailed,
+        RunResult::GateWeakened,
+        RunResult::AgentFailed,
+        RunResult::AgentTimeout,
+        RunResult::ProbeRefused,
+        RunResult::LeakDetected,
+        RunResult::DeliveryRefused,
+        RunResult::SetupBroken,
+        RunResult::Interrupted,
+        RunResult::Error,
+    ];
+
     /// The result's one name, as the record spells it (`passed`, `gate_failed`, ...): what the
     /// summary, `status` and `runs` print, so a person reads one word for one result.
     #[must_use]

@@ -198,19 +198,7 @@ fn bars_are_coloured_by_result_placed_on_one_time_axis_and_the_failed_phase_outl
 
 #[test]
 fn every_result_has_a_colour_of_its_own() {
-    let all = [
-        RunResult::Passed,
-        RunResult::GateFailed,
-        RunResult::GateWeakened,
-        RunResult::AgentFailed,
-        RunResult::AgentTimeout,
-        RunResult::ProbeRefused,
-        RunResult::LeakDetected,
-        RunResult::DeliveryRefused,
-        RunResult::SetupBroken,
-        RunResult::Interrupted,
-        RunResult::Error,
-    ];
+    let all = RunResult::ALL;
     let mut colours: Vec<_> = all.iter().map(|r| colour(*r)).collect();
     colours.sort_unstable();
     colours.dedup();
