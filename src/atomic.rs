@@ -22,7 +22,18 @@ pub fn write(path: &Path, data: &[u8]) -> Result<()> {
 /// # Errors
 /// I/O failures, naming the file.
 pub fn write_mode(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    write_with(path, data, mode, true)
+    write_with(path, data, mode, true, false)
+}
+
+/// [`write_mode`] with `mode` exactly, whatever the umask: the temporary file's mode is set
+/// (`fchmod(2)`) before the rename, so the target never has another. For a file another
+/// user's process must read (`node_exporter`'s textfile collector reads the metrics file), where
+/// a umask of `077` would make it unreadable (attack review of issue 32 item 4).
+///
+/// # Errors
+/// I/O failures, naming the file.
+pub fn write_exact_mode(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    write_with(path, data, mode, true, true)
 }
 
 /// [`write`] without the sync: the file is whole or as it was whatever instant the writer
@@ -32,10 +43,10 @@ pub fn write_mode(path: &Path, data: &[u8], mode: u32) -> Result<()> {
 /// # Errors
 /// I/O failures, naming the file.
 pub fn replace(path: &Path, data: &[u8]) -> Result<()> {
-    write_with(path, data, 0o600, false)
+    write_with(path, data, 0o600, false, false)
 }
 
-fn write_with(path: &Path, data: &[u8], mode: u32, sync: bool) -> Result<()> {
+fn write_with(path: &Path, data: &[u8], mode: u32, sync: bool, exact: bool) -> Result<()> {
     let dir = path
         .parent()
         .context("invariant: a file written atomically has a parent directory")?;
@@ -44,6 +55,13 @@ fn write_with(path: &Path, data: &[u8], mode: u32, sync: bool) -> Result<()> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
         .tempfile_in(dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    if exact {
+        tmp.as_file()
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .with_context(|| {
+                format!("setting the mode of a temporary file in {}", dir.display())
+            })?;
+    }
     tmp.write_all(data)
         .with_context(|| format!("writing {}", path.display()))?;
     if sync {
@@ -70,6 +88,20 @@ pub fn write_creating(path: &Path, data: &[u8], mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exact_mode_is_the_one_asked_for_whatever_the_umask() {
+        let d = tempfile::tempdir().expect("tmp");
+        // 0666: any umask with a write bit for the group or others (022, 027, 077) would
+        // take one off; the process's umask is not changed here (it is the whole process's).
+        let p = d.path().join("m.prom");
+        write_exact_mode(&p, b"x 1\n", 0o666).expect("write");
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666);
+        write_exact_mode(&p, b"x 2\n", 0o644).expect("rewrite");
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+    }
     use std::os::unix::fs::PermissionsExt as _;
 
     #[test]

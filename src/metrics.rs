@@ -90,11 +90,20 @@ pub struct Tally {
     /// Leftovers their audits found.
     #[serde(default)]
     pub leftovers: u64,
+    /// The runs counted here, by id: a run is added once, and a record still on disk whose id
+    /// is here (a prune killed between its tally and the record's removal) is not counted
+    /// again (attack review).
+    #[serde(default)]
+    pub runs: std::collections::BTreeSet<String>,
 }
 
 impl Tally {
-    /// `rec` added to the tally (a run `cyclix prune` removes).
+    /// `rec` added to the tally (a run `cyclix prune` removes); nothing when it is counted
+    /// here already.
     pub fn add(&mut self, rec: &RunRecord) {
+        if !self.runs.insert(rec.run_id.clone()) {
+            return;
+        }
         *self
             .results
             .entry(rec.result.as_str().to_owned())

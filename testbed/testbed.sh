@@ -216,7 +216,7 @@ build_rootfs() {
     return
   fi
   running && die "testbed is running with an outdated rootfs; run '$0 down' first"
-  log "bootstrapping $TB_SUITE rootfs (mmdebstrap, ~20 s)"
+  log "bootstrapping $TB_SUITE rootfs (mmdebstrap and its configuration: about 1-2 min)"
   rm -rf "$ROOTFS.new"
   mkdir -p "$TB_DIR"
   # mmdebstrap (not debootstrap): resolves --include with apt in one pass; measured

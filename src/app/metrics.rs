@@ -42,7 +42,7 @@ pub fn write(env: &HostEnv) -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     let text = gather(env).render(now_ms());
-    crate::atomic::write_mode(&path, text.as_bytes(), 0o644)
+    crate::atomic::write_exact_mode(&path, text.as_bytes(), 0o644)
         .with_context(|| format!("metrics_textfile {}", path.display()))?;
     Ok(Some(path))
 }
@@ -80,19 +80,23 @@ pub fn target_problem(path: &Path) -> Option<String> {
 #[must_use]
 pub fn gather(env: &HostEnv) -> Metrics {
     let mut m = Metrics::default();
-    let root = crate::layout::records_root(&env.state_home);
-    super::history::visit(&root, None, &mut |r| match r {
-        Ok(r) => m.add_record(&r),
-        Err(_) => m.add_unreadable(),
-    });
+    // The tallies first: a record whose run a tally counts already is not counted again.
+    let mut tallied = std::collections::BTreeSet::new();
     for (tenant, path) in entries(&tally_dir(&env.state_home)) {
         let Some(tenant) = tenant.strip_suffix(".json") else {
             continue;
         };
         if let Ok(t) = read_tally(&path) {
             m.add_tally(tenant, &t);
+            tallied.extend(t.runs.iter().map(|r| (tenant.to_owned(), r.clone())));
         }
     }
+    let root = crate::layout::records_root(&env.state_home);
+    super::history::visit(&root, None, &mut |r| match r {
+        Ok(r) if tallied.contains(&(r.tenant.clone(), r.run_id.clone())) => {}
+        Ok(r) => m.add_record(&r),
+        Err(_) => m.add_unreadable(),
+    });
     if let Ok(rt) = env.runtime() {
         for (tenant, dir) in entries(&rt.cyclix_dir().join("pool")) {
             if dir.is_dir() {

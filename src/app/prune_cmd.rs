@@ -598,3 +598,58 @@ mod tests {
         assert_eq!(ids, [("r1", 2, false), ("r2", 1, true)]);
     }
 }
+
+/// Attack review: a prune killed (or failing to remove the record) after the tally and
+/// before the record is gone left the run both in the records and in the tally, and the next
+/// prune added it to the tally again.
+#[cfg(test)]
+mod tally_once {
+    use super::*;
+
+    #[test]
+    fn a_prune_interrupted_after_its_tally_does_not_count_the_run_twice() {
+        let d = tempfile::tempdir().expect("tmp");
+        let env = HostEnv {
+            home: d.path().to_path_buf(),
+            runtime_dir: Some(d.path().join("run")),
+            config_home: d.path().join("config"),
+            data_home: d.path().join("data"),
+            state_home: d.path().join("state"),
+            config_file: None,
+        };
+        let dir = record::tenant_dir(&env.state_home, "acme");
+        let mut recs = Vec::new();
+        for (id, at, result) in [
+            ("r1", 1_000, record::RunResult::GateFailed),
+            ("r2", 2_000, record::RunResult::Passed),
+        ] {
+            let mut r = RunRecord::new("acme", id, "container".into());
+            r.result = result;
+            r.phases.push(record::Phase {
+                name: "prepare".into(),
+                start_ms: at,
+                end_ms: at + 10,
+                outcome: "ok".into(),
+            });
+            record::write(&dir, &r).expect("record");
+            recs.push(r);
+        }
+        let before = super::super::metrics::gather(&env).render(0);
+        // The first prune got as far as its tally of r1 (then it was killed, or r1.json could
+        // not be removed): the state it leaves behind.
+        super::super::metrics::tally_pruned(&env.state_home, "acme", &recs[..1]).expect("tally");
+        let (lines, ok) = prune_tenant(&env, "acme", Rule::Keep(1), Unmerged::Keep, false, 10_000)
+            .expect("prune");
+        assert!(ok, "{lines:?}");
+        let after = super::super::metrics::gather(&env).render(0);
+        assert!(
+            after.contains("cyclix_runs_total{tenant=\"acme\",result=\"gate_failed\"} 1\n"),
+            "one gate_failed run, counted: {}\nbefore:\n{before}",
+            after
+                .lines()
+                .filter(|l| l.starts_with("cyclix_runs_total"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}

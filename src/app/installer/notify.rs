@@ -17,7 +17,12 @@ use crate::render;
 /// I/O failures, naming the file.
 pub fn install_template(unit_dir: &Path, bin: &str) -> Result<()> {
     let t = render::units::notify_template(bin).map_err(|e| anyhow::anyhow!("{e}"))?;
-    crate::atomic::write(&unit_dir.join(&t.name), t.contents.as_bytes())
+    let path = unit_dir.join(&t.name);
+    crate::atomic::write(&path, t.contents.as_bytes())?;
+    // Named as the other templates are (a newcomer's report: the plan said install writes
+    // it, and no line said it had).
+    crate::outln!("wrote {}", path.display());
+    Ok(())
 }
 
 /// Writes the drop-ins of `specs` below `unit_dir`, removes stale drop-ins, and prints one

@@ -61,12 +61,16 @@ impl Templates {
         Self::detect(Path::new(UNITS_DIR), bin)
     }
 
-    /// [`Templates::Packaged`] when `dir` holds the run template as a regular file (the package
-    /// ships every template; the run unit is the one everything else hangs on), otherwise
-    /// [`Templates::Written`] with `bin`.
+    /// [`Templates::Packaged`] when `dir` holds every template as a regular file (the package
+    /// ships all five), otherwise [`Templates::Written`] with `bin`: a run template put there
+    /// by hand, or a partial or half-removed package, must not make `install` remove the
+    /// user's templates that `dir` lacks (attack review).
     #[must_use]
     pub fn detect(dir: &Path, bin: String) -> Self {
-        if std::fs::metadata(dir.join(template::RUN_SERVICE)).is_ok_and(|m| m.is_file()) {
+        let all = TEMPLATE_NAMES
+            .iter()
+            .all(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.is_file()));
+        if all {
             Self::Packaged {
                 dir: dir.to_path_buf(),
             }
@@ -94,7 +98,11 @@ pub fn user_templates(bin: &str) -> Result<Vec<RenderedFile>> {
 /// A copy cannot be removed.
 pub fn remove_shadowing_templates(unit_dir: &Path, packaged: &Path) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
-    for name in TEMPLATE_NAMES {
+    // Only what the package holds: a copy of a template it lacks shadows nothing.
+    for name in TEMPLATE_NAMES
+        .iter()
+        .filter(|n| std::fs::metadata(packaged.join(n)).is_ok_and(|m| m.is_file()))
+    {
         let p = unit_dir.join(name);
         if remove_file(&p)? {
             crate::outln!(
@@ -196,7 +204,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_package_is_told_by_its_run_template() {
+    fn the_package_is_told_by_its_templates() {
         let d = tempfile::tempdir().expect("tempdir");
         let bin = "/home/u/.cargo/bin/cyclix".to_owned();
         assert_eq!(
@@ -210,7 +218,9 @@ mod tests {
             Templates::Written { .. }
         ));
         std::fs::remove_dir(d.path().join(template::RUN_SERVICE)).expect("rmdir");
-        std::fs::write(d.path().join(template::RUN_SERVICE), "x").expect("write");
+        for name in TEMPLATE_NAMES {
+            std::fs::write(d.path().join(name), "x").expect("write");
+        }
         assert_eq!(
             Templates::detect(d.path(), bin),
             Templates::Packaged {
@@ -249,5 +259,46 @@ mod tests {
         assert!(find("usr/share/cyclix/spec.schema.json").contains("urn:cyclix:spec:1"));
         assert!(files.iter().all(|f| f.path.is_relative()));
         assert!(tree("cyclix").is_err(), "a relative binary is refused");
+    }
+}
+
+/// Attack review of issue 32 item 6.
+#[cfg(test)]
+mod partial {
+    use super::*;
+
+    /// Only `cyclix-run@.service` in the vendor directory (a file put there by hand, or an
+    /// older or partial package) is not the package: the user's templates stay; and a removal
+    /// takes only the names the package holds.
+    #[test]
+    fn a_partial_vendor_directory_is_not_the_package_and_only_what_it_holds_is_removed() {
+        let vendor = tempfile::tempdir().expect("tmp");
+        let user = tempfile::tempdir().expect("tmp");
+        std::fs::write(vendor.path().join(template::RUN_SERVICE), "[Service]\n").expect("w");
+        for name in TEMPLATE_NAMES {
+            std::fs::write(user.path().join(name), "mine").expect("w");
+        }
+        assert_eq!(
+            Templates::detect(vendor.path(), "/x/cyclix".into()),
+            Templates::Written {
+                bin: "/x/cyclix".into()
+            }
+        );
+        remove_shadowing_templates(user.path(), vendor.path()).expect("rm");
+        for name in TEMPLATE_NAMES {
+            assert_eq!(
+                user.path().join(name).exists(),
+                name != template::RUN_SERVICE,
+                "{name}"
+            );
+        }
+        // The control: all five there is the package.
+        for name in TEMPLATE_NAMES {
+            std::fs::write(vendor.path().join(name), "[Unit]\n").expect("w");
+        }
+        assert!(matches!(
+            Templates::detect(vendor.path(), "/x/cyclix".into()),
+            Templates::Packaged { .. }
+        ));
     }
 }
