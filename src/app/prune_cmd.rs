@@ -531,18 +531,19 @@ mod tests {
         assert!(format!("{e:#}").contains("say --force for that"), "{e:#}");
     }
 
-    #[test]
-    fn a_pruned_run_stays_in_the_metrics_counters_through_the_tally() {
-        let d = tempfile::tempdir().expect("tmp");
+    /// A host below `d` whose tenant `acme` has two recorded runs: r1 `gate_failed`, then r2
+    /// `passed`.
+    pub(super) fn two_runs(d: &Path) -> (HostEnv, Vec<RunRecord>) {
         let env = HostEnv {
-            home: d.path().to_path_buf(),
-            runtime_dir: Some(d.path().join("run")),
-            config_home: d.path().join("config"),
-            data_home: d.path().join("data"),
-            state_home: d.path().join("state"),
+            home: d.to_path_buf(),
+            runtime_dir: Some(d.join("run")),
+            config_home: d.join("config"),
+            data_home: d.join("data"),
+            state_home: d.join("state"),
             config_file: None,
         };
         let dir = record::tenant_dir(&env.state_home, "acme");
+        let mut recs = Vec::new();
         for (id, at, result) in [
             ("r1", 1_000, record::RunResult::GateFailed),
             ("r2", 2_000, record::RunResult::Passed),
@@ -556,7 +557,16 @@ mod tests {
                 outcome: "ok".into(),
             });
             record::write(&dir, &r).expect("record");
+            recs.push(r);
         }
+        (env, recs)
+    }
+
+    #[test]
+    fn a_pruned_run_stays_in_the_metrics_counters_through_the_tally() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (env, _) = two_runs(d.path());
+        let dir = record::tenant_dir(&env.state_home, "acme");
         let before = super::super::metrics::gather(&env).render(0);
         let (lines, ok) = prune_tenant(&env, "acme", Rule::Keep(1), Unmerged::Keep, false, 10_000)
             .expect("prune");
@@ -609,31 +619,7 @@ mod tally_once {
     #[test]
     fn a_prune_interrupted_after_its_tally_does_not_count_the_run_twice() {
         let d = tempfile::tempdir().expect("tmp");
-        let env = HostEnv {
-            home: d.path().to_path_buf(),
-            runtime_dir: Some(d.path().join("run")),
-            config_home: d.path().join("config"),
-            data_home: d.path().join("data"),
-            state_home: d.path().join("state"),
-            config_file: None,
-        };
-        let dir = record::tenant_dir(&env.state_home, "acme");
-        let mut recs = Vec::new();
-        for (id, at, result) in [
-            ("r1", 1_000, record::RunResult::GateFailed),
-            ("r2", 2_000, record::RunResult::Passed),
-        ] {
-            let mut r = RunRecord::new("acme", id, "container".into());
-            r.result = result;
-            r.phases.push(record::Phase {
-                name: "prepare".into(),
-                start_ms: at,
-                end_ms: at + 10,
-                outcome: "ok".into(),
-            });
-            record::write(&dir, &r).expect("record");
-            recs.push(r);
-        }
+        let (env, recs) = super::tests::two_runs(d.path());
         let before = super::super::metrics::gather(&env).render(0);
         // The first prune got as far as its tally of r1 (then it was killed, or r1.json could
         // not be removed): the state it leaves behind.

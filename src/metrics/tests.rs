@@ -28,9 +28,9 @@ fn value<'a>(text: &'a str, series: &str) -> Option<&'a str> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
 }
 
-/// A passed run and a `gate_failed` one of `acme`, a warm one of `beta`.
-fn two_tenants() -> Metrics {
-    let mut m = Metrics::default();
+/// `acme`'s passed run r1: five phases, its agent let go at 1.4 s, two egress decisions of the
+/// agent's and two of the probes'.
+fn acme_r1() -> RunRecord {
     let mut a = rec(
         "acme",
         "r1",
@@ -50,7 +50,13 @@ fn two_tenants() -> Metrics {
         serde_json::json!({"by": "probe", "reason": "domain_not_allowlisted", "status": "403"}),
         serde_json::json!({"by": "probe", "reason": "sni_mismatch", "status": "200"}),
     ];
-    m.add_record(&a);
+    a
+}
+
+/// A passed run and a `gate_failed` one of `acme`, a warm one of `beta`.
+fn two_tenants() -> Metrics {
+    let mut m = Metrics::default();
+    m.add_record(&acme_r1());
     let mut b = rec(
         "acme",
         "r2",
@@ -426,26 +432,7 @@ fn a_pruned_run_stays_counted_through_the_tally() {
     let before = m.render(0);
     // acme's r1 pruned: its record is gone, its tally holds it.
     let mut tally = Tally::default();
-    let mut r1 = rec(
-        "acme",
-        "r1",
-        RunResult::Passed,
-        &[
-            ("queue", 1_000, 1_010),
-            ("prepare", 1_010, 1_200),
-            ("probe", 1_200, 1_400),
-            ("agent", 1_400, 3_000),
-            ("audit", 3_000, 3_100),
-        ],
-    );
-    r1.go_ms = Some(1_400);
-    r1.egress_decisions = vec![
-        serde_json::json!({"reason": "allowlisted", "status": "200"}),
-        serde_json::json!({"reason": "domain_not_allowlisted", "status": "403"}),
-        serde_json::json!({"by": "probe", "reason": "domain_not_allowlisted", "status": "403"}),
-        serde_json::json!({"by": "probe", "reason": "sni_mismatch", "status": "200"}),
-    ];
-    tally.add(&r1);
+    tally.add(&acme_r1());
     let tally: Tally =
         serde_json::from_str(&serde_json::to_string(&tally).expect("json")).expect("back");
     let mut after = Metrics::default();
