@@ -234,7 +234,7 @@ fn queue_then_claim(
             ),
         ))
     } else {
-        Some(super::pool_ops::claim(env, spec, backend)?)
+        Some(super::pool_ops::claim(env, spec, backend, run_id)?)
     };
     if claimed.as_ref().is_some_and(|c| c.run_id != run_id) {
         // The run is its environment's id from here: the note under the old id goes.

@@ -3,11 +3,11 @@
 //! convergence of fillers and claims whose cyclix died (`run::pool`, `run::pool::env`).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
-use super::clock::{new_run_id, now_ms};
+use super::clock::now_ms;
 use super::tenant::{run_paths, unit_manager};
 use crate::context::HostEnv;
 use crate::render::Backend;
@@ -177,17 +177,20 @@ pub(crate) struct Claimed {
 /// The claim of a run of `spec` (holding the tenant lock, before its ledger; environments
 /// claimed by the tenant's dead runs are converged first): the oldest
 /// ready environment that passes the check against its fill ([`EnvHost::check`]); one that
-/// does not is destroyed and named in a notice, and the next one is tried. Cold (a new run
-/// id, `why_cold`) when the tenant cannot have a warm environment or none passes.
+/// does not is destroyed and named in a notice, and the next one is tried. Cold (`run_id`, the
+/// id the run holds its tenant lock under, and `why_cold`) when the tenant cannot have a warm
+/// environment or none passes: a cold run keeps its id, so the lock, a refusal naming the
+/// holder and the record agree (a new id here made `already running run X` name a run whose
+/// record is Y).
 ///
 /// The claim is timed as the record's first phase, `claim` (`Environment::claim`), when
 /// the tenant can have a warm environment.
 ///
 /// # Errors
 /// The pool's state or the user manager cannot be reached.
-pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
+pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend, run_id: &str) -> Result<Claimed> {
     let start_ms = now_ms();
-    let mut c = claim_untimed(env, spec, backend)?;
+    let mut c = claim_untimed(env, spec, backend, run_id)?;
     if pool::why_cold(spec, backend).is_none() {
         c.environment.claim.push(crate::run::record::Phase {
             name: "claim".into(),
@@ -199,10 +202,10 @@ pub(crate) fn claim(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Clai
     Ok(c)
 }
 
-fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend) -> Result<Claimed> {
+fn claim_untimed(env: &HostEnv, spec: &Spec, backend: Backend, run_id: &str) -> Result<Claimed> {
     let cold = |why: &str, notices: Vec<String>| Claimed {
         notices,
-        ..cold_because(&new_run_id(SystemTime::now(), std::process::id()), why)
+        ..cold_because(run_id, why)
     };
     if let Some(why) = pool::why_cold(spec, backend) {
         return Ok(cold(why, Vec::new()));
