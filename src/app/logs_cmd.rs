@@ -70,18 +70,15 @@ impl Shown {
 }
 
 /// The stream of run `run_id`'s preset CLI: its record's parser, else (a run in progress)
-/// the tenant's spec's preset. `None`: no preset, or neither says.
-fn preset_stream(env: &HostEnv, tenant: &str, run_id: &str, dir: &Path) -> Option<StreamKind> {
+/// the tenant's `spec`'s preset. `None`: no preset, or neither says.
+fn preset_stream(spec: Option<&crate::spec::Spec>, run_id: &str, dir: &Path) -> Option<StreamKind> {
     let rec = RunFiles::new(dir, run_id).record();
     if let Ok(b) = std::fs::read(&rec) {
         let rec = serde_json::from_slice::<record::RunRecord>(&b).ok()?;
         let stream = rec.agent_report?.stream;
         return serde_json::from_value(serde_json::Value::String(stream)).ok();
     }
-    let spec = super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
-        .ok()?
-        .ok()?;
-    spec.agent.preset.map(|p| p.stream)
+    spec?.agent.preset.as_ref().map(|p| p.stream)
 }
 
 /// `cyclix logs TENANT`: the kept output of run `run` (default: the run in progress, else
@@ -105,19 +102,22 @@ pub fn run(
     let run_id = which_run(env, tenant, &dir, run)?;
     let files = RunFiles::new(&dir, &run_id);
     let paths: Vec<PathBuf> = LABELS.iter().map(|l| files.output_log(l)).collect();
+    // The tenant's spec, loaded once: the preset of a run in progress and the secret values.
+    let spec = (!raw)
+        .then(|| super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env))
+        .and_then(Result::ok)
+        .and_then(Result::ok);
     let view = (!raw)
-        .then(|| preset_stream(env, tenant, &run_id, &dir))
+        .then(|| preset_stream(spec.as_ref(), &run_id, &dir))
         .flatten()
         .filter(|k| *k != StreamKind::PlainText)
         .map(|kind| {
             // Each value found counts: one variable set nowhere does not leave the rest
             // unredacted (attack review).
-            let secrets =
-                super::spec_file::load_spec(&super::tenant::tenant_spec_path(env, tenant), env)
-                    .ok()
-                    .and_then(Result::ok)
-                    .map(|spec| super::tenant::known_secret_values(env, &spec))
-                    .unwrap_or_default();
+            let secrets = spec
+                .as_ref()
+                .map(|spec| super::tenant::known_secret_values(env, spec))
+                .unwrap_or_default();
             View::new(kind, secrets)
         });
     let mut shown = Shown { view };
