@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use profile::Profile;
 pub use registry::{PROBES, Probe, ProbeFn};
-pub use suite::{main, run_with, summary};
+pub use suite::{first_run, main, run_with, summary};
 use verdict::Judged;
 
 /// Hard deadline of one probe (§2: 2 s).

@@ -106,26 +106,30 @@ fn unproven(why: &str) -> String {
 }
 
 /// The report of the whole suite under the context in `context`, as `cyclix probe` prints it.
+/// The suite waits for the proxy first, as `cyclix probe` does ([`crate::probe::first_run`]).
 fn report_lines(context: &Path) -> String {
     let start = Instant::now();
-    let results = std::fs::read_to_string(context)
+    let ran = std::fs::read_to_string(context)
         .map_err(|e| format!("reading the probe context {}: {e}", context.display()))
         .and_then(|t| {
             serde_json::from_str::<crate::probe::Context>(&t)
                 .map_err(|e| format!("parsing the probe context {}: {e}", context.display()))
         })
-        .and_then(|ctx| crate::probe::run(&ctx, &[]).map_err(|e| e.to_string()));
-    let results = results.unwrap_or_else(|why| {
-        vec![crate::probe::ProbeResult {
+        .and_then(|ctx| {
+            crate::probe::first_run(&ctx, &[], "cyclix agent-wait").map_err(|e| e.to_string())
+        });
+    let (results, sum) = ran.unwrap_or_else(|why| {
+        let results = vec![crate::probe::ProbeResult {
             id: "P0".into(),
             expect: "the probe context".into(),
             got: "unusable".into(),
             verdict: crate::probe::Verdict::Fail,
             detail: why,
             ms: 0,
-        }]
+        }];
+        let sum = crate::probe::summary(&results, start.elapsed());
+        (results, sum)
     });
-    let sum = crate::probe::summary(&results, start.elapsed());
     let mut out = String::new();
     for r in &results {
         if let Ok(l) = serde_json::to_string(r) {
@@ -265,9 +269,7 @@ pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Resu
         .iter()
         .map(|s| (*s).to_string())
         .collect();
-    let start = Instant::now();
-    let results = crate::probe::run(&ctx, &only)?;
-    let sum = crate::probe::summary(&results, start.elapsed());
+    let (results, sum) = crate::probe::first_run(&ctx, &only, "cyclix agent-wait")?;
     for r in &results {
         crate::stderrln!("{}", serde_json::to_string(r)?);
     }

@@ -157,6 +157,41 @@ pub fn summary(results: &[ProbeResult], wall: Duration) -> Summary {
     }
 }
 
+/// The suite as a run's first probe run: waits for the proxy to accept a connection
+/// ([`wait_for_proxy`], at most [`PROXY_WAIT`]; `who` says on stderr that it waits and, if
+/// it gave up, that the probes run anyway), then runs the probes `only` (empty: all). Every
+/// first probe run goes through here: `cyclix probe`, agent-wait's report to the host (the
+/// run's own probe phase) and agent-wait's in-Pod suite on Kubernetes. Returns the results
+/// and their summary, which names the wait (`proxy_wait_ms`, ms).
+///
+/// # Errors
+/// As [`run`]: an unknown id in `only`.
+pub fn first_run(
+    ctx: &Context,
+    only: &[String],
+    who: &str,
+) -> Result<(Vec<ProbeResult>, Summary), ProbeError> {
+    let start = Instant::now();
+    let addr = super::clients::http::host_of(&ctx.proxy_url);
+    let w = wait_for_proxy(addr, PROXY_WAIT, |e| {
+        eprintln!(
+            "{who}: the proxy at {addr} does not accept connections yet ({e}); waiting up to {} s",
+            PROXY_WAIT.as_secs()
+        );
+    });
+    if let Err(e) = &w {
+        eprintln!(
+            "{who}: the proxy at {addr} accepted no connection within {} s (last: {e}); the probes run anyway",
+            PROXY_WAIT.as_secs()
+        );
+    }
+    let waited = ms(start.elapsed());
+    let results = run(ctx, only)?;
+    let mut sum = summary(&results, start.elapsed());
+    sum.proxy_wait_ms = Some(waited);
+    Ok((results, sum))
+}
+
 /// How long the suite waits for the proxy to accept a connection before its probes run:
 /// 10 s. The proxy's unit starts beside the agent's, and squid listens only once its
 /// entrypoint made the run's CA and squid read its configuration
@@ -277,25 +312,16 @@ pub fn main(args: &Args) -> anyhow::Result<bool> {
         .map(str::to_string)
         .collect();
     ctx.watch = args.watch;
-    let start = Instant::now();
-    // Before the first suite (not in a watch round: the proxy has served the probes by then).
-    let waited = (!args.watch).then(|| {
-        let addr = super::clients::http::host_of(&ctx.proxy_url);
-        let w = wait_for_proxy(addr, PROXY_WAIT, |e| {
-            eprintln!("cyclix probe: the proxy at {addr} does not accept connections yet ({e}); waiting up to {} s", PROXY_WAIT.as_secs());
-        });
-        if let Err(e) = &w {
-            eprintln!(
-                "cyclix probe: the proxy at {addr} accepted no connection within {} s (last: {e}); the probes run anyway",
-                PROXY_WAIT.as_secs()
-            );
-        }
-        ms(start.elapsed())
-    });
-    let mut results: Vec<ProbeResult> = guard.into_iter().collect();
-    results.extend(run(&ctx, &only)?);
-    let mut sum = summary(&results, start.elapsed());
-    sum.proxy_wait_ms = waited;
+    let (results, sum) = if args.watch {
+        // A watch round does not wait: the proxy has served the first probe run by then.
+        let start = Instant::now();
+        let mut results: Vec<ProbeResult> = guard.into_iter().collect();
+        results.extend(run(&ctx, &only)?);
+        let sum = summary(&results, start.elapsed());
+        (results, sum)
+    } else {
+        first_run(&ctx, &only, "cyclix probe")?
+    };
     let mut out = std::io::stdout().lock();
     for r in &results {
         writeln!(out, "{}", serde_json::to_string(r)?).context("writing to stdout")?;

@@ -187,6 +187,65 @@ podman rm -f -t 0 $name >/dev/null
     );
 }
 
+/// The script of the late-proxy test: a `cyclix probe` container and an agent-wait one (the
+/// run's own path, its report through the FIFO) start before the proxy listens; then a proxy
+/// container that never listens, for the control.
+fn late_proxy_script(tb: &crate::common::testbed::Testbed) -> String {
+    format!(
+        r#"set -u
+net=e2e-lateproxy; sub=10.77.251
+cleanup() {{ podman rm -f -t 0 e2e-lateprobe e2e-lateprobe0 e2e-lateaw e2e-lateproxy >/dev/null 2>&1; podman network rm -f $net >/dev/null 2>&1; }}
+cleanup; trap cleanup EXIT
+podman network create --internal --subnet $sub.0/24 $net >/dev/null
+{ctx}
+probe() {{
+  podman run -d --name $1 --network $net:ip=$sub.3 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
+    --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
+    --mount=type=bind,source=/tmp/lateproxy/ctx.json,destination=/cyclix/ctx.json,readonly=true \
+    localhost/cyclix-agent-python:latest /cyclix/bin/cyclix probe --only N6 --context /cyclix/ctx.json >/dev/null
+}}
+probe e2e-lateprobe
+# The run's own path: agent-wait hands its report through the FIFO, as in a run's probe phase
+# (the host's side played by this shell: read the hello, unlink the FIFO, read the rest, go).
+ctl=/tmp/lateproxy/ctl; rm -rf $ctl; mkdir -m 0777 $ctl; cp /tmp/lateproxy/ctx.json $ctl/probe.json
+chmod 0644 $ctl/probe.json; mkfifo -m 0666 $ctl/report
+{{ exec 3<$ctl/report; read -r hello <&3; rm $ctl/report; cat <&3 > /tmp/lateproxy/aw.out; touch $ctl/go; }} &
+reader=$!
+podman run -d --name e2e-lateaw --network $net:ip=$sub.4 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
+  --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
+  --mount=type=bind,source=$ctl,destination=/cyclix/ctl,readonly=true \
+  localhost/cyclix-agent-python:latest /cyclix/bin/cyclix agent-wait --go /cyclix/ctl/go \
+  --report /cyclix/ctl/report --timeout-s 60 -- true >/dev/null
+seen=no; aw_seen=no
+for i in $(seq 1 300); do
+  podman logs e2e-lateprobe 2>&1 | grep -q 'cyclix probe: the proxy at .* does not accept connections yet' && seen=yes
+  podman logs e2e-lateaw 2>&1 | grep -q 'cyclix agent-wait: the proxy at .* does not accept connections yet' && aw_seen=yes
+  [ $seen$aw_seen = yesyes ] && break
+  sleep 0.1
+done
+echo "waiting_seen=$seen"
+echo "aw_waiting_seen=$aw_seen"
+podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
+  localhost/cyclix-agent-python:latest python3 -m http.server --bind $sub.2 3128 >/dev/null
+echo "late_rc=$(podman wait e2e-lateprobe)"
+echo "aw_rc=$(podman wait e2e-lateaw)"
+wait $reader
+podman logs e2e-lateprobe 2>/dev/null | sed 's/^/late: /'
+sed 's/^/aw: /' /tmp/lateproxy/aw.out
+podman rm -f -t 0 e2e-lateprobe e2e-lateaw e2e-lateproxy >/dev/null
+# The proxy's container is up, but nothing in it ever listens (squid that never starts).
+podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
+  localhost/cyclix-agent-python:latest sleep 600 >/dev/null
+probe e2e-lateprobe0
+echo "never_rc=$(podman wait e2e-lateprobe0)"
+podman logs e2e-lateprobe0 2>/dev/null | sed 's/^/never: /'
+podman logs e2e-lateprobe0 2>&1 >/dev/null | sed 's/^/never_err: /'
+"#,
+        c = tb.cyclix_bin(),
+        ctx = context_script("/tmp/lateproxy", "10.77.251")
+    )
+}
+
 /// The suite waits for a proxy that listens late (the proxy unit starts beside the agent's,
 /// and squid listens only after its entrypoint made the run's CA: a run under load probed
 /// before, and every proxy probe got `ECONNREFUSED`). A container on an internal network runs
@@ -199,42 +258,7 @@ podman rm -f -t 0 $name >/dev/null
 fn the_probes_wait_for_a_proxy_that_listens_late_and_fail_on_one_that_never_does() {
     let _shared = crate::common::testbed::shared();
     let tb = demo_ready();
-    let script = format!(
-        r#"set -u
-net=e2e-lateproxy; sub=10.77.251
-cleanup() {{ podman rm -f -t 0 e2e-lateprobe e2e-lateprobe0 e2e-lateproxy >/dev/null 2>&1; podman network rm -f $net >/dev/null 2>&1; }}
-cleanup; trap cleanup EXIT
-podman network create --internal --subnet $sub.0/24 $net >/dev/null
-{ctx}
-probe() {{
-  podman run -d --name $1 --network $net:ip=$sub.3 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
-    --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
-    --mount=type=bind,source=/tmp/lateproxy/ctx.json,destination=/cyclix/ctx.json,readonly=true \
-    localhost/cyclix-agent-python:latest /cyclix/bin/cyclix probe --only N6 --context /cyclix/ctx.json >/dev/null
-}}
-probe e2e-lateprobe
-seen=no
-for i in $(seq 1 300); do
-  podman logs e2e-lateprobe 2>&1 | grep -q 'does not accept connections yet' && {{ seen=yes; break; }}
-  sleep 0.1
-done
-echo "waiting_seen=$seen"
-podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
-  localhost/cyclix-agent-python:latest python3 -m http.server --bind $sub.2 3128 >/dev/null
-echo "late_rc=$(podman wait e2e-lateprobe)"
-podman logs e2e-lateprobe 2>/dev/null | sed 's/^/late: /'
-podman rm -f -t 0 e2e-lateprobe e2e-lateproxy >/dev/null
-# The proxy's container is up, but nothing in it ever listens (squid that never starts).
-podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
-  localhost/cyclix-agent-python:latest sleep 600 >/dev/null
-probe e2e-lateprobe0
-echo "never_rc=$(podman wait e2e-lateprobe0)"
-podman logs e2e-lateprobe0 2>/dev/null | sed 's/^/never: /'
-podman logs e2e-lateprobe0 2>&1 >/dev/null | sed 's/^/never_err: /'
-"#,
-        c = tb.cyclix_bin(),
-        ctx = context_script("/tmp/lateproxy", "10.77.251")
-    );
+    let script = late_proxy_script(tb);
     let out = expect_success(&tb.user_sh(&script), "a late proxy and none");
     let json = |prefix: &str, pick: &dyn Fn(&serde_json::Value) -> bool| {
         out.lines()
@@ -253,6 +277,17 @@ podman logs e2e-lateprobe0 2>&1 >/dev/null | sed 's/^/never_err: /'
         json("late: ", &sum)["proxy_wait_ms"].as_u64().unwrap_or(0) > 0,
         "the summary names the wait:\n{out}"
     );
+    // The run's own probe run (agent-wait's report through the FIFO) waits the same way: its
+    // N6 passes against the late proxy and its summary names the wait; then the go lets it
+    // exec its command.
+    assert_eq!(crate::common::kv(&out, "aw_waiting_seen"), "yes", "{out}");
+    let aw = json("aw: ", &n6);
+    assert_eq!(aw["verdict"], "PASS", "{aw}\n{out}");
+    assert!(
+        json("aw: ", &sum)["proxy_wait_ms"].as_u64().unwrap_or(0) > 0,
+        "agent-wait's summary names the wait:\n{out}"
+    );
+    assert_eq!(crate::common::kv(&out, "aw_rc"), "0", "{out}");
     // The positive control: nothing ever listens, the wait ends and the control fails.
     let never = json("never: ", &n6);
     assert_eq!(never["verdict"], "FAIL", "{never}\n{out}");
