@@ -4,9 +4,12 @@ on a host (or testbed) with a systemd user manager and rootless Podman 5; `bench
 inside the testbed. Prints the table on stderr and one JSON object (schema cyclix-bench/1) on
 stdout. It measures; it never judges: noise cannot fail it, only a measurement that did not run.
 
-  inside.py [--short] [--to-agent] [--cyclix PATH] [--build debug|release]
+  inside.py [--short] [--to-agent [--iterations N]] [--cyclix PATH] [--build debug|release]
 
---to-agent measures only the time to agent, cold and warm (N = 20 each), nothing else.
+--to-agent measures only the time to agent, cold and warm, the field's way (issue 33): 100
+iterations (`--iterations N`), each a cold and a warm run started by `systemctl --user start`
+and by `cyclix run`; the start request -> the agent's first instruction, p50/p95/p99 and the
+success rate, and from the same runs' records the claim -> first instruction with its parts.
 
 Each pair runs interleaved N times (cyclix side, then bare side; N = 20, 1 with --short);
 min/median(p50)/p95/max per side and the ratio of the medians; every sample is in the JSON.
@@ -46,8 +49,13 @@ def sh(cmd, check=True, **kw):
 
 def p95(xs):
     """The nearest-rank 95th percentile (the 19th of 20 samples)."""
+    return pct(xs, 95)
+
+
+def pct(xs, q):
+    """The nearest-rank q-th percentile (p95 of 20 samples: the 19th; p99 of 100: the 99th)."""
     s = sorted(xs)
-    return s[max(0, -(-95 * len(s) // 100) - 1)]
+    return s[max(0, -(-q * len(s) // 100) - 1)]
 
 
 def stats(xs):
@@ -122,12 +130,24 @@ def cyclix_run(cyclix, name):
     if rec["result"] != "passed":
         raise SystemExit(f"bench: run {rid} of {name}: {rec['result']}: {rec.get('error')} "
                          f"{rec.get('refusal')} {r.stderr[-500:]}")
+    return cold_figures(rec)
+
+
+def first_instruction(rec):
+    """The agent's T0 (ms since the epoch) from a passed run's record; raises if it is not there."""
     t0 = t0_of(rec["agent_log"])
     if t0 is None or rec.get("agent_ready_ms") is None or rec.get("go_ms") is None:
-        raise SystemExit(f"bench: run {rid}: no T0 / agent_ready_ms / go_ms in the record")
+        raise SystemExit(f"bench: run {rec['run_id']}: no T0 / agent_ready_ms / go_ms in the "
+                         "record")
+    return t0
+
+
+def cold_figures(rec):
+    """A cold run's figures from its record."""
+    t0 = first_instruction(rec)
     render = phase(rec, "render")["start_ms"]
     claim = rec["phases"][0]["start_ms"]
-    out = {
+    return {
         # cold time to agent: the run's first phase (prepare: the claim of the tenant, the
         # worktree, the secrets) -> the agent's first instruction, the probe run included
         "to_agent": t0 - claim,
@@ -147,18 +167,22 @@ def cyclix_run(cyclix, name):
         "phases": {p["name"]: p["end_ms"] - p["start_ms"] for p in rec["phases"]},
         "leftovers": rec["leftovers"],
     }
-    return out
+
+
+def fill(cyclix, name):
+    """`cyclix pool fill` makes one environment (untimed); returns its id and fill time (ms)."""
+    filled = sh([cyclix, "pool", "fill", name]).stdout
+    m = re.search(r"environment (\S+) ready \((\d+) ms\)", filled)
+    if not m:
+        raise SystemExit(f"bench: `cyclix pool fill {name}` made no environment: {filled}")
+    return m.group(1), int(m.group(2))
 
 
 def warm_run(cyclix, name):
     """One warm sample: `cyclix pool fill` makes one environment (untimed), then `cyclix run`
     claims it. Time to agent: the record's `claim` phase (the pool's rename, the check against
     the fill) -> the agent's first instruction, the probe run on the claimed objects included."""
-    filled = sh([cyclix, "pool", "fill", name]).stdout
-    m = re.search(r"environment (\S+) ready \((\d+) ms\)", filled)
-    if not m:
-        raise SystemExit(f"bench: `cyclix pool fill {name}` made no environment: {filled}")
-    env, fill_ms = m.group(1), int(m.group(2))
+    env, fill_ms = fill(cyclix, name)
     r = sh([cyclix, "run", name], check=False)
     rec = record(name, env)
     e = rec.get("environment") or {}
@@ -166,9 +190,12 @@ def warm_run(cyclix, name):
         raise SystemExit(f"bench: warm run {env} of {name}: {rec['result']} pooled="
                          f"{e.get('pooled')} {e.get('why_cold')}: {rec.get('error')} "
                          f"{rec.get('notices')} {r.stderr[-500:]}")
-    t0 = t0_of(rec["agent_log"])
-    if t0 is None or rec.get("agent_ready_ms") is None or rec.get("go_ms") is None:
-        raise SystemExit(f"bench: warm run {env}: no T0 / agent_ready_ms / go_ms in the record")
+    return warm_figures(rec, fill_ms)
+
+
+def warm_figures(rec, fill_ms):
+    """A warm run's figures from its record (`fill_ms`: its environment's fill, untimed)."""
+    t0 = first_instruction(rec)
     claim = phase(rec, "claim")
     render = phase(rec, "render")["start_ms"]
     return {
@@ -188,6 +215,61 @@ def warm_run(cyclix, name):
         "phases": {p["name"]: p["end_ms"] - p["start_ms"] for p in rec["phases"]},
         "leftovers": rec["leftovers"],
     }
+
+
+# The two ways a user starts a run (issue 33 item 1).
+ENTRIES = ("systemctl", "cyclix run")
+
+
+def latest_id(name):
+    p = STATE / name / "latest.json"
+    return json.loads(p.read_text()).get("run_id") if p.exists() else None
+
+
+def started(cyclix, name, entry, warm):
+    """One run started the user's way, the field's way of measuring it: from the start request
+    (`systemctl --user start --wait cyclix-run@NAME.service` issued, or `cyclix run NAME`
+    exec'd; the wall clock read right before) to the agent's first instruction (the T0 it
+    prints from the same clock). Warm: one environment filled first, untimed (as a pool's
+    keeper would have). Never raises for a run that went wrong: a sample is `ok` only when the
+    run passed, went warm or cold as asked and its agent printed T0; otherwise `why` says."""
+    fill_ms = fill(cyclix, name)[1] if warm else None
+    before = latest_id(name)
+    argv = (["systemctl", "--user", "start", "--wait", f"cyclix-run@{name}.service"]
+            if entry == "systemctl" else [cyclix, "run", name])
+    t_req = now_ms()
+    r = subprocess.run(argv, capture_output=True, text=True)
+    rid = latest_id(name)
+    if entry == "systemctl" and r.returncode != 0:
+        sh(["systemctl", "--user", "reset-failed", f"cyclix-run@{name}.service"], check=False)
+    if rid is None or rid == before:
+        return {"ok": False, "why": f"no new record ({entry} exited {r.returncode}: "
+                                    f"{r.stderr.strip()[-300:]})"}
+    rec = record(name, rid)
+    pooled = bool((rec.get("environment") or {}).get("pooled"))
+    t0 = t0_of(rec.get("agent_log") or [])
+    if rec["result"] != "passed" or pooled != warm or t0 is None:
+        return {"ok": False, "run": rid,
+                "why": f"{rec['result']}, pooled={pooled}, T0={'yes' if t0 else 'no'}: "
+                       f"{rec.get('error')} {rec.get('refusal')}"}
+    figures = warm_figures(rec, fill_ms) if warm else cold_figures(rec)
+    return {"ok": True, "run": rid, "ms": t0 - t_req, "figures": figures}
+
+
+def start_to_agent(samples):
+    """Per entry and temperature: the start request -> first instruction over every sample,
+    p50/p95/p99 of the passed ones and the success rate."""
+    out = {}
+    for key, xs in samples.items():
+        good = [x["ms"] for x in xs if x["ok"]]
+        row = {"iterations": len(xs), "passed": len(good),
+               "success_rate": round(len(good) / len(xs), 4) if xs else None,
+               "failures": [{"run": x.get("run"), "why": x["why"]} for x in xs if not x["ok"]]}
+        if good:
+            row.update(stats(good))
+            row["p99"] = round(pct(good, 99), 1)
+        out[key] = row
+    return out
 
 
 def bare_once(conf_dir, i):
@@ -330,6 +412,52 @@ def log_to_agent(log, build, n, ta):
         f"{ta['warm_teardown_ms']['median']} ms, {len(ta['warm_leftovers'])} leftovers")
 
 
+def to_agent_their_way(cyclix, a, out, log):
+    """--to-agent: `a.iterations` iterations, each a cold and a warm run started by systemctl
+    and by `cyclix run`, interleaved; the start request -> first instruction of every one
+    (`start_to_agent`), and the claim/first phase -> first instruction with its parts from the
+    same runs' records (`time_to_agent`). The bench tenant's `cyclix-run@bench.service` comes
+    from `cyclix install --tenant bench`, run while its spec has no pool (so no keeper fills
+    behind the cold runs' backs); the pool is put back right after."""
+    spec = HOME / ".config/cyclix/tenants/bench.yaml"
+    text = spec.read_text()
+    spec.write_text(text.replace("pool:\n  size: 1\n", ""))
+    sh([cyclix, "install", "--tenant", "bench"])
+    spec.write_text(text)
+    samples = {f"{t}, {e}": [] for t in ("cold", "warm") for e in ENTRIES}
+    for i in range(a.iterations):
+        log(f"bench: iteration {i + 1}/{a.iterations}")
+        for e in ENTRIES:
+            for warm in (False, True):
+                samples[f"{'warm' if warm else 'cold'}, {e}"].append(
+                    started(cyclix, "bench", e, warm))
+    sh([cyclix, "uninstall"], check=False)
+    figures = lambda t: [x["figures"] for k, xs in samples.items()  # noqa: E731
+                         if k.startswith(t) for x in xs if x["ok"]]
+    cy, wa = figures("cold"), figures("warm")
+    if not cy or not wa:
+        raise SystemExit("bench: no cold or no warm run passed: "
+                         + json.dumps(start_to_agent(samples))[:2000])
+    out["n"] = a.iterations
+    out["time_to_agent"] = time_to_agent(cy, wa)
+    out["start_to_agent"] = start_to_agent(samples)
+    log_to_agent(log, a.build, a.iterations, out["time_to_agent"])
+    log_start_to_agent(log, out["start_to_agent"])
+    print(json.dumps(out, indent=1))
+
+
+def log_start_to_agent(log, st):
+    log("start request -> agent's first instruction (ms): min / p50 / p95 / p99 / max, passed")
+    for key, r in st.items():
+        if r["passed"]:
+            log(f"  {key:<22} {r['min']:>8} {r['median']:>8} {r['p95']:>8} {r['p99']:>8} "
+                f"{r['max']:>8}   {r['passed']}/{r['iterations']} passed")
+        else:
+            log(f"  {key:<22} none passed of {r['iterations']}")
+        for f in r["failures"][:3]:
+            log(f"    failed: {f['run']}: {f['why'][:300]}")
+
+
 def fmt_row(p):
     c, b = p["cyclix"], p["bare"]
     return (f"{p['name']:<28} {c['min']:>8} {c['median']:>8} {c['p95']:>8} | "
@@ -342,6 +470,9 @@ def main():
     ap.add_argument("--to-agent", action="store_true")
     ap.add_argument("--cyclix", default="/src/target/debug/cyclix")
     ap.add_argument("--build", default="debug", choices=["debug", "release"])
+    ap.add_argument("--iterations", type=int, default=100,
+                    help="--to-agent: iterations (each: cold and warm, by systemctl and by "
+                         "`cyclix run`)")
     a = ap.parse_args()
     cyclix = a.cyclix
     n = 1 if a.short else 20
@@ -366,6 +497,10 @@ def main():
     if not a.to_agent:
         bare_once(conf, 0)
 
+    if a.to_agent:
+        to_agent_their_way(cyclix, a, out, log)
+        return
+
     # 1-3: interleaved runs (cold, bare, warm).
     cy, ba, wa = [], [], []
     for i in range(n):
@@ -375,10 +510,6 @@ def main():
             ba.append(bare_once(conf, i + 1))
         wa.append(warm_run(cyclix, "bench"))
     out["time_to_agent"] = time_to_agent(cy, wa)
-    if a.to_agent:
-        log_to_agent(log, a.build, n, out["time_to_agent"])
-        print(json.dumps(out, indent=1))
-        return
     out["pairs"].append(pair(
         "bring-up (ms)", "ratio <= 1.0", [c["bringup"] for c in cy], [b[0] for b in ba],
         note="cyclix: render start -> agent unit started, plus go -> agent's first instruction "
