@@ -120,7 +120,13 @@ pub(crate) fn runnable_spec(
         );
         return Ok(None);
     }
-    let (runtime, detected) = probe_runtime();
+    // The runtime's version and the local images' presence are independent looks, each a
+    // podman process: side by side (issue 33: they are on every run's path to its agent).
+    let (runtime, detected, images) = std::thread::scope(|s| {
+        let images = s.spawn(|| local_image_looks(&spec, env));
+        let (runtime, detected) = probe_runtime();
+        (runtime, detected, images.join().ok().flatten())
+    });
     let backend = force_backend.unwrap_or(detected);
     spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
         Ok(t) => t,
@@ -131,7 +137,7 @@ pub(crate) fn runnable_spec(
     };
     let file = spec_path.map_or_else(|| tenant_spec_path(env, tenant), Path::to_path_buf);
     if let Some(problem) = refuse(&spec)
-        .or_else(|| preflight(&spec, &file.display().to_string(), env))
+        .or_else(|| preflight(&spec, &file.display().to_string(), env, images))
         .or_else(|| unenforceable_limits(&spec))
     {
         crate::stderrln!("error: {problem}");
@@ -178,7 +184,12 @@ fn probe_runtime() -> (Runtime, Backend) {
 /// contains or lies inside a protected path or a git directory (the deep walk, podman's real
 /// storage: `host::mount_scan::run_refusal`), a repository that is not one, a base ref that
 /// does not exist.
-fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
+fn preflight(
+    spec: &Spec,
+    file: &str,
+    env: &HostEnv,
+    images: Option<Vec<ImageLook>>,
+) -> Option<String> {
     for (i, m) in spec.mounts.iter().enumerate() {
         if let Err(e) = crate::host::paths::reject_symlinks(Path::new(&m.source)) {
             return Some(format!(
@@ -189,7 +200,7 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
     if let Some(refusal) = crate::host::mount_scan::run_refusal(spec, file, env) {
         return Some(format!("refused before the run:\n{refusal}"));
     }
-    if let Some(missing) = missing_local_image(spec, env) {
+    if let Some(missing) = images.and_then(|l| missing_local_image(spec, l)) {
         return Some(missing);
     }
     if let Err(e) = Git::new(&spec.repo.path).rev_parse_commit(&spec.repo.base) {
@@ -200,17 +211,16 @@ fn preflight(spec: &Spec, file: &str, env: &HostEnv) -> Option<String> {
     None
 }
 
-/// The first image of a container run that only local storage can hold (`localhost/...`:
-/// podman cannot pull it) and that is not there, named with its key and the fix (issue 19,
-/// item 6: such a run used to fail in its start phase with "status 125"). Images pinned by
-/// digest from a registry are pulled at start (`--pull=missing`) and not checked here. An
-/// image whose presence cannot be read is left to the start phase, and so is every image
-/// while someone holds podman's storage lock: `podman image exists` would wait for it, and
-/// the run's own bounded wait (prepare) is the one that names the holder.
-fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
-    if spec.tier != crate::tier::Tier::Container {
-        return None;
-    }
+/// One image a container run needs, looked up in podman's local storage: the spec key that
+/// names it, its reference, and whether it is there (`podman image exists`; its failure).
+type ImageLook = (String, String, std::result::Result<bool, String>);
+
+/// The images of `spec`'s container run that are not built by the run itself (agent, gate,
+/// the egress proxy, services), each looked up once (the agent's and the gate's are often the
+/// same) and all side by side: each look is a podman process, about 30 ms on the testbed.
+/// `None` while someone holds podman's storage lock: `podman image exists` would wait for it,
+/// and the run's own bounded wait (prepare) is the one that names the holder.
+fn local_image_looks(spec: &Spec, env: &HostEnv) -> Option<Vec<ImageLook>> {
     let graphroot = crate::host::storage_conf::of(env);
     let lock_free = crate::run::storage_lock::holders(&graphroot).is_ok_and(|h| h.is_empty());
     if !lock_free {
@@ -242,19 +252,45 @@ fn missing_local_image(spec: &Spec, env: &HostEnv) -> Option<String> {
         .map(crate::spec::Image::reference)
         .collect();
     wanted.retain(|(_, image)| !built.contains(&image.as_str()));
+    let mut seen = std::collections::HashSet::new();
+    wanted.retain(|(_, image)| seen.insert(image.clone()));
+    Some(std::thread::scope(|s| {
+        let looks: Vec<_> = wanted
+            .into_iter()
+            .map(|(key, image)| {
+                let podman = &podman;
+                s.spawn(move || {
+                    let exists = podman.image_exists(&image).map_err(|e| format!("{e:#}"));
+                    (key, image, exists)
+                })
+            })
+            .collect();
+        looks.into_iter().filter_map(|h| h.join().ok()).collect()
+    }))
+}
+
+/// The first image of a container run that only local storage can hold (`localhost/...`:
+/// podman cannot pull it) and that is not there (`looks`: [`local_image_looks`]), named with
+/// its key and the fix (issue 19, item 6: such a run used to fail in its start phase with
+/// "status 125"). Images pinned by digest from a registry are pulled at start
+/// (`--pull=missing`) and not checked here. An image whose presence cannot be read is left to
+/// the start phase.
+fn missing_local_image(spec: &Spec, looks: Vec<ImageLook>) -> Option<String> {
+    if spec.tier != crate::tier::Tier::Container {
+        return None;
+    }
     let preset = spec
         .agent
         .preset
         .as_ref()
         .and_then(|p| crate::agents::find(&p.name));
-    wanted.into_iter().find_map(|(key, image)| {
-        let exists = podman.image_exists(&image);
+    looks.into_iter().find_map(|(key, image, exists)| {
         // A podman that asks for `system migrate` (after the user manager died) is named
         // with the fix; any other failure is left to the start phase.
         if let Err(e) = &exists
-            && let Some(fix) = crate::run::converge::podman_fix(&format!("{e:#}"))
+            && let Some(fix) = crate::run::converge::podman_fix(e)
         {
-            return Some(format!("podman cannot look up {key} `{image}`: {e:#}; {fix}"));
+            return Some(format!("podman cannot look up {key} `{image}`: {e}; {fix}"));
         }
         (image.starts_with("localhost/") && matches!(exists, Ok(false)))
             .then(|| match preset.filter(|p| p.image == image) {
