@@ -220,6 +220,15 @@ impl RunPodman for RealRunHost {
         self.podman.unshare_rm_tree(path, REMOVE_TREE_DEADLINE)?;
         Ok(())
     }
+    fn remove_trees(&self, paths: &[&Path]) -> Result<()> {
+        let there: Vec<&Path> = paths
+            .iter()
+            .copied()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect();
+        self.podman.unshare_rm_trees(&there, REMOVE_TREE_DEADLINE)?;
+        Ok(())
+    }
     fn export_bundle(&self, req: &super::import::ExportRequest) -> Result<super::import::Export> {
         let image = self.podman.image_id(crate::images::GIT_IMAGE)?;
         let code = super::import::run_export(

@@ -139,6 +139,20 @@ pub trait RunPodman {
     /// # Errors
     /// The removal failed or ran past its deadline.
     fn remove_tree(&self, path: &Path) -> Result<()>;
+    /// [`Self::remove_tree`] for each of `paths`; the real host does them all in one podman
+    /// call ([`crate::podman::Podman::unshare_rm_trees`]), the default one by one.
+    ///
+    /// # Errors
+    /// A removal failed or ran past its deadline (the first failure, after trying every path).
+    fn remove_trees(&self, paths: &[&Path]) -> Result<()> {
+        let mut first = None;
+        for p in paths {
+            if let Err(e) = self.remove_tree(p) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
     /// Runs the bundle export container for `req` (the bundle goes to `req.out`).
     ///
     /// # Errors

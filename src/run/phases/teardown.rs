@@ -174,15 +174,26 @@ fn trees(
     note: &mut impl FnMut(&str, Result<()>),
 ) {
     let ledger = &st.ledger;
-    for tree in ledger.gate_trees() {
-        note("removing a gate's tree", host.remove_tree(tree));
+    // Plain files: no git runs in a tree the agent wrote (module `run::import`). The gates'
+    // trees and the run's private repository go in one removal (one podman start, not one
+    // each: issue 33).
+    let mut plain: Vec<&Path> = ledger.gate_trees().collect();
+    let what = match (ledger.worktree(), plain.is_empty()) {
+        (Some((tree, true)), gates_none) => {
+            plain.push(tree);
+            if gates_none {
+                "removing the run's private repository"
+            } else {
+                "removing the run's private repository and its gates' trees"
+            }
+        }
+        _ => "removing the gates' trees",
+    };
+    if !plain.is_empty() {
+        note(what, host.remove_trees(&plain));
     }
     match ledger.worktree() {
-        // Plain files: no git runs in a tree the agent wrote (module `run::import`).
-        Some((tree, true)) => note(
-            "removing the run's private repository",
-            host.remove_tree(tree),
-        ),
+        Some((_, true)) | None => {}
         Some((tree, false)) => {
             if tree.exists() {
                 // Removing the worktree also drops its git dir, where a half-done merge or
@@ -191,7 +202,6 @@ fn trees(
             }
             note("removing the worktree", host.worktree_remove(t.repo, tree));
         }
-        None => {}
     }
     // The tenant's worktrees dir (`worktrees/TENANT/`) goes with its last run (issue 19 item
     // 10): only when it is empty, so a tree kept by another run stays. A twin's two
