@@ -122,10 +122,15 @@ pub(crate) fn runnable_spec(
     }
     // The runtime's version and the local images' presence are independent looks, each a
     // podman process: side by side (issue 33: they are on every run's path to its agent).
+    // A thread that cannot be made (a task limit) costs the overlap, never a check.
     let (runtime, detected, images) = std::thread::scope(|s| {
-        let images = s.spawn(|| local_image_looks(&spec, env));
+        let images = std::thread::Builder::new().spawn_scoped(s, || local_image_looks(&spec, env));
         let (runtime, detected) = probe_runtime();
-        (runtime, detected, images.join().ok().flatten())
+        let images = match images {
+            Ok(h) => h.join().ok().flatten(),
+            Err(_) => local_image_looks(&spec, env),
+        };
+        (runtime, detected, images)
     });
     let backend = force_backend.unwrap_or(detected);
     spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
@@ -259,13 +264,23 @@ fn local_image_looks(spec: &Spec, env: &HostEnv) -> Option<Vec<ImageLook>> {
             .into_iter()
             .map(|(key, image)| {
                 let podman = &podman;
-                s.spawn(move || {
+                let look = move || {
                     let exists = podman.image_exists(&image).map_err(|e| format!("{e:#}"));
                     (key, image, exists)
-                })
+                };
+                // No thread (a task limit): the look runs here, one after the other.
+                std::thread::Builder::new()
+                    .spawn_scoped(s, look.clone())
+                    .map_err(|_| look)
             })
             .collect();
-        looks.into_iter().filter_map(|h| h.join().ok()).collect()
+        looks
+            .into_iter()
+            .filter_map(|h| match h {
+                Ok(h) => h.join().ok(),
+                Err(look) => Some(look()),
+            })
+            .collect()
     }))
 }
 

@@ -174,13 +174,13 @@ pub fn first_run(
     let start = Instant::now();
     let addr = super::clients::http::host_of(&ctx.proxy_url);
     let w = wait_for_proxy(addr, PROXY_WAIT, |e| {
-        eprintln!(
+        crate::stderrln!(
             "{who}: the proxy at {addr} does not accept connections yet ({e}); waiting up to {} s",
             PROXY_WAIT.as_secs()
         );
     });
     if let Err(e) = &w {
-        eprintln!(
+        crate::stderrln!(
             "{who}: the proxy at {addr} accepted no connection within {} s (last: {e}); the probes run anyway",
             PROXY_WAIT.as_secs()
         );
@@ -200,43 +200,45 @@ pub fn first_run(
 /// deadline for the probe phase (30 s).
 pub const PROXY_WAIT: Duration = Duration::from_secs(10);
 
-/// Waits until the proxy at `addr` (`host:port`, a name is resolved at every attempt)
-/// accepts a TCP connection, closed at once (squid logs it as a transaction ended before its
+/// Waits until the proxy at `addr` (`IP:port`) accepts a TCP connection, closed at once (squid logs it as a transaction ended before its
 /// headers, before the run's go mark: the record shows it `by: probe`). A refused, failed or
 /// unresolved attempt is tried again every 50 ms, each bounded by what is left of `wait` (at
 /// most 1 s); `on_first_failure` gets the first failure (`cyclix probe` says on stderr that
 /// it waits). Returns how long it waited, or the last failure once `wait` ran out: the probes
 /// then run anyway and judge what they see (a proxy that never listens fails them, fail
-/// closed).
+/// closed). A name is never resolved: in a static binary the C library's lookup loads the
+/// name-service plugins the image's `/etc/nsswitch.conf` names, image code inside agent-wait
+/// before any probe (attack review of issue 33: on Kubernetes an unexpanded
+/// `$(CYCLIX_R_PROXY_SERVICE_HOST)` reached it), so anything but `IP:port` ends the wait at
+/// once and the probes judge the address (`clients::tcp` takes literals only too).
 ///
 /// # Errors
-/// The last attempt's failure (`ECONNREFUSED`, a resolver error, a timeout), when no
-/// connection was accepted within `wait`.
+/// The last attempt's failure (`ECONNREFUSED`, a timeout), when no connection was accepted
+/// within `wait`; at once, an address that is not `IP:port`.
 pub fn wait_for_proxy(
     addr: &str,
     wait: Duration,
     mut on_first_failure: impl FnMut(&str),
 ) -> Result<Duration, String> {
-    use std::net::{TcpStream, ToSocketAddrs as _};
+    use std::net::{SocketAddr, TcpStream};
     let start = Instant::now();
+    let Ok(a) = addr.parse::<SocketAddr>() else {
+        let e = format!("{addr} is not IP:port (a name is never resolved here)");
+        on_first_failure(&e);
+        return Err(e);
+    };
     let mut failed = false;
     loop {
         let left = wait.saturating_sub(start.elapsed());
-        let got = match addr.to_socket_addrs() {
-            Ok(mut addrs) => match addrs.next() {
-                Some(a) => TcpStream::connect_timeout(
-                    &a,
-                    left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
-                )
-                .map(drop)
-                .map_err(|e| {
-                    e.raw_os_error()
-                        .map_or_else(|| e.to_string(), crate::probe::verdict::errno_name)
-                }),
-                None => Err(format!("{addr} resolves to no address")),
-            },
-            Err(e) => Err(format!("resolving {addr}: {e}")),
-        };
+        let got = TcpStream::connect_timeout(
+            &a,
+            left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        )
+        .map(drop)
+        .map_err(|e| {
+            e.raw_os_error()
+                .map_or_else(|| e.to_string(), crate::probe::verdict::errno_name)
+        });
         match got {
             Ok(()) => return Ok(start.elapsed()),
             Err(e) => {
@@ -385,6 +387,41 @@ mod tests {
                 .as_ref()
                 .is_err_and(|e| e.contains("no-such-proxy.invalid")),
             "{unresolvable:?}"
+        );
+    }
+
+    #[test]
+    fn a_name_is_never_resolved_even_one_that_would_resolve_and_listen() {
+        // `localhost` resolves through the C library (and so through the name-service
+        // plugins an image's nsswitch.conf names); a listener is there, so a resolving wait
+        // would succeed. Control: the same listener by its literal address is taken.
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let mut said = Vec::new();
+        let by_name = wait_for_proxy(&format!("localhost:{port}"), Duration::from_secs(5), |e| {
+            said.push(e.to_owned());
+        });
+        assert!(
+            by_name
+                .as_ref()
+                .is_err_and(|e| e.contains("is not IP:port")),
+            "{by_name:?}"
+        );
+        assert_eq!(said.len(), 1, "{said:?}");
+        let literal = wait_for_proxy(&format!("127.0.0.1:{port}"), Duration::from_secs(5), |_| {});
+        assert!(literal.is_ok(), "{literal:?}");
+    }
+
+    #[test]
+    fn the_wait_and_the_suite_fit_in_the_hosts_probe_deadline() {
+        // The host reads the report within `Deadlines::probe` from the FIFO's open; the
+        // wait, the suite's budget and one probe's overrun must end before it, with a margin,
+        // or a late proxy turns a refusal into a phase error with no report (attack review).
+        let host = crate::run::lifecycle::Deadlines::default().probe;
+        let worst = PROXY_WAIT + crate::probe::SUITE_BUDGET + crate::probe::PROBE_TIMEOUT;
+        assert!(
+            worst + Duration::from_secs(2) <= host,
+            "{worst:?} + 2 s margin > {host:?}"
         );
     }
 }

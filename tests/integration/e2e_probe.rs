@@ -204,7 +204,10 @@ probe() {{
     --mount=type=bind,source=/tmp/lateproxy/ctx.json,destination=/cyclix/ctx.json,readonly=true \
     localhost/cyclix-agent-python:latest /cyclix/bin/cyclix probe --only N6 --context /cyclix/ctx.json >/dev/null
 }}
-probe e2e-lateprobe
+# Both probe containers start side by side (each waits at most PROXY_WAIT from its own start,
+# and the proxy starts only once both say they wait: no start of one eats the other's wait).
+probe e2e-lateprobe &
+first=$!
 # The run's own path: agent-wait hands its report through the FIFO, as in a run's probe phase
 # (the host's side played by this shell: read the hello, unlink the FIFO, read the rest, go).
 ctl=/tmp/lateproxy/ctl; rm -rf $ctl; mkdir -m 0777 $ctl; cp /tmp/lateproxy/ctx.json $ctl/probe.json
@@ -216,6 +219,7 @@ podman run -d --name e2e-lateaw --network $net:ip=$sub.4 {HARDENED} --tmpfs=/tmp
   --mount=type=bind,source=$ctl,destination=/cyclix/ctl,readonly=true \
   localhost/cyclix-agent-python:latest /cyclix/bin/cyclix agent-wait --go /cyclix/ctl/go \
   --report /cyclix/ctl/report --timeout-s 60 -- true >/dev/null
+wait $first
 seen=no; aw_seen=no
 for i in $(seq 1 300); do
   podman logs e2e-lateprobe 2>&1 | grep -q 'cyclix probe: the proxy at .* does not accept connections yet' && seen=yes
