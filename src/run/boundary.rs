@@ -340,12 +340,13 @@ pub fn unanswered_allowed(ctx: &crate::probe::Context, probes: &[Value]) -> Opti
 
 /// A probe run's report, parsed: the probe lines (JSON objects with `id` and `verdict`), and
 /// whether it proves the boundary (exit 0, a summary line, at least one probe, every verdict
-/// `PASS`), and one line per failed probe, `ID: expected …, got … (detail)` (the detail, the
-/// probe's reason, only when it gave one). Lines that are not JSON objects are ignored. Pure.
+/// `PASS`, and the report's shape as the suite writes it: [`shape`]), and one line per failed
+/// probe, `ID: expected …, got … (detail)` (the detail, the probe's reason, only when it gave
+/// one), then one per fault of the shape. Lines that are not JSON objects are ignored. Pure.
 #[must_use]
 pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
     let mut probes = Vec::new();
-    let mut summary = false;
+    let mut summaries: Vec<(usize, Value)> = Vec::new();
     for line in stdout.lines() {
         let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
             continue;
@@ -354,12 +355,14 @@ pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
             continue;
         }
         if v.get("summary").and_then(Value::as_bool) == Some(true) {
-            summary = true;
+            summaries.push((probes.len(), v));
         } else if v.get("id").is_some() {
             probes.push(v);
         }
     }
-    let failed: Vec<String> = probes
+    let summary = !summaries.is_empty();
+    let faults = shape(&probes, &summaries);
+    let mut failed: Vec<String> = probes
         .iter()
         .filter(|p| p.get("verdict").and_then(Value::as_str) != Some("PASS"))
         .map(|p| {
@@ -378,8 +381,63 @@ pub fn judge(exit: i32, stdout: &str) -> (Vec<Value>, bool, Vec<String>) {
             }
         })
         .collect();
+    failed.extend(faults);
     let ok = exit == 0 && summary && !probes.is_empty() && failed.is_empty();
     (probes, ok, failed)
+}
+
+/// What is wrong with a report's shape, beyond its verdicts: the suite writes each probe of its
+/// own once, then one summary whose counts are its lines'. A line the suite did not write (an
+/// image process that got at the report's descriptor) can only be added, and added lines show
+/// as: a probe id twice, an id the suite does not have, a second summary, a probe line after
+/// the summary, or a summary whose counts are not the lines' (which would also make
+/// [`crate::run::report_fifo::exit_of`] read another exit). Each is a refusal (fail closed).
+/// `summaries`: each summary with the number of probe lines before it. Pure.
+fn shape(probes: &[Value], summaries: &[(usize, Value)]) -> Vec<String> {
+    let mut faults = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for id in probes
+        .iter()
+        .map(|p| p.get("id").and_then(Value::as_str).unwrap_or("?"))
+    {
+        if seen.contains(&id) {
+            faults.push(format!(
+                "report: probe {id} appears twice (a line the suite did not write)"
+            ));
+        } else if !crate::probe::is_suite_id(id) {
+            faults.push(format!(
+                "report: `{id}` is no probe of the suite (a line the suite did not write)"
+            ));
+        }
+        seen.push(id);
+    }
+    if summaries.len() > 1 {
+        faults.push(format!(
+            "report: {} summary lines, the suite writes one",
+            summaries.len()
+        ));
+    }
+    if let Some((before, sum)) = summaries.first() {
+        if *before != probes.len() {
+            faults.push(format!(
+                "report: {} probe line(s) after the summary",
+                probes.len() - before
+            ));
+        }
+        // A summary without its counts is no `Summary` to `exit_of` (it reads no exit from
+        // it); one with counts must count these lines.
+        let pass = probes.iter().filter(|p| p["verdict"] == "PASS").count();
+        let fail = probes.len() - pass;
+        let count = |k: &str| sum.get(k).and_then(Value::as_u64);
+        if let (Some(p), Some(f)) = (count("pass"), count("fail"))
+            && (u64::try_from(pass).ok() != Some(p) || u64::try_from(fail).ok() != Some(f))
+        {
+            faults.push(format!(
+                "report: the summary counts {p} PASS and {f} FAIL, its lines {pass} and {fail}"
+            ));
+        }
+    }
+    faults
 }
 
 #[cfg(test)]
@@ -514,6 +572,46 @@ mod tests {
                 "P19: expected no socket, got 0 sockets (the file walk did not finish within its budget)"
             ],
             "the probe's reason is part of the refusal"
+        );
+    }
+
+    #[test]
+    fn added_lines_break_the_reports_shape_and_refuse_it() {
+        let p1 = "{\"id\":\"P1\",\"verdict\":\"PASS\"}";
+        let n2 = "{\"id\":\"N2\",\"verdict\":\"PASS\"}";
+        let sum = |p: u32, f: u32| format!("{{\"summary\":true,\"pass\":{p},\"fail\":{f}}}");
+        // Positive control: the suite's own shape proves.
+        let good = format!("{p1}\n{n2}\n{}\n", sum(2, 0));
+        assert!(judge(0, &good).1, "{:?}", judge(0, &good).2);
+        let refused = |report: &str, want: &str| {
+            let (_, ok, why) = judge(0, report);
+            assert!(!ok, "{report}");
+            assert!(why.iter().any(|w| w.contains(want)), "{want}: {why:?}");
+        };
+        refused(
+            &format!("{p1}\n{p1}\n{n2}\n{}\n", sum(3, 0)),
+            "P1 appears twice",
+        );
+        refused(
+            &format!(
+                "{p1}\n{{\"id\":\"X9\",\"verdict\":\"PASS\"}}\n{}\n",
+                sum(2, 0)
+            ),
+            "`X9` is no probe of the suite",
+        );
+        refused(
+            &format!("{p1}\n{}\n{n2}\n{}\n", sum(1, 0), sum(2, 0)),
+            "2 summary lines",
+        );
+        refused(
+            &format!("{p1}\n{}\n{n2}\n", sum(2, 0)),
+            "1 probe line(s) after the summary",
+        );
+        // An injected summary that counts a failing line as passed.
+        let n2_fail = "{\"id\":\"N2\",\"verdict\":\"FAIL\"}";
+        refused(
+            &format!("{p1}\n{n2_fail}\n{}\n", sum(2, 0)),
+            "the summary counts 2 PASS and 0 FAIL, its lines 1 and 1",
         );
     }
 
