@@ -77,6 +77,13 @@ set -euo pipefail
 # bookworm (Debian 12 as users have it: systemd 252, podman 4.3.1 without Quadlet, slirp4netns,
 # netavark 1.4; cyclix uses its plain backend there). Each flavour has its own cache and
 # machine name by default.
+# What the hints below print to call this script again for THIS machine: the variables that
+# picked it (a private TB_DIR/TB_MACHINE, a flavour), then the path. A bare '$0 down' copied
+# from a private testbed's hint would act on the shared default one.
+SELF=$0
+[ -z "${TB_SUITE:-}" ] || [ "$TB_SUITE" = trixie ] || SELF="TB_SUITE=$TB_SUITE $SELF"
+[ -z "${TB_MACHINE:-}" ] || SELF="TB_MACHINE=$TB_MACHINE $SELF"
+[ -z "${TB_DIR:-}" ] || SELF="TB_DIR=$TB_DIR $SELF"
 TB_SUITE=${TB_SUITE:-trixie}
 case "$TB_SUITE" in
   trixie)   TB_DIR=${TB_DIR:-/var/tmp/cyclix-tb}; TB_MACHINE=${TB_MACHINE:-cyclix-tb} ;;
@@ -168,7 +175,7 @@ nspawn_pid() {
 # Container PID 1 = the oldest child of the nspawn process.
 leader_pid() { local n; n=$(nspawn_pid) || return 1; pgrep -o -P "$n"; }
 running() { leader_pid >/dev/null 2>&1; }
-not_running() { die "testbed not running; run '$0 up' first"; }
+not_running() { die "testbed not running; run '$SELF up' first"; }
 # Raw nsenter: fine for inspection, but the process stays in a HOST cgroup
 # (/../.. seen from inside), so logind/systemd cannot map it to a unit
 # (e.g. `loginctl enable-linger` -> "Protocol driver not attached"; NOTES fact 9).
@@ -215,7 +222,7 @@ build_rootfs() {
     running || configure_rootfs "$ROOTFS"
     return
   fi
-  running && die "testbed is running with an outdated rootfs; run '$0 down' first"
+  running && die "testbed is running with an outdated rootfs; run '$SELF down' first"
   log "bootstrapping $TB_SUITE rootfs (mmdebstrap and its configuration: about 1-2 min)"
   rm -rf "$ROOTFS.new"
   mkdir -p "$TB_DIR"
@@ -517,7 +524,7 @@ check_binds() {
   else
     [ "$have" = "$(binds_want)" ] && return 0
   fi
-  die "testbed is running with other binds ($have); wanted ($(binds_want)); run '$0 down' first"
+  die "testbed is running with other binds ($have); wanted ($(binds_want)); run '$SELF down' first"
 }
 
 boot() {
@@ -760,7 +767,7 @@ EOS
 cmd=${1:-up}; [ $# -gt 0 ] && shift
 case "$cmd" in
   up)       take_lock; host_deps; build_all; fetch_agent_packages; boot; import_images
-            log "ready: '$0 user CMD' runs CMD as $TB_USER; /src = $PROJECT_ROOT" ;;
+            log "ready: '$SELF user CMD' runs CMD as $TB_USER; /src = $PROJECT_ROOT" ;;
   user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; in_user "$@" ;;
   root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; in_root_unit "$@" ;;
   nsenter)  [ $# -gt 0 ] || die "usage: $0 nsenter CMD..."; in_root "$@" ;;
