@@ -203,13 +203,18 @@ pub fn base_unusable(results: &Results) -> Option<String> {
 }
 
 /// The one-line account of `j` for the summary: `3 tests at base (1 failed), on the agent's
-/// tree 3 (0 failed); 1 new`.
+/// tree 3 (0 failed, 0 skipped); 1 new` (`1 test at base` for one).
 #[must_use]
 pub fn describe(base: &Counts, j: &Judged) -> String {
     use std::fmt::Write as _;
     let total = |c: &Counts| c.passed + c.failed + c.skipped + c.error;
     let bad = |c: &Counts| c.failed + c.error;
-    let mut s = format!("{} tests at base ({} failed)", total(base), bad(base));
+    let n = total(base);
+    let mut s = format!(
+        "{n} test{} at base ({} failed)",
+        if n == 1 { "" } else { "s" },
+        bad(base)
+    );
     let _ = match &j.counts {
         Some(c) => write!(
             s,
@@ -262,6 +267,16 @@ mod tests {
         assert_eq!(
             describe(&Counts::of(&base()), &j),
             "4 tests at base (2 failed), on the agent's tree 5 (0 failed, 0 skipped); 1 new"
+        );
+    }
+
+    #[test]
+    fn one_test_at_base_is_one_test() {
+        let one = vec![t("t::only", TestOutcome::Passed)];
+        let j = judge(&one, 0, &Results::Tests(one.clone()));
+        assert_eq!(
+            describe(&Counts::of(&one), &j),
+            "1 test at base (0 failed), on the agent's tree 1 (0 failed, 0 skipped)"
         );
     }
 
