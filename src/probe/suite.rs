@@ -173,13 +173,17 @@ pub fn first_run(
 ) -> Result<(Vec<ProbeResult>, Summary), ProbeError> {
     let start = Instant::now();
     let addr = super::clients::http::host_of(&ctx.proxy_url);
-    let w = wait_for_proxy(addr, PROXY_WAIT, |e| {
+    if addr.parse::<std::net::SocketAddr>().is_err() {
+        // No wait at all ([`wait_for_proxy`] resolves no name): said as what it is.
+        crate::stderrln!(
+            "{who}: the proxy address {addr} is not IP:port, so there is no wait for it (a name is never resolved here); the probes judge it"
+        );
+    } else if let Err(e) = wait_for_proxy(addr, PROXY_WAIT, |e| {
         crate::stderrln!(
             "{who}: the proxy at {addr} does not accept connections yet ({e}); waiting up to {} s",
             PROXY_WAIT.as_secs()
         );
-    });
-    if let Err(e) = &w {
+    }) {
         crate::stderrln!(
             "{who}: the proxy at {addr} accepted no connection within {} s (last: {e}); the probes run anyway",
             PROXY_WAIT.as_secs()
@@ -200,11 +204,11 @@ pub fn first_run(
 /// deadline for the probe phase (30 s).
 pub const PROXY_WAIT: Duration = Duration::from_secs(10);
 
-/// Waits until the proxy at `addr` (`IP:port`) accepts a TCP connection, closed at once (squid logs it as a transaction ended before its
-/// headers, before the run's go mark: the record shows it `by: probe`). A refused, failed or
-/// unresolved attempt is tried again every 50 ms, each bounded by what is left of `wait` (at
-/// most 1 s); `on_first_failure` gets the first failure (`cyclix probe` says on stderr that
-/// it waits). Returns how long it waited, or the last failure once `wait` ran out: the probes
+/// Waits until the proxy at `addr` (`IP:port`) accepts a TCP connection, closed at once
+/// (squid logs it as a transaction ended before its headers, before the run's go mark: the
+/// record shows it `by: probe`). A refused or failed attempt is tried again every 50 ms, each
+/// bounded by what is left of `wait` (at most 1 s); `on_first_failure` gets the first failure
+/// (`cyclix probe` says on stderr that it waits). Returns how long it waited, or the last failure once `wait` ran out: the probes
 /// then run anyway and judge what they see (a proxy that never listens fails them, fail
 /// closed). A name is never resolved: in a static binary the C library's lookup loads the
 /// name-service plugins the image's `/etc/nsswitch.conf` names, image code inside agent-wait
