@@ -35,13 +35,14 @@ pub use profile::Profile;
 pub use registry::{PROBES, Probe, ProbeFn};
 pub use suite::{first_run, main, run_with, summary};
 
+use verdict::Judged;
+
 /// Whether `id` names a line the suite itself writes: a probe of [`PROBES`], the watch guard
 /// `W0`, or `P0` (agent-wait's line for a context it could not use).
 #[must_use]
 pub fn is_suite_id(id: &str) -> bool {
     id == "W0" || id == "P0" || PROBES.iter().any(|p| p.id == id)
 }
-use verdict::Judged;
 
 /// Hard deadline of one probe (§2: 2 s).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
