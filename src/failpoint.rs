@@ -14,8 +14,8 @@
 //! `phase.teardown`, `phase.audit`), `teardown.STEP` before each teardown step
 //! ([`TEARDOWN_STEPS`]), `ledger.KIND` right after each append of that kind to the run's
 //! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
-//! removing the run's ledger, and `reload.confirm` between a reload and the look at the units it
-//! loaded (the place where a manager reexec met a run's `LoadUnit`, issue 36), and `claim.handed` right
+//! removing the run's ledger, and `reload.confirm` between the install of a run's generated units and the look that
+//! loads them (the place where a manager reexec met a run's `LoadUnit`, issue 36), and `claim.handed` right
 //! after a claimed environment's proxy got the run's credentials, before the run takes it over. A fill of a warm pool passes `pool.fill` once its subnet is reserved
 //! and `pool.fill.started` once its environment runs; the *hold* point `pool.fill.held`
 //! ([`hold_point`]) there blocks instead of dying, for a test that kills the process from outside.

@@ -26,8 +26,9 @@ use crate::spec::Spec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
-    /// Quadlet files (`.network`, `.pod`, `.container`) for podman ≥ 5.0, read by the user
-    /// generator from `$XDG_RUNTIME_DIR/containers/systemd/` (podman-systemd.unit(5)).
+    /// Quadlet files (`.network`, `.pod`, `.container`) for podman ≥ 5.0, turned into units by
+    /// Podman's generator, which cyclix runs over the run's own directory (podman-systemd.unit(5);
+    /// `run::phases::bring_up::load`).
     Quadlet,
     /// Plain `.service` units running the equivalent podman commands, for hosts without
     /// Quadlet (podman < 5, e.g. Debian 12's 4.3), placed in `$XDG_RUNTIME_DIR/systemd/user/`.
@@ -38,7 +39,8 @@ pub enum Backend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dest {
-    /// `$XDG_RUNTIME_DIR/containers/systemd/`: Quadlet's runtime user directory (gone at reboot).
+    /// The run's Quadlet directory, `$XDG_RUNTIME_DIR/cyclix/runs/RUN/quadlet/` (gone at
+    /// reboot; no generator scans it: cyclix generates the units, `RunPaths::quadlet_dir`).
     Quadlet,
     /// `$XDG_RUNTIME_DIR/systemd/user/`: runtime user units (plain backend; gone at reboot).
     RuntimeUnits,

@@ -373,12 +373,26 @@ pub(crate) fn task_text(spec: &Spec) -> Option<String> {
     }
 }
 
+/// The directories Podman's Quadlet generator scans for the user running cyclix, in its order
+/// (podman-systemd.unit(5), "Quadlet files for non-root users").
+fn quadlet_user_dirs(env: &HostEnv, runtime_dir: &Path) -> Vec<PathBuf> {
+    let uid = nix::unistd::getuid();
+    vec![
+        runtime_dir.join("containers/systemd"),
+        env.config_home.join("containers/systemd"),
+        PathBuf::from(format!("/etc/containers/systemd/users/{uid}")),
+        PathBuf::from("/etc/containers/systemd/users"),
+    ]
+}
+
 /// Where run `run_id` of `tenant` keeps its files.
 pub(crate) fn run_paths(env: &HostEnv, runtime_dir: &Path, tenant: &str, run_id: &str) -> RunPaths {
+    let run_dir = runtime_dir.join("cyclix/runs").join(run_id);
     RunPaths {
-        quadlet_dir: runtime_dir.join("containers/systemd"),
+        quadlet_dir: run_dir.join("quadlet"),
+        quadlet_user_dirs: quadlet_user_dirs(env, runtime_dir),
         units_dir: runtime_dir.join("systemd/user"),
-        run_dir: runtime_dir.join("cyclix/runs").join(run_id),
+        run_dir,
         worktree: env
             .data_home
             .join("cyclix/worktrees")

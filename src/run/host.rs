@@ -39,6 +39,8 @@ fn process_env(pid: u32, comm: String, raw: &[u8]) -> ProcessEnv {
 const UNSHARE_READ_DEADLINE: Duration = Duration::from_secs(10);
 use crate::podman::Podman;
 
+/// Deadline of one run of Quadlet's generator over a run's files: 10 s (it takes about 10 ms).
+pub const GENERATOR_DEADLINE: Duration = Duration::from_secs(10);
 /// Deadline for removing a run's private repository as plain files: 300 s (a 10,000-deep
 /// tree takes about a second).
 pub const REMOVE_TREE_DEADLINE: Duration = Duration::from_secs(300);
@@ -302,6 +304,31 @@ impl RunPodman for RealRunHost {
             .into_iter()
             .flat_map(|n| n.subnets)
             .collect())
+    }
+    fn generate_units(&self, sources: &[&Path], out: &Path) -> Result<String> {
+        let generator = crate::host::facts::find_generator().with_context(|| {
+            format!(
+                "no podman-user-generator in {}: Quadlet's generator is needed to make the \
+                 run's units (`cyclix check` tells how to install it)",
+                crate::host::facts::USER_GENERATOR_DIRS.join(", ")
+            )
+        })?;
+        let dirs = std::env::join_paths(sources)
+            .context("a Quadlet directory's path holds a ':'")?
+            .to_string_lossy()
+            .into_owned();
+        let out = crate::context::path_str(out);
+        let ran = crate::process::run_with(
+            &generator,
+            // As the manager runs it (`-user` by its name), without its kernel-log output.
+            &["-user", "-no-kmsg-log", &out],
+            &crate::process::Opts {
+                deadline: GENERATOR_DEADLINE,
+                env: &[("QUADLET_UNIT_DIRS", Some(&dirs))],
+                ..crate::process::Opts::default()
+            },
+        )?;
+        Ok(ran.stderr.trim().to_string())
     }
     fn probe(
         &self,

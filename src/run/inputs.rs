@@ -51,8 +51,14 @@ impl Default for Deadlines {
 /// Where a run's files go (resolved by the caller from the host environment).
 #[derive(Debug, Clone)]
 pub struct RunPaths {
-    /// Quadlet's runtime user directory (`$XDG_RUNTIME_DIR/containers/systemd`).
+    /// The run's Quadlet files (`$XDG_RUNTIME_DIR/cyclix/runs/RUN/quadlet`): a directory no
+    /// generator scans; cyclix generates the run's units from it itself
+    /// (`phases::bring_up::load`), so a run needs no daemon-reload.
     pub quadlet_dir: PathBuf,
+    /// The directories Podman's Quadlet generator scans for this user, in its order
+    /// (podman-systemd.unit(5)): searched after [`RunPaths::quadlet_dir`] when cyclix
+    /// generates the run's units, so drop-ins placed there merge as they would on a reload.
+    pub quadlet_user_dirs: Vec<PathBuf>,
     /// The runtime user unit directory (`$XDG_RUNTIME_DIR/systemd/user`).
     pub units_dir: PathBuf,
     /// This run's state directory (`$XDG_RUNTIME_DIR/cyclix/runs/RUN`).
@@ -184,7 +190,8 @@ pub(crate) fn fixture(dir: &std::path::Path, run_id: &str, agent: &str, gate: &s
         run_id: run_id.into(),
         backend: Backend::Quadlet,
         paths: RunPaths {
-            quadlet_dir: dir.join("quadlet"),
+            quadlet_dir: dir.join("runs").join(run_id).join("quadlet"),
+            quadlet_user_dirs: vec![dir.join("user-quadlet")],
             units_dir: dir.join("units"),
             run_dir: dir.join("runs").join(run_id),
             worktree: dir.join("wt").join(run_id),

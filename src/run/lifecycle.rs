@@ -374,10 +374,9 @@ fn bring_up_and_run(
     rec.services = rendered.units.services.iter().map(Into::into).collect();
     rec.notices.extend(rendered.warnings.iter().cloned());
     rec.notices.extend(host_gate_notice(spec));
-    let wrote_units = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
+    let written = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
     r.phase("reload", || {
-        let names = &rendered.units;
-        bring_up::reload(&up, units, &mut created.ledger, names, wrote_units)
+        bring_up::load(&up, units, host, &mut created.ledger, &rendered, &written).map(drop)
     })?;
     r.phase("start", || {
         follow_outputs(&outputs_of(inp), host, &rendered.units)?;

@@ -63,6 +63,11 @@ pub struct Filled {
     /// Every file of the environment as installed: (absolute path, SHA-256 hex of its bytes).
     #[serde(default)]
     pub files: Vec<(String, String)>,
+    /// The units generated from its Quadlet files as installed (`bring_up::generate`): (absolute
+    /// path, SHA-256 hex of its bytes). Checked at the claim like [`Filled::files`]; not part
+    /// of the comparison with the spec rendered now (the generator makes them).
+    #[serde(default)]
+    pub units: Vec<(String, String)>,
     /// The credential placeholders rendered into its proxy and its agent's file, one per
     /// `agent.credentials` entry (random per environment; the claiming run's placeholders).
     #[serde(default)]
@@ -156,6 +161,7 @@ impl PoolState {
             octet: 0,
             log_key: String::new(),
             files: Vec::new(),
+            units: Vec::new(),
             placeholders: Vec::new(),
             credentials_file: String::new(),
             credentials_gid: 0,

@@ -217,6 +217,15 @@ pub trait RunPodman {
     /// # Errors
     /// podman failed.
     fn used_subnets(&self) -> Result<Vec<String>>;
+    /// Runs Podman's Quadlet user generator (the `podman-user-generator` the user manager
+    /// runs) over the directories `sources`, in that order (`QUADLET_UNIT_DIRS`; the first
+    /// file of a name wins, drop-ins merge from all), writing the units into `out` (which must
+    /// exist and be empty). Returns what the generator printed on stderr: it names the files
+    /// it could not turn into units, and still generates the others (exit status 1).
+    ///
+    /// # Errors
+    /// No generator is installed, it could not be run, or it outran its deadline (10 s).
+    fn generate_units(&self, sources: &[&Path], out: &Path) -> Result<String>;
     /// Runs `cyclix probe` inside the running agent container `container` (only the probes in
     /// `only`, or all when empty; with `watch`, as a leak-watch round: `--watch`, which adds
     /// the W0 guard line) and returns its exit status and stdout (JSON lines).

@@ -289,12 +289,12 @@ fn bring_up(
         *plan_out = Some(plan);
         Ok(rendered)
     })?;
-    r.phase("install", || {
-        bring_up::install(&lifecycle::bring_up_of(inp), &rendered, &mut created.ledger)
+    let up = lifecycle::bring_up_of(inp);
+    let written = r.phase("install", || {
+        bring_up::install(&up, &rendered, &mut created.ledger)
     })?;
     r.phase("reload", || {
-        bring_up::record_units(&mut created.ledger, &rendered.units)?;
-        bring_up::reload_and_confirm(units, &rendered.units)
+        bring_up::load(&up, units, host, &mut created.ledger, &rendered, &written).map(drop)
     })?;
     r.phase("start", || {
         // The gate's output is read from its file (nothing kept beside a record: a twin has

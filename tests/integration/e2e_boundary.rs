@@ -39,6 +39,12 @@ fn weakened_run(
             ));
         }
     }
+    // A whole unit of its own exists on the host once the manager has generated it (a run
+    // generates only its own units and reloads nothing).
+    let whole = dropins.iter().any(|(u, _)| u.starts_with("unit:"));
+    if whole {
+        script.push_str("systemctl --user daemon-reload\n");
+    }
     script.push_str(&format!(
         "set +e\n{env} {c} run {name} --run-id {run_id}\necho \"rc=$?\" >&2\n",
         c = tb.cyclix_bin()
@@ -46,6 +52,9 @@ fn weakened_run(
     for (unit, _) in dropins {
         let unit = unit.trim_start_matches("unit:");
         script.push_str(&format!("rm -rf $Q/{unit} $Q/{unit}.d\n"));
+    }
+    if whole {
+        script.push_str("systemctl --user daemon-reload\n");
     }
     let out = tb.user_sh(&script);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -379,3 +379,60 @@ fn a_filler_killed_mid_fill_is_converged_and_an_idle_environment_expires() {
         assert_eq!(pool_files(tb, &t, state), "", "{state}");
     }
 }
+
+#[test]
+fn no_cold_run_fill_or_warm_run_reloads_the_user_manager() {
+    // Issue 33: cyclix generates a run's units itself and the manager loads them when first
+    // asked: no daemon-reload (serialised host-wide, 50-100 ms) on the path of a cold run, a
+    // fill, a warm run or their teardown. Seen in the manager's own journal line, which names
+    // the unit of the client that asked for a reload.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-noreload")
+        .extra_yaml("pool:\n  size: 1")
+        .write(tb);
+    drain(tb, &t);
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "set -e
+             c=$(journalctl --user -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p')
+             systemctl --user start cyclix-run@{t}.service
+             cp ~/.local/state/cyclix/runs/{t}/latest.json /tmp/{t}-cold.json
+             systemd-run --user --wait --quiet --collect --unit=cyclix-e2e-fill-{t} {c} pool fill {t}
+             systemctl --user start cyclix-run@{t}.service
+             # Positive control: a reload asked for from a unit of a known name.
+             systemd-run --user --wait --quiet --collect --unit=cyclix-e2e-reloadctl-{t} systemctl --user daemon-reload
+             journalctl --user --after-cursor \"$c\" -o cat | grep '^Reload requested from client' || true",
+            c = tb.cyclix_bin()
+        )),
+        "a cold run, a fill and a warm run",
+    );
+    let cold: serde_json::Value = serde_json::from_str(&expect_success(
+        &tb.user_sh(&format!("cat /tmp/{t}-cold.json")),
+        "the cold run's record",
+    ))
+    .expect("record JSON");
+    let warm = record(tb, &t);
+    assert_eq!(cold["result"], "passed", "{cold:#}");
+    assert!(!environment(&cold).1, "the first run goes cold: {cold:#}");
+    assert_eq!(warm["result"], "passed", "{warm:#}");
+    assert!(environment(&warm).1, "the second run is warm: {warm:#}");
+    assert!(
+        out.contains(&format!("(unit cyclix-e2e-reloadctl-{t}.service)")),
+        "the positive control's reload is seen with its unit: {out}"
+    );
+    for unit in [
+        format!("cyclix-run@{t}.service"),
+        format!("cyclix-e2e-fill-{t}.service"),
+    ] {
+        assert!(
+            !out.contains(&format!("(unit {unit})")),
+            "{unit} reloaded the user manager: {out}"
+        );
+    }
+    for rec in [&cold, &warm] {
+        let run = rec["run_id"].as_str().unwrap_or_default();
+        let left = leftovers(tb, run, &t);
+        assert!(left.trim().is_empty(), "left by {run}:\n{left}");
+    }
+}

@@ -203,7 +203,7 @@ fn a_keeper_killed_mid_fill_is_restarted_and_converges_to_zero_leftovers() {
     // Positive control: the half-made environment's objects exist before the kill.
     let up = tb.user_sh(&format!(
         "podman pod exists cyclix-{dead} && echo pod; podman network exists cyclix-{dead} && echo net; \
-         ls $XDG_RUNTIME_DIR/containers/systemd/ | grep -c {dead}"
+         ls $XDG_RUNTIME_DIR/systemd/user/ | grep -c {dead}"
     ));
     let up = String::from_utf8_lossy(&up.stdout).into_owned();
     assert!(
@@ -437,17 +437,18 @@ fn uninstall_leaves_no_keeper_and_no_pooled_object() {
 
 #[test]
 fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() {
-    // Exclusive: the runs' Quadlet directory is made read-only for a while.
+    // Exclusive: the runtime unit directory (where every fill installs its generated units) is
+    // made read-only for a while.
     let _exclusive = crate::common::testbed::exclusive();
     let tb = prepared();
     let t = Tenant::new("e2e-poolfail")
         .extra_yaml("pool:\n  size: 1")
         .write(tb);
     drain(tb, &t);
-    let q = "$XDG_RUNTIME_DIR/containers/systemd";
+    let q = "$XDG_RUNTIME_DIR/systemd/user";
     expect_success(
         &tb.user_sh(&format!("mkdir -p {q} && chmod 555 {q}")),
-        "make the Quadlet directory read-only",
+        "make the runtime unit directory read-only",
     );
     cyclix(tb, &format!("install --tenant {t}"));
     wait(

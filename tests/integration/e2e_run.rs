@@ -790,9 +790,11 @@ fn daemon_reloads_mid_run_leave_the_run_and_its_units_unchanged() {
     let run = inject_mid_run(
         tb,
         &t,
-        "h1=$(cat $XDG_RUNTIME_DIR/containers/systemd/cyclix-$run-agent.container | sha256sum)
+        "f=\"$XDG_RUNTIME_DIR/cyclix/runs/$run/quadlet/cyclix-$run-agent.container $XDG_RUNTIME_DIR/systemd/user/cyclix-$run-agent.service\"
+         for x in $f; do [ -f $x ] || { echo the run has no $x >&2; exit 7; }; done
+         h1=$(cat $f | sha256sum)
          systemctl --user daemon-reload; systemctl --user daemon-reload
-         h2=$(cat $XDG_RUNTIME_DIR/containers/systemd/cyclix-$run-agent.container | sha256sum)
+         h2=$(cat $f | sha256sum)
          [ \"$h1\" = \"$h2\" ] || { echo the run unit changed on reload >&2; exit 7; }",
     );
     let rec = record(tb, &t);

@@ -213,7 +213,10 @@ pub(super) fn store_version(cache: &Path, key: BinaryKey, version: &str) {
     }
 }
 
-pub(super) fn find_generator() -> Option<String> {
+/// The Quadlet user generator the user manager runs: the first executable
+/// `podman-user-generator` in systemd's user generator directories ([`USER_GENERATOR_DIRS`]).
+#[must_use]
+pub fn find_generator() -> Option<String> {
     USER_GENERATOR_DIRS
         .iter()
         .map(|d| Path::new(d).join(QUADLET_GENERATOR))

@@ -237,6 +237,7 @@ fn every_phase_failure_is_named_and_torn_down() {
         "import_bundle",
         "secret_create",
         "commits",
+        "generate_units",
     ] {
         let w = world();
         let units = FakeUnitManager::new();
@@ -250,14 +251,32 @@ fn every_phase_failure_is_named_and_torn_down() {
         Expect::error_in(match op {
             "commits" => "collect",
             "import_bundle" => "import",
+            "generate_units" => "reload",
             _ => "prepare",
         })
         .check(op, &w, &rec, &units, &host);
     }
     let cases: Vec<(&str, Script)> = vec![
+        // The load phase's look at a unit fails (it loads the units, no reload).
         (
             "reload",
             Box::new(|u: &FakeUnitManager| {
+                u.fail_next(
+                    Op::Status,
+                    Some("cyclix-r1-gate.service"),
+                    crate::systemd::Error::Dbus {
+                        op: Op::Status,
+                        unit: "cyclix-r1-gate.service".into(),
+                        message: "boom".into(),
+                    },
+                );
+            }),
+        ),
+        // A unit the manager cannot load: the reload is tried, then the run fails.
+        (
+            "reload",
+            Box::new(|u: &FakeUnitManager| {
+                u.set_missing("cyclix-r1-pod.service");
                 u.fail_next(
                     Op::Reload,
                     None,

@@ -19,6 +19,9 @@ use crate::render::{self, Dest, RunContext};
 use crate::systemd::{JobMode, LoadState, UnitManager};
 use crate::tier::Tier;
 
+mod load;
+pub(crate) use load::{generate, load};
+
 /// What bring-up (the renderer's host facts, install, start) needs of the run's inputs.
 pub(crate) struct BringUp<'a> {
     /// The run id.
@@ -44,6 +47,27 @@ pub(crate) struct BringUp<'a> {
     pub(crate) pooled: bool,
 }
 
+/// Whose files [`place`] and [`generate`] write: a run, or a pooled environment its fill makes.
+pub(crate) struct Target<'a> {
+    /// The run (or environment) id.
+    pub(crate) id: &'a str,
+    /// Where its files go.
+    pub(crate) paths: &'a RunPaths,
+    /// A run that claimed a warm environment: its existing files are kept or replaced.
+    pub(crate) pooled: bool,
+}
+
+impl BringUp<'_> {
+    /// Whose files this bring-up writes.
+    pub(crate) fn target(&self) -> Target<'_> {
+        Target {
+            id: self.run_id,
+            paths: self.paths,
+            pooled: self.pooled,
+        }
+    }
+}
+
 /// The run's host facts for the renderer.
 pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>) -> RunContext {
     RunContext {
@@ -63,14 +87,14 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
 
 /// The install phase: writes the rendered files (never over an existing one; a claimed warm
 /// environment's own files are kept when identical), recording each for teardown. Returns
-/// whether it wrote a file units are generated from (a Quadlet file or a drop-in): when it
-/// did not, a claimed environment's units are loaded as installed ([`loaded_as_installed`]).
+/// the names of the Quadlet files it wrote (all of them on a cold run; on a warm one those it
+/// replaced), whose units [`load`] generates anew.
 pub(crate) fn install(
     inp: &BringUp<'_>,
     rendered: &render::Rendered,
     ledger: &mut Ledger,
-) -> Result<bool> {
-    let mut wrote_units = false;
+) -> Result<Vec<String>> {
+    let mut written = Vec::new();
     // The files the fill installed without starting them: the agent's, the gate's and the
     // services' it did not start (`warm::poolable`: a built image's tag gets its digest here).
     let own = crate::run::warm::replaced_by_the_run(inp.run_id, inp.services);
@@ -89,34 +113,58 @@ pub(crate) fn install(
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        if inp.pooled && path.exists() {
-            // The claimed environment's file: recorded for teardown, never rewritten ...
-            let on_disk =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            ledger.record(Entry::File { path: path.clone() })?;
-            if on_disk == f.contents.as_bytes() {
-                continue;
-            }
-            // ... but those the fill installed unstarted, as a run renders them with nothing
-            // of its own (this run binds setup paths, say): replaced.
-            if f.dest != Dest::Quadlet || !own.contains(&f.name) {
-                bail!(
-                    "{} of the claimed environment differs from what this run renders",
-                    path.display()
-                );
-            }
-            tracing::debug!(path = %path.display(), "replacing the claimed environment's file");
-            write_readable(&path, f.contents.as_bytes())?;
-            wrote_units = true;
-            continue;
-        }
-        install_file(ledger, &path, f.contents.as_bytes(), inp.run_id)?;
-        if matches!(f.dest, Dest::Quadlet | Dest::RuntimeUnits) {
-            tracing::debug!(path = %path.display(), "installing a unit file");
-            wrote_units = true;
+        let replaceable = f.dest == Dest::Quadlet && own.contains(&f.name);
+        let wrote = place(
+            &inp.target(),
+            ledger,
+            &path,
+            f.contents.as_bytes(),
+            replaceable,
+        )?;
+        if wrote && f.dest == Dest::Quadlet {
+            tracing::debug!(path = %path.display(), "installed a Quadlet file");
+            written.push(f.name.clone());
         }
     }
-    Ok(wrote_units)
+    Ok(written)
+}
+
+/// Writes one file of the run at `path` (recorded for teardown) and says whether it wrote it.
+/// A claimed environment's file (`t.pooled`, `path` exists) is kept when it holds
+/// `contents`, rewritten when it is `replaceable` (one the fill installed unstarted, which this
+/// run renders otherwise: setup binds, say), and refused otherwise. A cold run never writes
+/// over an existing file ([`install_file`]).
+///
+/// # Errors
+/// The claimed environment's file differs and is not replaceable, the file exists on a cold
+/// run, or I/O failures.
+pub(crate) fn place(
+    t: &Target<'_>,
+    ledger: &mut Ledger,
+    path: &Path,
+    contents: &[u8],
+    replaceable: bool,
+) -> Result<bool> {
+    if !(t.pooled && path.exists()) {
+        install_file(ledger, path, contents, t.id)?;
+        return Ok(true);
+    }
+    let on_disk = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    ledger.record(Entry::File {
+        path: path.to_path_buf(),
+    })?;
+    if on_disk == contents {
+        return Ok(false);
+    }
+    if !replaceable {
+        bail!(
+            "{} of the claimed environment differs from what this run renders",
+            path.display()
+        );
+    }
+    tracing::debug!(path = %path.display(), "replacing the claimed environment's file");
+    write_readable(path, contents)?;
+    Ok(true)
 }
 
 /// Installs one rendered file of run (or pooled environment) `id` at `path`, which must not
@@ -157,10 +205,9 @@ fn write_readable(path: &Path, contents: &[u8]) -> Result<()> {
 }
 
 /// Whether every unit of the run is loaded as its files are now, with no daemon-reload: each
-/// is `loaded` and none has `NeedDaemonReload` (a unit file or its Quadlet source changed
-/// since the last reload). A claimed environment whose files the install left as they were
-/// (the fill installed and loaded them, the claim's check compared their digests) needs no
-/// reload then (about 100-200 ms of the warm path, issue 16). The units are read side by side.
+/// is `loaded` (the manager loads a unit file it has not seen when it is first asked for it)
+/// and none has `NeedDaemonReload` (loaded from an older file). The units are read side by
+/// side ([`load`]).
 ///
 /// # Errors
 /// The manager cannot be asked.
@@ -196,37 +243,18 @@ pub(crate) fn record_units(ledger: &mut Ledger, names: &render::plan::UnitNames)
     Ok(())
 }
 
-/// The reload phase: records the run's units in its ledger, reloads and confirms them
-/// ([`reload_and_confirm`]); a claimed environment's units, installed and loaded by its fill
-/// and unchanged since (`wrote_units` false, [`loaded_as_installed`]), are not reloaded (any
-/// doubt, and the reload runs).
-pub(crate) fn reload(
-    inp: &BringUp<'_>,
-    units: &(dyn UnitManager + Sync),
-    ledger: &mut Ledger,
-    names: &render::plan::UnitNames,
-    wrote_units: bool,
-) -> Result<()> {
-    record_units(ledger, names)?;
-    if inp.pooled && !wrote_units && loaded_as_installed(units, names)? {
-        return Ok(());
-    }
-    reload_and_confirm(units, names)
-}
-
 /// Reload, then confirm every unit of the run is loaded (B01).
 pub(crate) fn reload_and_confirm(
     units: &dyn UnitManager,
     names: &render::plan::UnitNames,
 ) -> Result<()> {
     units.reload()?;
-    crate::failpoint::kill_point("reload.confirm");
     for u in &names.all {
         let state = units.load_unit(u)?;
         if state != LoadState::Loaded {
             bail!(
-                "unit {u} is {state} after the reload: the generator did not produce it \
-                 (is Quadlet's user generator installed? `cyclix check` tells)"
+                "unit {u} is {state} after the reload: the manager found no valid file for \
+                 it (`journalctl --user -p warning` says why; `cyclix check` checks the host)"
             );
         }
     }

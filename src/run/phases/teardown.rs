@@ -73,7 +73,11 @@ pub(crate) fn teardown(
         }
     }
     step("reload");
-    if ledger.files().next().is_some() {
+    // The run's units were generated into the runtime unit directory and are gone with their
+    // files (a stopped unit without a file is garbage-collected): no reload. Only a run
+    // installed by an older cyclix kept its Quadlet files where the generator scans, whose
+    // units a reload takes away.
+    if ledger.files().any(|f| scanned_by_quadlet(f)) {
         note("reloading", units.reload().map_err(Into::into));
     }
     step("podman");
@@ -287,6 +291,14 @@ fn dropin_dir(file: &Path) -> Option<&Path> {
     })
 }
 
+/// Whether `file` is a Quadlet file (or drop-in) in a directory Podman's generator scans on
+/// a reload (`…/containers/systemd/`, podman-systemd.unit(5)): where runs of cyclix before
+/// issue 33 kept theirs.
+fn scanned_by_quadlet(file: &Path) -> bool {
+    let dir = dropin_dir(file).unwrap_or(file).parent();
+    dir.is_some_and(|d| d.ends_with("containers/systemd"))
+}
+
 /// Removes the empty directory `d` (gone already: fine).
 fn remove_dir(d: &Path) -> Result<()> {
     match std::fs::remove_dir(d) {
@@ -302,5 +314,30 @@ fn remove_file(p: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("removing {}", p.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scanned_by_quadlet;
+    use std::path::Path;
+
+    #[test]
+    fn only_files_where_the_generator_scans_make_teardown_reload() {
+        let scanned = [
+            "/run/user/1000/containers/systemd/cyclix-r-agent.container",
+            "/run/user/1000/containers/systemd/cyclix-r-proxy.container.d/x.conf",
+        ];
+        for f in scanned {
+            assert!(scanned_by_quadlet(Path::new(f)), "{f}");
+        }
+        let not = [
+            "/run/user/1000/cyclix/runs/r/quadlet/cyclix-r-agent.container",
+            "/run/user/1000/systemd/user/cyclix-r-agent.service",
+            "/run/user/1000/systemd/user/cyclix-r-agent.service.d/x.conf",
+        ];
+        for f in not {
+            assert!(!scanned_by_quadlet(Path::new(f)), "{f}");
+        }
     }
 }

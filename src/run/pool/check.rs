@@ -95,7 +95,7 @@ impl EnvHost<'_> {
     fn files_wrong(&self, filled: &Filled) -> Vec<String> {
         let id = filled.env.as_str();
         let mut wrong = Vec::new();
-        for (path, want) in &filled.files {
+        for (path, want) in filled.files.iter().chain(&filled.units) {
             match std::fs::read(path) {
                 Ok(b) if digest(&b) == *want => {}
                 Ok(_) => wrong.push(format!("{path} changed since the fill")),

@@ -211,11 +211,29 @@ impl EnvHost<'_> {
         let rendered = self.render(&id, filled)?;
         // Its units make podman objects: a destruction sweeps them by label.
         ledger.record(Entry::Podman)?;
+        let mut quadlet = Vec::new();
         for (path, f) in env_files(&rendered, &id, &paths) {
             bring_up::install_file(&mut ledger, &path, f.contents.as_bytes(), &id)?;
             filled
                 .files
                 .push((path.display().to_string(), digest(f.contents.as_bytes())));
+            if f.dest == Dest::Quadlet {
+                quadlet.push(f.name.as_str());
+            }
+        }
+        // The units made from its Quadlet files: installed and checked at the claim like the
+        // rest (`bring_up::load`: no daemon-reload).
+        let target = bring_up::Target {
+            id: &id,
+            paths: &paths,
+            pooled: false,
+        };
+        let all: Vec<String> = quadlet.iter().map(|f| (*f).to_string()).collect();
+        for (path, contents) in bring_up::generate(&target, self.host, &quadlet, &all, &mut ledger)?
+        {
+            filled
+                .units
+                .push((path.display().to_string(), digest(&contents)));
         }
         if !self.spec.agent.credentials.is_empty() {
             // Empty: the run that claims the environment writes the lines (`credfile`).
@@ -225,7 +243,9 @@ impl EnvHost<'_> {
         }
         bring_up::record_units(&mut ledger, &rendered.units)?;
         self.state.note(filled)?;
-        bring_up::reload_and_confirm(self.units, &rendered.units)?;
+        if !bring_up::loaded_as_installed(self.units, &rendered.units)? {
+            bring_up::reload_and_confirm(self.units, &rendered.units)?;
+        }
         self.start_environment(&id, filled)?;
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");

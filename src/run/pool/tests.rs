@@ -242,6 +242,7 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         octet: 9,
         log_key: "k".into(),
         files: Vec::new(),
+        units: Vec::new(),
         placeholders: Vec::new(),
         credentials_file: String::new(),
         service_ports: Vec::new(),

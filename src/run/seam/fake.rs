@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use super::super::record::CommitInfo;
 use super::{RunGit, RunJournal, RunPodman, RunProcs};
@@ -325,6 +325,21 @@ impl RunPodman for FakeRunHost {
     fn used_subnets(&self) -> Result<Vec<String>> {
         self.call("used_subnets", "")?;
         Ok(vec!["10.88.0.0/16".into()])
+    }
+    /// Every Quadlet file of the first source directory becomes its unit (Quadlet's naming),
+    /// holding `generated from NAME` and the file's text.
+    fn generate_units(&self, sources: &[&Path], out: &Path) -> Result<String> {
+        let first = sources.first().context("no source directory")?;
+        self.call("generate_units", &first.display().to_string())?;
+        for entry in std::fs::read_dir(first)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(unit) = crate::naming::unit_of_file(&name).filter(|u| *u != name) {
+                let text = std::fs::read_to_string(entry.path())?;
+                std::fs::write(out.join(unit), format!("generated from {name}\n{text}"))?;
+            }
+        }
+        Ok(String::new())
     }
     fn baseline(
         &self,

@@ -66,7 +66,7 @@ podman ps -a -q --filter label=$l; podman pod ls -q --filter label=$l
 podman network ls -q --filter label=$l; podman volume ls -q --filter label=$l
 podman secret ls --format '{{{{.Name}}}}' | grep -e "cyclix-{run_id}" || true
 systemctl --user list-units --all --no-legend 'cyclix-{run_id}*'
-ls $XDG_RUNTIME_DIR/containers/systemd/ | grep {run_id} || true
+ls $XDG_RUNTIME_DIR/containers/systemd/ $XDG_RUNTIME_DIR/systemd/user/ 2>/dev/null | grep {run_id} || true
 ls -d ~/.local/share/cyclix/worktrees/{tenant}/{run_id} ~/.local/share/cyclix/worktrees/{tenant}/{run_id}.* $XDG_RUNTIME_DIR/cyclix/runs/{run_id} ~/.local/state/cyclix/runs/{tenant}/{run_id}.import ~/.local/state/cyclix/runs/{tenant}/{run_id}.gate-objects 2>/dev/null || true
 pgrep -a conmon | grep -e "cyclix-{run_id}" || true
 pgrep -af '^cyclix-{run_id}-sentinel' || true

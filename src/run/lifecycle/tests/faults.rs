@@ -658,11 +658,17 @@ fn proxy_restarted_while_the_agent_runs(end: Option<&str>) -> RunRecord {
     let host = FakeRunHost::default();
     std::thread::scope(|s| {
         let u = &units;
-        // The restart comes once the agent's end is being watched (an event, not a clock).
+        // The restart comes once the agent's end is being watched (an event, not a clock): a
+        // look at the agent unit after its start (the load phase looks at it before).
         s.spawn(move || {
-            while !u.calls().iter().any(|c| {
-                matches!(c, crate::systemd::fake::Call::UnitStatus(n) if n == "cyclix-r1-agent.service")
-            }) {
+            use crate::systemd::fake::Call;
+            let agent = "cyclix-r1-agent.service";
+            while !u
+                .calls()
+                .iter()
+                .skip_while(|c| !matches!(c, Call::Start { unit, .. } if unit == agent))
+                .any(|c| matches!(c, Call::UnitStatus(n) if n == agent))
+            {
                 std::thread::yield_now();
             }
             let _ = crate::systemd::UnitManager::restart(

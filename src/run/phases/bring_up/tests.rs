@@ -1,13 +1,15 @@
 use super::*;
 use crate::render::{Rendered, RenderedFile};
 use crate::run::ledger::Owner;
+use crate::run::seam::FakeRunHost;
 use crate::systemd::fake::{Call, FakeUnitManager, loaded_inactive};
 
 const RUN: &str = "20261202t070000-e001";
 
 fn paths(d: &Path) -> RunPaths {
     RunPaths {
-        quadlet_dir: d.join("quadlet"),
+        quadlet_dir: d.join("runs").join(RUN).join("quadlet"),
+        quadlet_user_dirs: vec![d.join("user-quadlet")],
         units_dir: d.join("units"),
         run_dir: d.join("runs").join(RUN),
         worktree: d.join("worktree"),
@@ -61,36 +63,43 @@ fn reloads(u: &FakeUnitManager) -> usize {
         .count()
 }
 
+fn no_files() -> Rendered {
+    Rendered {
+        files: Vec::new(),
+        warnings: Vec::new(),
+        units: names(),
+    }
+}
+
 #[test]
-fn a_claimed_environments_current_units_are_not_reloaded() {
+fn units_loaded_as_installed_are_not_reloaded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (at, bin) = (paths(dir.path()), PathBuf::from("/bin/cyclix"));
-    let u = FakeUnitManager::new();
-    reload(
-        &up(&at, &bin, true),
-        &u,
-        &mut ledger(dir.path()),
-        &names(),
-        false,
-    )
-    .expect("reload");
+    let (u, host) = (FakeUnitManager::new(), FakeRunHost::default());
+    let l = &mut ledger(dir.path());
+    for pooled in [false, true] {
+        let reloaded = load(&up(&at, &bin, pooled), &u, &host, l, &no_files(), &[]).expect("load");
+        assert!(!reloaded, "pooled {pooled}");
+    }
     assert_eq!(reloads(&u), 0, "{:?}", u.calls());
-    // Positive control: every unit was looked at.
+    // Positive control: every unit was looked at, each time.
     let looked = u
         .calls()
         .iter()
         .filter(|c| matches!(c, Call::UnitStatus(_)))
         .count();
-    assert_eq!(looked, 3, "{:?}", u.calls());
+    assert_eq!(looked, 6, "{:?}", u.calls());
 }
 
 #[test]
-fn a_stale_unit_written_files_or_a_cold_run_reload() {
+fn a_stale_or_missing_unit_reloads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (at, bin) = (paths(dir.path()), PathBuf::from("/bin/cyclix"));
     let units = names();
     let l = &mut ledger(dir.path());
-    // A unit whose Quadlet file changed since the last reload (NeedDaemonReload).
+    let host = FakeRunHost::default();
+    // A unit loaded from an older file (NeedDaemonReload: a claimed environment's file the
+    // run replaced).
     let u = FakeUnitManager::new();
     u.set_status(
         &units.agent,
@@ -99,25 +108,85 @@ fn a_stale_unit_written_files_or_a_cold_run_reload() {
             ..loaded_inactive()
         },
     );
-    reload(&up(&at, &bin, true), &u, l, &units, false).expect("reload");
+    assert!(load(&up(&at, &bin, true), &u, &host, l, &no_files(), &[]).expect("load"));
     assert_eq!(reloads(&u), 1, "{:?}", u.calls());
-    // A unit the manager has no file for.
+    // A unit the manager has no file for: reloaded, and still refused.
     let u = FakeUnitManager::new();
     u.set_missing(&units.gate);
-    let r = reload(&up(&at, &bin, true), &u, l, &units, false);
+    let r = load(&up(&at, &bin, false), &u, &host, l, &no_files(), &[]);
     assert_eq!(reloads(&u), 1, "{:?}", u.calls());
-    assert!(r.is_err(), "still not loaded after the reload: {r:?}");
-    // The install wrote a unit file; a cold run.
-    for (pooled, wrote) in [(true, true), (false, false)] {
-        let u = FakeUnitManager::new();
-        reload(&up(&at, &bin, pooled), &u, l, &units, wrote).expect("reload");
-        assert_eq!(
-            reloads(&u),
-            1,
-            "pooled {pooled} wrote {wrote}: {:?}",
-            u.calls()
-        );
-    }
+    let e = r.expect_err("still not loaded after the reload");
+    assert!(format!("{e:#}").contains("after the reload"), "{e:#}");
+}
+
+#[test]
+fn the_units_of_the_quadlet_files_are_generated_installed_and_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (at, bin) = (paths(dir.path()), PathBuf::from("/bin/cyclix"));
+    let l = &mut ledger(dir.path());
+    let (u, host) = (FakeUnitManager::new(), FakeRunHost::default());
+    let files = rendered("a", "p");
+    let written = install(&up(&at, &bin, false), &files, l).expect("install");
+    assert_eq!(
+        written.len(),
+        2,
+        "a cold install writes every Quadlet file: {written:?}"
+    );
+    assert!(!load(&up(&at, &bin, false), &u, &host, l, &files, &written).expect("load"));
+    let n = crate::naming::RunNames::new(RUN);
+    let agent = at.units_dir.join(crate::naming::container_unit(&n.agent()));
+    let proxy = at.units_dir.join(crate::naming::container_unit(&n.proxy()));
+    let text = std::fs::read_to_string(&agent).expect("the agent's generated unit");
+    assert!(text.starts_with("generated from cyclix-"), "{text}");
+    assert!(
+        l.files().any(|f| f == agent.as_path()),
+        "recorded for teardown"
+    );
+    // The generator ran over the run's own directory, then the user's.
+    let generations = |h: &FakeRunHost| {
+        h.calls()
+            .iter()
+            .filter(|c| *c == &format!("generate_units {}", at.quadlet_dir.display()))
+            .count()
+    };
+    assert_eq!(generations(&host), 1, "{:?}", host.calls());
+    assert!(
+        !at.run_dir.join("generated").exists(),
+        "the scratch dir is gone"
+    );
+    // A claimed environment whose files the run keeps: its units are kept as installed (the
+    // claim checked their digests), the generator does not run.
+    let all = [
+        crate::naming::container_file(&n.agent()),
+        crate::naming::container_file(&n.proxy()),
+    ];
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    std::fs::write(&proxy, "as the fill installed it").expect("proxy unit");
+    let host = FakeRunHost::default();
+    generate(&up(&at, &bin, true).target(), &host, &all, &[], l).expect("kept");
+    assert_eq!(generations(&host), 0, "{:?}", host.calls());
+    // The run replaced the agent's file: its unit is generated anew, the proxy's kept.
+    let written = install(&up(&at, &bin, true), &rendered("a2", "p"), l).expect("install");
+    assert_eq!(written, vec![all[0].to_string()]);
+    generate(&up(&at, &bin, true).target(), &host, &all, &written, l).expect("agent replaced");
+    assert_eq!(generations(&host), 1, "{:?}", host.calls());
+    let text = std::fs::read_to_string(&agent).expect("agent unit");
+    assert!(text.ends_with("a2"), "{text}");
+    let text = std::fs::read_to_string(&proxy).expect("proxy unit");
+    assert_eq!(text, "as the fill installed it");
+    // Positive control: a cold run never installs over an existing unit.
+    let e = generate(&up(&at, &bin, false).target(), &host, &all, &[], l).expect_err("exists");
+    assert!(format!("{e:#}").contains("exists already"), "{e:#}");
+    // A file the generator made nothing of: named, with what it said.
+    let e = generate(
+        &up(&at, &bin, false).target(),
+        &host,
+        &["x.container"],
+        &[],
+        l,
+    )
+    .expect_err("no unit");
+    assert!(format!("{e:#}").contains("made no x.service"), "{e:#}");
 }
 
 fn rendered(agent: &str, proxy: &str) -> Rendered {
@@ -157,10 +226,23 @@ fn a_claimed_environments_files_are_kept_its_agent_file_replaced_any_other_refus
     // The fill's files, as this run renders them: kept, nothing written that units come from.
     let l = &mut ledger(dir.path());
     let cold = install(&up(&at, &bin, false), &rendered("a", "p"), l);
-    assert!(cold.expect("install"), "a cold install writes unit files");
-    assert!(!install(&up(&at, &bin, true), &rendered("a", "p"), l).expect("install"));
-    // The agent's file rendered otherwise (setup binds): replaced, and the units reload.
-    assert!(install(&up(&at, &bin, true), &rendered("a2", "p"), l).expect("install"));
+    assert_eq!(
+        cold.expect("install").len(),
+        2,
+        "a cold install writes unit files"
+    );
+    assert!(
+        install(&up(&at, &bin, true), &rendered("a", "p"), l)
+            .expect("install")
+            .is_empty()
+    );
+    // The agent's file rendered otherwise (setup binds): replaced, its unit made anew.
+    assert_eq!(
+        install(&up(&at, &bin, true), &rendered("a2", "p"), l)
+            .expect("install")
+            .len(),
+        1
+    );
     assert_eq!(std::fs::read_to_string(&agent).expect("agent file"), "a2");
     // The proxy's (the environment's own) rendered otherwise: refused.
     let e = install(&up(&at, &bin, true), &rendered("a2", "p2"), l).expect_err("refused");
