@@ -151,12 +151,10 @@ pub(crate) fn runnable_spec(
     Ok(Some((spec, backend)))
 }
 
-/// Whether Podman's Quadlet user generator is in a directory the user manager scans.
+/// Whether Podman's Quadlet user generator is in a directory the user manager scans (and not
+/// masked there).
 fn quadlet_generator_installed() -> bool {
-    use crate::host::facts::{QUADLET_GENERATOR, USER_GENERATOR_DIRS};
-    USER_GENERATOR_DIRS
-        .iter()
-        .any(|d| Path::new(d).join(QUADLET_GENERATOR).exists())
+    crate::host::facts::find_generator().is_some()
 }
 
 /// Whether a rootless container runtime is usable, and which unit flavour it takes: the fact
@@ -373,17 +371,22 @@ pub(crate) fn task_text(spec: &Spec) -> Option<String> {
     }
 }
 
-/// The directories Podman's Quadlet generator scans for the user running cyclix, in its order
-/// (podman-systemd.unit(5), "Quadlet files for non-root users").
+/// The directories Podman's Quadlet generator scans whole for the user running cyclix, in its
+/// order (podman-systemd.unit(5), "Quadlet files for non-root users"); the last one of its
+/// list, [`QUADLET_ADMIN_DIR`], it scans without the other users' subdirectories
+/// (`RunPaths::quadlet_admin_dir`).
 fn quadlet_user_dirs(env: &HostEnv, runtime_dir: &Path) -> Vec<PathBuf> {
     let uid = nix::unistd::getuid();
     vec![
         runtime_dir.join("containers/systemd"),
         env.config_home.join("containers/systemd"),
-        PathBuf::from(format!("/etc/containers/systemd/users/{uid}")),
-        PathBuf::from("/etc/containers/systemd/users"),
+        Path::new(QUADLET_ADMIN_DIR).join(uid.to_string()),
     ]
 }
+
+/// The admin's Quadlet directory for every user (podman-systemd.unit(5)); its subdirectories
+/// named by a uid are that user's only.
+const QUADLET_ADMIN_DIR: &str = "/etc/containers/systemd/users";
 
 /// Where run `run_id` of `tenant` keeps its files.
 pub(crate) fn run_paths(env: &HostEnv, runtime_dir: &Path, tenant: &str, run_id: &str) -> RunPaths {
@@ -391,6 +394,7 @@ pub(crate) fn run_paths(env: &HostEnv, runtime_dir: &Path, tenant: &str, run_id:
     RunPaths {
         quadlet_dir: run_dir.join("quadlet"),
         quadlet_user_dirs: quadlet_user_dirs(env, runtime_dir),
+        quadlet_admin_dir: Some(PathBuf::from(QUADLET_ADMIN_DIR)),
         units_dir: runtime_dir.join("systemd/user"),
         run_dir,
         worktree: env

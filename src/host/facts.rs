@@ -449,3 +449,31 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod generator_tests {
+    use super::{QUADLET_GENERATOR, first_generator};
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn the_first_generator_of_its_name_decides_and_a_masked_one_is_none() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        for dir in [&a, &b] {
+            std::fs::create_dir_all(dir).expect("dir");
+        }
+        let real = b.join(QUADLET_GENERATOR);
+        std::fs::write(&real, "#!/bin/sh\n").expect("generator");
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        let dirs = [a.to_str().expect("utf-8"), b.to_str().expect("utf-8")];
+        // Only the second directory has one: it is the one.
+        assert_eq!(first_generator(&dirs), real.to_str().map(String::from));
+        // The first directory masks it (a link to /dev/null): none, not the second one.
+        std::os::unix::fs::symlink("/dev/null", a.join(QUADLET_GENERATOR)).expect("mask");
+        assert_eq!(first_generator(&dirs), None);
+        // Not executable: none either.
+        std::fs::remove_file(a.join(QUADLET_GENERATOR)).expect("unmask");
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o644)).expect("mode");
+        assert_eq!(first_generator(&dirs), None);
+    }
+}

@@ -55,10 +55,14 @@ pub struct RunPaths {
     /// generator scans; cyclix generates the run's units from it itself
     /// (`phases::bring_up::load`), so a run needs no daemon-reload.
     pub quadlet_dir: PathBuf,
-    /// The directories Podman's Quadlet generator scans for this user, in its order
+    /// The directories Podman's Quadlet generator scans whole for this user, in its order
     /// (podman-systemd.unit(5)): searched after [`RunPaths::quadlet_dir`] when cyclix
     /// generates the run's units, so drop-ins placed there merge as they would on a reload.
     pub quadlet_user_dirs: Vec<PathBuf>,
+    /// The admin's directory for every user (`/etc/containers/systemd/users`), searched last:
+    /// the generator skips its subdirectories named by a uid (other users') in user mode, but
+    /// not in a directory it is given, so cyclix gives it a copy without them.
+    pub quadlet_admin_dir: Option<PathBuf>,
     /// The runtime user unit directory (`$XDG_RUNTIME_DIR/systemd/user`).
     pub units_dir: PathBuf,
     /// This run's state directory (`$XDG_RUNTIME_DIR/cyclix/runs/RUN`).
@@ -192,6 +196,7 @@ pub(crate) fn fixture(dir: &std::path::Path, run_id: &str, agent: &str, gate: &s
         paths: RunPaths {
             quadlet_dir: dir.join("runs").join(run_id).join("quadlet"),
             quadlet_user_dirs: vec![dir.join("user-quadlet")],
+            quadlet_admin_dir: None,
             units_dir: dir.join("units"),
             run_dir: dir.join("runs").join(run_id),
             worktree: dir.join("wt").join(run_id),

@@ -180,8 +180,10 @@ fn an_extra_container_on_the_run_network_is_refused() {
     let _shared = crate::common::testbed::shared();
     let tb = Testbed::get();
     let id = "b-intruder-1";
+    // The run's network by its podman name: the run's `.network` file is in the run's own
+    // directory, which the manager's generator does not scan.
     let intruder = format!(
-        "[Unit]\nDescription=intruder\n[Container]\nContainerName={id}-intruder\nImage=docker.io/library/busybox:latest\nNetwork=cyclix-{id}.network\nExec=sleep 300\n[Quadlet]\nDefaultDependencies=false"
+        "[Unit]\nDescription=intruder\nRequires=cyclix-{id}-network.service\nAfter=cyclix-{id}-network.service\n[Container]\nContainerName={id}-intruder\nImage=docker.io/library/busybox:latest\nNetwork=cyclix-{id}\nExec=sleep 300\n[Quadlet]\nDefaultDependencies=false"
     );
     let agent =
         format!("[Unit]\nWants=cyclix-{id}-intruder.service\nAfter=cyclix-{id}-intruder.service");

@@ -185,3 +185,81 @@ rm -rf /home/cyx/.local/share/cyclix/worktrees/hostile /home/cyx/src/hostile $R
         );
     }
 }
+
+#[test]
+fn a_runs_units_are_generated_as_the_manager_would_for_this_user_and_no_other() {
+    // Attack review of issue 33 item 3: cyclix runs Quadlet's generator itself. The admin's
+    // drop-in for this uid merges (as on a reload); one written for another uid must not, and
+    // `PODMAN=` in cyclix's own environment must not name the binary the units run.
+    use crate::common::run::{leftovers, prepared, record_of};
+    use crate::common::tenant::Tenant;
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-genparity").write(tb);
+    let id = "genparity-1";
+    let agent = format!("cyclix-{id}-agent.container");
+    let admin = "/etc/containers/systemd/users";
+    // Named apart: a drop-in of the same name in a later directory is shadowed.
+    let dropin = |uid: &str, label: &str| {
+        format!(
+            "mkdir -p {admin}/{uid}/{agent}.d && printf '[Container]\\nLabel=e2e.{label}=yes\\n' > {admin}/{uid}/{agent}.d/50-e2e-{label}.conf"
+        )
+    };
+    expect_success(
+        &tb.root_sh(&format!(
+            "set -e; {}; {}",
+            dropin("$(id -u cyx)", "own"),
+            dropin("4242", "other")
+        )),
+        "the admin's drop-ins",
+    );
+    let out = tb.user_sh(&format!(
+        r#"set -u
+D=$XDG_RUNTIME_DIR/e2e-failpoints/genparity; rm -rf "$D"; mkdir -p "$D"
+w=$HOME/e2e-podman-wrap; printf '#!/bin/sh\necho "$@" >> $HOME/e2e-podman-wrap.log\nexec /usr/bin/podman "$@"\n' > $w; chmod 755 $w
+CYCLIX_FAILPOINTS=phase.agent=pause CYCLIX_FAILPOINT_DIR=$D PODMAN=$w {c} run {t} --run-id {id} > /tmp/genparity.out 2>&1 &
+r=$!
+for i in $(seq 1 1200); do [ -e "$D/phase.agent.paused" ] && break; sleep 0.05; done
+cp $XDG_RUNTIME_DIR/systemd/user/cyclix-{id}-agent.service /tmp/genparity.unit || echo "no agent unit"
+touch "$D/phase.agent.go"
+wait $r; echo "rc=$?"
+echo "--- unit"; grep -E '^ExecStart=' /tmp/genparity.unit | cut -c1-60; grep -o 'e2e\.[a-z]*=yes' /tmp/genparity.unit | sort -u
+# Positive control: the same generator over the same drop-ins, given the admin's directory
+# whole and cyclix's environment, merges the other uid's drop-in and takes PODMAN.
+s=$(mktemp -d); o=$(mktemp -d)
+printf '[Container]\nImage=docker.io/library/busybox:latest\nExec=true\n' > $s/{agent}
+echo "--- naive"
+PODMAN=$w QUADLET_UNIT_DIRS=$s:{admin} /usr/lib/systemd/user-generators/podman-user-generator -user -no-kmsg-log $o
+grep -E '^ExecStart=' $o/cyclix-{id}-agent.service | cut -c1-60; grep -o 'e2e\.[a-z]*=yes' $o/cyclix-{id}-agent.service | sort -u
+rm -rf $s $o $w $HOME/e2e-podman-wrap.log /tmp/genparity.unit
+"#,
+        c = tb.cyclix_bin()
+    ));
+    let _ = tb.root_sh(&format!(
+        "rm -rf {admin}/$(id -u cyx)/{agent}.d {admin}/4242"
+    ));
+    let text = expect_success(&out, "a run with the admin's drop-ins and PODMAN set");
+    let (run, naive) = text.split_once("--- naive").expect("both parts");
+    assert!(run.contains("rc=0"), "{text}");
+    let unit = run.split_once("--- unit").map_or("", |x| x.1);
+    assert!(
+        unit.contains("ExecStart=/usr/bin/podman run"),
+        "the unit runs the packaged podman: {text}"
+    );
+    assert!(
+        unit.contains("e2e.own=yes"),
+        "this uid's drop-in merges: {text}"
+    );
+    assert!(
+        !unit.contains("e2e.other=yes"),
+        "another uid's drop-in merged: {text}"
+    );
+    assert!(
+        naive.contains("e2e-podman-wrap") && naive.contains("e2e.other=yes"),
+        "positive control: the naive generation takes both: {text}"
+    );
+    let rec = record_of(tb, &t, id);
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let left = leftovers(tb, id, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}

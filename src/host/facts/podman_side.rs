@@ -213,15 +213,25 @@ pub(super) fn store_version(cache: &Path, key: BinaryKey, version: &str) {
     }
 }
 
-/// The Quadlet user generator the user manager runs: the first executable
-/// `podman-user-generator` in systemd's user generator directories ([`USER_GENERATOR_DIRS`]).
+/// The Quadlet user generator the user manager runs ([`first_generator`] over systemd's user
+/// generator directories, [`USER_GENERATOR_DIRS`]).
 #[must_use]
 pub fn find_generator() -> Option<String> {
-    USER_GENERATOR_DIRS
+    first_generator(&USER_GENERATOR_DIRS)
+}
+
+/// The `podman-user-generator` systemd runs from `dirs` (in its order): the first entry of
+/// that name decides, as in systemd (systemd.generator(7)). `None` when there is none, when
+/// the first is masked (a link to `/dev/null`: the admin turned Quadlet off for every user
+/// manager) or is not an executable file.
+#[must_use]
+pub fn first_generator(dirs: &[&str]) -> Option<String> {
+    let first = dirs
         .iter()
         .map(|d| Path::new(d).join(QUADLET_GENERATOR))
-        .find(|p| is_executable_file(p))
-        .map(|p| p.to_string_lossy().into_owned())
+        .find(|p| p.symlink_metadata().is_ok())?;
+    let masked = fs::canonicalize(&first).is_ok_and(|t| t == Path::new("/dev/null"));
+    (!masked && is_executable_file(&first)).then(|| first.to_string_lossy().into_owned())
 }
 
 /// Runs the generator in user dry-run mode over a scratch directory holding only

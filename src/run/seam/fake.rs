@@ -327,10 +327,11 @@ impl RunPodman for FakeRunHost {
         Ok(vec!["10.88.0.0/16".into()])
     }
     /// Every Quadlet file of the first source directory becomes its unit (Quadlet's naming),
-    /// holding `generated from NAME` and the file's text.
+    /// holding `generated from NAME` and the file's text; the call names every directory.
     fn generate_units(&self, sources: &[&Path], out: &Path) -> Result<String> {
         let first = sources.first().context("no source directory")?;
-        self.call("generate_units", &first.display().to_string())?;
+        let all: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
+        self.call("generate_units", &all.join(":"))?;
         for entry in std::fs::read_dir(first)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();

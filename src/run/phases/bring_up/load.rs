@@ -104,6 +104,12 @@ pub(crate) fn generate(
     fresh_dir(&scratch)?;
     let mut sources: Vec<&Path> = vec![t.paths.quadlet_dir.as_path()];
     sources.extend(t.paths.quadlet_user_dirs.iter().map(PathBuf::as_path));
+    let admin = t.paths.run_dir.join("quadlet-admin");
+    if let Some(dir) = t.paths.quadlet_admin_dir.as_deref().filter(|d| d.is_dir()) {
+        fresh_dir(&admin)?;
+        copy_for_every_user(dir, &admin)?;
+        sources.push(&admin);
+    }
     let said = host.generate_units(&sources, &scratch)?;
     for (unit, path) in todo {
         let Ok(contents) = std::fs::read(scratch.join(&unit)) else {
@@ -127,8 +133,63 @@ pub(crate) fn generate(
         tracing::debug!(path = %path.display(), "installed a generated unit");
         installed.push((path, contents));
     }
-    std::fs::remove_dir_all(&scratch).with_context(|| format!("removing {}", scratch.display()))?;
+    for dir in [&scratch, &admin] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+    }
     Ok(installed)
+}
+
+/// How deep [`copy_for_every_user`] follows the admin's directory (a link loop ends here).
+const ADMIN_DEPTH: usize = 8;
+
+/// Copies the admin's Quadlet directory for every user `from` into `to`, without its
+/// subdirectories named by a uid: what Podman's generator reads of it in user mode (its
+/// "non-numeric filter"; podman-systemd.unit(5)). Links are followed; what is neither a file
+/// nor a directory, and a directory this user cannot read, are left out (as the generator
+/// skips them).
+///
+/// # Errors
+/// A directory or a file cannot be written, or a readable file cannot be copied.
+pub(crate) fn copy_for_every_user(from: &Path, to: &Path) -> Result<()> {
+    copy_tree(from, to, 0)
+}
+
+/// [`copy_for_every_user`] at `depth` (0: the admin's directory itself).
+fn copy_tree(from: &Path, to: &Path, depth: usize) -> Result<()> {
+    if depth > ADMIN_DEPTH {
+        return Ok(());
+    }
+    // A directory this user cannot read is one the generator cannot read either: skipped.
+    let Ok(entries) = std::fs::read_dir(from) else {
+        tracing::debug!(dir = %from.display(), "cannot read the directory: skipped");
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let path = entry.path();
+        // `metadata` follows a link, as the generator does.
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let dest = to.join(&name);
+        if meta.is_dir() {
+            let by_uid = name
+                .to_str()
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if depth == 0 && by_uid {
+                continue;
+            }
+            std::fs::create_dir_all(&dest)
+                .with_context(|| format!("creating {}", dest.display()))?;
+            copy_tree(&path, &dest, depth + 1)?;
+        } else if meta.is_file() {
+            std::fs::copy(&path, &dest)
+                .with_context(|| format!("copying {} to {}", path.display(), dest.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Makes `dir` exist and empty (a scratch directory left by a killed run is removed first).

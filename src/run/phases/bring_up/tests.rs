@@ -10,6 +10,7 @@ fn paths(d: &Path) -> RunPaths {
     RunPaths {
         quadlet_dir: d.join("runs").join(RUN).join("quadlet"),
         quadlet_user_dirs: vec![d.join("user-quadlet")],
+        quadlet_admin_dir: Some(d.join("admin-quadlet")),
         units_dir: d.join("units"),
         run_dir: d.join("runs").join(RUN),
         worktree: d.join("worktree"),
@@ -126,6 +127,9 @@ fn the_units_of_the_quadlet_files_are_generated_installed_and_recorded() {
     let l = &mut ledger(dir.path());
     let (u, host) = (FakeUnitManager::new(), FakeRunHost::default());
     let files = rendered("a", "p");
+    // The admin's directory for every user: generated from a copy without other users' parts.
+    let admin = at.quadlet_admin_dir.clone().expect("admin dir");
+    std::fs::create_dir_all(admin.join("1001")).expect("admin dir");
     let written = install(&up(&at, &bin, false), &files, l).expect("install");
     assert_eq!(
         written.len(),
@@ -142,18 +146,18 @@ fn the_units_of_the_quadlet_files_are_generated_installed_and_recorded() {
         l.files().any(|f| f == agent.as_path()),
         "recorded for teardown"
     );
-    // The generator ran over the run's own directory, then the user's.
-    let generations = |h: &FakeRunHost| {
-        h.calls()
-            .iter()
-            .filter(|c| *c == &format!("generate_units {}", at.quadlet_dir.display()))
-            .count()
-    };
-    assert_eq!(generations(&host), 1, "{:?}", host.calls());
-    assert!(
-        !at.run_dir.join("generated").exists(),
-        "the scratch dir is gone"
+    // The generator ran over the run's own directory, then the user's, then the admin's copy.
+    let sources = format!(
+        "generate_units {}:{}:{}",
+        at.quadlet_dir.display(),
+        at.quadlet_user_dirs[0].display(),
+        at.run_dir.join("quadlet-admin").display()
     );
+    let generations = |h: &FakeRunHost| h.calls().iter().filter(|c| **c == sources).count();
+    assert_eq!(generations(&host), 1, "{:?}", host.calls());
+    for gone in ["generated", "quadlet-admin"] {
+        assert!(!at.run_dir.join(gone).exists(), "{gone} is removed");
+    }
     // A claimed environment whose files the run keeps: its units are kept as installed (the
     // claim checked their digests), the generator does not run.
     let all = [
@@ -253,4 +257,40 @@ fn a_claimed_environments_files_are_kept_its_agent_file_replaced_any_other_refus
     // Positive control: a cold run never installs over an existing file.
     let e = install(&up(&at, &bin, false), &rendered("a2", "p"), l).expect_err("exists");
     assert!(format!("{e:#}").contains("exists already"), "{e:#}");
+}
+
+#[test]
+fn the_admins_directory_is_copied_without_other_users_subdirectories() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (from, to) = (dir.path().join("users"), dir.path().join("copy"));
+    let files = [
+        "a.container",
+        "container.d/10-all.conf",
+        "1001/container.d/10-only-1001.conf",
+        "1001/b.container",
+        "site/1001/c.container",
+    ];
+    for f in files {
+        let p = from.join(f);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("dir");
+        std::fs::write(&p, f).expect("file");
+    }
+    std::os::unix::fs::symlink(from.join("a.container"), from.join("linked.container"))
+        .expect("link");
+    std::fs::create_dir_all(&to).expect("copy dir");
+    load::copy_for_every_user(&from, &to).expect("copy");
+    for kept in [
+        "a.container",
+        "linked.container",
+        "container.d/10-all.conf",
+        "site/1001/c.container",
+    ] {
+        assert!(to.join(kept).is_file(), "{kept} is copied");
+    }
+    assert!(
+        !to.join("1001").exists(),
+        "another user's subdirectory is left out"
+    );
+    // Positive control: the left-out files were there to copy.
+    assert!(from.join("1001/container.d/10-only-1001.conf").is_file());
 }
