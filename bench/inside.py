@@ -153,12 +153,12 @@ def cold_figures(rec):
         "to_agent": t0 - claim,
         "to_agent_parts": {
             "prepare": phase(rec, "prepare")["end_ms"] - claim,
-            "render..reload": phase(rec, "reload")["end_ms"] - render,
-            "start": rec["agent_ready_ms"] - phase(rec, "reload")["end_ms"],
+            "render..load": phase(rec, "load")["end_ms"] - render,
+            "start": rec["agent_ready_ms"] - phase(rec, "load")["end_ms"],
             "probe": rec["go_ms"] - rec["agent_ready_ms"],
             "go..first instruction": t0 - rec["go_ms"],
         },
-        # render+install+reload+start(infra)+agent unit start, then go -> first instruction
+        # render+install+load+start(infra)+agent unit start, then go -> first instruction
         "bringup": (rec["agent_ready_ms"] - render) + (t0 - rec["go_ms"]),
         "probe_wall": rec["go_ms"] - rec["agent_ready_ms"],
         "teardown": sum(phase(rec, p)["end_ms"] - phase(rec, p)["start_ms"]
@@ -204,8 +204,8 @@ def warm_figures(rec, fill_ms):
             "claim+check": claim["end_ms"] - claim["start_ms"],
             # from the claim's end: the run's set-up (its ledger, convergence) and prepare
             "prepare": phase(rec, "prepare")["end_ms"] - claim["end_ms"],
-            "render..reload": phase(rec, "reload")["end_ms"] - render,
-            "start": rec["agent_ready_ms"] - phase(rec, "reload")["end_ms"],
+            "render..load": phase(rec, "load")["end_ms"] - render,
+            "start": rec["agent_ready_ms"] - phase(rec, "load")["end_ms"],
             "probe": rec["go_ms"] - rec["agent_ready_ms"],
             "go..first instruction": t0 - rec["go_ms"],
         },

@@ -29,7 +29,7 @@ pub const PHASES: &[&str] = &[
     "prepare",
     "render",
     "install",
-    "reload",
+    "load",
     "start",
     "probe",
     "agent",

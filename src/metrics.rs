@@ -34,6 +34,8 @@ pub const PHASES: &[&str] = &[
     "build",
     "render",
     "install",
+    "load",
+    // Records written before issue 33 (the phase was a daemon-reload).
     "reload",
     "start",
     "probe",

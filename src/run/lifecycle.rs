@@ -375,7 +375,7 @@ fn bring_up_and_run(
     rec.notices.extend(rendered.warnings.iter().cloned());
     rec.notices.extend(host_gate_notice(spec));
     let written = r.phase("install", || install(&up, &rendered, &mut created.ledger))?;
-    r.phase("reload", || {
+    r.phase("load", || {
         bring_up::load(&up, units, host, &mut created.ledger, &rendered, &written).map(drop)
     })?;
     r.phase("start", || {

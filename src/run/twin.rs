@@ -293,7 +293,7 @@ fn bring_up(
     let written = r.phase("install", || {
         bring_up::install(&up, &rendered, &mut created.ledger)
     })?;
-    r.phase("reload", || {
+    r.phase("load", || {
         bring_up::load(&up, units, host, &mut created.ledger, &rendered, &written).map(drop)
     })?;
     r.phase("start", || {

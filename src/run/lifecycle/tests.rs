@@ -251,7 +251,7 @@ fn every_phase_failure_is_named_and_torn_down() {
         Expect::error_in(match op {
             "commits" => "collect",
             "import_bundle" => "import",
-            "generate_units" => "reload",
+            "generate_units" => "load",
             _ => "prepare",
         })
         .check(op, &w, &rec, &units, &host);
@@ -259,7 +259,7 @@ fn every_phase_failure_is_named_and_torn_down() {
     let cases: Vec<(&str, Script)> = vec![
         // The load phase's look at a unit fails (it loads the units, no reload).
         (
-            "reload",
+            "load",
             Box::new(|u: &FakeUnitManager| {
                 u.fail_next(
                     Op::Status,
@@ -274,7 +274,7 @@ fn every_phase_failure_is_named_and_torn_down() {
         ),
         // A unit the manager cannot load: the reload is tried, then the run fails.
         (
-            "reload",
+            "load",
             Box::new(|u: &FakeUnitManager| {
                 u.set_missing("cyclix-r1-pod.service");
                 u.fail_next(
@@ -289,7 +289,7 @@ fn every_phase_failure_is_named_and_torn_down() {
             }),
         ),
         (
-            "reload",
+            "load",
             Box::new(|u: &FakeUnitManager| u.set_missing("cyclix-r1-pod.service")),
         ),
         (
