@@ -18,7 +18,8 @@
 //!
 //! Files: this one ([`Podman`], its errors, version and info), `podman/output.rs` (what cyclix
 //! reads and its pure parsers), and one file per concern: `containers.rs`, `networks.rs`,
-//! `images.rs`, `secrets.rs`, `inventory.rs` (listing and removal by label); `tests.rs`.
+//! `images.rs`, `secrets.rs`, `inventory.rs` (listing and removal by label), `quadlet.rs`
+//! (Podman's Quadlet generator over a run's files); `tests.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,6 +32,7 @@ mod images;
 mod inventory;
 mod networks;
 mod output;
+pub mod quadlet;
 mod secrets;
 
 pub use build_net::BuildCall;

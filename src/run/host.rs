@@ -39,10 +39,6 @@ fn process_env(pid: u32, comm: String, raw: &[u8]) -> ProcessEnv {
 const UNSHARE_READ_DEADLINE: Duration = Duration::from_secs(10);
 use crate::podman::Podman;
 
-/// The `PATH` Quadlet's generator runs with: systemd's default for the processes it starts.
-const GENERATOR_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin";
-/// Deadline of one run of Quadlet's generator over a run's files: 10 s (it takes about 10 ms).
-pub const GENERATOR_DEADLINE: Duration = Duration::from_secs(10);
 /// Deadline for removing a run's private repository as plain files: 300 s (a 10,000-deep
 /// tree takes about a second).
 pub const REMOVE_TREE_DEADLINE: Duration = Duration::from_secs(300);
@@ -310,39 +306,14 @@ impl RunPodman for RealRunHost {
     fn generate_units(&self, sources: &[&Path], out: &Path) -> Result<String> {
         let generator = crate::host::facts::find_generator().with_context(|| {
             format!(
-                "no podman-user-generator in {}: Quadlet's generator is needed to make the \
-                 run's units (`cyclix check` tells how to install it)",
+                "no podman-user-generator in {} (or it is masked): Quadlet's generator is \
+                 needed to make the run's units (`cyclix check` tells how to install it)",
                 crate::host::facts::USER_GENERATOR_DIRS.join(", ")
             )
         })?;
-        let dirs = std::env::join_paths(sources)
-            .context("a Quadlet directory's path holds a ':'")?
-            .to_string_lossy()
-            .into_owned();
-        let out = crate::context::path_str(out);
-        // Nothing of cyclix's own environment (a `PODMAN=` there would name the binary every
-        // unit runs): the directories, and what a user generator has from the manager.
-        let var = |k: &str| std::env::var(k).ok();
-        let (home, runtime, config) = (var("HOME"), var("XDG_RUNTIME_DIR"), var("XDG_CONFIG_HOME"));
-        let env = [
-            ("QUADLET_UNIT_DIRS", Some(dirs.as_str())),
-            ("PATH", Some(GENERATOR_PATH)),
-            ("HOME", home.as_deref()),
-            ("XDG_RUNTIME_DIR", runtime.as_deref()),
-            ("XDG_CONFIG_HOME", config.as_deref()),
-        ];
-        let ran = crate::process::run_with(
-            &generator,
-            // As the manager runs it (`-user` by its name), without its kernel-log output.
-            &["-user", "-no-kmsg-log", &out],
-            &crate::process::Opts {
-                deadline: GENERATOR_DEADLINE,
-                env_remove_prefixes: &[""],
-                env: &env,
-                ..crate::process::Opts::default()
-            },
-        )?;
-        Ok(ran.stderr.trim().to_string())
+        Ok(crate::podman::quadlet::generate_units(
+            &generator, sources, out,
+        )?)
     }
     fn probe(
         &self,
