@@ -20,7 +20,7 @@ use crate::systemd::{JobMode, LoadState, UnitManager};
 use crate::tier::Tier;
 
 mod load;
-pub(crate) use load::{generate, load};
+pub(crate) use load::{generate, load, load_units};
 
 /// What bring-up (the renderer's host facts, install, start) needs of the run's inputs.
 pub(crate) struct BringUp<'a> {

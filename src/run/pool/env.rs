@@ -228,8 +228,8 @@ impl EnvHost<'_> {
             paths: &paths,
             pooled: false,
         };
-        let all: Vec<String> = quadlet.iter().map(|f| (*f).to_string()).collect();
-        for (path, contents) in bring_up::generate(&target, self.host, &quadlet, &all, &mut ledger)?
+        // Not a claim (`pooled: false`): every unit is generated, none kept.
+        for (path, contents) in bring_up::generate(&target, self.host, &quadlet, &[], &mut ledger)?
         {
             filled
                 .units
@@ -243,9 +243,7 @@ impl EnvHost<'_> {
         }
         bring_up::record_units(&mut ledger, &rendered.units)?;
         self.state.note(filled)?;
-        if !bring_up::loaded_as_installed(self.units, &rendered.units)? {
-            bring_up::reload_and_confirm(self.units, &rendered.units)?;
-        }
+        bring_up::load_units(self.units, &rendered.units)?;
         self.start_environment(&id, filled)?;
         self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");

@@ -51,6 +51,20 @@ pub(crate) fn load(
         .collect();
     generate(&inp.target(), host, &quadlet, written, ledger)?;
     crate::failpoint::kill_point("reload.confirm");
+    load_units(units, names)
+}
+
+/// Confirms every unit of `names` is loaded as installed ([`loaded_as_installed`]: the
+/// manager loads a new unit file when first asked); only when one is not does the manager
+/// reload, and every unit is confirmed loaded after it ([`reload_and_confirm`]). Returns
+/// whether it reloaded. Used by the load phase and the pool's fill.
+///
+/// # Errors
+/// The manager cannot be asked, or a unit is still not loaded after the reload.
+pub(crate) fn load_units(
+    units: &(dyn UnitManager + Sync),
+    names: &render::plan::UnitNames,
+) -> Result<bool> {
     if loaded_as_installed(units, names)? {
         tracing::debug!("every unit loaded as installed: no reload");
         return Ok(false);
