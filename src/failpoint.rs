@@ -44,13 +44,13 @@ pub const PHASES: &[&str] = &[
 
 /// The teardown steps, in order, each a point `teardown.STEP`.
 pub const TEARDOWN_STEPS: &[&str] = &[
+    "podman",
     "stop-units",
     "files",
     "reload",
-    "podman",
     "secrets",
-    "branch",
     "worktree",
+    "branch",
     "run-dir",
 ];
 

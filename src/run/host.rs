@@ -279,6 +279,12 @@ impl RunPodman for RealRunHost {
         Ok(())
     }
     fn remove_run_objects(&self, run_id: &str) -> Result<()> {
+        // One forced removal by label, no listing first (issue 33 item 4): the audit's listing
+        // after it is what proves nothing is left.
+        let Err(fast) = self.podman.rm_labelled(&naming::run_filter(run_id)) else {
+            return Ok(());
+        };
+        tracing::warn!("removing run {run_id}'s podman objects by label: {fast:#}; by listing");
         // After the user manager died (and `podman system migrate`), podman removed the
         // run's containers but failed on their gone network namespaces ("netavark: setns:
         // IO error"), and left the emptied pod: measured. A second sweep over a fresh listing

@@ -170,6 +170,80 @@ fn a_run_without_commits_creates_no_branch_and_says_so() {
 }
 
 #[test]
+fn teardown_removes_the_runs_containers_itself_before_their_units_stop() {
+    // Issue 33 item 4: one forced removal of everything labelled with the run, before the units
+    // stop; the proxy unit's own `ExecStop=podman rm` then has nothing to remove. Seen in the
+    // journal: podman's `container remove` event carries the unit of the process that removed
+    // the container (`_SYSTEMD_USER_UNIT`). The proxy's must be cyclix's own unit
+    // (`cyclix-run@T`), and come before the proxy unit's stop or exit. Positive control in the
+    // same run: the gate's container is removed by its conmon's cleanup, from its own unit
+    // (cyclix 3800f5d, teardown stopping the units first, removed the proxy from its unit too).
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-tdorder").write(tb);
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "set -e
+             c=$(journalctl --user -n 0 --show-cursor -o cat | sed -n 's/^-- cursor: //p')
+             systemctl --user start cyclix-run@{t}.service
+             journalctl --user --after-cursor \"$c\" -o json \
+               --output-fields=__SEQNUM,MESSAGE,_SYSTEMD_USER_UNIT,USER_UNIT,PODMAN_EVENT,PODMAN_TYPE,PODMAN_NAME"
+        )),
+        "a run and its journal",
+    );
+    let rec = record(tb, &t);
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    let run = rec["run_id"].as_str().expect("run id").to_string();
+    let entries: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let field = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or("").to_string();
+    let seq = |e: &serde_json::Value| field(e, "__SEQNUM").parse::<u64>().expect("seqnum");
+    let removal = |role: &str| {
+        entries
+            .iter()
+            .find(|e| {
+                field(e, "PODMAN_EVENT") == "remove"
+                    && field(e, "PODMAN_TYPE") == "container"
+                    && field(e, "PODMAN_NAME") == format!("cyclix-{run}-{role}")
+            })
+            .unwrap_or_else(|| panic!("no removal of the {role} in the journal:\n{out}"))
+    };
+    let gate = removal("gate");
+    assert_eq!(
+        field(gate, "_SYSTEMD_USER_UNIT"),
+        format!("cyclix-{run}-gate.service"),
+        "positive control: the gate's container is removed from its own unit: {gate:#}"
+    );
+    let proxy = removal("proxy");
+    assert_eq!(
+        field(proxy, "_SYSTEMD_USER_UNIT"),
+        format!("cyclix-run@{t}.service"),
+        "the proxy's container was not removed by the run's teardown: {proxy:#}"
+    );
+    let proxy_unit = format!("cyclix-{run}-proxy.service");
+    let unit_ends: Vec<&serde_json::Value> = entries
+        .iter()
+        .filter(|e| {
+            field(e, "USER_UNIT") == proxy_unit
+                && ["Stopping", "Main process exited", "Stopped", "Failed with"]
+                    .iter()
+                    .any(|m| field(e, "MESSAGE").contains(m))
+        })
+        .collect();
+    assert!(!unit_ends.is_empty(), "the proxy unit never ended:\n{out}");
+    for e in unit_ends {
+        assert!(
+            seq(e) > seq(proxy),
+            "the proxy unit ended before the teardown removed its container: {e:#} before {proxy:#}"
+        );
+    }
+    let left = leftovers(tb, &run, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
 fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_it_died() {
     // security-cases §3: kill -9 the toolkit at each teardown step; the next invocation
     // converges; the dead run's record names the step. And between the record and the marker's

@@ -30,8 +30,8 @@ pub(crate) struct Teardown<'a> {
 }
 
 /// Teardown, step by step (each a point `teardown.STEP` of [`crate::failpoint::TEARDOWN_STEPS`],
-/// noted in the progress file): stop units, remove files, reload, remove the labelled podman
-/// objects, the secrets, the worktree (after noting a half-done git operation in it), the run
+/// noted in the progress file): remove the labelled podman objects, stop units, remove files,
+/// reload (only for an older cyclix's files), the secrets, the worktree (after noting a half-done git operation in it), the run
 /// branch if it has no commits (a temporary ref), the run dir. Tripwires and reservations go
 /// first. Every step runs whatever failed before it; the errors are joined.
 ///
@@ -60,6 +60,16 @@ pub(crate) fn teardown(
     };
     tripwires_and_reservations(t, host, st, &mut note);
     let ledger = &st.ledger;
+    step("podman");
+    // One forced removal of everything labelled with the run before its units stop (issue 33
+    // item 4): the stops then find their containers gone and have nothing to wait for (a
+    // Quadlet unit's own `ExecStop=podman rm` was most of a teardown: measured).
+    if ledger.podman() {
+        note(
+            "removing the run's podman objects",
+            host.remove_run_objects(t.run_id),
+        );
+    }
     step("stop-units");
     let stops = stop_all(t, units, ledger.units());
     for (u, stopped) in stops {
@@ -79,13 +89,6 @@ pub(crate) fn teardown(
     // units a reload takes away.
     if ledger.files().any(|f| scanned_by_quadlet(f)) {
         note("reloading", units.reload().map_err(Into::into));
-    }
-    step("podman");
-    if ledger.podman() {
-        note(
-            "removing the run's podman objects",
-            host.remove_run_objects(t.run_id),
-        );
     }
     step("secrets");
     for s in ledger.names(|e| match e {
