@@ -177,7 +177,8 @@ fn teardown_removes_the_runs_containers_itself_before_their_units_stop() {
     // the container (`_SYSTEMD_USER_UNIT`). The proxy's must be cyclix's own unit
     // (`cyclix-run@T`), and come before the proxy unit's stop or exit. Positive control in the
     // same run: the gate's container is removed by its conmon's cleanup, from its own unit
-    // (cyclix 3800f5d, teardown stopping the units first, removed the proxy from its unit too).
+    // Against cyclix d86a4f6 (units stopped first) this test failed: the proxy's removal came
+    // from `cyclix-R-proxy.service` (its `ExecStop=podman rm`).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = Tenant::new("e2e-tdorder").write(tb);
