@@ -102,57 +102,60 @@ impl Podman {
         Ok(())
     }
 
-    /// Removes everything carrying `label` (`key=value`) without listing it first, in one
-    /// podman process per kind: `podman rm --force --depend --ignore --volumes --time 0
-    /// --filter label=LABEL` (every labelled container, killed without a grace period; an
-    /// infra container's `--depend` takes its pod and the pod's other containers: measured on
-    /// 5.4), then `podman network prune --force --filter label=LABEL` and `podman volume prune
-    /// --force --filter label=LABEL` side by side (unused once the containers are gone). A
-    /// run's forced removal before its units stop (issue 33 item 4): about half of what the
-    /// listing, then removal by id, of [`Podman::rm_pods`] and the others cost. What it cannot
-    /// remove (a network or volume still in use by something without the label) stays: the
-    /// caller's listing finds it.
+    /// Removes everything carrying `label` (`key=value`) with one forced removal of its
+    /// containers that lists nothing first: `podman rm --force --depend --ignore --volumes
+    /// --time 0 --filter label=LABEL` (every labelled container, killed without a grace
+    /// period; an infra container's `--depend` takes its pod and every container that joined
+    /// the pod: measured on 5.4). The networks and volumes of that label are listed side by
+    /// side with it and removed by name right after (`podman network rm --force`, `podman
+    /// volume rm --force`, side by side), so a container without the label still on one of
+    /// them goes too (a prune would leave a network in use: measured). A run's forced removal
+    /// before its units stop (issue 33 item 4): the listing of containers and pods, and the
+    /// removal of pods and containers one kind after the other, of [`Podman::rm_pods`] and
+    /// [`Podman::rm_containers`] are not on its path.
     ///
     /// # Errors
-    /// [`PodmanError::Command`] of the first kind that failed (the others are still tried).
+    /// [`PodmanError::Command`] or [`PodmanError::Output`] of the first step that failed (every
+    /// step is still tried whose input is known).
     pub fn rm_labelled(&self, label: &str) -> Result<()> {
         let filter = format!("label={label}");
-        let containers = self.run(
-            &[
-                "rm",
-                "--force",
-                "--depend",
-                "--ignore",
-                "--volumes",
-                "--time",
-                "0",
-                "--filter",
-                &filter,
-            ],
-            None,
-            PODMAN_REMOVE_DEADLINE,
-            || format!("removing the containers labelled {label}"),
-        );
-        let prune = |kind: &'static str| {
-            self.run(
-                &[kind, "prune", "--force", "--filter", &filter],
+        let rejoin = |h: std::thread::ScopedJoinHandle<'_, Result<()>>| {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        };
+        std::thread::scope(|s| {
+            let networks = s.spawn(|| self.networks(label));
+            let volumes = s.spawn(|| self.volumes(label));
+            let containers = self.run(
+                &[
+                    "rm",
+                    "--force",
+                    "--depend",
+                    "--ignore",
+                    "--volumes",
+                    "--time",
+                    "0",
+                    "--filter",
+                    &filter,
+                ],
                 None,
                 PODMAN_REMOVE_DEADLINE,
-                || format!("removing the {kind}s labelled {label}"),
-            )
-        };
-        let (networks, volumes) = std::thread::scope(|s| {
-            let volumes = s.spawn(|| prune("volume"));
-            let networks = prune("network");
+                || format!("removing the containers labelled {label}"),
+            );
+            let networks = networks
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                .map(|l| l.into_iter().map(|n| n.name).collect::<Vec<_>>());
             let volumes = volumes
                 .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (networks, volumes)
-        });
-        containers?;
-        networks?;
-        volumes?;
-        Ok(())
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                .map(|l| l.into_iter().map(|v| v.name).collect::<Vec<_>>());
+            let vols = s.spawn(|| volumes.and_then(|v| self.rm_volumes(&v)));
+            let nets = networks.and_then(|n| self.rm_networks(&n));
+            let vols = rejoin(vols);
+            containers?;
+            nets?;
+            vols
+        })
     }
 
     /// Removes containers (ids or names) with their anonymous volumes, killing running ones

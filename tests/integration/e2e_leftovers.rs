@@ -176,7 +176,7 @@ fn teardown_removes_the_runs_containers_itself_before_their_units_stop() {
     // journal: podman's `container remove` event carries the unit of the process that removed
     // the container (`_SYSTEMD_USER_UNIT`). The proxy's must be cyclix's own unit
     // (`cyclix-run@T`), and come before the proxy unit's stop or exit. Positive control in the
-    // same run: the gate's container is removed by its conmon's cleanup, from its own unit
+    // same run: the gate's container is removed by its conmon's cleanup, from its own unit.
     // Against cyclix d86a4f6 (units stopped first) this test failed: the proxy's removal came
     // from `cyclix-R-proxy.service` (its `ExecStop=podman rm`).
     let _shared = crate::common::testbed::shared();
