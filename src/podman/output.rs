@@ -28,6 +28,9 @@ pub struct ContainerInfo {
     /// `--network/--pid/--ipc/--uts container:X` (podman ps `--ns`: `Net`, `Pidns`, `Ipc`,
     /// `Uts`), as (kind, inode) sorted by kind; empty when not listed or not running.
     pub namespaces: Vec<(String, String)>,
+    /// A running container's first process, as the host sees it (podman's `Pid`; `None`
+    /// when it is not running: podman prints 0).
+    pub pid: Option<u32>,
 }
 
 /// A pod of [`Podman::pods`] (`podman pod ps --format json`).
@@ -96,6 +99,8 @@ struct PsEntry {
     networks: Option<Vec<String>>,
     #[serde(default)]
     namespaces: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pid: u32,
 }
 
 /// The kinds of [`ContainerInfo::namespaces`]: what `podman run --network/--pid/--ipc/--uts
@@ -176,6 +181,7 @@ pub fn parse_containers(json: &str) -> serde_json::Result<Vec<ContainerInfo>> {
                 .into_iter()
                 .filter(|(k, v)| JOINABLE_NAMESPACES.contains(&k.as_str()) && !v.is_empty())
                 .collect(),
+            pid: Some(e.pid).filter(|p| *p != 0),
         })
         .collect())
 }

@@ -134,6 +134,70 @@ pub fn cgroups_naming(root: &Path, needle: &str) -> Vec<(PathBuf, usize)> {
     out
 }
 
+/// How deep below a container's cgroup [`container_processes`] looks (a container cannot make
+/// sub-cgroups with a read-only cgroup tree; this bounds the walk all the same).
+const CONTAINER_CGROUP_DEPTH: usize = 16;
+
+/// The processes of a running container, from the host's `/proc` (`proc_root`) and cgroup
+/// tree (`cgroup_root`, normally `/sys/fs/cgroup`): what `podman top C hpid comm` lists,
+/// without a podman process (issue 33: the claim's check costs one listing). A process is the
+/// container's when it is in the container's PID namespace (`/proc/PID/ns/pid` is
+/// `pid:[PIDNS]`, podman ps `--ns`'s `Pidns`) or in the cgroup of the container's first
+/// process `init` (podman's `Pid`) or below it (where a process in a PID namespace nested in
+/// the container's still is). Each once, by pid, with its `comm`; one that ends while being
+/// read is skipped.
+///
+/// # Errors
+/// `init`'s cgroup cannot be read (it ended: the container does not run), or the cgroup tree
+/// or `/proc` cannot be listed.
+pub fn container_processes(
+    proc_root: &Path,
+    cgroup_root: &Path,
+    init: u32,
+    pidns: &str,
+) -> std::io::Result<Vec<(u32, String)>> {
+    let own = std::fs::read_to_string(proc_root.join(init.to_string()).join("cgroup"))?;
+    let rel = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("process {init} has no cgroup v2 line in its /proc/{init}/cgroup"),
+            )
+        })?;
+    let mut members = std::collections::BTreeSet::new();
+    let mut stack = vec![(cgroup_root.join(rel.trim_start_matches('/')), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs"))?;
+        members.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        if depth + 1 < CONTAINER_CGROUP_DEPTH {
+            for e in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push((e.path(), depth + 1));
+                }
+            }
+        }
+    }
+    let ns = format!("pid:[{pidns}]");
+    for e in std::fs::read_dir(proc_root)?.filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("ns/pid")).is_ok_and(|l| l.as_os_str() == ns.as_str()) {
+            members.insert(pid);
+        }
+    }
+    Ok(members
+        .into_iter()
+        .filter_map(|pid| {
+            let comm =
+                std::fs::read_to_string(proc_root.join(pid.to_string()).join("comm")).ok()?;
+            Some((pid, comm.trim_end_matches('\n').to_string()))
+        })
+        .collect())
+}
+
 /// When this user's manager (`systemd --user`, `user@UID.service`) started, in ms since the
 /// epoch: the process of `uid` whose `comm` is `systemd` and whose argv has `--user`, its start
 /// (`/proc/PID/stat` field 22, clock ticks since boot) plus the boot time (`btime` of
@@ -241,6 +305,51 @@ mod tests {
         let mut raw = argv.join("\0").into_bytes();
         raw.push(0);
         std::fs::write(d.join("cmdline"), raw).expect("cmdline");
+    }
+
+    #[test]
+    fn a_containers_processes_are_its_pid_namespaces_and_its_cgroups_and_no_others() {
+        let t = tempfile::tempdir().expect("tmp");
+        let (proc_root, cg) = (t.path().join("proc"), t.path().join("cg"));
+        let ns = |pid: u32, inode: &str| {
+            let d = proc_root.join(pid.to_string()).join("ns");
+            std::fs::create_dir_all(&d).expect("ns");
+            std::os::unix::fs::symlink(format!("pid:[{inode}]"), d.join("pid")).expect("link");
+        };
+        let payload = "user.slice/u.service/app.slice/c-proxy.service/libpod-payload-1";
+        for (pid, comm, inode) in [
+            (10, "podman-init", "7"),
+            (11, "squid", "7"),
+            (12, "sleep", "8"), // in a PID namespace nested in the container's: its cgroup
+            (13, "nsenter-d", "7"), // joined the PID namespace from outside: another cgroup
+            (20, "squid", "9"), // another container's
+        ] {
+            fake_proc(&proc_root, pid, comm, &[comm]);
+            ns(pid, inode);
+        }
+        std::fs::write(
+            proc_root.join("10/cgroup"),
+            format!("1:cpu:/\n0::/{payload}\n"),
+        )
+        .expect("cgroup");
+        std::fs::create_dir_all(cg.join(payload).join("nested")).expect("cg");
+        std::fs::write(cg.join(payload).join("cgroup.procs"), "10\n11\n").expect("procs");
+        std::fs::write(cg.join(payload).join("nested/cgroup.procs"), "12\n99\n").expect("procs");
+        let got = container_processes(&proc_root, &cg, 10, "7").expect("look");
+        assert_eq!(
+            got,
+            vec![
+                (10, "podman-init".to_string()),
+                (11, "squid".to_string()),
+                (12, "sleep".to_string()),
+                (13, "nsenter-d".to_string()),
+            ],
+            "99 ended (no /proc entry): skipped"
+        );
+        assert!(
+            container_processes(&proc_root, &cg, 55, "7").is_err(),
+            "a first process that is gone: the container does not run"
+        );
     }
 
     #[test]

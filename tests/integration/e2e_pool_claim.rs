@@ -192,3 +192,72 @@ fn a_container_joined_to_a_pooled_proxys_namespace_is_refused_at_the_claim() {
         assert!(left.trim().is_empty(), "left by {e}:\n{left}");
     }
 }
+
+#[test]
+fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused() {
+    // Issue 33: the claim reads a pooled container's processes from the host's /proc (its PID
+    // namespace) and cgroup tree instead of `podman top`. A process that joined the proxy's
+    // PID namespace from outside (`nsenter`, from a unit of its own) is in no cgroup of the
+    // proxy: only the PID namespace shows it, as it shows it to `podman top`.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-poolns")
+        .extra_yaml("pool:\n  size: 2")
+        .write(tb);
+    drain(tb, &t);
+    let mut envs = fill(tb, &t);
+    assert_eq!(envs.len(), 2, "{envs:?}");
+    envs.sort();
+    let (entered, good) = (&envs[0], &envs[1]);
+    let proxy = format!("cyclix-{entered}-proxy");
+    let unit = format!("e2e-nsenter-{entered}");
+    // Positive controls: `podman top` (the look the claim made before) lists the process, and
+    // its cgroup is its own unit's, not the proxy's.
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "set -e
+             p=$(podman inspect --format '{{{{.State.Pid}}}}' {proxy})
+             systemd-run --user --quiet --collect --unit {unit} nsenter -t $p -U -p --preserve-credentials sleep 1000
+             timeout 60 sh -c 'until podman top {proxy} comm | grep -qx sleep; do sleep 0.2; done'
+             echo seen
+             s=$(systemctl --user show -P MainPID {unit})
+             sed -n 's/^0:://p' /proc/$s/cgroup"
+        )),
+        "a process enters the proxy's PID namespace",
+    );
+    assert!(out.starts_with("seen\n"), "{out}");
+    assert!(
+        out.trim_end().ends_with(&format!("/{unit}.service")),
+        "the entered process is in its own unit's cgroup: {out}"
+    );
+    let run = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    let ended = tb.user_sh(&format!(
+        "timeout 60 sh -c 'while systemctl --user is-active -q {unit}; do sleep 0.2; done' && echo ended;
+         systemctl --user stop {unit} 2>/dev/null; true"
+    ));
+    assert!(run.status.success(), "{run:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["environment"]["id"], good.as_str(), "{rec:#}");
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    let notices = rec["notices"].to_string();
+    assert!(
+        notices.contains(&format!(
+            "pool: environment {entered} refused at the claim and destroyed"
+        )) && notices.contains(&format!("the proxy {proxy} runs sleep (pid")),
+        "{rec:#}"
+    );
+    // The proxy's PID namespace ended with the environment, and the process with it.
+    assert_eq!(
+        String::from_utf8_lossy(&ended.stdout).trim(),
+        "ended",
+        "{ended:?}"
+    );
+    for e in &envs {
+        let left = leftovers(tb, e, &t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, &t, state), "", "{state}");
+    }
+}

@@ -5,10 +5,13 @@
 //! an edited file, a stranger on its networks, a container or a process left in its pod or
 //! its proxy.
 //!
-//! The looks are independent podman processes and run side by side, beside the file digests
-//! and the render: one `podman ps --all --format json` for both networks and the pod (was a
-//! `network inspect` per network and a `pod inspect`), `podman top` of the proxy and of the
-//! pod's infra container.
+//! One podman process looks, beside the file digests and the render: `podman ps --all --ns
+//! --format json` for both networks and the pod (was a `network inspect` per network and a
+//! `pod inspect`), and the first process and PID namespace of the proxy, the pod's infra
+//! container and each service, whose processes are then read from the host's `/proc` and
+//! cgroup tree (was a `podman top` of each, side by side: issue 33).
+
+use anyhow::Context as _;
 
 use super::Filled;
 use super::env::{EnvHost, digest, env_files};
@@ -46,43 +49,43 @@ impl EnvHost<'_> {
         let (proxy, infra) = (n.proxy(), n.infra());
         std::thread::scope(|s| {
             let listed = s.spawn(|| podman.all_containers());
-            let proxy_top = s.spawn(|| podman.top_hpids(&proxy));
-            let infra_top = s.spawn(|| podman.top_hpids(&infra));
-            let services_top: Vec<_> = filled
-                .services
-                .iter()
-                .map(|p| (p, s.spawn(|| podman.top_hpids(&p.container))))
-                .collect();
             let mut wrong = self.files_wrong(filled);
             let members: Vec<&str> = filled
                 .services
                 .iter()
                 .map(|p| p.container.as_str())
                 .collect();
-            match joined(listed) {
-                Ok(all) => wrong.extend(topology_wrong(&n, &members, &all)),
-                Err(e) => wrong.push(format!(
-                    "the containers on {}'s networks cannot be listed: {e:#}",
-                    n.base()
-                )),
-            }
+            let all = match joined(listed) {
+                Ok(all) => {
+                    wrong.extend(topology_wrong(&n, &members, &all));
+                    Ok(all)
+                }
+                Err(e) => {
+                    wrong.push(format!(
+                        "the containers on {}'s networks cannot be listed: {e:#}",
+                        n.base()
+                    ));
+                    Err(e)
+                }
+            };
+            let top = |name: &str| container_processes(all.as_ref(), name);
             wrong.extend(processes_wrong(
                 &format!("the proxy {proxy}"),
-                joined(proxy_top),
+                top(&proxy),
                 PROXY_PROCESSES,
                 None,
             ));
             wrong.extend(processes_wrong(
                 &format!("the pod's infra container {infra}"),
-                joined(infra_top),
+                top(&infra),
                 INFRA_PROCESSES,
                 Some(1),
             ));
-            for (p, top) in services_top {
+            for p in &filled.services {
                 wrong.extend(service_processes_wrong(
                     p,
-                    joined(top),
-                    || podman.top_hpids(&p.container).map_err(Into::into),
+                    top(&p.container),
+                    || top(&p.container),
                     crate::run::procs::executable,
                 ));
             }
@@ -140,6 +143,35 @@ impl EnvHost<'_> {
 }
 
 /// The result of a look made in a scoped thread; a panic in it is an error of that look.
+/// The processes of container `name` of listing `all` (`podman ps --all --ns`), read from the
+/// host's `/proc` and cgroup tree ([`crate::run::procs::container_processes`]): what
+/// `podman top NAME hpid comm` lists. An error when the listing failed or the container is
+/// not in it or not running.
+fn container_processes(
+    all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
+    name: &str,
+) -> anyhow::Result<Vec<(u32, String)>> {
+    let all = all.map_err(|e| anyhow::anyhow!("the listing failed: {e:#}"))?;
+    let c = all
+        .iter()
+        .find(|c| c.names.iter().any(|n| n == name))
+        .ok_or_else(|| anyhow::anyhow!("no container {name}"))?;
+    let pidns = c
+        .namespaces
+        .iter()
+        .find_map(|(k, v)| (k == "Pidns").then_some(v.as_str()));
+    let (Some(init), Some(pidns)) = (c.pid, pidns) else {
+        anyhow::bail!("container {name} is {}, not running", c.state);
+    };
+    crate::run::procs::container_processes(
+        std::path::Path::new("/proc"),
+        std::path::Path::new("/sys/fs/cgroup"),
+        init,
+        pidns,
+    )
+    .with_context(|| format!("reading the processes of container {name} (pid {init})"))
+}
+
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> anyhow::Result<T> {
     match h.join() {
         Ok(r) => Ok(r?),

@@ -12,6 +12,7 @@ fn container(name: &str, networks: &[&str], pod: Option<&str>, is_infra: bool) -
         is_infra,
         networks: networks.iter().map(|n| (*n).to_string()).collect(),
         namespaces: Vec::new(),
+        pid: None,
     }
 }
 
