@@ -245,6 +245,56 @@ fn teardown_removes_the_runs_containers_itself_before_their_units_stop() {
 }
 
 #[test]
+fn a_dead_runs_pod_without_containers_is_removed_by_the_next_runs_convergence() {
+    // Attack on 63b4ca2 (teardown's one forced removal by label): `podman rm --filter` removes
+    // containers, a pod only through its labelled infra container (`--depend`); `network prune`
+    // and `volume prune` do networks and volumes. A pod of the run with no container left (the
+    // "emptied pod" podman leaves when a pod's removal fails midway, `remove_run_objects`'
+    // comment) matches none of the three: the removal succeeds, so the listing sweep, the only
+    // step that lists pods, never runs. Here cyclix dies at `teardown.podman` (all of the run
+    // still up) and a container-less pod labelled with the run stands in for the emptied one;
+    // the next run's convergence must remove it.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-tdpod").write(tb);
+    arm(tb, &t, "teardown.podman");
+    let out = start(tb, &t);
+    arm(tb, &t, "");
+    assert!(!out.status.success(), "the run was not killed");
+    expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user reset-failed cyclix-run@{t}.service || true"
+        )),
+        "reset",
+    );
+    let dead = dead_run(tb, &t).expect("no marker left");
+    let listed = expect_success(
+        &tb.user_sh(&format!(
+            "set -e
+             podman pod create --infra=false --label io.cyclix.run={dead} \
+               --label io.cyclix.tenant={t} cyclix-{dead}-emptied >/dev/null
+             podman pod ps --filter label=io.cyclix.run={dead} --format '{{{{.Name}}}} {{{{.NumberOfContainers}}}}'"
+        )),
+        "make the emptied pod",
+    );
+    assert!(
+        listed.contains(&format!("cyclix-{dead}-emptied 0")),
+        "positive control: the label listing (the audit's) sees the pod:\n{listed}"
+    );
+    let out = start(tb, &t);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{rec:#}");
+    let old = record_of(tb, &t, &dead);
+    assert_eq!(
+        old["leftovers"].as_array().map(Vec::len),
+        Some(0),
+        "the convergence left the emptied pod: {old:#}"
+    );
+    let left = leftovers(tb, &dead, &t);
+    assert!(left.trim().is_empty(), "run {dead} left:\n{left}");
+}
+
+#[test]
 fn sigkill_at_each_teardown_step_converges_to_zero_leftovers_and_records_where_it_died() {
     // security-cases §3: kill -9 the toolkit at each teardown step; the next invocation
     // converges; the dead run's record names the step. And between the record and the marker's
