@@ -106,23 +106,23 @@ impl Podman {
     /// containers that lists nothing first: `podman rm --force --depend --ignore --volumes
     /// --time 0 --filter label=LABEL` (every labelled container, killed without a grace
     /// period; an infra container's `--depend` takes its pod and every container that joined
-    /// the pod: measured on 5.4). The networks and volumes of that label are listed side by
-    /// side with it and removed by name right after (`podman network rm --force`, `podman
-    /// volume rm --force`, side by side), so a container without the label still on one of
-    /// them goes too (a prune would leave a network in use: measured). A run's forced removal
-    /// before its units stop (issue 33 item 4): the listing of containers and pods, and the
-    /// removal of pods and containers one kind after the other, of [`Podman::rm_pods`] and
-    /// [`Podman::rm_containers`] are not on its path.
+    /// the pod: measured on 5.4 and 4.3). The pods, networks and volumes of that label are
+    /// listed side by side with it; a pod whose infra container was not among those removed
+    /// (one made without an infra, or emptied by a removal that failed midway) is removed by
+    /// id next (`podman pod rm --force`), then the networks and volumes by name, side by side
+    /// (`podman network rm --force`, `podman volume rm --force`), so a container without the
+    /// label still on one of them goes too (a prune would leave a network in use: measured).
+    /// A run's forced removal before its units stop (issue 33 item 4): in the usual case two
+    /// podman processes one after the other (the containers', then the networks' beside the
+    /// volumes'), the listings beside the first.
     ///
     /// # Errors
     /// [`PodmanError::Command`] or [`PodmanError::Output`] of the first step that failed (every
     /// step is still tried whose input is known).
     pub fn rm_labelled(&self, label: &str) -> Result<()> {
         let filter = format!("label={label}");
-        let rejoin = |h: std::thread::ScopedJoinHandle<'_, Result<()>>| {
-            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-        };
         std::thread::scope(|s| {
+            let pods = s.spawn(|| self.pods(label));
             let networks = s.spawn(|| self.networks(label));
             let volumes = s.spawn(|| self.volumes(label));
             let containers = self.run(
@@ -141,18 +141,24 @@ impl Podman {
                 PODMAN_REMOVE_DEADLINE,
                 || format!("removing the containers labelled {label}"),
             );
-            let networks = networks
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                .map(|l| l.into_iter().map(|n| n.name).collect::<Vec<_>>());
-            let volumes = volumes
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                .map(|l| l.into_iter().map(|v| v.name).collect::<Vec<_>>());
-            let vols = s.spawn(|| volumes.and_then(|v| self.rm_volumes(&v)));
-            let nets = networks.and_then(|n| self.rm_networks(&n));
+            let removed: std::collections::BTreeSet<&str> = containers
+                .as_ref()
+                .map(|o| o.stdout.lines().map(str::trim).collect())
+                .unwrap_or_default();
+            let pods = rejoin(pods).map(|l| {
+                l.into_iter()
+                    .filter(|p| p.infra.as_deref().is_none_or(|i| !removed.contains(i)))
+                    .map(|p| p.id)
+                    .collect::<Vec<_>>()
+            });
+            let pods = pods.and_then(|p| self.rm_pods(&p));
+            let networks = rejoin(networks).map(|l| l.into_iter().map(|n| n.name).collect());
+            let volumes = rejoin(volumes).map(|l| l.into_iter().map(|v| v.name).collect());
+            let vols = s.spawn(|| volumes.and_then(|v: Vec<String>| self.rm_volumes(&v)));
+            let nets = networks.and_then(|n: Vec<String>| self.rm_networks(&n));
             let vols = rejoin(vols);
             containers?;
+            pods?;
             nets?;
             vols
         })
@@ -213,4 +219,9 @@ impl Podman {
     pub fn rm_volumes(&self, ids: &[String]) -> Result<()> {
         self.remove("volume", &["volume", "rm", "--force"], ids)
     }
+}
+
+/// A scoped thread's result; its panic goes on in the caller.
+fn rejoin<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }

@@ -44,6 +44,8 @@ pub struct PodInfo {
     pub status: String,
     /// Labels.
     pub labels: Labels,
+    /// Its infra container's full id (podman's `InfraId`; `None` for a pod made without one).
+    pub infra: Option<String>,
 }
 
 /// A network of [`Podman::networks`] (`podman network ls --format json`).
@@ -116,6 +118,8 @@ struct PodEntry {
     status: String,
     #[serde(default, deserialize_with = "labels")]
     labels: Labels,
+    #[serde(default)]
+    infra_id: String,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +202,7 @@ pub fn parse_pods(json: &str) -> serde_json::Result<Vec<PodInfo>> {
             name: e.name,
             status: e.status,
             labels: e.labels,
+            infra: Some(e.infra_id).filter(|i| !i.is_empty()),
         })
         .collect())
 }
