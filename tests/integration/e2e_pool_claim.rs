@@ -24,6 +24,17 @@ pub(crate) fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm:
     );
 }
 
+/// Tenant `name` with a pool of two, drained, then filled: the tenant and its two ready
+/// environments in the order a claim tries them (by id).
+fn two_ready(tb: &Testbed, name: &str) -> (String, Vec<String>) {
+    let t = Tenant::new(name).extra_yaml("pool:\n  size: 2").write(tb);
+    drain(tb, &t);
+    let mut envs = fill(tb, &t);
+    assert_eq!(envs.len(), 2, "{envs:?}");
+    envs.sort();
+    (t, envs)
+}
+
 /// How many processes named `comm` `podman top` lists in `container`.
 fn count(tb: &Testbed, container: &str, comm: &str) -> usize {
     let out = tb.user_sh(&format!(
@@ -147,13 +158,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
 fn a_container_joined_to_a_pooled_proxys_namespace_is_refused_at_the_claim() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-poolj")
-        .extra_yaml("pool:\n  size: 2")
-        .write(tb);
-    drain(tb, &t);
-    let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 2, "{envs:?}");
-    envs.sort();
+    let (t, envs) = two_ready(tb, "e2e-poolj");
     let (tampered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{tampered}-proxy");
     let spy = format!("e2e-spy-{tampered}");
@@ -201,13 +206,7 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
     // proxy: only the PID namespace shows it, as it shows it to `podman top`.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-poolns")
-        .extra_yaml("pool:\n  size: 2")
-        .write(tb);
-    drain(tb, &t);
-    let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 2, "{envs:?}");
-    envs.sort();
+    let (t, envs) = two_ready(tb, "e2e-poolns");
     let (entered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{entered}-proxy");
     let unit = format!("e2e-nsenter-{entered}");
