@@ -33,8 +33,8 @@ pub(crate) struct Teardown<'a> {
 /// noted in the progress file): remove the labelled podman objects, stop units, remove files,
 /// reload (only for an older cyclix's files), the secrets, the worktree (after noting a
 /// half-done git operation in it), the run branch if it has no commits (a temporary ref), the
-/// run dir. Tripwires and reservations go
-/// first. Every step runs whatever failed before it; the errors are joined.
+/// run dir. Tripwires and reservations go first. Every step runs whatever failed before it;
+/// the errors are joined.
 ///
 /// # Errors
 /// The failed steps, each as `what: why`, joined with `; `.

@@ -142,7 +142,6 @@ impl EnvHost<'_> {
     }
 }
 
-/// The result of a look made in a scoped thread; a panic in it is an error of that look.
 /// The processes of container `name` of listing `all` (`podman ps --all --ns`), read from the
 /// host's `/proc` and cgroup tree ([`crate::run::procs::container_processes`]): what
 /// `podman top NAME hpid comm` lists. An error when the listing failed or the container is
@@ -172,6 +171,7 @@ fn container_processes(
     .with_context(|| format!("reading the processes of container {name} (pid {init})"))
 }
 
+/// The result of a look made in a scoped thread; a panic in it is an error of that look.
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, crate::podman::Result<T>>) -> anyhow::Result<T> {
     match h.join() {
         Ok(r) => Ok(r?),

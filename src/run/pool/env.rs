@@ -312,9 +312,9 @@ impl EnvHost<'_> {
 }
 
 /// Destroys environment `id` of pool `state` over the pool's ledger of it: removes its
-/// labelled objects, stops its units, removes its files and reservation (the teardown and audit of a dead run,
-/// waiting up to `lock_wait` for podman's storage lock), then forgets its ledger and its state
-/// file `state_file`. Needs no spec (`cyclix uninstall` destroys the pools of tenants whose
+/// labelled objects, stops its units, removes its files and reservation (the teardown and
+/// audit of a dead run, waiting up to `lock_wait` for podman's storage lock), then forgets its
+/// ledger and its state file `state_file`. Needs no spec (`cyclix uninstall` destroys the pools of tenants whose
 /// spec is gone). Returns what is left, or `None`.
 #[must_use]
 pub fn destroy(
