@@ -143,9 +143,9 @@ impl EnvHost<'_> {
 }
 
 /// The processes of container `name` of listing `all` (`podman ps --all --ns`), read from the
-/// host's `/proc` and cgroup tree ([`crate::run::procs::container_processes`]): what
-/// `podman top NAME hpid comm` lists. An error when the listing failed or the container is
-/// not in it or not running.
+/// host's `/proc` and cgroup tree ([`crate::run::procs::container_processes`]): every process
+/// `podman top NAME hpid comm` gives a host pid, and more. An error when the listing failed or
+/// the container is not in it or not running.
 fn container_processes(
     all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
     name: &str,
