@@ -141,8 +141,8 @@ const CONTAINER_CGROUP_DEPTH: usize = 16;
 /// The processes of a running container, from the host's `/proc` (`proc_root`) and cgroup
 /// tree (`cgroup_root`, normally `/sys/fs/cgroup`), without a podman process (issue 33: the
 /// claim's check costs one listing). It sees every process `podman top C hpid comm` gives a
-/// host pid (psgo's: in the PID namespace AND the first process's cgroup) and more. A process is the
-/// container's when it is in the container's PID namespace (`/proc/PID/ns/pid` is
+/// host pid (psgo's: in the PID namespace and the first process's cgroup) and more. A process
+/// is the container's when it is in the container's PID namespace (`/proc/PID/ns/pid` is
 /// `pid:[PIDNS]`, podman ps `--ns`'s `Pidns`) or in the cgroup of the container's first
 /// process `init` (podman's `Pid`) or below it (where a process in a PID namespace nested in
 /// the container's still is). Each once, by pid, with its `comm`; one that ends while being
