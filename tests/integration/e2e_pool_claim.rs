@@ -203,15 +203,16 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
     // Issue 33: the claim reads a pooled container's processes from the host's /proc (its PID
     // namespace) and cgroup tree instead of `podman top`. A process that joined the proxy's
     // PID namespace from outside (`nsenter`, from a unit of its own) is in no cgroup of the
-    // proxy: only the PID namespace shows it, as it shows it to `podman top`.
+    // proxy: only the PID namespace shows it (`podman top … hpid`, the look before, gave it no
+    // host pid and dropped it: the attack review's reading of psgo).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let (t, envs) = two_ready(tb, "e2e-poolns");
     let (entered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{entered}-proxy");
     let unit = format!("e2e-nsenter-{entered}");
-    // Positive controls: `podman top` (the look the claim made before) lists the process, and
-    // its cgroup is its own unit's, not the proxy's.
+    // Positive controls: `podman top … comm` lists the process in the proxy, and its cgroup is
+    // its own unit's, not the proxy's.
     let out = expect_success(
         &tb.user_sh(&format!(
             "set -e
