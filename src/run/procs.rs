@@ -148,14 +148,18 @@ const CONTAINER_CGROUP_DEPTH: usize = 16;
 /// the container's still is). Each once, by pid, with its `comm`; one that ends while being
 /// read is skipped.
 ///
+/// `namespaces` is one look at every process's PID namespace ([`pid_namespaces`]), shared by
+/// the containers looked at together (the host's `/proc` is read once, not once each).
+///
 /// # Errors
 /// `init`'s cgroup cannot be read (it ended: the container does not run), or the cgroup tree
-/// or `/proc` cannot be listed.
+/// cannot be listed.
 pub fn container_processes(
     proc_root: &Path,
     cgroup_root: &Path,
     init: u32,
     pidns: &str,
+    namespaces: &[(u32, String)],
 ) -> std::io::Result<Vec<(u32, String)>> {
     let own = std::fs::read_to_string(proc_root.join(init.to_string()).join("cgroup"))?;
     let rel = own
@@ -181,20 +185,35 @@ pub fn container_processes(
         }
     }
     let ns = format!("pid:[{pidns}]");
-    for e in std::fs::read_dir(proc_root)?.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if std::fs::read_link(e.path().join("ns/pid")).is_ok_and(|l| l.as_os_str() == ns.as_str()) {
-            members.insert(pid);
-        }
-    }
+    members.extend(
+        namespaces
+            .iter()
+            .filter(|(_, l)| *l == ns)
+            .map(|(pid, _)| *pid),
+    );
     Ok(members
         .into_iter()
         .filter_map(|pid| {
             let comm =
                 std::fs::read_to_string(proc_root.join(pid.to_string()).join("comm")).ok()?;
             Some((pid, comm.trim_end_matches('\n').to_string()))
+        })
+        .collect())
+}
+
+/// Every process under `proc_root` (normally `/proc`) with its PID namespace as
+/// `/proc/PID/ns/pid` names it (`pid:[INODE]`); a process whose link cannot be read (another
+/// user's, or one that ended) is left out. The one look [`container_processes`] shares.
+///
+/// # Errors
+/// `proc_root` cannot be listed.
+pub fn pid_namespaces(proc_root: &Path) -> std::io::Result<Vec<(u32, String)>> {
+    Ok(std::fs::read_dir(proc_root)?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let link = std::fs::read_link(e.path().join("ns/pid")).ok()?;
+            Some((pid, link.to_string_lossy().into_owned()))
         })
         .collect())
 }
@@ -336,7 +355,8 @@ mod tests {
         std::fs::create_dir_all(cg.join(payload).join("nested")).expect("cg");
         std::fs::write(cg.join(payload).join("cgroup.procs"), "10\n11\n").expect("procs");
         std::fs::write(cg.join(payload).join("nested/cgroup.procs"), "12\n99\n").expect("procs");
-        let got = container_processes(&proc_root, &cg, 10, "7").expect("look");
+        let namespaces = pid_namespaces(&proc_root).expect("namespaces");
+        let got = container_processes(&proc_root, &cg, 10, "7", &namespaces).expect("look");
         assert_eq!(
             got,
             vec![
@@ -348,7 +368,7 @@ mod tests {
             "99 ended (no /proc entry): skipped"
         );
         assert!(
-            container_processes(&proc_root, &cg, 55, "7").is_err(),
+            container_processes(&proc_root, &cg, 55, "7", &namespaces).is_err(),
             "a first process that is gone: the container does not run"
         );
     }

@@ -68,24 +68,30 @@ impl EnvHost<'_> {
                     Err(e)
                 }
             };
-            let top = |name: &str| container_processes(all.as_ref(), name);
+            // One look at every process's PID namespace for all the containers; the services'
+            // second look (later) takes a new one.
+            let namespaces = || crate::run::procs::pid_namespaces(std::path::Path::new("/proc"));
+            let scan = namespaces();
+            let top = |name: &str, scan: &std::io::Result<Vec<(u32, String)>>| {
+                container_processes(all.as_ref(), scan, name)
+            };
             wrong.extend(processes_wrong(
                 &format!("the proxy {proxy}"),
-                top(&proxy),
+                top(&proxy, &scan),
                 PROXY_PROCESSES,
                 None,
             ));
             wrong.extend(processes_wrong(
                 &format!("the pod's infra container {infra}"),
-                top(&infra),
+                top(&infra, &scan),
                 INFRA_PROCESSES,
                 Some(1),
             ));
             for p in &filled.services {
                 wrong.extend(service_processes_wrong(
                     p,
-                    top(&p.container),
-                    || top(&p.container),
+                    top(&p.container, &scan),
+                    || top(&p.container, &namespaces()),
                     crate::run::procs::executable,
                 ));
             }
@@ -148,9 +154,13 @@ impl EnvHost<'_> {
 /// the container is not in it or not running.
 fn container_processes(
     all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
+    namespaces: &std::io::Result<Vec<(u32, String)>>,
     name: &str,
 ) -> anyhow::Result<Vec<(u32, String)>> {
     let all = all.map_err(|e| anyhow::anyhow!("the listing failed: {e:#}"))?;
+    let namespaces = namespaces
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("/proc cannot be listed: {e}"))?;
     let c = all
         .iter()
         .find(|c| c.names.iter().any(|n| n == name))
@@ -167,6 +177,7 @@ fn container_processes(
         std::path::Path::new("/sys/fs/cgroup"),
         init,
         pidns,
+        namespaces,
     )
     .with_context(|| format!("reading the processes of container {name} (pid {init})"))
 }
