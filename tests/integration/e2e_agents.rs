@@ -4,7 +4,7 @@
 //! first with the demo image as an override (fast, no CLI image needed); the real `claude` and
 //! `codex` CLIs then run against the scripted stand-in of the model API on the outside host.
 
-use crate::common::run::{leftovers, prepared, record};
+use crate::common::run::{WATCH_ROUNDS, WATCH_ROUNDS_FILE, leftovers, prepared, record};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
@@ -268,13 +268,15 @@ fn a_refused_api_call_fails_the_run_with_the_clis_own_error_recorded() {
 #[test]
 fn an_agent_running_many_processes_is_real_work_not_a_leak() {
     // Issue 20 item 5: the watch's P20 allowed 30 processes, so `make -j` or `pytest -n` was
-    // stopped as a leak. 80 processes live across at least two watch rounds; the run passes.
+    // stopped as a leak. 80 processes live across at least two watch rounds (waited for by
+    // their probes' own marks); the run passes.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-many-procs";
     Tenant::new(t)
+        .file(WATCH_ROUNDS_FILE, WATCH_ROUNDS)
         .agent_cmd(
-            r#"[sh, -c, "for i in $(seq 80); do sleep 14 & done; sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l); wait; exec cyclix-demo-agent"]"#,
+            r#"[sh, -c, "for i in $(seq 80); do sleep 600 & p=\"$p $!\"; done; sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l); . /work/rounds.sh; watch_rounds 2; kill $p; wait; exec cyclix-demo-agent"]"#,
         )
         .write(tb);
     let out = tb.user(&["systemctl", "--user", "start", &format!("cyclix-run@{t}")]);

@@ -36,7 +36,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::run::{leftovers, prepared, record, start};
+use crate::common::run::{WATCH_ROUNDS, WATCH_ROUNDS_FILE, leftovers, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
@@ -118,12 +118,14 @@ fn the_images_env_nss_and_gconv_modules_never_run_inside_cyclix() {
     let tb = prepared();
     build(tb, "localhost/atk20:latest", CONTAINERFILE);
     let t = "e2e-a20";
-    // Two watch rounds (5 s each), then the controls: a name, a user, a group, a service and a
-    // charset conversion, each loading the image's module in the agent's own programs.
+    // Two watch rounds (waited for by their probes' own marks), then the controls: a name, a
+    // user, a group, a service and a charset conversion, each loading the image's module in
+    // the agent's own programs.
     Tenant::new(t)
         .image("localhost/atk20:latest")
+        .file(WATCH_ROUNDS_FILE, WATCH_ROUNDS)
         .agent_cmd(
-            r#"[sh, -c, "sleep 11; getent hosts atk20.invalid; getent passwd 0 >/dev/null; getent group 0 >/dev/null; getent services 1 >/dev/null; echo x | iconv -f UTF-8 -t ATK20 >/dev/null 2>&1; cp /tmp/atk20.log .; git add atk20.log && git commit -qm atk20"]"#,
+            r#"[sh, -c, ". /work/rounds.sh; watch_rounds 2; getent hosts atk20.invalid; getent passwd 0 >/dev/null; getent group 0 >/dev/null; getent services 1 >/dev/null; echo x | iconv -f UTF-8 -t ATK20 >/dev/null 2>&1; cp /tmp/atk20.log .; git add atk20.log && git commit -qm atk20"]"#,
         )
         .gate_cmd("[\"true\"]")
         .write(tb);

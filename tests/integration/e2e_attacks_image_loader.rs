@@ -31,7 +31,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::run::{prepared, record, start};
+use crate::common::run::{WATCH_ROUNDS, WATCH_ROUNDS_FILE, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
@@ -97,12 +97,13 @@ fn the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
         "build the attack image",
     );
     let t = "e2e-a18";
-    // The agent waits through two watch rounds (5 s each), looks up a name and a user (NSS),
-    // then commits what the library logged in this container.
+    // The agent waits through two watch rounds (by their probes' own marks), looks up a name
+    // and a user (NSS), then commits what the library logged in this container.
     Tenant::new(t)
         .image("localhost/atk18:latest")
+        .file(WATCH_ROUNDS_FILE, WATCH_ROUNDS)
         .agent_cmd(
-            r#"[sh, -c, "sleep 11; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log atk18.log; git add atk18.log && git commit -qm atk18"]"#,
+            r#"[sh, -c, ". /work/rounds.sh; watch_rounds 2; getent hosts atk18.invalid; getent passwd 0 >/dev/null; cp /tmp/atk18.log atk18.log; git add atk18.log && git commit -qm atk18"]"#,
         )
         .gate_cmd("[\"true\"]")
         .write(tb);
@@ -113,7 +114,7 @@ fn the_images_loader_preload_and_nss_modules_never_run_inside_cyclix() {
     };
     assert_eq!(rec["result"], "passed", "{rec:#}");
     assert!(
-        rec["watch_rounds"].as_u64().is_some_and(|n| n >= 1),
+        rec["watch_rounds"].as_u64().is_some_and(|n| n >= 2),
         "the watch probes ran while the agent worked: {rec:#}"
     );
     let log = expect_success(

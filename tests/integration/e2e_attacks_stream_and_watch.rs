@@ -1,7 +1,7 @@
 //! Issue 14, attacked: what a hostile agent that has read the source does with the parts that
 //! are new this round (the preset's stream parser reading its stdout into the record).
 
-use crate::common::run::{leftovers, prepared, record};
+use crate::common::run::{WATCH_ROUNDS, WATCH_ROUNDS_FILE, leftovers, prepared, record};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::expect_success;
 
@@ -83,8 +83,9 @@ fn a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_report() 
     assert!(left.trim().is_empty(), "leftovers: {left}");
 }
 
-/// The hunter: for 12 s (two or more watch rounds of 5 s), every `cyclix probe` process it sees (the
-/// in-sandbox watch probe, told by its cmdline, run by `podman exec` as the preset's uid) is read at
+/// The hunter: until it has seen two watch probes end (two rounds, by their own marks, not a
+/// time; at most 3,000 scans), every `cyclix probe` process it sees (the in-sandbox watch
+/// probe, told by its cmdline, run by `podman exec` as the preset's uid) is read at
 /// `/proc/PID/environ` (the `PTRACE_MODE_READ` check, the same as `maps`; `mem` needs more).
 /// Once as uid 1000, once as root of a nested user namespace it makes itself (under keep-id its
 /// `uid_map` write succeeds, so it has every capability there, and it CAN read the
@@ -92,13 +93,15 @@ fn a_json_escaped_secret_in_the_clis_stream_is_redacted_from_the_agent_report() 
 /// is read the same way (`ctl`), and the probe was seen (`seen`).
 const HUNT: &str = r#"cat > /tmp/hunt.sh <<X
 sleep 600 & ctl=\$!
-seen=0; got=0; ok=0; end=\$((\$(date +%s) + 12))
-while [ \$(date +%s) -lt \$end ]; do
+seen=0; got=0; ok=0; ends=0; was=0; n=0
+while [ \$ends -lt 2 ] && [ \$n -lt 3000 ]; do
+  now=0; n=\$((n+1))
   for p in /proc/[0-9]*; do
     c=\$(cat \$p/comm 2>/dev/null) || continue
     case "\$c" in cyclix) tr '\\0' ' ' < \$p/cmdline 2>/dev/null | grep -q ' probe ' || continue
-      seen=\$((seen+1)); cat \$p/environ > /dev/null 2>&1 && got=\$((got+1));; esac
+      now=1; seen=\$((seen+1)); cat \$p/environ > /dev/null 2>&1 && got=\$((got+1));; esac
   done
+  [ \$was = 1 ] && [ \$now = 0 ] && ends=\$((ends+1)); was=\$now
   cat /proc/\$ctl/environ > /dev/null 2>&1 && ok=\$((ok+1))
 done
 kill \$ctl
@@ -161,22 +164,24 @@ fn the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_namespac
 }
 
 /// The crowd: 600 non-dumpable processes (a copy of `sleep` the agent made execute-only, as
-/// cyclix does its own binary), then 30 s of waiting (six 5 s rounds; the fault's 20 s rounds
-/// give two, so the test's three keep a margin on a loaded 2-core host, where 20 s once gave two). The host once read each one's
-/// environment with its own `podman unshare cat` (about 50 ms each on the testbed), one after
-/// the other inside the watch round: a crowd stretched a round far past its 5 s interval and
-/// blinded the leak watch that long (measured: about 20 s for one round).
+/// cyclix does its own binary) living through three watch rounds (waited for by their probes'
+/// own marks, not by a sleep: 30 s once gave two rounds on a loaded 2-core host). The host
+/// once read each one's environment with its own `podman unshare cat` (about 50 ms each on
+/// the testbed), one after the other inside the watch round: a crowd stretched a round far
+/// past its 5 s interval and blinded the leak watch that long (measured: about 20 s for one
+/// round).
 const CROWD: &str = r"cp /bin/sleep /work/.nd && chmod 0111 /work/.nd
 for i in $(seq 600); do /work/.nd 1000 & done
 sleep 1; echo PROCS=$(ls -d /proc/[0-9]* | wc -l)
-sleep 29
+. /work/rounds.sh; watch_rounds 3
 cyclix-demo-agent > /dev/null 2>&1
 ";
 
-/// Held: every non-dumpable process is read in ONE `podman unshare` per scan, so the watch
-/// keeps its pace through 30 s of the crowd (at least three rounds) and sees every process
-/// (no "cannot be read" refusal); the crowd is real work, and the run passes. Positive
-/// control: the crowd is there (the agent counts its processes).
+/// Held: every non-dumpable process is read in ONE `podman unshare` per scan, and the watch
+/// sees every process through three rounds of the crowd (no "cannot be read" refusal); the
+/// crowd is real work, and the run passes. Positive control: the crowd is there (the agent
+/// counts its processes). The rounds' pace is a speed, which this test does not time (a
+/// timed test fails under load): one scan per round is what keeps it.
 #[test]
 fn a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
     let _shared = crate::common::testbed::shared();
@@ -186,6 +191,7 @@ fn a_crowd_of_non_dumpable_processes_does_not_slow_or_blind_the_watch() {
     Tenant::new(t)
         .preset_overridden("claude-code")
         .file("crowd.sh", CROWD)
+        .file(WATCH_ROUNDS_FILE, WATCH_ROUNDS)
         .agent_cmd("[sh, /work/crowd.sh]")
         .extra_yaml("egress:\n  allow: [allowed.example]\n  ca_certs: [/srv/testbed-ca.pem]")
         .write(tb);

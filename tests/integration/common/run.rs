@@ -6,6 +6,30 @@ use std::sync::OnceLock;
 
 use crate::common::testbed::{Testbed, expect_success};
 
+/// A shell function for an agent's command that must work while the leak watch runs:
+/// `watch_rounds N` returns once N of its rounds have been counted, told by the events' own
+/// marks, not by a sleep (a sleep of "long enough" raced the rounds on a loaded host, where a
+/// round takes longer than its 5 s interval). Each round runs `/cyclix/bin/cyclix probe …
+/// --watch` in the agent's container (`podman exec`), which the agent sees in `/proc`; a
+/// round's probe ending is one mark, and the (N+1)th end means round N was counted (the round
+/// after it started), since an agent that ends right after a probe may end that round
+/// uncounted. A probe missed between two looks only makes the wait longer. Gives up after
+/// about 3 minutes; prints `WATCHED ENDS` either way. Written into the tenant's repository
+/// with `.file(WATCH_ROUNDS_FILE, WATCH_ROUNDS)` and sourced as `. /work/rounds.sh`.
+pub const WATCH_ROUNDS: &str = r#"watch_rounds() {
+  ends=0; was=0; i=0
+  while [ "$ends" -le "$1" ] && [ "$i" -lt 6000 ]; do
+    if grep -qsa -e '-[-]watch' /proc/[0-9]*/cmdline; then was=1
+    elif [ "$was" = 1 ]; then was=0; ends=$((ends + 1)); fi
+    i=$((i + 1)); sleep 0.03
+  done
+  echo "WATCHED $ends"
+}
+"#;
+
+/// Where [`WATCH_ROUNDS`] goes in the tenant's repository (`/work/rounds.sh` in the agent).
+pub const WATCH_ROUNDS_FILE: &str = "rounds.sh";
+
 /// Images built, demo laid out, templates installed: once per test process.
 pub fn prepared() -> &'static Testbed {
     static READY: OnceLock<()> = OnceLock::new();
