@@ -423,36 +423,37 @@ fn a_full_runtime_dir_is_a_named_cause_and_no_exit_code_is_invented() {
     let _only = crate::common::testbed::exclusive();
     let tb = crate::common::run::prepared();
     let t = "e2e-rtfull";
+    // The agent works until the runtime dir is full (the test's mark, a file the host puts
+    // into its work tree once `cat` met ENOSPC), then fixes the demo and exits 0: the fault is
+    // there when conmon stores that exit and cyclix writes what follows. Measured with a
+    // `sleep 3` instead, three ways the race went: conmon could not store the 0 ("conmon
+    // exited prematurely, exit code could not be retrieved", the unit failed with conmon's
+    // status 1); or conmon stored it and the export container after it exited 125; or the fill
+    // came after the agent's end and the run passed. The first two are the fault; the third
+    // was the race, gone now. A failure must name the full runtime dir and claim no exit code
+    // it did not read.
     crate::common::tenant::Tenant::new(t)
-        .agent_cmd(r#"[sh, -c, "sleep 3 && exec cyclix-demo-agent"]"#)
+        .agent_cmd(r#"[sh, -c, "i=0; while [ ! -e /work/.e2e-filled ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done; rm -f /work/.e2e-filled; exec cyclix-demo-agent"]"#)
         .write(tb);
-    // Measured, three ways the race goes: the agent printed "done: fix committed" and exited
-    // 0, but conmon could not store that ("conmon exited prematurely, exit code could not be
-    // retrieved"), so the unit failed with conmon's status 1; or conmon stored the 0 and the
-    // export container after it exited 125; or nothing needed the space in time and the run
-    // passed (seen once in a full suite). A pass is no fault to judge: tried again, at most 3
-    // times. A failure must name the full runtime dir and claim no exit code it did not read.
-    let mut rec = serde_json::Value::Null;
-    let mut run = String::new();
-    for _ in 0..3 {
-        run = crate::common::run::inject_mid_run(
-            tb,
-            t,
-            "cat /dev/zero > $XDG_RUNTIME_DIR/e2e-fill 2>/dev/null; df -h $XDG_RUNTIME_DIR > /tmp/e2e-rtfull-df",
-        );
-        expect_success(
-            &tb.user_sh("rm -f $XDG_RUNTIME_DIR/e2e-fill"),
-            "free the runtime dir",
-        );
-        rec = crate::common::run::record_of(tb, t, &run);
-        if rec["result"] != "passed" {
-            break;
-        }
-    }
+    let run = crate::common::run::inject_mid_run(
+        tb,
+        t,
+        &format!(
+            "g=; for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && g=1 && break; sleep 0.1; done
+             [ -n \"$g\" ] || {{ echo the agent was never let go >&2; exit 3; }}
+             cat /dev/zero > $XDG_RUNTIME_DIR/e2e-fill 2>/dev/null; df -h $XDG_RUNTIME_DIR > /tmp/e2e-rtfull-df
+             touch ~/.local/share/cyclix/worktrees/{t}/$run/.e2e-filled"
+        ),
+    );
+    expect_success(
+        &tb.user_sh("rm -f $XDG_RUNTIME_DIR/e2e-fill"),
+        "free the runtime dir",
+    );
+    let rec = crate::common::run::record_of(tb, t, &run);
     let causes = rec["causes"].to_string();
     assert_ne!(
         rec["result"], "passed",
-        "the full runtime dir never bit in 3 runs: {rec:#}"
+        "the full runtime dir did not bite: {rec:#}"
     );
     assert!(
         causes.contains("runtime dir full"),

@@ -94,6 +94,8 @@ echo "run=$run live=$live running=$running follow_rc=$frc""#
         &tb.user_sh(&format!(
             "sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env > /tmp/{t}.needle; [ -s /tmp/{t}.needle ] || exit 9
              since=@$(cat /tmp/{t}.since); rm -f /tmp/{t}.since; run_journal() {{ journalctl --user -o cat --no-pager --since $since -u cyclix-run@{t}.service; }}
+             # The run's last line (`record: PATH`) in: journald has the stream's earlier lines.
+             for i in $(seq 1 1200); do run_journal | grep -q '^  record: ' && break; sleep 0.1; done
              journal=$(journalctl --user -o cat --no-pager | grep -cF -f /tmp/{t}.needle)
              files=$(grep -rlF -f /tmp/{t}.needle ~/.local/state/cyclix /tmp/{t}.follow | wc -l)
              redacted=$(run_journal | grep -cxF 'agent| SECRET=*** end')

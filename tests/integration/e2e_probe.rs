@@ -152,7 +152,7 @@ name=e2e-probe-kr-$$
 podman run -d --name $name --network=none {HARDENED} \
   --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
   --mount=type=bind,source=/tmp/kr/ctx.json,destination=/cyclix/ctx.json,readonly=true \
-  localhost/cyclix-agent-python:latest sleep 30 >/dev/null
+  localhost/cyclix-agent-python:latest sleep infinity >/dev/null
 echo "before: $(podman exec $name /cyclix/bin/cyclix probe --only P23 --context /cyclix/ctx.json | head -1)"
 # add_key("user", "e2e-probe", "s3cret", 6, KEY_SPEC_USER_KEYRING) — x86_64 syscall 248.
 python3 -c 'import ctypes; l=ctypes.CDLL(None); print("key", l.syscall(248, b"user", b"e2e-probe", b"s3cret", 6, ctypes.c_int(-4)))'
@@ -189,7 +189,10 @@ podman rm -f -t 0 $name >/dev/null
 
 /// The script of the late-proxy test: a `cyclix probe` container and an agent-wait one (the
 /// run's own path, its report through the FIFO) start before the proxy listens; then a proxy
-/// container that never listens, for the control.
+/// container that never listens, for the control. The late proxy's container runs from the
+/// start, its listener held until the test opens `/open/now`: once both probes say they wait,
+/// only a file's creation and a `bind` stand between them and the proxy (a `podman run` and an
+/// interpreter's start there raced their 10 s wait on a loaded host).
 fn late_proxy_script(tb: &crate::common::testbed::Testbed) -> String {
     format!(
         r#"set -u
@@ -198,6 +201,12 @@ cleanup() {{ podman rm -f -t 0 e2e-lateprobe e2e-lateprobe0 e2e-lateaw e2e-latep
 cleanup; trap cleanup EXIT
 podman network create --internal --subnet $sub.0/24 $net >/dev/null
 {ctx}
+rm -rf /tmp/lateproxy/open; mkdir -p /tmp/lateproxy/open
+podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
+  --mount=type=bind,source=/tmp/lateproxy/open,destination=/open,readonly=true \
+  localhost/cyclix-agent-python:latest python3 -c "import http.server, os, time
+while not os.path.exists('/open/now'): time.sleep(0.02)
+http.server.ThreadingHTTPServer(('$sub.2', 3128), http.server.SimpleHTTPRequestHandler).serve_forever()" >/dev/null
 probe() {{
   podman run -d --name $1 --network $net:ip=$sub.3 {HARDENED} --tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=1g \
     --mount=type=bind,source={c},destination=/cyclix/bin/cyclix,readonly=true \
@@ -229,8 +238,7 @@ for i in $(seq 1 300); do
 done
 echo "waiting_seen=$seen"
 echo "aw_waiting_seen=$aw_seen"
-podman run -d --name e2e-lateproxy --network $net:ip=$sub.2 --read-only --cap-drop=all \
-  localhost/cyclix-agent-python:latest python3 -m http.server --bind $sub.2 3128 >/dev/null
+touch /tmp/lateproxy/open/now
 echo "late_rc=$(podman wait e2e-lateprobe)"
 echo "aw_rc=$(podman wait e2e-lateaw)"
 wait $reader

@@ -178,9 +178,12 @@ systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null || true
 fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    // A calendar time 20 s from now (UTC): the timer must fire it once.
+    // A calendar time 45 s from now (UTC): the timer must fire it once. The install must come
+    // before it (a time already past never fires with `persistent: false`), which the timer's
+    // next elapse, read after the install, shows; the run then has minutes, not what is left
+    // of one.
     let when = expect_success(
-        &tb.user_sh("date -u -d '+20 seconds' '+%Y-%m-%d %H:%M:%S UTC'"),
+        &tb.user_sh("date -u -d '+45 seconds' '+%Y-%m-%d %H:%M:%S UTC'"),
         "date",
     );
     let t = Tenant::new("e2e-timer")
@@ -197,12 +200,25 @@ fn a_timer_installed_for_a_tenant_fires_and_produces_a_record() {
         install.contains(&format!("enabled cyclix-run@{t}.timer: next elapse")),
         "{install}"
     );
+    let timer = expect_success(
+        &tb.user_sh(&format!(
+            "systemctl --user show -p NextElapseUSecRealtime -p LastTriggerUSec cyclix-run@{t}.timer"
+        )),
+        "the timer's next elapse",
+    );
+    assert!(
+        timer
+            .lines()
+            .any(|l| l.split_once('=').is_some_and(|(_, v)| !v.trim().is_empty())),
+        "the install took past the calendar time (no next elapse, never triggered: the test's \
+         45 s were too few):\n{timer}"
+    );
     let script = format!(
-        r#"for i in $(seq 1 600); do
+        r#"for i in $(seq 1 3000); do
   [ -s ~/.local/state/cyclix/runs/{t}/latest.json ] && ! systemctl --user -q is-active cyclix-run@{t}.service && exit 0
   sleep 0.1
 done
-echo "no record after 60 s"; systemctl --user status cyclix-run@{t}.timer --no-pager; exit 1"#
+echo "no record after 300 s"; systemctl --user status cyclix-run@{t}.timer --no-pager; exit 1"#
     );
     expect_success(&tb.user_sh(&script), "wait for the timer's run");
     let rec = record(tb, &t);
@@ -298,26 +314,38 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
     );
     let hash = hash.trim();
     assert_eq!(hash.len(), 64, "{hash}");
+    // The agent works until the host's scan has seen it ten times (`/tmp/agent-waits-for-scan`,
+    // touched from the host), so the scan covers the sandbox by the events' count, not a time.
     let agent = format!(
-        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && sleep 3 && exec cyclix-demo-agent\"]"
+        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && i=0 && while [ ! -e /tmp/agent-waits-for-scan ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done && exec cyclix-demo-agent\"]"
     );
     Tenant::new(t)
         .agent_cmd(&agent)
         .agent_key("env: [E2E_TOKEN]")
         .write(tb);
     // While the run is on, no process's argv may carry the value (`ps`): scan /proc/*/cmdline
-    // of every process (the agent sleeps 3 s, so the scan sees the whole sandbox).
+    // of every process, from the run unit's start to its end; `rounds` counts the scans that
+    // saw the agent (its command, told by the regex, which this script's own text does not
+    // match), and the agent goes on only after ten of them.
     let argv_scan = expect_success(
         &tb.user_sh(&format!(
             "v=$(sed -n 's/^E2E_TOKEN=//p' ~/.config/cyclix/tenants/{t}.env); printf '%s\\n' \"$v\" > /tmp/needle-argv
-             systemctl --user start --no-block cyclix-run@{t}.service; rounds=0; hits=0
-             for i in $(seq 1 300); do
-               n=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -cF -f /tmp/needle-argv)
-               hits=$((hits + n)); rounds=$((rounds + 1))
-               systemctl --user -q is-active cyclix-run@{t}.service || s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service)
-               [ \"$s\" = activating ] || [ $i -lt 5 ] || break; s=activating; sleep 0.05
+             systemctl --user start --no-block cyclix-run@{t}.service; rounds=0; hits=0; told=
+             for i in $(seq 1 1200); do
+               [ \"$(systemctl --user show -P ActiveState cyclix-run@{t}.service)\" = activating ] && break; sleep 0.1
              done
-             rm -f /tmp/needle-argv; echo \"rounds=$rounds hits=$hits\""
+             for i in $(seq 1 6000); do
+               all=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n')
+               n=$(printf '%s\\n' \"$all\" | grep -cF -f /tmp/needle-argv)
+               hits=$((hits + n))
+               printf '%s\\n' \"$all\" | grep -q 'agent-waits-[f]or-scan' && rounds=$((rounds + 1))
+               if [ $rounds -ge 10 ] && [ -z \"$told\" ]; then
+                 a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
+                 podman exec $a touch /tmp/agent-waits-for-scan && told=1
+               fi
+               [ \"$(systemctl --user show -P ActiveState cyclix-run@{t}.service)\" = activating ] || break; sleep 0.05
+             done
+             rm -f /tmp/needle-argv; echo \"rounds=$rounds hits=$hits told=$told\""
         )),
         "scan argv while the run is on",
     );
@@ -331,8 +359,8 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(
-        rounds >= 10,
-        "the argv scan must have run during the run: {argv_scan}"
+        rounds >= 10 && argv_scan.contains("told=1"),
+        "the argv scan must have run while the agent worked: {argv_scan}"
     );
     let rec = record(tb, t);
     assert_eq!(
@@ -810,19 +838,22 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
     // does not pass as if nothing happened: it fails naming the dead proxy; teardown completes.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let agent = r#"[sh, -c, "sleep 3; curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > proxy.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A; git commit -qm probe"]"#;
+    let agent = r#"[sh, -c, "i=0; while [ ! -e /tmp/killed ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done; curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > proxy.txt; curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' http://allowed.example/ > direct.txt; git add -A; git commit -qm probe"]"#;
     let t = Tenant::new("e2e-proxykill")
         .agent_cmd(agent)
         .egress_allow(&["allowed.example"], &[80])
         .write(tb);
-    // Kill the proxy once the agent has been let go (its `ctl/go`; it then sleeps 3 s before
-    // its requests): on a loaded host the probe phase outlasts `inject_mid_run`'s 1 s, and a
-    // proxy killed during the probes is a refusal before the agent ever runs.
+    // Kill the proxy once the agent has been let go (its `ctl/go`: on a loaded host the probe
+    // phase outlasts `inject_mid_run`'s 1 s, and a proxy killed during the probes is a refusal
+    // before the agent ever runs); the agent makes its requests once told the proxy is dead
+    // (`/tmp/killed`), not after a time that raced the kill.
     let run = inject_mid_run(
         tb,
         &t,
-        "for i in $(seq 1 300); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
-         podman kill cyclix-$run-proxy >/dev/null",
+        "g=; for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && g=1 && break; sleep 0.1; done
+         [ -n \"$g\" ] || { echo the agent was never let go >&2; exit 3; }
+         podman kill cyclix-$run-proxy >/dev/null
+         podman exec $a touch /tmp/killed 2>/dev/null || true",
     );
     let rec = record(tb, &t);
     // Either the leak watch saw the proxy's main process gone since the probes (issue 20,

@@ -129,21 +129,26 @@ pub fn run_with_proxy_dropin(
 }
 
 /// Starts `t`'s run in the background, waits for its agent container, runs `inject` (a shell
-/// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end.
+/// snippet; `$a` is the agent container, `$run` the run id), waits for the run to end. Each
+/// wait is on the run's own mark (the container listed, the unit no longer activating) with a
+/// cap of minutes, past which the test fails saying which (a cap of seconds once ran the
+/// snippet without a container on a loaded host).
 pub fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
     let script = format!(
         "systemctl --user start --no-block cyclix-run@{t}.service
          a=
-         for i in $(seq 1 300); do
+         for i in $(seq 1 1200); do
            a=$(podman ps --filter label=io.cyclix.tenant={t} --filter label=io.cyclix.role=agent --format '{{{{.Names}}}}' | head -1)
            [ -n \"$a\" ] && break; sleep 0.1
          done
+         [ -n \"$a\" ] || {{ echo \"no agent container of {t} within 120 s\" >&2; exit 3; }}
          run=${{a#cyclix-}}; run=${{run%-agent}}
          sleep 1
          {inject}
-         for i in $(seq 1 600); do
+         for i in $(seq 1 3000); do
            s=$(systemctl --user show -P ActiveState cyclix-run@{t}.service); [ \"$s\" = activating ] || break; sleep 0.1
          done
+         [ \"$s\" != activating ] || {{ echo \"the run of {t} still runs after 300 s\" >&2; exit 3; }}
          systemctl --user reset-failed cyclix-run@{t}.service 2>/dev/null; echo \"$run\""
     );
     expect_success(&tb.user_sh(&script), "inject a fault mid-run")
