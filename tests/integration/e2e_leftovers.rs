@@ -435,11 +435,12 @@ fn a_git_config_replaced_on_the_host_mid_run_is_a_host_change_and_never_reaches_
     // is its own, and the host's change is reported in the record, not a failure (issue 11).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-gitcfg").agent_cmd(r#"[sh, -c, "sleep 5; if grep -q cyclix /work/.git/config; then echo SAW-HOST-CONFIG; else echo OWN-CONFIG; fi; exec cyclix-demo-agent"]"#).write(tb);
+    // The agent looks once told the change was made (`/tmp/changed`, from the host).
+    let t = Tenant::new("e2e-gitcfg").agent_cmd(r#"[sh, -c, "i=0; while [ ! -e /tmp/changed ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done; if grep -q cyclix /work/.git/config; then echo SAW-HOST-CONFIG; else echo OWN-CONFIG; fi; exec cyclix-demo-agent"]"#).write(tb);
     let run = inject_mid_run(
         tb,
         &t,
-        &format!("sleep 1; git -C ~/src/{t} config cyclix.e2e replaced"),
+        &format!("git -C ~/src/{t} config cyclix.e2e replaced; podman exec $a touch /tmp/changed"),
     );
     let rec = record(tb, &t);
     assert_eq!(rec["run_id"].as_str(), Some(run.as_str()));
