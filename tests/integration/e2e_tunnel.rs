@@ -145,9 +145,9 @@ fn a_tunnel_carries_tls_for_its_own_name_or_is_cut() {
         "{r:#}"
     );
     assert!(
-        sni["end"]
-            .as_str()
-            .is_some_and(|e| !e.contains("completed") && !e.contains("timed out") && !e.starts_with("TimeoutError")),
+        sni["end"].as_str().is_some_and(|e| !e.contains("completed")
+            && !e.contains("timed out")
+            && !e.starts_with("TimeoutError")),
         "{r:#}"
     );
     // (c) Positive control: a real TLS client (Python's ssl, verifying the test CA and the
