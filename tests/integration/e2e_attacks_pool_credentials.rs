@@ -438,7 +438,11 @@ fn a_run_killed_in_its_hand_over_leaves_no_proxy_holding_the_key() {
              [ -n \"$p\" ]; for i in $p; do podman unshare kill -STOP $i; done
              f=$XDG_RUNTIME_DIR/cyclix/runs/{e}/proxy-credentials.conf
              {c} run {t} >/dev/null 2>&1 & c=$!
-             n=0; while [ ! -s $f ] && [ $n -lt 300 ]; do sleep 0.05; n=$((n+1)); done
+             n=0; while [ ! -s $f ] && [ $n -lt 2400 ] && kill -0 $c 2>/dev/null; do sleep 0.05; n=$((n+1)); done
+             if [ ! -s $f ]; then
+               kill -9 $c 2>/dev/null || true; wait $c || true; for i in $p; do podman unshare kill -CONT $i; done
+               echo \"cyclix run never wrote $f (it ended, or 120 s passed): the hand-over was not reached\" >&2; exit 1
+             fi
              kill -9 $c; wait $c || true; for i in $p; do podman unshare kill -CONT $i; done
              echo claimed=$(ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/claimed/)
              echo proxy=$(podman inspect -f '{{{{.State.Status}}}}' cyclix-{e}-proxy)",

@@ -128,6 +128,11 @@ pub(crate) fn local_tip(tb: &Testbed, t: &str, branch: &str) -> String {
 /// adds a commit of its own, so every run has something to deliver.
 const NOTE_AGENT: &str = "[sh, -c, \"cyclix-demo-agent >/dev/null 2>&1 || true; date +%s%N >> notes.txt && git add notes.txt && git commit -qm note\"]";
 
+/// An agent that holds its run open until the test releases it (`podman exec AGENT touch
+/// /tmp/release`), then is the demo agent. Never released within 300 s, it fails the run,
+/// saying so.
+const HELD_AGENT: &str = "[sh, -c, \"i=0; while [ ! -e /tmp/release ]; do [ $i -lt 3000 ] || { echo 'never released: /tmp/release not touched within 300 s' >&2; exit 1; }; sleep 0.1; i=$((i+1)); done; exec cyclix-demo-agent\"]";
+
 pub(crate) fn s<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
@@ -226,7 +231,7 @@ fn a_push_by_someone_else_during_the_run_makes_the_lease_refuse_and_nothing_is_l
     let t = dl_tenant(
         tb,
         &Tenant::new("e2e-dl-lease")
-            .agent_cmd("[sh, -c, \"sleep 10; cyclix-demo-agent\"]")
+            .agent_cmd(HELD_AGENT)
             .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-lease",
     );
@@ -237,12 +242,14 @@ fn a_push_by_someone_else_during_the_run_makes_the_lease_refuse_and_nothing_is_l
         "seed the branch",
     );
     let seed = remote_tip(tb, "dl-lease", branch);
-    // While the agent sleeps, another writer (not cyclix) fast-forwards the branch.
+    // While the agent holds the run (after its prepare took the lease), another writer (not
+    // cyclix) fast-forwards the branch; the agent is released only once that push returned.
     let other = format!(
         "rm -rf /tmp/{t}-other; git clone -q -b {branch} {URL}/dl-lease.git /tmp/{t}-other
-         cd /tmp/{t}-other; echo theirs > theirs.txt; git add theirs.txt
-         git -c user.name=other -c user.email=other@example.com commit -qm theirs
-         git push -q origin HEAD:refs/heads/{branch}"
+         (cd /tmp/{t}-other; echo theirs > theirs.txt; git add theirs.txt
+          git -c user.name=other -c user.email=other@example.com commit -qm theirs
+          git push -q origin HEAD:refs/heads/{branch})
+         podman exec \"$a\" touch /tmp/release"
     );
     let run = inject_mid_run(tb, &t, &other);
     let rec = record(tb, &t);
@@ -499,7 +506,7 @@ fn a_run_that_may_not_wait_is_refused_naming_the_branch_holder() {
     let holder = dl_tenant(
         tb,
         &Tenant::new("e2e-dl-hold")
-            .agent_cmd("[sh, -c, \"sleep 8; cyclix-demo-agent\"]")
+            .agent_cmd(HELD_AGENT)
             .extra_yaml(&format!("delivery:\n  remote: deliver\n  branch: {branch}")),
         "dl-busy",
     );
@@ -510,9 +517,11 @@ fn a_run_that_may_not_wait_is_refused_naming_the_branch_holder() {
         )),
         "dl-busy",
     );
+    // The holder's agent holds the branch until the waiter's run (started blocking) ended.
     let inject = format!(
         "systemctl --user start cyclix-run@{waiter}.service 2>/dev/null
-         systemctl --user reset-failed cyclix-run@{waiter}.service 2>/dev/null; true"
+         systemctl --user reset-failed cyclix-run@{waiter}.service 2>/dev/null
+         podman exec \"$a\" touch /tmp/release"
     );
     let run = inject_mid_run(tb, &holder, &inject);
     let refused = record(tb, &waiter);

@@ -245,10 +245,17 @@ wait $dp; echo "RC=$?"; cat /tmp/drill-host.json; cat /tmp/drill-host.err >&2"#
         &tb.user_sh(&format!(
             r#"d=$XDG_RUNTIME_DIR/cyclix/drills
 {c} drill {t} --only ssh-key > /dev/null 2>&1 & dp=$!
-for i in $(seq 1 600); do
+# The kill waits for the drill's ledger naming its sentinel (the drill is then mid-run).
+p=
+for i in $(seq 1 6000); do
   f=$(ls $d/*.json 2>/dev/null | head -1)
-  [ -n "$f" ] && p={pid} && [ -n "$p" ] && [ "$p" != 0 ] && break; sleep 0.02
+  [ -n "$f" ] && p={pid} && [ -n "$p" ] && [ "$p" != 0 ] && break; p=
+  kill -0 $dp 2>/dev/null || break; sleep 0.02
 done
+if [ -z "$p" ]; then
+  kill -KILL $dp 2>/dev/null; wait $dp 2>/dev/null
+  echo "no drill ledger with a sentinel pid (the drill ended, or 6000 looks, >= 120 s): nothing to kill mid-run" >&2; exit 1
+fi
 kill -KILL $dp; wait $dp 2>/dev/null
 echo "LEFT"; {c} leftovers --json
 {c} drill {t} --only ssh-key > /dev/null 2>/tmp/drill-again.err; echo "AGAIN=$?"; grep -c 'removed what drill' /tmp/drill-again.err

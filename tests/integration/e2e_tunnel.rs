@@ -15,14 +15,16 @@ use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 use crate::e2e_boundary::assert_all_probes_pass;
 
-/// The agent: three tunnels through `$HTTPS_PROXY`, each with a deadline of 5 s, their results
-/// in `tunnel.json` (committed). `ca.pem` is the testbed's CA, committed next to it.
+/// The agent: three tunnels through `$HTTPS_PROXY`, their results in `tunnel.json`
+/// (committed). Each read waits for the proxy's own end of the tunnel (close, reset, or
+/// the page) with a cap of 120 s that is reported as `timeout`, never taken for a cut.
+/// `ca.pem` is the testbed's CA, committed next to it.
 const ATTACK: &str = r#"import json, os, socket, ssl, time, urllib.request
 proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").rstrip("/")
 host, port = proxy.rsplit(":", 1)
 
 def tunnel(target):
-    s = socket.create_connection((host, int(port)), timeout=5)
+    s = socket.create_connection((host, int(port)), timeout=120)
     s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
     head = b""
     while not head.endswith(b"\r\n\r\n"):
@@ -65,7 +67,7 @@ except Exception as e:
 
 ctx = ssl.create_default_context(cafile="ca.pem")
 try:
-    body = urllib.request.urlopen("https://allowed.example/", context=ctx, timeout=5).read().decode()
+    body = urllib.request.urlopen("https://allowed.example/", context=ctx, timeout=120).read().decode()
     out["tls"] = {"body": body}
 except Exception as e:
     out["tls"] = {"error": type(e).__name__ + ": " + str(e)}
@@ -122,8 +124,9 @@ fn a_tunnel_carries_tls_for_its_own_name_or_is_cut() {
     );
     let r: serde_json::Value = serde_json::from_str(&json).expect("tunnel.json");
 
-    // (a) Non-TLS bytes to an allowlisted name: the tunnel was established, then cut at once
-    // (within the probe deadline of 2 s), and not one byte of the server came back.
+    // (a) Non-TLS bytes to an allowlisted name: the tunnel was established, then cut by the
+    // proxy (closed or reset, not the agent's 120 s cap), and not one byte of the server came
+    // back; the record below gives the proxy's reason (`not_tls`).
     let ssh = &r["ssh"];
     assert_eq!(
         ssh["connect"], "HTTP/1.1 200 Connection established",
@@ -134,20 +137,19 @@ fn a_tunnel_carries_tls_for_its_own_name_or_is_cut() {
         ssh["end"] == "closed" || ssh["end"] == "ConnectionResetError",
         "the tunnel was not cut: {r:#}"
     );
-    assert!(ssh["secs"].as_f64().is_some_and(|s| s < 2.0), "{r:#}");
-    // (b) TLS naming another host: cut during the handshake, within the deadline.
+    // (b) TLS naming another host: cut during the handshake (not by the agent's cap), the
+    // record's reason `sni_mismatch` below.
     let sni = &r["sni"];
     assert_eq!(
         sni["connect"], "HTTP/1.1 200 Connection established",
         "{r:#}"
     );
     assert!(
-        sni["end"]
-            .as_str()
-            .is_some_and(|e| !e.contains("completed")),
+        sni["end"].as_str().is_some_and(|e| !e.contains("completed")
+            && !e.contains("timed out")
+            && !e.starts_with("TimeoutError")),
         "{r:#}"
     );
-    assert!(sni["secs"].as_f64().is_some_and(|s| s < 2.0), "{r:#}");
     // (c) Positive control: a real TLS client (Python's ssl, verifying the test CA and the
     // name) through the proxy to the same name gets the TLS page.
     assert!(

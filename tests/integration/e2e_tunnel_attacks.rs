@@ -30,8 +30,10 @@ use crate::common::run::{prepared, record, run_with_proxy_dropin, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
-/// The agent: each attack with a 5 s deadline, results in `attack.json` (committed). `marker`
-/// is random per run: the line service's log is searched for it.
+/// The agent: each attack read until the other side's own end (the proxy's close or reset, the
+/// server's answer), capped at 120 s; a read that hits the cap is reported as a timeout, never
+/// taken for a cut. Results in `attack.json` (committed). `marker` is random per run: the line
+/// service's log is searched for it.
 const AGENT: &str = r#"import json, os, socket, ssl, struct, time
 proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").rstrip("/")
 PH, PP = proxy.rsplit(":", 1)[0], int(proxy.rsplit(":", 1)[1])
@@ -63,21 +65,24 @@ def hello(sni):
     return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
 
 def drain(s):
-    # Until the other side closes, 8 KiB, or the line service's answer to PING (a tunnel it
-    # answers stays open).
+    # Until the other side closes, 8 KiB, the line service's answer to PING (a tunnel it
+    # answers stays open), or the testbed CA's name in a server's certificate (a spliced TLS
+    # server waits for the client's next flight). With how it ended.
     out = b""
     try:
-        while len(out) < 8192 and b"+PONG" not in out:
+        while len(out) < 8192 and b"+PONG" not in out and b"cyclix testbed CA" not in out:
             b = s.recv(4096)
             if not b:
-                break
+                return out, "closed"
             out += b
-    except OSError:
-        pass
-    return out
+    except socket.timeout:
+        return out, "timeout"
+    except OSError as e:
+        return out, type(e).__name__
+    return out, "answered"
 
-def tunnel(target, first, then=b"", wait=5):
-    s = socket.create_connection((PH, PP), timeout=5)
+def tunnel(target, first, then=b""):
+    s = socket.create_connection((PH, PP), timeout=120)
     s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
     head = b""
     while not head.endswith(b"\r\n\r\n"):
@@ -91,33 +96,37 @@ def tunnel(target, first, then=b"", wait=5):
         # The ClientHello alone in its segment: squid peeks at it first. What came back before
         # the text is read now: a server that answers and closes (busybox httpd's 400) would
         # reset the connection when the text arrives, and its answer would be lost unread.
-        s.settimeout(0.7)
+        # Something always comes back, or the tunnel ends: both servers answer the hello (it
+        # has newline bytes: the line service's "-ERR", httpd's 400), and squid splices that
+        # answer, or ends the client's side, or gives up on a silent server (connect_timeout,
+        # 10 s). So the text goes after the first answer or the end (120 s cap).
         try:
             early = s.recv(4096)
         except OSError:
             pass
-        s.settimeout(wait)
         try:
             s.sendall(then)
         except OSError:
             pass
-    got = early + drain(s)
+    got, end = drain(s)
     s.close()
-    return got
+    return early + got, end
 
-def who(got):
-    if not got:
-        return "cut"
+def who(r):
+    got, end = r
     if b"cyclix testbed CA" in got:
         return "spliced"
     if b"cyclix egress proxy" in got:
         return "proxy"
-    return "other"
+    if got:
+        return "other"
+    # Nothing came back: a cut is the proxy ending the tunnel, not the agent's cap.
+    return "silent until the 120 s cap" if end == "timeout" else "cut"
 
 def plain(req):
-    s = socket.create_connection((PH, PP), timeout=5)
+    s = socket.create_connection((PH, PP), timeout=120)
     s.sendall(req)
-    got = drain(s)
+    got, _ = drain(s)
     s.close()
     return got.decode("latin-1")
 
@@ -126,14 +135,14 @@ out = {"marker": marker}
 # Until the proxy closes: a server that stays silent after the hello (no newline in it) keeps
 # squid waiting for its answer until connect_timeout (10 s), and the tunnel's line is logged
 # when squid gives up, which must be before the run reads the proxy's log.
-line = tunnel("allowed.example:2525", genuine_hello("allowed.example"), f"\r\nPING\r\n{marker}-line\r\n".encode(), 120)
+line, out["line_end"] = tunnel("allowed.example:2525", genuine_hello("allowed.example"), f"\r\nPING\r\n{marker}-line\r\n".encode())
 out["line"] = line.decode("latin-1")[:300]
 # Judged on everything that came back (the text above is cut for the report: a ClientHello
 # with many newline bytes gets as many "-ERR" lines before the "+PONG").
 out["line_pong"] = b"+PONG" in line
 out["line_answered"] = b"+PONG" in line or b"-ERR" in line
 out["line_first"] = line[:1].hex()
-http = tunnel("allowed.example:80", genuine_hello("allowed.example"), f"GET /{marker}-http HTTP/1.0\r\nHost: allowed.example\r\n\r\n".encode(), 120)
+http, out["http_end"] = tunnel("allowed.example:80", genuine_hello("allowed.example"), f"GET /{marker}-http HTTP/1.0\r\nHost: allowed.example\r\n\r\n".encode())
 out["http"] = http.decode("latin-1")[:300]
 out["http_answered"] = b"HTTP/1." in http
 out["http_first"] = http[:1].hex()

@@ -165,7 +165,13 @@ sed -e 's#^Image=.*#Image=docker.io/library/busybox:latest#' -e 's# "localhost/h
 systemctl --user daemon-reload
 cursor=$(journalctl --user -n 0 --show-cursor -q | sed -n 's/^-- cursor: //p')
 systemctl --user start cyclix-golden-1-gate.service || true
-for i in $(seq 1 100); do s=$(systemctl --user show -P ActiveState cyclix-golden-1-gate.service); [ "$s" = active ] || [ "$s" = activating ] || break; sleep 0.1; done
+# The gate's end is the event its output is read after (its container printed and exited).
+for i in $(seq 1 1200); do s=$(systemctl --user show -P ActiveState cyclix-golden-1-gate.service); [ "$s" = active ] || [ "$s" = activating ] || break; sleep 0.1; done
+if [ "$s" = active ] || [ "$s" = activating ]; then
+  echo "the hostile gate was still $s after 120 s; its output cannot be read yet" >&2
+  systemctl --user stop cyclix-golden-1-gate.service || true
+  exit 1
+fi
 # The gate's output goes to its raw file (podman's k8s-file records), not to the journal.
 sed -n 's/^[^ ]* std[a-z]* [FP] //p' $R/gate.out | grep '^<' || true
 [ "$(journalctl --user -q -o cat --after-cursor "$cursor" -u cyclix-golden-1-gate.service | grep -c '^<')" = 0 ] || echo 'argv words in the journal'

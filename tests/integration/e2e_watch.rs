@@ -48,6 +48,14 @@ def attacks(pid):
 def state(pid):
     for l in open(f"/proc/{pid}/status"):
         if l.startswith("State:"): return l.split()[1]
+def gone(pid):
+    # A short-lived watch probe may end between being seen and being attacked: then its pid
+    # is no more (ESRCH, ENOENT) or a zombie, and what was tried on it says nothing about its
+    # protection (an exiting process has dropped its memory, and with it the dumpable flag).
+    return st(pid) in ("Z", "gone")
+def st(pid):
+    try: return state(pid)
+    except (FileNotFoundError, ProcessLookupError): return "gone"
 mode, rounds = sys.argv[1], int(sys.argv[2])
 env = dict(os.environ, CYCLIX_CANARY="set-by-the-agent-not-the-canary")
 own = subprocess.Popen(["sleep", "600"], env=env)
@@ -79,15 +87,24 @@ while time.time() < deadline:
             continue
         done.add(pid)
         if len(results) < rounds:
-            results.append(attacks(pid))
+            r = attacks(pid)
+            # Ended under the attacks: not recorded, the next probe is attacked instead.
+            if gone(pid): continue
+            results.append(r)
             print("ATTACK " + json.dumps(results[-1]), flush=True)
             continue
-        if mode == "stop": os.kill(pid, signal.SIGSTOP)
-        elif mode == "kill": os.kill(pid, signal.SIGKILL)
-        else: continue
+        if mode not in ("stop", "kill") or gone(pid): continue
+        try: os.kill(pid, signal.SIGSTOP if mode == "stop" else signal.SIGKILL)
+        except ProcessLookupError: continue
+        if mode == "stop":
+            # The stop is seen in the probe's state; a probe that ended first was not stopped.
+            while (now := st(pid)) not in ("T", "Z", "gone"): time.sleep(0.01)
+            if now != "T": continue
         print(f"{mode.upper()} {pid} {int(time.time() * 1000)}", flush=True)
         print("BREACHES " + json.dumps(breaches), flush=True)
-        time.sleep(120)
+        # A SIGKILL cannot be seen to land (the probe may have ended just before it): every
+        # later probe is killed too, until the run ends. A stopped probe stays stopped.
+        if mode == "stop": time.sleep(120)
     time.sleep(0.001)
 print("BREACHES " + json.dumps(breaches), flush=True)
 time.sleep(120)
@@ -116,7 +133,8 @@ fn attacked_run(
         .file("attack.py", ATTACK)
         .write(tb);
     let inject = format!(
-        r#"for i in $(seq 1 300); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
+        r#"for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
+[ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] || {{ echo "run $run: no ctl/go within 120 s, the canary is not read yet" >&2; exit 1; }}
 p=$(systemctl --user show -P MainPID cyclix-run@{t}.service)
 v=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^CYCLIX_CANARY=//p')
 printf '%s' "$v" | sha256sum | cut -d' ' -f1 > /tmp/{t}.sha
