@@ -24,15 +24,28 @@ pub(crate) fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm:
     );
 }
 
-/// Tenant `name` with a pool of two, drained, then filled: the tenant and its two ready
+/// Tenant `name` with a pool of `size`, drained, then filled: the tenant and its ready
 /// environments in the order a claim tries them (by id).
-fn two_ready(tb: &Testbed, name: &str) -> (String, Vec<String>) {
-    let t = Tenant::new(name).extra_yaml("pool:\n  size: 2").write(tb);
+fn ready(tb: &Testbed, name: &str, size: usize) -> (String, Vec<String>) {
+    let t = Tenant::new(name)
+        .extra_yaml(&format!("pool:\n  size: {size}"))
+        .write(tb);
     drain(tb, &t);
     let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 2, "{envs:?}");
+    assert_eq!(envs.len(), size, "{envs:?}");
     envs.sort();
     (t, envs)
+}
+
+/// Nothing of environments `envs` is left, and tenant `t`'s pool holds no file.
+fn nothing_left(tb: &Testbed, t: &str, envs: &[String]) {
+    for e in envs {
+        let left = leftovers(tb, e, t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, t, state), "", "{state}");
+    }
 }
 
 /// How many processes named `comm` `podman top` lists in `container`.
@@ -50,14 +63,8 @@ fn count(tb: &Testbed, container: &str, comm: &str) -> usize {
 fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-poolp")
-        .extra_yaml("pool:\n  size: 3")
-        .write(tb);
-    drain(tb, &t);
-    let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 3, "{envs:?}");
     // The claim tries the ready ones in id order: the two tampered ones come first.
-    envs.sort();
+    let (t, envs) = ready(tb, "e2e-poolp", 3);
     let (in_proxy, in_infra, good) = (&envs[0], &envs[1], &envs[2]);
     let proxy = format!("cyclix-{in_proxy}-proxy");
     let infra = format!("cyclix-{in_infra}-infra");
@@ -134,10 +141,6 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         "ended",
         "{ended:?}"
     );
-    for e in &envs {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
-    }
     let units_left = expect_success(
         &tb.user_sh(&format!(
             "systemctl --user list-units --all --no-legend '{}' '{}'",
@@ -146,9 +149,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         "list the stray units",
     );
     assert_eq!(units_left.trim(), "", "{units_left}");
-    for state in ["ready", "claimed", "filling", "ledgers"] {
-        assert_eq!(pool_files(tb, &t, state), "", "{state}");
-    }
+    nothing_left(tb, &t, &envs);
 }
 
 /// A container that joins a pooled proxy's network namespace (`--network container:`) is on
@@ -158,7 +159,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
 fn a_container_joined_to_a_pooled_proxys_namespace_is_refused_at_the_claim() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let (t, envs) = two_ready(tb, "e2e-poolj");
+    let (t, envs) = ready(tb, "e2e-poolj", 2);
     let (tampered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{tampered}-proxy");
     let spy = format!("e2e-spy-{tampered}");
@@ -207,7 +208,7 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
     // host pid and dropped it: the attack review's reading of psgo).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let (t, envs) = two_ready(tb, "e2e-poolns");
+    let (t, envs) = ready(tb, "e2e-poolns", 2);
     let (entered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{entered}-proxy");
     let unit = format!("e2e-nsenter-{entered}");
@@ -253,13 +254,7 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
         "ended",
         "{ended:?}"
     );
-    for e in &envs {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
-    }
-    for state in ["ready", "claimed", "filling", "ledgers"] {
-        assert_eq!(pool_files(tb, &t, state), "", "{state}");
-    }
+    nothing_left(tb, &t, &envs);
 }
 
 #[test]
@@ -272,13 +267,7 @@ fn a_process_that_entered_a_pooled_network_namespace_from_outside_is_refused() {
     // `/proc/PID/net/tcp`). The claim's look at every process's network namespace refuses it.
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-poolnet")
-        .extra_yaml("pool:\n  size: 3")
-        .write(tb);
-    drain(tb, &t);
-    let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 3, "{envs:?}");
-    envs.sort();
+    let (t, envs) = ready(tb, "e2e-poolnet", 3);
     let (proxied, podded, good) = (&envs[0], &envs[1], &envs[2]);
     let proxy = format!("cyclix-{proxied}-proxy");
     let infra = format!("cyclix-{podded}-infra");
@@ -336,11 +325,5 @@ fn a_process_that_entered_a_pooled_network_namespace_from_outside_is_refused() {
             "{env}: {rec:#}"
         );
     }
-    for e in &envs {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
-    }
-    for state in ["ready", "claimed", "filling", "ledgers"] {
-        assert_eq!(pool_files(tb, &t, state), "", "{state}");
-    }
+    nothing_left(tb, &t, &envs);
 }
