@@ -226,12 +226,13 @@ pub fn net_namespaces(listing: &[ContainerInfo], names: &[&str]) -> Vec<(String,
 
 /// What is wrong with the network namespaces `held` (container, inode: the proxy's and the
 /// pod's, [`net_namespaces`]): a process in one of them that is none of the environment's
-/// containers' (`members`, by pid), in the look `first` and still in a second look `again`
-/// takes ([`SERVICE_LOOK_AGAIN_MS`] later; a `podman exec` of a health check passes through
-/// the namespace from outside for a moment). Such a process entered it from outside (`nsenter
-/// -U -n -t PID` from a unit of its own: no PID namespace or cgroup of the containers holds
-/// it), and sees and makes their connections; the fill left none. `comm` names a pid. Pure
-/// but for `again`.
+/// containers' (`members`, by pid), in the look `first`, and in the same namespace again
+/// (that process or another: an attack review's spy re-entered every 0.5 s under new pids)
+/// in a second look `again` takes ([`SERVICE_LOOK_AGAIN_MS`] later; a `podman exec` of a
+/// health check passes through the namespace from outside for a moment). Such a process
+/// entered it from outside (`nsenter -U -n -t PID` from a unit of its own: no PID namespace or
+/// cgroup of the containers holds it), and sees and makes their connections; the fill left
+/// none. `comm` names a pid. Pure but for `again`.
 pub fn net_strangers_wrong(
     held: &[(String, String)],
     first: &[crate::run::procs::Namespaces],
@@ -259,7 +260,7 @@ pub fn net_strangers_wrong(
     };
     crate::run::procs::strangers(&scan, &inodes, &members)
         .into_iter()
-        .filter(|s| seen.contains(s))
+        .filter(|(_, net)| seen.iter().any(|(_, n)| n == net))
         .map(|(pid, net)| {
             let whose = held
                 .iter()

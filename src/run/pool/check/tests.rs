@@ -332,6 +332,20 @@ fn a_process_that_stays_in_the_proxys_network_namespace_from_outside_is_wrong() 
         let scan = vec![ns(10, "7", "70"), ns(20, "8", "80"), ns(30, "1", "70")];
         (Ok(scan), [10, 20].into_iter().collect())
     };
+    // Another spy in the proxy's namespace at the second look (re-entered under a new pid):
+    // wrong all the same; a stranger only in the pod's at the second look was not there first.
+    let renewed = || {
+        let scan = vec![ns(10, "7", "70"), ns(40, "1", "70"), ns(41, "1", "90")];
+        (Ok(scan), [10, 20].into_iter().collect())
+    };
+    let held3 = [
+        held.clone(),
+        vec![("cyclix-x".to_string(), "90".to_string())],
+    ]
+    .concat();
+    let wrong = net_strangers_wrong(&held3, &first, &members, renewed, |p| format!("comm{p}"));
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(wrong[0].starts_with("comm40 (pid 40)"), "{wrong:?}");
     let wrong = net_strangers_wrong(&held, &first, &members, again, |p| format!("comm{p}"));
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert!(
