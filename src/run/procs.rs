@@ -148,8 +148,8 @@ const CONTAINER_CGROUP_DEPTH: usize = 16;
 /// the container's still is). Each once, by pid, with its `comm`; one that ends while being
 /// read is skipped.
 ///
-/// `namespaces` is one look at every process's PID namespace ([`pid_namespaces`]), shared by
-/// the containers looked at together (the host's `/proc` is read once, not once each).
+/// `namespaces` is one look at every process's namespaces ([`namespaces`]), shared by the
+/// containers looked at together (the host's `/proc` is read once, not once each).
 ///
 /// # Errors
 /// `init`'s cgroup cannot be read (it ended: the container does not run), or the cgroup tree
@@ -159,7 +159,7 @@ pub fn container_processes(
     cgroup_root: &Path,
     init: u32,
     pidns: &str,
-    namespaces: &[(u32, String)],
+    namespaces: &[Namespaces],
 ) -> std::io::Result<Vec<(u32, String)>> {
     let own = std::fs::read_to_string(proc_root.join(init.to_string()).join("cgroup"))?;
     let rel = own
@@ -185,12 +185,7 @@ pub fn container_processes(
         }
     }
     let ns = format!("pid:[{pidns}]");
-    members.extend(
-        namespaces
-            .iter()
-            .filter(|(_, l)| *l == ns)
-            .map(|(pid, _)| *pid),
-    );
+    members.extend(namespaces.iter().filter(|n| n.pid_ns == ns).map(|n| n.pid));
     Ok(members
         .into_iter()
         .filter_map(|pid| {
@@ -201,21 +196,66 @@ pub fn container_processes(
         .collect())
 }
 
-/// Every process under `proc_root` (normally `/proc`) with its PID namespace as
-/// `/proc/PID/ns/pid` names it (`pid:[INODE]`); a process whose link cannot be read (another
-/// user's, or one that ended) is left out. The one look [`container_processes`] shares.
+/// One process's PID and network namespaces, as its `/proc/PID/ns/` links name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespaces {
+    /// Host pid.
+    pub pid: u32,
+    /// `/proc/PID/ns/pid`'s target, `pid:[INODE]`.
+    pub pid_ns: String,
+    /// `/proc/PID/ns/net`'s target, `net:[INODE]`; `None` when it cannot be read (the process
+    /// ended between the two reads).
+    pub net_ns: Option<String>,
+}
+
+/// Every process under `proc_root` (normally `/proc`) with its PID and network namespaces
+/// ([`Namespaces`]); a process whose PID namespace link cannot be read (another user's, or one
+/// that ended) is left out. The one look [`container_processes`] and [`strangers`] share.
 ///
 /// # Errors
 /// `proc_root` cannot be listed.
-pub fn pid_namespaces(proc_root: &Path) -> std::io::Result<Vec<(u32, String)>> {
+pub fn namespaces(proc_root: &Path) -> std::io::Result<Vec<Namespaces>> {
     Ok(std::fs::read_dir(proc_root)?
         .filter_map(Result::ok)
         .filter_map(|e| {
             let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let link = std::fs::read_link(e.path().join("ns/pid")).ok()?;
-            Some((pid, link.to_string_lossy().into_owned()))
+            let link = |ns: &str| {
+                std::fs::read_link(e.path().join("ns").join(ns))
+                    .ok()
+                    .map(|l| l.to_string_lossy().into_owned())
+            };
+            Some(Namespaces {
+                pid,
+                pid_ns: link("pid")?,
+                net_ns: link("net"),
+            })
         })
         .collect())
+}
+
+/// The processes of `scan` in one of the network namespaces `held` (inodes, as podman ps
+/// `--ns` gives a container's `Net`) that are not among `members` (the processes of the
+/// containers those namespaces belong to, [`container_processes`]): a process that entered a
+/// container's network namespace from outside it (`nsenter -U -n -t PID` from a unit of its
+/// own: in no PID namespace or cgroup of the container, it sees and makes the container's
+/// connections). Each with the inode it holds, by pid. Pure.
+#[must_use]
+pub fn strangers(
+    scan: &[Namespaces],
+    held: &[&str],
+    members: &std::collections::BTreeSet<u32>,
+) -> Vec<(u32, String)> {
+    let held: Vec<String> = held.iter().map(|i| format!("net:[{i}]")).collect();
+    let mut out: Vec<(u32, String)> = scan
+        .iter()
+        .filter(|n| !members.contains(&n.pid))
+        .filter_map(|n| {
+            let net = n.net_ns.as_ref()?;
+            held.contains(net).then(|| (n.pid, net.clone()))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// When this user's manager (`systemd --user`, `user@UID.service`) started, in ms since the
@@ -335,6 +375,7 @@ mod tests {
             let d = proc_root.join(pid.to_string()).join("ns");
             std::fs::create_dir_all(&d).expect("ns");
             std::os::unix::fs::symlink(format!("pid:[{inode}]"), d.join("pid")).expect("link");
+            std::os::unix::fs::symlink(format!("net:[{inode}0]"), d.join("net")).expect("link");
         };
         let payload = "user.slice/u.service/app.slice/c-proxy.service/libpod-payload-1";
         for (pid, comm, inode) in [
@@ -355,7 +396,7 @@ mod tests {
         std::fs::create_dir_all(cg.join(payload).join("nested")).expect("cg");
         std::fs::write(cg.join(payload).join("cgroup.procs"), "10\n11\n").expect("procs");
         std::fs::write(cg.join(payload).join("nested/cgroup.procs"), "12\n99\n").expect("procs");
-        let namespaces = pid_namespaces(&proc_root).expect("namespaces");
+        let namespaces = namespaces(&proc_root).expect("namespaces");
         let got = container_processes(&proc_root, &cg, 10, "7", &namespaces).expect("look");
         assert_eq!(
             got,
@@ -371,6 +412,42 @@ mod tests {
             container_processes(&proc_root, &cg, 55, "7", &namespaces).is_err(),
             "a first process that is gone: the container does not run"
         );
+        assert_eq!(
+            namespaces
+                .iter()
+                .find(|n| n.pid == 13)
+                .and_then(|n| n.net_ns.clone()),
+            Some("net:[70]".to_string()),
+            "the network namespace is read in the same look"
+        );
+    }
+
+    #[test]
+    fn a_process_in_a_held_network_namespace_outside_the_containers_is_a_stranger() {
+        let n = |pid: u32, pidns: &str, net: Option<&str>| Namespaces {
+            pid,
+            pid_ns: format!("pid:[{pidns}]"),
+            net_ns: net.map(|i| format!("net:[{i}]")),
+        };
+        let scan = [
+            n(10, "7", Some("70")), // the container's own
+            n(11, "7", Some("70")),
+            n(30, "1", Some("70")), // `nsenter -U -n` from outside: the host's PID namespace
+            n(31, "1", Some("1")),  // a host process
+            n(32, "9", Some("90")), // another container's
+            n(33, "1", None),       // ended between the reads
+        ];
+        let members = [10, 11].into_iter().collect();
+        assert_eq!(
+            strangers(&scan, &["70"], &members),
+            vec![(30, "net:[70]".to_string())]
+        );
+        assert_eq!(
+            strangers(&scan, &["70", "90"], &members),
+            vec![(30, "net:[70]".to_string()), (32, "net:[90]".to_string())],
+            "a namespace held by no member: every process in it is a stranger"
+        );
+        assert!(strangers(&scan, &[], &members).is_empty());
     }
 
     #[test]

@@ -24,15 +24,28 @@ pub(crate) fn stray(tb: &Testbed, unit: &str, container: &str, argv: &str, comm:
     );
 }
 
-/// Tenant `name` with a pool of two, drained, then filled: the tenant and its two ready
+/// Tenant `name` with a pool of `size`, drained, then filled: the tenant and its ready
 /// environments in the order a claim tries them (by id).
-fn two_ready(tb: &Testbed, name: &str) -> (String, Vec<String>) {
-    let t = Tenant::new(name).extra_yaml("pool:\n  size: 2").write(tb);
+fn ready(tb: &Testbed, name: &str, size: usize) -> (String, Vec<String>) {
+    let t = Tenant::new(name)
+        .extra_yaml(&format!("pool:\n  size: {size}"))
+        .write(tb);
     drain(tb, &t);
     let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 2, "{envs:?}");
+    assert_eq!(envs.len(), size, "{envs:?}");
     envs.sort();
     (t, envs)
+}
+
+/// Nothing of environments `envs` is left, and tenant `t`'s pool holds no file.
+fn nothing_left(tb: &Testbed, t: &str, envs: &[String]) {
+    for e in envs {
+        let left = leftovers(tb, e, t);
+        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    }
+    for state in ["ready", "claimed", "filling", "ledgers"] {
+        assert_eq!(pool_files(tb, t, state), "", "{state}");
+    }
 }
 
 /// How many processes named `comm` `podman top` lists in `container`.
@@ -50,14 +63,8 @@ fn count(tb: &Testbed, container: &str, comm: &str) -> usize {
 fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = Tenant::new("e2e-poolp")
-        .extra_yaml("pool:\n  size: 3")
-        .write(tb);
-    drain(tb, &t);
-    let mut envs = fill(tb, &t);
-    assert_eq!(envs.len(), 3, "{envs:?}");
     // The claim tries the ready ones in id order: the two tampered ones come first.
-    envs.sort();
+    let (t, envs) = ready(tb, "e2e-poolp", 3);
     let (in_proxy, in_infra, good) = (&envs[0], &envs[1], &envs[2]);
     let proxy = format!("cyclix-{in_proxy}-proxy");
     let infra = format!("cyclix-{in_infra}-infra");
@@ -134,10 +141,6 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         "ended",
         "{ended:?}"
     );
-    for e in &envs {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
-    }
     let units_left = expect_success(
         &tb.user_sh(&format!(
             "systemctl --user list-units --all --no-legend '{}' '{}'",
@@ -146,9 +149,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         "list the stray units",
     );
     assert_eq!(units_left.trim(), "", "{units_left}");
-    for state in ["ready", "claimed", "filling", "ledgers"] {
-        assert_eq!(pool_files(tb, &t, state), "", "{state}");
-    }
+    nothing_left(tb, &t, &envs);
 }
 
 /// A container that joins a pooled proxy's network namespace (`--network container:`) is on
@@ -158,7 +159,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
 fn a_container_joined_to_a_pooled_proxys_namespace_is_refused_at_the_claim() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let (t, envs) = two_ready(tb, "e2e-poolj");
+    let (t, envs) = ready(tb, "e2e-poolj", 2);
     let (tampered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{tampered}-proxy");
     let spy = format!("e2e-spy-{tampered}");
@@ -207,7 +208,7 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
     // host pid and dropped it: the attack review's reading of psgo).
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let (t, envs) = two_ready(tb, "e2e-poolns");
+    let (t, envs) = ready(tb, "e2e-poolns", 2);
     let (entered, good) = (&envs[0], &envs[1]);
     let proxy = format!("cyclix-{entered}-proxy");
     let unit = format!("e2e-nsenter-{entered}");
@@ -253,11 +254,76 @@ fn a_process_that_entered_a_pooled_proxys_pid_namespace_from_outside_is_refused(
         "ended",
         "{ended:?}"
     );
-    for e in &envs {
-        let left = leftovers(tb, e, &t);
-        assert!(left.trim().is_empty(), "left by {e}:\n{left}");
+    nothing_left(tb, &t, &envs);
+}
+
+#[test]
+fn a_process_that_entered_a_pooled_network_namespace_from_outside_is_refused() {
+    // Issue 33 (a tampered environment is refused by the claim): a process that entered the
+    // proxy's or the pod's network namespace from outside (`nsenter -U -n`, from a unit of its
+    // own) is in no PID namespace or cgroup of the environment's containers, so neither the
+    // look of `podman top` nor the PID-namespace look sees it; in there it sees and makes the
+    // connections of the claiming run's agent (an attack review's spy read them from
+    // `/proc/PID/net/tcp`). The claim's look at every process's network namespace refuses it.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let (t, envs) = ready(tb, "e2e-poolnet", 3);
+    let (proxied, podded, good) = (&envs[0], &envs[1], &envs[2]);
+    let proxy = format!("cyclix-{proxied}-proxy");
+    let infra = format!("cyclix-{podded}-infra");
+    let units = [
+        format!("e2e-netns-{proxied}"),
+        format!("e2e-netns-{podded}"),
+    ];
+    // Positive controls: each spy is in the container's network namespace (the same link; the
+    // proxy's spy sees squid's listening socket, port 3128 = 0C38, in its /proc/net/tcp6), and
+    // `podman top` lists no process of it in the container.
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "set -e
+             spy() {{
+               p=$(podman inspect --format '{{{{.State.Pid}}}}' $1)
+               systemd-run --user --quiet --collect --unit $2 nsenter -t $p -U -n --preserve-credentials sleep 1000
+               timeout 60 sh -c \"until [ \\$(systemctl --user show -P MainPID $2) != 0 ]; do sleep 0.1; done\"
+               s=$(systemctl --user show -P MainPID $2)
+               timeout 60 sh -c \"until [ \\$(readlink /proc/$s/ns/net) = \\$(readlink /proc/$p/ns/net) ]; do sleep 0.1; done\"
+               echo \"$1 same-net=yes top-sleep=$(podman top $1 comm | grep -cx sleep || true)\"
+               [ $1 = {proxy} ] && echo \"listen3128=$(cat /proc/$s/net/tcp /proc/$s/net/tcp6 | grep -cE ':0C38 0+:0000 0A' || true)\"
+               true
+             }}
+             spy {proxy} {u0}
+             spy {infra} {u1}",
+            u0 = units[0],
+            u1 = units[1]
+        )),
+        "processes enter the proxy's and the pod's network namespaces",
+    );
+    let run = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    let _ = tb.user_sh(&format!(
+        "systemctl --user stop {} {} 2>/dev/null; true",
+        units[0], units[1]
+    ));
+    assert!(
+        out.contains(&format!("{proxy} same-net=yes top-sleep=0"))
+            && out.contains(&format!("{infra} same-net=yes top-sleep=0"))
+            && out.contains("listen3128=1"),
+        "{out}"
+    );
+    assert!(run.status.success(), "{run:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["environment"]["id"], good.as_str(), "{rec:#}");
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    let notices = rec["notices"].to_string();
+    for (env, whose) in [(proxied, &proxy), (podded, &infra)] {
+        assert!(
+            notices.contains(&format!(
+                "pool: environment {env} refused at the claim and destroyed"
+            )) && notices.contains(&format!(
+                "is in the network namespace of {whose} from outside"
+            )),
+            "{env}: {rec:#}"
+        );
     }
-    for state in ["ready", "claimed", "filling", "ledgers"] {
-        assert_eq!(pool_files(tb, &t, state), "", "{state}");
-    }
+    nothing_left(tb, &t, &envs);
 }

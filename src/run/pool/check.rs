@@ -68,13 +68,38 @@ impl EnvHost<'_> {
                     Err(e)
                 }
             };
-            // One look at every process's PID namespace for all the containers; the services'
-            // second look (later) takes a new one.
-            let namespaces = || crate::run::procs::pid_namespaces(std::path::Path::new("/proc"));
+            // One look at every process's namespaces for all the containers; a second look
+            // (later) takes a new one.
+            let namespaces = || crate::run::procs::namespaces(std::path::Path::new("/proc"));
             let scan = namespaces();
-            let top = |name: &str, scan: &std::io::Result<Vec<(u32, String)>>| {
-                container_processes(all.as_ref(), scan, name)
+            let top = |name: &str, scan: &Scan| container_processes(all.as_ref(), scan, name);
+            // Every process of the environment's containers, by pid (the looks that worked).
+            let ours = |scan: &Scan| -> std::collections::BTreeSet<u32> {
+                [proxy.as_str(), infra.as_str()]
+                    .iter()
+                    .chain(&members)
+                    .filter_map(|c| top(c, scan).ok())
+                    .flatten()
+                    .map(|(pid, _)| pid)
+                    .collect()
             };
+            if let (Ok(listing), Ok(first)) = (all.as_ref(), scan.as_ref()) {
+                wrong.extend(net_strangers_wrong(
+                    &net_namespaces(listing, &[proxy.as_str(), infra.as_str()]),
+                    first,
+                    &ours(&scan),
+                    || {
+                        std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
+                        let again = namespaces();
+                        let members = ours(&again);
+                        (again, members)
+                    },
+                    |pid| {
+                        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .map_or_else(|_| "?".into(), |c| c.trim_end().to_string())
+                    },
+                ));
+            }
             wrong.extend(processes_wrong(
                 &format!("the proxy {proxy}"),
                 top(&proxy, &scan),
@@ -154,7 +179,7 @@ impl EnvHost<'_> {
 /// the container is not in it or not running.
 fn container_processes(
     all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
-    namespaces: &std::io::Result<Vec<(u32, String)>>,
+    namespaces: &Scan,
     name: &str,
 ) -> anyhow::Result<Vec<(u32, String)>> {
     let all = all.map_err(|e| anyhow::anyhow!("the listing failed: {e:#}"))?;
@@ -180,6 +205,75 @@ fn container_processes(
         namespaces,
     )
     .with_context(|| format!("reading the processes of container {name} (pid {init})"))
+}
+
+/// One look at every process's namespaces ([`crate::run::procs::namespaces`]).
+type Scan = std::io::Result<Vec<crate::run::procs::Namespaces>>;
+
+/// The network namespaces of containers `names` in `listing` (podman ps `--ns`'s `Net`), as
+/// (container, inode); a container not listed or not running has none. Pure.
+#[must_use]
+pub fn net_namespaces(listing: &[ContainerInfo], names: &[&str]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let c = listing.iter().find(|c| c.names.iter().any(|n| n == name))?;
+            let (_, inode) = c.namespaces.iter().find(|(k, _)| k == "Net")?;
+            Some(((*name).to_string(), inode.clone()))
+        })
+        .collect()
+}
+
+/// What is wrong with the network namespaces `held` (container, inode: the proxy's and the
+/// pod's, [`net_namespaces`]): a process in one of them that is none of the environment's
+/// containers' (`members`, by pid), in the look `first`, and in the same namespace again
+/// (that process or another: an attack review's spy re-entered every 0.5 s under new pids)
+/// in a second look `again` takes ([`SERVICE_LOOK_AGAIN_MS`] later; a `podman exec` of a
+/// health check passes through the namespace from outside for a moment). Such a process
+/// entered it from outside (`nsenter -U -n -t PID` from a unit of its own: no PID namespace or
+/// cgroup of the containers holds it), and sees and makes their connections; the fill left
+/// none. `comm` names a pid. Pure but for `again`.
+pub fn net_strangers_wrong(
+    held: &[(String, String)],
+    first: &[crate::run::procs::Namespaces],
+    members: &std::collections::BTreeSet<u32>,
+    again: impl FnOnce() -> (Scan, std::collections::BTreeSet<u32>),
+    comm: impl Fn(u32) -> String,
+) -> Vec<String> {
+    let inodes: Vec<&str> = held.iter().map(|(_, i)| i.as_str()).collect();
+    let seen = crate::run::procs::strangers(first, &inodes, members);
+    if seen.is_empty() {
+        return Vec::new();
+    }
+    let (scan, members) = again();
+    let scan = match scan {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![format!(
+                "the processes in the network namespaces of {} cannot be looked at again: {e}",
+                held.iter()
+                    .map(|(c, _)| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )];
+        }
+    };
+    crate::run::procs::strangers(&scan, &inodes, &members)
+        .into_iter()
+        .filter(|(_, net)| seen.iter().any(|(_, n)| n == net))
+        .map(|(pid, net)| {
+            let whose = held
+                .iter()
+                .find(|(_, i)| format!("net:[{i}]") == net)
+                .map_or("?", |(c, _)| c.as_str());
+            format!(
+                "{} (pid {pid}) is in the network namespace of {whose} from outside the \
+                 environment's containers (entered with `nsenter`: it sees and makes their \
+                 connections; the fill left none)",
+                comm(pid)
+            )
+        })
+        .collect()
 }
 
 /// The result of a look made in a scoped thread; a panic in it is an error of that look.

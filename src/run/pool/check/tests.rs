@@ -298,3 +298,89 @@ fn a_container_that_joined_a_namespace_of_the_environment_is_wrong() {
         );
     }
 }
+
+fn ns(pid: u32, pidns: &str, net: &str) -> crate::run::procs::Namespaces {
+    crate::run::procs::Namespaces {
+        pid,
+        pid_ns: format!("pid:[{pidns}]"),
+        net_ns: Some(format!("net:[{net}]")),
+    }
+}
+
+#[test]
+fn a_process_that_stays_in_the_proxys_network_namespace_from_outside_is_wrong() {
+    let n = RunNames::new(ENV);
+    let mut listing = as_filled(&n);
+    listing[0].namespaces = vec![("Net".into(), "70".into()), ("Pidns".into(), "7".into())];
+    listing[1].namespaces = vec![("Net".into(), "80".into()), ("Pidns".into(), "8".into())];
+    let held = net_namespaces(&listing, &[&n.proxy(), &n.infra(), "cyclix-gone"]);
+    assert_eq!(
+        held,
+        vec![(n.proxy(), "70".to_string()), (n.infra(), "80".to_string())],
+        "a container not listed holds none"
+    );
+    let members: std::collections::BTreeSet<u32> = [10, 11, 20].into_iter().collect();
+    let first = [
+        ns(10, "7", "70"),
+        ns(11, "7", "70"),
+        ns(20, "8", "80"),
+        ns(30, "1", "70"), // nsenter -U -n into the proxy's, from a unit of its own
+        ns(31, "1", "80"), // a health check's `crun exec`, gone at the second look
+        ns(32, "1", "1"),
+    ];
+    let again = || {
+        let scan = vec![ns(10, "7", "70"), ns(20, "8", "80"), ns(30, "1", "70")];
+        (Ok(scan), [10, 20].into_iter().collect())
+    };
+    // Another spy in the proxy's namespace at the second look (re-entered under a new pid):
+    // wrong all the same; a stranger only in the pod's at the second look was not there first.
+    let renewed = || {
+        let scan = vec![ns(10, "7", "70"), ns(40, "1", "70"), ns(41, "1", "90")];
+        (Ok(scan), [10, 20].into_iter().collect())
+    };
+    let held3 = [
+        held.clone(),
+        vec![("cyclix-x".to_string(), "90".to_string())],
+    ]
+    .concat();
+    let wrong = net_strangers_wrong(&held3, &first, &members, renewed, |p| format!("comm{p}"));
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(wrong[0].starts_with("comm40 (pid 40)"), "{wrong:?}");
+    let wrong = net_strangers_wrong(&held, &first, &members, again, |p| format!("comm{p}"));
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(
+        wrong[0].starts_with(&format!(
+            "comm30 (pid 30) is in the network namespace of {}",
+            n.proxy()
+        )),
+        "{wrong:?}"
+    );
+    // Nothing outside: no second look at all.
+    let clean = [ns(10, "7", "70"), ns(20, "8", "80"), ns(32, "1", "1")];
+    let none = net_strangers_wrong(
+        &held,
+        &clean,
+        &members,
+        || panic!("no second look when the first found nobody"),
+        |_| String::new(),
+    );
+    assert!(none.is_empty(), "{none:?}");
+    // A second look that cannot be made: wrong (fail closed).
+    let failed = net_strangers_wrong(
+        &held,
+        &first,
+        &members,
+        || {
+            (
+                Err(std::io::Error::other("gone")),
+                std::collections::BTreeSet::new(),
+            )
+        },
+        |_| String::new(),
+    );
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].contains("cannot be looked at again"),
+        "{failed:?}"
+    );
+}
