@@ -3,13 +3,15 @@
 //! run exists. It is not the boundary proof (the run's whole probe suite still runs on the
 //! claimed objects after the claim); it refuses an environment tampered with while it idled:
 //! an edited file, a stranger on its networks, a container or a process left in its pod or
-//! its proxy.
+//! its proxy, a process in the proxy's or the pod's network namespace from outside them.
 //!
 //! One podman process looks, beside the file digests and the render: `podman ps --all --ns
 //! --format json` for both networks and the pod (was a `network inspect` per network and a
 //! `pod inspect`), and the first process and PID namespace of the proxy, the pod's infra
 //! container and each service, whose processes are then read from the host's `/proc` and
-//! cgroup tree (was a `podman top` of each, side by side: issue 33).
+//! cgroup tree (was a `podman top` of each, side by side: issue 33); the same look at `/proc`
+//! gives every process's network namespace. What the look cannot see (a same-user process can
+//! hide from it, or enter after it) is in docs/pool.md, "What the claim's look is not".
 
 use anyhow::Context as _;
 
@@ -41,8 +43,9 @@ impl EnvHost<'_> {
     /// (checked before anything else of the run): a file changed, the spec renders another
     /// environment now, a container other than the proxy and the pod's infra on its networks,
     /// a container in its pod other than the infra, a process in the proxy other than squid's,
-    /// a process in the infra container besides its one `catatonit`. A look that cannot be
-    /// made is wrong too (fail closed). Empty when nothing is.
+    /// a process in the infra container besides its one `catatonit`, a process outside them in
+    /// the proxy's or the pod's network namespace ([`net_strangers_wrong`]). A look that cannot
+    /// be made is wrong too (fail closed). Empty when nothing is.
     #[must_use]
     pub fn check(&self, filled: &Filled, podman: &Podman) -> Vec<String> {
         let n = RunNames::new(&filled.env);
