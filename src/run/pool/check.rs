@@ -76,25 +76,23 @@ impl EnvHost<'_> {
             let namespaces = || crate::run::procs::namespaces(std::path::Path::new("/proc"));
             let scan = namespaces();
             let top = |name: &str, scan: &Scan| container_processes(all.as_ref(), scan, name);
-            // Every process of the environment's containers, by pid (the looks that worked).
-            let ours = |scan: &Scan| -> std::collections::BTreeSet<u32> {
-                [proxy.as_str(), infra.as_str()]
-                    .iter()
-                    .chain(&members)
-                    .filter_map(|c| top(c, scan).ok())
-                    .flatten()
-                    .map(|(pid, _)| pid)
-                    .collect()
-            };
+            let names: Vec<&str> = [proxy.as_str(), infra.as_str()]
+                .into_iter()
+                .chain(members.iter().copied())
+                .collect();
+            // Each container's processes, looked at once.
+            let (proxy_look, infra_look) = (top(&proxy, &scan), top(&infra, &scan));
+            let service_looks: Vec<Look> = members.iter().map(|c| top(c, &scan)).collect();
             if let (Ok(listing), Ok(first)) = (all.as_ref(), scan.as_ref()) {
                 wrong.extend(net_strangers_wrong(
                     &net_namespaces(listing, &[proxy.as_str(), infra.as_str()]),
                     first,
-                    &ours(&scan),
+                    &pids([&proxy_look, &infra_look].into_iter().chain(&service_looks)),
                     || {
                         std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
                         let again = namespaces();
-                        let members = ours(&again);
+                        let looks: Vec<Look> = names.iter().map(|c| top(c, &again)).collect();
+                        let members = pids(&looks);
                         (again, members)
                     },
                     |pid| {
@@ -105,20 +103,20 @@ impl EnvHost<'_> {
             }
             wrong.extend(processes_wrong(
                 &format!("the proxy {proxy}"),
-                top(&proxy, &scan),
+                proxy_look,
                 PROXY_PROCESSES,
                 None,
             ));
             wrong.extend(processes_wrong(
                 &format!("the pod's infra container {infra}"),
-                top(&infra, &scan),
+                infra_look,
                 INFRA_PROCESSES,
                 Some(1),
             ));
-            for p in &filled.services {
+            for (p, look) in filled.services.iter().zip(service_looks) {
                 wrong.extend(service_processes_wrong(
                     p,
-                    top(&p.container, &scan),
+                    look,
                     || top(&p.container, &namespaces()),
                     crate::run::procs::executable,
                 ));
@@ -212,6 +210,19 @@ fn container_processes(
 
 /// One look at every process's namespaces ([`crate::run::procs::namespaces`]).
 type Scan = std::io::Result<Vec<crate::run::procs::Namespaces>>;
+
+/// One container's processes (pid, `comm`), or why they could not be read.
+type Look = anyhow::Result<Vec<(u32, String)>>;
+
+/// The pids of the looks that worked.
+fn pids<'a>(looks: impl IntoIterator<Item = &'a Look>) -> std::collections::BTreeSet<u32> {
+    looks
+        .into_iter()
+        .filter_map(|l| l.as_ref().ok())
+        .flatten()
+        .map(|(pid, _)| *pid)
+        .collect()
+}
 
 /// The network namespaces of containers `names` in `listing` (podman ps `--ns`'s `Net`), as
 /// (container, inode); a container not listed or not running has none. Pure.
