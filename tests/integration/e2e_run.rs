@@ -850,10 +850,12 @@ fn a_proxy_killed_mid_run_fails_closed_and_the_run_names_the_cause() {
     let run = inject_mid_run(
         tb,
         &t,
-        "g=; for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && g=1 && break; sleep 0.1; done
-         [ -n \"$g\" ] || { echo the agent was never let go >&2; exit 3; }
-         podman kill cyclix-$run-proxy >/dev/null
-         podman exec $a touch /tmp/killed 2>/dev/null || true",
+        &format!(
+            "{}
+             podman kill cyclix-$run-proxy >/dev/null
+             podman exec $a touch /tmp/killed 2>/dev/null || true",
+            crate::common::run::LET_GO
+        ),
     );
     let rec = record(tb, &t);
     // Either the leak watch saw the proxy's main process gone since the probes (issue 20,

@@ -133,8 +133,7 @@ fn attacked_run(
         .file("attack.py", ATTACK)
         .write(tb);
     let inject = format!(
-        r#"for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
-[ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] || {{ echo "run $run: no ctl/go within 120 s, the canary is not read yet" >&2; exit 1; }}
+        r#"{let_go}
 p=$(systemctl --user show -P MainPID cyclix-run@{t}.service)
 v=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^CYCLIX_CANARY=//p')
 printf '%s' "$v" | sha256sum | cut -d' ' -f1 > /tmp/{t}.sha
@@ -146,7 +145,8 @@ grep -lF -f /tmp/{t}.v /proc/$p/environ | wc -l >> /tmp/{t}.argv
             "printf 'LEAKED=%s\\n' \"$v\" > /tmp/leak.env; podman exec -d --env-file /tmp/leak.env $a sleep 300 >/dev/null; rm /tmp/leak.env"
         } else {
             ""
-        }
+        },
+        let_go = crate::common::run::LET_GO
     );
     let run = inject_mid_run(tb, t, &inject);
     let sha = expect_success(&tb.user_sh(&format!("cat /tmp/{t}.sha")), "canary sha")

@@ -156,6 +156,11 @@ pub fn inject_mid_run(tb: &Testbed, t: &str, inject: &str) -> String {
         .to_string()
 }
 
+/// Shell lines for an [`inject_mid_run`] snippet: wait until the run let its agent go (its
+/// `ctl/go`: the probes proved the sandbox), failing the snippet after 120 s.
+pub const LET_GO: &str = "for i in $(seq 1 1200); do [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] && break; sleep 0.1; done
+[ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/go ] || { echo \"run $run: the agent was not let go (no ctl/go) within 120 s\" >&2; exit 3; }";
+
 /// Where a run armed by [`arm`] writes `NAME.paused` at a point armed `NAME=pause` and waits
 /// for `NAME.go`: `$XDG_RUNTIME_DIR/e2e-failpoints/TENANT` (`%t` and `%i` of the run unit,
 /// written `%%` for printf).
