@@ -27,7 +27,9 @@ pub(crate) fn serial() -> MutexGuard<'static, ()> {
 const TENANT: &str = "e2e-kube";
 
 /// Exports a run `run` of the test tenant, plays the proxy (when `with_proxy`) and the agent
-/// Job on the run's networks (internal subnet `10.213.OCTET.0/24`, the proxy at `.2`), waits
+/// Job on the run's networks (internal subnet `10.214.OCTET.0/24`, outside the `10.213.0.0/16`
+/// cyclix gives its runs — a run beside this test once held the same subnet — the proxy at
+/// `.2`), waits
 /// for the agent container, prints its log and exit status, and takes everything down.
 fn play(tb: &Testbed, run: &str, octet: u8, with_proxy: bool) -> String {
     let c = tb.cyclix_bin();
@@ -40,7 +42,7 @@ fn play(tb: &Testbed, run: &str, octet: u8, with_proxy: bool) -> String {
     let proxy = if with_proxy {
         format!(
             "{{ cat out/secrets/credentials-secret.yaml; echo ---; cat out/run/proxy-configmap.yaml; echo ---; cat out/run/proxy-deployment.yaml; }} > proxy.yaml\n\
-             timeout 60 podman kube play -q --network $NET:ip=10.213.{octet}.2 --network $NET-egress proxy.yaml >/dev/null"
+             timeout 60 podman kube play -q --network $NET:ip=10.214.{octet}.2 --network $NET-egress proxy.yaml >/dev/null"
         )
     } else {
         String::new()
@@ -84,10 +86,10 @@ E2E_KUBE_KEY=$KEY {c} export kube $T --spec spec.yaml --run-id $R --runner-image
 # The value is only in the Secret file (mode 0600), never in a manifest or a notice.
 echo "secret-mode=$(stat -c %a out/secrets/credentials-secret.yaml) in-secret=$(grep -c "$KEY" out/secrets/credentials-secret.yaml) elsewhere=$(cat out/run/* out/schedule/* export.err | grep -c "$KEY")"
 {{ echo "apiVersion: v1"; echo "kind: ConfigMap"; echo "metadata: {{name: cyclix-$R-repo}}"; echo "binaryData:"; echo "  repo.bundle: $(base64 -w0 repo.bundle)"; }} > repo-configmap.yaml
-podman network create --internal --subnet 10.213.{octet}.0/24 --ip-range 10.213.{octet}.128/25 --disable-dns $NET >/dev/null
+podman network create --internal --subnet 10.214.{octet}.0/24 --ip-range 10.214.{octet}.128/25 --disable-dns $NET >/dev/null
 podman network create $NET-egress >/dev/null
 {proxy}
-sed "s/\$({var})/10.213.{octet}.2/g" out/run/agent-job.yaml > agent-job.yaml
+sed "s/\$({var})/10.214.{octet}.2/g" out/run/agent-job.yaml > agent-job.yaml
 {{ cat out/run/run-configmap.yaml; echo ---; cat repo-configmap.yaml; echo ---; cat out/run/work-pvc.yaml; echo ---; cat agent-job.yaml; }} > agent.yaml
 timeout 120 podman kube play -q --network $NET agent.yaml >/dev/null 2>play.err || {{ echo "kube play failed:"; cat play.err; }}
 echo "exit=$(timeout 120 podman wait --condition=exited $NET-agent-pod-agent)"
