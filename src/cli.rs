@@ -186,6 +186,19 @@ pub enum Command {
         /// Give up (the agent never starts) after this many seconds.
         #[arg(long)]
         timeout_s: u64,
+        /// With `--go`: after the go, read the agent's variables from this FIFO, where the
+        /// host writes them (`cyclix::run::handover`); the agent never starts without them.
+        #[arg(long, value_name = "FIFO", conflicts_with = "probe", requires = "vars")]
+        handover: Option<PathBuf>,
+        /// The names of the variables the hand-over must carry, comma-separated: exactly
+        /// these, each once.
+        #[arg(
+            long,
+            value_name = "NAMES",
+            value_delimiter = ',',
+            requires = "handover"
+        )]
+        vars: Vec<String>,
         /// A file the agent gets as its standard input (a preset CLI's task).
         #[arg(long)]
         stdin: Option<PathBuf>,

@@ -408,17 +408,26 @@ fn checked(program: &str, args: &[&str], out: Output) -> Result<Output, ProcessE
 }
 
 /// Replaces the current process with `argv` (`execvp`), its standard input `stdin` when
-/// given: used inside the agent container to hand over to the agent once the boundary is
-/// proven. Returns only on failure.
+/// given and `env` added to its environment: used inside the agent container to hand over to
+/// the agent once the boundary is proven. Returns only on failure.
 #[must_use]
-pub fn exec_replace(argv: &[String], stdin: Option<std::fs::File>) -> std::io::Error {
+pub fn exec_replace(
+    argv: &[String],
+    stdin: Option<std::fs::File>,
+    env: &[(String, Vec<u8>)],
+) -> std::io::Error {
+    use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::process::CommandExt as _;
     let Some((program, rest)) = argv.split_first() else {
         return std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv");
     };
+    // The argv only: `env`'s values are secrets.
     tracing::debug!(argv = %argv.join(" "), "exec");
     let mut cmd = Command::new(program);
     cmd.args(rest);
+    for (k, v) in env {
+        cmd.env(k, std::ffi::OsStr::from_bytes(v));
+    }
     if let Some(f) = stdin {
         cmd.stdin(f);
     }

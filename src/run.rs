@@ -22,6 +22,7 @@ pub mod capacity;
 pub mod converge;
 pub mod exec_only;
 pub(crate) mod gate_cache;
+pub mod handover;
 pub mod host;
 pub mod import;
 pub mod inputs;

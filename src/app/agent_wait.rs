@@ -144,19 +144,42 @@ fn report_lines(context: &Path) -> String {
     out
 }
 
-/// Waits for `go`, then replaces this process with `argv`, its standard input `stdin` when
-/// given (opened only after the go: the task file of a preset CLI).
+/// How long agent-wait waits for the host's hand-over after the go (the host writes it right
+/// after the go file: `run::handover::give`).
+pub const HANDOVER_WAIT: Duration = Duration::from_secs(60);
+
+/// What holds the agent back (`agent-wait --go`): the go file, the report FIFO, how long to
+/// wait, the hand-over FIFO and the variables it must carry, the agent's standard input.
+#[derive(Clone, Copy)]
+pub struct Held<'a> {
+    /// The file whose appearance means "go".
+    pub go: &'a Path,
+    /// The FIFO the probe report goes through (`--report`).
+    pub report: Option<&'a Path>,
+    /// Give up after this many seconds without a go.
+    pub timeout_s: u64,
+    /// The hand-over FIFO and the names it must carry (`--handover`, `--vars`).
+    pub handover: Option<(&'a Path, &'a [String])>,
+    /// The agent's standard input (`--stdin`).
+    pub stdin: Option<&'a Path>,
+}
+
+/// Waits for the go, takes the hand-over when there is one, then replaces this process with
+/// `argv`, its standard input `stdin` when given (opened only after the go: the task file of
+/// a preset CLI) and the handed-over variables in its environment. A hand-over that does not
+/// come within [`HANDOVER_WAIT`] or is not exactly the host's: the agent never starts (exit 1).
 ///
 /// # Errors
 /// When `stdin` cannot be opened or `argv` cannot be executed (the error names the file or
 /// the program).
-pub fn run(
-    go: &Path,
-    report: Option<&Path>,
-    timeout_s: u64,
-    stdin: Option<&Path>,
-    argv: &[String],
-) -> Result<Outcome> {
+pub fn run(held: &Held<'_>, argv: &[String]) -> Result<Outcome> {
+    let Held {
+        go,
+        report,
+        timeout_s,
+        handover,
+        stdin,
+    } = *held;
     let refused = go.with_file_name(REFUSED_FILE);
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     let mut report = report;
@@ -196,6 +219,18 @@ pub fn run(
         }
         std::thread::sleep(if report.is_some() { REPORT_POLL } else { POLL });
     }
+    let env = match handover {
+        None => Vec::new(),
+        Some((fifo, vars)) => match crate::run::handover::take(fifo, vars, HANDOVER_WAIT) {
+            Ok(env) => env,
+            Err(e) => {
+                crate::stderrln!(
+                    "cyclix: the agent's variables were not handed over ({e:#}); the agent does not start"
+                );
+                return Ok(Outcome::Findings);
+            }
+        },
+    };
     let input = match stdin {
         Some(p) => Some(
             std::fs::File::open(p)
@@ -203,7 +238,7 @@ pub fn run(
         ),
         None => None,
     };
-    let err = crate::process::exec_replace(argv, input);
+    let err = crate::process::exec_replace(argv, input, &env);
     anyhow::bail!(
         "starting the agent `{}`: {err}",
         argv.first().map_or("", String::as_str)
@@ -220,6 +255,8 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
         probe,
         report,
         timeout_s,
+        handover,
+        vars,
         stdin,
         argv,
     } = c
@@ -228,7 +265,16 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
     };
     match (go, probe) {
         (_, Some(context)) => run_probed(context, stdin.as_deref(), argv),
-        (Some(go), None) => run(go, report.as_deref(), *timeout_s, stdin.as_deref(), argv),
+        (Some(go), None) => run(
+            &Held {
+                go,
+                report: report.as_deref(),
+                timeout_s: *timeout_s,
+                handover: handover.as_deref().map(|f| (f, vars.as_slice())),
+                stdin: stdin.as_deref(),
+            },
+            argv,
+        ),
         (None, None) => Err(crate::exit::input(
             "cyclix agent-wait needs --go FILE or --probe CONTEXT",
         )),
@@ -290,7 +336,7 @@ pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Resu
         ),
         None => None,
     };
-    let err = crate::process::exec_replace(argv, input);
+    let err = crate::process::exec_replace(argv, input, &[]);
     anyhow::bail!(
         "starting the agent `{}`: {err}",
         argv.first().map_or("", String::as_str)
@@ -301,6 +347,42 @@ pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Resu
 mod tests {
     use super::*;
 
+    fn held<'a>(go: &'a Path, report: Option<&'a Path>, timeout_s: u64) -> Held<'a> {
+        Held {
+            go,
+            report,
+            timeout_s,
+            handover: None,
+            stdin: None,
+        }
+    }
+
+    #[test]
+    fn after_the_go_a_hand_over_that_is_not_the_hosts_never_starts_the_agent() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let go = dir.path().join("go");
+        let fifo = dir.path().join(crate::render::plan::HANDOVER_FILE);
+        crate::run::handover::make(&fifo).expect("mkfifo");
+        std::fs::write(&go, "").expect("go");
+        let marker = dir.path().join("agent-ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        let vars = vec!["API_TOKEN".to_string()];
+        // A writer that is not the host: one variable the argv never named.
+        let f = fifo.clone();
+        let forger = std::thread::spawn(move || {
+            crate::run::handover::give(
+                &f,
+                &[("LD_PRELOAD".into(), b"/tmp/x.so".to_vec())],
+                Duration::from_secs(20),
+            )
+        });
+        let mut h = held(&go, None, 20);
+        h.handover = Some((&fifo, &vars));
+        assert_eq!(run(&h, &argv).expect("runs"), Outcome::Findings);
+        forger.join().expect("forger").expect("written");
+        assert!(!marker.exists(), "the agent ran on a forged hand-over");
+    }
+
     #[test]
     fn refused_or_late_boundaries_never_start_the_agent() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -309,12 +391,12 @@ mod tests {
         let argv = vec!["touch".to_string(), marker.display().to_string()];
         std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
         assert_eq!(
-            run(&go, None, 5, None, &argv).expect("runs"),
+            run(&held(&go, None, 5), &argv).expect("runs"),
             Outcome::Findings
         );
         std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
         assert_eq!(
-            run(&go, None, 0, None, &argv).expect("runs"),
+            run(&held(&go, None, 0), &argv).expect("runs"),
             Outcome::Findings
         );
         assert!(!marker.exists(), "the agent ran without a proven boundary");
@@ -341,7 +423,7 @@ mod tests {
             text
         });
         assert_eq!(
-            run(&go, Some(&fifo), 20, None, &argv).expect("runs"),
+            run(&held(&go, Some(&fifo), 20), &argv).expect("runs"),
             Outcome::Findings
         );
         let text = host.join().expect("host side");

@@ -183,7 +183,9 @@ impl Podman {
 
     /// [`Podman::exec`] whose output is kept as it comes: the exit code and the last `keep`
     /// lines (stdout and stderr as they came), and on the deadline the lines printed up to the
-    /// kill in the error ([`crate::process::ProcessError::Deadline`]'s `tail`).
+    /// kill in the error ([`crate::process::ProcessError::Deadline`]'s `tail`). Each of `env`
+    /// (name, value) is given as `--env NAME`, its value in podman's own environment: never in
+    /// an argv.
     ///
     /// # Errors
     /// [`PodmanError::Command`]: podman cannot start, or the deadline passed.
@@ -191,16 +193,22 @@ impl Podman {
         &self,
         container: &str,
         argv: &[&str],
+        env: &[(&str, &str)],
         deadline: Duration,
         keep: usize,
     ) -> Result<(i32, Vec<String>)> {
         check_name("container", container)?;
-        let mut cmd = vec!["exec", container];
+        let mut cmd = vec!["exec"];
+        for (k, _) in env {
+            cmd.extend(["--env", k]);
+        }
+        cmd.push(container);
         cmd.extend_from_slice(argv);
+        let values: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, Some(*v))).collect();
         let out = process::run_streaming(
             &self.bin,
             &cmd,
-            &[],
+            &values,
             deadline,
             HINT,
             keep,

@@ -365,18 +365,34 @@ impl RunPodman for RealRunHost {
         removed?;
         Ok((super::report_fifo::exit_of(&text), text))
     }
+    fn hand_over(&self, fifo: &Path, vars: &[(String, Vec<u8>)], deadline: Duration) -> Result<()> {
+        super::handover::give(fifo, vars, deadline)
+    }
     fn baseline(
         &self,
         container: &str,
         argv: &[String],
+        env: &[(String, Vec<u8>)],
         deadline: Duration,
     ) -> Result<(i32, String)> {
         // The last lines (the phase keeps its own tail of them, secrets replaced).
         const KEEP: usize = 200;
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let env = env
+            .iter()
+            .map(|(k, v)| {
+                std::str::from_utf8(v)
+                    .map(|v| (k.as_str(), v))
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "the value of `{k}` is not UTF-8: podman cannot pass it to the baseline"
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let (code, lines) = self
             .podman
-            .exec_streamed(container, &words, deadline, KEEP)?;
+            .exec_streamed(container, &words, &env, deadline, KEEP)?;
         Ok((code, lines.join("\n")))
     }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {

@@ -253,16 +253,31 @@ pub trait RunPodman {
         report: &std::path::Path,
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
-    /// Runs the spec's `baseline.command` inside the running (held back) agent container
-    /// `container` (`podman exec`: the agent's image, user, environment and work tree) and
-    /// returns its exit status and output (stdout, then stderr).
+    /// Hands `vars` (name, value) to the held-back `cyclix agent-wait --handover FIFO` of the
+    /// agent container once it opened the FIFO `fifo` (host path), within `deadline`
+    /// (`run::handover::give`: the path is unlinked before the values are written).
     ///
     /// # Errors
-    /// podman failed or the deadline passed.
+    /// agent-wait did not open the FIFO within `deadline`, or it cannot be written.
+    fn hand_over(
+        &self,
+        fifo: &std::path::Path,
+        vars: &[(String, Vec<u8>)],
+        deadline: std::time::Duration,
+    ) -> Result<()>;
+    /// Runs the spec's `baseline.command` inside the running (held back) agent container
+    /// `container` (`podman exec`: the agent's image, user, environment and work tree) and
+    /// returns its exit status and output (stdout, then stderr). `env` (name, value): the
+    /// agent's variables, which its container gets only at the go (`run::handover`), given to
+    /// the command as `--env NAME` with the value in podman's environment, never its argv.
+    ///
+    /// # Errors
+    /// podman failed or the deadline passed; a value is not UTF-8.
     fn baseline(
         &self,
         container: &str,
         argv: &[String],
+        env: &[(String, Vec<u8>)],
         deadline: std::time::Duration,
     ) -> Result<(i32, String)>;
     /// The environment of every process in `container`, read on the host from

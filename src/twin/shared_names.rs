@@ -50,6 +50,10 @@ pub const SHAREABLE: &[(&str, &str)] = &[
     ("labels#name", "label keys"),
     ("secrets[*]", "the variable a per-run secret becomes"),
     (
+        "handed_over",
+        "the names of the variables the agent gets at the go",
+    ),
+    (
         "secret_files[*]",
         "the proxy's path of a per-run secret file",
     ),

@@ -229,7 +229,8 @@ fn sidecar(
 
 /// The agent's argv: the plan's, with `agent-wait --go FILE --report FIFO` replaced by
 /// `agent-wait --probe CONTEXT` (the suite runs in the Pod itself and gates the agent there;
-/// nothing on a host reads a report or creates a go file).
+/// nothing on a host reads a report, creates a go file or hands variables over: the
+/// `--handover FIFO --vars A,B` words go too).
 fn agent_argv(c: &ContainerPlan) -> Vec<String> {
     let mut argv = c.exec.clone();
     if argv.get(2).map(String::as_str) == Some("--go") && argv.len() > 3 {
@@ -239,12 +240,27 @@ fn agent_argv(c: &ContainerPlan) -> Vec<String> {
             argv.drain(4..6);
         }
     }
+    // Only among the wrapper's own words (before `--`): the agent's argv is the spec's.
+    let wrapper = argv.iter().position(|w| w == "--").unwrap_or(argv.len());
+    if let Some(i) = argv[..wrapper].iter().position(|w| w == "--handover")
+        && argv.get(i + 2).map(String::as_str) == Some("--vars")
+        && i + 3 < wrapper
+    {
+        argv.drain(i..i + 4);
+    }
     argv
 }
 
 fn agent_container(plan: &RunPlan, names: &KubeNames, c: &ContainerPlan) -> Value {
     let mut env = shared::env(plan, names, &c.env);
-    env.extend(shared::secret_env(names, &c.secrets));
+    // The Pod gates itself (no host hands anything over): the agent's variables come from the
+    // run's Secret.
+    let handed: Vec<(String, String)> = c
+        .handed_over
+        .iter()
+        .map(|v| (String::new(), v.clone()))
+        .collect();
+    env.extend(shared::secret_env(names, &handed));
     let mut v = json!({
         "name": "agent",
         "image": c.image,

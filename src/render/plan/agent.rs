@@ -54,6 +54,11 @@ pub const REPORT_FILE: &str = "report";
 /// How long the agent container waits for the go file before it gives up, in seconds.
 pub const AGENT_WAIT_S: u64 = 300;
 
+/// The FIFO in the control directory through which the host hands the agent's variables
+/// (`agent.env`) to the held-back `cyclix agent-wait --handover` at the go (`run::handover`):
+/// they are never fixed when the container is created.
+pub const HANDOVER_FILE: &str = "handover";
+
 pub(super) fn agent_container(
     spec: &Spec,
     run: &RunContext,
@@ -71,12 +76,8 @@ pub(super) fn agent_container(
         tmpfs: vec![tmpfs_tmp()],
         env: agent_env,
         secret_files: Vec::new(),
-        secrets: spec
-            .agent
-            .env
-            .iter()
-            .map(|v| (RunNames::new(r).secret(v), v.clone()))
-            .collect(),
+        secrets: Vec::new(),
+        handed_over: spec.agent.env.clone(),
         exec: agent_exec(spec),
         exec_key: "agent.command".into(),
         exec_key_offset: agent_wrapper_words(spec),
@@ -210,14 +211,18 @@ fn baseline_s(spec: &Spec) -> u64 {
 /// Number of words `agent_exec` puts before the spec's argv.
 const AGENT_WRAPPER_WORDS: usize = 9;
 
-/// The wrapper's words for `spec`: two more (`--stdin PATH`) when the task goes to stdin.
+/// The wrapper's words for `spec`: two more (`--stdin PATH`) when the task goes to stdin,
+/// four more (`--handover FIFO --vars A,B`) when the agent has variables.
 fn agent_wrapper_words(spec: &Spec) -> usize {
-    AGENT_WRAPPER_WORDS + if spec.agent.task_on_stdin { 2 } else { 0 }
+    AGENT_WRAPPER_WORDS
+        + if spec.agent.task_on_stdin { 2 } else { 0 }
+        + if spec.agent.env.is_empty() { 0 } else { 4 }
 }
 
 /// The agent's argv behind the wrapper that holds it back until the boundary is proven:
-/// `cyclix agent-wait --go /cyclix/ctl/go --report /cyclix/ctl/report --timeout-s N --
-/// ARGV...` (N: [`AGENT_WAIT_S`] plus the baseline's timeout).
+/// `cyclix agent-wait --go /cyclix/ctl/go --report /cyclix/ctl/report --timeout-s N
+/// [--handover /cyclix/ctl/handover --vars A,B] [--stdin PATH] -- ARGV...` (N:
+/// [`AGENT_WAIT_S`] plus the baseline's timeout; the variables' names only, never a value).
 fn agent_exec(spec: &Spec) -> Vec<String> {
     let mut v = vec![
         CYCLIX_BIN_PATH.to_string(),
@@ -229,6 +234,14 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
         "--timeout-s".into(),
         (AGENT_WAIT_S + baseline_s(spec)).to_string(),
     ];
+    if !spec.agent.env.is_empty() {
+        v.extend([
+            "--handover".to_string(),
+            format!("{CTL_PATH}/{HANDOVER_FILE}"),
+            "--vars".to_string(),
+            spec.agent.env.join(","),
+        ]);
+    }
     if spec.agent.task_on_stdin {
         v.extend(["--stdin".to_string(), TASK_PATH.to_string()]);
     }

@@ -166,6 +166,7 @@ fn service_container(
             .iter()
             .map(|v| (RunNames::new(r).secret(v), v.clone()))
             .collect(),
+        handed_over: Vec::new(),
         exec: s.command.clone(),
         exec_key: format!("services[{i}].command"),
         exec_key_offset: 0,

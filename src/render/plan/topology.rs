@@ -138,6 +138,11 @@ pub struct ContainerPlan {
     pub env: Vec<(String, String)>,
     /// Per-run podman secrets handed over as environment variables: (secret name, variable).
     pub secrets: Vec<(String, String)>,
+    /// Variables handed to the container's `cyclix agent-wait` at the go through the control
+    /// directory's FIFO (`run::handover`), never fixed when the container is created: the
+    /// agent's `agent.env`. Quadlet and the plain backend render nothing for them; Kubernetes,
+    /// whose Pod gates itself, gives them from the run's Secret.
+    pub handed_over: Vec<String>,
     /// Per-run podman secrets mounted as files (`type=mount`), readable by
     /// [`crate::render::proxy::credentials::PROXY_UID`] only (mode 0400): (secret name,
     /// container path). Only the proxy has one (the credential header lines).
@@ -303,6 +308,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         tmpfs: Vec::new(),
         env: Vec::new(),
         secrets: Vec::new(),
+        handed_over: Vec::new(),
         secret_files: if spec.agent.credentials.is_empty() || run.credentials_file {
             Vec::new()
         } else {
@@ -354,6 +360,7 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
             ])
             .collect(),
         secrets: Vec::new(),
+        handed_over: Vec::new(),
         secret_files: Vec::new(),
         exec: spec.gate.command.clone(),
         exec_key: "gate.command".into(),

@@ -88,6 +88,8 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
         run_dir: &inp.paths.run_dir,
         deadline: inp.deadlines.probe,
         watched: &inp.watched,
+        agent_env: &inp.spec.agent.env,
+        secrets: &inp.secrets,
     }
 }
 

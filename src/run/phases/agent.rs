@@ -94,7 +94,12 @@ pub(crate) fn agent_phases(
             out.refusal = boundary_proven(&inp.probe, host, &agent, tripwires, &mut out.probes)?;
             let ok = out.refusal.is_empty();
             if !ok || inp.baseline.is_none() {
-                out.go_ms = Some(release(&inp.probe, ok, "the sandbox boundary was refused")?);
+                out.go_ms = Some(release(
+                    &inp.probe,
+                    host,
+                    ok,
+                    "the sandbox boundary was refused",
+                )?);
             }
             Ok(ok)
         })?;
@@ -219,11 +224,20 @@ fn baseline_passed(
     };
     r.phase("baseline", || {
         let secrets: Vec<&[u8]> = inp.secrets.iter().map(|(_, v)| v.as_slice()).collect();
-        let ran = super::baseline::run(b, host, agent, &secrets)?;
+        // The agent's variables, which its container gets only at the go: the baseline sees
+        // the agent's environment.
+        let env: Vec<(String, Vec<u8>)> = inp
+            .secrets
+            .iter()
+            .filter(|(k, _)| inp.agent.env.contains(k))
+            .cloned()
+            .collect();
+        let ran = super::baseline::run(b, host, agent, &secrets, &env)?;
         let passed = ran.passed;
         out.baseline = Some(ran);
         out.go_ms = Some(release(
             &inp.probe,
+            host,
             passed,
             super::baseline::REFUSED_REASON,
         )?);

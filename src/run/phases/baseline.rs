@@ -28,10 +28,11 @@ pub(crate) fn run(
     host: &dyn RunPodman,
     container: &str,
     secrets: &[&[u8]],
+    env: &[(String, Vec<u8>)],
 ) -> Result<BaselineRecord> {
     let before = pids(host, container)?;
     let t0 = Instant::now();
-    let got = host.baseline(container, &b.command, Duration::from_secs(b.timeout_s));
+    let got = host.baseline(container, &b.command, env, Duration::from_secs(b.timeout_s));
     let duration_ms = t0.elapsed().as_millis();
     let (exit, text, mut error) = match got {
         Ok((code, text)) => (Some(code), text, None),
@@ -112,7 +113,7 @@ mod tests {
             baseline: Some((2, "db down\nkey=s3cretvalue\n".into())),
             ..FakeRunHost::default()
         };
-        let b = run(&spec(), &host, "c", &[b"s3cretvalue"]).expect("runs");
+        let b = run(&spec(), &host, "c", &[b"s3cretvalue"], &[]).expect("runs");
         assert!(!b.passed);
         assert_eq!(b.exit, Some(2));
         assert_eq!(b.log, ["db down", "key=***"]);
@@ -123,13 +124,17 @@ mod tests {
         );
         assert!(s.contains("not the agent, is at fault"), "{s}");
         assert!(s.contains("| db down"), "{s}");
-        assert!(host.calls().iter().any(|c| c == "baseline c make check"));
+        assert!(
+            host.calls()
+                .iter()
+                .any(|c| c == "baseline c make check env:")
+        );
     }
 
     #[test]
     fn a_passing_baseline_says_nothing_in_the_summary() {
         let host = FakeRunHost::default();
-        let b = run(&spec(), &host, "c", &[]).expect("runs");
+        let b = run(&spec(), &host, "c", &[], &[]).expect("runs");
         assert!(b.passed);
         assert_eq!(crate::run::record::baseline_summary_lines(Some(&b)), "");
     }

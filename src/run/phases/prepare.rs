@@ -148,6 +148,9 @@ pub(crate) fn prepare(
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier == Tier::Container {
         crate::run::report_fifo::make(&ctl.join(render::plan::REPORT_FILE))?;
+        if !spec.agent.env.is_empty() {
+            crate::run::handover::make(&ctl.join(render::plan::HANDOVER_FILE))?;
+        }
         let tw = plant_and_describe(
             &inp.tripwires,
             &mut created.ledger,
@@ -222,8 +225,9 @@ fn setup_mounts(
     Ok((setup, declared))
 }
 
-/// The run's podman secrets (each in the ledger first): one per variable a container
-/// receives, and the proxy's credential include file when the spec has credentials.
+/// The run's podman secrets (each in the ledger first): one per variable a service receives
+/// (the agent's come through the hand-over), and the proxy's credential include file when the
+/// spec has credentials.
 fn create_secrets(
     inp: &Prepare<'_>,
     host: &dyn RunPodman,
@@ -243,7 +247,12 @@ fn create_secrets(
             inp.run_id.to_string(),
         ),
     ];
-    for (var, value) in to_containers {
+    // The agent's variables reach it at the go through the hand-over FIFO (`run::handover`):
+    // podman secrets only for what a service takes.
+    let to_services = to_containers
+        .iter()
+        .filter(|(var, _)| spec.services.iter().any(|s| s.env.contains(var)));
+    for (var, value) in to_services {
         let name = names.secret(var);
         created
             .ledger

@@ -23,15 +23,22 @@ pub(crate) struct Probe<'a> {
     pub(crate) deadline: Duration,
     /// Host variables the sandbox must never see.
     pub(crate) watched: &'a [boundary::Watched],
+    /// The agent's variables (`agent.env`): handed to its held-back container at the go
+    /// ([`release`]), their values among `secrets`.
+    pub(crate) agent_env: &'a [String],
+    /// The run's secret values (name, value).
+    pub(crate) secrets: &'a [(String, Vec<u8>)],
 }
 
 /// Writes the agent's verdict file: `ctl/go` lets it start, `ctl/refused` (holding `why`,
-/// which `cyclix agent-wait` prints) keeps it from ever starting. Returns when (ms since the
-/// Unix epoch), taken before the file exists.
+/// which `cyclix agent-wait` prints) keeps it from ever starting. With the go, the agent's
+/// variables are handed over (`run::handover::give`, within the probe deadline): only a
+/// proven container ever gets them. Returns when (ms since the Unix epoch), taken before the
+/// file exists.
 ///
 /// # Errors
-/// The file cannot be written.
-pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str) -> Result<u128> {
+/// The file cannot be written, or the hand-over failed (the agent then never starts).
+pub(crate) fn release(inp: &Probe<'_>, host: &dyn RunPodman, go: bool, why: &str) -> Result<u128> {
     let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     let (file, text) = if go {
         (ctl.join(render::plan::GO_FILE), "")
@@ -43,6 +50,15 @@ pub(crate) fn release(inp: &Probe<'_>, go: bool, why: &str) -> Result<u128> {
     let at = now_ms();
     std::fs::write(&file, text.as_bytes())
         .with_context(|| format!("writing {}", file.display()))?;
+    if go && !inp.agent_env.is_empty() {
+        let vars: Vec<(String, Vec<u8>)> = inp
+            .secrets
+            .iter()
+            .filter(|(k, _)| inp.agent_env.contains(k))
+            .cloned()
+            .collect();
+        host.hand_over(&ctl.join(render::plan::HANDOVER_FILE), &vars, inp.deadline)?;
+    }
     Ok(at)
 }
 
@@ -204,6 +220,8 @@ mod tests {
             run_dir: Path::new("/nonexistent"),
             deadline: Duration::from_secs(30),
             watched: &[],
+            agent_env: &[],
+            secrets: &[],
         }
     }
 

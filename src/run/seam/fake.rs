@@ -346,9 +346,14 @@ impl RunPodman for FakeRunHost {
         &self,
         container: &str,
         argv: &[String],
+        env: &[(String, Vec<u8>)],
         _deadline: std::time::Duration,
     ) -> Result<(i32, String)> {
-        self.call("baseline", &format!("{container} {}", argv.join(" ")))?;
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        self.call(
+            "baseline",
+            &format!("{container} {} env:{}", argv.join(" "), names.join(",")),
+        )?;
         Ok(self.baseline.clone().unwrap_or((0, "ok\n".into())))
     }
     fn held_probe(
@@ -359,6 +364,16 @@ impl RunPodman for FakeRunHost {
     ) -> Result<(i32, String)> {
         // The same scripted first report as a `probe` call (the calls name it `probe`).
         self.probe(container, &[], false, deadline)
+    }
+    fn hand_over(
+        &self,
+        _fifo: &std::path::Path,
+        vars: &[(String, Vec<u8>)],
+        _deadline: std::time::Duration,
+    ) -> Result<()> {
+        // Names only: the calls are compared in tests, values never recorded.
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        self.call("hand_over", &names.join(","))
     }
     fn probe(
         &self,

@@ -507,7 +507,7 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
     // Free at the start, then held (a podman call timed out behind it).
     let host = FakeRunHost {
         lock_held_looks: 0,
-        fail: vec!["secret_create".into()],
+        fail: vec!["used_subnets".into()],
         ..Default::default()
     };
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
@@ -524,7 +524,7 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
     let held_later = FakeRunHost {
         lock_held_looks: 0,
         lock_held_from: Some(1),
-        fail: vec!["deadline:secret_create".into()],
+        fail: vec!["deadline:used_subnets".into()],
         ..Default::default()
     };
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &held_later);
@@ -539,7 +539,7 @@ fn a_phase_failing_while_the_storage_lock_is_held_names_the_holder() {
     let unrelated = FakeRunHost {
         lock_held_looks: 0,
         lock_held_from: Some(1),
-        fail: vec!["secret_create".into()],
+        fail: vec!["used_subnets".into()],
         ..Default::default()
     };
     let rec = execute(&w.inp, Ledger::in_memory(), &units, &unrelated);

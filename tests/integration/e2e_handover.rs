@@ -1,0 +1,134 @@
+//! The agent's variables (`agent.env`) reach it through its `cyclix agent-wait`'s hand-over at
+//! the go (`run::handover`, issue 33 item 2's first step), on the real stack: while the agent
+//! works no podman secret holds the value (a secret the test makes is listed: the listing's
+//! positive control) and the hand-over FIFO is gone; a run whose boundary is refused never had
+//! the value in its container (a host process holding it in its environment is found by the
+//! same scan: the scan's positive control).
+
+use crate::common::kv;
+use crate::common::run::{inject_mid_run, leftovers, prepared, record};
+use crate::common::tenant::Tenant;
+use crate::common::testbed::{Testbed, expect_success};
+
+/// Writes a random value of `var` into tenant `t`'s env file (made inside the testbed, never
+/// in an argv) and returns its SHA-256 (hex).
+fn secret_for(tb: &Testbed, t: &str, var: &str) -> String {
+    let hash = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             printf '{var}=%s\\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
+             printf %s \"$v\" | sha256sum | cut -c1-64"
+        )),
+        "make the secret",
+    );
+    let hash = hash.trim().to_string();
+    assert_eq!(hash.len(), 64, "{hash}");
+    hash
+}
+
+#[test]
+fn the_agents_variable_is_handed_over_at_the_go_and_is_never_a_podman_secret() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-ho-pass";
+    let hash = secret_for(tb, t, "E2E_HO_TOKEN");
+    // The agent checks the value it got, says so, and works on only once the host looked.
+    let agent = format!(
+        "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_HO_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && touch /tmp/ho-has-it && i=0 && while [ ! -e /tmp/ho-go ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done && exec cyclix-demo-agent\"]"
+    );
+    Tenant::new(t)
+        .agent_cmd(&agent)
+        .agent_key("env: [E2E_HO_TOKEN]")
+        .write(tb);
+    let out = inject_mid_run(
+        tb,
+        t,
+        "for i in $(seq 1 1200); do podman exec $a test -e /tmp/ho-has-it 2>/dev/null && break; sleep 0.1; done
+         podman exec $a test -e /tmp/ho-has-it || { echo \"the agent never had its variable (120 s)\" >&2; exit 3; }
+         printf x | podman secret create e2e-ho-control - >/dev/null
+         names=$(podman secret ls --format '{{.Name}}')
+         podman secret rm e2e-ho-control >/dev/null
+         echo \"control=$(printf '%s\\n' \"$names\" | grep -cx e2e-ho-control)\"
+         echo \"agent_secret=$(printf '%s\\n' \"$names\" | grep -c E2E_HO_TOKEN)\"
+         [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/handover ] && echo fifo=left || echo fifo=gone
+         podman exec $a touch /tmp/ho-go",
+    );
+    assert_eq!(kv(&out, "control"), "1", "the listing works: {out}");
+    assert_eq!(
+        kv(&out, "agent_secret"),
+        "0",
+        "a podman secret held the agent's variable: {out}"
+    );
+    assert_eq!(kv(&out, "fifo"), "gone", "{out}");
+    let rec = record(tb, t);
+    assert_eq!(
+        rec["result"], "passed",
+        "the agent got its variable: {rec:#}"
+    );
+    assert_eq!(rec["secret_names"], serde_json::json!(["E2E_HO_TOKEN"]));
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), t);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
+fn a_refused_sandbox_never_holds_the_agents_variable() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-ho-refused";
+    secret_for(tb, t, "E2E_HO_REFUSED");
+    // An allowlisted host that does not answer: the probes refuse the boundary.
+    Tenant::new(t)
+        .egress_allow(&["gone-host.invalid"], &[80])
+        .agent_key("env: [E2E_HO_REFUSED]")
+        .write(tb);
+    // Every process whose argv is agent-wait's has its environment read (as the user, else as
+    // root of the user's namespace, where a container's other users map) until the run
+    // refused it; a host process under a name like agent-wait's, the value in its
+    // environment, is the control.
+    let out = inject_mid_run(
+        tb,
+        t,
+        &format!(
+            "v=$(sed -n 's/^E2E_HO_REFUSED=//p' ~/.config/cyclix/tenants/{t}.env); printf 'E2E_HO_REFUSED=%s\\n' \"$v\" > /tmp/ho-needle
+             w=wait; E2E_HO_REFUSED=$v bash -c \"exec -a 'cyclix agent-$w --go control' sleep 300\" & ctl=$!
+             unset v
+             seen=0; hits=0; control=0
+             for i in $(seq 1 1200); do
+               for p in $(pgrep -f 'cyclix agent-wai[t] --go'); do
+                 n=$( (cat /proc/$p/environ 2>/dev/null || podman unshare cat /proc/$p/environ 2>/dev/null) | tr '\\0' '\\n' | grep -cxF -f /tmp/ho-needle)
+                 if [ $p = $ctl ]; then control=$((control + n)); else seen=$((seen + 1)); hits=$((hits + n)); fi
+               done
+               [ -e $XDG_RUNTIME_DIR/cyclix/runs/$run/ctl/refused ] && [ $seen -gt 0 ] && break
+               sleep 0.05
+             done
+             kill $ctl; rm -f /tmp/ho-needle
+             echo \"seen=$seen hits=$hits control=$control\""
+        ),
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("seen="))
+        .unwrap_or_default()
+        .to_string();
+    let field = |k: &str| -> u32 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(field("control") > 0, "the scan finds the value: {out}");
+    assert!(
+        field("seen") > 0,
+        "the scan read the held agent-wait: {out}"
+    );
+    assert_eq!(
+        field("hits"),
+        0,
+        "the refused sandbox held the value: {out}"
+    );
+    let rec = record(tb, t);
+    assert_eq!(rec["result"], "probe_refused", "{rec:#}");
+    let left = leftovers(tb, rec["run_id"].as_str().expect("id"), t);
+    assert!(left.trim().is_empty(), "{left}");
+}
