@@ -644,10 +644,11 @@ fn a_dead_ready_environment_is_destroyed_by_pool_expire_and_by_the_restarted_kee
         &t,
         120,
         &format!(
-            "journalctl --user -u cyclix-pool@{t}.service --no-pager -o cat | grep -qF 'environment {b} is dead (its proxy unit {b_proxy} is {state}) and destroyed' && {} && ! ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready | grep -qx {b}",
+            "journalctl --user -u cyclix-pool@{t}.service --no-pager -o cat | grep -qF 'environment {b} is dead (its proxy unit {b_proxy} is {state}) and destroyed' && {} && ! ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready | grep -qx {b} && \
+             grep -q '\"state\": \"full\"' $XDG_RUNTIME_DIR/cyclix/pool/{t}/keeper.json",
             holds(&t, 2)
         ),
-        "the restarted keeper destroys B and refills",
+        "the restarted keeper destroys B, refills and says it is full",
     );
     let left = leftovers(tb, &b, &t);
     assert!(left.trim().is_empty(), "left by {b}:\n{left}");
