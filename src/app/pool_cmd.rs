@@ -40,8 +40,9 @@ pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome>
 }
 
 /// `cyclix pool fill TENANT`: converges environments of fillers that died, destroys the ready
-/// ones that are dead ([`destroy_dead`]), then fills the pool to its `size` once and exits. Exit 1 when the tenant cannot have a warm pool (the
-/// reason is printed) or a fill failed.
+/// ones that are dead ([`destroy_dead`]), then fills the pool to its `size` once and exits.
+/// Exit 1 when the tenant cannot have a warm pool (the reason is printed), a dead one is not
+/// fully destroyed or a fill failed.
 ///
 /// # Errors
 /// No runtime dir, the user manager cannot be reached, the state cannot be read.

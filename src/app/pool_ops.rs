@@ -203,7 +203,7 @@ pub(crate) fn destroy_dead(env: &HostEnv, eh: &EnvHost<'_>) -> Result<Vec<DeadNo
         Ok(u) => u.with_call_timeout(LOOK),
         Err(e) => {
             return Ok(vec![DeadNote::Unknown(format!(
-                "warning: pool {tenant}: its {} ready environment(s) are kept unlooked at: {e:#}",
+                "warning: pool {tenant}: its {} ready environment(s) are kept, not looked at: {e:#}",
                 ready.len()
             ))]);
         }
