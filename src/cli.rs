@@ -399,21 +399,23 @@ pub enum ImagesCommand {
 /// `cyclix pool ...`
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
-    /// Destroy environments left half-made by a filler that died, then fill TENANT's pool to
-    /// its `size` once and exit (exit 1: the tenant cannot have a warm pool, or a fill failed).
+    /// Destroy environments left half-made by a filler that died and ready ones that are dead
+    /// (their proxy or pod unit not active), then fill TENANT's pool to its `size` once and
+    /// exit (exit 1: the tenant cannot have a warm pool, or a fill failed).
     Fill {
         /// The tenant.
         tenant: String,
     },
     /// Keep TENANT's pool until SIGTERM (what `cyclix-pool@TENANT.service` runs): destroy
-    /// half-made environments, fill to `size`, refill after each claim, destroy environments
-    /// idle past `max_idle`; with a schedule, fill only from `warm_before` before the timer's
+    /// half-made and dead environments, fill to `size`, refill after each claim, destroy
+    /// environments idle past `max_idle`; with a schedule, fill only from `warm_before` before the timer's
     /// next elapse. Its state is in `$XDG_RUNTIME_DIR/cyclix/pool/TENANT/keeper.json`.
     Keep {
         /// The tenant.
         tenant: String,
     },
-    /// Destroy TENANT's ready environments idle past its pool's `max_idle`.
+    /// Destroy TENANT's ready environments that are dead (their proxy or pod unit not active)
+    /// or idle past its pool's `max_idle`.
     Expire {
         /// The tenant.
         tenant: String,

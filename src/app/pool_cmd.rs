@@ -1,13 +1,15 @@
 //! `cyclix pool fill|keep|expire TENANT` (issue 16): a tenant's warm pool filled once, kept
-//! filled ([`keep`], the keeper `cyclix-pool@TENANT.service` runs), or its idle environments
-//! expired; the claims and convergence all verbs share are in [`super::pool_ops`].
+//! filled ([`keep`], the keeper `cyclix-pool@TENANT.service` runs), or its idle and dead
+//! environments destroyed; the claims and convergence all verbs share are in [`super::pool_ops`].
 
 use std::time::SystemTime;
 
 use anyhow::Result;
 
 use super::clock::{new_run_id, now_ms};
-use super::pool_ops::{converge_dead_claims_unlocked, converge_dead_fillers, with_env_host};
+use super::pool_ops::{
+    DeadNote, converge_dead_claims_unlocked, converge_dead_fillers, destroy_dead, with_env_host,
+};
 use super::tenant::{random_log_key, random_placeholders, runnable_spec};
 use crate::context::HostEnv;
 use crate::exit::Outcome;
@@ -37,9 +39,10 @@ pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome>
     }
 }
 
-/// `cyclix pool fill TENANT`: converges environments of fillers that died, then fills the
-/// pool to its `size` once and exits. Exit 1 when the tenant cannot have a warm pool (the
-/// reason is printed) or a fill failed.
+/// `cyclix pool fill TENANT`: converges environments of fillers that died, destroys the ready
+/// ones that are dead ([`destroy_dead`]), then fills the pool to its `size` once and exits.
+/// Exit 1 when the tenant cannot have a warm pool (the reason is printed), a dead one is not
+/// fully destroyed or a fill failed.
 ///
 /// # Errors
 /// No runtime dir, the user manager cannot be reached, the state cannot be read.
@@ -60,6 +63,10 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
             crate::stderrln!("{n}");
         }
         let mut ok = true;
+        for n in destroy_dead(env, eh)? {
+            n.say()?;
+            ok &= !matches!(n, DeadNote::Left(_));
+        }
         loop {
             let c = eh.state.counts()?;
             if c.ready + c.filling >= size {
@@ -91,8 +98,9 @@ pub fn fill(env: &HostEnv, tenant: &str) -> Result<Outcome> {
     })
 }
 
-/// `cyclix pool expire TENANT`: destroys every ready environment idle past the pool's
-/// `max_idle` at `now` (ms since the epoch; default the clock: `--now-ms` is for tests).
+/// `cyclix pool expire TENANT`: destroys every ready environment that is dead
+/// ([`destroy_dead`]) or idle past the pool's `max_idle` at `now` (ms since the epoch; default
+/// the clock: `--now-ms` is for tests). Exit 1 when one is not fully destroyed.
 ///
 /// # Errors
 /// As [`fill`].
@@ -109,6 +117,10 @@ pub fn expire(env: &HostEnv, tenant: &str, now: Option<u128>) -> Result<Outcome>
         let mut ok = true;
         for n in converge_dead_claims_unlocked(env, eh)?.0 {
             crate::outln!("{n}");
+        }
+        for n in destroy_dead(env, eh)? {
+            n.say()?;
+            ok &= !matches!(n, DeadNote::Left(_));
         }
         for f in eh
             .state

@@ -154,6 +154,100 @@ pub(crate) fn converge_dead_claims_unlocked(
     }
 }
 
+/// The bound of one look at a ready environment's unit (`run::pool::dead`): 5 s.
+const LOOK: Duration = Duration::from_secs(5);
+
+/// What [`destroy_dead`] did with a ready environment that is not (known to be) alive.
+pub(crate) enum DeadNote {
+    /// It was dead and is destroyed: the line that says so (for stdout).
+    Destroyed(String),
+    /// It was dead and is not fully destroyed: the error (for stderr).
+    Left(String),
+    /// A unit of it could not be read: it is kept, and the warning says why (for stderr).
+    Unknown(String),
+}
+
+impl DeadNote {
+    /// Prints the note: a destruction on stdout, the others on stderr.
+    ///
+    /// # Errors
+    /// Stdout cannot be written.
+    pub(crate) fn say(&self) -> Result<()> {
+        match self {
+            DeadNote::Destroyed(l) => crate::outln!("{l}"),
+            DeadNote::Left(l) | DeadNote::Unknown(l) => crate::stderrln!("{l}"),
+        }
+        Ok(())
+    }
+}
+
+/// Destroys every ready environment of `eh`'s pool that is dead (`run::pool::dead`: its proxy
+/// unit or its pod unit is not `active`; one look at each over a connection of its own whose
+/// calls are bounded by [`LOOK`]). Each is taken out of `ready/` into `expiring/` first (as
+/// expiry does: no run can claim it meanwhile; one claimed first is left to its run's claim
+/// check) and destroyed ([`EnvHost::destroy`]). One whose unit cannot be read is kept and
+/// said. Returns a note for each that was not alive; for the pool's keeper and `cyclix pool
+/// fill|expire`.
+///
+/// # Errors
+/// The pool's state cannot be listed, or an environment cannot be moved out of `ready/`.
+pub(crate) fn destroy_dead(env: &HostEnv, eh: &EnvHost<'_>) -> Result<Vec<DeadNote>> {
+    use crate::run::pool::dead::{self, Look, Verdict};
+    use crate::systemd::UnitManager as _;
+    let tenant = &eh.spec.tenant;
+    let ready = eh.state.ready_envs()?;
+    if ready.is_empty() {
+        return Ok(Vec::new());
+    }
+    let units = match unit_manager(env) {
+        Ok(u) => u.with_call_timeout(LOOK),
+        Err(e) => {
+            return Ok(vec![DeadNote::Unknown(format!(
+                "warning: pool {tenant}: its {} ready environment(s) are kept, not looked at: {e:#}",
+                ready.len()
+            ))]);
+        }
+    };
+    let mut notes = Vec::new();
+    for f in ready {
+        let looks: Vec<_> = dead::units(&f.env)
+            .into_iter()
+            .map(|(what, unit)| {
+                let look = match units.unit_status(&unit) {
+                    Ok(s) => Look::Read(s.active_state, s.load_state),
+                    Err(e) => Look::Unreadable(e.to_string()),
+                };
+                (what, unit, look)
+            })
+            .collect();
+        let why = match dead::judge(&looks) {
+            Verdict::Alive => continue,
+            Verdict::Unknown(why) => {
+                notes.push(DeadNote::Unknown(format!(
+                    "warning: pool {tenant}: environment {} is kept, not known to be alive: {why}",
+                    f.env
+                )));
+                continue;
+            }
+            Verdict::Dead(why) => why,
+        };
+        if !eh.state.take(&f.env)? {
+            continue; // claimed meanwhile: its claim's check refuses it
+        }
+        notes.push(match eh.destroy(&f.env, &eh.state.expiring_path(&f.env)) {
+            None => DeadNote::Destroyed(format!(
+                "pool {tenant}: environment {} is dead ({why}) and destroyed",
+                f.env
+            )),
+            Some(l) => DeadNote::Left(format!(
+                "error: pool {tenant}: environment {} is dead ({why}); {l}",
+                f.env
+            )),
+        });
+    }
+    Ok(notes)
+}
+
 /// What a run's claim decided: its run id and environment, the notices for its record, and
 /// for a warm environment the pool's files the run takes over.
 pub(crate) struct Claimed {

@@ -59,7 +59,8 @@ const UNIT_PAGES: [(&str, &str, &str, &str); 5] = [
         "cyclix-pool@.service",
         "keeps a cyclix tenant's warm pool",
         "Runs `cyclix pool keep TENANT`: fills the tenant's warm pool to its `pool.size`, refills \
-         it after each claim, destroys environments idle past `max_idle` and, with a schedule, \
+         it after each claim, destroys environments idle past `max_idle` or dead (their proxy or \
+         pod unit not active) and, with a schedule, \
          fills only from `warm_before` before cyclix-run@TENANT.timer's next elapse. Enabled \
          and started by `cyclix install` for a tenant with a pool of size > 0; removed by \
          `cyclix uninstall`. Its state (last fill error, next wake) is in \

@@ -10,7 +10,7 @@
 //! | `filling/ENV` | a filler is making it (created exclusively *before* any object is made) |
 //! | `ready/ENV` | made and recorded ([`Filled`]): a run may claim it |
 //! | `claimed/ENV@RUN` | run `RUN` claimed it (one rename(2) from `ready/`) |
-//! | `expiring/ENV` | idle past `max_idle`: taken out of `ready/` to be destroyed |
+//! | `expiring/ENV` | idle past `max_idle`, or dead ([`dead`]): taken out of `ready/` to be destroyed |
 //!
 //! A claim is one `rename(2)` of `ready/ENV` to `claimed/ENV@RUN`: of two claims of the same
 //! environment exactly one rename finds the source (the other gets `ENOENT` and tries the next
@@ -121,7 +121,7 @@ pub struct Counts {
     pub ready: usize,
     /// Claimed by a run (`claimed/`).
     pub claimed: usize,
-    /// Idle past `max_idle`, being destroyed (`expiring/`).
+    /// Idle past `max_idle` or dead, being destroyed (`expiring/`).
     pub expiring: usize,
 }
 
@@ -324,7 +324,6 @@ impl PoolState {
     /// I/O other than losing a race for an environment to a claim.
     pub fn take_expired(&self, now_ms: u128, max_idle_ms: u128) -> Result<Vec<Filled>> {
         let mut out = Vec::new();
-        let to_dir = self.sub(EXPIRING);
         for env in self.ids(READY)? {
             let from = self.sub(READY).join(&env);
             let filled = match read(&from) {
@@ -335,20 +334,32 @@ impl PoolState {
             if filled.ready_ms.saturating_add(max_idle_ms) > now_ms {
                 continue;
             }
-            std::fs::create_dir_all(&to_dir)
-                .with_context(|| format!("creating {}", to_dir.display()))?;
-            let to = to_dir.join(&env);
-            match std::fs::rename(&from, &to) {
-                Ok(()) => out.push(filled),
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!("renaming {} to {}", from.display(), to.display())
-                    });
-                }
+            if self.take(&env)? {
+                out.push(filled);
             }
         }
         Ok(out)
+    }
+
+    /// Takes ready environment `env` out of `ready/` into `expiring/ENV` (one rename, so no run
+    /// can claim it meanwhile), for the caller to destroy. `false` when it is not ready any
+    /// more (a run claimed it, or another cyclix took it, first).
+    ///
+    /// # Errors
+    /// I/O other than losing the race for it.
+    pub fn take(&self, env: &str) -> Result<bool> {
+        let from = self.sub(READY).join(env);
+        let to_dir = self.sub(EXPIRING);
+        std::fs::create_dir_all(&to_dir)
+            .with_context(|| format!("creating {}", to_dir.display()))?;
+        let to = to_dir.join(env);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => {
+                Err(e).with_context(|| format!("renaming {} to {}", from.display(), to.display()))
+            }
+        }
     }
 
     /// Forgets a destroyed environment: removes its state file (`claimed/ENV@RUN` after the
@@ -499,6 +510,7 @@ pub fn warm(filled: &Filled, claimed_ms: u128) -> EnvironmentRecord {
 
 pub mod check;
 pub mod credfile;
+pub mod dead;
 pub mod env;
 pub mod keeper;
 mod view;

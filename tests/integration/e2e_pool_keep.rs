@@ -2,7 +2,8 @@
 //! real user manager: `cyclix install --tenant T` enables and starts it for a pooled tenant;
 //! it fills the pool to size, a run claims warm and the keeper refills; a keeper killed by SIGKILL
 //! mid-fill is restarted by its unit and converges (zero leftovers, the pool back at size); it
-//! expires an idle environment; with a schedule far away it keeps the pool empty and `status`
+//! expires an idle environment; a dead ready one (its proxy stopped or killed) is destroyed by
+//! `cyclix pool expire` and by the restarted keeper, which refills; with a schedule far away it keeps the pool empty and `status`
 //! says until when; `install` of the pool set to 0 stops it and destroys the pool; `cyclix
 //! uninstall` leaves no keeper and no pooled object. Each test waits on a condition with a
 //! deadline (`timeout N sh -c 'until …'`), never a fixed sleep.
@@ -565,5 +566,121 @@ fn a_keeper_stopped_mid_fill_finishes_the_fill_and_leaves_nothing_half_made() {
     assert_eq!(keeper_unit(tb, &t), "inactive enabled");
     let mut all = ready_now;
     all.push(filling);
+    put_away(tb, &t, &all);
+}
+
+/// The shell condition "`unit` is not active" (it stopped or failed).
+fn not_active(unit: &str) -> String {
+    format!("! systemctl --user is-active --quiet {unit}")
+}
+
+/// `unit`'s `ActiveState` (`systemctl --user is-active`).
+fn active_state(tb: &Testbed, unit: &str) -> String {
+    let out = tb.user_sh(&format!("systemctl --user is-active {unit}"));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_dead_ready_environment_is_destroyed_by_pool_expire_and_by_the_restarted_keeper_which_refills()
+{
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-pooldead")
+        .extra_yaml("pool:\n  size: 2")
+        .write(tb);
+    drain(tb, &t);
+    cyclix(tb, &format!("install --tenant {t}"));
+    wait(tb, &t, 120, &holds(&t, 2), "the keeper fills the pool to 2");
+    let first = ready(tb, &t);
+    let (a, b) = (first[0].clone(), first[1].clone());
+    let mut all = first.clone();
+
+    // A's proxy unit stopped: A is dead, and (positive control) still ready: nothing looks.
+    let a_proxy = format!("cyclix-{a}-proxy.service");
+    expect_success(
+        &tb.user_sh(&format!("systemctl --user stop {a_proxy}")),
+        "stop A's proxy unit",
+    );
+    wait(tb, &t, 60, &not_active(&a_proxy), "A's proxy unit stops");
+    let state = active_state(tb, &a_proxy);
+    assert!(
+        ready(tb, &t).contains(&a),
+        "positive control: {a} still ready"
+    );
+    let out = cyclix(tb, &format!("pool expire {t}"));
+    assert!(
+        out.contains(&format!(
+            "pool {t}: environment {a} is dead (its proxy unit {a_proxy} is {state}) and destroyed"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains(&b), "{b} is alive: {out}");
+    assert!(!ready(tb, &t).contains(&a));
+    let left = leftovers(tb, &a, &t);
+    assert!(left.trim().is_empty(), "left by {a}:\n{left}");
+    // Taking A out of ready/ wakes the keeper, which refills.
+    wait(tb, &t, 120, &holds(&t, 2), "the keeper refills after A");
+    all.extend(ready(tb, &t));
+
+    // B's proxy container killed: dead, and (positive control) the running keeper leaves it
+    // ready; its restart (as when the user manager restarts) destroys it and refills.
+    let b_proxy = format!("cyclix-{b}-proxy.service");
+    expect_success(
+        &tb.user_sh(&format!("podman kill cyclix-{b}-proxy")),
+        "kill B's proxy",
+    );
+    wait(tb, &t, 60, &not_active(&b_proxy), "B's proxy unit ends");
+    let state = active_state(tb, &b_proxy);
+    assert!(
+        ready(tb, &t).contains(&b),
+        "positive control: {b} still ready"
+    );
+    expect_success(
+        &tb.user_sh(&format!("systemctl --user restart cyclix-pool@{t}.service")),
+        "restart the keeper",
+    );
+    wait(
+        tb,
+        &t,
+        120,
+        &format!(
+            "journalctl --user -u cyclix-pool@{t}.service --no-pager -o cat | grep -qF 'environment {b} is dead (its proxy unit {b_proxy} is {state}) and destroyed' && {} && ! ls $XDG_RUNTIME_DIR/cyclix/pool/{t}/ready | grep -qx {b} && \
+             grep -q '\"state\": \"full\"' $XDG_RUNTIME_DIR/cyclix/pool/{t}/keeper.json",
+            holds(&t, 2)
+        ),
+        "the restarted keeper destroys B, refills and says it is full",
+    );
+    let left = leftovers(tb, &b, &t);
+    assert!(left.trim().is_empty(), "left by {b}:\n{left}");
+    let now = ready(tb, &t);
+    assert!(now.iter().any(|e| !all.contains(e)), "{all:?} -> {now:?}");
+    let k = keeper_json(tb, &t);
+    assert!(
+        k["dead"] == 1 && k["state"] == "full" && k.get("last_error").is_none(),
+        "{k:#}"
+    );
+    let status = cyclix(tb, &format!("status {t}"));
+    assert!(
+        status.contains("pool: size 2: 2 ready, 0 filling, 0 claimed, 0 expiring")
+            && status.contains(&format!("cyclix-pool@{t}.service: active: keeping 2 ready")),
+        "{status}"
+    );
+
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    assert_eq!(rec["environment"]["pooled"], true, "{rec:#}");
+    all.extend(now);
+    wait(
+        tb,
+        &t,
+        120,
+        &holds(&t, 2),
+        "the keeper refills after the run",
+    );
+    all.extend(ready(tb, &t));
+    all.sort();
+    all.dedup();
     put_away(tb, &t, &all);
 }

@@ -1,6 +1,7 @@
 //! `cyclix pool keep TENANT` (`cyclix-pool@TENANT.service`, issue 16): the long-running keeper
-//! of a tenant's warm pool. Each round it converges environments of fillers that died, reads
-//! the tenant timer's next elapse, decides (`run::pool::keeper::decide`: expire, fill one, or
+//! of a tenant's warm pool. Each round it converges environments of fillers that died,
+//! destroys the ready ones that are dead (`pool_ops::destroy_dead`), reads the tenant timer's
+//! next elapse, decides (`run::pool::keeper::decide`: expire, fill one, or
 //! wait until a deadline), acts, and writes what it does to `keeper.json` in the pool's
 //! directory (`cyclix status`, `cyclix check`). It waits on an inotify event of the pool's
 //! `ready/` (a claim renames `ready/ENV` away) with the decision's deadline as timeout.
@@ -20,7 +21,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context as _, Result};
 
 use super::super::clock::{new_run_id, now_ms};
-use super::super::pool_ops::{converge_dead_claims_unlocked, converge_dead_fillers, with_env_host};
+use super::super::pool_ops::{
+    DeadNote, converge_dead_claims_unlocked, converge_dead_fillers, destroy_dead, with_env_host,
+};
 
 /// How soon the keeper looks again while a run's claim is being handed over (it may die
 /// there, leaving the credentials in the claimed proxy): 2 s, in ms.
@@ -249,6 +252,14 @@ impl Keeper {
             let (notes, claim_pending) = converge_dead_claims_unlocked(env, eh)?;
             for n in notes {
                 crate::stderrln!("{n}");
+            }
+            // A ready environment whose proxy or pod died (the user manager restarted, which
+            // restarts the keeper too; its proxy killed) is destroyed; the loop refills.
+            for n in destroy_dead(env, eh)? {
+                n.say()?;
+                if matches!(n, DeadNote::Destroyed(_)) {
+                    self.st.dead += 1;
+                }
             }
             loop {
                 let now = now_ms();

@@ -177,6 +177,10 @@ pub struct KeeperState {
     /// Environments it destroyed idle past `max_idle` since it started.
     #[serde(default)]
     pub expired: u64,
+    /// Ready environments it destroyed dead (their proxy or pod unit not active:
+    /// [`super::dead`]) since it started.
+    #[serde(default)]
+    pub dead: u64,
 }
 
 impl KeeperState {

@@ -129,6 +129,22 @@ fn two_concurrent_claims_never_get_the_same_environment() {
 }
 
 #[test]
+fn a_taken_environment_cannot_be_claimed_and_is_taken_once() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let p = pool(&t);
+    p.begin("20261202t020000-e001", "acme", 0, 1)
+        .expect("begin");
+    p.ready("20261202t020000-e001", 1_000).expect("ready");
+    assert!(p.take("20261202t020000-e001").expect("take"));
+    assert!(!p.take("20261202t020000-e001").expect("taken already"));
+    assert!(!p.take("20261202t020000-e009").expect("never ready"));
+    let n = p.counts().expect("counts");
+    assert_eq!((n.ready, n.expiring), (0, 1));
+    assert!(p.expiring_path("20261202t020000-e001").exists());
+    assert_eq!(p.claim("20261202t030000-aaaa").expect("claim"), None);
+}
+
+#[test]
 fn an_environment_idle_past_max_idle_expires_and_cannot_be_claimed() {
     let t = tempfile::tempdir().expect("tempdir");
     let p = pool(&t);
