@@ -43,11 +43,7 @@ const POLL: Duration = Duration::from_millis(1);
 /// # Errors
 /// `mkfifo` failed (named with the path).
 pub fn make(path: &Path) -> Result<()> {
-    nix::unistd::mkfifo(
-        path,
-        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
-    )
-    .with_context(|| format!("making the agent's hand-over FIFO {}", path.display()))
+    super::report_fifo::make_private(path, "the agent's hand-over FIFO")
 }
 
 /// The frame carrying `vars` (name, value): [`HELLO`], one `NAME=BASE64(VALUE)` line each,

@@ -28,11 +28,20 @@ const POLL: Duration = Duration::from_millis(1);
 /// # Errors
 /// `mkfifo` failed (named with the path).
 pub fn make(path: &Path) -> Result<()> {
+    make_private(path, "the probe report FIFO")
+}
+
+/// Makes a FIFO of the control directory at `path`, mode 0600 (the host user's: the
+/// container's user maps to it); `what` names it in the error.
+///
+/// # Errors
+/// `mkfifo` failed (named with `what` and the path).
+pub(crate) fn make_private(path: &Path, what: &str) -> Result<()> {
     nix::unistd::mkfifo(
         path,
         nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
     )
-    .with_context(|| format!("making the probe report FIFO {}", path.display()))
+    .with_context(|| format!("making {what} {}", path.display()))
 }
 
 /// Opens the FIFO's read end (non-blocking: agent-wait may not have opened its end yet) and

@@ -140,12 +140,7 @@ fn the_watch_probe_stays_untraceable_by_the_presets_uid_and_by_a_nested_namespac
             .iter()
             .find(|l| l.starts_with(&format!("HUNT {who} ")))
             .unwrap_or_else(|| panic!("no {who} hunt line: {rec:#}"));
-        let n = |k: &str| -> u64 {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
+        let n = |k: &str| crate::common::count(line, k);
         assert!(n("seen") > 0, "{who}: the probe was never seen: {line}");
         assert!(
             n("ctl") > 0,

@@ -366,16 +366,7 @@ fn a_secret_on_an_evidence_line_is_redacted_from_the_drills_output() {
     let _one = one_drill();
     let tb = prepared();
     let t = "e2e-drill-secret";
-    let hash = expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
-             printf 'E2E_TOKEN=%s\\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
-             printf %s \"$v\" | sha256sum | cut -c1-64"
-        )),
-        "make the secret",
-    );
-    let hash = hash.trim().to_string();
+    let hash = crate::common::run::secret_in_env_file(tb, t, "E2E_TOKEN");
     let agent = "[python3, -c, \"import os,re,hashlib; t=open(os.environ['CYCLIX_TASK']).read(); v=os.environ['E2E_TOKEN']; \
                  print(re.search(r'drill-[0-9a-f]+', t).group(0) + ': No such file ' + v + ' H=' + hashlib.sha256(v.encode()).hexdigest(), flush=True)\"]";
     Tenant::new(t)

@@ -5,34 +5,16 @@
 //! the value in its container (a host process holding it in its environment is found by the
 //! same scan: the scan's positive control).
 
-use crate::common::kv;
-use crate::common::run::{inject_mid_run, leftovers, prepared, record};
+use crate::common::run::{inject_mid_run, leftovers, prepared, record, secret_in_env_file};
 use crate::common::tenant::Tenant;
-use crate::common::testbed::{Testbed, expect_success};
-
-/// Writes a random value of `var` into tenant `t`'s env file (made inside the testbed, never
-/// in an argv) and returns its SHA-256 (hex).
-fn secret_for(tb: &Testbed, t: &str, var: &str) -> String {
-    let hash = expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
-             printf '{var}=%s\\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
-             printf %s \"$v\" | sha256sum | cut -c1-64"
-        )),
-        "make the secret",
-    );
-    let hash = hash.trim().to_string();
-    assert_eq!(hash.len(), 64, "{hash}");
-    hash
-}
+use crate::common::{count, kv};
 
 #[test]
 fn the_agents_variable_is_handed_over_at_the_go_and_is_never_a_podman_secret() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-ho-pass";
-    let hash = secret_for(tb, t, "E2E_HO_TOKEN");
+    let hash = secret_in_env_file(tb, t, "E2E_HO_TOKEN");
     // The agent checks the value it got, says so, and works on only once the host looked.
     let agent = format!(
         "[sh, -c, \"[ \\\"$(printf %s \\\"$E2E_HO_TOKEN\\\" | sha256sum | cut -c1-64)\\\" = {hash} ] && touch /tmp/ho-has-it && i=0 && while [ ! -e /tmp/ho-go ] && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done && exec cyclix-demo-agent\"]"
@@ -76,7 +58,7 @@ fn a_refused_sandbox_never_holds_the_agents_variable() {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
     let t = "e2e-ho-refused";
-    secret_for(tb, t, "E2E_HO_REFUSED");
+    secret_in_env_file(tb, t, "E2E_HO_REFUSED");
     // An allowlisted host that does not answer: the probes refuse the boundary.
     Tenant::new(t)
         .egress_allow(&["gone-host.invalid"], &[80])
@@ -111,19 +93,16 @@ fn a_refused_sandbox_never_holds_the_agents_variable() {
         .find(|l| l.starts_with("seen="))
         .unwrap_or_default()
         .to_string();
-    let field = |k: &str| -> u32 {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{k}=")))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    assert!(field("control") > 0, "the scan finds the value: {out}");
     assert!(
-        field("seen") > 0,
+        count(&line, "control") > 0,
+        "the scan finds the value: {out}"
+    );
+    assert!(
+        count(&line, "seen") > 0,
         "the scan read the held agent-wait: {out}"
     );
     assert_eq!(
-        field("hits"),
+        count(&line, "hits"),
         0,
         "the refused sandbox held the value: {out}"
     );

@@ -303,17 +303,8 @@ fn a_secret_reaches_the_agent_as_env_and_nowhere_else() {
     // test's): only its sha256 goes into the spec, where the agent checks it.
     let tb = prepared();
     let t = "e2e-secret";
-    let hash = expect_success(
-        &tb.user_sh(&format!(
-            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
-             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
-             printf 'E2E_TOKEN=%s\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
-             printf %s \"$v\" | sha256sum | cut -c1-64"
-        )),
-        "make the secret",
-    );
-    let hash = hash.trim();
-    assert_eq!(hash.len(), 64, "{hash}");
+    let hash = crate::common::run::secret_in_env_file(tb, t, "E2E_TOKEN");
+    let hash = hash.as_str();
     // The agent works until the host's scan has seen it ten times (`/tmp/agent-waits-for-scan`,
     // touched from the host), so the scan covers the sandbox by the events' count, not a time.
     let agent = format!(

@@ -32,6 +32,16 @@ pub fn write_executable(path: &std::path::Path, text: &str) {
     );
 }
 
+/// The number `KEY=N` among the space-separated words of `line` (a test script's one-line
+/// count, `seen=3 hits=0`); 0 when it is not there or not a number.
+#[must_use]
+pub fn count(line: &str, key: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The value of the first `KEY=VALUE` line of `out` (a test script's report), trimmed.
 ///
 /// # Panics

@@ -241,3 +241,21 @@ pub fn run_paused(
     .to_string();
     (run, status)
 }
+
+/// Writes a random value of `var` into tenant `t`'s env file (`~/.config/cyclix/tenants/T.env`,
+/// mode 0600), made inside the testbed and never in an argv (not even a test's), and returns its
+/// SHA-256 (hex): what a spec or an agent compares the value with.
+pub fn secret_in_env_file(tb: &Testbed, t: &str, var: &str) -> String {
+    let hash = expect_success(
+        &tb.user_sh(&format!(
+            "set -e; mkdir -p ~/.config/cyclix/tenants; umask 077
+             v=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+             printf '{var}=%s\\n' \"$v\" > ~/.config/cyclix/tenants/{t}.env
+             printf %s \"$v\" | sha256sum | cut -c1-64"
+        )),
+        "make the secret",
+    );
+    let hash = hash.trim().to_string();
+    assert_eq!(hash.len(), 64, "{hash}");
+    hash
+}
