@@ -367,8 +367,7 @@ fn sigkill_after_each_kind_of_ledger_append_converges_to_zero_leftovers() {
     crate::common::tenant::key_file(tb, t, "E2E_TOKEN");
     let t = Tenant::new(t)
         .agent_cmd("[cyclix-demo-agent]")
-        .agent_key("credentials:
-    - {env: E2E_TOKEN, host: api.example, header: x-api-key, paths: [/v1/messages]}")
+        .agent_key("credentials:\n    - {env: E2E_TOKEN, host: api.example, header: x-api-key, paths: [/v1/messages]}")
         .write(tb);
     let reset = || {
         expect_success(
