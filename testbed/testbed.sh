@@ -176,6 +176,15 @@ nspawn_pid() {
 leader_pid() { local n; n=$(nspawn_pid) || return 1; pgrep -o -P "$n"; }
 running() { leader_pid >/dev/null 2>&1; }
 not_running() { die "testbed not running; run '$SELF up' first"; }
+# `user`, `root` and `nsenter` go only into a machine that shows THIS checkout at /src: without
+# TB_DIR/TB_MACHINE every checkout names the default machine, and a command meant for one's own
+# testbed would run, unwarned, in another checkout's (its cyclix, its runs). `status` and `down`
+# still work from anywhere (a machine of another checkout must be stoppable).
+this_checkout() {
+  local have; have=$(cat "$BINDS_FILE" 2>/dev/null || true)
+  [ -z "$have" ] || [ "${have%% bind=*}" = "src=$PROJECT_ROOT" ] && return 0
+  die "testbed $TB_MACHINE runs ${have%% bind=*}, not this checkout (src=$PROJECT_ROOT): set TB_DIR and TB_MACHINE for a testbed of your own (testbed/README.md), or use that checkout's testbed.sh"
+}
 # Raw nsenter: fine for inspection, but the process stays in a HOST cgroup
 # (/../.. seen from inside), so logind/systemd cannot map it to a unit
 # (e.g. `loginctl enable-linger` -> "Protocol driver not attached"; NOTES fact 9).
@@ -768,9 +777,9 @@ cmd=${1:-up}; [ $# -gt 0 ] && shift
 case "$cmd" in
   up)       take_lock; host_deps; build_all; fetch_agent_packages; boot; import_images
             log "ready: '$SELF user CMD' runs CMD as $TB_USER; /src = $PROJECT_ROOT" ;;
-  user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; in_user "$@" ;;
-  root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; in_root_unit "$@" ;;
-  nsenter)  [ $# -gt 0 ] || die "usage: $0 nsenter CMD..."; in_root "$@" ;;
+  user)     [ $# -gt 0 ] || die "usage: $0 user CMD..."; this_checkout; in_user "$@" ;;
+  root)     [ $# -gt 0 ] || die "usage: $0 root CMD..."; this_checkout; in_root_unit "$@" ;;
+  nsenter)  [ $# -gt 0 ] || die "usage: $0 nsenter CMD..."; this_checkout; in_root "$@" ;;
   selftest) [ "$TB_SUITE" = trixie ] || die "selftest proves the trixie stack (Quadlet, pasta); the bookworm flavour is proven by 'cargo test --test bookworm'"
             selftest ;;
   status)   if running; then echo "running nspawn=$(nspawn_pid) leader=$(leader_pid) state=$(in_root systemctl is-system-running || true) $(cat "$BINDS_FILE" 2>/dev/null || true)"

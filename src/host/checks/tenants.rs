@@ -295,7 +295,7 @@ pub(super) fn env(f: &CheckFacts, t: &TenantFacts) -> Option<Check> {
         return Some(Check::fail(
             &id,
             format!(
-                "not set in {env_file} nor in the user manager's environment{manager_note}: {}; a run stops in `prepare`",
+                "not set in {env_file} nor in the user manager's environment{manager_note}: {}; a run fails at its start, before it writes a record",
                 what.join(", ")
             ),
             fix(&missing),
