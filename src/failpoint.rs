@@ -16,7 +16,8 @@
 //! ledger (`run::ledger::KINDS`), and `record.written` between writing the run record and
 //! removing the run's ledger, and `reload.confirm` between the install of a run's generated units and the look that
 //! loads them (the place where a manager reexec met a run's `LoadUnit`, issue 36), and `claim.handed` right
-//! after a claimed environment's proxy got the run's credentials, before the run takes it over. A fill of a warm pool passes `pool.fill` once its subnet is reserved
+//! after a claimed environment's proxy got the run's credentials, before the run takes it over, and `probe.reported` once the probe report is in, before the look that wants the held agent
+//! container to hold only its init and agent-wait. A fill of a warm pool passes `pool.fill` once its subnet is reserved
 //! and `pool.fill.started` once its environment runs; the *hold* point `pool.fill.held`
 //! ([`hold_point`]) there blocks instead of dying, for a test that kills the process from outside.
 

@@ -445,6 +445,9 @@ pub fn spawn_sentinel(secs: u64, name: &str) -> std::io::Result<std::process::Ch
     Command::new("sleep")
         .arg0(name)
         .arg(secs.to_string())
+        // Nothing of cyclix's environment (a tenant's variables, the canary) lives on in it.
+        .env_clear()
+        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -104,14 +104,14 @@ pub fn parse(frame: &[u8], expected: &[String]) -> Result<Vec<(String, Vec<u8>)>
 }
 
 /// Hands `vars` to the agent-wait whose read end of the FIFO at `path` opens within
-/// `deadline`: opens the write end, unlinks the path, writes the [`frame`] and closes.
+/// `deadline`: opens the write end, unlinks the path, writes the [`frame`] and closes, all
+/// within `deadline` (the writes never block: a reader that does not read cannot hold the run).
 ///
 /// # Errors
-/// No reader within `deadline` (agent-wait is not there, or did not see the go), the FIFO
-/// cannot be opened, unlinked or written (each named with the path).
+/// No reader within `deadline` (agent-wait is not there, or did not see the go), the frame
+/// not taken within it, the FIFO cannot be opened, unlinked or written (each named with the
+/// path).
 pub fn give(path: &Path, vars: &[(String, Vec<u8>)], deadline: Duration) -> Result<()> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let start = Instant::now();
     let f = loop {
@@ -140,15 +140,43 @@ pub fn give(path: &Path, vars: &[(String, Vec<u8>)], deadline: Duration) -> Resu
     // Both ends are open: the path is no longer needed, and nothing can open it after this.
     std::fs::remove_file(path)
         .with_context(|| format!("removing the agent's hand-over FIFO {}", path.display()))?;
-    let fl = fcntl(&f, FcntlArg::F_GETFL).context("reading the hand-over FIFO's flags")?;
-    fcntl(
-        &f,
-        FcntlArg::F_SETFL(OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK),
-    )
-    .context("making the hand-over FIFO's writes blocking")?;
-    let mut f = f;
-    f.write_all(&frame(vars))
+    write_within(&f, &frame(vars), start + deadline)
         .with_context(|| format!("writing the agent's hand-over FIFO {}", path.display()))
+}
+
+/// Writes all of `bytes` into the non-blocking `f` by `end`, waiting (`poll`) while the pipe is
+/// full.
+///
+/// # Errors
+/// `end` passed with bytes left (the error says how many went), or a write failed.
+fn write_within(f: &std::fs::File, bytes: &[u8], end: Instant) -> Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::Write as _;
+    use std::os::fd::AsFd as _;
+    let mut off = 0;
+    let mut w = f;
+    while off < bytes.len() {
+        match w.write(&bytes[off..]) {
+            Ok(n) => off += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    bail!(
+                        "the reader took {off} of the frame's {} bytes and no more in time: \
+                         something holds the FIFO without reading; the agent does not start",
+                        bytes.len()
+                    );
+                }
+                let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+                let mut fds = [PollFd::new(f.as_fd(), PollFlags::POLLOUT)];
+                // A wake-up (room, an error, the time) is looked at by the next write.
+                let _ = poll(&mut fds, PollTimeout::from(ms));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Reads the frame from the FIFO at `path` (agent-wait's side): opens the read end (blocking

@@ -395,6 +395,51 @@ impl RunPodman for RealRunHost {
             .exec_streamed(container, &words, &env, deadline, KEEP)?;
         Ok((code, lines.join("\n")))
     }
+    fn container_members(
+        &self,
+        container: &str,
+        known: &[u32],
+    ) -> Result<Vec<super::seam::Member>> {
+        let proc_root = Path::new("/proc");
+        let init = *known.iter().min().ok_or_else(|| {
+            anyhow::anyhow!("no process of container {container} was seen to start the look from")
+        })?;
+        let link = std::fs::read_link(proc_root.join(init.to_string()).join("ns/pid"))
+            .with_context(|| {
+                format!("reading the PID namespace of {container}'s process {init}")
+            })?;
+        let link = link.to_string_lossy();
+        let pidns = link
+            .strip_prefix("pid:[")
+            .and_then(|l| l.strip_suffix(']'))
+            .unwrap_or_default();
+        let scan = procs::namespaces(proc_root).context("listing /proc")?;
+        let members =
+            procs::container_processes(proc_root, Path::new("/sys/fs/cgroup"), init, pidns, &scan)
+                .with_context(|| format!("reading the processes of {container} from /proc"))?;
+        // A zombie runs nothing and holds no file: an ended probe child not reaped yet. One
+        // that ended meanwhile (no status) is gone.
+        Ok(members
+            .into_iter()
+            .filter_map(|(pid, comm)| {
+                let status =
+                    std::fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+                let field = |k: &str| {
+                    status
+                        .lines()
+                        .find_map(|l| l.strip_prefix(k))
+                        .map(str::trim)
+                };
+                if field("State:").is_some_and(|s| s.starts_with('Z')) {
+                    return None;
+                }
+                let init = field("NSpid:")
+                    .and_then(|n| n.split_whitespace().last())
+                    .is_some_and(|n| n == "1");
+                Some(super::seam::Member { pid, comm, init })
+            })
+            .collect())
+    }
     fn sandbox_environ(&self, container: &str) -> Result<Vec<ProcessEnv>> {
         let mut out = Vec::new();
         let mut denied: Vec<(u32, String, String)> = Vec::new();

@@ -286,6 +286,14 @@ pub trait RunPodman {
     /// # Errors
     /// podman failed; a process that ended meanwhile is skipped.
     fn sandbox_environ(&self, container: &str) -> Result<Vec<super::boundary::ProcessEnv>>;
+    /// Every live process of the running container `container`, zombies left out, read from
+    /// the host's `/proc` and cgroup tree (`procs::container_processes`: its PID namespace and
+    /// its first process's cgroup), starting from `known`, the host pids of its processes an
+    /// earlier look saw (the lowest is taken as its first process).
+    ///
+    /// # Errors
+    /// `known` is empty, or `/proc` or the cgroup tree cannot be read (the container ended).
+    fn container_members(&self, container: &str, known: &[u32]) -> Result<Vec<Member>>;
     /// Names of the containers on podman network `network` (field report B16).
     ///
     /// # Errors
@@ -328,6 +336,18 @@ pub trait RunJournal {
     fn output(&self, unit: &str) -> Result<super::output::Captured>;
     /// Ends every follow still going (a run that ended before it read them).
     fn end_outputs(&self) {}
+}
+
+/// A process of a container as the host sees it ([`RunPodman::container_members`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Host pid.
+    pub pid: u32,
+    /// Its `comm`.
+    pub comm: String,
+    /// It is the container's init: pid 1 in the container's PID namespace (the innermost pid
+    /// of `/proc/PID/status`'s `NSpid:`), which no other process can be.
+    pub init: bool,
 }
 
 /// The host around a run: its processes (`/proc`, cgroups), podman's storage locks, file

@@ -3,10 +3,15 @@
 //! works no podman secret holds the value (a secret the test makes is listed: the listing's
 //! positive control) and the hand-over FIFO is gone; a run whose boundary is refused never had
 //! the value in its container (a host process holding it in its environment is found by the
-//! same scan: the scan's positive control).
+//! same scan: the scan's positive control); a process left in the held container when the
+//! probes are done refuses the go, so nothing but agent-wait can meet the hand-over (the same
+//! run paused at the same place without it passes: the control).
 
-use crate::common::run::{inject_mid_run, leftovers, prepared, record, secret_in_env_file};
+use crate::common::run::{
+    arm, inject_mid_run, leftovers, prepared, record, record_of, run_paused, secret_in_env_file,
+};
 use crate::common::tenant::Tenant;
+use crate::common::testbed::expect_success;
 use crate::common::{count, kv};
 
 #[test]
@@ -109,5 +114,45 @@ fn a_refused_sandbox_never_holds_the_agents_variable() {
     let rec = record(tb, t);
     assert_eq!(rec["result"], "probe_refused", "{rec:#}");
     let left = leftovers(tb, rec["run_id"].as_str().expect("id"), t);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
+fn a_process_left_in_the_held_container_after_the_probes_refuses_the_go() {
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-ho-stranger";
+    secret_in_env_file(tb, t, "E2E_HO_STRANGER");
+    let t = Tenant::new(t).agent_key("env: [E2E_HO_STRANGER]").write(tb);
+    arm(tb, &t, "probe.reported=pause");
+    // The control: paused where the report is in, nothing added: the run passes.
+    let (run, _) = run_paused(tb, &t, "probe.reported", |_| {});
+    let rec = record_of(tb, &t, &run);
+    assert_eq!(rec["result"], "passed", "{rec:#}");
+    // A process started in the held container while its report is read (as a daemon forked by
+    // image code a probe ran would be): the go is refused, the process named.
+    let (run, _) = run_paused(tb, &t, "probe.reported", |run| {
+        // From a unit of its own (a process of the test's own transient unit would end with
+        // it), seen in the container before the run goes on.
+        expect_success(
+            &tb.user_sh(&format!(
+                "systemctl --user reset-failed e2e-ho-stranger.service 2>/dev/null
+                 systemd-run --user --unit=e2e-ho-stranger --collect -q podman exec cyclix-{run}-agent sleep 300
+                 for i in $(seq 1 1200); do podman top cyclix-{run}-agent comm 2>/dev/null | grep -qx sleep && exit 0; sleep 0.1; done
+                 echo 'the sleep never showed in the container (120 s)' >&2; exit 1"
+            )),
+            "leave a process in the held container",
+        );
+    });
+    arm(tb, &t, "");
+    let _ = tb.user_sh("systemctl --user stop e2e-ho-stranger.service 2>/dev/null");
+    let rec = record_of(tb, &t, &run);
+    assert_eq!(rec["result"], "probe_refused", "{rec:#}");
+    assert!(
+        rec["refusal"].to_string().contains("(sleep)"),
+        "the process is named: {rec:#}"
+    );
+    assert!(rec["agent_exit"].is_null(), "the agent never ran: {rec:#}");
+    let left = leftovers(tb, &run, &t);
     assert!(left.trim().is_empty(), "{left}");
 }

@@ -95,3 +95,19 @@ fn agent_wait_gives_up_when_no_host_writes_within_its_deadline() {
     let e = take(&fifo, &names(&["A"]), Duration::from_millis(30)).expect_err("no writer");
     assert!(format!("{e:#}").contains("did not hand"), "{e:#}");
 }
+
+#[test]
+fn a_reader_that_does_not_read_cannot_hold_the_host_past_its_deadline() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fifo = dir.path().join("handover");
+    make(&fifo).expect("mkfifo");
+    // Opened for reading and never read (as a process left in the container could): a frame
+    // larger than the pipe's buffer fills it.
+    let p = fifo.clone();
+    let holder = std::thread::spawn(move || std::fs::File::open(p).expect("read end"));
+    let big = vec![("API_TOKEN".to_string(), vec![b'x'; 256 << 10])];
+    let e = give(&fifo, &big, Duration::from_millis(300)).expect_err("held");
+    let held = holder.join().expect("holder");
+    assert!(format!("{e:#}").contains("no more in time"), "{e:#}");
+    drop(held);
+}

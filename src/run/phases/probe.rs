@@ -105,12 +105,64 @@ pub(crate) fn boundary_proven(
         procs.retain(|p| p.unreadable.is_none());
         procs.extend(host.sandbox_environ(container)?);
     }
+    crate::failpoint::kill_point("probe.reported");
+    let known: Vec<u32> = procs.iter().map(|p| p.pid).collect();
+    why.extend(held_alone(host, container, &known)?);
     why.extend(boundary::leaks(&procs, inp.watched));
     why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
         why.extend(tripwire::check(tw));
     }
     Ok(why)
+}
+
+/// How long the look at the held container waits for a probe's child to end (an ended one
+/// not yet reaped is a zombie and does not count) before what still runs refuses the go.
+pub(crate) const HELD_ALONE_WAIT: Duration = Duration::from_secs(2);
+
+/// Why the held agent container does not hold only its init and agent-wait now that the
+/// probes are done ([`alone`]), looked at again every 50 ms for at most [`HELD_ALONE_WAIT`]:
+/// at the go nothing else may run there (a process left by image code the probes ran could
+/// take the hand-over FIFO, `run::handover`, or watch the agent start). Empty: alone.
+///
+/// # Errors
+/// The container's processes cannot be read (`known`: pids an earlier look saw).
+fn held_alone(host: &dyn RunPodman, container: &str, known: &[u32]) -> Result<Vec<String>> {
+    let end = std::time::Instant::now() + HELD_ALONE_WAIT;
+    loop {
+        let members = host.container_members(container, known)?;
+        match alone(&members) {
+            None => return Ok(Vec::new()),
+            Some(why) if std::time::Instant::now() >= end => return Ok(vec![why]),
+            Some(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Whether `members` of the held agent container are exactly its init (pid 1 in its PID
+/// namespace: podman's catatonit) and one other process, agent-wait: `None` when they are,
+/// else why not, naming every process but the init. Pure.
+#[must_use]
+pub(crate) fn alone(members: &[crate::run::seam::Member]) -> Option<String> {
+    let inits = members.iter().filter(|m| m.init).count();
+    if inits == 1 && members.len() == 2 {
+        return None;
+    }
+    let others: Vec<String> = members
+        .iter()
+        .filter(|m| !m.init)
+        .map(|m| format!("{} ({})", m.pid, m.comm))
+        .collect();
+    Some(format!(
+        "the held agent container runs more than its init and agent-wait after the probes: {}; \
+         something the image ran (a probe runs some of its binaries) is still there, and nothing \
+         but agent-wait may run at the go",
+        match (others.is_empty(), inits) {
+            (true, 0) => "no process at all".to_string(),
+            (true, _) => "its init alone (agent-wait is gone)".to_string(),
+            (false, _) => others.join(", "),
+        }
+    ))
 }
 
 /// The result of a scoped thread; a panic in it is an error of the look it made.
@@ -223,6 +275,50 @@ mod tests {
             agent_env: &[],
             secrets: &[],
         }
+    }
+
+    #[test]
+    fn only_the_init_and_one_other_process_may_be_in_the_held_container() {
+        // (pid, comm, init): the init is told by its pid in the container, not by a name.
+        let m = |v: &[(u32, &str, bool)]| -> Vec<crate::run::seam::Member> {
+            v.iter()
+                .map(|(pid, c, init)| crate::run::seam::Member {
+                    pid: *pid,
+                    comm: (*c).to_string(),
+                    init: *init,
+                })
+                .collect()
+        };
+        assert_eq!(
+            alone(&m(&[(10, "podman-init", true), (11, "cyclix", false)])),
+            None
+        );
+        // A daemon the image left (P6's setuid child forked it): named, the init is not.
+        let why = alone(&m(&[
+            (10, "podman-init", true),
+            (11, "cyclix", false),
+            (12, "python3", false),
+        ]))
+        .expect("refused");
+        assert!(
+            why.contains("11 (cyclix), 12 (python3)") && !why.contains("podman-init"),
+            "{why}"
+        );
+        // One that took the init's name is still one too many.
+        assert!(
+            alone(&m(&[
+                (10, "catatonit", true),
+                (11, "cyclix", false),
+                (12, "catatonit", false)
+            ]))
+            .is_some()
+        );
+        // No init, agent-wait gone, nothing: never alone.
+        assert!(alone(&m(&[(11, "cyclix", false), (12, "sh", false)])).is_some());
+        assert!(
+            alone(&m(&[(10, "catatonit", true)])).is_some_and(|w| w.contains("agent-wait is gone"))
+        );
+        assert!(alone(&[]).is_some_and(|w| w.contains("no process at all")));
     }
 
     #[test]

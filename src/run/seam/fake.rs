@@ -30,6 +30,9 @@ pub struct FakeRunHost {
     pub watch_report: Option<(i32, String)>,
     /// What `sandbox_environ` returns.
     pub environ: Vec<super::super::boundary::ProcessEnv>,
+    /// What `container_members` returns; `None`: the held agent container's init and
+    /// agent-wait.
+    pub held: Option<Vec<super::Member>>,
     /// What `network_members` returns; `None`: the run's pod infra container and its proxy.
     pub members: Option<Vec<String>>,
     /// The refs the fake repository holds; `delete_ref_at` removes from it.
@@ -416,6 +419,23 @@ impl RunPodman for FakeRunHost {
     fn sandbox_environ(&self, container: &str) -> Result<Vec<super::super::boundary::ProcessEnv>> {
         self.call("sandbox_environ", container)?;
         Ok(self.environ.clone())
+    }
+    fn container_members(&self, container: &str, _known: &[u32]) -> Result<Vec<super::Member>> {
+        self.call("container_members", container)?;
+        Ok(self.held.clone().unwrap_or_else(|| {
+            vec![
+                super::Member {
+                    pid: 1,
+                    comm: "catatonit".into(),
+                    init: true,
+                },
+                super::Member {
+                    pid: 2,
+                    comm: "cyclix".into(),
+                    init: false,
+                },
+            ]
+        }))
     }
     fn network_members(&self, network: &str) -> Result<Vec<String>> {
         self.call("network_members", network)?;

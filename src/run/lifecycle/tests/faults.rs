@@ -26,6 +26,43 @@ fn a_failed_probe_refuses_the_agent_and_still_tears_down() {
 }
 
 #[test]
+fn a_process_left_in_the_held_container_after_the_probes_refuses_the_go_and_no_hand_over() {
+    let w = world();
+    let units = FakeUnitManager::new();
+    let host = FakeRunHost {
+        held: Some(
+            [
+                (10, "catatonit", true),
+                (11, "cyclix", false),
+                (12, "python3", false),
+            ]
+            .into_iter()
+            .map(|(pid, comm, init)| crate::run::seam::Member {
+                pid,
+                comm: comm.into(),
+                init,
+            })
+            .collect(),
+        ),
+        ..Default::default()
+    };
+    let rec = execute(&w.inp, Ledger::in_memory(), &units, &host);
+    assert_eq!(rec.result, RunResult::ProbeRefused, "{rec:?}");
+    assert!(
+        rec.refusal.iter().any(|r| r.contains("12 (python3)")),
+        "{:?}",
+        rec.refusal
+    );
+    let calls = host.calls();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("hand_over")),
+        "the variables were handed over: {calls:?}"
+    );
+    assert_eq!(rec.agent_exit, None, "the agent never ran");
+    nothing_left(&w, &rec, &host);
+}
+
+#[test]
 fn a_host_secret_in_the_sandbox_refuses_before_the_agent_starts() {
     let w = world();
     let units = FakeUnitManager::new();
