@@ -404,15 +404,20 @@ impl RunPodman for RealRunHost {
         let init = *known.iter().min().ok_or_else(|| {
             anyhow::anyhow!("no process of container {container} was seen to start the look from")
         })?;
-        let link = std::fs::read_link(proc_root.join(init.to_string()).join("ns/pid"))
-            .with_context(|| {
-                format!("reading the PID namespace of {container}'s process {init}")
-            })?;
-        let link = link.to_string_lossy();
+        // The PID namespace, from the first of `known` whose link the user may read (a preset's
+        // uid in a keep-id pod may deny it); none: the cgroup tree alone, where every process
+        // of the container (and `podman exec`'s) is unless moved out by someone allowed to.
+        let mut sorted = known.to_vec();
+        sorted.sort_unstable();
+        let link = sorted
+            .iter()
+            .find_map(|p| std::fs::read_link(proc_root.join(p.to_string()).join("ns/pid")).ok())
+            .map(|l| l.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let pidns = link
             .strip_prefix("pid:[")
             .and_then(|l| l.strip_suffix(']'))
-            .unwrap_or_default();
+            .unwrap_or("none");
         let scan = procs::namespaces(proc_root).context("listing /proc")?;
         let members =
             procs::container_processes(proc_root, Path::new("/sys/fs/cgroup"), init, pidns, &scan)
