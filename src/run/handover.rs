@@ -12,13 +12,14 @@
 //! variables its argv names, each once, then the end line), adds them to the agent's
 //! environment and `exec`s the agent; any other frame and the agent never starts.
 //!
-//! What this gives: the values are never at rest (no podman secret, in podman's secret store
-//! for the whole run), and a container whose boundary was refused never had them (the probes
-//! ran without them). What it does not: code of the image that runs in the container before the
-//! agent (the probes run some of it, the baseline is the project's own command) runs as the
-//! agent's user, as agent-wait does; it could open the FIFO's read end first — the agent then
-//! never starts, as with any other frame that is not the host's. The baseline gets the values
-//! from the host as `podman exec --env VAR` (values in podman's environment, never its argv).
+//! What this gives: the values are never in podman's secret store, never in the container's
+//! first process's environment, and a container whose boundary was refused never had them (the
+//! probes ran without them). What holds it: at the go nothing but the container's init and
+//! agent-wait runs there (`phases::probe`'s look after the report refuses the go otherwise), so
+//! no other process can open the FIFO, forge a frame or hold the host's write; and the write
+//! never blocks past its deadline. What it does not cover: the baseline gets the values from the
+//! host as `podman exec --env VAR` (values in podman's environment, never its argv), and podman
+//! keeps that exec's environment on disk (its exec bundle and database) while it runs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
