@@ -1,12 +1,14 @@
-//! `cyclix agent-wait --go FILE [--report FIFO] --timeout-s N -- ARGV...`: runs as the agent
-//! container's command and holds the agent back until cyclix, on the host, has proven the
-//! boundary from inside this very container and created FILE in the read-only control
-//! directory. With `--report` this process runs the probe suite itself when the host opens
-//! the FIFO's read end, and writes the report into it (issue 16: no `podman exec` before the
-//! agent); the agent's command does not exist yet, so nothing else in the container can write
-//! there first. Then it `exec`s ARGV, so the agent is the same process the unit supervises. If
-//! cyclix refuses the boundary (it creates `refused` beside FILE) or FILE does not appear within
-//! N seconds, the agent never starts and this exits 1.
+//! `cyclix agent-wait --go FILE [--report FIFO] --timeout-s N [--handover FIFO --vars A,B] --
+//! ARGV...`: runs as the agent container's command and holds the agent back until cyclix, on
+//! the host, has proven the boundary from inside this very container and created FILE in the
+//! read-only control directory. With `--report` this process runs the probe suite itself when
+//! the host opens the FIFO's read end, and writes the report into it (issue 16: no `podman
+//! exec` before the agent); the agent's command does not exist yet, so nothing else in the
+//! container can write there first. With `--handover` it then takes the agent's variables from
+//! that FIFO, where the host writes them right after the go (`run::handover`). Then it `exec`s
+//! ARGV with them, so the agent is the same process the unit supervises. If cyclix refuses the
+//! boundary (it creates `refused` beside FILE), FILE does not appear within N seconds, or the
+//! hand-over is not exactly the host's, the agent never starts and this exits 1.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
