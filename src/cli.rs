@@ -186,6 +186,11 @@ pub enum Command {
         /// Give up (the agent never starts) after this many seconds.
         #[arg(long)]
         timeout_s: u64,
+        /// With `--go`: first wait, blocked in `open(2)` and without a clock, until the host
+        /// opens this FIFO for writing (the run that claims a pooled environment, issue 33);
+        /// the `--timeout-s` wait for the go begins then.
+        #[arg(long, value_name = "FIFO", conflicts_with = "probe")]
+        claim: Option<PathBuf>,
         /// With `--go`: after the go, read the agent's variables from this FIFO, where the
         /// host writes them (`cyclix::run::handover`); the agent never starts without them.
         #[arg(long, value_name = "FIFO", conflicts_with = "probe", requires = "vars")]

@@ -126,6 +126,12 @@ pub struct RunContext {
     /// environment (issue 16: a pooled proxy is made before any credential exists), instead
     /// of a podman secret made with the container. Only with `agent.credentials`.
     pub credentials_file: bool,
+    /// `Some(N)` when the agent container is made before its run, in a pooled environment
+    /// (issue 33): it is started at the fill and waits up to N s (the pool's `max_idle`) for
+    /// its claim (`cyclix agent-wait --claim`), so its unit's `RuntimeMaxSec=` is N s longer
+    /// and the claiming run counts the agent's own time (`run::phases::agent`). `None` for a
+    /// run that makes its agent container itself.
+    pub claim_wait_s: Option<u64>,
 }
 
 /// Why rendering failed. Each names the spec key or context field.

@@ -146,6 +146,25 @@ fn report_lines(context: &Path) -> String {
     out
 }
 
+/// Waits, blocked in `open(2)` of the FIFO `fifo` for reading (no clock, no polling: a pooled
+/// agent container idles here for up to its pool's `max_idle`), until the run that claims the
+/// environment opens it for writing and closes it again; then the wait for the go begins.
+///
+/// # Errors
+/// `fifo` is not a FIFO or cannot be opened or read.
+fn claimed(fifo: &Path) -> std::io::Result<()> {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    if !fifo.symlink_metadata()?.file_type().is_fifo() {
+        return Err(std::io::Error::other("not a FIFO"));
+    }
+    let mut f = std::fs::File::open(fifo)?;
+    // Until the host closes its end (it writes nothing): one byte at most is read.
+    let mut byte = [0u8; 1];
+    let _ = f.read(&mut byte)?;
+    Ok(())
+}
+
 /// How long agent-wait waits for the host's hand-over after the go (the host writes it right
 /// after the go file: `run::handover::give`).
 pub const HANDOVER_WAIT: Duration = Duration::from_secs(60);
@@ -158,8 +177,10 @@ pub struct Held<'a> {
     pub go: &'a Path,
     /// The FIFO the probe report goes through (`--report`).
     pub report: Option<&'a Path>,
-    /// Give up after this many seconds without a go.
+    /// Give up after this many seconds without a go (counted from the claim with `claim`).
     pub timeout_s: u64,
+    /// The FIFO a pooled agent container waits on for its claim first (`--claim`).
+    pub claim: Option<&'a Path>,
     /// The hand-over FIFO and the names it must carry (`--handover`, `--vars`).
     pub handover: Option<(&'a Path, &'a [String])>,
     /// The agent's standard input (`--stdin`).
@@ -179,9 +200,19 @@ pub fn run(held: &Held<'_>, argv: &[String]) -> Result<Outcome> {
         go,
         report,
         timeout_s,
+        claim,
         handover,
         stdin,
     } = *held;
+    if let Some(fifo) = claim
+        && let Err(e) = claimed(fifo)
+    {
+        crate::stderrln!(
+            "cyclix: waiting for the claim on {}: {e}; the agent does not start",
+            fifo.display()
+        );
+        return Ok(Outcome::Findings);
+    }
     let refused = go.with_file_name(REFUSED_FILE);
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     let mut report = report;
@@ -257,6 +288,7 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
         probe,
         report,
         timeout_s,
+        claim,
         handover,
         vars,
         stdin,
@@ -272,6 +304,7 @@ pub fn from_command(c: &crate::cli::Command) -> Result<Outcome> {
                 go,
                 report: report.as_deref(),
                 timeout_s: *timeout_s,
+                claim: claim.as_deref(),
                 handover: handover.as_deref().map(|f| (f, vars.as_slice())),
                 stdin: stdin.as_deref(),
             },
@@ -354,6 +387,7 @@ mod tests {
             go,
             report,
             timeout_s,
+            claim: None,
             handover: None,
             stdin: None,
         }

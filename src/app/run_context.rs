@@ -45,5 +45,6 @@ pub(crate) fn default_run_context(
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
         credentials_file: false,
+        claim_wait_s: None,
     }
 }

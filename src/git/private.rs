@@ -114,7 +114,9 @@ fn copy_objects(user_repo: &Path, path: &Path, pack_dir: &Path, base: &str) -> R
     Ok(())
 }
 
-/// Creates the private repository of a run at `path` (which must not exist): a new repository
+/// Creates the private repository of a run at `path` (which must not exist, or be an empty
+/// directory, not a symlink: a pooled environment's work tree, bound into its held agent
+/// container, is filled in place, `run::pool::held`): a new repository
 /// with the user repository's object format, holding the objects `base` reaches, on branch
 /// `branch` at `base`, its work tree checked out. Hooks templates are not copied
 /// (`--template=`).
@@ -124,7 +126,9 @@ fn copy_objects(user_repo: &Path, path: &Path, pack_dir: &Path, base: &str) -> R
 /// is not a commit of `user_repo`), [`GitError::Io`].
 pub fn create(user_repo: &Path, path: &Path, branch: &str, base: &str) -> Result<()> {
     super::check_branch(branch)?;
-    if path.exists() {
+    let empty_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+    if path.symlink_metadata().is_ok() && !empty_dir {
         return Err(GitError::PathExists {
             path: path.to_path_buf(),
         });

@@ -202,6 +202,44 @@ impl Podman {
         }
     }
 
+    /// The host pid of container `name`'s first process and its overlay upper layer on the
+    /// host (`.State.Pid`, `.GraphDriver.Data.UpperDir`), in one `podman inspect`.
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`], [`PodmanError::Output`] (not running, or no upper layer).
+    pub fn pid_and_upper_dir(&self, name: &str) -> Result<(u32, String)> {
+        check_name("container", name)?;
+        let action = || format!("reading the pid and upper layer of {name}");
+        let out = self.run(
+            &[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "{{.State.Pid}} {{.GraphDriver.Data.UpperDir}}",
+                "--",
+                name,
+            ],
+            None,
+            PODMAN_QUERY_DEADLINE,
+            action,
+        )?;
+        let text = out.stdout.trim();
+        match text.split_once(' ') {
+            Some((pid, upper)) if upper.starts_with('/') => match pid.parse::<u32>() {
+                Ok(p) if p > 0 => Ok((p, upper.to_string())),
+                _ => Err(PodmanError::Output {
+                    action: action(),
+                    detail: format!("not a running pid: {text:?}"),
+                }),
+            },
+            _ => Err(PodmanError::Output {
+                action: action(),
+                detail: format!("no pid and upper layer in {text:?}"),
+            }),
+        }
+    }
+
     /// What container `name` has logged so far (stdout and stderr).
     ///
     /// # Errors

@@ -86,6 +86,10 @@ pub struct Filled {
     /// The services the fill started ([`poolable`]), in spec order.
     #[serde(default)]
     pub services: Vec<PooledService>,
+    /// The agent container the fill started and holds for the claim (`held`); `None` in a
+    /// state file from before, or while the fill is making it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<held::HeldAgent>,
 }
 
 /// A service a fill started: one that needs no secret and no work tree ([`poolable`]).
@@ -167,6 +171,7 @@ impl PoolState {
             credentials_gid: 0,
             service_ports: Vec::new(),
             services: Vec::new(),
+            agent: None,
         };
         let path = dir.join(env);
         let mut f = std::fs::OpenOptions::new()
@@ -512,6 +517,7 @@ pub mod check;
 pub mod credfile;
 pub mod dead;
 pub mod env;
+pub mod held;
 pub mod keeper;
 mod view;
 

@@ -252,6 +252,7 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
         // One per run, as `app::tenant::run_inputs` draws them.
         log_key: format!("{octet:032x}"),
         credentials_file: false,
+        claim_wait_s: None,
     };
     crate::render::plan::plan(&spec, &run).expect("plan")
 }

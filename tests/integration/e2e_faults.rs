@@ -137,9 +137,10 @@ fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists
         .agent_key("resources: { memory: 64M }")
         .write(tb);
     let out = tb.user_sh(&format!(
-        "before=$(podman ps -a -q | wc -l)/$(podman network ls -q | wc -l)/$(podman pod ls -q | wc -l)
+        "count() {{ echo $(podman ps -a -q --filter label=io.cyclix.tenant={t} | wc -l)/$(podman network ls -q --filter label=io.cyclix.tenant={t} | wc -l); }}
+         before=$(count)
          {c} run {t}; echo \"rc=$?\"
-         echo \"objects=$before -> $(podman ps -a -q | wc -l)/$(podman network ls -q | wc -l)/$(podman pod ls -q | wc -l)\"
+         echo \"objects=$before -> $(count)\"
          echo \"branches=$(git -C ~/src/{t} branch --list 'cyclix/*' | wc -l)\"
          ls ~/.local/state/cyclix/runs/{t} 2>/dev/null | wc -l | sed 's/^/records=/'
          systemctl --user start cyclix-run@{t}.service 2>/dev/null; echo \"unit-status=$(systemctl --user show -P ExecMainStatus cyclix-run@{t}.service)\"
@@ -164,7 +165,10 @@ fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists
     }
     let objects = line(&stdout, "objects=");
     let (before, after) = objects.split_once(" -> ").expect("before -> after");
+    // This tenant's objects only (other tests' runs make theirs meanwhile): its containers and
+    // networks carry its label; a pod is never made without both (its networks come first).
     assert_eq!(before, after, "a refused run created podman objects");
+    assert_eq!(before, "0/0", "the tenant had objects before its run: {all}");
     assert_eq!(
         line(&stdout, "branches="),
         "0",

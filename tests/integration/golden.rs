@@ -53,6 +53,7 @@ pub fn run_context(spec: &Spec) -> RunContext {
         setup_binds: Vec::new(),
         log_key: cyclix::render::plan::PREVIEW_LOG_KEY.to_string(),
         credentials_file: false,
+        claim_wait_s: None,
     }
 }
 

@@ -87,6 +87,7 @@ fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders
         setup_binds: vec![],
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
         credentials_file: false,
+        claim_wait_s: None,
     };
     let plan = crate::render::plan::plan(&spec, &run).expect("plan");
     let opts = KubeOptions {

@@ -59,6 +59,11 @@ pub const AGENT_WAIT_S: u64 = 300;
 /// they are never fixed when the container is created.
 pub const HANDOVER_FILE: &str = "handover";
 
+/// The FIFO in the control directory on which a pooled agent container's `cyclix agent-wait
+/// --claim` waits, blocked in `open(2)` and costing nothing, until the run that claims its
+/// environment opens it for writing (issue 33): only then does its wait for the go begin.
+pub const CLAIM_FILE: &str = "claim";
+
 pub(super) fn agent_container(
     spec: &Spec,
     run: &RunContext,
@@ -78,17 +83,19 @@ pub(super) fn agent_container(
         secret_files: Vec::new(),
         secrets: Vec::new(),
         handed_over: spec.agent.env.clone(),
-        exec: agent_exec(spec),
+        exec: agent_exec(spec, run.claim_wait_s.is_some()),
         exec_key: "agent.command".into(),
-        exec_key_offset: agent_wrapper_words(spec),
+        exec_key_offset: agent_wrapper_words(spec, run.claim_wait_s.is_some()),
         replaces_entrypoint: true,
         workdir: Some(WORKDIR.into()),
         labels: labels(spec, run, "agent"),
         memory_bytes: spec.agent.resources.memory_bytes,
         cpu_millis: spec.agent.resources.cpu_millis,
         pids: spec.agent.resources.pids,
-        // The unit's clock starts with the container: the probes and the baseline run first.
-        runtime_max_s: Some(spec.agent.timeout_s + baseline_s(spec)),
+        // The unit's clock starts with the container: the probes and the baseline run first;
+        // a pooled one's also runs while it waits for its claim (the claiming run counts the
+        // agent's own time: `run::phases::agent`).
+        runtime_max_s: Some(spec.agent.timeout_s + baseline_s(spec) + run.claim_wait_s.unwrap_or(0)),
         start_timeout_s: start_timeout(&spec.agent.image),
         stop_signal: None,
         volumes: Vec::new(),
@@ -212,18 +219,21 @@ fn baseline_s(spec: &Spec) -> u64 {
 const AGENT_WRAPPER_WORDS: usize = 9;
 
 /// The wrapper's words for `spec`: two more (`--stdin PATH`) when the task goes to stdin,
-/// four more (`--handover FIFO --vars A,B`) when the agent has variables.
-fn agent_wrapper_words(spec: &Spec) -> usize {
+/// four more (`--handover FIFO --vars A,B`) when the agent has variables, two more
+/// (`--claim FIFO`) when the container is `pooled`.
+fn agent_wrapper_words(spec: &Spec, pooled: bool) -> usize {
     AGENT_WRAPPER_WORDS
+        + if pooled { 2 } else { 0 }
         + if spec.agent.task_on_stdin { 2 } else { 0 }
         + if spec.agent.env.is_empty() { 0 } else { 4 }
 }
 
 /// The agent's argv behind the wrapper that holds it back until the boundary is proven:
 /// `cyclix agent-wait --go /cyclix/ctl/go --report /cyclix/ctl/report --timeout-s N
-/// [--handover /cyclix/ctl/handover --vars A,B] [--stdin PATH] -- ARGV...` (N:
-/// [`AGENT_WAIT_S`] plus the baseline's timeout; the variables' names only, never a value).
-fn agent_exec(spec: &Spec) -> Vec<String> {
+/// [--claim /cyclix/ctl/claim] [--handover /cyclix/ctl/handover --vars A,B] [--stdin PATH] --
+/// ARGV...` (N: [`AGENT_WAIT_S`] plus the baseline's timeout, counted from the claim when the
+/// container is `pooled`; the variables' names only, never a value).
+fn agent_exec(spec: &Spec, pooled: bool) -> Vec<String> {
     let mut v = vec![
         CYCLIX_BIN_PATH.to_string(),
         "agent-wait".into(),
@@ -234,6 +244,9 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
         "--timeout-s".into(),
         (AGENT_WAIT_S + baseline_s(spec)).to_string(),
     ];
+    if pooled {
+        v.extend(["--claim".to_string(), format!("{CTL_PATH}/{CLAIM_FILE}")]);
+    }
     if !spec.agent.env.is_empty() {
         v.extend([
             "--handover".to_string(),
@@ -246,7 +259,7 @@ fn agent_exec(spec: &Spec) -> Vec<String> {
         v.extend(["--stdin".to_string(), TASK_PATH.to_string()]);
     }
     v.push("--".into());
-    debug_assert_eq!(v.len(), agent_wrapper_words(spec));
+    debug_assert_eq!(v.len(), agent_wrapper_words(spec, pooled));
     v.extend(spec.agent.command.iter().cloned());
     v
 }

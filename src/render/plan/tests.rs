@@ -28,6 +28,7 @@ fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
         credentials_file: false,
+        claim_wait_s: None,
         service_ports: if ports.is_empty() {
             preview_ports(spec)
         } else {

@@ -78,7 +78,17 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
         placeholders: &inp.placeholders,
         log_key: &inp.log_key,
         pooled: inp.environment.as_ref().is_some_and(|e| e.record.pooled),
+        claim_wait_s: claim_wait_s(inp),
     }
+}
+
+/// `Some(the pool's max_idle)` when the run claimed a warm environment: its agent container
+/// was made by the fill and waits for the claim (`render::RunContext::claim_wait_s`).
+pub(crate) fn claim_wait_s(inp: &RunInputs) -> Option<u64> {
+    let pooled = inp.environment.as_ref().is_some_and(|e| e.record.pooled);
+    pooled
+        .then(|| inp.spec.pool.as_ref().map(|p| p.max_idle_s))
+        .flatten()
 }
 
 /// What the probes and the leak watch need of the run's inputs.
@@ -115,6 +125,7 @@ pub(crate) fn agent_of(inp: &RunInputs) -> agent::AgentInputs<'_> {
         run_dir: &inp.paths.run_dir,
         baseline: inp.spec.baseline.as_ref(),
         secrets: &inp.secrets,
+        held: claim_wait_s(inp).is_some(),
     }
 }
 

@@ -37,6 +37,10 @@ pub(crate) struct AgentInputs<'a> {
     pub(crate) baseline: Option<&'a crate::spec::Baseline>,
     /// Secret values (redacted from the baseline's output).
     pub(crate) secrets: &'a [(String, Vec<u8>)],
+    /// The agent container was started by a pool's fill and held for the claim: its unit's
+    /// `RuntimeMaxSec=` counts from the fill, so cyclix counts `agent.timeout` itself, from
+    /// the agent phase's start (`render::RunContext::claim_wait_s`).
+    pub(crate) held: bool,
 }
 
 /// What the probe, baseline and agent phases found, for the record (the lifecycle folds it).
@@ -78,7 +82,13 @@ pub(crate) fn agent_phases(
     out: &mut AgentReport,
 ) -> Result<RunResult> {
     let agent = names.agent.trim_end_matches(".service").to_string();
-    let agent_budget = Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack;
+    // systemd stops the agent at its `RuntimeMaxSec=` first; cyclix a slack later. A held
+    // agent's unit counts from its fill: cyclix stops it at `agent.timeout` itself.
+    let agent_budget = if inp.held {
+        Duration::from_secs(inp.agent.timeout_s)
+    } else {
+        Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack
+    };
     let end = if inp.tier == Tier::Container {
         let mut noted = invocations::Proven::default();
         let proven = r.phase("probe", || {

@@ -45,6 +45,9 @@ pub(crate) struct BringUp<'a> {
     /// The run claimed a warm environment: its files (checked at the claim) are installed
     /// already and must be exactly what this run renders.
     pub(crate) pooled: bool,
+    /// `Some(the pool's max_idle)` when the claimed environment's agent container was started
+    /// by its fill (`render::RunContext::claim_wait_s`).
+    pub(crate) claim_wait_s: Option<u64>,
 }
 
 /// Whose files [`place`] and [`generate`] write: a run, or a pooled environment its fill makes.
@@ -82,6 +85,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         setup_binds: Vec::new(),
         log_key: inp.log_key.to_string(),
         credentials_file: inp.pooled,
+        claim_wait_s: inp.claim_wait_s,
     }
 }
 
@@ -296,11 +300,35 @@ pub(crate) fn start_units(
         if let Some(h) = agent {
             h.join()
                 .map_err(|_| anyhow!("starting {} panicked", names.agent))??;
+            if inp.claim_wait_s.is_some() {
+                // Held since the fill (or just made): its wait for the go begins now.
+                wake_held(&inp.paths.run_dir, inp.start)?;
+            }
             ready = Some(now_ms());
         }
         infra?;
         Ok(ready)
     })
+}
+
+/// Wakes the claimed environment's agent container (`run::pool::held::wake`) in run dir
+/// `run_dir`, trying again until `deadline` while its agent-wait has not reached the claim
+/// FIFO yet (a container the run just made).
+///
+/// # Errors
+/// agent-wait did not wait on the FIFO within `deadline`, or the FIFO is unusable.
+fn wake_held(run_dir: &Path, deadline: Duration) -> Result<()> {
+    let fifo = run_dir
+        .join(render::plan::CTL_DIR)
+        .join(render::plan::CLAIM_FILE);
+    let end = std::time::Instant::now() + deadline;
+    loop {
+        match crate::run::pool::held::wake(&fifo) {
+            Ok(()) => return Ok(()),
+            Err(e) if std::time::Instant::now() >= end => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
 }
 
 /// The error of a service whose start job failed: the service, what it was waiting for, the

@@ -58,9 +58,11 @@ impl EnvHost<'_> {
                 .iter()
                 .map(|p| p.container.as_str())
                 .collect();
+            let agent = filled.agent.as_ref().map(|a| a.container.as_str());
+            let in_pod: Vec<&str> = members.iter().copied().chain(agent).collect();
             let all = match joined(listed) {
                 Ok(all) => {
-                    wrong.extend(topology_wrong(&n, &members, &all));
+                    wrong.extend(topology_wrong(&n, &in_pod, &all));
                     Ok(all)
                 }
                 Err(e) => {
@@ -78,16 +80,22 @@ impl EnvHost<'_> {
             let top = |name: &str, scan: &Scan| container_processes(all.as_ref(), scan, name);
             let names: Vec<&str> = [proxy.as_str(), infra.as_str()]
                 .into_iter()
-                .chain(members.iter().copied())
+                .chain(in_pod.iter().copied())
                 .collect();
             // Each container's processes, looked at once.
             let (proxy_look, infra_look) = (top(&proxy, &scan), top(&infra, &scan));
             let service_looks: Vec<Look> = members.iter().map(|c| top(c, &scan)).collect();
+            let agent_look: Option<Look> = agent.map(|a| top(a, &scan));
             if let (Ok(listing), Ok(first)) = (all.as_ref(), scan.as_ref()) {
                 wrong.extend(net_strangers_wrong(
                     &net_namespaces(listing, &[proxy.as_str(), infra.as_str()]),
                     first,
-                    &pids([&proxy_look, &infra_look].into_iter().chain(&service_looks)),
+                    &pids(
+                        [&proxy_look, &infra_look]
+                            .into_iter()
+                            .chain(&service_looks)
+                            .chain(agent_look.as_ref()),
+                    ),
                     || {
                         std::thread::sleep(std::time::Duration::from_millis(SERVICE_LOOK_AGAIN_MS));
                         let again = namespaces();
@@ -113,6 +121,10 @@ impl EnvHost<'_> {
                 INFRA_PROCESSES,
                 Some(1),
             ));
+            if let (Some(rec), Some(look)) = (filled.agent.as_ref(), agent_look) {
+                let paths = (self.paths)(&filled.env);
+                wrong.extend(held_wrong(rec, all.as_ref(), look, &paths, self.cyclix_bin));
+            }
             for (p, look) in filled.services.iter().zip(service_looks) {
                 wrong.extend(service_processes_wrong(
                     p,
@@ -172,6 +184,68 @@ impl EnvHost<'_> {
         }
         wrong
     }
+}
+
+/// What is wrong with the held agent container `rec` (its processes `look`, its container in
+/// the listing `all`): not exactly init and agent-wait, agent-wait no longer blocked on the
+/// claim FIFO or not running the host's cyclix binary `cyclix_bin` now (an upgrade since the
+/// fill), its mounts or writable files changed, the host's side of it (`paths`) changed
+/// (`held`). A look that cannot be made is wrong.
+fn held_wrong(
+    rec: &super::held::HeldAgent,
+    all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
+    look: Look,
+    paths: &crate::run::inputs::RunPaths,
+    cyclix_bin: &std::path::Path,
+) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let what = format!("the agent container {}", rec.container);
+    let mut wrong = super::held::host_side_wrong(&paths.run_dir, &paths.worktree);
+    let init = all.ok().and_then(|all| {
+        all.iter()
+            .find(|c| c.names.iter().any(|n| *n == rec.container))
+            .and_then(|c| c.pid)
+    });
+    let (procs, init) = match (look, init) {
+        (Ok(p), Some(i)) => (p, i),
+        (Err(e), _) => {
+            wrong.push(format!("{what}'s processes cannot be listed: {e:#}"));
+            return wrong;
+        }
+        (Ok(_), None) => {
+            wrong.push(format!("{what} is not running (the fill left it running)"));
+            return wrong;
+        }
+    };
+    let pid = match super::held::agent_wait_pid(init, &procs) {
+        Ok(pid) => pid,
+        Err(why) => {
+            wrong.push(format!("{what} {why}"));
+            return wrong;
+        }
+    };
+    match super::held::blocked_in_open(pid) {
+        Ok(true) => {}
+        Ok(false) => wrong.push(format!(
+            "{what}'s agent-wait (pid {pid}) no longer waits for its claim"
+        )),
+        Err(e) => wrong.push(format!("{what}: {e:#}")),
+    }
+    let exe = crate::run::procs::executable(pid);
+    let bin = std::fs::metadata(cyclix_bin).map(|m| format!("{}:{}", m.dev(), m.ino()));
+    match (exe, bin) {
+        (Ok(a), Ok(b)) if a == b => {}
+        (Ok(_), Ok(_)) => wrong.push(format!(
+            "{what}'s agent-wait runs another program than {} now (upgraded since the fill)",
+            cyclix_bin.display()
+        )),
+        (Err(e), _) | (_, Err(e)) => wrong.push(format!("{what}'s program cannot be read: {e}")),
+    }
+    match super::held::look(init, &procs, std::path::Path::new(&rec.upper)) {
+        Ok(seen) => wrong.extend(super::held::wrong(rec, &seen)),
+        Err(e) => wrong.push(format!("{what} cannot be looked at: {e:#}")),
+    }
+    wrong
 }
 
 /// The processes of container `name` of listing `all` (`podman ps --all --ns`), read from the

@@ -51,6 +51,10 @@ pub struct EnvHost<'a> {
     pub lock_wait: Duration,
 }
 
+/// How long a fill waits for its agent container's agent-wait to be held on the claim FIFO
+/// once the unit started.
+pub const HOLD_WAIT: Duration = Duration::from_secs(30);
+
 /// SHA-256 of `bytes`, lower-case hex.
 pub(super) fn digest(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -63,9 +67,9 @@ pub(super) fn digest(bytes: &[u8]) -> String {
 }
 
 /// Whether rendered file `f` of run `id` is part of the environment (installed by the fill):
-/// every Quadlet file (the agent's and the gate's `.container` are installed, not started),
-/// the pod unit's drop-ins, and the run dir's files the proxy's `.container` mounts
-/// (`proxy_file`).
+/// every Quadlet file (the gate's `.container` is installed, not started), the pod unit's
+/// drop-ins, and the run dir's files the proxy's and the agent's `.container` mount
+/// (`proxy_file`: their texts).
 #[must_use]
 pub fn env_file(f: &RenderedFile, id: &str, proxy_file: &str) -> bool {
     let n = RunNames::new(id);
@@ -85,12 +89,19 @@ pub(super) fn env_files<'r>(
     id: &str,
     paths: &RunPaths,
 ) -> Vec<(std::path::PathBuf, &'r RenderedFile)> {
-    let proxy = crate::naming::container_file(&RunNames::new(id).proxy());
-    let proxy_text = rendered
+    let n = RunNames::new(id);
+    let held = [
+        crate::naming::container_file(&n.proxy()),
+        crate::naming::container_file(&n.agent()),
+    ];
+    // The run dir's files the proxy and the held agent container mount.
+    let proxy_text: String = rendered
         .files
         .iter()
-        .find(|f| f.dest == Dest::Quadlet && f.name == proxy)
-        .map_or("", |f| f.contents.as_str());
+        .filter(|f| f.dest == Dest::Quadlet && held.contains(&f.name))
+        .map(|f| f.contents.as_str())
+        .collect();
+    let proxy_text = proxy_text.as_str();
     rendered
         .files
         .iter()
@@ -125,6 +136,7 @@ impl EnvHost<'_> {
             setup_binds: Vec::new(),
             log_key: filled.log_key.clone(),
             credentials_file: true,
+            claim_wait_s: Some(self.spec.pool.as_ref().map_or(0, |p| p.max_idle_s)),
         };
         Ok(render::render(self.spec, &ctx, Backend::Quadlet)?)
     }
@@ -246,6 +258,8 @@ impl EnvHost<'_> {
         bring_up::load_units(self.units, &rendered.units)?;
         self.start_environment(&id, filled)?;
         self.state.note(filled)?;
+        self.hold_agent(&id, &paths, &mut ledger, filled)?;
+        self.state.note(filled)?;
         crate::failpoint::kill_point("pool.fill.started");
         crate::failpoint::hold_point("pool.fill.held");
         self.state.ready(&id, now_ms())
@@ -295,6 +309,66 @@ impl EnvHost<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Makes and starts environment `id`'s agent container, held for its claim (`held`): its
+    /// work tree an empty directory, its task an empty file, its control directory holding the
+    /// claim FIFO alone (all in the ledger first); then, once agent-wait is blocked on that
+    /// FIFO (within [`HOLD_WAIT`]), notes in `filled` what the claim compares.
+    fn hold_agent(
+        &self,
+        id: &str,
+        paths: &RunPaths,
+        ledger: &mut Ledger,
+        filled: &mut Filled,
+    ) -> Result<()> {
+        use crate::render::plan::{CLAIM_FILE, CTL_DIR, TASK_FILE};
+        ledger.record(Entry::Worktree {
+            path: paths.worktree.clone(),
+            private: true,
+        })?;
+        if let Some(parent) = paths.worktree.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::create_dir(&paths.worktree)
+            .with_context(|| format!("creating the empty work tree {}", paths.worktree.display()))?;
+        let task = paths.run_dir.join(TASK_FILE);
+        std::fs::write(&task, b"").with_context(|| format!("creating {}", task.display()))?;
+        let ctl = paths.run_dir.join(CTL_DIR);
+        std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
+        super::held::make_claim(&ctl.join(CLAIM_FILE))?;
+        let agent = RunNames::new(id).agent();
+        let unit = crate::naming::container_unit(&agent);
+        self.units
+            .start(&unit, JobMode::Replace, self.start)
+            .with_context(|| format!("starting {unit}"))?;
+        let (init, upper) = crate::podman::Podman::new()
+            .pid_and_upper_dir(&agent)
+            .with_context(|| format!("looking at {agent}"))?;
+        let end = std::time::Instant::now() + HOLD_WAIT;
+        loop {
+            let procs = super::held::processes(init)?;
+            if let Ok(pid) = super::held::agent_wait_pid(init, &procs)
+                && super::held::blocked_in_open(pid)?
+            {
+                let seen = super::held::look(init, &procs, Path::new(&upper))?;
+                filled.agent = Some(super::held::HeldAgent {
+                    container: agent,
+                    mounts: seen.mounts,
+                    files: seen.files,
+                    upper,
+                });
+                return Ok(());
+            }
+            if std::time::Instant::now() >= end {
+                bail!(
+                    "{agent} was not held in `cyclix agent-wait --claim` within {} s (its                      processes: {procs:?}; `journalctl --user -u {unit}` says why)",
+                    HOLD_WAIT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Destroys environment `id` over the pool's ledger of it ([`destroy`]).

@@ -263,6 +263,7 @@ fn a_warm_record_names_the_environment_its_fill_and_idle_time() {
         credentials_file: String::new(),
         service_ports: Vec::new(),
         services: Vec::new(),
+        agent: None,
         credentials_gid: 0,
     };
     let r = warm(&f, 4000);

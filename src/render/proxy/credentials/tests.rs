@@ -191,6 +191,7 @@ fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
         setup_binds: Vec::new(),
         log_key: crate::render::plan::PREVIEW_LOG_KEY.to_string(),
         credentials_file: false,
+        claim_wait_s: None,
     }
 }
 

@@ -43,6 +43,16 @@ pub(crate) fn load(
 ) -> Result<bool> {
     let names = &rendered.units;
     record_units(ledger, names)?;
+    // A claimed environment's agent container, held since its fill on the file this run
+    // replaced (setup binds, an upgrade): it held nothing of a run; it goes, and the start
+    // makes this run's.
+    let agent_file = crate::naming::container_file(&crate::naming::RunNames::new(inp.run_id).agent());
+    if inp.claim_wait_s.is_some() && written.contains(&agent_file) {
+        tracing::debug!("the claimed environment's agent file was replaced: stopping its held container");
+        units
+            .stop(&names.agent, crate::systemd::JobMode::Replace, inp.start)
+            .with_context(|| format!("stopping the held agent container {}", names.agent))?;
+    }
     let quadlet: Vec<&str> = rendered
         .files
         .iter()

@@ -30,6 +30,7 @@ fn up<'a>(p: &'a RunPaths, bin: &'a Path, pooled: bool) -> BringUp<'a> {
         placeholders: &[],
         log_key: "k",
         pooled,
+        claim_wait_s: pooled.then_some(7200),
     }
 }
 
