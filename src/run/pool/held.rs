@@ -212,7 +212,11 @@ pub fn look(init: u32, procs: &[(u32, String)], upper: &Path) -> Result<Seen> {
     let mut files = Vec::new();
     let root = format!("/proc/{pid}/root");
     for point in writable_tmpfs(&mountinfo) {
-        listing(&Path::new(&root).join(point.trim_start_matches('/')), &point, &mut files)?;
+        let at = Path::new(&root).join(point.trim_start_matches('/'));
+        // A file bound from a tmpfs (podman's `/dev/null`, ...) is no place to write files.
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            listing(&at, &point, &mut files)?;
+        }
     }
     listing(upper, "upper:", &mut files)?;
     files.sort();
