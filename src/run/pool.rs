@@ -28,7 +28,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 pub use super::record::{EnvironmentRecord, NO_POOL, NONE_READY};
-pub use super::warm::{poolable, replaced_by_the_run};
+pub use super::warm::{holds_agent, poolable, replaced_by_the_run};
 use crate::render::Backend;
 
 /// The four state directories under a pool's directory.

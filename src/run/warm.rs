@@ -11,6 +11,18 @@ pub fn poolable(s: &crate::spec::Service) -> bool {
     s.env.is_empty() && !s.worktree && !matches!(s.image, crate::spec::Image::Build { .. })
 }
 
+/// Whether a fill makes and holds the agent container (issue 33, `run::pool::held`): every
+/// service is one the fill starts ([`poolable`]: the agent's unit pulls its services in, and
+/// one that needs a secret or the work tree must wait for the run) and the agent's image is
+/// not built by the run (its tag gets the build's digest: another unit file). Otherwise the
+/// fill only installs the agent's file and the claiming run makes the container, as a cold
+/// run does. Pure.
+#[must_use]
+pub fn holds_agent(spec: &crate::spec::Spec) -> bool {
+    spec.services.iter().all(poolable)
+        && !matches!(spec.agent.image, crate::spec::Image::Build { .. })
+}
+
 /// The Quadlet files of environment (run) `id` that the fill installs without starting them
 /// and the claiming run replaces when it renders them otherwise (`phases::bring_up::install`):
 /// the agent's and the gates' `.container` (the run's setup binds, the binary it mounts; the

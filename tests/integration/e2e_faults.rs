@@ -168,7 +168,10 @@ fn a_memory_limit_the_host_cannot_enforce_refuses_the_run_before_anything_exists
     // This tenant's objects only (other tests' runs make theirs meanwhile): its containers and
     // networks carry its label; a pod is never made without both (its networks come first).
     assert_eq!(before, after, "a refused run created podman objects");
-    assert_eq!(before, "0/0", "the tenant had objects before its run: {all}");
+    assert_eq!(
+        before, "0/0",
+        "the tenant had objects before its run: {all}"
+    );
     assert_eq!(
         line(&stdout, "branches="),
         "0",

@@ -180,10 +180,11 @@ fn a_filled_environment_holds_nothing_of_a_run_and_serves_one_warm_run() {
         "running\npod",
         "{up:?}"
     );
-    // ... and holds nothing of a run: no secret, no work tree, no canary in the proxy's env.
+    // ... and holds nothing of a run: no secret, an empty work tree (bound into the held agent
+    // container, `e2e_pool_held`), no canary in the proxy's env.
     let held = tb.user_sh(&format!(
         "podman secret ls --format '{{{{.Name}}}}' | grep -e 'cyclix-{e}' || true
-         ls -d ~/.local/share/cyclix/worktrees/{t}/{e} 2>/dev/null || true
+         ls -A ~/.local/share/cyclix/worktrees/{t}/{e}
          podman inspect --format '{{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}}' cyclix-{e}-proxy | grep CYCLIX_CANARY || true"
     ));
     assert_eq!(String::from_utf8_lossy(&held.stdout).trim(), "", "{held:?}");

@@ -447,6 +447,15 @@ fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() 
         .write(tb);
     drain(tb, &t);
     let q = "$XDG_RUNTIME_DIR/systemd/user";
+    // Writable again whatever happens below: a panic in between must not leave every later
+    // test's fill and run failing on a read-only unit directory.
+    struct Writable<'a>(&'a Testbed, &'static str);
+    impl Drop for Writable<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.user_sh(&format!("chmod 755 {}", self.1));
+        }
+    }
+    let _writable = Writable(tb, q);
     expect_success(
         &tb.user_sh(&format!("mkdir -p {q} && chmod 555 {q}")),
         "make the runtime unit directory read-only",

@@ -44,6 +44,7 @@ mod e2e_mounts;
 mod e2e_pool;
 mod e2e_pool_claim;
 mod e2e_pool_cred;
+mod e2e_pool_held;
 mod e2e_pool_keep;
 mod e2e_pool_services;
 mod e2e_pool_upgrade;

@@ -95,7 +95,9 @@ pub(super) fn agent_container(
         // The unit's clock starts with the container: the probes and the baseline run first;
         // a pooled one's also runs while it waits for its claim (the claiming run counts the
         // agent's own time: `run::phases::agent`).
-        runtime_max_s: Some(spec.agent.timeout_s + baseline_s(spec) + run.claim_wait_s.unwrap_or(0)),
+        runtime_max_s: Some(
+            spec.agent.timeout_s + baseline_s(spec) + run.claim_wait_s.unwrap_or(0),
+        ),
         start_timeout_s: start_timeout(&spec.agent.image),
         stop_signal: None,
         volumes: Vec::new(),

@@ -86,7 +86,7 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
 /// was made by the fill and waits for the claim (`render::RunContext::claim_wait_s`).
 pub(crate) fn claim_wait_s(inp: &RunInputs) -> Option<u64> {
     let pooled = inp.environment.as_ref().is_some_and(|e| e.record.pooled);
-    pooled
+    (pooled && crate::run::warm::holds_agent(&inp.spec))
         .then(|| inp.spec.pool.as_ref().map(|p| p.max_idle_s))
         .flatten()
 }

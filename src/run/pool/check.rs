@@ -121,9 +121,12 @@ impl EnvHost<'_> {
                 INFRA_PROCESSES,
                 Some(1),
             ));
+            let mut stale = false;
             if let (Some(rec), Some(look)) = (filled.agent.as_ref(), agent_look) {
                 let paths = (self.paths)(&filled.env);
-                wrong.extend(held_wrong(rec, all.as_ref(), look, &paths, self.cyclix_bin));
+                let (w, older) = held_wrong(rec, all.as_ref(), look, &paths, self.cyclix_bin);
+                wrong.extend(w);
+                stale = older;
             }
             for (p, look) in filled.services.iter().zip(service_looks) {
                 wrong.extend(service_processes_wrong(
@@ -132,6 +135,20 @@ impl EnvHost<'_> {
                     || top(&p.container, &namespaces()),
                     crate::run::procs::executable,
                 ));
+            }
+            if stale && wrong.is_empty() {
+                // Held by the cyclix of before an upgrade: the run makes its own agent
+                // container (its start phase), as a cold run does; the rest stays warm.
+                let unit = crate::naming::container_unit(&n.agent());
+                if let Err(e) = self
+                    .units
+                    .stop(&unit, crate::systemd::JobMode::Replace, self.start)
+                {
+                    wrong.push(format!(
+                        "the agent container {} runs an older cyclix and could not be stopped: {e}",
+                        n.agent()
+                    ));
+                }
             }
             wrong
         })
@@ -188,40 +205,41 @@ impl EnvHost<'_> {
 
 /// What is wrong with the held agent container `rec` (its processes `look`, its container in
 /// the listing `all`): not exactly init and agent-wait, agent-wait no longer blocked on the
-/// claim FIFO or not running the host's cyclix binary `cyclix_bin` now (an upgrade since the
-/// fill), its mounts or writable files changed, the host's side of it (`paths`) changed
-/// (`held`). A look that cannot be made is wrong.
+/// claim FIFO, its mounts or writable files changed, the host's side of it (`paths`) changed
+/// (`held`). A look that cannot be made is wrong. With it, whether agent-wait runs another
+/// program than the host's cyclix binary `cyclix_bin` now (an upgrade since the fill: not
+/// wrong, but the run must not use that container).
 fn held_wrong(
     rec: &super::held::HeldAgent,
     all: Result<&Vec<ContainerInfo>, &anyhow::Error>,
     look: Look,
     paths: &crate::run::inputs::RunPaths,
     cyclix_bin: &std::path::Path,
-) -> Vec<String> {
+) -> (Vec<String>, bool) {
     use std::os::unix::fs::MetadataExt as _;
     let what = format!("the agent container {}", rec.container);
     let mut wrong = super::held::host_side_wrong(&paths.run_dir, &paths.worktree);
     let init = all.ok().and_then(|all| {
         all.iter()
-            .find(|c| c.names.iter().any(|n| *n == rec.container))
+            .find(|c| c.names.contains(&rec.container))
             .and_then(|c| c.pid)
     });
     let (procs, init) = match (look, init) {
         (Ok(p), Some(i)) => (p, i),
         (Err(e), _) => {
             wrong.push(format!("{what}'s processes cannot be listed: {e:#}"));
-            return wrong;
+            return (wrong, false);
         }
         (Ok(_), None) => {
             wrong.push(format!("{what} is not running (the fill left it running)"));
-            return wrong;
+            return (wrong, false);
         }
     };
     let pid = match super::held::agent_wait_pid(init, &procs) {
         Ok(pid) => pid,
         Err(why) => {
             wrong.push(format!("{what} {why}"));
-            return wrong;
+            return (wrong, false);
         }
     };
     match super::held::blocked_in_open(pid) {
@@ -233,19 +251,18 @@ fn held_wrong(
     }
     let exe = crate::run::procs::executable(pid);
     let bin = std::fs::metadata(cyclix_bin).map(|m| format!("{}:{}", m.dev(), m.ino()));
-    match (exe, bin) {
-        (Ok(a), Ok(b)) if a == b => {}
-        (Ok(_), Ok(_)) => wrong.push(format!(
-            "{what}'s agent-wait runs another program than {} now (upgraded since the fill)",
-            cyclix_bin.display()
-        )),
-        (Err(e), _) | (_, Err(e)) => wrong.push(format!("{what}'s program cannot be read: {e}")),
-    }
+    let stale = match (exe, bin) {
+        (Ok(a), Ok(b)) => a != b,
+        (Err(e), _) | (_, Err(e)) => {
+            wrong.push(format!("{what}'s program cannot be read: {e}"));
+            false
+        }
+    };
     match super::held::look(init, &procs, std::path::Path::new(&rec.upper)) {
         Ok(seen) => wrong.extend(super::held::wrong(rec, &seen)),
         Err(e) => wrong.push(format!("{what} cannot be looked at: {e:#}")),
     }
-    wrong
+    (wrong, stale)
 }
 
 /// The processes of container `name` of listing `all` (`podman ps --all --ns`), read from the

@@ -136,7 +136,8 @@ impl EnvHost<'_> {
             setup_binds: Vec::new(),
             log_key: filled.log_key.clone(),
             credentials_file: true,
-            claim_wait_s: Some(self.spec.pool.as_ref().map_or(0, |p| p.max_idle_s)),
+            claim_wait_s: super::holds_agent(self.spec)
+                .then(|| self.spec.pool.as_ref().map_or(0, |p| p.max_idle_s)),
         };
         Ok(render::render(self.spec, &ctx, Backend::Quadlet)?)
     }
@@ -258,8 +259,10 @@ impl EnvHost<'_> {
         bring_up::load_units(self.units, &rendered.units)?;
         self.start_environment(&id, filled)?;
         self.state.note(filled)?;
-        self.hold_agent(&id, &paths, &mut ledger, filled)?;
-        self.state.note(filled)?;
+        if super::holds_agent(self.spec) {
+            self.hold_agent(&id, &paths, &mut ledger, filled)?;
+            self.state.note(filled)?;
+        }
         crate::failpoint::kill_point("pool.fill.started");
         crate::failpoint::hold_point("pool.fill.held");
         self.state.ready(&id, now_ms())
@@ -331,8 +334,9 @@ impl EnvHost<'_> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        std::fs::create_dir(&paths.worktree)
-            .with_context(|| format!("creating the empty work tree {}", paths.worktree.display()))?;
+        std::fs::create_dir(&paths.worktree).with_context(|| {
+            format!("creating the empty work tree {}", paths.worktree.display())
+        })?;
         let task = paths.run_dir.join(TASK_FILE);
         std::fs::write(&task, b"").with_context(|| format!("creating {}", task.display()))?;
         let ctl = paths.run_dir.join(CTL_DIR);

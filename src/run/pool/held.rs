@@ -126,7 +126,8 @@ fn unescape(s: &str) -> String {
 /// An entry cannot be read, or there are more than [`MAX_ENTRIES`].
 pub fn listing(root: &Path, tag: &str, out: &mut Vec<String>) -> Result<()> {
     use std::os::unix::fs::MetadataExt as _;
-    let top = std::fs::symlink_metadata(root).with_context(|| format!("reading {}", root.display()))?;
+    let top =
+        std::fs::symlink_metadata(root).with_context(|| format!("reading {}", root.display()))?;
     let mut stack = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, rel)) = stack.pop() {
         let entries =
@@ -273,8 +274,16 @@ pub fn wrong(rec: &HeldAgent, now: &Seen) -> Vec<String> {
             rec.container
         ));
     }
-    let added: Vec<&String> = now.files.iter().filter(|l| !rec.files.contains(l)).collect();
-    let gone: Vec<&String> = rec.files.iter().filter(|l| !now.files.contains(l)).collect();
+    let added: Vec<&String> = now
+        .files
+        .iter()
+        .filter(|l| !rec.files.contains(l))
+        .collect();
+    let gone: Vec<&String> = rec
+        .files
+        .iter()
+        .filter(|l| !now.files.contains(l))
+        .collect();
     if !added.is_empty() || !gone.is_empty() {
         let path = |l: &&String| l.split(' ').next().unwrap_or_default().to_string();
         let mut paths: Vec<String> = added.iter().chain(&gone).map(path).collect();
@@ -310,7 +319,10 @@ pub fn host_side_wrong(run_dir: &Path, worktree: &Path) -> Vec<String> {
     let task = run_dir.join(crate::render::plan::TASK_FILE);
     match std::fs::symlink_metadata(&task) {
         Ok(m) if m.is_file() && m.len() == 0 && m.nlink() == 1 => {}
-        _ => out.push(format!("the task file {} is not the fill's empty file", task.display())),
+        _ => out.push(format!(
+            "the task file {} is not the fill's empty file",
+            task.display()
+        )),
     }
     let ctl = run_dir.join(crate::render::plan::CTL_DIR);
     let names: Vec<(String, bool)> = std::fs::read_dir(&ctl)

@@ -46,9 +46,12 @@ pub(crate) fn load(
     // A claimed environment's agent container, held since its fill on the file this run
     // replaced (setup binds, an upgrade): it held nothing of a run; it goes, and the start
     // makes this run's.
-    let agent_file = crate::naming::container_file(&crate::naming::RunNames::new(inp.run_id).agent());
+    let agent_file =
+        crate::naming::container_file(&crate::naming::RunNames::new(inp.run_id).agent());
     if inp.claim_wait_s.is_some() && written.contains(&agent_file) {
-        tracing::debug!("the claimed environment's agent file was replaced: stopping its held container");
+        tracing::debug!(
+            "the claimed environment's agent file was replaced: stopping its held container"
+        );
         units
             .stop(&names.agent, crate::systemd::JobMode::Replace, inp.start)
             .with_context(|| format!("stopping the held agent container {}", names.agent))?;

@@ -18,9 +18,19 @@ fn the_writable_places_are_the_read_write_tmpfs_mounts_outside_proc_and_sys() {
 
 #[test]
 fn exactly_init_and_agent_wait_is_a_held_container() {
-    let p = |v: &[(u32, &str)]| v.iter().map(|(p, c)| (*p, c.to_string())).collect::<Vec<_>>();
-    assert_eq!(agent_wait_pid(7, &p(&[(7, "catatonit"), (9, "cyclix")])), Ok(9));
-    assert_eq!(agent_wait_pid(7, &p(&[(7, "podman-init"), (9, "cyclix")])), Ok(9));
+    let p = |v: &[(u32, &str)]| {
+        v.iter()
+            .map(|(p, c)| (*p, c.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        agent_wait_pid(7, &p(&[(7, "catatonit"), (9, "cyclix")])),
+        Ok(9)
+    );
+    assert_eq!(
+        agent_wait_pid(7, &p(&[(7, "podman-init"), (9, "cyclix")])),
+        Ok(9)
+    );
     for bad in [
         p(&[(7, "catatonit")]),
         p(&[(7, "catatonit"), (9, "cyclix"), (10, "sleep")]),
@@ -78,7 +88,9 @@ fn the_host_side_is_an_empty_tree_an_empty_task_and_only_the_claim_fifo() {
     std::fs::create_dir_all(run.join(crate::render::plan::CTL_DIR)).expect("ctl");
     std::fs::create_dir(&tree).expect("tree");
     std::fs::write(run.join(crate::render::plan::TASK_FILE), "").expect("task");
-    let claim = run.join(crate::render::plan::CTL_DIR).join(crate::render::plan::CLAIM_FILE);
+    let claim = run
+        .join(crate::render::plan::CTL_DIR)
+        .join(crate::render::plan::CLAIM_FILE);
     make_claim(&claim).expect("fifo");
     assert!(host_side_wrong(&run, &tree).is_empty());
     std::fs::write(tree.join("x"), "").expect("planted");
