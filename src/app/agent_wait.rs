@@ -1,5 +1,5 @@
-//! `cyclix agent-wait --go FILE [--report FIFO] --timeout-s N [--handover FIFO --vars A,B] --
-//! ARGV...`: runs as the agent container's command and holds the agent back until cyclix, on
+//! `cyclix agent-wait --go FILE [--report FIFO] --timeout-s N [--claim FIFO] [--handover FIFO
+//! --vars A,B] -- ARGV...`: runs as the agent container's command and holds the agent back until cyclix, on
 //! the host, has proven the boundary from inside this very container and created FILE in the
 //! read-only control directory. With `--report` this process runs the probe suite itself when
 //! the host opens the FIFO's read end, and writes the report into it (issue 16: no `podman
@@ -8,7 +8,10 @@
 //! that FIFO, where the host writes them right after the go (`run::handover`). Then it `exec`s
 //! ARGV with them, so the agent is the same process the unit supervises. If cyclix refuses the
 //! boundary (it creates `refused` beside FILE), FILE does not appear within N seconds, or the
-//! hand-over is not exactly the host's, the agent never starts and this exits 1.
+//! hand-over is not exactly the host's, the agent never starts and this exits 1. With
+//! `--claim` (a pooled environment's agent container, made before its run: `run::pool::held`)
+//! it first waits, blocked in `open(2)` of that FIFO and with no clock, until the claiming run
+//! opens it; the N seconds count from then.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -417,6 +420,40 @@ mod tests {
         assert_eq!(run(&h, &argv).expect("runs"), Outcome::Findings);
         forger.join().expect("forger").expect("written");
         assert!(!marker.exists(), "the agent ran on a forged hand-over");
+    }
+
+    #[test]
+    fn a_held_agent_wait_waits_for_its_claim_before_anything_else() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let go = dir.path().join("go");
+        let claim = dir.path().join(crate::render::plan::CLAIM_FILE);
+        crate::run::pool::held::make_claim(&claim).expect("mkfifo");
+        // Refused before the claim: only the claim lets agent-wait see it.
+        std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
+        let marker = dir.path().join("agent-ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        let (g, c, a) = (go.clone(), claim.clone(), argv.clone());
+        let waiter = std::thread::spawn(move || {
+            let mut h = held(&g, None, 0);
+            h.claim = Some(&c);
+            run(&h, &a).expect("runs")
+        });
+        // The wake succeeds only while agent-wait is blocked opening the FIFO: it has not
+        // looked at the control directory yet (with a zero timeout it would have given up).
+        while crate::run::pool::held::wake(&claim).is_err() {
+            assert!(!waiter.is_finished(), "agent-wait went on before its claim");
+            std::thread::yield_now();
+        }
+        assert_eq!(waiter.join().expect("woken"), Outcome::Findings);
+        assert!(!marker.exists(), "the agent ran");
+        // A claim path that is no FIFO: the agent never starts.
+        std::fs::write(&claim, "").expect("a plain file");
+        let mut h = held(&go, None, 5);
+        h.claim = Some(&claim);
+        std::fs::remove_file(dir.path().join(REFUSED_FILE)).expect("rm");
+        std::fs::write(&go, "").expect("go");
+        assert_eq!(run(&h, &argv).expect("runs"), Outcome::Findings);
+        assert!(!marker.exists(), "the agent ran without its claim");
     }
 
     #[test]

@@ -162,8 +162,9 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
     let envs = fill(tb, t);
     assert_eq!(envs.len(), 1, "{envs:?}");
     let e = &envs[0];
-    // A ready environment holds no failed unit: its agent unit was not started (before, the
-    // pod's start pulled it in and it failed for want of a work tree, at every fill).
+    // A ready environment holds no failed unit: its agent unit runs, held for the claim
+    // (`e2e_pool_held`; before, the pod's start pulled it in and it failed for want of a work
+    // tree, at every fill).
     let units = expect_success(
         &tb.user_sh(&format!(
             "systemctl --user list-units --all --no-legend --plain 'cyclix-{e}-*' | awk '{{print $1, $3, $4}}'"
@@ -171,7 +172,7 @@ fn a_run_killed_in_its_credential_hand_over_leaves_no_key_in_a_proxy_once_conver
         "the ready environment's units",
     );
     assert!(
-        units.contains(&format!("cyclix-{e}-agent.service inactive dead"))
+        units.contains(&format!("cyclix-{e}-agent.service active running"))
             && !units.contains("failed"),
         "{units}"
     );

@@ -195,6 +195,7 @@ fn a_held_agent_that_runs_past_its_timeout_is_stopped_and_recorded_as_the_agents
     let tb = prepared();
     let t = Tenant::new("e2e-phtime")
         .agent_cmd("[sleep, \"600\"]")
+        .no_timeouts()
         .agent_key("timeout: 10s")
         .extra_yaml("pool:\n  size: 1")
         .write(tb);

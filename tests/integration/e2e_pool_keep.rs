@@ -436,6 +436,15 @@ fn uninstall_leaves_no_keeper_and_no_pooled_object() {
     );
 }
 
+/// Makes directory `.1` of the testbed writable (mode 755) when dropped.
+struct Writable<'a>(&'a Testbed, &'static str);
+
+impl Drop for Writable<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.user_sh(&format!("chmod 755 {}", self.1));
+    }
+}
+
 #[test]
 fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() {
     // Exclusive: the runtime unit directory (where every fill installs its generated units) is
@@ -449,12 +458,6 @@ fn a_keeper_whose_fills_fail_retries_says_so_in_status_and_check_and_recovers() 
     let q = "$XDG_RUNTIME_DIR/systemd/user";
     // Writable again whatever happens below: a panic in between must not leave every later
     // test's fill and run failing on a read-only unit directory.
-    struct Writable<'a>(&'a Testbed, &'static str);
-    impl Drop for Writable<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.user_sh(&format!("chmod 755 {}", self.1));
-        }
-    }
     let _writable = Writable(tb, q);
     expect_success(
         &tb.user_sh(&format!("mkdir -p {q} && chmod 555 {q}")),

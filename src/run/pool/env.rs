@@ -6,10 +6,12 @@
 //! environment id as run id, its reserved subnet octet, its access-log key) and installs and
 //! starts only the environment's part ([`env_file`]): the two `.network`s, the `.pod` (and its
 //! drop-in), the `-proxy.container` and the run dir's files the proxy mounts (`squid.conf`).
-//! The agent's and the gate's `.container` are installed and loaded too, never started: they
-//! hold names and paths only (the secrets' names, the work tree's and the task's paths), so a
-//! claim that renders them the same needs no daemon-reload (`run::phases::bring_up`).
-//! No secret, credential, canary, work tree or task is made. What it made is in a ledger of
+//! The agent's and the gate's `.container` are installed and loaded too: they hold names and
+//! paths only (the secrets' names, the work tree's and the task's paths), so a claim that
+//! renders them the same needs no daemon-reload (`run::phases::bring_up`). The gate's is never
+//! started; the agent's container is made and held for the claim when [`super::holds_agent`]
+//! (`super::held`: its work tree an empty directory, its task an empty file). No secret,
+//! credential, canary, work tree content or task is made. What it made is in a ledger of
 //! its own (`PoolState::ledger_path`), which the claiming run copies into its ledger; a
 //! refused, expired or half-made environment is destroyed over that ledger by the same
 //! teardown and audit as a dead run's (`run::converge::converge`).
