@@ -126,8 +126,11 @@ fn an_agent_container_tampered_with_before_its_claim_is_refused_and_the_run_take
         .extra_yaml("pool:\n  size: 4")
         .write(tb);
     drain(tb, &t);
-    let envs = fill(tb, &t);
+    let mut envs = fill(tb, &t);
     assert_eq!(envs.len(), 4, "{envs:?}");
+    // A claim takes the first id in order (ids begin with their fill's second): the untouched
+    // one is tried last.
+    envs.sort();
     let (procs, mount, file, clean) = (&envs[0], &envs[1], &envs[2], &envs[3]);
     // Three tampers, each as the host user: a process left by `podman exec` (from a unit of
     // its own, so it outlives this call), a tmpfs mounted in the container's mount namespace,
