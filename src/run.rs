@@ -19,6 +19,7 @@
 pub mod boundary;
 pub mod canary;
 pub mod capacity;
+pub mod claim_fifo;
 pub mod converge;
 pub mod exec_only;
 pub(crate) mod gate_cache;

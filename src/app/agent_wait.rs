@@ -427,7 +427,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let go = dir.path().join("go");
         let claim = dir.path().join(crate::render::plan::CLAIM_FILE);
-        crate::run::pool::held::make_claim(&claim).expect("mkfifo");
+        crate::run::claim_fifo::make_claim(&claim).expect("mkfifo");
         // Refused before the claim: only the claim lets agent-wait see it.
         std::fs::write(dir.path().join(REFUSED_FILE), "").expect("refuse");
         let marker = dir.path().join("agent-ran");
@@ -440,7 +440,7 @@ mod tests {
         });
         // The wake succeeds only while agent-wait is blocked opening the FIFO: it has not
         // looked at the control directory yet (with a zero timeout it would have given up).
-        while crate::run::pool::held::wake(&claim).is_err() {
+        while crate::run::claim_fifo::wake(&claim).is_err() {
             assert!(!waiter.is_finished(), "agent-wait went on before its claim");
             std::thread::yield_now();
         }

@@ -323,7 +323,7 @@ fn wake_held(run_dir: &Path, deadline: Duration) -> Result<()> {
         .join(render::plan::CLAIM_FILE);
     let end = std::time::Instant::now() + deadline;
     loop {
-        match crate::run::pool::held::wake(&fifo) {
+        match crate::run::claim_fifo::wake(&fifo) {
             Ok(()) => return Ok(()),
             Err(e) if std::time::Instant::now() >= end => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),

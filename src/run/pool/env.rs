@@ -343,7 +343,7 @@ impl EnvHost<'_> {
         std::fs::write(&task, b"").with_context(|| format!("creating {}", task.display()))?;
         let ctl = paths.run_dir.join(CTL_DIR);
         std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
-        super::held::make_claim(&ctl.join(CLAIM_FILE))?;
+        crate::run::claim_fifo::make_claim(&ctl.join(CLAIM_FILE))?;
         let agent = RunNames::new(id).agent();
         let unit = crate::naming::container_unit(&agent);
         self.units

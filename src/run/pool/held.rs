@@ -4,14 +4,15 @@
 //! `/work`, its task file is empty, its variables come at the go (`run::handover`), the canary
 //! and the credentials never reach it. The claiming run fills the work tree and the task in
 //! place (the binds keep their inodes), checks the container against what the fill recorded
-//! here, and wakes it ([`wake`]); the whole probe suite then runs in it as in any run.
+//! here, and wakes it (`run::claim_fifo::wake`); the whole probe suite then runs in it as in any run.
 //!
 //! What the claim compares ([`HeldAgent`]): exactly two processes (podman's init and
 //! agent-wait, whose executable is the host's cyclix binary now), agent-wait still blocked in
 //! `openat`, the container's mount table (`/proc/PID/mountinfo`) byte for byte, and every
 //! entry of every place its file system can be written (its writable `tmpfs` mounts, read
 //! through `/proc/PID/root`, and its overlay upper layer): a process added, a mount changed or
-//! a file written while it idled refuses the environment.
+//! a file written while it idled refuses the environment. The claim FIFO itself is
+//! `run::claim_fifo`.
 
 use std::path::Path;
 
@@ -41,38 +42,6 @@ pub const AGENT_WAIT_PROCESS: &str = "cyclix";
 /// At most this many entries in the listing of a held container's writable places: more is
 /// refused (nothing of the fill puts more than a few there).
 pub const MAX_ENTRIES: usize = 4096;
-
-/// Makes the claim FIFO `path` (mode 0600) before the held container starts.
-///
-/// # Errors
-/// `mkfifo` failed.
-pub fn make_claim(path: &Path) -> Result<()> {
-    crate::run::report_fifo::make_private(path, "the claim FIFO")
-}
-
-/// Wakes the held agent-wait: opens the claim FIFO `path` for writing without blocking (so it
-/// fails unless agent-wait is blocked opening it for reading), closes it and unlinks it.
-///
-/// # Errors
-/// Nobody waits on it (`ENXIO`: agent-wait is not held there), or it cannot be opened or
-/// unlinked.
-pub fn wake(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path);
-    match f {
-        Ok(f) => drop(f),
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
-            "the held agent container's agent-wait is not waiting on {} (it ended, or \
-             something woke it before the claim)",
-            path.display()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
-    }
-    std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))
-}
 
 /// The mount points of `mountinfo` (proc(5)'s format) a process of the container could write
 /// files into and the fill could list: every `tmpfs` mounted read-write, outside `/proc` and
@@ -223,7 +192,10 @@ pub fn look(init: u32, procs: &[(u32, String)], upper: &Path) -> Result<Seen> {
     files.sort();
     Ok(Seen {
         pid,
-        mounts: super::env::digest(mountinfo.as_bytes()),
+        mounts: {
+            use sha2::Digest as _;
+            format!("{:x}", sha2::Sha256::digest(mountinfo.as_bytes()))
+        },
         files,
     })
 }

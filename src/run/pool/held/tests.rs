@@ -91,34 +91,11 @@ fn the_host_side_is_an_empty_tree_an_empty_task_and_only_the_claim_fifo() {
     let claim = run
         .join(crate::render::plan::CTL_DIR)
         .join(crate::render::plan::CLAIM_FILE);
-    make_claim(&claim).expect("fifo");
+    crate::run::claim_fifo::make_claim(&claim).expect("fifo");
     assert!(host_side_wrong(&run, &tree).is_empty());
     std::fs::write(tree.join("x"), "").expect("planted");
     std::fs::write(run.join(crate::render::plan::TASK_FILE), "do evil").expect("task");
     std::fs::write(run.join(crate::render::plan::CTL_DIR).join("go"), "").expect("go");
     let w = host_side_wrong(&run, &tree);
     assert_eq!(w.len(), 3, "{w:?}");
-}
-
-#[test]
-fn waking_needs_a_waiter_and_the_waiter_goes_on_only_when_woken() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let claim = dir.path().join(crate::render::plan::CLAIM_FILE);
-    make_claim(&claim).expect("fifo");
-    let err = wake(&claim).expect_err("nobody waits");
-    assert!(format!("{err:#}").contains("not waiting"), "{err:#}");
-    assert!(claim.exists(), "a failed wake leaves the FIFO");
-    let c = claim.clone();
-    let waiter = std::thread::spawn(move || {
-        std::fs::read(&c).expect("read");
-    });
-    // The wake succeeds only once the waiter is blocked in its open (ENXIO before).
-    loop {
-        match wake(&claim) {
-            Ok(()) => break,
-            Err(_) => std::thread::yield_now(),
-        }
-    }
-    waiter.join().expect("woken");
-    assert!(!claim.exists(), "the wake unlinks the FIFO");
 }
