@@ -103,6 +103,13 @@ impl<'a> RunNames<'a> {
         self.role("egress")
     }
 
+    /// `cyclix-RUN-agent-deadline.timer`: the transient timer that stops a held agent at its
+    /// deadline should cyclix be gone by then (`run::seam::RunProcs::stop_later`).
+    #[must_use]
+    pub fn agent_deadline(&self) -> String {
+        format!("{}-deadline.timer", self.agent())
+    }
+
     /// The pod's infra container (`--infra-name`, podman-pod-create(1)).
     #[must_use]
     pub fn infra(&self) -> String {

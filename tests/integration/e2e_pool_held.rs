@@ -226,3 +226,55 @@ fn a_held_agent_that_runs_past_its_timeout_is_stopped_and_recorded_as_the_agents
     );
     nothing_left(tb, &t, &envs, e);
 }
+
+#[test]
+fn a_held_agent_whose_run_died_is_stopped_by_its_deadline_timer() {
+    // The held agent's own `RuntimeMaxSec=` counts from the fill (max_idle on top): a run
+    // SIGKILLed while its agent works leaves a timer of the user manager that stops the agent
+    // a slack after its budget, as a cold agent's unit would.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-phdead";
+    let tenant = || {
+        Tenant::new(t)
+            .agent_cmd("[sleep, \"600\"]")
+            .no_timeouts()
+            .agent_key("timeout: 10s")
+            .extra_yaml("pool:\n  size: 1")
+    };
+    tenant().write(tb);
+    drain(tb, t);
+    let envs = fill(tb, t);
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let e = &envs[0];
+    let c = tb.cyclix_bin();
+    let out = expect_success(
+        &tb.user_sh(&format!(
+            "CYCLIX_FAILPOINTS=agent.deadline {c} run {t} >/tmp/{t}.out 2>&1; echo \"rc=$?\"
+             a=cyclix-{e}-agent.service; d=cyclix-{e}-agent-deadline
+             echo \"agent_before=$(systemctl --user show -P ActiveState $a)\"
+             echo \"timer=$(systemctl --user show -P ActiveState $d.timer)\"
+             echo \"on_active=$(systemctl --user show -P TimersMonotonic $d.timer | grep -o 'OnActiveUSec=[^ ;]*')\"
+             systemctl --user start $d.service
+             for i in $(seq 1 300); do [ \"$(systemctl --user show -P ActiveState $a)\" = active ] || break; sleep 0.1; done
+             echo \"agent_after=$(systemctl --user show -P ActiveState $a)\""
+        )),
+        "kill the run while its held agent works, then fire its deadline",
+    );
+    let kv = |k: &str| crate::common::kv(&out, k);
+    assert_eq!(kv("rc"), "137", "killed at the fail point: {out}");
+    // The positive control: the dead run's agent still runs (its unit's clock: 2 h more).
+    assert_eq!(kv("agent_before"), "active", "{out}");
+    assert_eq!(kv("timer"), "active", "{out}");
+    assert!(kv("on_active").starts_with("OnActiveUSec="), "{out}");
+    assert_ne!(
+        kv("agent_after"),
+        "active",
+        "the deadline's service stopped it: {out}"
+    );
+    // The tenant's next run converges the dead one (a quick agent, no pool).
+    Tenant::new(t).write(tb);
+    let out = tb.user(&[&c, "run", t]);
+    assert!(out.status.success(), "{out:?}");
+    nothing_left(tb, t, &envs, e);
+}

@@ -81,7 +81,6 @@ pub(crate) fn agent_phases(
     names: &render::plan::UnitNames,
     out: &mut AgentReport,
 ) -> Result<RunResult> {
-    let agent = names.agent.trim_end_matches(".service").to_string();
     // systemd stops the agent at its `RuntimeMaxSec=` first; cyclix a slack later. A held
     // agent's unit counts from its fill: cyclix stops it at `agent.timeout` itself.
     let agent_budget = if inp.held {
@@ -90,61 +89,16 @@ pub(crate) fn agent_phases(
         Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack
     };
     let end = if inp.tier == Tier::Container {
-        let mut noted = invocations::Proven::default();
-        let proven = r.phase("probe", || {
-            // What is up now is what the probes prove: noted first, compared from then on.
-            let up: Vec<&str> = names
-                .all
-                .iter()
-                .map(String::as_str)
-                .filter(|u| *u != names.gate && Some(*u) != names.gate_base.as_deref())
-                .collect();
-            noted = invocations::note(units, &up)?;
-            let tripwires = created.tripwires.as_mut();
-            out.refusal = boundary_proven(&inp.probe, host, &agent, tripwires, &mut out.probes)?;
-            let ok = out.refusal.is_empty();
-            if !ok || inp.baseline.is_none() {
-                out.go_ms = Some(release(
-                    &inp.probe,
-                    host,
-                    ok,
-                    "the sandbox boundary was refused",
-                )?);
-            }
-            Ok(ok)
-        })?;
-        if !proven {
-            return Ok(RunResult::ProbeRefused);
+        let deadline = crate::naming::RunNames::new(inp.probe.run_id).agent_deadline();
+        let end = container_phases(inp, units, host, r, created, names, out, agent_budget);
+        if inp.held {
+            // Disarmed: the run's own end and teardown take over.
+            let _ = units.stop(&deadline, JobMode::Replace, inp.deadlines.stop);
         }
-        if !baseline_passed(inp, host, r, &agent, out)? {
-            return Ok(RunResult::SetupBroken);
+        match end? {
+            Ok(end) => end,
+            Err(result) => return Ok(result),
         }
-        let end = r.phase("agent", || {
-            timed_out_is_an_end(
-                units,
-                &names.agent,
-                watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, out),
-            )
-        })?;
-        // The agent is done: nothing of the proven sandbox may have changed meanwhile.
-        let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(inp.probe.run_id).base());
-        let ended = [names.agent.as_str(), pod.as_str()];
-        let changed = invocations::changes(units, &noted, &ended);
-        // An agent that ran into its timeout is judged as one that exited (attack review:
-        // a unit restarted in the last watch interval was hidden behind `agent_timeout`).
-        if matches!(end, AgentEnd::Exit(_) | AgentEnd::TimedOut) && !changed.is_empty() {
-            out.refusal = changed;
-            return Ok(RunResult::LeakDetected);
-        }
-        // An agent stopped from outside (SIGTERM/SIGKILL: 143/137) may have been taken down by
-        // a part of its sandbox (the pod's infra container killed stops the pod and, bound to
-        // it, the agent): say which. An agent that failed on its own stops its pod too, so
-        // its pod is not blamed then.
-        if matches!(end, AgentEnd::Exit(143 | 137)) {
-            out.causes
-                .extend(invocations::changes(units, &noted, &ended[..1]));
-        }
-        end
     } else {
         // The host tiers run the agent as a plain user unit: nothing to probe or watch.
         r.phase("agent", || {
@@ -193,6 +147,87 @@ pub(crate) fn agent_phases(
     }
     // The agent is done and exited 0: the gate decides (`phases::gate`, after the import).
     Ok(RunResult::Passed)
+}
+
+/// The probe phase, the baseline and the agent under the leak watch of tier `container`: how
+/// the agent ended, or the run's result when it never got to its end (`Err`: the boundary
+/// refused, the baseline failed, a leak).
+#[allow(clippy::too_many_arguments)]
+fn container_phases(
+    inp: &AgentInputs<'_>,
+    units: &dyn UnitManager,
+    host: &dyn RunHost,
+    r: &mut Recorder,
+    created: &mut RunState,
+    names: &render::plan::UnitNames,
+    out: &mut AgentReport,
+    agent_budget: Duration,
+) -> Result<std::result::Result<AgentEnd, RunResult>> {
+    let agent = names.agent.trim_end_matches(".service").to_string();
+    let mut noted = invocations::Proven::default();
+    let proven = r.phase("probe", || {
+        // What is up now is what the probes prove: noted first, compared from then on.
+        let up: Vec<&str> = names
+            .all
+            .iter()
+            .map(String::as_str)
+            .filter(|u| *u != names.gate && Some(*u) != names.gate_base.as_deref())
+            .collect();
+        noted = invocations::note(units, &up)?;
+        let tripwires = created.tripwires.as_mut();
+        out.refusal = boundary_proven(&inp.probe, host, &agent, tripwires, &mut out.probes)?;
+        let ok = out.refusal.is_empty();
+        if !ok || inp.baseline.is_none() {
+            out.go_ms = Some(release(
+                &inp.probe,
+                host,
+                ok,
+                "the sandbox boundary was refused",
+            )?);
+        }
+        Ok(ok)
+    })?;
+    if !proven {
+        return Ok(Err(RunResult::ProbeRefused));
+    }
+    if !baseline_passed(inp, host, r, &agent, out)? {
+        return Ok(Err(RunResult::SetupBroken));
+    }
+    let end = r.phase("agent", || {
+        if inp.held {
+            // A held agent's unit counts its `RuntimeMaxSec=` from its pool's fill: should
+            // cyclix be gone before the agent ends, the user manager stops it a slack after its
+            // budget, as it would a cold one (armed right after the go, off the time to agent;
+            // until then the unit's own clock bounds it).
+            let deadline = crate::naming::RunNames::new(inp.probe.run_id).agent_deadline();
+            host.stop_later(&names.agent, &deadline, agent_budget + inp.deadlines.slack)?;
+            crate::failpoint::kill_point("agent.deadline");
+        }
+        timed_out_is_an_end(
+            units,
+            &names.agent,
+            watch_to_end(inp, units, host, &names.agent, agent_budget, &noted, out),
+        )
+    })?;
+    // The agent is done: nothing of the proven sandbox may have changed meanwhile.
+    let pod = crate::naming::pod_unit(&crate::naming::RunNames::new(inp.probe.run_id).base());
+    let ended = [names.agent.as_str(), pod.as_str()];
+    let changed = invocations::changes(units, &noted, &ended);
+    // An agent that ran into its timeout is judged as one that exited (attack review:
+    // a unit restarted in the last watch interval was hidden behind `agent_timeout`).
+    if matches!(end, AgentEnd::Exit(_) | AgentEnd::TimedOut) && !changed.is_empty() {
+        out.refusal = changed;
+        return Ok(Err(RunResult::LeakDetected));
+    }
+    // An agent stopped from outside (SIGTERM/SIGKILL: 143/137) may have been taken down by
+    // a part of its sandbox (the pod's infra container killed stops the pod and, bound to
+    // it, the agent): say which. An agent that failed on its own stops its pod too, so
+    // its pod is not blamed then.
+    if matches!(end, AgentEnd::Exit(143 | 137)) {
+        out.causes
+            .extend(invocations::changes(units, &noted, &ended[..1]));
+    }
+    Ok(Ok(end))
 }
 
 /// The gate of a host-tier run: its unit, on the agent's own work tree (nothing to check
