@@ -272,8 +272,9 @@ fn a_held_agent_whose_run_died_is_stopped_by_its_deadline_timer() {
         "active",
         "the deadline's service stopped it: {out}"
     );
-    // The tenant's next run converges the dead one (a quick agent, no pool).
-    Tenant::new(t).write(tb);
+    // The tenant's next run (a quick agent; its pool empty: cold) converges the dead one and
+    // its claim.
+    Tenant::new(t).extra_yaml("pool:\n  size: 1").write(tb);
     let out = tb.user(&[&c, "run", t]);
     assert!(out.status.success(), "{out:?}");
     nothing_left(tb, t, &envs, e);

@@ -200,6 +200,10 @@ fn container_phases(
             // budget, as it would a cold one (armed right after the go, off the time to agent;
             // until then the unit's own clock bounds it).
             let deadline = crate::naming::RunNames::new(inp.probe.run_id).agent_deadline();
+            // In the ledger first: a dead run's convergence stops it.
+            created.ledger.record(crate::run::ledger::Entry::Unit {
+                name: deadline.clone(),
+            })?;
             host.stop_later(&names.agent, &deadline, agent_budget + inp.deadlines.slack)?;
             crate::failpoint::kill_point("agent.deadline");
         }

@@ -146,6 +146,10 @@ fn stop_all<'u>(
     units: &(dyn UnitManager + Sync),
     names: impl Iterator<Item = &'u String>,
 ) -> Vec<(&'u String, Result<()>)> {
+    // A held agent's deadline timer is transient: disarmed after the agent or elapsed, it is
+    // gone, which is what a stop wants.
+    let deadline = crate::naming::RunNames::new(t.run_id).agent_deadline();
+    let deadline = deadline.as_str();
     std::thread::scope(|s| {
         let jobs: Vec<_> = names
             .map(|u| {
@@ -153,7 +157,9 @@ fn stop_all<'u>(
                     u,
                     s.spawn(move || {
                         let stopped = match units.stop(u, JobMode::Replace, t.stop) {
-                            Err(UnitError::NoSuchUnit { .. }) if t.converging => Ok(()),
+                            Err(UnitError::NoSuchUnit { .. }) if t.converging || u == deadline => {
+                                Ok(())
+                            }
                             r => r.map(|_| ()).map_err(Into::into),
                         };
                         let _ = units.reset_failed(u);
