@@ -206,14 +206,15 @@ fn a_held_agent_that_runs_past_its_timeout_is_stopped_and_recorded_as_the_agents
     let envs = fill(tb, &t);
     assert_eq!(envs.len(), 1, "{envs:?}");
     let e = &envs[0];
-    // The held unit's clock counts from the fill: the pool's max_idle (2 h) on top.
+    // The held unit's clock counts from the fill: the pool's max_idle (2 h) and agent-wait's
+    // wait for the go (300 s) on top.
     let file = expect_success(
         &tb.user_sh(&format!(
             "grep -h RuntimeMaxSec $XDG_RUNTIME_DIR/cyclix/runs/{e}/quadlet/cyclix-{e}-agent.container"
         )),
         "the agent's file",
     );
-    assert_eq!(file.trim(), "RuntimeMaxSec=7210", "{file}");
+    assert_eq!(file.trim(), "RuntimeMaxSec=7510", "{file}");
     let out = tb.user(&[&tb.cyclix_bin(), "run", &t]);
     let rec = record(tb, &t);
     assert_eq!(out.status.code(), Some(1), "{out:?}\n{rec:#}");

@@ -93,10 +93,13 @@ pub(super) fn agent_container(
         cpu_millis: spec.agent.resources.cpu_millis,
         pids: spec.agent.resources.pids,
         // The unit's clock starts with the container: the probes and the baseline run first;
-        // a pooled one's also runs while it waits for its claim (the claiming run counts the
-        // agent's own time: `run::phases::agent`).
+        // a pooled one's also runs while it waits for its claim (at most `max_idle`: a claim
+        // refuses an older one) and for its go (the claiming run counts the agent's own time
+        // and arms its deadline: `run::phases::agent`).
         runtime_max_s: Some(
-            spec.agent.timeout_s + baseline_s(spec) + run.claim_wait_s.unwrap_or(0),
+            spec.agent.timeout_s
+                + baseline_s(spec)
+                + run.claim_wait_s.map_or(0, |w| w + AGENT_WAIT_S),
         ),
         start_timeout_s: start_timeout(&spec.agent.image),
         stop_signal: None,

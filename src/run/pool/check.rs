@@ -53,6 +53,7 @@ impl EnvHost<'_> {
         std::thread::scope(|s| {
             let listed = s.spawn(|| podman.all_containers());
             let mut wrong = self.files_wrong(filled);
+            wrong.extend(self.idle_wrong(filled));
             let members: Vec<&str> = filled
                 .services
                 .iter()
@@ -154,6 +155,26 @@ impl EnvHost<'_> {
         })
     }
 
+    /// An environment whose agent container is held, idle for the pool's `max_idle` or longer
+    /// (no keeper expired it): its unit's clock, which counts from the fill, would cut the run
+    /// short (attack review).
+    fn idle_wrong(&self, filled: &Filled) -> Option<String> {
+        let max_idle_ms = u128::from(self.spec.pool.as_ref()?.max_idle_s) * 1000;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis();
+        let idle = now.saturating_sub(filled.ready_ms);
+        (filled.agent.is_some() && idle >= max_idle_ms).then(|| {
+            format!(
+                "idle {} s, past the pool's max_idle ({} s): its held agent container's time \
+                 is spent (the keeper expires such environments)",
+                idle / 1000,
+                max_idle_ms / 1000
+            )
+        })
+    }
+
     /// Every file of the environment against its digest at the fill, and the spec rendered
     /// now against the files the fill installed.
     fn files_wrong(&self, filled: &Filled) -> Vec<String> {
@@ -218,7 +239,7 @@ fn held_wrong(
 ) -> (Vec<String>, bool) {
     use std::os::unix::fs::MetadataExt as _;
     let what = format!("the agent container {}", rec.container);
-    let mut wrong = super::held::host_side_wrong(&paths.run_dir, &paths.worktree);
+    let mut wrong = super::held::host_side_wrong(&paths.run_dir, &paths.worktree, &rec.claim);
     let init = all.ok().and_then(|all| {
         all.iter()
             .find(|c| c.names.contains(&rec.container))

@@ -344,6 +344,8 @@ impl EnvHost<'_> {
         let ctl = paths.run_dir.join(CTL_DIR);
         std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
         crate::run::claim_fifo::make_claim(&ctl.join(CLAIM_FILE))?;
+        let claim = super::held::dev_ino(&ctl.join(CLAIM_FILE))
+            .with_context(|| format!("reading {}", ctl.join(CLAIM_FILE).display()))?;
         let agent = RunNames::new(id).agent();
         let unit = crate::naming::container_unit(&agent);
         self.units
@@ -359,11 +361,20 @@ impl EnvHost<'_> {
                 && super::held::blocked_in_open(pid)?
             {
                 let seen = super::held::look(init, &procs, Path::new(&upper))?;
+                let odd = super::held::first_look_wrong(&seen.files);
+                if !odd.is_empty() {
+                    bail!(
+                        "{agent} held more than podman makes for it: {} (written from outside \
+                         while the fill looked?)",
+                        odd.join(", ")
+                    );
+                }
                 filled.agent = Some(super::held::HeldAgent {
                     container: agent,
                     mounts: seen.mounts,
                     files: seen.files,
                     upper,
+                    claim,
                 });
                 return Ok(());
             }

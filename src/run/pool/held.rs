@@ -30,6 +30,12 @@ pub struct HeldAgent {
     pub files: Vec<String>,
     /// Its overlay upper layer on the host (`podman inspect`'s `GraphDriver.Data.UpperDir`).
     pub upper: String,
+    /// `DEV:INO` of the claim FIFO agent-wait waits on (a FIFO put in its place would be
+    /// woken instead: attack review; one made after the fill's was removed may get its inode
+    /// number back, which this does not see: the run then fails in its probe phase, waiting
+    /// for a report agent-wait never writes).
+    #[serde(default)]
+    pub claim: String,
 }
 
 /// The names podman's init runs under in a container with `RunInit=true` (catatonit, mounted
@@ -189,15 +195,87 @@ pub fn look(init: u32, procs: &[(u32, String)], upper: &Path) -> Result<Seen> {
         }
     }
     listing(upper, "upper:", &mut files)?;
+    // What podman bound read-only from its own directories (the host user can edit them on
+    // the host: attack review) and agent-wait's own command line and environment, by content.
+    for (tag, path) in [
+        ("environ", format!("/proc/{pid}/environ")),
+        ("cmdline", format!("/proc/{pid}/cmdline")),
+    ]
+    .into_iter()
+    .chain(BOUND_FILES.iter().map(|f| (*f, format!("{root}{f}"))))
+    {
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {path}"))?;
+        files.push(format!("content:{tag} {}", sha256(&bytes)));
+    }
     files.sort();
     Ok(Seen {
         pid,
-        mounts: {
-            use sha2::Digest as _;
-            format!("{:x}", sha2::Sha256::digest(mountinfo.as_bytes()))
-        },
+        mounts: sha256(mountinfo.as_bytes()),
         files,
     })
+}
+
+/// The files podman binds read-only into a container from its own directories, compared by
+/// content ([`look`]).
+pub const BOUND_FILES: &[&str] = &[
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/run/.containerenv",
+];
+
+/// SHA-256 of `bytes`, lower-case hex.
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
+/// What in the fill's first look `files` ([`look`]) is not what podman makes for a container
+/// that runs nothing but agent-wait (attack review: a host process that wrote into it between
+/// its start and the look would be recorded as filled): anything in its `/tmp`, `/var/tmp`
+/// and `/dev/shm`; in `/run` anything but podman's `.containerenv` (empty), `lock/`,
+/// `lock/subsys/` and `podman-init`; in `/dev` anything but podman's device nodes, links and
+/// mount points; in another writable tmpfs anything at all; in its upper layer anything but
+/// directories, symlinks, empty files (the binds' mount points) and podman's `/etc/passwd`
+/// and `/etc/group`. Pure.
+#[must_use]
+pub fn first_look_wrong(files: &[String]) -> Vec<String> {
+    const RUN: &[&str] = &[
+        "/run/.containerenv",
+        "/run/lock",
+        "/run/lock/subsys",
+        "/run/podman-init",
+    ];
+    const DEV: &[&str] = &[
+        "core", "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin",
+        "stdout", "tty", "urandom", "zero",
+    ];
+    files
+        .iter()
+        .filter(|l| {
+            let mut w = l.split(' ');
+            let (path, kind, size) = (
+                w.next().unwrap_or_default(),
+                w.next().unwrap_or_default(),
+                w.nth(2).unwrap_or_default(),
+            );
+            let ok = if path.starts_with("content:") {
+                true
+            } else if let Some(p) = path.strip_prefix("upper:") {
+                matches!(kind, "d" | "l")
+                    || (kind == "f" && (size == "0" || ["/etc/passwd", "/etc/group"].contains(&p)))
+            } else if let Some(name) = path.strip_prefix("/dev/") {
+                DEV.contains(&name)
+            } else if path.starts_with("/run/") {
+                RUN.contains(&path)
+                    && (path != "/run/.containerenv" || (kind == "f" && size == "0"))
+            } else {
+                false
+            };
+            !ok
+        })
+        .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+        .collect()
 }
 
 /// The processes (pid, `comm`) of the container whose first process is host pid `init`
@@ -270,11 +348,21 @@ pub fn wrong(rec: &HeldAgent, now: &Seen) -> Vec<String> {
     out
 }
 
+/// `DEV:INO` of `path` (not following a symlink).
+///
+/// # Errors
+/// It cannot be read.
+pub fn dev_ino(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path).map(|m| format!("{}:{}", m.dev(), m.ino()))
+}
+
 /// What is wrong on the host's side of a held container of run dir `run_dir` and work tree
 /// `worktree`: the work tree must be an empty directory, the task file an empty regular file
-/// with one name, the control directory hold nothing but the claim FIFO. Empty when nothing is.
+/// with one name, the control directory hold nothing but the claim FIFO, that FIFO the one
+/// the fill made (`claim`: its `DEV:INO`; empty: not compared). Empty when nothing is.
 #[must_use]
-pub fn host_side_wrong(run_dir: &Path, worktree: &Path) -> Vec<String> {
+pub fn host_side_wrong(run_dir: &Path, worktree: &Path, claim: &str) -> Vec<String> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     let mut out = Vec::new();
     match std::fs::symlink_metadata(worktree) {
@@ -307,6 +395,13 @@ pub fn host_side_wrong(run_dir: &Path, worktree: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
+    let fifo = ctl.join(crate::render::plan::CLAIM_FILE);
+    if !claim.is_empty() && dev_ino(&fifo).ok().as_deref() != Some(claim) {
+        out.push(format!(
+            "the claim FIFO {} is not the one the fill made",
+            fifo.display()
+        ));
+    }
     if names != [(crate::render::plan::CLAIM_FILE.to_string(), true)] {
         out.push(format!(
             "the control directory {} holds {:?}, the fill left only the claim FIFO",

@@ -59,6 +59,7 @@ fn a_listing_sees_every_entry_and_a_change_of_one() {
         mounts: "m".into(),
         files: then.clone(),
         upper: String::new(),
+        claim: String::new(),
     };
     let same = Seen {
         pid: 1,
@@ -92,10 +93,76 @@ fn the_host_side_is_an_empty_tree_an_empty_task_and_only_the_claim_fifo() {
         .join(crate::render::plan::CTL_DIR)
         .join(crate::render::plan::CLAIM_FILE);
     crate::run::claim_fifo::make_claim(&claim).expect("fifo");
-    assert!(host_side_wrong(&run, &tree).is_empty());
+    let ino = dev_ino(&claim).expect("fifo's inode");
+    assert!(host_side_wrong(&run, &tree, &ino).is_empty());
+    // Another FIFO in its place (it would be woken instead of agent-wait), made while the
+    // fill's still exists elsewhere (a file system may give a new file a freed inode number).
+    let aside = run.join("aside");
+    std::fs::rename(&claim, &aside).expect("mv");
+    crate::run::claim_fifo::make_claim(&claim).expect("fifo");
+    std::fs::remove_file(&aside).expect("rm");
+    let w = host_side_wrong(&run, &tree, &ino);
+    assert!(
+        w.len() == 1 && w[0].contains("not the one the fill made"),
+        "{w:?}"
+    );
     std::fs::write(tree.join("x"), "").expect("planted");
     std::fs::write(run.join(crate::render::plan::TASK_FILE), "do evil").expect("task");
     std::fs::write(run.join(crate::render::plan::CTL_DIR).join("go"), "").expect("go");
-    let w = host_side_wrong(&run, &tree);
+    let w = host_side_wrong(&run, &tree, "");
     assert_eq!(w.len(), 3, "{w:?}");
+}
+
+#[test]
+fn the_fills_first_look_holds_only_what_podman_makes() {
+    // As podman 5.4 made it on the testbed for a held agent container.
+    let podman: Vec<String> = [
+        "/dev/core l 120777 1000:1000 11 1",
+        "/dev/full o 20666 0:0 0 1",
+        "/dev/mqueue d 41777 1000:1000 0 1",
+        "/dev/shm d 41777 1000:1000 0 1",
+        "/run/.containerenv f 100644 1000:1000 0 1",
+        "/run/lock d 41777 1000:1000 0 1",
+        "/run/lock/subsys d 40755 1000:1000 0 1",
+        "/run/podman-init f 100755 0:0 733720 1",
+        "upper:/cyclix d 41755 1000:1000 0 1",
+        "upper:/cyclix/task.md f 100700 1000:1000 0 1",
+        "upper:/etc/passwd f 100644 1000:1000 1234 1",
+        "content:/etc/hosts 00ff",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert!(
+        first_look_wrong(&podman).is_empty(),
+        "{:?}",
+        first_look_wrong(&podman)
+    );
+    for (planted, path) in [
+        (
+            "/tmp/planted-at-fill f 100664 1000:1000 48 1",
+            "/tmp/planted-at-fill",
+        ),
+        ("/tmp/sock o 140755 1000:1000 0 1", "/tmp/sock"),
+        ("/dev/shm/x f 100644 1000:1000 0 1", "/dev/shm/x"),
+        ("/var/tmp/x d 40755 1000:1000 0 1", "/var/tmp/x"),
+        ("/run/evil f 100644 1000:1000 0 1", "/run/evil"),
+        (
+            "/run/.containerenv f 100644 1000:1000 9 1",
+            "/run/.containerenv",
+        ),
+        ("/dev/evil o 20666 0:0 0 1", "/dev/evil"),
+        (
+            "upper:/cyclix/evil f 100644 1000:1000 5 1",
+            "upper:/cyclix/evil",
+        ),
+        ("upper:/fifo o 10644 1000:1000 0 1", "upper:/fifo"),
+    ] {
+        let mut files = podman.clone();
+        files.push(planted.to_string());
+        assert_eq!(
+            first_look_wrong(&files),
+            vec![path.to_string()],
+            "{planted}"
+        );
+    }
 }
