@@ -177,29 +177,9 @@ impl Podman {
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`].
     pub fn container_pid(&self, name: &str) -> Result<u32> {
-        check_name("container", name)?;
         let action = || format!("reading the pid of {name}");
-        let out = self.run(
-            &[
-                "inspect",
-                "--type",
-                "container",
-                "--format",
-                "{{.State.Pid}}",
-                "--",
-                name,
-            ],
-            None,
-            PODMAN_QUERY_DEADLINE,
-            action,
-        )?;
-        match out.stdout.trim().parse::<u32>() {
-            Ok(p) if p > 0 => Ok(p),
-            _ => Err(PodmanError::Output {
-                action: action(),
-                detail: format!("not a running pid: {:?}", out.stdout.trim()),
-            }),
-        }
+        let text = self.inspect_container(name, "{{.State.Pid}}", &action)?;
+        running_pid(&text, &text, &action)
     }
 
     /// The host pid of container `name`'s first process and its overlay upper layer on the
@@ -208,15 +188,38 @@ impl Podman {
     /// # Errors
     /// [`PodmanError::Command`], [`PodmanError::Output`] (not running, or no upper layer).
     pub fn pid_and_upper_dir(&self, name: &str) -> Result<(u32, String)> {
-        check_name("container", name)?;
         let action = || format!("reading the pid and upper layer of {name}");
+        let text = self.inspect_container(
+            name,
+            "{{.State.Pid}} {{.GraphDriver.Data.UpperDir}}",
+            &action,
+        )?;
+        match text.split_once(' ') {
+            Some((pid, upper)) if upper.starts_with('/') => {
+                Ok((running_pid(pid, &text, &action)?, upper.to_string()))
+            }
+            _ => Err(PodmanError::Output {
+                action: action(),
+                detail: format!("no pid and upper layer in {text:?}"),
+            }),
+        }
+    }
+
+    /// `podman inspect --type container --format FORMAT -- NAME`'s output, trimmed.
+    fn inspect_container(
+        &self,
+        name: &str,
+        format: &str,
+        action: &dyn Fn() -> String,
+    ) -> Result<String> {
+        check_name("container", name)?;
         let out = self.run(
             &[
                 "inspect",
                 "--type",
                 "container",
                 "--format",
-                "{{.State.Pid}} {{.GraphDriver.Data.UpperDir}}",
+                format,
                 "--",
                 name,
             ],
@@ -224,20 +227,7 @@ impl Podman {
             PODMAN_QUERY_DEADLINE,
             action,
         )?;
-        let text = out.stdout.trim();
-        match text.split_once(' ') {
-            Some((pid, upper)) if upper.starts_with('/') => match pid.parse::<u32>() {
-                Ok(p) if p > 0 => Ok((p, upper.to_string())),
-                _ => Err(PodmanError::Output {
-                    action: action(),
-                    detail: format!("not a running pid: {text:?}"),
-                }),
-            },
-            _ => Err(PodmanError::Output {
-                action: action(),
-                detail: format!("no pid and upper layer in {text:?}"),
-            }),
-        }
+        Ok(out.stdout.trim().to_string())
     }
 
     /// What container `name` has logged so far (stdout and stderr).
@@ -429,5 +419,16 @@ for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$1" ] && continue
             source,
         })?;
         Ok((out.status.success(), out.tail))
+    }
+}
+
+/// `pid` as a running container's pid (not 0), else an error about `text` for `action`.
+fn running_pid(pid: &str, text: &str, action: &dyn Fn() -> String) -> Result<u32> {
+    match pid.parse::<u32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(PodmanError::Output {
+            action: action(),
+            detail: format!("not a running pid: {text:?}"),
+        }),
     }
 }

@@ -66,6 +66,16 @@ pub(crate) fn pool_files(tb: &Testbed, tenant: &str, state: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Whether `notices` (a record's) say that environment `env` was refused at the claim and
+/// destroyed for a reason containing `what`.
+pub(crate) fn refused_at_claim(notices: &[impl AsRef<str>], env: &str, what: &str) -> bool {
+    notices.iter().any(|n| {
+        n.as_ref().starts_with(&format!(
+            "pool: environment {env} refused at the claim and destroyed"
+        )) && n.as_ref().contains(what)
+    })
+}
+
 /// A run's `environment` record: (`id`, `pooled`, `why_cold`).
 fn environment(rec: &serde_json::Value) -> (String, bool, String) {
     let e = &rec["environment"];
@@ -285,13 +295,7 @@ fn a_tampered_environment_is_refused_at_the_claim_and_the_run_goes_cold() {
                 .collect()
         })
         .unwrap_or_default();
-    let refused = |env: &str, what: &str| {
-        notices.iter().any(|n| {
-            n.starts_with(&format!(
-                "pool: environment {env} refused at the claim and destroyed"
-            )) && n.contains(what)
-        })
-    };
+    let refused = |env: &str, what: &str| refused_at_claim(&notices, env, what);
     assert!(refused(net, &intruder), "{notices:#?}");
     assert!(
         refused(conf, "squid.conf changed since the fill"),

@@ -6,7 +6,7 @@
 use crate::common::run::{leftovers, prepared, record};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
-use crate::e2e_pool::{drain, fill, pool_files};
+use crate::e2e_pool::{drain, fill, pool_files, refused_at_claim};
 
 /// Starts `argv` in container `container` of the testbed's user with `podman exec`, from a
 /// transient user unit of its own (`unit`), so the process outlives the test's one-off call;
@@ -108,13 +108,7 @@ fn a_process_left_in_a_pooled_environment_is_refused_at_the_claim_and_replaced()
         .as_array()
         .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
         .unwrap_or_default();
-    let refused = |env: &str, what: &str| {
-        notices.iter().any(|n| {
-            n.starts_with(&format!(
-                "pool: environment {env} refused at the claim and destroyed"
-            )) && n.contains(what)
-        })
-    };
+    let refused = |env: &str, what: &str| refused_at_claim(&notices, env, what);
     assert!(
         refused(in_proxy, &format!("the proxy {proxy} runs sleep (pid")),
         "{notices:#?}"

@@ -12,7 +12,7 @@
 use crate::common::run::{leftovers, prepared, record, secret_in_env_file};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
-use crate::e2e_pool::{drain, fill, pool_files};
+use crate::e2e_pool::{drain, fill, pool_files, refused_at_claim};
 
 /// The run's `environment`: (`id`, `pooled`).
 fn environment(rec: &serde_json::Value) -> (String, bool) {
@@ -170,13 +170,7 @@ fn an_agent_container_tampered_with_before_its_claim_is_refused_and_the_run_take
     // The untouched environment is claimed warm: the check passes a held container as filled.
     assert_eq!(environment(&rec), (clean.clone(), true), "{rec:#}");
     let notices = notices(&rec);
-    let refused = |env: &str, what: &str| {
-        notices.iter().any(|n| {
-            n.starts_with(&format!(
-                "pool: environment {env} refused at the claim and destroyed"
-            )) && n.contains(what)
-        })
-    };
+    let refused = |env: &str, what: &str| refused_at_claim(&notices, env, what);
     assert!(
         refused(procs, "runs") && refused(procs, "sleep"),
         "{notices:#?}"
