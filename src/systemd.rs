@@ -80,6 +80,17 @@ pub trait UnitManager {
     /// As [`UnitManager::start`], without `StartSkipped`.
     fn stop(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error>;
 
+    /// Arms the manager to stop `unit` `after` from now, whatever becomes of the caller: a
+    /// transient timer `timer` (`Manager.StartTransientUnit`, `OnActiveSec=`, 1 s accuracy)
+    /// whose transient service (`timer` with `.service`) `Conflicts=` `unit`, so its start
+    /// stops it. Stopping `timer` disarms it; both are collected once inactive. Returns once
+    /// the timer's start job is queued.
+    ///
+    /// # Errors
+    /// [`Error::BusUnavailable`], [`Error::Dbus`] (e.g. a unit of that name exists),
+    /// [`Error::Deadline`], [`Error::Lock`].
+    fn stop_later(&self, unit: &str, timer: &str, after: Duration) -> Result<(), Error>;
+
     /// Restarts `unit` (`Manager.RestartUnit`) and waits like [`UnitManager::start`].
     ///
     /// # Errors

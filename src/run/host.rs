@@ -591,31 +591,6 @@ impl RunProcs for RealRunHost {
         }
         Ok(n)
     }
-    fn stop_later(&self, unit: &str, timer: &str, after: std::time::Duration) -> Result<()> {
-        let on = format!("--on-active={}s", after.as_secs().max(1));
-        let name = format!("--unit={timer}");
-        crate::process::run(
-            "systemd-run",
-            &[
-                "--user",
-                "--quiet",
-                "--collect",
-                &name,
-                &on,
-                "--timer-property=AccuracySec=1s",
-                "--",
-                "systemctl",
-                "--user",
-                "stop",
-                "--no-block",
-                unit,
-            ],
-            None,
-            std::time::Duration::from_secs(15),
-            "systemd-run comes with systemd; `systemctl --user status` says whether the user manager runs",
-        )?;
-        Ok(())
-    }
     // statvfs's field types differ between targets (u64 here, u32 on some 32-bit ones).
     #[allow(clippy::useless_conversion)]
     fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace> {

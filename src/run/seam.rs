@@ -396,14 +396,6 @@ pub trait RunProcs {
     /// # Errors
     /// `statvfs` failed (e.g. the path does not exist).
     fn fs_space(&self, path: &Path) -> Result<super::space::FsSpace>;
-    /// Arms the user manager to stop `unit` `after` from now even if cyclix is gone by then:
-    /// a transient timer `timer` (`systemd-run --user --on-active`) whose service runs
-    /// `systemctl --user stop --no-block UNIT` (a held agent's own `RuntimeMaxSec=` counts
-    /// from its pool's fill: `run::phases::agent`). Stopping `timer` disarms it.
-    ///
-    /// # Errors
-    /// `systemd-run` failed or did not return within its deadline.
-    fn stop_later(&self, unit: &str, timer: &str, after: std::time::Duration) -> Result<()>;
 }
 
 #[cfg(test)]

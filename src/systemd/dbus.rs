@@ -447,6 +447,45 @@ impl UnitManager for ZbusUnitManager {
         })
     }
 
+    #[tracing::instrument(skip_all, fields(unit = %unit, timer = %timer, after_s = after.as_secs()))]
+    fn stop_later(&self, unit: &str, timer: &str, after: Duration) -> Result<(), Error> {
+        use zbus::zvariant::Value;
+        let service = format!("{}.service", timer.trim_end_matches(".timer"));
+        let usec = u64::try_from(after.as_micros()).unwrap_or(u64::MAX);
+        let what = format!("cyclix: stops {unit} at its deadline");
+        let timer_props: Vec<(&str, Value<'_>)> = vec![
+            ("Description", Value::from(what.as_str())),
+            ("TimersMonotonic", Value::from(vec![("OnActiveUSec", usec)])),
+            ("AccuracyUSec", Value::from(1_000_000u64)),
+            ("RemainAfterElapse", Value::from(false)),
+        ];
+        let service_props: Vec<(&str, Value<'_>)> = vec![
+            ("Description", Value::from(what.as_str())),
+            ("Conflicts", Value::from(vec![unit])),
+            ("Type", Value::from("oneshot")),
+            (
+                "ExecStart",
+                Value::from(vec![("/bin/true", vec!["true"], false)]),
+            ),
+            ("CollectMode", Value::from("inactive-or-failed")),
+        ];
+        let aux = [(service.as_str(), service_props.as_slice())];
+        self.once(Op::Start, timer, self.call_timeout, |call| {
+            let _lock = self.lock(call, Access::Shared)?;
+            async_io::block_on(async {
+                let manager = self.manager(call).await?;
+                let job = call
+                    .run(
+                        "creating the transient timer",
+                        manager.start_transient_unit(timer, "fail", &timer_props, &aux),
+                    )
+                    .await?;
+                tracing::debug!(%job, "deadline armed");
+                Ok(())
+            })
+        })
+    }
+
     #[tracing::instrument(skip_all, fields(unit = %unit, mode = %mode, timeout_ms = timeout.as_millis()))]
     fn restart(&self, unit: &str, mode: JobMode, timeout: Duration) -> Result<JobOutcome, Error> {
         self.once(Op::Restart, unit, timeout, |call| {

@@ -42,6 +42,15 @@ pub enum Call {
         /// Deadline given by the caller.
         timeout: Duration,
     },
+    /// [`UnitManager::stop_later`].
+    StopLater {
+        /// The unit to stop.
+        unit: String,
+        /// The transient timer.
+        timer: String,
+        /// When.
+        after: Duration,
+    },
     /// [`UnitManager::restart`].
     Restart {
         /// Unit name.
@@ -79,7 +88,7 @@ impl Call {
     pub fn op(&self) -> Op {
         match self {
             Call::Reload => Op::Reload,
-            Call::Start { .. } => Op::Start,
+            Call::Start { .. } | Call::StopLater { .. } => Op::Start,
             Call::Stop { .. } => Op::Stop,
             Call::Restart { .. } => Op::Restart,
             Call::ResetFailed(_) => Op::ResetFailed,
@@ -106,6 +115,7 @@ impl Call {
             Call::Start { unit, .. } | Call::Stop { unit, .. } | Call::Restart { unit, .. } => {
                 vec![unit.as_str()]
             }
+            Call::StopLater { unit, timer, .. } => vec![timer.as_str(), unit.as_str()],
             Call::ResetFailed(unit)
             | Call::UnitStatus(unit)
             | Call::TimerNextElapse(unit)
@@ -340,6 +350,16 @@ impl UnitManager for FakeUnitManager {
             timeout,
         };
         self.job(call, unit)
+    }
+
+    /// Recorded as [`Call::StopLater`]; nothing stops.
+    fn stop_later(&self, unit: &str, timer: &str, after: Duration) -> Result<(), Error> {
+        self.record(Call::StopLater {
+            unit: unit.to_owned(),
+            timer: timer.to_owned(),
+            after,
+        })
+        .map(drop)
     }
 
     /// Recorded as [`Call::Start`] with a zero `timeout`; the unit becomes active as for

@@ -204,7 +204,7 @@ fn container_phases(
             created.ledger.record(crate::run::ledger::Entry::Unit {
                 name: deadline.clone(),
             })?;
-            host.stop_later(&names.agent, &deadline, agent_budget + inp.deadlines.slack)?;
+            units.stop_later(&names.agent, &deadline, agent_budget + inp.deadlines.slack)?;
             crate::failpoint::kill_point("agent.deadline");
         }
         timed_out_is_an_end(

@@ -51,7 +51,8 @@ pub const MAX_ENTRIES: usize = 4096;
 
 /// The mount points of `mountinfo` (proc(5)'s format) a process of the container could write
 /// files into and the fill could list: every `tmpfs` mounted read-write, outside `/proc` and
-/// `/sys` (their tmpfs masks are read-only or empty). Pure.
+/// `/sys` (their tmpfs masks are read-only or empty), but `/dev/shm`: the pod's, shared with
+/// its pooled services (one IPC namespace: a database's segments come and go there). Pure.
 #[must_use]
 pub fn writable_tmpfs(mountinfo: &str) -> Vec<String> {
     let mut out: Vec<String> = mountinfo
@@ -64,7 +65,8 @@ pub fn writable_tmpfs(mountinfo: &str) -> Vec<String> {
             let rw = opts.split(',').any(|o| o == "rw");
             let masked = ["/proc", "/sys"]
                 .iter()
-                .any(|m| point == *m || point.starts_with(&format!("{m}/")));
+                .any(|m| point == *m || point.starts_with(&format!("{m}/")))
+                || point == "/dev/shm";
             (fstype == "tmpfs" && rw && !masked).then(|| unescape(point))
         })
         .collect();
@@ -94,8 +96,9 @@ fn unescape(s: &str) -> String {
 }
 
 /// One line per entry under `root` (not following symlinks, not leaving `root`'s file
-/// system): `TAG/REL TYPE MODE UID:GID SIZE MTIME_NS`, sorted; `tag` prefixes the relative
-/// paths. A directory that cannot be read is an error (the look fails closed).
+/// system: a mount point below it is left out, its file system is another place):
+/// `TAG/REL TYPE MODE UID:GID SIZE MTIME_NS`, sorted; `tag` prefixes the relative paths. A
+/// directory that cannot be read is an error (the look fails closed).
 ///
 /// # Errors
 /// An entry cannot be read, or there are more than [`MAX_ENTRIES`].
@@ -111,6 +114,9 @@ pub fn listing(root: &Path, tag: &str, out: &mut Vec<String>) -> Result<()> {
             let e = e.with_context(|| format!("listing {}", dir.display()))?;
             let m = std::fs::symlink_metadata(e.path())
                 .with_context(|| format!("reading {}", e.path().display()))?;
+            if m.dev() != top.dev() {
+                continue;
+            }
             let name = format!("{rel}/{}", e.file_name().to_string_lossy());
             let kind = match m.file_type() {
                 t if t.is_dir() => "d",
@@ -129,7 +135,7 @@ pub fn listing(root: &Path, tag: &str, out: &mut Vec<String>) -> Result<()> {
             if out.len() > MAX_ENTRIES {
                 bail!("more than {MAX_ENTRIES} entries under {}", root.display());
             }
-            if kind == "d" && m.dev() == top.dev() {
+            if kind == "d" {
                 stack.push((e.path(), name));
             }
         }

@@ -498,9 +498,6 @@ impl RunJournal for FakeRunHost {
 }
 
 impl RunProcs for FakeRunHost {
-    fn stop_later(&self, unit: &str, timer: &str, after: std::time::Duration) -> Result<()> {
-        self.call("stop_later", &format!("{unit} {timer} {}", after.as_secs()))
-    }
     fn run_processes(&self, run_id: &str) -> Result<Vec<Leftover>> {
         self.call("run_processes", run_id)?;
         Ok(self

@@ -24,6 +24,17 @@ pub(super) trait Manager {
     /// Queues a stop job; returns the job's object path.
     fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
 
+    /// Creates and starts a transient unit `name` with `properties` and auxiliary transient
+    /// units `aux` (`StartTransientUnit`, signature `ssa(sv)a(sa(sv))`); returns the job's
+    /// object path.
+    fn start_transient_unit(
+        &self,
+        name: &str,
+        mode: &str,
+        properties: &[(&str, zbus::zvariant::Value<'_>)],
+        aux: &[(&str, &[(&str, zbus::zvariant::Value<'_>)])],
+    ) -> zbus::Result<OwnedObjectPath>;
+
     /// Queues a restart job; returns the job's object path.
     fn restart_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
 

@@ -4,6 +4,7 @@ const MOUNTINFO: &str = "\
 359 347 0:46 / /dev rw,nosuid - tmpfs tmpfs rw,size=4096k,mode=755
 360 347 0:47 / /tmp rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=1g,mode=1777
 361 347 0:48 / /my\\040dir rw - tmpfs tmpfs rw
+367 347 0:52 / /dev/shm rw - tmpfs shm rw
 362 351 0:72 / /proc/acpi ro,relatime - tmpfs tmpfs rw,size=0k
 363 351 0:46 /null /proc/keys rw,nosuid - tmpfs tmpfs rw
 364 347 0:49 / / ro,relatime - overlay overlay rw,lowerdir=/a
