@@ -420,10 +420,15 @@ pub enum PoolCommand {
         tenant: String,
     },
     /// Destroy TENANT's ready environments that are dead (their proxy or pod unit not active)
-    /// or idle past its pool's `max_idle`.
+    /// or idle past its pool's `max_idle`; with `--all`, every ready one (after rebuilding an
+    /// unpinned local image or changing a Quadlet drop-in: a ready environment keeps what it
+    /// was made with; the keeper refills).
     Expire {
         /// The tenant.
         tenant: String,
+        /// Every ready environment, idle or not.
+        #[arg(long, conflicts_with = "now_ms")]
+        all: bool,
         /// The time to judge idleness at, in ms since the Unix epoch (tests).
         #[arg(long, hide = true)]
         now_ms: Option<u128>,

@@ -32,9 +32,18 @@ pub fn dispatch(env: &HostEnv, cmd: &crate::cli::PoolCommand) -> Result<Outcome>
             super::tenant::check_name(tenant)?;
             keep::keep(env, tenant)
         }
-        PoolCommand::Expire { tenant, now_ms } => {
+        PoolCommand::Expire {
+            tenant,
+            all,
+            now_ms,
+        } => {
             super::tenant::check_name(tenant)?;
-            expire(env, tenant, *now_ms)
+            // Every ready one is idle past any `max_idle` at the end of time.
+            expire(
+                env,
+                tenant,
+                if *all { Some(u128::MAX / 2) } else { *now_ms },
+            )
         }
     }
 }

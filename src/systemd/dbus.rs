@@ -455,7 +455,7 @@ impl UnitManager for ZbusUnitManager {
         let what = format!("cyclix: stops {unit} at its deadline");
         let timer_props: Vec<(&str, Value<'_>)> = vec![
             ("Description", Value::from(what.as_str())),
-            ("TimersMonotonic", Value::from(vec![("OnActiveUSec", usec)])),
+            ("TimersMonotonic", Value::from(vec![("OnActiveSec", usec)])),
             ("AccuracyUSec", Value::from(1_000_000u64)),
             ("RemainAfterElapse", Value::from(false)),
         ];

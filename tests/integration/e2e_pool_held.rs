@@ -116,6 +116,15 @@ fn a_held_agent_container_holds_nothing_of_a_run_and_its_claim_runs_the_agent_wa
     crate::e2e_boundary::assert_all_probes_pass(&rec);
     assert_eq!(environment(&rec), (e.clone(), true), "{rec:#}");
     nothing_left(tb, t, &envs, e);
+    // A fresh ready environment, held agent and all, goes with `pool expire --all` (after an
+    // image rebuild it would hold the old image).
+    let more = fill(tb, t);
+    assert_eq!(pool_files(tb, t, "ready"), more.join("\n"));
+    expect_success(
+        &tb.user(&[&tb.cyclix_bin(), "pool", "expire", t, "--all"]),
+        "cyclix pool expire --all",
+    );
+    nothing_left(tb, t, &more, &more[0]);
 }
 
 #[test]
