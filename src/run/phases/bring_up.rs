@@ -311,7 +311,7 @@ pub(crate) fn start_units(
     })
 }
 
-/// Wakes the claimed environment's agent container (`run::pool::held::wake`) in run dir
+/// Wakes the claimed environment's agent container (`run::claim_fifo::wake`) in run dir
 /// `run_dir`, trying again until `deadline` while its agent-wait has not reached the claim
 /// FIFO yet (a container the run just made).
 ///

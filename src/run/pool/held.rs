@@ -7,12 +7,15 @@
 //! here, and wakes it (`run::claim_fifo::wake`); the whole probe suite then runs in it as in any run.
 //!
 //! What the claim compares ([`HeldAgent`]): exactly two processes (podman's init and
-//! agent-wait, whose executable is the host's cyclix binary now), agent-wait still blocked in
-//! `openat`, the container's mount table (`/proc/PID/mountinfo`) byte for byte, and every
-//! entry of every place its file system can be written (its writable `tmpfs` mounts, read
-//! through `/proc/PID/root`, and its overlay upper layer): a process added, a mount changed or
-//! a file written while it idled refuses the environment. The claim FIFO itself is
-//! `run::claim_fifo`.
+//! agent-wait; one running another binary than the claiming cyclix's is replaced, not
+//! refused), agent-wait still blocked in `openat`, the container's mount table
+//! (`/proc/PID/mountinfo`) byte for byte, every entry of every place its file system can be
+//! written (its writable `tmpfs` mounts but the pod's `/dev/shm`, read through
+//! `/proc/PID/root`, and its overlay upper layer), agent-wait's command line and environment
+//! and the files podman binds in from its own directories by content, and the host's side (the
+//! empty work tree and task, the claim FIFO): a process added, a mount changed or a file
+//! written while it idled refuses the environment. The fill's own first look must hold only
+//! what podman makes ([`first_look_wrong`]). The claim FIFO itself is `run::claim_fifo`.
 
 use std::path::Path;
 
