@@ -12,6 +12,7 @@
 
 pub mod kubectl;
 pub mod podman_play;
+pub mod stuck;
 
 use std::path::Path;
 use std::time::Duration;

@@ -40,6 +40,8 @@ pub(crate) struct Rendered {
     pub run_id: String,
     /// The objects and notices.
     pub export: kube::KubeExport,
+    /// The options they were rendered with (`kube-run` renders the repository's parts).
+    pub opts: KubeOptions,
 }
 
 /// Reads the spec and renders one run (`cyclix export kube` and `cyclix kube-run` share it).
@@ -121,6 +123,7 @@ pub(crate) fn render(
             spec,
             run_id,
             export,
+            opts,
         })),
         Err(e) => {
             crate::stderrln!("error: {file}: cannot export the run: {e}");

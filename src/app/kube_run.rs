@@ -10,7 +10,12 @@
 //! The repository: the runner reads it at `--repo` (default `repo.path`), a directory it can
 //! reach — on a cluster, a volume mounted into the runner's Pod (the CronJob mounts the claim
 //! `cyclix-TENANT-repo`). It makes the run's bundle from it (git's own `git bundle`,
-//! [`crate::git::seed`]) and imports the run branch back into it.
+//! [`crate::git::seed`]) and imports the run branch back into it. Sizes: the bundle goes in
+//! as ConfigMaps of 1 MiB each (the agent Pod's clone step joins them, [`REPO_MAX`]); the
+//! run's commits come out in collector logs of
+//! [`crate::render::kube::gate::COLLECT_PART`] bytes each, one collector Job per part, each
+//! part checked against the size and SHA-256 the collectors print, up to
+//! [`crate::run::import::BUNDLE_CAP`].
 
 mod stages;
 
@@ -31,13 +36,16 @@ use crate::context::HostEnv;
 use crate::exit::Outcome;
 use crate::naming::RunNames;
 use crate::render::kube::KubeNames;
+use crate::render::kube::gate::COLLECT_PART;
 use crate::run::record::{RunRecord, RunResult};
 use crate::run::state::Recorder;
 
-/// The largest repository bundle a ConfigMap carries: Kubernetes refuses a ConfigMap over
-/// 1 MiB (bytes of all keys and values; `binaryData` counts the decoded bytes). 8 KiB are
-/// left for the key and the object's metadata.
-pub const BUNDLE_MAX: u64 = 1024 * 1024 - 8 * 1024;
+/// The largest repository bundle the runner sends (bytes): it travels through the API
+/// server into etcd as immutable ConfigMaps of at most
+/// [`crate::render::kube::agent::REPO_PART_MAX`] bytes each (deleted at teardown; etcd frees
+/// their space at its next compaction, and its default quota is 2 GiB), so a run holds at
+/// most a quarter of that quota.
+pub const REPO_MAX: u64 = 512 * 1024 * 1024;
 
 /// Seconds added to a Job's own `activeDeadlineSeconds` for the runner's wait (the Pod's
 /// scheduling and image pull).
@@ -66,7 +74,11 @@ pub fn run(env: &HostEnv, args: &KubeRunArgs) -> Result<Outcome> {
     // check (a wait's slice, a phase's start) and it still deletes everything.
     let stop = super::tenant::interrupt_flag()?;
     let cluster: Box<dyn Cluster> = match args.cluster {
-        ClusterKind::Kubectl => Box::new(Kubectl::new(args.namespace.clone(), stop.clone())),
+        ClusterKind::Kubectl => Box::new(Kubectl::new(
+            args.namespace.clone(),
+            &r.run_id,
+            stop.clone(),
+        )),
         ClusterKind::Podman => Box::new(PodmanPlay::new(&r.run_id, stop.clone())),
     };
     run_on(env, args, &r, cluster.as_ref(), &stop)
@@ -211,7 +223,6 @@ impl KubeRun<'_> {
             .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
             .collect();
         let (proxy_secrets, agent_secrets) = stages::split_secrets(&secrets);
-        let repo_map = self.repo_configmap(&bundle);
         self.phase("apply-proxy", |s| {
             let mut objs = proxy_secrets;
             objs.extend(st.proxy.iter().cloned());
@@ -222,10 +233,7 @@ impl KubeRun<'_> {
             s.cluster.wait_available(&proxy, "proxy", PROXY_READY)
         })?;
         self.phase("apply-agent", |s| {
-            let mut objs = agent_secrets;
-            objs.push(repo_map);
-            objs.extend(st.agent.iter().cloned());
-            s.cluster.apply(&objs)
+            s.apply_agent(&bundle, agent_secrets, &st.agent)
         })?;
         let agent_end = self.job("agent", "agent", &st.agent)?;
         let agent_log = self.log_lines("agent", "agent")?;
@@ -264,7 +272,7 @@ impl KubeRun<'_> {
                 anyhow::anyhow!("the collector Job failed: {why}"),
             ));
         }
-        self.phase("import", Self::import)?;
+        self.phase("import", |s| s.import(&st.collect))?;
         let imported = self
             .rec
             .import
@@ -318,6 +326,29 @@ impl KubeRun<'_> {
         };
         let repo = crate::run::phases::deliver::GitRepo::new(self.repo)?;
         f(&t, &repo, self.rec)
+    }
+
+    /// Creates the agent's Secret, the repository's ConfigMaps, the run's ConfigMap, the work
+    /// claim and the agent Job whose clone step joins the parts (phase `apply-agent`).
+    fn apply_agent(&mut self, bundle: &[u8], secrets: Vec<Value>, stage: &[Value]) -> Result<()> {
+        let repo_maps = self.repo_configmaps(bundle);
+        let mut stage = stage.to_vec();
+        let job = stage
+            .iter_mut()
+            .find(|o| o["kind"] == "Job")
+            .context("invariant: the agent stage has its Job")?;
+        crate::render::kube::agent::set_repo_parts(
+            job,
+            &self.names(),
+            &self.rec.branch,
+            &self.r.opts,
+            repo_maps.len(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        let mut objs = secrets;
+        objs.extend(repo_maps);
+        objs.extend(stage);
+        self.cluster.apply(&objs)
     }
 
     /// Takes the branch lock and reads the remote tip (phase `delivery-start`): a fixed branch
@@ -411,59 +442,159 @@ impl KubeRun<'_> {
         let _ = std::fs::remove_dir_all(&seed);
         let bytes = std::fs::read(&out).with_context(|| format!("reading {}", out.display()))?;
         let _ = std::fs::remove_file(&out);
-        if bytes.len() as u64 > BUNDLE_MAX {
+        if bytes.len() as u64 > REPO_MAX {
             anyhow::bail!(
-                "the repository bundle of {} at `{}` is {} bytes; a ConfigMap carries at most {BUNDLE_MAX}: run this repository with `cyclix run` on a host, or make its history smaller (e.g. a shallow clone as repo.path)",
+                "the repository bundle of {} at `{}` is {} bytes; a run sends at most {REPO_MAX} through the API server (etcd's default quota is 2 GiB): run this repository with `cyclix run` on a host, or make its history smaller (e.g. a shallow clone as repo.path)",
                 self.repo.display(),
                 self.r.spec.repo.base,
                 bytes.len()
             );
         }
         self.rec.base_commit = base;
+        self.rec.notices.push(format!(
+            "repository bundle: {} bytes in {} ConfigMap(s)",
+            bytes.len(),
+            crate::render::kube::agent::repo_parts(bytes.len() as u64)
+        ));
         Ok(bytes)
     }
 
-    /// The ConfigMap `cyclix-R-repo` holding the bundle.
-    fn repo_configmap(&self, bundle: &[u8]) -> Value {
+    /// The immutable ConfigMaps `cyclix-R-repo`, `cyclix-R-repo-1`, … holding the bundle's
+    /// parts, in order.
+    fn repo_configmaps(&self, bundle: &[u8]) -> Vec<Value> {
         use base64::Engine as _;
         let names = self.names();
-        json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": names.repo_bundle(),
-                "labels": {
-                    crate::naming::label::TENANT: self.r.spec.tenant,
-                    crate::naming::label::RUN: self.r.run_id,
-                    crate::naming::label::ROLE: "agent",
-                },
-            },
-            "binaryData": {
-                crate::render::kube::agent::BUNDLE_KEY: base64::engine::general_purpose::STANDARD.encode(bundle),
-            },
-        })
+        let part = usize::try_from(crate::render::kube::agent::REPO_PART_MAX).unwrap_or(usize::MAX);
+        let chunks: Vec<&[u8]> = if bundle.is_empty() {
+            vec![bundle]
+        } else {
+            bundle.chunks(part).collect()
+        };
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, chunk)| {
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": crate::render::kube::agent::repo_part(&names, i),
+                        "labels": {
+                            crate::naming::label::TENANT: self.r.spec.tenant,
+                            crate::naming::label::RUN: self.r.run_id,
+                            crate::naming::label::ROLE: "agent",
+                        },
+                    },
+                    "immutable": true,
+                    "binaryData": {
+                        crate::render::kube::agent::BUNDLE_KEY: base64::engine::general_purpose::STANDARD.encode(chunk),
+                    },
+                })
+            })
+            .collect()
     }
 
-    /// Reads the collector's log and imports its bundle (phase `import`).
-    fn import(&mut self) -> Result<()> {
-        let name = self.names().role("collect");
-        let log = self.scratch.join("collect.log");
-        // base64 of a bundle at the cap, plus the status line.
-        let cap = crate::run::import::BUNDLE_CAP / 3 * 4 + 4096;
+    /// The log of collector `part` (the Job `cyclix-R-collect`, or `cyclix-R-collect-PART`),
+    /// read.
+    fn collect_log(&self, job: &str) -> Result<stages::Collected> {
+        let log = self.scratch.join(format!("{job}.log"));
+        // base64 of one part, plus the status line.
+        let cap = COLLECT_PART / 3 * 4 + 4096;
         self.cluster
-            .log(&name, "collect", &log, cap)
-            .with_context(|| format!("reading the log of Job {name}"))?;
+            .log(job, "collect", &log, cap)
+            .with_context(|| format!("reading the log of Job {job}"))?;
         let text = std::fs::read(&log).with_context(|| format!("reading {}", log.display()))?;
         let _ = std::fs::remove_file(&log);
-        let bundle = self.scratch.join("run.bundle");
-        let out = stages::import_log(
-            &text,
-            &bundle,
-            self.repo,
-            &self.rec.branch,
-            &self.rec.base_commit,
-        )?;
-        let _ = std::fs::remove_file(&bundle);
+        Ok(stages::read_collect_log(&text, &self.rec.branch))
+    }
+
+    /// The run's bundle from its collectors: the first's part, then one more collector Job per
+    /// part, each checked ([`stages::join_part`]). `Err(Ok(record))`: no bundle, or parts that
+    /// do not make one (refused).
+    fn collect_bundle(
+        &mut self,
+        collect: &[Value],
+    ) -> Result<std::result::Result<Vec<u8>, crate::run::record::ImportRecord>> {
+        let refused = |outcome: &str, reason: String| {
+            let mut r = crate::run::record::ImportRecord::default();
+            outcome.clone_into(&mut r.outcome);
+            r.reason = reason;
+            r
+        };
+        let first_job = self.names().role("collect");
+        let (size, sha256, bytes) = match self.collect_log(&first_job)? {
+            stages::Collected::Nothing { outcome, reason } => {
+                return Ok(Err(refused(outcome, reason)));
+            }
+            stages::Collected::Part {
+                size,
+                sha256,
+                bytes,
+            } => (size, sha256, bytes),
+        };
+        if size > crate::run::import::BUNDLE_CAP {
+            return Ok(Err(refused(
+                "refused",
+                format!(
+                    "the run's bundle is {size} bytes, over the import's cap of {}",
+                    crate::run::import::BUNDLE_CAP
+                ),
+            )));
+        }
+        let mut joined = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let first = (size, sha256.as_str());
+        let first_part = stages::Collected::Part {
+            size,
+            sha256: sha256.clone(),
+            bytes,
+        };
+        if let Err(why) = stages::join_part(&mut joined, 0, COLLECT_PART, first, first_part) {
+            return Ok(Err(refused("refused", why)));
+        }
+        let job = collect
+            .iter()
+            .find(|o| o["kind"] == "Job")
+            .context("invariant: the collect stage has its Job")?;
+        for part in 1..size.div_ceil(COLLECT_PART) {
+            let names = self.names();
+            let index = usize::try_from(part).context("a part index past usize")?;
+            let obj = crate::render::kube::gate::collect_part_job(job, &names, index)
+                .map_err(anyhow::Error::msg)?;
+            let name = names.role(&format!("collect-{part}"));
+            self.cluster.apply(std::slice::from_ref(&obj))?;
+            let deadline = Duration::from_secs(crate::render::kube::gate::COLLECT_S + WAIT_SLACK_S);
+            if let JobEnd::Failed(why) = self.cluster.wait_job(&name, "collect", deadline)? {
+                anyhow::bail!("the collector Job {name} failed: {why}");
+            }
+            let this = self.collect_log(&name)?;
+            if let Err(why) = stages::join_part(&mut joined, part, COLLECT_PART, first, this) {
+                return Ok(Err(refused("refused", why)));
+            }
+        }
+        self.rec.notices.push(format!(
+            "the run's bundle: {size} bytes from {} collector Job(s)",
+            size.div_ceil(COLLECT_PART).max(1)
+        ));
+        Ok(Ok(joined))
+    }
+
+    /// Reads the collectors' logs and imports their bundle (phase `import`).
+    fn import(&mut self, collect: &[Value]) -> Result<()> {
+        let out = match self.collect_bundle(collect)? {
+            Err(record) => record,
+            Ok(bytes) => {
+                let bundle = self.scratch.join("run.bundle");
+                let out = stages::import_bundle(
+                    &bytes,
+                    &bundle,
+                    self.repo,
+                    &self.rec.branch,
+                    &self.rec.base_commit,
+                )?;
+                let _ = std::fs::remove_file(&bundle);
+                out
+            }
+        };
         if out.outcome == "imported" {
             self.rec.commits =
                 crate::git::bundle::commits(self.repo, &self.rec.base_commit, &out.tip)?

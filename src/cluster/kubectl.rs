@@ -3,14 +3,16 @@
 //! and namespace) or with any kubeconfig. Objects are created with `kubectl create -f -` (a
 //! JSON `List` on stdin, so Secret values are never in an argument): the runner's Role has
 //! `create` but no `patch`/`update`, and an object of the same name already there is an error,
-//! never silently changed. Jobs are waited for with `kubectl wait --for=condition=complete` in
-//! slices of [`WAIT_SLICE_S`] seconds, and after each slice the Job's `Failed` condition is
-//! read, so a failed Job ends the wait at once instead of at the deadline (and an interrupt is
-//! seen within a slice).
+//! never silently changed. Jobs (and the proxy's Deployment) are waited for with `kubectl
+//! wait` in slices of [`WAIT_SLICE_S`] seconds; after each slice the Job's `Failed` condition
+//! is read, so a failed Job ends the wait at once instead of at the deadline (and an interrupt
+//! is seen within a slice), and so is what the cluster says of the run's Pods and the
+//! namespace's Warning events ([`super::stuck`]): a Pod the cluster will never run ends the
+//! wait with the cluster's reason and its fix.
 //!
-//! Not proven here: no API server is reachable from this project's machines
-//! (docs/kubernetes.md, "What is proven here"); unit tests run the adapter against a
-//! stand-in `kubectl` script (argv, stdin, the wait's control flow).
+//! Proven against a real control plane by the cluster suite (`scripts/test-kube`,
+//! docs/kubernetes.md); in CI, unit tests run the adapter against a stand-in `kubectl` script
+//! (argv, stdin, the wait's control flow).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
+use super::stuck::{Stuck, Waited, why_stuck};
 use super::{APPLY_DEADLINE, Cluster, DELETE_DEADLINE, JobEnd, QUERY_DEADLINE, names};
 use crate::naming::label;
 use crate::process;
@@ -40,18 +43,96 @@ pub struct Kubectl {
     pub program: String,
     /// `--namespace`, when given.
     pub namespace: Option<String>,
+    /// The run whose Pods a wait looks at (`io.cyclix.run=RUN`).
+    pub run_id: String,
     /// Set when the run is asked to stop (SIGTERM, SIGINT): a wait ends at its next slice.
     pub stop: Arc<AtomicBool>,
 }
 
 impl Kubectl {
-    /// `kubectl` in `namespace` (`None`: the default).
+    /// `kubectl` in `namespace` (`None`: the default) for run `run_id`.
     #[must_use]
-    pub fn new(namespace: Option<String>, stop: Arc<AtomicBool>) -> Self {
+    pub fn new(namespace: Option<String>, run_id: &str, stop: Arc<AtomicBool>) -> Self {
         Self {
             program: "kubectl".into(),
             namespace,
+            run_id: run_id.to_string(),
             stop,
+        }
+    }
+
+    /// What the cluster says against `waited` ever getting there ([`super::stuck`]): the
+    /// run's Pods and the namespace's Warning events, read now.
+    ///
+    /// # Errors
+    /// `kubectl` failed or passed [`QUERY_DEADLINE`], or printed no JSON.
+    pub fn stuck(&self, waited: Waited<'_>) -> Result<Option<Stuck>> {
+        let sel = format!("{}={}", label::RUN, self.run_id);
+        let pods = self.run_ok(
+            &["get", "pods", "-l", &sel, "-o", "json"],
+            None,
+            QUERY_DEADLINE,
+            &format!("listing the Pods labelled {sel}"),
+        )?;
+        let events = self.run_ok(
+            &[
+                "get",
+                "events",
+                "--field-selector=type=Warning",
+                "-o",
+                "json",
+            ],
+            None,
+            QUERY_DEADLINE,
+            "listing the namespace's Warning events",
+        )?;
+        let pods: Value =
+            serde_json::from_str(&pods).context("kubectl get pods printed no JSON")?;
+        let events: Value =
+            serde_json::from_str(&events).context("kubectl get events printed no JSON")?;
+        Ok(why_stuck(waited, &pods, &events))
+    }
+
+    /// Runs `kubectl wait --for=CONDITION TARGET` in slices until it succeeds (`Ok(None)`),
+    /// `ended` says the object ended otherwise (`Ok(Some(end))`), the cluster says it never
+    /// will (an error: [`Stuck`]), the run is interrupted or `deadline` passed.
+    fn wait_sliced<T>(
+        &self,
+        condition: &str,
+        target: &str,
+        waited: Waited<'_>,
+        deadline: Duration,
+        mut ended: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        let began = Instant::now();
+        let slice = format!("--timeout={WAIT_SLICE_S}s");
+        let condition = format!("--for={condition}");
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                bail!("interrupted while waiting for {target}");
+            }
+            let o = self.run(
+                &["wait", &condition, &slice, target],
+                None,
+                Duration::from_secs(WAIT_SLICE_S + 30),
+                None,
+            )?;
+            if o.status.success() {
+                return Ok(None);
+            }
+            if let Some(end) = ended()? {
+                return Ok(Some(end));
+            }
+            if let Some(stuck) = self.stuck(waited)? {
+                return Err(anyhow::Error::new(stuck).context(format!("waiting for {target}")));
+            }
+            if began.elapsed() >= deadline {
+                bail!(
+                    "{target} did not end within {} s (kubectl wait: {})",
+                    deadline.as_secs(),
+                    o.stderr.trim()
+                );
+            }
         }
     }
 
@@ -126,34 +207,20 @@ impl Cluster for Kubectl {
     }
 
     fn wait_available(&self, deployment: &str, _container: &str, deadline: Duration) -> Result<()> {
-        let timeout = format!("--timeout={}s", deadline.as_secs());
         let target = format!("deployment/{deployment}");
-        self.run_ok(
-            &["wait", "--for=condition=available", &timeout, &target],
-            None,
-            deadline + Duration::from_secs(30),
-            &format!("waiting for {target} to be available"),
+        self.wait_sliced(
+            "condition=available",
+            &target,
+            Waited::Deployment(deployment),
+            deadline,
+            || Ok(None::<()>),
         )
-        .map(|_| ())
+        .map(drop)
     }
 
     fn wait_job(&self, job: &str, _container: &str, deadline: Duration) -> Result<JobEnd> {
-        let began = Instant::now();
         let target = format!("job/{job}");
-        let slice = format!("--timeout={WAIT_SLICE_S}s");
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                bail!("interrupted while waiting for {target}");
-            }
-            let o = self.run(
-                &["wait", "--for=condition=complete", &slice, &target],
-                None,
-                Duration::from_secs(WAIT_SLICE_S + 30),
-                None,
-            )?;
-            if o.status.success() {
-                return Ok(JobEnd::Complete);
-            }
+        let ended = || {
             let failed = self.run_ok(
                 &[
                     "get",
@@ -165,20 +232,20 @@ impl Cluster for Kubectl {
                 QUERY_DEADLINE,
                 &format!("reading the conditions of {target}"),
             )?;
-            if let Some(reason) = failed.trim().strip_prefix("True") {
-                return Ok(JobEnd::Failed(format!(
-                    "the Job failed ({})",
-                    reason.trim()
-                )));
-            }
-            if began.elapsed() >= deadline {
-                bail!(
-                    "{target} did not end within {} s (kubectl wait: {})",
-                    deadline.as_secs(),
-                    o.stderr.trim()
-                );
-            }
-        }
+            Ok(failed
+                .trim()
+                .strip_prefix("True")
+                .map(|reason| JobEnd::Failed(format!("the Job failed ({})", reason.trim()))))
+        };
+        Ok(self
+            .wait_sliced(
+                "condition=complete",
+                &target,
+                Waited::Job(job),
+                deadline,
+                ended,
+            )?
+            .unwrap_or(JobEnd::Complete))
     }
 
     fn log(&self, job: &str, container: &str, out: &Path, cap: u64) -> Result<()> {
@@ -286,12 +353,15 @@ mod tests {
 
     #[test]
     fn the_calls_name_the_namespace_first_and_the_objects_travel_on_stdin() {
-        let k = Kubectl::new(Some("team-a".into()), Arc::default());
+        let k = Kubectl::new(Some("team-a".into()), "r", Arc::default());
         assert_eq!(
             k.argv(&["create", "-f", "-"]),
             ["--namespace=team-a", "create", "-f", "-"]
         );
-        assert_eq!(Kubectl::new(None, Arc::default()).argv(&["get"]), ["get"]);
+        assert_eq!(
+            Kubectl::new(None, "r", Arc::default()).argv(&["get"]),
+            ["get"]
+        );
         let l =
             list(&[json!({"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}})]);
         assert_eq!(l["kind"], "List");
@@ -323,6 +393,7 @@ mod tests {
         Kubectl {
             program: bin.display().to_string(),
             namespace: Some("ns".into()),
+            run_id: "r".into(),
             stop: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -340,7 +411,9 @@ mod tests {
   *"wait --for=condition=complete"*job/good*) exit 0;;
   *"wait --for=condition=complete"*) echo "timed out waiting for the condition" >&2; exit 1;;
   *"get job/bad"*) printf 'True BackoffLimitExceeded';;
-  *"get job/slow"*) printf ' ';;
+  *"get job/slow"*|*"get job/refused"*) printf ' ';;
+  *"get pods -l io.cyclix.run=r -o json"*) echo '{"items":[]}';;
+  *"get events --field-selector=type=Warning -o json"*) echo '{"items":[{"type":"Warning","reason":"FailedCreate","involvedObject":{"kind":"Job","name":"refused"},"message":"Error creating: pods \"refused-\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"}]}';;
 esac"#,
         );
         assert_eq!(
@@ -361,9 +434,29 @@ esac"#,
             format!("{e:#}").contains("job/slow did not end within 0 s"),
             "{e:#}"
         );
+        // A Job whose Pods the API server refuses ends the wait at its first slice, however
+        // long its deadline, with the cluster's reason and the fix.
+        let e = k
+            .wait_job("refused", "agent", Duration::from_secs(3600))
+            .expect_err("stuck");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("waiting for job/refused")
+                && e.contains("Job/refused FailedCreate")
+                && e.contains("RuntimeClass \"gvisor\" not found")
+                && e.contains("fix: create the RuntimeClass"),
+            "{e}"
+        );
         let c = calls(tmp.path());
         assert!(
             c.contains("--namespace=ns wait --for=condition=complete --timeout=5s job/good"),
+            "{c}"
+        );
+        assert_eq!(
+            c.lines()
+                .filter(|l| l.contains("wait --for=condition=complete --timeout=5s job/refused"))
+                .count(),
+            1,
             "{c}"
         );
     }

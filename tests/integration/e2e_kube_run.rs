@@ -25,16 +25,18 @@ const TENANT: &str = "e2e-kuberun";
 /// runner's output and exit status, the run branch's subjects in the user's repository, the
 /// record, and what of the run is left.
 fn kube_run(tb: &Testbed, run: &str, agent: &str, deliver: bool) -> String {
-    kube_run_stopped(tb, run, agent, deliver, false)
+    kube_run_stopped(tb, run, agent, deliver, false, 0)
 }
 
-/// [`kube_run`]; with `interrupt`, the runner gets SIGTERM once the agent's container runs.
+/// [`kube_run`]; with `interrupt`, the runner gets SIGTERM once the agent's container runs;
+/// the user's repository holds `big_mib` MiB of incompressible bytes in its base.
 fn kube_run_stopped(
     tb: &Testbed,
     run: &str,
     agent: &str,
     deliver: bool,
     interrupt: bool,
+    big_mib: u32,
 ) -> String {
     let stop = if interrupt {
         // Bounded by its timeout: the agent's container appears once its Pod is played.
@@ -57,7 +59,9 @@ trap 'cd /; rm -rf $W; podman image rm -f $IMG >/dev/null 2>&1' EXIT
 b=$(mktemp -d); cp {c} $b/cyclix
 podman build -q --build-arg KUBECTL=no -t $IMG -f /src/images/runner/Containerfile $b >/dev/null || exit 3
 rm -rf $b
-git init -q -b main repo && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
+git init -q -b main repo
+[ {big_mib} = 0 ] || {{ head -c {big_mib}M /dev/urandom > repo/big.bin && git -C repo add big.bin; }}
+git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
 git init -q --bare remote.git && git -C repo remote add deliver $W/remote.git
 cat > spec.yaml <<Y
 tenant: $T
@@ -123,11 +127,15 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_r
     let _s = serial();
     let _g = shared();
     let tb = demo_ready();
-    let out = kube_run(
+    // A repository of 50 MiB goes in (51 ConfigMaps of 1 MiB, joined in the Pod) and a change
+    // of 20 MiB comes back (4 collector Jobs of 6 MiB, each log under the kubelet's 10 MiB).
+    let out = kube_run_stopped(
         tb,
         "kr-ok-1",
-        "echo hello > hello.txt && git add hello.txt && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
+        "wc -c < big.bin | grep -qx 52428800 && echo hello > hello.txt && head -c 20M /dev/urandom > change.bin && git add hello.txt change.bin && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
         true,
+        false,
+        50,
     );
     assert!(out.contains("rc=0"), "{out}");
     let rec = record(&out);
@@ -155,6 +163,12 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_r
         .expect("branch");
     assert_eq!(branch, "agent-says-hello\nbase-of-kr-ok-1\n", "{out}");
     assert_eq!(rec["commits"][0]["subject"], "agent-says-hello", "{out}");
+    // Both ways in parts: the record says how many.
+    let notices = rec["notices"].to_string();
+    assert!(
+        notices.contains("in 51 ConfigMap(s)") && notices.contains("from 4 collector Job(s)"),
+        "{notices}"
+    );
     // Delivered with `cyclix run`'s delivery code: the remote has the imported tip.
     let tip = rec["import"]["tip"].as_str().expect("tip");
     assert!(out.contains(&format!("--- remote: {tip}\n")), "{out}");
@@ -208,6 +222,7 @@ fn a_stopped_runner_still_deletes_everything_of_the_run_and_says_interrupted() {
         "echo AGENT-SLEEPING; sleep 120",
         false,
         true,
+        0,
     );
     // SIGTERM (the runner Pod deleted, Ctrl-C) during the agent's wait: exit 3, the record
     // says interrupted, and the teardown ran anyway.

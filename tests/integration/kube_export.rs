@@ -360,10 +360,18 @@ fn the_runners_rbac_is_the_minimum_and_covers_what_a_run_creates() {
         );
     }
     assert!(grants.contains(&(String::new(), "pods/log".into(), "get".into())));
+    // Events, read-only: what the cluster says when it will not run a Pod (a refused
+    // creation, an unschedulable Pod, an unbound claim) ends a wait at once.
+    for v in ["get", "list", "watch"] {
+        assert!(
+            grants.contains(&(String::new(), "events".into(), v.into())),
+            "{v} events"
+        );
+    }
     // Exactly these grants: a new one must be argued for here.
-    // configmaps, services, claims: 5 each; secrets 3; pods 3; pods/log 1; deployments,
-    // jobs, networkpolicies: 5 each.
-    assert_eq!(grants.len(), 3 * 5 + 3 + 3 + 1 + 3 * 5, "{grants:?}");
+    // configmaps, services, claims: 5 each; secrets 3; pods 3; pods/log 1; events 3;
+    // deployments, jobs, networkpolicies: 5 each.
+    assert_eq!(grants.len(), 3 * 5 + 3 + 3 + 1 + 3 + 3 * 5, "{grants:?}");
     let binding = find(&e, "RoleBinding", "cyclix-kubeco-runner");
     assert_eq!(binding.object["roleRef"]["kind"], "Role");
     let cron = find(&e, "CronJob", "cyclix-kubeco");
@@ -576,4 +584,29 @@ fn runtime_class_is_validated_and_the_podman_backends_say_they_ignore_it() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn the_cluster_suite_refuses_to_start_without_a_cluster_naming_kubeconfig() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-kube");
+    let o = Command::new(&script)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("scripts/test-kube");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("KUBECONFIG is not set") && err.contains("fix: KUBECONFIG="),
+        "{err}"
+    );
+    let o = Command::new(&script)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .expect("scripts/test-kube");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/nonexistent/kubeconfig, which is not a readable file"),
+        "{err}"
+    );
 }

@@ -78,22 +78,33 @@ pub(super) fn probes_failed(probes: &[Value]) -> bool {
     probes.is_empty() || probes.iter().any(|p| p["verdict"] != "PASS")
 }
 
-/// Reads the collector's log (untrusted: the agent's repository was its input), writes the
-/// bundle it carries to `bundle` and imports it into `repo` as `refs/heads/BRANCH` with the
-/// import code of `cyclix run` ([`crate::git::bundle::import`]: header contract, `git bundle
-/// verify`, fetch with fsck, create-only ref).
-///
-/// # Errors
-/// Writing the bundle file, git could not run; a refusal is an [`ImportRecord`].
-pub(super) fn import_log(
-    text: &[u8],
-    bundle: &Path,
-    repo: &Path,
-    branch: &str,
-    base: &str,
-) -> Result<ImportRecord> {
+/// What one collector's log says (untrusted: the agent's repository was its input).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Collected {
+    /// A bundle: its whole size in bytes and SHA-256 (lowercase hex), as the collector
+    /// printed them, and the part it carried.
+    Part {
+        /// Bytes of the whole bundle.
+        size: u64,
+        /// SHA-256 of the whole bundle, hex.
+        sha256: String,
+        /// This collector's part.
+        bytes: Vec<u8>,
+    },
+    /// No bundle: the import's outcome (`branch-gone`, `no-commits`, `export-failed`,
+    /// `refused`) and why.
+    Nothing {
+        /// The import record's outcome.
+        outcome: &'static str,
+        /// Why, in the user's words.
+        reason: String,
+    },
+}
+
+/// Reads the log of a collector ([`crate::render::kube::gate::collect_script`]) of the run
+/// branch `branch`.
+pub(super) fn read_collect_log(text: &[u8], branch: &str) -> Collected {
     use base64::Engine as _;
-    let mut out = ImportRecord::default();
     let mut lines = text.split(|b| *b == b'\n');
     let status = lines.by_ref().find_map(|l| {
         let l = std::str::from_utf8(l).ok()?;
@@ -101,8 +112,28 @@ pub(super) fn import_log(
             .strip_prefix(COLLECT_MARK)
             .map(|n| n.trim().to_string())
     });
-    let (outcome, reason) = match status.as_deref() {
-        Some("0") => {
+    let nothing = |outcome, reason| Collected::Nothing { outcome, reason };
+    let Some(status) = status else {
+        return nothing(
+            "export-failed",
+            format!("the collector's log has no `{COLLECT_MARK}` line"),
+        );
+    };
+    let words: Vec<&str> = status.split_whitespace().collect();
+    match words.as_slice() {
+        ["0", size, sha] => {
+            let Ok(size) = size.parse::<u64>() else {
+                return nothing(
+                    "refused",
+                    "the collector's bundle size is not a number".into(),
+                );
+            };
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return nothing(
+                    "refused",
+                    "the collector's SHA-256 is not 64 hex digits".into(),
+                );
+            }
             let body: Vec<u8> = lines
                 .next()
                 .unwrap_or_default()
@@ -111,48 +142,110 @@ pub(super) fn import_log(
                 .filter(|b| !b.is_ascii_whitespace())
                 .collect();
             match base64::engine::general_purpose::STANDARD.decode(&body) {
-                Ok(bytes) => {
-                    write_new(bundle, &bytes)?;
-                    let dest = format!("refs/heads/{branch}");
-                    match crate::git::bundle::import(repo, bundle, &dest, base, &dest)? {
-                        Ok(tip) => {
-                            out.tip = tip;
-                            ("imported", String::new())
-                        }
-                        Err(why) => ("refused", why.0),
-                    }
-                }
-                Err(e) => (
+                Ok(bytes) => Collected::Part {
+                    size,
+                    sha256: sha.to_ascii_lowercase(),
+                    bytes,
+                },
+                Err(e) => nothing(
                     "refused",
                     format!("the collector's bundle is not base64: {e}"),
                 ),
             }
         }
-        Some("3") => (
+        ["3"] => nothing(
             "branch-gone",
             format!(
                 "the agent deleted or renamed its branch {branch} in its repository: nothing to import"
             ),
         ),
-        Some("4") => ("no-commits", String::new()),
-        Some("5") => (
+        ["4"] => nothing("no-commits", String::new()),
+        ["5"] => nothing(
             "export-failed",
             "the collector could not read the run's own repository bundle".into(),
         ),
-        Some(n) => (
+        _ => nothing(
             "export-failed",
             format!(
                 "the collector's git could not bundle the agent's repository (status `{}`: the agent may have broken it)",
-                crate::text::printable(&n.chars().take(40).collect::<String>())
+                crate::text::printable(&status.chars().take(40).collect::<String>())
             ),
         ),
-        None => (
-            "export-failed",
-            format!("the collector's log has no `{COLLECT_MARK}` line"),
-        ),
+    }
+}
+
+/// Checks part `index` (of bytes `part_size` each) of a bundle against what the first
+/// collector said (`size`, `sha256`) and appends it to `joined`; `Err` says why the parts do
+/// not make that bundle.
+pub(super) fn join_part(
+    joined: &mut Vec<u8>,
+    index: u64,
+    part_size: u64,
+    first: (u64, &str),
+    this: Collected,
+) -> std::result::Result<(), String> {
+    let (size, sha256) = first;
+    let Collected::Part {
+        size: s,
+        sha256: h,
+        bytes,
+    } = this
+    else {
+        return Err(format!(
+            "collector {index} found no bundle where collector 0 found one of {size} bytes"
+        ));
     };
-    outcome.clone_into(&mut out.outcome);
-    out.reason = reason;
+    if s != size || h != sha256 {
+        return Err(format!(
+            "collector {index} made another bundle ({s} bytes, SHA-256 {h}) than collector 0 ({size} bytes, {sha256})"
+        ));
+    }
+    let want = size.saturating_sub(index * part_size).min(part_size);
+    if bytes.len() as u64 != want {
+        return Err(format!(
+            "part {index} holds {} bytes, not {want}: its log was cut (a kubelet's `containerLogMaxSize` under {} bytes rotates it)",
+            bytes.len(),
+            part_size / 3 * 4 + 4096
+        ));
+    }
+    joined.extend_from_slice(&bytes);
+    if index + 1 == size.div_ceil(part_size) {
+        let got = crate::run::boundary::sha256_hex(joined);
+        if got != sha256 {
+            return Err(format!(
+                "the joined parts have SHA-256 {got}, not the collector's {sha256}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the run's bundle `bytes` to `bundle` and imports it into `repo` as
+/// `refs/heads/BRANCH` with the import code of `cyclix run` ([`crate::git::bundle::import`]:
+/// header contract, `git bundle verify`, fetch with fsck, create-only ref).
+///
+/// # Errors
+/// Writing the bundle file, git could not run; a refusal is an [`ImportRecord`].
+pub(super) fn import_bundle(
+    bytes: &[u8],
+    bundle: &Path,
+    repo: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<ImportRecord> {
+    let mut out = ImportRecord::default();
+    write_new(bundle, bytes)?;
+    let dest = format!("refs/heads/{branch}");
+    match crate::git::bundle::import(repo, bundle, &dest, base, &dest)? {
+        Ok(tip) => {
+            out.tip = tip;
+            "imported".clone_into(&mut out.outcome);
+        }
+        Err(why) => {
+            "refused".clone_into(&mut out.outcome);
+            out.reason = why.0;
+        }
+    }
     Ok(out)
 }
 

@@ -18,17 +18,59 @@ use crate::render::plan::{
 };
 use crate::spec::Spec;
 
-/// The repository bundle's key in the `cyclix-R-repo` ConfigMap the runner creates.
+/// The repository bundle's key in each of the run's repository ConfigMaps (`cyclix-R-repo`,
+/// `cyclix-R-repo-1`, …), each holding one part of the bundle the runner made.
 pub const BUNDLE_KEY: &str = "repo.bundle";
 
-/// Where the bundle appears in the clone step.
+/// Where the parts appear in the clone step and the collector: part `I` at
+/// `/cyclix/repo/I/repo.bundle`.
 pub const BUNDLE_DIR: &str = "/cyclix/repo";
 
-/// The clone step: `git init` (which, unlike `git clone`, works in a volume whose root holds a
-/// file system's `lost+found`), fetch the run branch from the bundle, check it out. The branch
-/// is `$1` of this fixed script, never part of its text. No `subPath` on the work volume:
+/// The most bytes of the bundle one ConfigMap carries: Kubernetes refuses a ConfigMap over
+/// 1 MiB (the bytes of all keys and values; `binaryData` counts the decoded bytes), 8 KiB
+/// are left for the key and the object's metadata.
+pub const REPO_PART_MAX: u64 = 1024 * 1024 - 8 * 1024;
+
+/// Where the clone step joins the parts into one bundle (an `emptyDir` on the node's disk,
+/// as large as the work volume).
+pub const JOIN_DIR: &str = "/cyclix/join";
+
+/// The clone step: join the parts (`$2…`, in order) into one bundle, `git init` (which,
+/// unlike `git clone`, works in a volume whose root holds a file system's `lost+found`), fetch
+/// the run branch from the bundle, drop the joined file, check the branch out. The branch is
+/// `$1` of this fixed script, never part of its text. No `subPath` on the work volume:
 /// `podman kube play` resolves every mount when it creates the Pod, before any init step ran.
-pub const CLONE_SCRIPT: &str = "set -e; git init -q /work; git -C /work fetch -q /cyclix/repo/repo.bundle \"$1:$1\"; git -C /work checkout -q \"$1\"";
+pub const CLONE_SCRIPT: &str = "set -e; b=$1; shift; cat -- \"$@\" > /cyclix/join/repo.bundle; git init -q /work; git -C /work fetch -q /cyclix/join/repo.bundle \"$b:$b\"; rm -f /cyclix/join/repo.bundle; git -C /work checkout -q \"$b\"";
+
+/// The ConfigMap that holds part `i` of the repository bundle: `cyclix-R-repo` for the
+/// first (the name `kubectl create configmap` is told in docs/kubernetes.md), then
+/// `cyclix-R-repo-I`.
+#[must_use]
+pub fn repo_part(names: &KubeNames, i: usize) -> String {
+    if i == 0 {
+        names.repo_bundle()
+    } else {
+        format!("{}-{i}", names.repo_bundle())
+    }
+}
+
+/// The Pod volume of part `i` (`bundle-I`, the ConfigMap [`repo_part`]).
+#[must_use]
+pub fn repo_part_volume(names: &KubeNames, i: usize) -> Value {
+    json!({ "name": format!("bundle-{i}"), "configMap": { "name": repo_part(names, i) } })
+}
+
+/// The mount of part `i`, read-only, at `/cyclix/repo/I`.
+#[must_use]
+pub fn repo_part_mount(i: usize) -> Value {
+    json!({ "name": format!("bundle-{i}"), "mountPath": format!("{BUNDLE_DIR}/{i}"), "readOnly": true })
+}
+
+/// How many ConfigMaps a bundle of `len` bytes takes (at least one).
+#[must_use]
+pub fn repo_parts(len: u64) -> usize {
+    usize::try_from(len.div_ceil(REPO_PART_MAX).max(1)).unwrap_or(usize::MAX)
+}
 
 /// What `agent-wait --probe` replaces in a probe context's `no_proxy_allowed` with the proxy
 /// Service's address (known only in the Pod).
@@ -103,7 +145,8 @@ pub fn manifests(
         },
     });
     let agent = shared::container(plan, &RunNames::new(&plan.run_id).agent())?;
-    let mut init = vec![cyclix_bin_step(opts), clone_step(plan, opts)];
+    let branch = crate::naming::branch(&plan.tenant, &plan.run_id);
+    let mut init = vec![cyclix_bin_step(opts), clone_step(&branch, opts, 1)];
     for s in &plan.units.services {
         let stem = RunNames::new(&plan.run_id).service(&s.name);
         init.push(sidecar(plan, &names, shared::container(plan, &stem)?, s));
@@ -122,7 +165,7 @@ pub fn manifests(
         "containers".into(),
         json!([agent_container(plan, &names, agent)]),
     );
-    pod.insert("volumes".into(), json!(volumes(plan, &names)));
+    pod.insert("volumes".into(), json!(volumes(plan, &names, opts)));
     let job = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -165,21 +208,68 @@ fn cyclix_bin_step(opts: &KubeOptions) -> Value {
     })
 }
 
-/// The init step that clones the run branch from the runner's bundle into the work volume.
-fn clone_step(plan: &RunPlan, opts: &KubeOptions) -> Value {
+/// The init step that clones the run branch from the runner's bundle, in `parts` parts,
+/// into the work volume.
+fn clone_step(branch: &str, opts: &KubeOptions, parts: usize) -> Value {
+    let mut command = vec![
+        "sh".to_string(),
+        "-c".into(),
+        CLONE_SCRIPT.into(),
+        "clone".into(),
+        branch.to_string(),
+    ];
+    let mut mounts = vec![
+        json!({ "name": "work", "mountPath": WORKDIR }),
+        json!({ "name": "bundle-join", "mountPath": JOIN_DIR }),
+        json!({ "name": "tmp-repo", "mountPath": "/tmp" }),
+    ];
+    for i in 0..parts {
+        command.push(format!("{BUNDLE_DIR}/{i}/{BUNDLE_KEY}"));
+        mounts.push(repo_part_mount(i));
+    }
     json!({
         "name": "repo",
         "image": opts.runner_image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", CLONE_SCRIPT, "clone", crate::naming::branch(&plan.tenant, &plan.run_id)],
+        "command": command,
         "env": [{ "name": "HOME", "value": "/tmp" }],
         "securityContext": container_security(),
-        "volumeMounts": [
-            { "name": "bundle", "mountPath": BUNDLE_DIR, "readOnly": true },
-            { "name": "work", "mountPath": WORKDIR },
-            { "name": "tmp-repo", "mountPath": "/tmp" },
-        ],
+        "volumeMounts": mounts,
     })
+}
+
+/// Makes the agent Job `job` (as [`manifests`] rendered it, for one part) take the bundle in
+/// `parts` ConfigMaps ([`repo_part`]): its volumes and its clone step. `cyclix kube-run` calls
+/// it once it knows the bundle's size.
+///
+/// # Errors
+/// `job` is not an agent Job of [`manifests`] (no clone step), naming what is missing.
+pub fn set_repo_parts(
+    job: &mut Value,
+    names: &KubeNames,
+    branch: &str,
+    opts: &KubeOptions,
+    parts: usize,
+) -> Result<(), String> {
+    let pod = &mut job["spec"]["template"]["spec"];
+    let init = pod["initContainers"]
+        .as_array_mut()
+        .ok_or("the agent Job has no init containers")?;
+    let step = init
+        .iter_mut()
+        .find(|c| c["name"] == "repo")
+        .ok_or("the agent Job has no `repo` init container")?;
+    *step = clone_step(branch, opts, parts);
+    let volumes = pod["volumes"]
+        .as_array_mut()
+        .ok_or("the agent Job's Pod has no volumes")?;
+    volumes.retain(|v| {
+        !v["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("bundle-") && n != "bundle-join")
+    });
+    volumes.extend((0..parts).map(|i| repo_part_volume(names, i)));
+    Ok(())
 }
 
 /// A service as a native sidecar (an init container that keeps running): on the Pod's
@@ -285,10 +375,12 @@ fn agent_container(plan: &RunPlan, names: &KubeNames, c: &ContainerPlan) -> Valu
     v
 }
 
-fn volumes(plan: &RunPlan, names: &KubeNames) -> Vec<Value> {
+fn volumes(plan: &RunPlan, names: &KubeNames, opts: &KubeOptions) -> Vec<Value> {
     let mut v = vec![
         json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work() } }),
-        json!({ "name": "bundle", "configMap": { "name": names.repo_bundle() } }),
+        repo_part_volume(names, 0),
+        // On the node's disk: the joined bundle is as large as the repository.
+        json!({ "name": "bundle-join", "emptyDir": { "sizeLimit": opts.work_size } }),
         json!({ "name": "run", "configMap": { "name": names.run_config() } }),
         // On disk, not `medium: Memory`: `podman kube play` gives each container its own tmpfs
         // for a memory emptyDir, so the binary copied by the init step would not be shared.

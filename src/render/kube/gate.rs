@@ -2,13 +2,18 @@
 //! policy selects their `io.cyclix.network: none` label):
 //! - the gate Job judges a clean export of the run branch's tip (an init step clones it from
 //!   the work volume, read-only, and strips its `.git`), as the Podman gate judges `WORKTREE.gate`;
-//! - the collector Job writes the run branch as a git bundle, base64 on its standard output,
-//!   which the runner reads (`kubectl logs`) and imports as `cyclix run` imports a run's
-//!   commits; delivery happens outside the cluster's Pods, as on Podman. Pure.
+//! - the collector Job writes one part of the run branch's git bundle, base64 on its standard
+//!   output, which the runner reads (`kubectl logs`); for a bundle larger than one part the
+//!   runner makes one more collector Job per part ([`collect_part_job`]), each making the same
+//!   bundle again (git makes it byte for byte the same: one pack thread) and printing its own
+//!   part, so no log outgrows the kubelet's rotation (10 MiB by default). The runner checks
+//!   every part against the size and SHA-256 each collector prints and imports the joined
+//!   bundle as `cyclix run` imports a run's commits; delivery happens outside the cluster's
+//!   Pods, as on Podman. Pure.
 
 use serde_json::{Value, json};
 
-use super::agent::{BUNDLE_DIR, BUNDLE_KEY, agent_uid};
+use super::agent::{BUNDLE_DIR, BUNDLE_KEY, agent_uid, repo_part_mount, repo_part_volume};
 use super::shared::{
     KubeNames, NO_NETWORK_LABEL, RUNNER_CYCLIX, container_security, labels, meta, pod_base,
 };
@@ -26,17 +31,24 @@ pub const EXPORT_SLACK_S: u64 = 120;
 /// How long the collector may take, in seconds.
 pub const COLLECT_S: u64 = 300;
 
-/// The first line of the collector's log: `cyclix-collect N`, N as [`collect_status`]
-/// reads it; with 0 the next line is the bundle in base64.
+/// The first line of the collector's log: `cyclix-collect N`; with N = 0 it goes on
+/// `SIZE SHA256` (of the whole bundle) and the next line is the part in base64.
 pub const COLLECT_MARK: &str = "cyclix-collect";
 
-/// The collector's script (`$1`: the run branch): the base is the run branch's tip in the
-/// runner's own bundle (`cyclix-R-repo`, which the agent cannot change), the bundle is
-/// `BASE..refs/heads/BRANCH`, git runs with the program-starting keys neutralised as in
-/// `cyclix run`'s export container (`run::import`). It always exits 0: its first line says
-/// what it found (0 a bundle, 3 the branch is gone, 4 no commits, 5 the runner's bundle
-/// unreadable, 6 git could not bundle the agent's repository). No `$(…)`: the kubelet
-/// expands `$(NAME)` in commands.
+/// The bytes of the bundle one collector prints: in base64 8 MiB, under the kubelet's
+/// default `containerLogMaxSize` (10 MiB), past which a log is rotated and `kubectl logs`
+/// gives only its newest file.
+pub const COLLECT_PART: u64 = 6 * 1024 * 1024;
+
+/// The collector's script (`$1`: the run branch, `$2`: the part, `$3`: the part's size in
+/// bytes): the base is the run branch's tip in the header of the runner's own bundle (part 0
+/// of `cyclix-R-repo`, which the agent cannot change), the bundle is
+/// `BASE..refs/heads/BRANCH`, git runs with one pack thread (the same bytes in every part's
+/// collector) and the program-starting keys neutralised as in `cyclix run`'s export container
+/// (`run::import`). It always exits 0: its first line says what it found (0 a bundle, then its
+/// size and SHA-256, 3 the branch is gone, 4 no commits, 5 the runner's bundle unreadable, 6
+/// git could not bundle the agent's repository); with 0 the next line is part `$2` in base64.
+/// No `$(…)`: the kubelet expands `$(NAME)` in commands.
 #[must_use]
 pub fn collect_script() -> String {
     let cfg = crate::git::hardened::EXPORT_CONFIG
@@ -46,12 +58,29 @@ pub fn collect_script() -> String {
         .join(" ");
     format!(
         "set -u; m={COLLECT_MARK}; \
-git bundle list-heads {BUNDLE_DIR}/{BUNDLE_KEY} \"refs/heads/$1\" > /tmp/heads 2>/dev/null && read base rest < /tmp/heads || {{ echo \"$m 5\"; exit 0; }}; \
+git bundle list-heads {BUNDLE_DIR}/0/{BUNDLE_KEY} \"refs/heads/$1\" > /tmp/heads 2>/dev/null && read base rest < /tmp/heads || {{ echo \"$m 5\"; exit 0; }}; \
 git {cfg} rev-parse --verify --quiet \"refs/heads/$1^{{commit}}\" > /tmp/tip 2>/dev/null && read tip < /tmp/tip || {{ echo \"$m 3\"; exit 0; }}; \
 [ \"$tip\" = \"$base\" ] && {{ echo \"$m 4\"; exit 0; }}; \
-git {cfg} bundle create --quiet /tmp/run.bundle \"$base..refs/heads/$1\" 2>/dev/null || {{ echo \"$m 6\"; exit 0; }}; \
-echo \"$m 0\"; exec base64 -w0 /tmp/run.bundle"
+git {cfg} -c pack.threads=1 bundle create --quiet /tmp/run.bundle \"$base..refs/heads/$1\" 2>/dev/null || {{ echo \"$m 6\"; exit 0; }}; \
+wc -c < /tmp/run.bundle > /tmp/size && read size < /tmp/size && sha256sum /tmp/run.bundle > /tmp/sum && read sum rest < /tmp/sum || {{ echo \"$m 6\"; exit 0; }}; \
+echo \"$m 0 $size $sum\"; dd if=/tmp/run.bundle bs=\"$3\" skip=\"$2\" count=1 2>/dev/null | base64 -w0"
     )
+}
+
+/// The collector Job of part `part` (≥ 1) of the run's bundle: the rendered collector Job
+/// `collect` (part 0) under the name `cyclix-R-collect-PART`, printing that part.
+///
+/// # Errors
+/// `collect` is not the collector Job of [`manifests`] (its command is not the script's).
+pub fn collect_part_job(collect: &Value, names: &KubeNames, part: usize) -> Result<Value, String> {
+    let mut job = collect.clone();
+    job["metadata"]["name"] = json!(names.role(&format!("collect-{part}")));
+    let command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        .as_array_mut()
+        .filter(|c| c.len() == 7 && c[3] == "collect")
+        .ok_or("the collector Job's command is not the collector's script")?;
+    command[5] = json!(part.to_string());
+    Ok(job)
 }
 
 /// The collector's environment: the repository read as committed (no replace refs or
@@ -180,19 +209,7 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
         json!([work_volume, tmp_volume, { "name": "tree", "emptyDir": {} }]),
     );
 
-    let mut collect_pod = pod_base(agent_uid(spec));
-    collect_pod.insert("enableServiceLinks".into(), json!(false));
-    let mut collect = runner_step(
-        opts,
-        "collect",
-        // argv, not text: the branch is `$1` of a fixed script.
-        json!(["sh", "-c", collect_script(), "collect", branch]),
-        json!([repo_ro, tmp, { "name": "bundle", "mountPath": BUNDLE_DIR, "readOnly": true }]),
-    );
-    collect["env"] = json!(collect_env());
-    collect_pod.insert("containers".into(), json!([collect]));
-    let collect_volumes = json!([work_volume, tmp_volume, { "name": "bundle", "configMap": { "name": names.repo_bundle() } }]);
-    collect_pod.insert("volumes".into(), collect_volumes);
+    let collect = collect_job(spec, plan, opts, &names, &branch);
     debug_assert!(RUNNER_CYCLIX.starts_with('/'));
     vec![
         Manifest {
@@ -207,13 +224,50 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
         },
         Manifest {
             file: "run/collect-job.yaml".into(),
-            object: job(
-                plan,
-                &names.role("collect"),
-                "collect",
-                COLLECT_S,
-                collect_pod,
-            ),
+            object: collect,
         },
     ]
+}
+
+/// The collector Job (part 0; [`collect_part_job`] makes the others).
+fn collect_job(
+    spec: &Spec,
+    plan: &RunPlan,
+    opts: &KubeOptions,
+    names: &KubeNames,
+    branch: &str,
+) -> Value {
+    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true });
+    let tmp = json!({ "name": "tmp", "mountPath": "/tmp" });
+    let work_volume = json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } });
+    let tmp_volume =
+        json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } });
+    let mut collect_pod = pod_base(agent_uid(spec));
+    collect_pod.insert("enableServiceLinks".into(), json!(false));
+    let mut collect = runner_step(
+        opts,
+        "collect",
+        // argv, not text: the branch is `$1` of a fixed script.
+        json!([
+            "sh",
+            "-c",
+            collect_script(),
+            "collect",
+            branch,
+            "0",
+            COLLECT_PART.to_string()
+        ]),
+        json!([repo_ro, tmp, repo_part_mount(0)]),
+    );
+    collect["env"] = json!(collect_env());
+    collect_pod.insert("containers".into(), json!([collect]));
+    let collect_volumes = json!([work_volume, tmp_volume, repo_part_volume(names, 0)]);
+    collect_pod.insert("volumes".into(), collect_volumes);
+    job(
+        plan,
+        &names.role("collect"),
+        "collect",
+        COLLECT_S,
+        collect_pod,
+    )
 }

@@ -22,7 +22,8 @@ pub const RUNNER_ENTRY: [&str; 2] = [super::shared::RUNNER_CYCLIX, "kube-run"];
 
 /// The runner's rights: `(group, resources, verbs)`. Creating one run's objects, reading
 /// them (`get`; `list` and `watch` for `kubectl wait` and the label-selected delete and
-/// audit), deleting them, and reading the collector's log. Secrets only by name (`create`,
+/// audit), deleting them, reading the collector's log, and reading the namespace's events
+/// (what the cluster says when it will not run a Pod: `cluster::stuck`). Secrets only by name (`create`,
 /// `get`, `delete`): a `list` would hand over every Secret's value in the namespace. No
 /// `update`, `patch`, `escalate`, `bind`, `impersonate`, no `pods/exec`, nothing
 /// cluster-wide.
@@ -35,6 +36,7 @@ pub const RUNNER_RULES: &[(&str, &[&str], &[&str])] = &[
     ("", &["secrets"], &["create", "get", "delete"]),
     ("", &["pods"], &["get", "list", "watch"]),
     ("", &["pods/log"], &["get"]),
+    ("", &["events"], &["get", "list", "watch"]),
     (
         "apps",
         &["deployments"],

@@ -128,34 +128,146 @@ fn repo_and_bundle(tmp: &Path) -> (std::path::PathBuf, String, Vec<u8>) {
     (user, base, std::fs::read(&out).expect("bundle"))
 }
 
+/// The collector's log of part `i` of `bundle` in parts of `part` bytes.
+fn part_log(bundle: &[u8], i: usize, part: usize) -> String {
+    use base64::Engine as _;
+    let sha = crate::run::boundary::sha256_hex(bundle);
+    let from = (i * part).min(bundle.len());
+    let to = (from + part).min(bundle.len());
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&bundle[from..to]);
+    format!("noise\n{COLLECT_MARK} 0 {} {sha}\n{b64}\n", bundle.len())
+}
+
+/// Joins the parts' logs as the runner does; `Err`: why not.
+fn join(logs: &[String], part: u64) -> std::result::Result<Vec<u8>, String> {
+    let mut joined = Vec::new();
+    let Collected::Part {
+        size,
+        sha256,
+        bytes,
+    } = read_collect_log(logs[0].as_bytes(), "b")
+    else {
+        return Err("no bundle".into());
+    };
+    let first = (size, sha256.as_str());
+    join_part(
+        &mut joined,
+        0,
+        part,
+        first,
+        Collected::Part {
+            size,
+            sha256: sha256.clone(),
+            bytes,
+        },
+    )?;
+    for (i, l) in logs.iter().enumerate().skip(1) {
+        join_part(
+            &mut joined,
+            i as u64,
+            part,
+            first,
+            read_collect_log(l.as_bytes(), "b"),
+        )?;
+    }
+    Ok(joined)
+}
+
 #[test]
-fn the_collectors_log_is_imported_and_garbage_or_a_status_is_refused_with_its_reason() {
+fn the_collectors_log_is_read_and_garbage_or_a_status_is_refused_with_its_reason() {
+    let sha = "ab".repeat(32);
+    for (text, outcome, why) in [
+        (
+            format!("{COLLECT_MARK} 0 5 {sha}\nnot base64!!\n"),
+            "refused",
+            "not base64",
+        ),
+        (
+            format!("{COLLECT_MARK} 0 x {sha}\naGVsbG8=\n"),
+            "refused",
+            "not a number",
+        ),
+        (
+            format!("{COLLECT_MARK} 0 5 xyz\naGVsbG8=\n"),
+            "refused",
+            "64 hex",
+        ),
+        // The old single-line form (no size, no digest) is not taken.
+        (
+            format!("{COLLECT_MARK} 0\naGVsbG8=\n"),
+            "export-failed",
+            "status `0`",
+        ),
+        (format!("{COLLECT_MARK} 4\n"), "no-commits", ""),
+        (format!("{COLLECT_MARK} 3\n"), "branch-gone", "cyclix/t/r"),
+        (format!("{COLLECT_MARK} 6\n"), "export-failed", "status `6`"),
+        (
+            "whatever\n".to_string(),
+            "export-failed",
+            "no `cyclix-collect` line",
+        ),
+    ] {
+        match read_collect_log(text.as_bytes(), "cyclix/t/r") {
+            Collected::Nothing { outcome: o, reason } => {
+                assert_eq!(o, outcome, "{text}: {reason}");
+                assert!(reason.contains(why), "{text}: {reason}");
+            }
+            c @ Collected::Part { .. } => panic!("{text}: {c:?}"),
+        }
+    }
+    // Positive control: a part after lines of noise.
+    assert_eq!(
+        read_collect_log(
+            format!("x\n{COLLECT_MARK} 0 5 {sha}\naGVs\nbG8=\n").as_bytes(),
+            "b"
+        ),
+        Collected::Part {
+            size: 5,
+            sha256: sha.clone(),
+            bytes: b"hel".to_vec()
+        }
+    );
+}
+
+#[test]
+fn a_bundle_in_parts_is_joined_checked_and_imported_and_a_cut_or_foreign_part_is_refused() {
     use base64::Engine as _;
     let tmp = tempfile::tempdir().expect("tmp");
     let (user, base, bundle) = repo_and_bundle(tmp.path());
-    let b64 = base64::engine::general_purpose::STANDARD.encode(&bundle);
     let at = |n: &str| tmp.path().join(n);
-    // Garbage where the bundle should be: refused, no branch.
-    let r = import_log(
-        format!("{COLLECT_MARK} 0\nnot base64!!\n").as_bytes(),
-        &at("1"),
-        &user,
-        "cyclix/t/r",
-        &base,
-    )
-    .expect("import");
-    assert_eq!(r.outcome, "refused", "{r:?}");
-    assert!(r.reason.contains("not base64"), "{r:?}");
-    // Valid base64 of bytes that are no bundle: refused by the header check.
-    let junk = base64::engine::general_purpose::STANDARD.encode(b"hello");
-    let r = import_log(
-        format!("{COLLECT_MARK} 0\n{junk}\n").as_bytes(),
-        &at("2"),
-        &user,
-        "cyclix/t/r",
-        &base,
-    )
-    .expect("import");
+    let part = 100usize;
+    let n = bundle.len().div_ceil(part);
+    assert!(n >= 3, "the test bundle is {} bytes", bundle.len());
+    let logs: Vec<String> = (0..n).map(|i| part_log(&bundle, i, part)).collect();
+    // A part cut short (a rotated log): refused, naming the part.
+    let mut cut = logs.clone();
+    cut[1] = cut[1].replacen(&cut[1].lines().nth(2).expect("b64")[..8], "", 1);
+    let e = join(&cut, part as u64).expect_err("cut");
+    assert!(
+        e.contains("part 1 holds") && e.contains("containerLogMaxSize"),
+        "{e}"
+    );
+    // A collector that made another bundle: refused.
+    let mut other = logs.clone();
+    let mut changed = bundle.clone();
+    changed[150] ^= 1;
+    other[2] = part_log(&changed, 2, part);
+    let e = join(&other, part as u64).expect_err("other");
+    assert!(e.contains("collector 2 made another bundle"), "{e}");
+    // Parts that all agree but join to other bytes than the digest says: refused at the end.
+    let sha = crate::run::boundary::sha256_hex(&bundle);
+    let forged: Vec<String> = (0..n)
+        .map(|i| {
+            let from = i * part;
+            let to = (from + part).min(changed.len());
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&changed[from..to]);
+            format!("{COLLECT_MARK} 0 {} {sha}\n{b64}\n", bundle.len())
+        })
+        .collect();
+    let e = join(&forged, part as u64).expect_err("forged");
+    assert!(e.contains("joined parts have SHA-256"), "{e}");
+    // A bundle that is no bundle: refused by the import's header check, no branch.
+    let r = import_bundle(b"hello", &at("2"), &user, "cyclix/t/r", &base).expect("import");
     assert_eq!(r.outcome, "refused", "{r:?}");
     assert!(r.reason.contains("malformed"), "{r:?}");
     assert!(
@@ -163,25 +275,10 @@ fn the_collectors_log_is_imported_and_garbage_or_a_status_is_refused_with_its_re
             .rev_parse_commit("cyclix/t/r")
             .is_err()
     );
-    // Statuses without a bundle, and no status line at all.
-    for (text, outcome) in [
-        (format!("{COLLECT_MARK} 4\n"), "no-commits"),
-        (format!("{COLLECT_MARK} 3\n"), "branch-gone"),
-        (format!("{COLLECT_MARK} 6\n"), "export-failed"),
-        ("whatever\n".to_string(), "export-failed"),
-    ] {
-        let r = import_log(text.as_bytes(), &at("3"), &user, "cyclix/t/r", &base).expect("import");
-        assert_eq!(r.outcome, outcome, "{text}: {r:?}");
-    }
-    // Positive control: the real bundle, after lines of noise, is imported as the run branch.
-    let r = import_log(
-        format!("noise\n{COLLECT_MARK} 0\n{b64}\n").as_bytes(),
-        &at("4"),
-        &user,
-        "cyclix/t/r",
-        &base,
-    )
-    .expect("import");
+    // Positive control: the parts join to the bundle, imported as the run branch.
+    let joined = join(&logs, part as u64).expect("join");
+    assert_eq!(joined, bundle);
+    let r = import_bundle(&joined, &at("4"), &user, "cyclix/t/r", &base).expect("import");
     assert_eq!(r.outcome, "imported", "{r:?}");
     assert_eq!(
         crate::git::Git::new(&user)
