@@ -44,16 +44,23 @@ fn a_resource_quota_that_refuses_the_pods_ends_the_run_at_once_naming_it() {
 #[test]
 fn a_limit_range_that_refuses_the_pods_ends_the_run_at_once_naming_it() {
     let ns = Namespace::new("limits", &[]);
+    // A Pod-wide maximum: with no default for Pods, the API server refuses every Pod over it
+    // (a Container `min` alone would be applied as the default request and admitted).
     let lr = json!({
-        "apiVersion": "v1", "kind": "LimitRange", "metadata": { "name": "huge-minimum" },
-        "spec": { "limits": [{ "type": "Container", "min": { "memory": "1Ti" } }] },
+        "apiVersion": "v1", "kind": "LimitRange", "metadata": { "name": "tiny-pods" },
+        "spec": { "limits": [{ "type": "Pod", "max": { "memory": "1Mi" } }] },
     });
     ns.kubectl_ok(
         &["create", "-f", "-"],
         Some(&serde_json::to_vec(&lr).expect("json")),
     );
     let tenant = Tenant::new("suite-limits", "true", "");
-    run_refused(&ns, &tenant, &run_id("lr"), "usage per Container");
+    run_refused(
+        &ns,
+        &tenant,
+        &run_id("lr"),
+        "maximum memory usage per Pod is 1Mi",
+    );
 }
 
 /// Creates the agent stage of `tenant`'s export (its run ConfigMap, work claim and agent Job,

@@ -224,7 +224,12 @@ pub fn exported(tenant: &Tenant, run: &str) -> Vec<(String, Value)> {
                 None,
             );
             let name = format!("{sub}/{}", f.file_name().expect("name").to_string_lossy());
-            v.push((name, serde_json::from_str(&json).expect("json")));
+            let mut o: Value = serde_json::from_str(&json).expect("json");
+            // kubectl's client side puts in its context's namespace; the files have none.
+            if let Some(m) = o["metadata"].as_object_mut() {
+                m.remove("namespace");
+            }
+            v.push((name, o));
         }
     }
     v

@@ -25,19 +25,39 @@ const TENANT: &str = "e2e-kuberun";
 /// runner's output and exit status, the run branch's subjects in the user's repository, the
 /// record, and what of the run is left.
 fn kube_run(tb: &Testbed, run: &str, agent: &str, deliver: bool) -> String {
-    kube_run_stopped(tb, run, agent, deliver, false, 0)
+    kube_run_with(
+        tb,
+        run,
+        agent,
+        &Opts {
+            deliver,
+            ..Opts::default()
+        },
+    )
 }
 
-/// [`kube_run`]; with `interrupt`, the runner gets SIGTERM once the agent's container runs;
-/// the user's repository holds `big_mib` MiB of incompressible bytes in its base.
-fn kube_run_stopped(
-    tb: &Testbed,
-    run: &str,
-    agent: &str,
+/// How a test's run differs from the plain one.
+#[derive(Default)]
+struct Opts {
+    /// The spec has `delivery:` to a bare remote.
     deliver: bool,
+    /// The runner gets SIGTERM once the agent's container runs.
     interrupt: bool,
+    /// MiB of incompressible bytes in the base of the user's repository.
     big_mib: u32,
-) -> String {
+    /// The agent's image (default the demo's Python image).
+    agent_image: Option<&'static str>,
+}
+
+/// [`kube_run`] with `o`.
+fn kube_run_with(tb: &Testbed, run: &str, agent: &str, o: &Opts) -> String {
+    let Opts {
+        deliver,
+        interrupt,
+        big_mib,
+        agent_image,
+    } = *o;
+    let agent_image = agent_image.unwrap_or("localhost/cyclix-agent-python:latest");
     let stop = if interrupt {
         // Bounded by its timeout: the agent's container appears once its Pod is played.
         "timeout 120 sh -c 'until podman wait --condition=running cyclix-$0-agent-pod-agent >/dev/null 2>&1; do sleep 0.2; done' $R; kill -TERM $P"
@@ -68,7 +88,7 @@ tenant: $T
 repo: {{ path: $W/repo, base: main }}
 task: {{ text: "commit a file" }}
 agent:
-  image: localhost/cyclix-agent-python:latest
+  image: {agent_image}
   unpinned_local_image: true
   command: [sh, -c, '{agent}']
   timeout: 1m
@@ -129,13 +149,15 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_r
     let tb = demo_ready();
     // A repository of 50 MiB goes in (51 ConfigMaps of 1 MiB, joined in the Pod) and a change
     // of 20 MiB comes back (4 collector Jobs of 6 MiB, each log under the kubelet's 10 MiB).
-    let out = kube_run_stopped(
+    let out = kube_run_with(
         tb,
         "kr-ok-1",
         "wc -c < big.bin | grep -qx 52428800 && echo hello > hello.txt && head -c 20M /dev/urandom > change.bin && git add hello.txt change.bin && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
-        true,
-        false,
-        50,
+        &Opts {
+            deliver: true,
+            big_mib: 50,
+            ..Opts::default()
+        },
     );
     assert!(out.contains("rc=0"), "{out}");
     let rec = record(&out);
@@ -216,13 +238,14 @@ fn a_stopped_runner_still_deletes_everything_of_the_run_and_says_interrupted() {
     let _s = serial();
     let _g = shared();
     let tb = demo_ready();
-    let out = kube_run_stopped(
+    let out = kube_run_with(
         tb,
         "kr-stop-1",
         "echo AGENT-SLEEPING; sleep 120",
-        false,
-        true,
-        0,
+        &Opts {
+            interrupt: true,
+            ..Opts::default()
+        },
     );
     // SIGTERM (the runner Pod deleted, Ctrl-C) during the agent's wait: exit 3, the record
     // says interrupted, and the teardown ran anyway.
@@ -230,6 +253,38 @@ fn a_stopped_runner_still_deletes_everything_of_the_run_and_says_interrupted() {
     let rec = record(&out);
     assert_eq!(rec["result"], "interrupted", "{out}");
     assert!(rec["causes"].to_string().contains("wait-agent"), "{out}");
+    assert_eq!(rec["leftovers"], serde_json::json!([]), "{out}");
+    assert_eq!(left(&out), "", "left behind:\n{out}");
+}
+
+#[test]
+fn an_agent_image_the_host_does_not_have_ends_the_run_at_once_naming_it() {
+    let _s = serial();
+    let _g = shared();
+    let tb = demo_ready();
+    // podman kube play refuses the agent's Pod at once (a `localhost/` image is never pulled):
+    // the run ends in `apply-agent`, naming the image, never waiting for the Job's deadline,
+    // and deletes what it made.
+    let out = kube_run_with(
+        tb,
+        "kr-noimg-1",
+        "echo NEVER",
+        &Opts {
+            agent_image: Some("localhost/cyclix-absent-e2e:never"),
+            ..Opts::default()
+        },
+    );
+    assert!(out.contains("rc=2"), "{out}");
+    let rec = record(&out);
+    assert_eq!(rec["result"], "error", "{out}");
+    assert_eq!(rec["failed_phase"], "apply-agent", "{out}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("localhost/cyclix-absent-e2e:never"),
+        "{out}"
+    );
     assert_eq!(rec["leftovers"], serde_json::json!([]), "{out}");
     assert_eq!(left(&out), "", "left behind:\n{out}");
 }
