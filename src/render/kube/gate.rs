@@ -140,16 +140,37 @@ fn runner_step(opts: &KubeOptions, name: &str, command: Value, mounts: Value) ->
     v
 }
 
+/// What the gate's export step and the collector share: the work volume read-only at
+/// [`REPO_PATH`] and a memory `/tmp`, as mounts and volumes.
+struct ReadOnlyWork {
+    repo_ro: Value,
+    tmp: Value,
+    work_volume: Value,
+    tmp_volume: Value,
+}
+
+impl ReadOnlyWork {
+    fn new(names: &KubeNames) -> Self {
+        Self {
+            repo_ro: json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true }),
+            tmp: json!({ "name": "tmp", "mountPath": "/tmp" }),
+            work_volume: json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } }),
+            tmp_volume: json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } }),
+        }
+    }
+}
+
 /// The gate Job and the collector Job.
 #[must_use]
 pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifest> {
     let names = KubeNames(RunNames::new(&plan.run_id));
     let branch = crate::naming::branch(&plan.tenant, &plan.run_id);
-    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true });
-    let tmp = json!({ "name": "tmp", "mountPath": "/tmp" });
-    let work_volume = json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } });
-    let tmp_volume =
-        json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } });
+    let ReadOnlyWork {
+        repo_ro,
+        tmp,
+        work_volume,
+        tmp_volume,
+    } = ReadOnlyWork::new(&names);
 
     let mut gate_pod = pod_base(agent_uid(spec));
     gate_pod.insert("enableServiceLinks".into(), json!(false));
@@ -237,11 +258,12 @@ fn collect_job(
     names: &KubeNames,
     branch: &str,
 ) -> Value {
-    let repo_ro = json!({ "name": "work", "mountPath": REPO_PATH, "readOnly": true });
-    let tmp = json!({ "name": "tmp", "mountPath": "/tmp" });
-    let work_volume = json!({ "name": "work", "persistentVolumeClaim": { "claimName": names.work(), "readOnly": true } });
-    let tmp_volume =
-        json!({ "name": "tmp", "emptyDir": { "medium": "Memory", "sizeLimit": "1Gi" } });
+    let ReadOnlyWork {
+        repo_ro,
+        tmp,
+        work_volume,
+        tmp_volume,
+    } = ReadOnlyWork::new(names);
     let mut collect_pod = pod_base(agent_uid(spec));
     collect_pod.insert("enableServiceLinks".into(), json!(false));
     let mut collect = runner_step(

@@ -64,9 +64,9 @@ fn the_probe_context_is_a_valid_kubernetes_profile_context() {
     assert_eq!(ctx.denied_host, "denied.example");
 }
 
-#[test]
-fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders() {
-    let mut spec = crate::spec::parse(
+/// The demo tenant's spec, its plan for run `t-1` and the export's options.
+fn demo() -> (crate::spec::Spec, crate::render::plan::RunPlan, KubeOptions) {
+    let spec = crate::spec::parse(
         crate::demo::TENANT_YAML,
         &crate::spec::SpecContext {
             file: "demo".into(),
@@ -98,6 +98,12 @@ fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders
         work_size: "4Gi".into(),
         spec_text: String::new(),
     };
+    (spec, plan, opts)
+}
+
+#[test]
+fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders() {
+    let (mut spec, plan, opts) = demo();
     // The demo protects its tests: the Kubernetes gate cannot carry that (yet), so it is
     // refused, never dropped.
     let refused = render(&spec, &plan, &opts).expect_err("gate.protected is refused");
@@ -135,4 +141,87 @@ fn version_out_of_range_and_unusable_options_are_refused_before_anything_renders
         let e = render(&spec, &plan, &opts).expect_err(field);
         assert_eq!(e.key, field);
     }
+}
+
+#[test]
+fn the_repository_parts_and_the_collector_parts_are_rendered_in_order() {
+    let (mut spec, plan, opts) = demo();
+    spec.gate.protected.clear();
+    let export = render(&spec, &plan, &opts).expect("renders");
+    let find = |file: &str| {
+        export
+            .manifests
+            .iter()
+            .find(|m| m.file == file)
+            .map(|m| m.object.clone())
+            .expect(file)
+    };
+    let names = KubeNames(crate::naming::RunNames::new("t-1"));
+    let mut job = find("run/agent-job.yaml");
+    let branch = crate::naming::branch(&plan.tenant, "t-1");
+    agent::set_repo_parts(&mut job, &names, &branch, &opts, 3).expect("parts");
+    let pod = &job["spec"]["template"]["spec"];
+    let step = pod["initContainers"]
+        .as_array()
+        .expect("init")
+        .iter()
+        .find(|c| c["name"] == "repo")
+        .expect("repo step");
+    let argv: Vec<&str> = step["command"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    // The branch, then the parts in order: the script joins `$@` as given.
+    assert_eq!(
+        argv[3..],
+        [
+            "clone",
+            branch.as_str(),
+            "/cyclix/repo/0/repo.bundle",
+            "/cyclix/repo/1/repo.bundle",
+            "/cyclix/repo/2/repo.bundle"
+        ]
+    );
+    let maps: Vec<&str> = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter_map(|v| v["configMap"]["name"].as_str())
+        .filter(|n| n.contains("-repo"))
+        .collect();
+    assert_eq!(
+        maps,
+        ["cyclix-t-1-repo", "cyclix-t-1-repo-1", "cyclix-t-1-repo-2"]
+    );
+    // Again with one part: no volume of the three is left behind.
+    agent::set_repo_parts(&mut job, &names, &branch, &opts, 1).expect("parts");
+    let volumes = job["spec"]["template"]["spec"]["volumes"].to_string();
+    assert!(
+        !volumes.contains("repo-1") && volumes.contains("bundle-join"),
+        "{volumes}"
+    );
+    assert_eq!(agent::repo_parts(0), 1);
+    assert_eq!(agent::repo_parts(agent::REPO_PART_MAX), 1);
+    assert_eq!(agent::repo_parts(agent::REPO_PART_MAX + 1), 2);
+    // The collector of part 2: its own name, the same script and branch, part 2.
+    let collect = find("run/collect-job.yaml");
+    let part = gate::collect_part_job(&collect, &names, 2).expect("part");
+    assert_eq!(part["metadata"]["name"], "cyclix-t-1-collect-2");
+    let c = part["spec"]["template"]["spec"]["containers"][0]["command"]
+        .as_array()
+        .expect("argv");
+    let c0 = collect["spec"]["template"]["spec"]["containers"][0]["command"]
+        .as_array()
+        .expect("argv");
+    assert_eq!(c[5], "2");
+    assert_eq!(c0[5], "0");
+    assert_eq!((&c[..5], &c[6]), (&c0[..5], &c0[6]));
+    assert_eq!(c[6], gate::COLLECT_PART.to_string());
+    // Not a collector: refused.
+    assert!(gate::collect_part_job(&find("run/gate-job.yaml"), &names, 1).is_err());
+    assert!(
+        agent::set_repo_parts(&mut find("run/gate-job.yaml"), &names, &branch, &opts, 2).is_err()
+    );
 }
