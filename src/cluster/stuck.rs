@@ -10,8 +10,9 @@
 //! `EventList`).
 //!
 //! Only what is true *now* counts: a `FailedCreate` only while the object has no Pod, an
-//! unschedulable Pod only while it is unschedulable, and one that waits for its claim only
-//! when the claim got a binding failure (a claim still being provisioned is not stuck).
+//! unschedulable Pod only while it is unschedulable and no cluster autoscaler is adding a node
+//! for it (its `TriggeredScaleUp` event), and one that waits for its claim only when the claim
+//! got a binding failure (a claim still being provisioned is not stuck).
 
 use std::fmt;
 
@@ -218,6 +219,15 @@ fn pod_stuck(pod: &Value, events: &Value) -> Option<Stuck> {
                 message: printable(e["message"].as_str().unwrap_or_default()),
                 fix: "give the cluster a default StorageClass with a provisioner (or name one: the work claim takes the default), or make a PersistentVolume that fits the claim's size (--work-size)",
             });
+    }
+    // A cluster autoscaler that is adding a node for it says so on the Pod: wait for it.
+    let scaling = items(events).iter().any(|e| {
+        e["reason"] == "TriggeredScaleUp"
+            && e["involvedObject"]["kind"] == "Pod"
+            && e["involvedObject"]["name"] == name
+    });
+    if scaling {
+        return None;
     }
     Some(Stuck {
         object: format!("Pod/{name}"),

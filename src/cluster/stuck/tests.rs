@@ -133,6 +133,19 @@ fn an_unschedulable_pod_is_stuck_unless_it_only_waits_for_a_claim_being_provisio
     assert_eq!(s.reason, "Unschedulable");
     assert_eq!(s.object, "Pod/cyclix-r1-agent-abcde");
     assert!(s.message.contains("0/0 nodes"), "{s}");
+    // A cluster autoscaler adding a node for it (the words of cluster-autoscaler's event):
+    // on its way, not stuck.
+    let scaling = list(vec![event(
+        "Pod",
+        "cyclix-r1-agent-abcde",
+        "TriggeredScaleUp",
+        "pod triggered scale-up: [{pool-1 1->2 (max: 5)}]",
+        "2026-12-07T14:00:02Z",
+    )]);
+    assert_eq!(
+        why_stuck(Waited::Job("cyclix-r1-agent"), &pods, &scaling),
+        None
+    );
     // Waiting for its claim: not stuck while the claim is provisioned …
     let pods = list(vec![pod(
         "cyclix-r1-agent-abcde",
