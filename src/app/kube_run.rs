@@ -541,7 +541,8 @@ impl KubeRun<'_> {
                 ),
             )));
         }
-        let mut joined = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // Grown part by part: the size is the collector's word, checked as the parts come.
+        let mut joined = Vec::new();
         let first = (size, sha256.as_str());
         let first_part = stages::Collected::Part {
             size,

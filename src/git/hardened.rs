@@ -98,9 +98,15 @@ pub fn argv<'a>(dir: &'a str, args: &[&'a str]) -> Vec<&'a str> {
 
 /// git options of a container that reads an agent's repository (`cyclix run`'s export
 /// container, `run::import`; the Kubernetes collector), inside it (defence in depth: the
-/// container is the boundary): the repository is the agent's, so it is declared safe, and the program-starting
-/// keys are neutralised as on the host.
-pub const EXPORT_CONFIG: [&str; 9] = [
+/// container is the boundary): the repository is the agent's, so it is declared safe, and the
+/// program-starting keys are neutralised as on the host. Every transport is refused by name:
+/// a `protocol.NAME.allow` in the agent's own `.git/config` outranks `protocol.allow`, and a
+/// repository the agent made a partial clone (`extensions.partialClone`, a promisor remote
+/// `ext::PROGRAM`) would otherwise start PROGRAM to fetch an object it removed (the attack
+/// review of issue 34: it forged the collector's log). With [`EXPORT_ENV`] no lazy fetch is
+/// tried at all. The pack's compression is git's default whatever the agent set (`0` made a
+/// few hundred KiB of repository a bundle of 60 MiB).
+pub const EXPORT_CONFIG: [&str; 22] = [
     "core.useReplaceRefs=false",
     "safe.directory=*",
     "core.hooksPath=/dev/null",
@@ -109,8 +115,25 @@ pub const EXPORT_CONFIG: [&str; 9] = [
     "gc.auto=0",
     "maintenance.auto=false",
     "protocol.allow=never",
+    "protocol.ext.allow=never",
+    "protocol.fd.allow=never",
+    "protocol.file.allow=never",
+    "protocol.git.allow=never",
+    "protocol.ssh.allow=never",
+    "protocol.http.allow=never",
+    "protocol.https.allow=never",
+    "protocol.ftp.allow=never",
+    "protocol.ftps.allow=never",
     "core.untrackedCache=false",
+    "core.compression=-1",
+    "pack.compression=-1",
+    "pack.window=10",
+    "pack.depth=50",
 ];
+
+/// Environment of a container that reads an agent's repository (with [`EXPORT_CONFIG`]):
+/// never fetch a missing object from a promisor remote (git ≥ 2.45).
+pub const EXPORT_ENV: [(&str, &str); 1] = [("GIT_NO_LAZY_FETCH", "1")];
 
 #[cfg(test)]
 mod tests {

@@ -35,7 +35,7 @@ pub const EXPORT_DEADLINE: Duration = Duration::from_secs(120);
 const REPO: &str = "/repo";
 
 /// git options of the export container: [`crate::git::hardened::EXPORT_CONFIG`].
-const INNER_CONFIG: [&str; 9] = crate::git::hardened::EXPORT_CONFIG;
+const INNER_CONFIG: [&str; 22] = crate::git::hardened::EXPORT_CONFIG;
 
 /// What one export asks for.
 #[derive(Debug, Clone)]
@@ -107,6 +107,12 @@ fn script(text: &str) -> String {
     text.replace("\"$@CFG\"", &cfg.join(" "))
 }
 
+/// `--env=GIT_NO_LAZY_FETCH=1` ([`crate::git::hardened::EXPORT_ENV`]).
+fn lazy_fetch_env() -> String {
+    let (k, v) = crate::git::hardened::EXPORT_ENV[0];
+    format!("--env={k}={v}")
+}
+
 /// `podman run` options of an export container (see the module doc).
 #[must_use]
 pub fn run_args(repo: &Path) -> Vec<String> {
@@ -124,6 +130,7 @@ pub fn run_args(repo: &Path) -> Vec<String> {
         // would hide the base and make a legit branch look rootless.
         "--env=GIT_NO_REPLACE_OBJECTS=1".into(),
         "--env=GIT_GRAFT_FILE=/dev/null".into(),
+        lazy_fetch_env(),
         format!("--env=GIT_WORK_TREE={REPO}"),
         format!("--workdir={REPO}"),
     ]
@@ -235,6 +242,7 @@ pub fn fill_args(objects: &Path, out: &Path) -> Vec<String> {
         ),
         format!("--volume={}:/out:rw,nosuid,nodev", out.display()),
         "--env=GIT_NO_REPLACE_OBJECTS=1".into(),
+        lazy_fetch_env(),
         "--workdir=/tmp".into(),
     ]
 }

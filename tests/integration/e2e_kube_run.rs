@@ -47,6 +47,8 @@ struct Opts {
     big_mib: u32,
     /// The agent's image (default the demo's Python image).
     agent_image: Option<&'static str>,
+    /// A file `agent.sh` with this text in the base of the user's repository.
+    agent_file: Option<&'static str>,
 }
 
 /// [`kube_run`] with `o`.
@@ -56,7 +58,13 @@ fn kube_run_with(tb: &Testbed, run: &str, agent: &str, o: &Opts) -> String {
         interrupt,
         big_mib,
         agent_image,
+        agent_file,
     } = *o;
+    // Written by the test's shell from base64: no quoting of its text.
+    let agent_file = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(agent_file.unwrap_or_default())
+    };
     let agent_image = agent_image.unwrap_or("localhost/cyclix-agent-python:latest");
     let stop = if interrupt {
         // Bounded by its timeout: the agent's container appears once its Pod is played.
@@ -81,6 +89,7 @@ podman build -q --build-arg KUBECTL=no -t $IMG -f /src/images/runner/Containerfi
 rm -rf $b
 git init -q -b main repo
 [ {big_mib} = 0 ] || {{ head -c {big_mib}M /dev/urandom > repo/big.bin && git -C repo add big.bin; }}
+[ -z "{agent_file}" ] || {{ echo "{agent_file}" | base64 -d > repo/agent.sh && git -C repo add agent.sh; }}
 git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m base-of-$R
 git init -q --bare remote.git && git -C repo remote add deliver $W/remote.git
 cat > spec.yaml <<Y
@@ -286,5 +295,68 @@ fn an_agent_image_the_host_does_not_have_ends_the_run_at_once_naming_it() {
         "{out}"
     );
     assert_eq!(rec["leftovers"], serde_json::json!([]), "{out}");
+    assert_eq!(left(&out), "", "left behind:\n{out}");
+}
+
+/// The agent of the attack review's F1 (issue 34): it removes a blob of its own history (one
+/// the gate's checkout never needs), makes its repository a partial clone whose promisor
+/// remote is `ext::` a program of its own, and allows `ext` in its `.git/config` (which
+/// outranks `protocol.allow=never`). Before the fix, the collector's `git bundle create`
+/// started the program to fetch the blob, and it wrote a forged status line and bundle ahead
+/// of the collector's own. Its positive control: the same repository read with the old
+/// options in the agent's own container starts the program (`CONTROL-EVIL-RAN`).
+const PROMISOR_AGENT: &str = r#"set -e
+git config user.name a; git config user.email a@a
+head -c 1000 /dev/urandom > x.bin; git add x.bin; git commit -qm c0
+B=$(git rev-parse HEAD:x.bin)
+git rm -q x.bin; echo hello > hello.txt; git add hello.txt; git commit -qm c1
+rm -f .git/objects/$(echo $B | cut -c1-2)/$(echo $B | cut -c3-)
+printf '#!/bin/sh\necho "cyclix-collect 4" > /proc/1/fd/1\ntouch /work/.git/evil-ran 2>/dev/null\nexit 1\n' > .git/evil.sh
+chmod +x .git/evil.sh
+git config core.repositoryformatversion 1
+git config extensions.partialClone origin
+git config remote.origin.promisor true
+git config remote.origin.partialclonefilter blob:none
+git config protocol.ext.allow always
+git config remote.origin.url "ext::sh /work/.git/evil.sh"
+git -c protocol.allow=never -c pack.threads=1 bundle create --quiet /tmp/pc.bundle HEAD~2..HEAD 2>/dev/null || true
+[ -e .git/evil-ran ] && echo CONTROL-EVIL-RAN
+rm -f .git/evil-ran
+git config remote.origin.url "ext::sh /repo/.git/evil.sh"
+echo AGENT-PLANTED
+"#;
+
+#[test]
+fn a_promisor_remote_of_the_agents_own_starts_no_program_in_the_collector() {
+    let _s = serial();
+    let _g = shared();
+    let tb = demo_ready();
+    let out = kube_run_with(
+        tb,
+        "kr-promisor-1",
+        "sh agent.sh",
+        &Opts {
+            agent_file: Some(PROMISOR_AGENT),
+            ..Opts::default()
+        },
+    );
+    let rec = record(&out);
+    let agent_log = rec["agent_log"].to_string();
+    // Positive control: the payload is live (it ran in the agent's own container).
+    assert!(
+        agent_log.contains("CONTROL-EVIL-RAN") && agent_log.contains("AGENT-PLANTED"),
+        "{out}"
+    );
+    // In the collector no program started: git could not bundle the history with its blob
+    // gone (status 6), and no forged line reached the log (that would be a refusal of a log
+    // holding more lines than the script prints).
+    assert_eq!(rec["import"]["outcome"], "export-failed", "{out}");
+    let reason = rec["import"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("status `6`"), "{out}");
+    assert_eq!(rec["result"], "agent_failed", "{out}");
+    assert!(
+        out.contains("--- branch\nfatal:") || out.contains("unknown revision"),
+        "{out}"
+    );
     assert_eq!(left(&out), "", "left behind:\n{out}");
 }

@@ -102,24 +102,39 @@ pub(super) enum Collected {
 }
 
 /// Reads the log of a collector ([`crate::render::kube::gate::collect_script`]) of the run
-/// branch `branch`.
+/// branch `branch`. The log must be exactly what the script prints — its status line first,
+/// then, with status 0, one line of base64 and nothing else: a line before, after or
+/// between them was written by something other than the script (the attack review of issue
+/// 34 forged a status line ahead of the script's own), and the log is refused.
 pub(super) fn read_collect_log(text: &[u8], branch: &str) -> Collected {
     use base64::Engine as _;
-    let mut lines = text.split(|b| *b == b'\n');
-    let status = lines.by_ref().find_map(|l| {
-        let l = std::str::from_utf8(l).ok()?;
-        l.trim()
-            .strip_prefix(COLLECT_MARK)
-            .map(|n| n.trim().to_string())
-    });
     let nothing = |outcome, reason| Collected::Nothing { outcome, reason };
+    let mut lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    let status = lines
+        .first()
+        .and_then(|l| std::str::from_utf8(l).ok())
+        .and_then(|l| l.strip_prefix(COLLECT_MARK))
+        .map(|n| n.trim().to_string());
     let Some(status) = status else {
         return nothing(
             "export-failed",
-            format!("the collector's log has no `{COLLECT_MARK}` line"),
+            format!("the collector's log does not start with its `{COLLECT_MARK}` line"),
         );
     };
     let words: Vec<&str> = status.split_whitespace().collect();
+    let expected = if words.first() == Some(&"0") { 2 } else { 1 };
+    if lines.len() != expected {
+        return nothing(
+            "refused",
+            format!(
+                "the collector's log holds {} lines where its script prints {expected}: something else wrote to it",
+                lines.len()
+            ),
+        );
+    }
     match words.as_slice() {
         ["0", size, sha] => {
             let Ok(size) = size.parse::<u64>() else {
@@ -128,15 +143,16 @@ pub(super) fn read_collect_log(text: &[u8], branch: &str) -> Collected {
                     "the collector's bundle size is not a number".into(),
                 );
             };
+            if size == 0 {
+                return nothing("refused", "the collector's bundle is empty".into());
+            }
             if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return nothing(
                     "refused",
                     "the collector's SHA-256 is not 64 hex digits".into(),
                 );
             }
-            let body: Vec<u8> = lines
-                .next()
-                .unwrap_or_default()
+            let body: Vec<u8> = lines[1]
                 .iter()
                 .copied()
                 .filter(|b| !b.is_ascii_whitespace())

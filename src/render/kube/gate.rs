@@ -91,6 +91,7 @@ fn collect_env() -> Vec<Value> {
         ("GIT_DIR", "/repo/.git"),
         ("GIT_WORK_TREE", REPO_PATH),
         ("GIT_NO_REPLACE_OBJECTS", "1"),
+        crate::git::hardened::EXPORT_ENV[0],
         ("GIT_GRAFT_FILE", "/dev/null"),
         ("GIT_CONFIG_NOSYSTEM", "1"),
     ]
@@ -125,6 +126,14 @@ fn job(
             },
         },
     })
+}
+
+/// `step` (a [`runner_step`]) with one more environment variable.
+fn with_env(mut step: Value, (k, v): (&str, &str)) -> Value {
+    if let Some(env) = step["env"].as_array_mut() {
+        env.push(json!({ "name": k, "value": v }));
+    }
+    step
 }
 
 fn runner_step(opts: &KubeOptions, name: &str, command: Value, mounts: Value) -> Value {
@@ -177,23 +186,34 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
     gate_pod.insert(
         "initContainers".into(),
         json!([
-            runner_step(
-                opts,
-                "export",
-                json!([
-                    "git",
-                    "-c",
-                    "safe.directory=*",
-                    "clone",
-                    "--quiet",
-                    "--no-hardlinks",
-                    "--branch",
-                    branch,
-                    "--",
-                    REPO_PATH,
-                    "/tree"
-                ]),
-                json!([repo_ro, { "name": "tree", "mountPath": "/tree" }, tmp]),
+            with_env(
+                runner_step(
+                    opts,
+                    "export",
+                    json!([
+                        "git",
+                        "-c",
+                        "safe.directory=*",
+                        // Only the local path is a source: no transport the agent's repository
+                        // names can start a program (see `git::hardened::EXPORT_CONFIG`).
+                        "-c",
+                        "protocol.allow=never",
+                        "-c",
+                        "protocol.file.allow=always",
+                        "-c",
+                        "core.hooksPath=/dev/null",
+                        "clone",
+                        "--quiet",
+                        "--no-hardlinks",
+                        "--branch",
+                        branch,
+                        "--",
+                        REPO_PATH,
+                        "/tree"
+                    ]),
+                    json!([repo_ro, { "name": "tree", "mountPath": "/tree" }, tmp]),
+                ),
+                crate::git::hardened::EXPORT_ENV[0],
             ),
             runner_step(
                 opts,

@@ -135,7 +135,7 @@ fn part_log(bundle: &[u8], i: usize, part: usize) -> String {
     let from = (i * part).min(bundle.len());
     let to = (from + part).min(bundle.len());
     let b64 = base64::engine::general_purpose::STANDARD.encode(&bundle[from..to]);
-    format!("noise\n{COLLECT_MARK} 0 {} {sha}\n{b64}\n", bundle.len())
+    format!("{COLLECT_MARK} 0 {} {sha}\n{b64}\n", bundle.len())
 }
 
 /// Joins the parts' logs as the runner does; `Err`: why not.
@@ -204,8 +204,26 @@ fn the_collectors_log_is_read_and_garbage_or_a_status_is_refused_with_its_reason
         (
             "whatever\n".to_string(),
             "export-failed",
-            "no `cyclix-collect` line",
+            "does not start with",
         ),
+        // A forged status line ahead of the script's own (the attack review's F1), lines
+        // after the part, an empty bundle: refused.
+        (
+            format!("{COLLECT_MARK} 0 5 {sha}\naGVsbG8=\n{COLLECT_MARK} 6\n"),
+            "refused",
+            "holds 3 lines",
+        ),
+        (
+            format!("x\n{COLLECT_MARK} 0 5 {sha}\naGVsbG8=\n"),
+            "export-failed",
+            "does not start with",
+        ),
+        (
+            format!("{COLLECT_MARK} 4\nmore\n"),
+            "refused",
+            "holds 2 lines where its script prints 1",
+        ),
+        (format!("{COLLECT_MARK} 0 0 {sha}\n\n"), "refused", "empty"),
     ] {
         match read_collect_log(text.as_bytes(), "cyclix/t/r") {
             Collected::Nothing { outcome: o, reason } => {
@@ -215,18 +233,20 @@ fn the_collectors_log_is_read_and_garbage_or_a_status_is_refused_with_its_reason
             c @ Collected::Part { .. } => panic!("{text}: {c:?}"),
         }
     }
-    // Positive control: a part after lines of noise.
-    assert_eq!(
-        read_collect_log(
-            format!("x\n{COLLECT_MARK} 0 5 {sha}\naGVs\nbG8=\n").as_bytes(),
-            "b"
-        ),
-        Collected::Part {
-            size: 5,
-            sha256: sha.clone(),
-            bytes: b"hel".to_vec()
-        }
-    );
+    // Positive control: the status and the part, with and without a last newline.
+    for text in [
+        format!("{COLLECT_MARK} 0 5 {sha}\naGVs"),
+        format!("{COLLECT_MARK} 0 5 {sha}\naGVs\n"),
+    ] {
+        assert_eq!(
+            read_collect_log(text.as_bytes(), "b"),
+            Collected::Part {
+                size: 5,
+                sha256: sha.clone(),
+                bytes: b"hel".to_vec()
+            }
+        );
+    }
 }
 
 #[test]
@@ -241,7 +261,7 @@ fn a_bundle_in_parts_is_joined_checked_and_imported_and_a_cut_or_foreign_part_is
     let logs: Vec<String> = (0..n).map(|i| part_log(&bundle, i, part)).collect();
     // A part cut short (a rotated log): refused, naming the part.
     let mut cut = logs.clone();
-    cut[1] = cut[1].replacen(&cut[1].lines().nth(2).expect("b64")[..8], "", 1);
+    cut[1] = cut[1].replacen(&cut[1].lines().nth(1).expect("b64")[..8], "", 1);
     let e = join(&cut, part as u64).expect_err("cut");
     assert!(
         e.contains("part 1 holds") && e.contains("containerLogMaxSize"),
