@@ -236,7 +236,17 @@ impl KubeRun<'_> {
             s.apply_agent(&bundle, agent_secrets, &st.agent)
         })?;
         let agent_end = self.job("agent", "agent", &st.agent)?;
-        let agent_log = self.log_lines("agent", "agent")?;
+        let agent_log = match self.log_lines("agent", "agent") {
+            Ok(lines) => lines,
+            // A failed Job whose agent container never ran has no log: its failure says why.
+            Err((_, e)) if matches!(agent_end, JobEnd::Failed(_)) => {
+                self.rec
+                    .causes
+                    .push(format!("the agent's log could not be read: {e:#}"));
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         stages::read_agent_log(&agent_log, self.rec);
         if let JobEnd::Failed(why) = agent_end {
             self.rec.result = if stages::probes_failed(&self.rec.probes) {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use super::stuck::{Stuck, Waited, why_stuck};
+use super::stuck::{FailedContainer, Stuck, Waited, failed_container, why_stuck};
 use super::{APPLY_DEADLINE, Cluster, DELETE_DEADLINE, JobEnd, QUERY_DEADLINE, names};
 use crate::naming::label;
 use crate::process;
@@ -91,6 +91,43 @@ impl Kubectl {
         let events: Value =
             serde_json::from_str(&events).context("kubectl get events printed no JSON")?;
         Ok(why_stuck(waited, &pods, &events))
+    }
+
+    /// The container that failed Job `job` ([`super::stuck::failed_container`]) and, for an
+    /// init container, the last lines of its log (`: LINES`, printable; empty when unreadable).
+    ///
+    /// # Errors
+    /// `kubectl get pods` failed or printed no JSON.
+    fn failed_container(&self, job: &str) -> Result<Option<(FailedContainer, String)>> {
+        let sel = format!("job-name={job}");
+        let pods = self.run_ok(
+            &["get", "pods", "-l", &sel, "-o", "json"],
+            None,
+            QUERY_DEADLINE,
+            &format!("listing the Pods of Job {job}"),
+        )?;
+        let pods: Value =
+            serde_json::from_str(&pods).context("kubectl get pods printed no JSON")?;
+        let Some(f) = failed_container(job, &pods) else {
+            return Ok(None);
+        };
+        let mut log = String::new();
+        if f.init {
+            let target = format!("pod/{}", f.pod);
+            if let Ok(o) = self.run(
+                &["logs", &target, "-c", &f.container, "--tail=5"],
+                None,
+                QUERY_DEADLINE,
+                None,
+            ) && o.status.success()
+            {
+                let lines: Vec<String> = o.stdout.lines().map(crate::text::printable).collect();
+                if !lines.is_empty() {
+                    log = format!(": {}", lines.join(" | "));
+                }
+            }
+        }
+        Ok(Some((f, log)))
     }
 
     /// Runs `kubectl wait --for=CONDITION TARGET` in slices until it succeeds (`Ok(None)`),
@@ -232,10 +269,26 @@ impl Cluster for Kubectl {
                 QUERY_DEADLINE,
                 &format!("reading the conditions of {target}"),
             )?;
-            Ok(failed
-                .trim()
-                .strip_prefix("True")
-                .map(|reason| JobEnd::Failed(format!("the Job failed ({})", reason.trim()))))
+            let Some(reason) = failed.trim().strip_prefix("True") else {
+                return Ok(None);
+            };
+            let why = format!("the Job failed ({})", reason.trim());
+            match self.failed_container(job)? {
+                // A step before the agent (the clone, cyclix's copy, a service) failed: the
+                // cluster's or the run's making, never the agent's.
+                Some((f, log)) if f.init => bail!(
+                    "{why}: init container `{}` of Pod {} exited {} ({}) before the main container started{log}",
+                    f.container,
+                    f.pod,
+                    f.exit,
+                    f.reason
+                ),
+                Some((f, _)) => Ok(Some(JobEnd::Failed(format!(
+                    "{why}: container `{}` exited {} ({})",
+                    f.container, f.exit, f.reason
+                )))),
+                None => Ok(Some(JobEnd::Failed(why))),
+            }
         };
         Ok(self
             .wait_sliced(
@@ -410,9 +463,12 @@ mod tests {
             r#"case "$*" in
   *"wait --for=condition=complete"*job/good*) exit 0;;
   *"wait --for=condition=complete"*) echo "timed out waiting for the condition" >&2; exit 1;;
-  *"get job/bad"*) printf 'True BackoffLimitExceeded';;
+  *"get job/bad"*|*"get job/init"*) printf 'True BackoffLimitExceeded';;
   *"get job/slow"*|*"get job/refused"*) printf ' ';;
   *"get pods -l io.cyclix.run=r -o json"*) echo '{"items":[]}';;
+  *"get pods -l job-name=bad -o json"*) echo '{"items":[]}';;
+  *"get pods -l job-name=init -o json"*) echo '{"items":[{"metadata":{"name":"init-x","labels":{"job-name":"init"}},"status":{"initContainerStatuses":[{"name":"repo","state":{"terminated":{"exitCode":128,"reason":"Error"}}}]}}]}';;
+  *"logs pod/init-x -c repo --tail=5"*) echo "fatal: detected dubious ownership in repository at '/work'";;
   *"get events --field-selector=type=Warning -o json"*) echo '{"items":[{"type":"Warning","reason":"FailedCreate","involvedObject":{"kind":"Job","name":"refused"},"message":"Error creating: pods \"refused-\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"}]}';;
 esac"#,
         );
@@ -433,6 +489,16 @@ esac"#,
         assert!(
             format!("{e:#}").contains("job/slow did not end within 0 s"),
             "{e:#}"
+        );
+        // An init step that failed: an error naming the container, its exit and its log (the
+        // agent never ran), not the agent's failure.
+        let e = k
+            .wait_job("init", "agent", Duration::from_secs(60))
+            .expect_err("init failed");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("init container `repo` of Pod init-x exited 128 (Error) before the main container started: fatal: detected dubious ownership"),
+            "{e}"
         );
         // A Job whose Pods the API server refuses ends the wait at its first slice, however
         // long its deadline, with the cluster's reason and the fix.

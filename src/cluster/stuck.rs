@@ -237,5 +237,54 @@ fn pod_stuck(pod: &Value, events: &Value) -> Option<Stuck> {
     })
 }
 
+/// A container of a Job's Pod that ended with a non-zero exit: the Pod, the container, whether
+/// it is an init container (the agent never started), the exit code and the kubelet's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedContainer {
+    /// The Pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// An init container (a step before the Pod's main container, or a sidecar).
+    pub init: bool,
+    /// Its exit code.
+    pub exit: i64,
+    /// The kubelet's reason (`Error`, `OOMKilled`, …).
+    pub reason: String,
+}
+
+/// The first container of `job`'s Pods (in `pods`, a `PodList`) that exited non-zero: init
+/// containers first, in their order.
+#[must_use]
+pub fn failed_container(job: &str, pods: &Value) -> Option<FailedContainer> {
+    items(pods)
+        .iter()
+        .filter(|p| {
+            JOB_NAME_LABELS
+                .iter()
+                .any(|l| p["metadata"]["labels"][*l] == job)
+        })
+        .find_map(|p| {
+            [
+                ("initContainerStatuses", true),
+                ("containerStatuses", false),
+            ]
+            .iter()
+            .find_map(|(key, init)| {
+                p["status"][*key].as_array()?.iter().find_map(|c| {
+                    let t = &c["state"]["terminated"];
+                    let exit = t["exitCode"].as_i64()?;
+                    (exit != 0).then(|| FailedContainer {
+                        pod: p["metadata"]["name"].as_str().unwrap_or("?").to_string(),
+                        container: c["name"].as_str().unwrap_or("?").to_string(),
+                        init: *init,
+                        exit,
+                        reason: t["reason"].as_str().unwrap_or_default().to_string(),
+                    })
+                })
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests;

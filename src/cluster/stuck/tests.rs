@@ -234,3 +234,49 @@ fn a_container_that_cannot_start_is_stuck_and_one_that_is_starting_is_not() {
     let pods = waiting("ErrImageNeverPull", "", "containerStatuses");
     assert_eq!(why_stuck(Waited::Job("cyclix-r1-gate"), &pods, &none), None);
 }
+
+#[test]
+fn the_container_that_failed_a_job_is_found_init_containers_first() {
+    let status = json!({
+        "phase": "Failed",
+        "initContainerStatuses": [
+            { "name": "cyclix-bin", "state": { "terminated": { "exitCode": 0, "reason": "Completed" } } },
+            { "name": "repo", "state": { "terminated": { "exitCode": 128, "reason": "Error" } } },
+        ],
+        "containerStatuses": [
+            { "name": "agent", "state": { "waiting": { "reason": "PodInitializing" } } },
+        ],
+    });
+    let pods = list(vec![pod("cyclix-r1-agent-abcde", status)]);
+    let f = failed_container("cyclix-r1-agent", &pods).expect("failed");
+    assert_eq!(
+        f,
+        FailedContainer {
+            pod: "cyclix-r1-agent-abcde".into(),
+            container: "repo".into(),
+            init: true,
+            exit: 128,
+            reason: "Error".into(),
+        }
+    );
+    // The main container that failed, after every init step passed.
+    let status = json!({
+        "phase": "Failed",
+        "initContainerStatuses": [
+            { "name": "repo", "state": { "terminated": { "exitCode": 0 } } },
+        ],
+        "containerStatuses": [
+            { "name": "agent", "state": { "terminated": { "exitCode": 1, "reason": "Error" } } },
+        ],
+    });
+    let pods = list(vec![pod("cyclix-r1-agent-abcde", status)]);
+    let f = failed_container("cyclix-r1-agent", &pods).expect("failed");
+    assert!(!f.init && f.container == "agent" && f.exit == 1, "{f:?}");
+    // Another Job's Pod, or nothing failed: none.
+    assert_eq!(failed_container("cyclix-r1-gate", &pods), None);
+    let ok = list(vec![pod(
+        "cyclix-r1-agent-abcde",
+        json!({ "containerStatuses": [{ "name": "agent", "state": { "terminated": { "exitCode": 0 } } }] }),
+    )]);
+    assert_eq!(failed_container("cyclix-r1-agent", &ok), None);
+}

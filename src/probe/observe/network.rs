@@ -71,29 +71,60 @@ pub fn default_routes_v6(ipv6_route: &str) -> Vec<String> {
         .collect()
 }
 
+/// One attempt of a probe, to run on its own thread.
+type Try = Box<dyn FnOnce() -> Attempt + Send>;
+
+/// Each of `attempts` on its own thread, all at once. Where a policy drops what it denies
+/// (the Kubernetes profile counts that as denied), each attempt waits its full
+/// [`crate::probe::clients::NET_TIMEOUT`]; one after another, N4's five connections took 5 s
+/// against the probe's 2 s deadline on a real cluster (issue 34), all at once they take 1 s.
+fn at_once(attempts: Vec<(String, Try)>) -> Vec<(String, Attempt)> {
+    std::thread::scope(|s| {
+        let running: Vec<_> = attempts
+            .into_iter()
+            .map(|(name, f)| (name, s.spawn(f)))
+            .collect();
+        running
+            .into_iter()
+            .map(|(name, h)| {
+                let got = h
+                    .join()
+                    .unwrap_or_else(|_| Attempt::Missing("the attempt's thread failed".into()));
+                (name, got)
+            })
+            .collect()
+    })
+}
+
+/// A TCP connection to `addr` as a [`Try`] named `tcp ADDR`.
+fn tcp_try(addr: &'static str) -> (String, Try) {
+    (format!("tcp {addr}"), Box::new(move || tcp(addr)))
+}
+
 /// N2.
 #[must_use]
 pub fn n2(ctx: &Context) -> Judged {
-    let mut items = vec![
-        ("tcp 1.1.1.1:443".to_string(), tcp("1.1.1.1:443")),
-        ("tcp 8.8.8.8:53".to_string(), tcp("8.8.8.8:53")),
-    ];
+    let mut attempts = vec![tcp_try("1.1.1.1:443"), tcp_try("8.8.8.8:53")];
     if ctx.profile.drop_counts_as_denied() {
         // A Pod has a route, so a UDP send always succeeds locally: what counts is whether a
         // public resolver answers (a reply FAILs; none within the deadline is a drop).
         for server in ["8.8.8.8", "1.1.1.1"] {
-            let got = match crate::probe::clients::dns::dns_query(
-                server
-                    .parse()
-                    .unwrap_or(std::net::IpAddr::from([8, 8, 8, 8])),
-                "example.com",
-            ) {
-                crate::probe::verdict::dns::Dns::Reply { .. } => Attempt::Ok,
-                crate::probe::verdict::dns::Dns::Failed(a) => a,
-            };
-            items.push((format!("dns {server}:53"), got));
+            let ask: Try = Box::new(move || {
+                match crate::probe::clients::dns::dns_query(
+                    server
+                        .parse()
+                        .unwrap_or(std::net::IpAddr::from([8, 8, 8, 8])),
+                    "example.com",
+                ) {
+                    crate::probe::verdict::dns::Dns::Reply { .. } => Attempt::Ok,
+                    crate::probe::verdict::dns::Dns::Failed(a) => a,
+                }
+            });
+            attempts.push((format!("dns {server}:53"), ask));
         }
-    } else {
+    }
+    let mut items = at_once(attempts);
+    if !ctx.profile.drop_counts_as_denied() {
         items.push(("udp 8.8.8.8:53".to_string(), udp("8.8.8.8:53")));
         items.push(("udp 8.8.8.8:443".to_string(), udp("8.8.8.8:443")));
     }
@@ -127,16 +158,18 @@ pub fn n3(_: &Context) -> Judged {
 /// N4.
 #[must_use]
 pub fn n4(ctx: &Context) -> Judged {
-    let items = [
-        "169.254.169.254:80",
-        "100.100.100.200:80",
-        "100.96.0.96:80",
-        "100.80.80.80:80",
-        "[fd00:ec2::254]:80",
-    ]
-    .iter()
-    .map(|a| (format!("tcp {a}"), tcp(a)))
-    .collect::<Vec<_>>();
+    let items = at_once(
+        [
+            "169.254.169.254:80",
+            "100.100.100.200:80",
+            "100.96.0.96:80",
+            "100.80.80.80:80",
+            "[fd00:ec2::254]:80",
+        ]
+        .into_iter()
+        .map(tcp_try)
+        .collect(),
+    );
     v::n4(&items, ctx.profile)
 }
 
@@ -303,5 +336,33 @@ mod tests {
         let odd = format!("{zero} 00 {zero} 00 {zero} 0 1 0 zz eth1\n{zero} 00 short\n");
         assert_eq!(default_routes_v6(&odd), ["v6 dev eth1"]);
         assert!(default_routes_v6("").is_empty());
+    }
+
+    #[test]
+    fn the_attempts_of_a_probe_overlap_and_keep_their_order() {
+        use std::sync::{Arc, Barrier};
+        // Each attempt waits at a barrier for all the others: only attempts that run at once
+        // get past it (one after another, the first would wait for ever: the barrier's own
+        // timeout-free wait makes the overlap the test's condition, no clock involved).
+        let n = 5;
+        let barrier = Arc::new(Barrier::new(n));
+        let attempts: Vec<(String, Try)> = (0..n)
+            .map(|i| {
+                let b = Arc::clone(&barrier);
+                let f: Try = Box::new(move || {
+                    b.wait();
+                    if i % 2 == 0 {
+                        Attempt::Ok
+                    } else {
+                        Attempt::Errno(111)
+                    }
+                });
+                (format!("a{i}"), f)
+            })
+            .collect();
+        let got = at_once(attempts);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a0", "a1", "a2", "a3", "a4"]);
+        assert!(matches!(got[0].1, Attempt::Ok) && matches!(got[1].1, Attempt::Errno(111)));
     }
 }

@@ -42,6 +42,23 @@ pub const JOIN_DIR: &str = "/cyclix/join";
 /// `podman kube play` resolves every mount when it creates the Pod, before any init step ran.
 pub const CLONE_SCRIPT: &str = "set -e; b=$1; shift; cat -- \"$@\" > /cyclix/join/repo.bundle; git init -q /work; git -C /work fetch -q /cyclix/join/repo.bundle \"$b:$b\"; rm -f /cyclix/join/repo.bundle; git -C /work checkout -q \"$b\"";
 
+/// git's `safe.directory` for the work volume, as environment (git reads `GIT_CONFIG_COUNT`
+/// pairs as command-line configuration, the kind `safe.directory` honours): a volume's root
+/// is usually root's, `fsGroup` changes only its group, and git then refuses the repository at
+/// `/work` as not the user's own ("dubious ownership") — in the clone step and in the agent's
+/// own git calls. Seen on a real cluster with hostPath volumes (issue 34).
+#[must_use]
+pub fn work_safe_env() -> Vec<Value> {
+    [
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "safe.directory"),
+        ("GIT_CONFIG_VALUE_0", WORKDIR),
+    ]
+    .iter()
+    .map(|(k, v)| json!({ "name": k, "value": v }))
+    .collect()
+}
+
 /// The ConfigMap that holds part `i` of the repository bundle: `cyclix-R-repo` for the
 /// first (the name `kubectl create configmap` is told in docs/kubernetes.md), then
 /// `cyclix-R-repo-I`.
@@ -223,6 +240,8 @@ fn clone_step(branch: &str, opts: &KubeOptions, parts: usize) -> Value {
         json!({ "name": "bundle-join", "mountPath": JOIN_DIR }),
         json!({ "name": "tmp-repo", "mountPath": "/tmp" }),
     ];
+    let mut env = vec![json!({ "name": "HOME", "value": "/tmp" })];
+    env.extend(work_safe_env());
     for i in 0..parts {
         command.push(format!("{BUNDLE_DIR}/{i}/{BUNDLE_KEY}"));
         mounts.push(repo_part_mount(i));
@@ -232,7 +251,7 @@ fn clone_step(branch: &str, opts: &KubeOptions, parts: usize) -> Value {
         "image": opts.runner_image,
         "imagePullPolicy": "IfNotPresent",
         "command": command,
-        "env": [{ "name": "HOME", "value": "/tmp" }],
+        "env": env,
         "securityContext": container_security(),
         "volumeMounts": mounts,
     })
@@ -342,7 +361,9 @@ fn agent_argv(c: &ContainerPlan) -> Vec<String> {
 }
 
 fn agent_container(plan: &RunPlan, names: &KubeNames, c: &ContainerPlan) -> Value {
-    let mut env = shared::env(plan, names, &c.env);
+    // First: a variable of the spec's own of the same name comes later and wins.
+    let mut env = work_safe_env();
+    env.extend(shared::env(plan, names, &c.env));
     // The Pod gates itself (no host hands anything over): the agent's variables come from the
     // run's Secret.
     let handed: Vec<(String, String)> = c
