@@ -250,9 +250,32 @@ impl KubeRun<'_> {
         stages::read_agent_log(&agent_log, self.rec);
         if let JobEnd::Failed(why) = agent_end {
             self.rec.result = if stages::probes_failed(&self.rec.probes) {
-                self.rec
-                    .refusal
-                    .push("a probe failed in the agent Pod: the agent did not start".into());
+                let failed: Vec<String> = self
+                    .rec
+                    .probes
+                    .iter()
+                    .filter(|p| p["verdict"] != "PASS")
+                    .map(|p| {
+                        format!(
+                            "{} ({})",
+                            p["id"].as_str().unwrap_or("?"),
+                            crate::text::printable(
+                                p["detail"]
+                                    .as_str()
+                                    .or(p["got"].as_str())
+                                    .unwrap_or_default()
+                            )
+                        )
+                    })
+                    .collect();
+                self.rec.refusal.push(if failed.is_empty() {
+                    "the probe suite did not run in the agent Pod: the agent did not start".into()
+                } else {
+                    format!(
+                        "a probe failed in the agent Pod: {}; the agent did not start",
+                        failed.join(", ")
+                    )
+                });
                 RunResult::ProbeRefused
             } else {
                 RunResult::AgentFailed

@@ -115,6 +115,8 @@ pub fn probe_context(spec: &Spec) -> crate::probe::Context {
     let mut c = crate::probe::Context::for_spec(spec);
     c.profile = crate::probe::Profile::Kubernetes;
     c.host_uid = agent_uid(spec);
+    // `work_safe_env`'s pair names a git setting, not a secret (P22 reads `KEY` as one).
+    c.allowed_env_names.push("GIT_CONFIG_KEY_0".to_string());
     if !spec.agent.credentials.is_empty() {
         c.no_proxy_allowed.push(PROXY_HOST_MARKER.to_string());
     }

@@ -255,6 +255,10 @@ pub fn egress_counts(r: &RunRecord, by: &str) -> EgressCounts {
 fn egress_line(r: &RunRecord) -> String {
     use std::fmt::Write as _;
 
+    if r.tier == "kubernetes" && r.egress_decisions.is_empty() {
+        // kube-run reads no proxy decisions: they stay in the proxy Pod's log.
+        return "  egress: not read (kube-run does not collect the proxy's decisions: they are in the proxy Pod's log until teardown)\n".to_string();
+    }
     if r.egress_decisions.is_empty() && !ran(r, "collect") {
         // The proxy's decisions are read in collect: none read is not none made.
         return "  egress: not read (the run ended before collect)\n".to_string();
@@ -472,6 +476,14 @@ mod tests {
         assert!(
             !s.contains("0/0 PASS") && !s.contains("the probes 0"),
             "{s}"
+        );
+        // kube-run collects no proxy decisions, whatever phases ran: it says so.
+        let mut k = RunRecord::new("t", "r1", "kubernetes".into());
+        k.phases = vec![phase("wait-collect"), phase("import")];
+        assert!(
+            summary(&k).contains("egress: not read (kube-run does not collect"),
+            "{}",
+            summary(&k)
         );
         // A run that reached them keeps the counts, zeros included.
         r.phases = vec![phase("probe"), phase("collect")];
