@@ -235,52 +235,7 @@ impl KubeRun<'_> {
         self.phase("apply-agent", |s| {
             s.apply_agent(&bundle, agent_secrets, &st.agent)
         })?;
-        let agent_end = self.job("agent", "agent", &st.agent)?;
-        let agent_log = match self.log_lines("agent", "agent") {
-            Ok(lines) => lines,
-            // A failed Job whose agent container never ran has no log: its failure says why.
-            Err((_, e)) if matches!(agent_end, JobEnd::Failed(_)) => {
-                self.rec
-                    .causes
-                    .push(format!("the agent's log could not be read: {e:#}"));
-                Vec::new()
-            }
-            Err(e) => return Err(e),
-        };
-        stages::read_agent_log(&agent_log, self.rec);
-        if let JobEnd::Failed(why) = agent_end {
-            self.rec.result = if stages::probes_failed(&self.rec.probes) {
-                let failed: Vec<String> = self
-                    .rec
-                    .probes
-                    .iter()
-                    .filter(|p| p["verdict"] != "PASS")
-                    .map(|p| {
-                        format!(
-                            "{} ({})",
-                            p["id"].as_str().unwrap_or("?"),
-                            crate::text::printable(
-                                p["detail"]
-                                    .as_str()
-                                    .or(p["got"].as_str())
-                                    .unwrap_or_default()
-                            )
-                        )
-                    })
-                    .collect();
-                self.rec.refusal.push(if failed.is_empty() {
-                    "the probe suite did not run in the agent Pod: the agent did not start".into()
-                } else {
-                    format!(
-                        "a probe failed in the agent Pod: {}; the agent did not start",
-                        failed.join(", ")
-                    )
-                });
-                RunResult::ProbeRefused
-            } else {
-                RunResult::AgentFailed
-            };
-            self.rec.causes.push(format!("the agent Job failed: {why}"));
+        if !self.agent(&st.agent)? {
             return Ok(());
         }
         self.rec.agent_exit = Some(0);
@@ -359,6 +314,60 @@ impl KubeRun<'_> {
         };
         let repo = crate::run::phases::deliver::GitRepo::new(self.repo)?;
         f(&t, &repo, self.rec)
+    }
+
+    /// Waits for the agent Job and reads its log (the probe verdicts); `false`: it failed, and
+    /// the record says how (`probe_refused` naming the failed probes, else `agent_failed`).
+    fn agent(&mut self, stage: &[Value]) -> PhaseResult<bool> {
+        let agent_end = self.job("agent", "agent", stage)?;
+        let agent_log = match self.log_lines("agent", "agent") {
+            Ok(lines) => lines,
+            // A failed Job whose agent container never ran has no log: its failure says why.
+            Err((_, e)) if matches!(agent_end, JobEnd::Failed(_)) => {
+                self.rec
+                    .causes
+                    .push(format!("the agent's log could not be read: {e:#}"));
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        stages::read_agent_log(&agent_log, self.rec);
+        if let JobEnd::Failed(why) = agent_end {
+            self.rec.result = if stages::probes_failed(&self.rec.probes) {
+                let failed: Vec<String> = self
+                    .rec
+                    .probes
+                    .iter()
+                    .filter(|p| p["verdict"] != "PASS")
+                    .map(|p| {
+                        format!(
+                            "{} ({})",
+                            p["id"].as_str().unwrap_or("?"),
+                            crate::text::printable(
+                                p["detail"]
+                                    .as_str()
+                                    .or(p["got"].as_str())
+                                    .unwrap_or_default()
+                            )
+                        )
+                    })
+                    .collect();
+                self.rec.refusal.push(if failed.is_empty() {
+                    "the probe suite did not run in the agent Pod: the agent did not start".into()
+                } else {
+                    format!(
+                        "a probe failed in the agent Pod: {}; the agent did not start",
+                        failed.join(", ")
+                    )
+                });
+                RunResult::ProbeRefused
+            } else {
+                RunResult::AgentFailed
+            };
+            self.rec.causes.push(format!("the agent Job failed: {why}"));
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Creates the agent's Secret, the repository's ConfigMaps, the run's ConfigMap, the work
