@@ -104,9 +104,11 @@ pub fn argv<'a>(dir: &'a str, args: &[&'a str]) -> Vec<&'a str> {
 /// repository the agent made a partial clone (`extensions.partialClone`, a promisor remote
 /// `ext::PROGRAM`) would otherwise start PROGRAM to fetch an object it removed (the attack
 /// review of issue 34: it forged the collector's log). With [`EXPORT_ENV`] no lazy fetch is
-/// tried at all. The pack's compression is git's default whatever the agent set (`0` made a
-/// few hundred KiB of repository a bundle of 60 MiB).
-pub const EXPORT_CONFIG: [&str; 22] = [
+/// tried at all. The pack's compression and delta settings are git's defaults whatever the
+/// agent set (`pack.compression=0` made a few hundred KiB of repository a bundle of 60 MiB;
+/// `core.bigFileThreshold=1` 1 MiB of deltas one of 100 MiB). A `-delta` attribute of the
+/// agent's still stores its files whole: the bundle stays bounded by the import's cap.
+pub const EXPORT_CONFIG: [&str; 23] = [
     "core.useReplaceRefs=false",
     "safe.directory=*",
     "core.hooksPath=/dev/null",
@@ -129,6 +131,7 @@ pub const EXPORT_CONFIG: [&str; 22] = [
     "pack.compression=-1",
     "pack.window=10",
     "pack.depth=50",
+    "core.bigFileThreshold=512m",
 ];
 
 /// Environment of a container that reads an agent's repository (with [`EXPORT_CONFIG`]):

@@ -35,7 +35,7 @@ pub const EXPORT_DEADLINE: Duration = Duration::from_secs(120);
 const REPO: &str = "/repo";
 
 /// git options of the export container: [`crate::git::hardened::EXPORT_CONFIG`].
-const INNER_CONFIG: [&str; 22] = crate::git::hardened::EXPORT_CONFIG;
+const INNER_CONFIG: [&str; 23] = crate::git::hardened::EXPORT_CONFIG;
 
 /// What one export asks for.
 #[derive(Debug, Clone)]

@@ -202,9 +202,16 @@ pub fn manifests(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Vec<Manifes
                         "protocol.file.allow=always",
                         "-c",
                         "core.hooksPath=/dev/null",
+                        // Every object through index-pack, its content checked against its
+                        // id: a local clone copies the agent's object store as it lies (a
+                        // hand-made pack index or multi-pack-index naming clean content under
+                        // the id of other content showed the gate a tree the collector's
+                        // bundle did not hold — the second attack review of issue 34).
+                        "-c",
+                        "transfer.fsckObjects=true",
                         "clone",
                         "--quiet",
-                        "--no-hardlinks",
+                        "--no-local",
                         "--branch",
                         branch,
                         "--",
