@@ -713,6 +713,13 @@ mod tests {
                 c.report_only,
             )
         };
+        // The Kubernetes agent carries one name more: git's `safe.directory` pair for the
+        // work volume (`render::kube::agent::work_safe_env`).
+        let mut kube = kube;
+        assert_eq!(
+            kube.allowed_env_names.pop().as_deref(),
+            Some("GIT_CONFIG_KEY_0")
+        );
         assert_eq!(shared(&podman), shared(&kube));
         assert_eq!(
             shared(&podman),
