@@ -156,15 +156,17 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_r
     let _s = serial();
     let _g = shared();
     let tb = demo_ready();
-    // A repository of 50 MiB goes in (51 ConfigMaps of 1 MiB, joined in the Pod) and a change
-    // of 20 MiB comes back (4 collector Jobs of 6 MiB, each log under the kubelet's 10 MiB).
+    // A repository of 20 MiB goes in (21 ConfigMaps of 1 MiB, joined in the Pod) and a change
+    // of 13 MiB comes back (3 collector Jobs of 6 MiB, each log under the kubelet's 10 MiB; the
+    // middle part too). 50 MiB in and 20 MiB out passed the same way, by hand, here and on a
+    // real cluster (docs/kubernetes.md); CI keeps the parts, not the size.
     let out = kube_run_with(
         tb,
         "kr-ok-1",
-        "wc -c < big.bin | grep -qx 52428800 && echo hello > hello.txt && head -c 20M /dev/urandom > change.bin && git add hello.txt change.bin && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
+        "wc -c < big.bin | grep -qx 20971520 && echo hello > hello.txt && head -c 13M /dev/urandom > change.bin && git add hello.txt change.bin && git -c user.name=a -c user.email=a@a commit -qm agent-says-hello && echo AGENT-COMMITTED",
         &Opts {
             deliver: true,
-            big_mib: 50,
+            big_mib: 20,
             ..Opts::default()
         },
     );
@@ -197,7 +199,7 @@ fn kube_run_does_a_whole_run_through_podman_kube_play_imports_and_delivers_the_r
     // Both ways in parts: the record says how many.
     let notices = rec["notices"].to_string();
     assert!(
-        notices.contains("in 51 ConfigMap(s)") && notices.contains("from 4 collector Job(s)"),
+        notices.contains("in 21 ConfigMap(s)") && notices.contains("from 3 collector Job(s)"),
         "{notices}"
     );
     // Delivered with `cyclix run`'s delivery code: the remote has the imported tip.
