@@ -27,7 +27,7 @@ fn export_of(text: &str) -> kube::KubeExport {
     kube::render(&spec, &plan, &kube_options(text)).expect("export")
 }
 
-fn kube_case() -> kube::KubeExport {
+pub(super) fn kube_case() -> kube::KubeExport {
     export_of(&case_text("kube"))
 }
 

@@ -69,6 +69,7 @@ mod e2e_watch;
 mod field_reports;
 mod golden;
 mod kube_export;
+mod kube_gate_export;
 mod podman_adapter;
 mod preset_wrappers;
 mod testbed_selftest;
