@@ -334,32 +334,8 @@ impl KubeRun<'_> {
         stages::read_agent_log(&agent_log, self.rec);
         if let JobEnd::Failed(why) = agent_end {
             self.rec.result = if stages::probes_failed(&self.rec.probes) {
-                let failed: Vec<String> = self
-                    .rec
-                    .probes
-                    .iter()
-                    .filter(|p| p["verdict"] != "PASS")
-                    .map(|p| {
-                        format!(
-                            "{} ({})",
-                            p["id"].as_str().unwrap_or("?"),
-                            crate::text::printable(
-                                p["detail"]
-                                    .as_str()
-                                    .or(p["got"].as_str())
-                                    .unwrap_or_default()
-                            )
-                        )
-                    })
-                    .collect();
-                self.rec.refusal.push(if failed.is_empty() {
-                    "the probe suite did not run in the agent Pod: the agent did not start".into()
-                } else {
-                    format!(
-                        "a probe failed in the agent Pod: {}; the agent did not start",
-                        failed.join(", ")
-                    )
-                });
+                let refusal = stages::probe_refusal(&self.rec.probes);
+                self.rec.refusal.push(refusal);
                 RunResult::ProbeRefused
             } else {
                 RunResult::AgentFailed
@@ -540,8 +516,7 @@ impl KubeRun<'_> {
     /// read.
     fn collect_log(&self, job: &str) -> Result<stages::Collected> {
         let log = self.scratch.join(format!("{job}.log"));
-        // base64 of one part, plus the status line.
-        let cap = COLLECT_PART / 3 * 4 + 4096;
+        let cap = stages::collect_log_cap(COLLECT_PART);
         self.cluster
             .log(job, "collect", &log, cap)
             .with_context(|| format!("reading the log of Job {job}"))?;

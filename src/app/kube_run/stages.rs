@@ -78,6 +78,41 @@ pub(super) fn probes_failed(probes: &[Value]) -> bool {
     probes.is_empty() || probes.iter().any(|p| p["verdict"] != "PASS")
 }
 
+/// The refusal of a run whose probe suite failed in the agent Pod: the failed probes, each with
+/// its detail (or what it got), or that the suite never ran.
+pub(super) fn probe_refusal(probes: &[Value]) -> String {
+    let failed: Vec<String> = probes
+        .iter()
+        .filter(|p| p["verdict"] != "PASS")
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p["id"].as_str().unwrap_or("?"),
+                crate::text::printable(
+                    p["detail"]
+                        .as_str()
+                        .or(p["got"].as_str())
+                        .unwrap_or_default()
+                )
+            )
+        })
+        .collect();
+    if failed.is_empty() {
+        "the probe suite did not run in the agent Pod: the agent did not start".into()
+    } else {
+        format!(
+            "a probe failed in the agent Pod: {}; the agent did not start",
+            failed.join(", ")
+        )
+    }
+}
+
+/// The most bytes of a collector's log: a part of `part_size` bytes in base64 and its status
+/// line.
+pub(super) fn collect_log_cap(part_size: u64) -> u64 {
+    part_size / 3 * 4 + 4096
+}
+
 /// What one collector's log says (untrusted: the agent's repository was its input).
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Collected {
@@ -221,7 +256,7 @@ pub(super) fn join_part(
         return Err(format!(
             "part {index} holds {} bytes, not {want}: its log was cut (a kubelet's `containerLogMaxSize` under {} bytes rotates it)",
             bytes.len(),
-            part_size / 3 * 4 + 4096
+            collect_log_cap(part_size)
         ));
     }
     joined.extend_from_slice(&bytes);
