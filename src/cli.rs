@@ -528,7 +528,7 @@ pub struct RenderArgs {
 
 impl clap::ValueEnum for Tier {
     fn value_variants<'a>() -> &'a [Self] {
-        &[Tier::Direct, Tier::Worktree, Tier::Container]
+        &[Tier::Direct, Tier::Worktree, Tier::Container, Tier::Gvisor]
     }
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         Some(clap::builder::PossibleValue::new(self.as_str()))

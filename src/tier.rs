@@ -7,9 +7,12 @@
 
 use std::fmt;
 
+pub mod runsc;
+
 use serde::{Deserialize, Serialize};
 
-/// An isolation tier, ordered from weakest to strongest (`Direct < Worktree < Container`).
+/// An isolation tier, ordered from weakest to strongest (`Direct < Worktree < Container <
+/// Gvisor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
@@ -19,6 +22,9 @@ pub enum Tier {
     Worktree,
     /// Rights isolation: a rootless Podman sandbox with the project mounted and nothing else.
     Container,
+    /// `container`'s sandbox whose agent and gate run on gVisor's kernel (`runsc`), not the
+    /// host's.
+    Gvisor,
 }
 
 /// What a tier guarantees, stated as data.
@@ -45,7 +51,7 @@ pub struct TierFacts {
 }
 
 /// All tiers, weakest first. The single source of tier facts.
-pub const TIERS: [TierFacts; 3] = [
+pub const TIERS: [TierFacts; 4] = [
     TierFacts {
         tier: Tier::Direct,
         isolates_versions: false,
@@ -101,6 +107,26 @@ pub const TIERS: [TierFacts; 3] = [
             "a leaked secret the agent re-encodes (base64, split, reversed, hashed) before printing or sending it: the leak watch matches watched values as written",
         ],
     },
+    TierFacts {
+        tier: Tier::Gvisor,
+        isolates_versions: true,
+        isolates_rights: true,
+        network_restricted: true,
+        summary: "tier container whose agent and gate run on gVisor's kernel (Debian's `runsc`, rootless): their system calls are served by gVisor's user-space kernel, not the host's; the same pod, proxy, allowlist, gate and proof",
+        use_when: "the agent's code must not reach the host kernel's system call surface (kernel exploits); costs a slower start and slower file and process work (the bench's gVisor/container ratios)",
+        gate: "as tier container (the gate runs the agent's code too, so it runs under runsc as well): no network, the commits as imported, `gate.protected` decided in your repository",
+        egress: "as tier container: only through the run's proxy. runsc runs with `network=host`: the agent's sockets are the pod network namespace's, served by the host kernel's network stack (rootless runsc cannot run its own netstack there); the proxy and the services stay on the default runtime",
+        does_not_protect_against: &[
+            "a gVisor escape: a bug in gVisor's kernel (the Sentry) or its file proxy (the Gofer) reaches the host with the rights of your user's rootless sandbox",
+            "the host kernel's network stack: with `network=host` the agent's sockets are host sockets in the pod's network namespace (what the proxy, the internal network and the probes bound)",
+            "anything reachable through the proxy, a mount or a service: the same as tier container (exfiltration to an allowed host, the first flight of a tunnel, domain fronting through an allowed CDN name)",
+            "the agent's changes to the project itself: review the run branch before merging it",
+            "a test made trivially true through the code under test, or code that subverts the test runner from inside its process: the gate trusts the runner's JUnit report (docs/gate.md)",
+            "resource exhaustion where cgroup controllers are not delegated to the user manager: runsc then runs with `ignore-cgroups` and sets no limits (the record and `cyclix check` say so)",
+            "a leaked secret re-encoded or overwritten in memory: the leak watch reads /proc from the host, which shows gVisor's processes (the Sentry, the Gofer), not the agent's own: under this tier it watches the agent's output only (docs/tiers.md)",
+            "services and the proxy: they run on the default runtime, the host's kernel (they run images you chose, not the agent's code)",
+        ],
+    },
 ];
 
 impl Tier {
@@ -111,6 +137,7 @@ impl Tier {
             Tier::Direct => "direct",
             Tier::Worktree => "worktree",
             Tier::Container => "container",
+            Tier::Gvisor => "gvisor",
         }
     }
 
@@ -121,10 +148,18 @@ impl Tier {
             Tier::Direct => &TIERS[0],
             Tier::Worktree => &TIERS[1],
             Tier::Container => &TIERS[2],
+            Tier::Gvisor => &TIERS[3],
         }
     }
 
-    /// Parses a tier name (`direct`, `worktree`, `container`).
+    /// A Podman sandbox (`container` or `gvisor`): the pod, the proxy, the probes, the gate
+    /// container. The host tiers (`direct`, `worktree`) are not.
+    #[must_use]
+    pub fn is_sandboxed(self) -> bool {
+        self >= Tier::Container
+    }
+
+    /// Parses a tier name (`direct`, `worktree`, `container`, `gvisor`).
     #[must_use]
     pub fn parse(name: &str) -> Option<Tier> {
         TIERS.iter().map(|f| f.tier).find(|t| t.as_str() == name)
@@ -151,15 +186,28 @@ pub fn floor(configured: Tier, legacy_worktree_isolation: bool) -> Tier {
 /// Why the gate refused a tier.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TierRefusal {
-    /// `container` was required and no container runtime is usable.
+    /// `container` or `gvisor` was required and no container runtime is usable.
     #[error(
-        "tier `container` is configured but no usable container runtime was found ({reason}); \
+        "tier `{tier}` is configured but no usable container runtime was found ({reason}); \
          cyclix refuses rather than run with weaker isolation. Fix the runtime (`cyclix check` \
          shows what is missing) or set `tier: worktree` explicitly in the spec if version \
          isolation is enough"
     )]
     RuntimeUnusable {
+        /// The tier that was required.
+        tier: Tier,
         /// What the caller found (e.g. "podman not on PATH").
+        reason: String,
+    },
+    /// `gvisor` was required and gVisor's `runsc` is not usable.
+    #[error(
+        "tier `gvisor` is configured but gVisor's runsc is not usable ({reason}); cyclix refuses \
+         rather than run the agent on the host's kernel. Fix: install it (Debian: `apt install \
+         runsc`; `cyclix check` proves it with a throwaway container), or set `tier: container` \
+         explicitly in the spec if sharing the host's kernel is acceptable"
+    )]
+    GvisorUnusable {
+        /// What the caller found (e.g. "runsc is not on $PATH").
         reason: String,
     },
 }
@@ -174,19 +222,28 @@ pub enum Runtime {
 }
 
 /// The tier gate: returns the tier a run gets, which is always exactly `floor(configured,
-/// legacy)`, or refuses. It never returns a weaker tier than required.
+/// legacy)`, or refuses. It never returns a weaker tier than required. `gvisor` is the fact
+/// about gVisor's `runsc` (read only when the required tier is `gvisor`).
 ///
 /// # Errors
-/// [`TierRefusal::RuntimeUnusable`] when the required tier is `container` and `runtime` is
-/// [`Runtime::Unusable`].
+/// [`TierRefusal::RuntimeUnusable`] when the required tier is `container` or `gvisor` and
+/// `runtime` is [`Runtime::Unusable`]; [`TierRefusal::GvisorUnusable`] when it is `gvisor`
+/// and `gvisor` is.
 pub fn gate(
     configured: Tier,
     legacy_worktree_isolation: bool,
     runtime: &Runtime,
+    gvisor: &Runtime,
 ) -> Result<Tier, TierRefusal> {
     let required = floor(configured, legacy_worktree_isolation);
-    match (required, runtime) {
-        (Tier::Container, Runtime::Unusable(reason)) => Err(TierRefusal::RuntimeUnusable {
+    match (required, runtime, gvisor) {
+        (t, Runtime::Unusable(reason), _) if t.is_sandboxed() => {
+            Err(TierRefusal::RuntimeUnusable {
+                tier: t,
+                reason: reason.clone(),
+            })
+        }
+        (Tier::Gvisor, _, Runtime::Unusable(reason)) => Err(TierRefusal::GvisorUnusable {
             reason: reason.clone(),
         }),
         _ => Ok(required),

@@ -132,7 +132,8 @@ LOCK=$TB_DIR.lock
 # man-db (`man cyclix` after `cyclix install`, and systemd-analyze verify checks man: links).
 # prometheus (for its promtool: e2e_metrics checks the metrics file cyclix writes with
 # `promtool check metrics`; the server itself is masked in configure_rootfs).
-PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db,prometheus
+# runsc (Debian's gVisor: trixie 0.0~20240729, bookworm 0.0~20221219) for tier `gvisor`.
+PKGS=systemd,systemd-sysv,systemd-container,dbus,dbus-user-session,libpam-systemd,podman,crun,conmon,passt,netavark,aardvark-dns,nftables,uidmap,catatonit,iproute2,busybox-static,procps,less,git,python3,openssl,man-db,prometheus,runsc
 # The image the project's Containerfiles start FROM (debian:trixie) whatever the host flavour.
 IMAGE_SUITE=trixie
 # systemd-run >= 254 expands $VAR in the command unless told not to (see in_root_unit);

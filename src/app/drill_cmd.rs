@@ -61,7 +61,7 @@ pub fn run(
     let Some((spec, _)) = runnable_spec(env, tenant, None, None, &|_| None)? else {
         return Ok(Outcome::Findings);
     };
-    if spec.tier != crate::tier::Tier::Container {
+    if !spec.tier.is_sandboxed() {
         crate::stderrln!(
             "error: {}: tenant {tenant} has `tier: {}`, where the agent runs with your own rights \
              (`cyclix tier describe {}`): its escapes would be real (your key read, your \

@@ -43,7 +43,8 @@ pub(crate) fn with_env_host<T>(
     let paths = move |id: &str| run_paths(env, &runtime_dir, &tenant, id);
     // The binary the agent container mounts, as a run of the environment mounts it (its
     // execute-only copy): the agent's file the fill installs is then the run's.
-    let bin = crate::run::exec_only::copy_running(env.runtime_dir()?)?;
+    let bin = crate::run::exec_only::copy_running_for(env.runtime_dir()?, spec.tier)?;
+    let gvisor = super::tenant::run_gvisor(spec)?;
     let eh = EnvHost {
         state: &state,
         spec,
@@ -53,6 +54,7 @@ pub(crate) fn with_env_host<T>(
         host: &host,
         start: START,
         lock_wait: LOCK_WAIT,
+        gvisor: gvisor.as_ref(),
     };
     f(&eh)
 }

@@ -133,7 +133,13 @@ pub(crate) fn runnable_spec(
         (runtime, detected, images)
     });
     let backend = force_backend.unwrap_or(detected);
-    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime) {
+    let gvisor = gvisor_fact(&spec);
+    spec.tier = match tier::gate(
+        spec.tier,
+        spec.legacy_worktree_isolation,
+        &runtime,
+        &gvisor,
+    ) {
         Ok(t) => t,
         Err(refusal) => {
             crate::stderrln!("error: {refusal}");
@@ -149,6 +155,33 @@ pub(crate) fn runnable_spec(
         return Ok(None);
     }
     Ok(Some((spec, backend)))
+}
+
+/// The runsc a run of `spec` renders its agent and gate with: `Some` for tier `gvisor` (the
+/// look the tier gate made, `host::gvisor::look`), `None` for the other tiers.
+///
+/// # Errors
+/// Tier `gvisor` and runsc is not usable (the gate refused that already; this keeps a run
+/// from ever rendering without it).
+pub(crate) fn run_gvisor(spec: &Spec) -> Result<Option<crate::tier::runsc::OciRuntime>> {
+    if tier::floor(spec.tier, spec.legacy_worktree_isolation) != tier::Tier::Gvisor {
+        return Ok(None);
+    }
+    crate::host::gvisor::look()
+        .map(Some)
+        .map_err(|reason| anyhow::anyhow!(tier::TierRefusal::GvisorUnusable { reason }))
+}
+
+/// The tier gate's fact about gVisor's `runsc`, looked up only for a spec whose tier is
+/// `gvisor` (`host::gvisor::look`, once per process; the gate reads it for no other tier).
+pub(crate) fn gvisor_fact(spec: &Spec) -> Runtime {
+    if tier::floor(spec.tier, spec.legacy_worktree_isolation) != tier::Tier::Gvisor {
+        return Runtime::Unusable("not looked up: the tier is not gvisor".into());
+    }
+    match crate::host::gvisor::look() {
+        Ok(_) => Runtime::Usable,
+        Err(reason) => Runtime::Unusable(reason),
+    }
 }
 
 /// Whether Podman's Quadlet user generator is in a directory the user manager scans (and not
@@ -289,7 +322,7 @@ fn local_image_looks(spec: &Spec, env: &HostEnv) -> Option<Vec<ImageLook>> {
 /// (`--pull=missing`) and not checked here. An image whose presence cannot be read is left to
 /// the start phase.
 fn missing_local_image(spec: &Spec, looks: Vec<ImageLook>) -> Option<String> {
-    if spec.tier != crate::tier::Tier::Container {
+    if !spec.tier.is_sandboxed() {
         return None;
     }
     let preset = spec
@@ -442,6 +475,8 @@ pub(crate) fn run_inputs(
         ],
     };
     let probe_context = crate::run::boundary::probe_context(&spec, &watched, &host);
+    let gvisor = run_gvisor(&spec)?;
+    let spec_tier = spec.tier;
     Ok(RunInputs {
         paths: run_paths(env, runtime_dir, tenant, &run_id),
         spec,
@@ -455,7 +490,7 @@ pub(crate) fn run_inputs(
         notices: env_file_notice(env, tenant).into_iter().collect(),
         // The agent container mounts an execute-only copy: its probes are non-dumpable from
         // their first instruction (`run::exec_only`).
-        cyclix_bin: crate::run::exec_only::copy_running(runtime_dir)?,
+        cyclix_bin: crate::run::exec_only::copy_running_for(runtime_dir, spec_tier)?,
         probe_context,
         watched,
         tripwire_dir: env.home.clone(),
@@ -466,6 +501,7 @@ pub(crate) fn run_inputs(
         capacity: None,
         queued: None,
         environment: None,
+        gvisor,
     })
 }
 

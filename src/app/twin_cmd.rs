@@ -17,7 +17,6 @@ use crate::render::Backend;
 use crate::run::host::RealRunHost;
 use crate::run::lock::{self, Acquire, Holder};
 use crate::run::twin::{self, TwinInputs};
-use crate::tier::Tier;
 
 /// `--if-setup-changed REV --at AT`: the commit of `AT` when a setup path of `spec` (its
 /// `setup:` with the Containerfiles `build:` names, and `.cyclix/`) differs between the
@@ -101,7 +100,7 @@ pub fn run(
     let runtime_dir = env.runtime_dir()?.clone();
     // A twin compares two sandboxed environments: only tier `container` has them.
     let container_only = |spec: &crate::spec::Spec| {
-        (spec.tier != Tier::Container).then(|| {
+        (!spec.tier.is_sandboxed()).then(|| {
             format!(
                 "tenant {tenant} has tier `{}`: a twin compares two sandboxed environments \
                  (pod, networks, proxy), which only tier `container` has; set `tier: container`",

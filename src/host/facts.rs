@@ -147,6 +147,9 @@ pub struct CheckFacts {
     pub tenants: Vec<TenantFacts>,
     /// The outcome test; `None` with `--quick` or when podman is missing.
     pub outcome: Option<Fact<OutcomeFacts>>,
+    /// gVisor's `runsc` (`host::gvisor::look_now`): its path, version and the runtime flags
+    /// this host needs, or why it is not usable.
+    pub gvisor: Fact<crate::tier::runsc::OciRuntime>,
 }
 
 /// A tenant to check, as loaded by the caller (spec loading is the app's).
@@ -330,6 +333,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
             uid_map: podman.uid_map,
             tenants: podman.tenants,
             outcome: podman.outcome,
+            gvisor: crate::host::gvisor::look_now(),
         }
     })
 }

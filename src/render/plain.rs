@@ -410,6 +410,9 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
         }
         .into(),
     );
+    // gVisor's runsc for the agent and the gate of tier `gvisor` (podman(1) `--runtime`,
+    // `--runtime-flag`: global options, accepted after `run`).
+    args.extend(c.oci_runtime.iter().flat_map(|r| r.podman_args()));
     args.extend([
         "--cap-drop=all".into(),
         "--security-opt=no-new-privileges".into(),

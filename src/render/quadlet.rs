@@ -313,6 +313,13 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("LogOpt", format!("max-size={}", super::plan::RAW_LOG_MAX));
     }
     let mut podman_args = Vec::new();
+    // podman's global `--runtime`/`--runtime-flag` (accepted after `run`): gVisor's runsc for
+    // the agent and the gate of tier `gvisor`, with runsc's flags.
+    if let Some(r) = &c.oci_runtime {
+        for a in r.podman_args() {
+            podman_args.push(v(&c.exec_key, &a)?);
+        }
+    }
     if let Some(m) = c.memory_bytes {
         podman_args.push(format!("--memory={m}"));
     }

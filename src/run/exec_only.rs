@@ -40,6 +40,14 @@ use anyhow::{Context as _, Result};
 /// The mode of the copy: execute only, for everyone.
 pub const MODE: u32 = 0o111;
 
+/// The mode of the copy tier `gvisor`'s agent mounts: readable and executable. gVisor's kernel
+/// reads an ELF file to load it and refuses to execute one it cannot read ("failed to exec
+/// pid1: Permission denied", seen with Debian's runsc 0.0~20240729), so the execve-time
+/// non-dumpable mark [`MODE`] buys is not to be had there: the probes' `PR_SET_DUMPABLE 0` in
+/// `main` is their only guard under gVisor, and the window between execve and it stays
+/// (docs/tiers.md says so). The binary holds nothing secret (it is the public program).
+pub const READABLE_MODE: u32 = 0o555;
+
 /// The name of the copy of a binary with these metadata (`cyclix-DEV-INO-SIZE-MTIMENS`). Pure.
 #[must_use]
 pub fn name(dev: u64, ino: u64, size: u64, mtime_ns: i128) -> String {
@@ -53,9 +61,30 @@ pub fn name(dev: u64, ino: u64, size: u64, mtime_ns: i128) -> String {
 ///
 /// # Errors
 /// As [`copy`].
+#[cfg(test)]
 pub fn copy_running(runtime_dir: &Path) -> Result<PathBuf> {
+    copy_running_with(runtime_dir, MODE)
+}
+
+/// [`copy_running`] for tier `tier`: mode [`READABLE_MODE`] for `gvisor`, whose kernel cannot
+/// execute an unreadable file, [`MODE`] for the others. The two copies have their own names.
+///
+/// # Errors
+/// As [`copy`].
+pub fn copy_running_for(runtime_dir: &Path, tier: crate::tier::Tier) -> Result<PathBuf> {
+    copy_running_with(
+        runtime_dir,
+        if tier == crate::tier::Tier::Gvisor {
+            READABLE_MODE
+        } else {
+            MODE
+        },
+    )
+}
+
+fn copy_running_with(runtime_dir: &Path, mode: u32) -> Result<PathBuf> {
     let shown = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
-    copy_as(Path::new("/proc/self/exe"), &shown, runtime_dir)
+    copy_as(Path::new("/proc/self/exe"), &shown, runtime_dir, mode)
 }
 
 /// The execute-only copy of `bin` below `runtime_dir/cyclix/bin/`, made if missing.
@@ -65,18 +94,22 @@ pub fn copy_running(runtime_dir: &Path) -> Result<PathBuf> {
 /// cannot be written.
 #[cfg(test)]
 pub(crate) fn copy(bin: &Path, runtime_dir: &Path) -> Result<PathBuf> {
-    copy_as(bin, bin, runtime_dir)
+    copy_as(bin, bin, runtime_dir, MODE)
 }
 
 /// [`copy`] of the file `bin` (read through this path), named `shown` in errors.
-fn copy_as(bin: &Path, shown: &Path, runtime_dir: &Path) -> Result<PathBuf> {
+fn copy_as(bin: &Path, shown: &Path, runtime_dir: &Path, mode: u32) -> Result<PathBuf> {
     let m = std::fs::metadata(bin).with_context(|| format!("reading {}", shown.display()))?;
     let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
     let dir = runtime_dir.join("cyclix/bin");
-    let target = dir.join(name(m.dev(), m.ino(), m.size(), mtime_ns));
+    let mut file = name(m.dev(), m.ino(), m.size(), mtime_ns);
+    if mode != MODE {
+        file.push_str("-readable");
+    }
+    let target = dir.join(file);
     if let Ok(t) = std::fs::metadata(&target)
         && t.size() == m.size()
-        && t.mode() & 0o7777 == MODE
+        && t.mode() & 0o7777 == mode
     {
         // In use again: [`prune`] by another binary leaves it alone for a while.
         touch(&target);
@@ -98,7 +131,7 @@ fn copy_as(bin: &Path, shown: &Path, runtime_dir: &Path) -> Result<PathBuf> {
         .and_then(|()| std::io::copy(&mut src, tmp.as_file_mut()).map(drop))
         .with_context(|| format!("copying {} to {}", shown.display(), dir.display()))?;
     tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(MODE))
+        .set_permissions(std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("making the copy in {} execute-only", dir.display()))?;
     tmp.as_file()
         .sync_all()

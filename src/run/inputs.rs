@@ -134,6 +134,9 @@ pub struct RunInputs {
     /// The environment the run uses (`run::pool`): cold (`None`: the record says why from the
     /// spec) or a claimed warm one, whose reserved subnet octet the run keeps.
     pub environment: Option<Environment>,
+    /// gVisor's runsc as this host runs it (`host::gvisor::look`), for tier `gvisor`; `None`
+    /// for the other tiers.
+    pub gvisor: Option<crate::tier::runsc::OciRuntime>,
 }
 
 /// The environment of a run as its caller decided it (`cyclix run`'s claim).
@@ -226,5 +229,6 @@ pub(crate) fn fixture(dir: &std::path::Path, run_id: &str, agent: &str, gate: &s
         capacity: None,
         queued: None,
         environment: None,
+        gvisor: None,
     }
 }

@@ -170,6 +170,7 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
             },
             |e| e.record.clone(),
         )),
+        oci_runtime: inp.gvisor.clone(),
         ..RunRecord::new(&spec.tenant, &inp.run_id, spec.tier.to_string())
     }
 }
@@ -312,7 +313,7 @@ fn space_causes(inp: &RunInputs, host: &dyn RunHost, ledger: &Ledger, rec: &mut 
 fn collect_tip(tier: Tier, branch_made: bool, branch: &str) -> String {
     match tier {
         Tier::Direct => "HEAD".to_string(),
-        Tier::Container if !branch_made => String::new(),
+        Tier::Container | Tier::Gvisor if !branch_made => String::new(),
         _ => branch.to_string(),
     }
 }
@@ -320,7 +321,7 @@ fn collect_tip(tier: Tier, branch_made: bool, branch: &str) -> String {
 /// A host tier's notice that its gate runs `gate.command` on the host and `gate.image` is
 /// not used (issue 32 item 3: ignored without a word); `None` for tier `container`.
 fn host_gate_notice(spec: &crate::spec::Spec) -> Option<String> {
-    (spec.tier != Tier::Container).then(|| {
+    (!spec.tier.is_sandboxed()).then(|| {
         format!(
             "tier {}: the gate runs `gate.command` on the host as you; `gate.image` ({}) is not \
              used (a host tier has no containers)",
@@ -548,7 +549,7 @@ fn storage_lock_note(inp: &RunInputs, host: &dyn RunHost, e: &anyhow::Error) -> 
             Some(crate::systemd::Error::Deadline { .. })
         )
     });
-    if inp.spec.tier != Tier::Container
+    if !inp.spec.tier.is_sandboxed()
         || !relevant
         || e.downcast_ref::<super::storage_lock::WaitError>().is_some()
     {

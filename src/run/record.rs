@@ -289,6 +289,10 @@ pub struct RunRecord {
     /// key, their body bytes, requests refused over the run's budget; read in collect.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<CredentialUse>,
+    /// The OCI runtime the agent and the gate ran on when not podman's default: tier
+    /// `gvisor`'s runsc, its path, version and runtime flags (`tier::runsc::OciRuntime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_runtime: Option<crate::tier::runsc::OciRuntime>,
 }
 
 /// A run's turn under the host's `max_runs` (`run::capacity`).
@@ -406,6 +410,7 @@ impl RunRecord {
             queue: None,
             credentials: Vec::new(),
             environment: None,
+            oci_runtime: None,
         }
     }
 }

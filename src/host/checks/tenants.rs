@@ -24,13 +24,26 @@ pub(super) fn spec(f: &CheckFacts, t: &TenantFacts) -> Check {
     if let Some(fail) = mounts_in_podman_storage(f, t, s) {
         return fail;
     }
-    match tier::gate(s.tier, s.legacy_worktree_isolation, &runtime(f)) {
+    let gvisor = match &f.gvisor {
+        Ok(_) => tier::Runtime::Usable,
+        Err(reason) => tier::Runtime::Unusable(reason.clone()),
+    };
+    match tier::gate(s.tier, s.legacy_worktree_isolation, &runtime(f), &gvisor) {
+        Err(refusal @ tier::TierRefusal::GvisorUnusable { .. }) => Check::fail(
+            &id,
+            format!("{}: {refusal}", t.file),
+            "install gVisor's runsc (Debian: `apt install runsc`; the `gvisor` check above says \
+             what is missing), or set `tier: container` explicitly if sharing the host's \
+             kernel is acceptable",
+        ),
         Err(refusal) => Check::fail(&id, format!("{}: {refusal}", t.file), {
             "make a container runtime usable (the failed checks above), or set `tier: \
              worktree` explicitly if version isolation is enough"
                 .to_string()
         }),
-        Ok(Tier::Container) => Check::pass(&id, format!("{}: valid, tier container", t.file)),
+        Ok(got @ (Tier::Container | Tier::Gvisor)) => {
+            Check::pass(&id, format!("{}: valid, tier {got}", t.file))
+        }
         // What `cyclix run` does for a host tier, said as it is (issue 32 item 3: this said
         // `run` implemented only tier container, and the run went ahead).
         Ok(other) => Check::warn(
@@ -76,7 +89,7 @@ pub(super) fn gate(t: &TenantFacts) -> Option<Check> {
     let id = format!("gate:{}", t.name);
     let g = &s.gate;
     if g.protected.is_empty() {
-        let fix = if s.tier == Tier::Container {
+        let fix = if s.tier.is_sandboxed() {
             "add `gate.protected` with the tests and their configuration (for Python: `protected: \
              [tests/, \"**/test_*.py\", \"**/conftest.py\", pytest.ini, tox.ini, setup.cfg, \
              pyproject.toml]`) and have `gate.command` write JUnit XML to $CYCLIX_RESULTS \

@@ -7,7 +7,6 @@ use std::path::Path;
 use super::Fact;
 use crate::context::HostEnv;
 use crate::spec::{Image, Spec};
-use crate::tier::Tier;
 
 /// The storage driver.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -59,7 +58,7 @@ pub struct ImageFact {
 /// the project's files. Only tier `container` runs containers (and its proxy).
 #[must_use]
 pub fn needed_images(spec: &Spec) -> Vec<(String, String, bool)> {
-    if crate::tier::floor(spec.tier, spec.legacy_worktree_isolation) != Tier::Container {
+    if !crate::tier::floor(spec.tier, spec.legacy_worktree_isolation).is_sandboxed() {
         return Vec::new();
     }
     let one = |role: String, image: &Image| {

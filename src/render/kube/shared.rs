@@ -9,7 +9,6 @@ use crate::naming::{RunNames, label};
 use crate::render::RenderError;
 use crate::render::plan::{ContainerPlan, RunPlan};
 use crate::spec::Spec;
-use crate::tier::Tier;
 
 /// The label every Pod of a run without network carries; the deny-all policy selects it.
 pub const NO_NETWORK_LABEL: &str = "io.cyclix.network";
@@ -204,7 +203,7 @@ pub fn check_supported(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Resul
             message: message.into(),
         })
     };
-    if plan.tier != Tier::Container {
+    if !plan.tier.is_sandboxed() {
         return refuse(
             "tier",
             "only tier `container` has a Kubernetes form (the other tiers run on the host); set `tier: container`",

@@ -51,6 +51,39 @@ pub const PROBE_CONTEXT_FILE: &str = "probe.json";
 /// later is read by anyone.
 pub const REPORT_FILE: &str = "report";
 
+/// Tier `gvisor`'s directory for the report FIFO in the run dir, bound read-write at
+/// [`REPORT_DIR_PATH`]: gVisor's kernel refuses to open a FIFO for writing on a read-only mount
+/// ("Read-only file system", unlike Linux; seen with runsc 0.0~20240729), so there the FIFO
+/// cannot be in the read-only control directory. The directory holds the FIFO only; the host
+/// unlinks it at agent-wait's hello, as in the control directory, so no path to it is left
+/// when image code runs. What the agent may write into the directory later is read by nothing.
+pub const REPORT_DIR: &str = "report.d";
+
+/// Where [`REPORT_DIR`] appears in a tier-`gvisor` agent container.
+pub const REPORT_DIR_PATH: &str = "/cyclix/report.d";
+
+/// The host path of the run's report FIFO: `RUN_DIR/ctl/report`, or under tier `gvisor`
+/// `RUN_DIR/report.d/report` ([`REPORT_DIR`]). Pure.
+#[must_use]
+pub fn report_fifo(run_dir: &std::path::Path, tier: Tier) -> std::path::PathBuf {
+    run_dir
+        .join(if tier == Tier::Gvisor {
+            REPORT_DIR
+        } else {
+            CTL_DIR
+        })
+        .join(REPORT_FILE)
+}
+
+/// Where the agent's `cyclix agent-wait --report` opens [`report_fifo`] in its container.
+fn report_fifo_path(tier: Tier) -> String {
+    if tier == Tier::Gvisor {
+        format!("{REPORT_DIR_PATH}/{REPORT_FILE}")
+    } else {
+        format!("{CTL_PATH}/{REPORT_FILE}")
+    }
+}
+
 /// How long the agent container waits for the go file before it gives up, in seconds.
 pub const AGENT_WAIT_S: u64 = 300;
 
@@ -111,6 +144,7 @@ pub(super) fn agent_container(
             run.run_dir,
             super::topology::AGENT_OUTPUT_FILE
         )),
+        oci_runtime: run.gvisor.clone().filter(|_| spec.tier == Tier::Gvisor),
     }
 }
 
@@ -191,6 +225,13 @@ pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, Re
         target: CTL_PATH.into(),
         read_only: true,
     });
+    if spec.tier == Tier::Gvisor {
+        agent_binds.push(Bind {
+            source: format!("{}/{REPORT_DIR}", run.run_dir),
+            target: REPORT_DIR_PATH.into(),
+            read_only: false,
+        });
+    }
     agent_binds.push(Bind {
         source: format!("{}/{TASK_FILE}", run.run_dir),
         target: TASK_PATH.into(),
@@ -245,7 +286,7 @@ fn agent_exec(spec: &Spec, pooled: bool) -> Vec<String> {
         "--go".into(),
         format!("{CTL_PATH}/{GO_FILE}"),
         "--report".into(),
-        format!("{CTL_PATH}/{REPORT_FILE}"),
+        report_fifo_path(spec.tier),
         "--timeout-s".into(),
         (AGENT_WAIT_S + baseline_s(spec)).to_string(),
     ];
@@ -281,7 +322,7 @@ fn agent_exec(spec: &Spec, pooled: bool) -> Vec<String> {
 /// Fields only ever get added.
 #[must_use]
 pub fn context_json(plan: &RunPlan) -> String {
-    let container = plan.tier == Tier::Container;
+    let container = plan.tier.is_sandboxed();
     let services: Vec<serde_json::Value> = plan
         .units
         .services

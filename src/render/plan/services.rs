@@ -183,6 +183,7 @@ fn service_container(
         health: s.health.clone(),
         user: None,
         log_file: None,
+        oci_runtime: None,
     }
 }
 

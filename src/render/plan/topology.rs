@@ -9,6 +9,7 @@ use super::{RunContext, labels, tmpfs_tmp};
 use crate::naming::RunNames;
 use crate::render::proxy::credentials;
 use crate::spec::Spec;
+use crate::tier::Tier;
 
 /// Where the project worktree appears in the agent and gate containers.
 pub const WORKDIR: &str = crate::probe::WORKDIR;
@@ -190,6 +191,10 @@ pub struct ContainerPlan {
     /// gate's, which cyclix reads, redacts and passes on (`run::output`). `None`: podman's
     /// default driver (journald), for cyclix's own containers.
     pub log_file: Option<String>,
+    /// The OCI runtime this container runs on when not podman's default (podman(1)
+    /// `--runtime`, `--runtime-flag`): gVisor's `runsc` for the agent and the gate under tier
+    /// `gvisor`; `None` for the proxy, the services and every container of tier `container`.
+    pub oci_runtime: Option<crate::tier::runsc::OciRuntime>,
 }
 
 /// The agent's raw output in the run directory (podman's `k8s-file` log; removed with it).
@@ -335,6 +340,7 @@ pub(super) fn proxy_container(spec: &Spec, run: &RunContext, proxy_ip: &str) -> 
         health: None,
         user: None,
         log_file: None,
+        oci_runtime: None,
     }
 }
 
@@ -378,6 +384,8 @@ pub(super) fn gate_container(spec: &Spec, run: &RunContext) -> ContainerPlan {
         health: None,
         user: None,
         log_file: Some(format!("{}/{GATE_OUTPUT_FILE}", run.run_dir)),
+        // The gate runs the agent's code too: under tier `gvisor` on runsc as the agent does.
+        oci_runtime: run.gvisor.clone().filter(|_| spec.tier == Tier::Gvisor),
     };
     // Every gate may write its per-test results (JUnit XML) to `$CYCLIX_RESULTS`; with
     // `gate.protected` they are counted (docs/gate.md).

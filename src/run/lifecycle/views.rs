@@ -77,6 +77,7 @@ pub(crate) fn bring_up_of(inp: &RunInputs) -> bring_up::BringUp<'_> {
         secrets: &inp.secrets,
         placeholders: &inp.placeholders,
         log_key: &inp.log_key,
+        gvisor: inp.gvisor.as_ref(),
         pooled: inp.environment.as_ref().is_some_and(|e| e.record.pooled),
         claim_wait_s: claim_wait_s(inp),
     }
@@ -100,6 +101,7 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
         watched: &inp.watched,
         agent_env: &inp.spec.agent.env,
         secrets: &inp.secrets,
+        tier: inp.spec.tier,
     }
 }
 

@@ -88,7 +88,7 @@ pub(crate) fn agent_phases(
     } else {
         Duration::from_secs(inp.agent.timeout_s) + inp.deadlines.slack
     };
-    let end = if inp.tier == Tier::Container {
+    let end = if inp.tier.is_sandboxed() {
         let deadline = crate::naming::RunNames::new(inp.probe.run_id).agent_deadline();
         let end = container_phases(inp, units, host, r, created, names, out, agent_budget);
         if inp.held {

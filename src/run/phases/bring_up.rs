@@ -48,6 +48,8 @@ pub(crate) struct BringUp<'a> {
     /// `Some(the pool's max_idle)` when the claimed environment's agent container was started
     /// by its fill (`render::RunContext::claim_wait_s`).
     pub(crate) claim_wait_s: Option<u64>,
+    /// gVisor's runsc for the agent and the gate (tier `gvisor`: `RunInputs::gvisor`).
+    pub(crate) gvisor: Option<&'a crate::tier::runsc::OciRuntime>,
 }
 
 /// Whose files [`place`] and [`generate`] write: a run, or a pooled environment its fill makes.
@@ -86,6 +88,7 @@ pub(crate) fn run_context(inp: &BringUp<'_>, octet: u8, service_ports: Vec<u16>)
         log_key: inp.log_key.to_string(),
         credentials_file: inp.pooled,
         claim_wait_s: inp.claim_wait_s,
+        gvisor: inp.gvisor.cloned(),
     }
 }
 
@@ -276,7 +279,7 @@ pub(crate) fn start_units(
     host: &dyn RunHost,
     names: &render::plan::UnitNames,
 ) -> Result<Option<u128>> {
-    let container = inp.tier == Tier::Container;
+    let container = inp.tier.is_sandboxed();
     std::thread::scope(|s| {
         let agent =
             container.then(|| s.spawn(|| units.start(&names.agent, JobMode::Replace, inp.start)));

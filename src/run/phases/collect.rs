@@ -235,7 +235,7 @@ pub(crate) fn follow_outputs(
     host: &dyn RunJournal,
     names: &render::plan::UnitNames,
 ) -> Result<()> {
-    let format = if o.tier == crate::tier::Tier::Container {
+    let format = if o.tier.is_sandboxed() {
         crate::run::output::Format::K8sFile
     } else {
         crate::run::output::Format::Plain

@@ -18,7 +18,6 @@ use super::super::tripwire::{self, Tripwires};
 use crate::render::{self, plan::TASK_FILE};
 use crate::run::seam::{RunGit, RunHost, RunPodman, RunProcs};
 use crate::spec::Spec;
-use crate::tier::Tier;
 
 /// What the prepare phase needs of the run's inputs.
 pub(crate) struct Prepare<'a> {
@@ -95,7 +94,7 @@ pub(crate) fn prepare(
     let spec = inp.spec;
     host.check_mounts(spec)?; // before anything exists: `host::mount_scan` (issue 11)
     let repo = PathBuf::from(&spec.repo.path);
-    if spec.tier == Tier::Container {
+    if spec.tier.is_sandboxed() {
         // Before anything exists: a stuck holder fails the run here, with nothing to undo.
         wait_for_storage_lock(
             inp.storage_lock,
@@ -127,7 +126,7 @@ pub(crate) fn prepare(
         // Only a run that reserves one lists the subnets in use (a podman call).
         None => reserve_subnet(runs_root, inp.run_id, &host.used_subnets()?)?.0,
     };
-    let ports = if spec.tier == Tier::Container {
+    let ports = if spec.tier.is_sandboxed() {
         if !spec.services.is_empty() {
             ledger.record(reservations(crate::layout::PORTS_DIR))?;
         }
@@ -146,8 +145,12 @@ pub(crate) fn prepare(
     let ctl = inp.run_dir.join(render::plan::CTL_DIR);
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
-    if spec.tier == Tier::Container {
-        crate::run::report_fifo::make(&ctl.join(render::plan::REPORT_FILE))?;
+    if spec.tier.is_sandboxed() {
+        let fifo = render::plan::report_fifo(inp.run_dir, spec.tier);
+        if let Some(dir) = fifo.parent().filter(|d| *d != ctl) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        crate::run::report_fifo::make(&fifo)?;
         if !spec.agent.env.is_empty() {
             crate::run::handover::make(&ctl.join(render::plan::HANDOVER_FILE))?;
         }
@@ -163,7 +166,7 @@ pub(crate) fn prepare(
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    if spec.tier == Tier::Container {
+    if spec.tier.is_sandboxed() {
         // A private repository: nothing of the user's is mounted into any container, and the
         // run branch appears in the user's repository only when the import creates it.
         created.repo_before = Some(host.repo_state(&repo)?);
@@ -194,7 +197,7 @@ pub(crate) fn prepare(
         .filter(|(var, _)| handed(var))
         .cloned()
         .collect();
-    if spec.tier != Tier::Container {
+    if !spec.tier.is_sandboxed() {
         write_host_env(inp.run_dir, &to_containers)?;
         return Ok((base, common, octet, ports, setup));
     }
@@ -210,7 +213,7 @@ fn setup_mounts(
     host: &dyn RunGit,
     base: &str,
 ) -> Result<(Vec<String>, Vec<crate::probe::DeclaredMount>)> {
-    if inp.spec.tier != Tier::Container {
+    if !inp.spec.tier.is_sandboxed() {
         return Ok((Vec::new(), Vec::new()));
     }
     let setup = super::setup::resolve(inp.spec, host, base)?;

@@ -28,6 +28,8 @@ pub(crate) struct Probe<'a> {
     pub(crate) agent_env: &'a [String],
     /// The run's secret values (name, value).
     pub(crate) secrets: &'a [(String, Vec<u8>)],
+    /// The run's tier (where its report FIFO is: `render::plan::report_fifo`).
+    pub(crate) tier: crate::tier::Tier,
 }
 
 /// Writes the agent's verdict file: `ctl/go` lets it start, `ctl/refused` (holding `why`,
@@ -81,10 +83,7 @@ pub(crate) fn boundary_proven(
     let (report, environ, members) = std::thread::scope(|s| {
         let environ = s.spawn(|| host.sandbox_environ(container));
         let members = s.spawn(|| host.network_members(&network));
-        let fifo = inp
-            .run_dir
-            .join(render::plan::CTL_DIR)
-            .join(render::plan::REPORT_FILE);
+        let fifo = render::plan::report_fifo(inp.run_dir, inp.tier);
         let report = host.held_probe(container, &fifo, inp.deadline);
         (report, joined(environ), joined(members))
     });

@@ -51,6 +51,9 @@ pub struct EnvHost<'a> {
     pub start: Duration,
     /// How long a destruction waits for podman's storage lock.
     pub lock_wait: Duration,
+    /// gVisor's runsc for tier `gvisor` (`RunInputs::gvisor`): its environments render
+    /// their agent and gate on it, so they are claimed only by runs that render the same.
+    pub gvisor: Option<&'a crate::tier::runsc::OciRuntime>,
 }
 
 /// How long a fill waits for its agent container's agent-wait to be held on the claim FIFO
@@ -138,6 +141,7 @@ impl EnvHost<'_> {
             setup_binds: Vec::new(),
             log_key: filled.log_key.clone(),
             credentials_file: true,
+            gvisor: self.gvisor.cloned(),
             claim_wait_s: super::holds_agent(self.spec)
                 .then(|| self.spec.pool.as_ref().map_or(0, |p| p.max_idle_s)),
         };
@@ -344,6 +348,13 @@ impl EnvHost<'_> {
         let ctl = paths.run_dir.join(CTL_DIR);
         std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
         crate::run::claim_fifo::make_claim(&ctl.join(CLAIM_FILE))?;
+        // Tier `gvisor`'s agent binds the report FIFO's own directory (made at the claim).
+        if let Some(dir) = crate::render::plan::report_fifo(&paths.run_dir, self.spec.tier)
+            .parent()
+            .filter(|d| *d != ctl)
+        {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
         let claim = super::held::dev_ino(&ctl.join(CLAIM_FILE))
             .with_context(|| format!("reading {}", ctl.join(CLAIM_FILE).display()))?;
         let agent = RunNames::new(id).agent();

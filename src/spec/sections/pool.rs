@@ -66,7 +66,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawPool
 /// Validates `pool:`: `size` within [`SIZE`], the two durations within their bounds; `tier`
 /// is the spec's tier floor: only tier `container` has an environment to keep warm.
 pub(crate) fn validate(p: &RawPool, tier: Option<Tier>, out: &mut Vec<Diagnostic>) -> Option<Pool> {
-    if let Some(t) = tier.filter(|t| *t != Tier::Container) {
+    if let Some(t) = tier.filter(|t| !t.is_sandboxed()) {
         out.push(
             p.at.diag(format!(
                 "tier `{t}` runs the agent on the host: it has no environment (networks, proxy, pod) to keep warm"

@@ -272,7 +272,7 @@ pub(crate) fn validate(
 /// agent runs on the host with the host's network) cannot keep a key outside, so a spec with
 /// `agent.credentials` there is refused.
 fn credentials_need_proxy(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnostic>) {
-    if tier == Tier::Container {
+    if tier.is_sandboxed() {
         return;
     }
     if let Some(c) = a.credentials.first() {
@@ -290,7 +290,7 @@ fn credentials_need_proxy(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnos
 /// `gate.protected` needs tier `container`: the host tiers run the gate in the agent's own
 /// work tree, which the agent can change while and after it runs (docs/gate.md).
 fn protected_needs_container(g: &gate::RawGate, tier: Tier, out: &mut Vec<Diagnostic>) {
-    if tier == Tier::Container {
+    if tier.is_sandboxed() {
         return;
     }
     if let Some(p) = g.protected.as_ref() {
@@ -304,7 +304,7 @@ fn protected_needs_container(g: &gate::RawGate, tier: Tier, out: &mut Vec<Diagno
 }
 
 fn presets_need_container(a: &agent::RawAgent, tier: Tier, out: &mut Vec<Diagnostic>) {
-    if tier == Tier::Container {
+    if tier.is_sandboxed() {
         return;
     }
     if let Some(p) = a.preset.preset.as_ref().filter(|p| p.value != "script") {

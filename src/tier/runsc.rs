@@ -1,0 +1,146 @@
+//! gVisor's `runsc` as tier `gvisor` runs it, as data: the runtime podman is given (path,
+//! version, runtime flags) and the pure decisions over what the host adapter
+//! (`host::gvisor`) found. Pure.
+//!
+//! Sources: runsc(8) flags `--network=host` (use the network namespace the container is in:
+//! rootless runsc refuses its own netstack in a namespace it did not make, "cannot run with
+//! network enabled in root network namespace") and `--ignore-cgroups` (runsc's cgroup setup
+//! needs the `memory` controller delegated, "mandatory cgroup controller \"memory\" is
+//! missing"; seen on the testbed, whose user manager delegates none); podman(1) `--runtime`,
+//! `--runtime-flag`.
+
+use serde::{Deserialize, Serialize};
+
+/// The runtime flag every tier-`gvisor` container gets: the pod's network namespace, served by
+/// the host kernel's network stack (the run's internal network and proxy bound it).
+pub const NETWORK_HOST: &str = "network=host";
+
+/// The runtime flag that lets the sandbox open a host FIFO in its mounts (runsc's default:
+/// none): the agent's `cyclix agent-wait` waits for its go and its claim on FIFOs in the
+/// read-only control directory cyclix binds in (`render::plan::CTL_PATH`), which gVisor refuses
+/// otherwise (`open`: "Operation not permitted", seen with runsc 0.0~20240729). It lets open
+/// what exists; it creates nothing on the host.
+pub const HOST_FIFO_OPEN: &str = "host-fifo=open";
+
+/// The runtime flag for a user manager without the `memory` or `pids` controller delegated:
+/// runsc sets no cgroup limits then (as podman's own cannot either).
+pub const IGNORE_CGROUPS: &str = "ignore-cgroups";
+
+/// The OCI runtime the agent and the gate run on under tier `gvisor`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OciRuntime {
+    /// Absolute path of `runsc`.
+    pub path: String,
+    /// What `runsc --version` said of itself (`0.0~20240729.0`).
+    pub version: String,
+    /// runsc's flags (`network=host`, maybe `ignore-cgroups`), each passed as
+    /// `--runtime-flag=FLAG`.
+    pub flags: Vec<String>,
+}
+
+impl OciRuntime {
+    /// What `cyclix render`, `spec render` and `export` show for a tier-`gvisor` spec when no
+    /// run looked at this host: `runsc` as podman finds it, with `network=host`.
+    #[must_use]
+    pub fn preview() -> Self {
+        Self {
+            path: "runsc".to_string(),
+            version: String::new(),
+            flags: vec![NETWORK_HOST.to_string(), HOST_FIFO_OPEN.to_string()],
+        }
+    }
+
+    /// podman's options for it (global options, accepted after `run` too): `--runtime=PATH`
+    /// and one `--runtime-flag=FLAG` per flag.
+    #[must_use]
+    pub fn podman_args(&self) -> Vec<String> {
+        std::iter::once(format!("--runtime={}", self.path))
+            .chain(self.flags.iter().map(|f| format!("--runtime-flag={f}")))
+            .collect()
+    }
+
+    /// One line for records and `cyclix check`: `runsc 0.0~20240729.0 (/usr/bin/runsc;
+    /// runtime flags network=host, ignore-cgroups)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        format!(
+            "runsc {} ({}; runtime flags {})",
+            if self.version.is_empty() {
+                "(version not read)"
+            } else {
+                &self.version
+            },
+            self.path,
+            self.flags.join(", ")
+        )
+    }
+}
+
+/// The version in `runsc --version`'s first line (`runsc version 0.0~20240729.0`).
+#[must_use]
+pub fn parse_version(stdout: &str) -> Option<String> {
+    let first = stdout.lines().next()?.trim();
+    let v = first.strip_prefix("runsc version ")?.trim();
+    (!v.is_empty() && !v.contains(char::is_whitespace)).then(|| v.to_string())
+}
+
+/// runsc's flags given the controllers the user manager delegates (its `cgroup.controllers`):
+/// always [`NETWORK_HOST`] and [`HOST_FIFO_OPEN`]; [`IGNORE_CGROUPS`] when `memory` or `pids`
+/// is not among them.
+#[must_use]
+pub fn runtime_flags(delegated: &[String]) -> Vec<String> {
+    let has = |c: &str| delegated.iter().any(|d| d == c);
+    let mut flags = vec![NETWORK_HOST.to_string(), HOST_FIFO_OPEN.to_string()];
+    if !(has("memory") && has("pids")) {
+        flags.push(IGNORE_CGROUPS.to_string());
+    }
+    flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_read_from_runscs_own_first_line_only() {
+        assert_eq!(
+            parse_version("runsc version 0.0~20240729.0\nspec: 1.2.0\n").as_deref(),
+            Some("0.0~20240729.0")
+        );
+        assert_eq!(parse_version("runc version 1.1.5\n"), None);
+        assert_eq!(parse_version(""), None);
+        assert_eq!(parse_version("runsc version \n"), None);
+    }
+
+    #[test]
+    fn cgroups_are_ignored_only_without_memory_or_pids_delegated() {
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
+        let base = [NETWORK_HOST, HOST_FIFO_OPEN];
+        let ignoring = [NETWORK_HOST, HOST_FIFO_OPEN, IGNORE_CGROUPS];
+        assert_eq!(runtime_flags(&s(&["cpu", "memory", "pids"])), s(&base));
+        assert_eq!(runtime_flags(&s(&["memory", "pids"])), s(&base));
+        assert_eq!(runtime_flags(&s(&["memory"])), s(&ignoring));
+        assert_eq!(runtime_flags(&[]), s(&ignoring));
+    }
+
+    #[test]
+    fn podman_gets_the_path_and_one_option_per_flag() {
+        let r = OciRuntime {
+            path: "/usr/bin/runsc".into(),
+            version: "0.0~20240729.0".into(),
+            flags: vec![NETWORK_HOST.into(), IGNORE_CGROUPS.into()],
+        };
+        assert_eq!(
+            r.podman_args(),
+            [
+                "--runtime=/usr/bin/runsc",
+                "--runtime-flag=network=host",
+                "--runtime-flag=ignore-cgroups"
+            ]
+        );
+        assert_eq!(
+            r.describe(),
+            "runsc 0.0~20240729.0 (/usr/bin/runsc; runtime flags network=host, ignore-cgroups)"
+        );
+    }
+}
