@@ -169,6 +169,10 @@ pub struct Context {
     /// drop within the probes' short deadline counts as denied for direct connections.
     #[serde(default)]
     pub profile: Profile,
+    /// The host kernel's release (`uname -r` on the host), which P25 compares the agent's
+    /// kernel with; empty when unknown (P25 then says so).
+    #[serde(default)]
+    pub host_kernel: String,
 }
 
 /// One `mounts:` entry as the probes must find it (P18).
@@ -301,6 +305,7 @@ impl Context {
             report_only: spec.egress.report_only,
             escape: None,
             profile: Profile::default(),
+            host_kernel: String::new(),
         }
     }
 

@@ -43,10 +43,12 @@ fn open_report(fifo: &Path) -> std::io::Result<Option<std::fs::File>> {
     }
 }
 
-/// Runs the suite with the context beside `fifo` and writes the report (the lines of `cyclix
-/// probe`) into `f`, blocking; closing `f` ends the report for the host. Whatever fails is said
-/// in the report itself (a context that does not parse: one FAIL line), so the host refuses.
-fn hand_report(f: std::fs::File, fifo: &Path) {
+/// Runs the suite with the context `context` (the control directory's, beside the go file:
+/// under tier `gvisor` the report FIFO has a directory of its own) and writes the report (the
+/// lines of `cyclix probe`) into `f`, blocking; closing `f` ends the report for the host.
+/// Whatever fails is said in the report itself (a context that does not parse: one FAIL line),
+/// so the host refuses.
+fn hand_report(f: std::fs::File, fifo: &Path, context: &Path) {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use std::io::Write as _;
     // Blocking writes from here: the host reads as we write.
@@ -61,7 +63,7 @@ fn hand_report(f: std::fs::File, fifo: &Path) {
     // No probe (image code: P6's setuid child) before the host unlinked the FIFO: then no
     // other process can open it.
     let lines = match hello.map_err(|e| e.to_string()).and_then(|()| gone(fifo)) {
-        Ok(()) => report_lines(&fifo.with_file_name(crate::render::plan::PROBE_CONTEXT_FILE)),
+        Ok(()) => report_lines(context),
         Err(why) => unproven(&why),
     };
     let mut w = std::io::BufWriter::new(f);
@@ -121,7 +123,9 @@ fn report_lines(context: &Path) -> String {
                 .map_err(|e| format!("parsing the probe context {}: {e}", context.display()))
         })
         .and_then(|ctx| {
-            crate::probe::first_run(&ctx, &[], "cyclix agent-wait").map_err(|e| e.to_string())
+            // The profile's probes (all under podman; gVisor's subset under tier gvisor).
+            let only: Vec<String> = ctx.profile.probes().iter().map(|s| (*s).to_string()).collect();
+            crate::probe::first_run(&ctx, &only, "cyclix agent-wait").map_err(|e| e.to_string())
         });
     let (results, sum) = ran.unwrap_or_else(|why| {
         let results = vec![crate::probe::ProbeResult {
@@ -223,7 +227,11 @@ pub fn run(held: &Held<'_>, argv: &[String]) -> Result<Outcome> {
         if let Some(fifo) = report {
             match open_report(fifo) {
                 Ok(Some(f)) => {
-                    hand_report(f, fifo);
+                    hand_report(
+                        f,
+                        fifo,
+                        &go.with_file_name(crate::render::plan::PROBE_CONTEXT_FILE),
+                    );
                     report = None;
                     continue;
                 }

@@ -473,6 +473,9 @@ pub(crate) fn run_inputs(
             "/run/podman/podman.sock".to_string(),
             "/var/run/docker.sock".to_string(),
         ],
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
     };
     let probe_context = crate::run::boundary::probe_context(&spec, &watched, &host);
     let gvisor = run_gvisor(&spec)?;

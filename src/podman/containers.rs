@@ -225,6 +225,26 @@ impl Podman {
         Ok((out.status.code().unwrap_or(-1), out.tail))
     }
 
+    /// The full id of `container` (`podman container inspect --format {{.Id}}`).
+    ///
+    /// # Errors
+    /// [`PodmanError::Command`] (no such container), [`PodmanError::Output`].
+    pub fn container_id(&self, container: &str) -> Result<String> {
+        check_name("container", container)?;
+        self.query(
+            &["container", "inspect", "--format", "{{.Id}}", "--", container],
+            &format!("reading the id of container {container}"),
+            |out| {
+                let id = out.trim();
+                if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    Ok(id.to_string())
+                } else {
+                    Err(serde::de::Error::custom(format!("not a container id: {id:?}")))
+                }
+            },
+        )
+    }
+
     /// The host pids and command names of the processes in `container` (`podman top CONTAINER
     /// hpid comm`), as the host sees them.
     ///

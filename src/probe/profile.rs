@@ -27,7 +27,73 @@ pub enum Profile {
     /// A Kubernetes Pod (or `podman kube play` of one): the subset of
     /// [`KUBERNETES_PROBES`], a drop within [`DROP_DEADLINE`] counts as denied.
     Kubernetes,
+    /// A cyclix pod whose agent runs on gVisor's kernel (tier `gvisor`): the subset of
+    /// [`GVISOR_PROBES`]; where gVisor's kernel answers for itself (its own `/proc`, devices,
+    /// user namespace and cgroupfs) the probe is left out with its reason
+    /// ([`GVISOR_LEFT_OUT`]), and a few accept gVisor's own answer (each verdict says which).
+    Gvisor,
 }
+
+/// The probes the gVisor profile runs, in suite order (P25 proves the kernel is gVisor's).
+pub const GVISOR_PROBES: &[&str] = &[
+    "P1", "P2", "P3", "P6", "P7", "P8", "P13", "P14", "P17", "P18", "P19", "P22", "P25", "N1",
+    "N2", "N3", "N4", "N5", "N6", "N7", "N8", "N9", "N10", "N11", "N12", "N13", "N14", "N15",
+    "N16", "N17", "E1",
+];
+
+/// The probes the gVisor profile leaves out, and why: each asks the host kernel something
+/// that gVisor's kernel (the Sentry) answers with its own emulation, which the agent's code
+/// never gets past to the host's.
+pub const GVISOR_LEFT_OUT: &[(&str, &str)] = &[
+    (
+        "P4",
+        "gVisor's kernel has no LSM (no /proc/self/attr); the host's LSM confines runsc itself",
+    ),
+    (
+        "P5",
+        "gVisor presents its own root user namespace (uid_map 0 0 4294967295); runsc runs in podman's rootless user namespace on the host",
+    ),
+    (
+        "P9",
+        "a user namespace made inside the sandbox is gVisor's, served by the Sentry: no host namespace code is reached",
+    ),
+    (
+        "P10",
+        "the device nodes are gVisor's own (its /dev/fuse, and mknod makes nodes of gVisor's devices), not the host's",
+    ),
+    (
+        "P11",
+        "gVisor's /proc and /sys have none of the host files podman masks (they are absent)",
+    ),
+    (
+        "P12",
+        "gVisor's /proc/sysrq-trigger is its own file: writing it reaches no host kernel knob",
+    ),
+    (
+        "P15",
+        "gVisor's mount table does not show nosuid/nodev on podman's tmpfs mounts",
+    ),
+    (
+        "P16",
+        "file ownership is seen through gVisor's identity user namespace (uid 0), not the host's mapping",
+    ),
+    (
+        "P20",
+        "the namespaces are gVisor's own (no cgroup namespace file); the sandbox's processes are listed by gVisor's kernel from the host instead (`runsc ps`)",
+    ),
+    (
+        "P21",
+        "gVisor mounts its own cgroupfs; runsc sets the container's limits on the host (or ignores them where the user manager delegates no controllers: the record says so)",
+    ),
+    (
+        "P23",
+        "the keyring syscalls are not implemented by gVisor (ENOSYS): there is no kernel keyring to read",
+    ),
+    (
+        "P24",
+        "the kernel log and symbols are gVisor's own (its synthetic boot log; no kallsyms): P25 reads them to prove the kernel is gVisor's",
+    ),
+];
 
 /// The probes the Kubernetes profile runs, in suite order.
 pub const KUBERNETES_PROBES: &[&str] = &[
@@ -93,6 +159,10 @@ pub const KUBERNETES_LEFT_OUT: &[(&str, &str)] = &[
         "the tunnel probe needs an allowlisted TLS host on 443",
     ),
     ("E1", "the host tripwires are planted on a Podman host only"),
+    (
+        "P25",
+        "the node's kernel release is not known to the Pod (a RuntimeClass such as gVisor is the cluster's)",
+    ),
 ];
 
 impl Profile {
@@ -102,6 +172,7 @@ impl Profile {
         match self {
             Profile::Podman => &[],
             Profile::Kubernetes => KUBERNETES_PROBES,
+            Profile::Gvisor => GVISOR_PROBES,
         }
     }
 
@@ -115,7 +186,17 @@ impl Profile {
     #[must_use]
     pub fn statement(self) -> String {
         match self {
-            Profile::Podman => "probe profile `podman`: the full suite (P1–P24, N1–N17, E1); a denial must be an immediate refusal with the exact errno, a timeout FAILs".to_string(),
+            Profile::Podman => "probe profile `podman`: the full suite (P1–P25, N1–N17, E1); a denial must be an immediate refusal with the exact errno, a timeout FAILs; P25 states that the agent's kernel is the host's".to_string(),
+            Profile::Gvisor => format!(
+                "probe profile `gvisor`: {} probes ({}) as under podman, where P25 proves the agent's kernel is gVisor's (its release is not the host's and its log is gVisor's) and P1, P3, P7, P14, N15 accept gVisor's own answer where it differs (no CapAmb or Seccomp_filters line; ENOSYS, ENODEV or EOPNOTSUPP for a call gVisor does not implement; EACCES for a write to the read-only root or a netlink change); left out, gVisor's kernel answering for itself: {}",
+                GVISOR_PROBES.len(),
+                GVISOR_PROBES.join(" "),
+                GVISOR_LEFT_OUT
+                    .iter()
+                    .map(|(id, _)| *id)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             Profile::Kubernetes => format!(
                 "probe profile `kubernetes`: {} probes ({}) run in the agent Pod before the agent (the agent's command is `cyclix agent-wait --probe …`); NetworkPolicy usually drops instead of refusing, so there a direct connection (N2, N4) that is refused OR unanswered within {} ms counts as denied, and a DNS query to a public resolver counts as denied when no reply comes; left out: {}",
                 KUBERNETES_PROBES.len(),
@@ -146,6 +227,20 @@ mod tests {
             KUBERNETES_PROBES.len() + KUBERNETES_LEFT_OUT.len(),
             crate::probe::PROBES.len()
         );
+    }
+
+    #[test]
+    fn every_probe_is_run_or_left_out_with_a_reason_under_gvisor() {
+        for p in crate::probe::PROBES {
+            let run = GVISOR_PROBES.contains(&p.id);
+            let out = GVISOR_LEFT_OUT.iter().any(|(id, _)| *id == p.id);
+            assert!(run ^ out, "{}: run={run} left_out={out}", p.id);
+        }
+        assert_eq!(
+            GVISOR_PROBES.len() + GVISOR_LEFT_OUT.len(),
+            crate::probe::PROBES.len()
+        );
+        assert!(!Profile::Gvisor.drop_counts_as_denied());
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub const PROBES: &[Probe] = &[
     Probe::new("P22", "no host secret in any environment",             credentials::p22).watched(),
     Probe::new("P23", "no readable key",                               credentials::p23),
     Probe::new("P24", "the kernel log and symbols are hidden",         kernel::p24),
+    Probe::new("P25", "whose kernel the agent talks to",               kernel::p25),
     Probe::new("N1",  "one interface in the subnet, no default route", network::n1).watched(),
     Probe::new("N2",  "no direct IPv4 egress",                         network::n2),
     Probe::new("N3",  "no direct IPv6 egress",                         network::n3),

@@ -92,7 +92,12 @@ pub struct HostFacts {
     pub lsm: Option<String>,
     /// Host sockets the sandbox must not reach (user bus, podman socket).
     pub sockets: Vec<String>,
+    /// The host kernel's release (`uname -r`), for P25.
+    pub kernel: String,
 }
+
+/// The record's notice of a tier-`gvisor` run: what the host-side looks cannot see there.
+pub const GVISOR_NO_HOST_SCAN: &str = "tier gvisor: the host's /proc shows gVisor's own processes (runsc), not the agent's, so the host-side scan of the sandbox's environments (the leak watch's second look) is not made; the leak watch's probes read the sandbox's /proc inside it, and the sandbox's processes are listed by gVisor's kernel (`runsc ps`)";
 
 /// The run-independent part of the probe context (`ctl/probe.json`): what the probes inside
 /// the agent container must find, [`crate::probe::Context::for_spec`] with this host's facts
@@ -138,6 +143,12 @@ pub fn probe_context(
         })
         .collect();
     c.lsm.clone_from(&host.lsm);
+    c.host_kernel.clone_from(&host.kernel);
+    if spec.tier == crate::tier::Tier::Gvisor {
+        c.profile = crate::probe::Profile::Gvisor;
+        c.expected_binds
+            .push(crate::render::plan::REPORT_DIR_PATH.to_string());
+    }
     c.limits = crate::probe::Limits {
         memory_bytes: spec.agent.resources.memory_bytes,
         pids: spec.agent.resources.pids.map(u64::from),

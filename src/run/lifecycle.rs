@@ -157,7 +157,16 @@ pub(crate) fn new_record(inp: &RunInputs) -> RunRecord {
     let spec = &inp.spec;
     RunRecord {
         secret_names: inp.secrets.iter().map(|(k, _)| k.clone()).collect(),
-        notices: inp.notices.clone(),
+        notices: inp
+            .notices
+            .iter()
+            .cloned()
+            .chain(
+                inp.gvisor
+                    .is_some()
+                    .then(|| super::boundary::GVISOR_NO_HOST_SCAN.to_string()),
+            )
+            .collect(),
         preset: spec.agent.preset.clone(),
         drill: inp.overridden.drill.clone(),
         model: inp.overridden.model.clone(),

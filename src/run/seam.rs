@@ -294,6 +294,18 @@ pub trait RunPodman {
     /// # Errors
     /// `known` is empty, or `/proc` or the cgroup tree cannot be read (the container ended).
     fn container_members(&self, container: &str, known: &[u32]) -> Result<Vec<Member>>;
+    /// Every process of the running tier-`gvisor` container `container` as gVisor's kernel (the
+    /// Sentry) lists them (`runsc --root $XDG_RUNTIME_DIR/runsc ps ID`, asked from the host
+    /// through runsc's control socket, never through the sandbox's processes): the host's
+    /// `/proc` shows only runsc's own processes there. `init`: pid 1 in the sandbox.
+    ///
+    /// # Errors
+    /// podman cannot name the container's id, or `runsc ps` failed or printed no table.
+    fn gvisor_members(
+        &self,
+        container: &str,
+        runsc: &crate::tier::runsc::OciRuntime,
+    ) -> Result<Vec<Member>>;
     /// Names of the containers on podman network `network` (field report B16).
     ///
     /// # Errors

@@ -22,6 +22,10 @@ pub const NETWORK_HOST: &str = "network=host";
 /// what exists; it creates nothing on the host.
 pub const HOST_FIFO_OPEN: &str = "host-fifo=open";
 
+/// The runtime flag that makes runsc apply the OCI spec's seccomp filter (podman's default
+/// profile) inside the sandbox too (runsc's default: it does not; P3 sees `Seccomp 2` then).
+pub const OCI_SECCOMP: &str = "oci-seccomp";
+
 /// The runtime flag for a user manager without the `memory` or `pids` controller delegated:
 /// runsc sets no cgroup limits then (as podman's own cannot either).
 pub const IGNORE_CGROUPS: &str = "ignore-cgroups";
@@ -46,7 +50,11 @@ impl OciRuntime {
         Self {
             path: "runsc".to_string(),
             version: String::new(),
-            flags: vec![NETWORK_HOST.to_string(), HOST_FIFO_OPEN.to_string()],
+            flags: vec![
+        NETWORK_HOST.to_string(),
+        HOST_FIFO_OPEN.to_string(),
+        OCI_SECCOMP.to_string(),
+    ],
         }
     }
 
@@ -76,6 +84,30 @@ impl OciRuntime {
     }
 }
 
+/// The processes `runsc ps` lists (its table: `UID PID PPID C TTY STIME TIME CMD`, the command
+/// name last): `(pid in the sandbox, command)`, in its order. A line that is not such a row
+/// is an error, never skipped. Pure.
+///
+/// # Errors
+/// The header is missing or a row does not have a pid and a command.
+pub fn parse_ps(table: &str) -> Result<Vec<(u32, String)>, String> {
+    let mut lines = table.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().unwrap_or("");
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    if cols.get(1) != Some(&"PID") || cols.last() != Some(&"CMD") {
+        return Err(format!("`runsc ps` printed no process table (first line {header:?})"));
+    }
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match (f.get(1).and_then(|p| p.parse().ok()), f.last()) {
+                (Some(pid), Some(cmd)) if f.len() >= cols.len() => Ok((pid, (*cmd).to_string())),
+                _ => Err(format!("`runsc ps` printed a row cyclix cannot read: {l:?}")),
+            }
+        })
+        .collect()
+}
+
 /// The version in `runsc --version`'s first line (`runsc version 0.0~20240729.0`).
 #[must_use]
 pub fn parse_version(stdout: &str) -> Option<String> {
@@ -85,12 +117,16 @@ pub fn parse_version(stdout: &str) -> Option<String> {
 }
 
 /// runsc's flags given the controllers the user manager delegates (its `cgroup.controllers`):
-/// always [`NETWORK_HOST`] and [`HOST_FIFO_OPEN`]; [`IGNORE_CGROUPS`] when `memory` or `pids`
+/// always [`NETWORK_HOST`], [`HOST_FIFO_OPEN`] and [`OCI_SECCOMP`]; [`IGNORE_CGROUPS`] when `memory` or `pids`
 /// is not among them.
 #[must_use]
 pub fn runtime_flags(delegated: &[String]) -> Vec<String> {
     let has = |c: &str| delegated.iter().any(|d| d == c);
-    let mut flags = vec![NETWORK_HOST.to_string(), HOST_FIFO_OPEN.to_string()];
+    let mut flags = vec![
+        NETWORK_HOST.to_string(),
+        HOST_FIFO_OPEN.to_string(),
+        OCI_SECCOMP.to_string(),
+    ];
     if !(has("memory") && has("pids")) {
         flags.push(IGNORE_CGROUPS.to_string());
     }
@@ -113,10 +149,25 @@ mod tests {
     }
 
     #[test]
+    fn the_sentrys_process_table_is_read_row_by_row_and_a_strange_row_refused() {
+        let t = "UID       PID       PPID      C         TTY       STIME     TIME      CMD\n\
+                 0         1         0         3         ?         17:26     30ms      catatonit\n\
+                 0         2         1         1         ?         17:26     10ms      cyclix\n";
+        assert_eq!(
+            parse_ps(t),
+            Ok(vec![(1, "catatonit".to_string()), (2, "cyclix".to_string())])
+        );
+        assert!(parse_ps("").is_err());
+        assert!(parse_ps("[1,2,3]").is_err());
+        let short = "UID PID PPID C TTY STIME TIME CMD\n0 x 0 3 ? 17:26 30ms sh\n";
+        assert!(parse_ps(short).is_err());
+    }
+
+    #[test]
     fn cgroups_are_ignored_only_without_memory_or_pids_delegated() {
         let s = |v: &[&str]| v.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
-        let base = [NETWORK_HOST, HOST_FIFO_OPEN];
-        let ignoring = [NETWORK_HOST, HOST_FIFO_OPEN, IGNORE_CGROUPS];
+        let base = [NETWORK_HOST, HOST_FIFO_OPEN, OCI_SECCOMP];
+        let ignoring = [NETWORK_HOST, HOST_FIFO_OPEN, OCI_SECCOMP, IGNORE_CGROUPS];
         assert_eq!(runtime_flags(&s(&["cpu", "memory", "pids"])), s(&base));
         assert_eq!(runtime_flags(&s(&["memory", "pids"])), s(&base));
         assert_eq!(runtime_flags(&s(&["memory"])), s(&ignoring));

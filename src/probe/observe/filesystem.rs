@@ -84,7 +84,7 @@ pub fn p13(_: &Context) -> Judged {
 
 /// P14.
 #[must_use]
-pub fn p14(_: &Context) -> Judged {
+pub fn p14(ctx: &Context) -> Judged {
     let items = vec![
         (
             "/probe-root".to_string(),
@@ -95,7 +95,7 @@ pub fn p14(_: &Context) -> Judged {
             create_remove(&format!("/usr/{}", unique("usr"))),
         ),
     ];
-    v::p14(&items)
+    v::p14(&items, ctx.profile)
 }
 
 fn write_cycle(dir: &str) -> Attempt {

@@ -100,6 +100,36 @@ pub fn p12(_: &Context) -> Judged {
     v::p12(&items)
 }
 
+/// P25: the kernel's release (`uname`) and the first line of its log (`syslog`), against the
+/// host's release in the context.
+#[must_use]
+pub fn p25(ctx: &Context) -> Judged {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut buf = vec![0u8; 4096];
+    let log = match sys::syslog_read_all(&mut buf) {
+        Ok(n) => {
+            let n = usize::try_from(n).unwrap_or(0).min(buf.len());
+            Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+        }
+        Err(e) => Err(e),
+    };
+    v::p25(
+        &v::KernelIdObs {
+            release,
+            log_head: log.map(|l| {
+                l.lines()
+                    .map(|x| x.split_once("] ").map_or(x, |(_, t)| t).trim().to_string())
+                    .find(|x| !x.is_empty())
+                    .unwrap_or_default()
+            }),
+            host_release: ctx.host_kernel.clone(),
+        },
+        ctx.profile,
+    )
+}
+
 /// P24.
 #[must_use]
 pub fn p24(_: &Context) -> Judged {

@@ -220,7 +220,7 @@ pub fn hosts_ipv4(hosts: &str, name: &str) -> Option<String> {
 
 /// N15: raw sockets, a route and a link change over rtnetlink, ICMP.
 #[must_use]
-pub fn n15(_: &Context) -> Judged {
+pub fn n15(ctx: &Context) -> Judged {
     let mut items = vec![
         (
             "AF_PACKET".to_string(),
@@ -259,7 +259,7 @@ pub fn n15(_: &Context) -> Judged {
         Err(e) => Attempt::Errno(e as i32),
     };
     items.push(("ping 1.1.1.1".to_string(), ping));
-    v::n15(&items)
+    v::n15(&items, ctx.profile)
 }
 
 #[cfg(test)]

@@ -35,29 +35,35 @@ pub fn parse_status(text: &str) -> BTreeMap<String, String> {
 
 /// P1.
 #[must_use]
-pub fn p1(_: &Context) -> Judged {
+pub fn p1(ctx: &Context) -> Judged {
     let s = status_fields("/proc/self/status");
     let caps = s
         .into_iter()
         .filter(|(k, _)| k.starts_with("Cap"))
         .collect();
-    v::p1(&caps)
+    v::p1(&caps, ctx.profile)
 }
 
 /// P2.
 #[must_use]
 pub fn p2(_: &Context) -> Judged {
     let s = status_fields("/proc/self/status");
-    v::p2(s.get("NoNewPrivs").map(String::as_str))
+    // gVisor's status has no NoNewPrivs line: then the kernel is asked (prctl(2)
+    // PR_GET_NO_NEW_PRIVS), which every kernel answers.
+    let asked = nix::sys::prctl::get_no_new_privs()
+        .ok()
+        .map(|b| if b { "1" } else { "0" }.to_string());
+    v::p2(s.get("NoNewPrivs").or(asked.as_ref()).map(String::as_str))
 }
 
 /// P3.
 #[must_use]
-pub fn p3(_: &Context) -> Judged {
+pub fn p3(ctx: &Context) -> Judged {
     let s = status_fields("/proc/self/status");
     v::p3(
         s.get("Seccomp").map(String::as_str),
         s.get("Seccomp_filters").map(String::as_str),
+        ctx.profile,
     )
 }
 
@@ -143,12 +149,12 @@ pub fn p6(_: &Context) -> Judged {
 
 /// P7.
 #[must_use]
-pub fn p7(_: &Context) -> Judged {
+pub fn p7(ctx: &Context) -> Judged {
     let calls: Vec<(String, Attempt)> = TryCall::ALL
         .iter()
         .map(|c| (c.name().to_string(), Attempt::of(sys::try_call(*c))))
         .collect();
-    v::p7(&calls)
+    v::p7(&calls, ctx.profile)
 }
 
 fn scratch_dir(tag: &str) -> Result<String, Attempt> {

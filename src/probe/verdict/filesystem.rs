@@ -58,9 +58,17 @@ pub fn p13(mounts: &[Mount]) -> Judged {
     )
 }
 
-/// P14: creating files on the root filesystem.
+/// P14: creating files on the root filesystem. Under the `gvisor` profile `EACCES` is gVisor's
+/// answer for its read-only root's top directory and is accepted too.
 #[must_use]
-pub fn p14(items: &[(String, Attempt)]) -> Judged {
+pub fn p14(items: &[(String, Attempt)], profile: crate::probe::Profile) -> Judged {
+    if profile == crate::probe::Profile::Gvisor {
+        return all_errno(
+            "EROFS (or gVisor's EACCES) for /probe-root-* and /usr/probe-*",
+            items,
+            &[libc::EROFS, libc::EACCES],
+        );
+    }
     all_errno(
         "EROFS for /probe-root-* and /usr/probe-*",
         items,
@@ -332,6 +340,12 @@ pub fn p18(mounts: &[Mount], ctx: &Context) -> Judged {
         .filter(|m| !allowed.contains(&m.point))
         .filter(|m| !(ctx.agent_uid.is_some() && keep_id_mount(m)))
         .filter(|m| !podman4_mask(m))
+        // gVisor mounts its own cgroupfs (cpu, memory, pids, …) below /sys/fs/cgroup.
+        .filter(|m| {
+            !(ctx.profile == crate::probe::Profile::Gvisor
+                && m.point.starts_with("/sys/fs/cgroup/")
+                && m.fstype == "cgroup")
+        })
         .map(|m| format!("{} (from {})", m.point, m.root))
         .collect();
     let declared = |p: &str| p == ctx.workdir;

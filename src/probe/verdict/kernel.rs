@@ -148,6 +148,76 @@ pub fn p12(items: &[(String, Attempt)]) -> Judged {
     )
 }
 
+/// What P25 saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelIdObs {
+    /// The kernel's release as `uname(2)` gives it in the sandbox.
+    pub release: String,
+    /// The kernel log's first line, its timestamp cut (`syslog(READ_ALL)`), or the errno.
+    pub log_head: Result<String, i32>,
+    /// The host kernel's release from the context (empty: unknown).
+    pub host_release: String,
+}
+
+/// How gVisor's kernel begins its log (its boot message, `dmesg` in a runsc sandbox).
+pub const GVISOR_LOG_HEAD: &str = "Starting gVisor...";
+
+/// P25: whose kernel the agent's system calls reach. Under the `gvisor` profile it must be
+/// gVisor's: a release other than the host's AND gVisor's boot line first in the kernel log
+/// (both, so neither a host that happens to report another release nor a log line alone
+/// passes). Under the other profiles it states the fact (the agent's kernel is the host's, or
+/// is not) and fails only when the sandbox names no release at all: tier `container` does not
+/// claim a kernel of its own, and its records show P25 seeing the host's release — the
+/// positive control of the gVisor verdict.
+#[must_use]
+pub fn p25(o: &KernelIdObs, profile: crate::probe::Profile) -> Judged {
+    let log = match &o.log_head {
+        Ok(l) => format!("log {l:?}"),
+        Err(e) => format!("log {}", crate::probe::verdict::errno_name(*e)),
+    };
+    let got = format!(
+        "release {} (host {}), {log}",
+        o.release,
+        if o.host_release.is_empty() {
+            "unknown"
+        } else {
+            &o.host_release
+        }
+    );
+    let same = !o.host_release.is_empty() && o.release == o.host_release;
+    if profile == crate::probe::Profile::Gvisor {
+        let gvisor_log = o.log_head.as_deref() == Ok(GVISOR_LOG_HEAD);
+        let mut why = Vec::new();
+        if o.host_release.is_empty() {
+            why.push("the host's release is unknown: nothing to tell the kernels apart".to_string());
+        }
+        if same {
+            why.push("the agent's kernel is the host's (its release is the host's): not gVisor".to_string());
+        }
+        if !gvisor_log {
+            why.push(format!("the kernel log does not begin with {GVISOR_LOG_HEAD:?}"));
+        }
+        return judged(
+            "gVisor's kernel: a release other than the host's, its log begins \"Starting gVisor...\"",
+            got,
+            why.is_empty(),
+            why.join("; "),
+        );
+    }
+    judged(
+        "the kernel's release, compared with the host's (tier container shares the host's kernel)",
+        got,
+        !o.release.is_empty(),
+        if same {
+            "the agent's system calls reach the host's kernel".to_string()
+        } else if o.host_release.is_empty() {
+            "the host's release is unknown".to_string()
+        } else {
+            "the release is not the host's: another kernel answers (the host's default OCI runtime is not runc/crun?)".to_string()
+        },
+    )
+}
+
 /// What P24 saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelObs {

@@ -155,12 +155,17 @@ pub fn n6(items: &[(String, Attempt)], control: &Attempt) -> Judged {
 
 /// N15: raw sockets and link/route changes → `EPERM`; ICMP to the outside fails.
 #[must_use]
-pub fn n15(items: &[(String, Attempt)]) -> Judged {
+///
+/// Under the `gvisor` profile a route or link change may be refused with `EACCES` (gVisor's
+/// netlink answer in `network=host` mode).
+pub fn n15(items: &[(String, Attempt)], profile: Profile) -> Judged {
     let bad: Vec<&str> = items
         .iter()
         .filter(|(l, a)| {
             if l.starts_with("ping") {
                 !a.is_errno(&[libc::ENETUNREACH, libc::EACCES, libc::EPERM])
+            } else if profile == Profile::Gvisor && l.starts_with("RTM_") {
+                !a.is_errno(&[libc::EPERM, libc::EACCES])
             } else {
                 !a.is_errno(&[libc::EPERM])
             }

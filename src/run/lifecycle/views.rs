@@ -102,6 +102,7 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
         agent_env: &inp.spec.agent.env,
         secrets: &inp.secrets,
         tier: inp.spec.tier,
+        gvisor: inp.gvisor.as_ref(),
     }
 }
 

@@ -281,7 +281,7 @@ fn baseline_passed(
             .filter(|(k, _)| inp.agent.env.contains(k))
             .cloned()
             .collect();
-        let ran = super::baseline::run(b, host, agent, &secrets, &env)?;
+        let ran = super::baseline::run(b, host, agent, &secrets, &env, inp.probe.gvisor)?;
         let passed = ran.passed;
         out.baseline = Some(ran);
         out.go_ms = Some(release(

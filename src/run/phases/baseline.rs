@@ -29,8 +29,23 @@ pub(crate) fn run(
     container: &str,
     secrets: &[&[u8]],
     env: &[(String, Vec<u8>)],
+    gvisor: Option<&crate::tier::runsc::OciRuntime>,
 ) -> Result<BaselineRecord> {
-    let before = pids(host, container)?;
+    let pids = |host: &dyn RunPodman, container: &str| -> Result<Vec<(u32, String)>> {
+        Ok(match gvisor {
+            Some(runsc) => host
+                .gvisor_members(container, runsc)?
+                .into_iter()
+                .map(|m| (m.pid, m.comm))
+                .collect(),
+            None => host
+                .sandbox_environ(container)?
+                .into_iter()
+                .map(|p| (p.pid, p.comm))
+                .collect(),
+        })
+    };
+    let before: Vec<u32> = pids(host, container)?.into_iter().map(|(p, _)| p).collect();
     let t0 = Instant::now();
     let got = host.baseline(container, &b.command, env, Duration::from_secs(b.timeout_s));
     let duration_ms = t0.elapsed().as_millis();
@@ -51,11 +66,10 @@ pub(crate) fn run(
     };
     // What the baseline started and left running would run beside the agent, in an
     // environment the proof did not describe: the agent is refused, the processes named.
-    let left: Vec<String> = host
-        .sandbox_environ(container)?
+    let left: Vec<String> = pids(host, container)?
         .into_iter()
-        .filter(|p| !before.contains(&p.pid))
-        .map(|p| format!("{} ({})", p.pid, p.comm))
+        .filter(|(pid, _)| !before.contains(pid))
+        .map(|(pid, comm)| format!("{pid} ({comm})"))
         .collect();
     if !left.is_empty() && error.is_none() {
         error = Some(format!(
@@ -75,15 +89,6 @@ pub(crate) fn run(
         log: log_tail(&lines, secrets),
         error,
     })
-}
-
-/// The host pids of the processes in `container` now.
-fn pids(host: &dyn RunPodman, container: &str) -> Result<Vec<u32>> {
-    Ok(host
-        .sandbox_environ(container)?
-        .into_iter()
-        .map(|p| p.pid)
-        .collect())
 }
 
 /// The lines a command printed before its deadline killed it, when `e` is that deadline.

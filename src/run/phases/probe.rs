@@ -30,6 +30,10 @@ pub(crate) struct Probe<'a> {
     pub(crate) secrets: &'a [(String, Vec<u8>)],
     /// The run's tier (where its report FIFO is: `render::plan::report_fifo`).
     pub(crate) tier: crate::tier::Tier,
+    /// Tier `gvisor`'s runsc: the sandbox's processes are then listed by gVisor's kernel
+    /// (`RunPodman::gvisor_members`), and the host-side scan of their environments is not
+    /// made (the host's `/proc` shows runsc, not them: `run::boundary::GVISOR_NO_HOST_SCAN`).
+    pub(crate) gvisor: Option<&'a crate::tier::runsc::OciRuntime>,
 }
 
 /// Writes the agent's verdict file: `ctl/go` lets it start, `ctl/refused` (holding `why`,
@@ -81,7 +85,10 @@ pub(crate) fn boundary_proven(
     // side, each with its own deadline, all of them judged.
     let network = crate::naming::RunNames::new(inp.run_id).base();
     let (report, environ, members) = std::thread::scope(|s| {
-        let environ = s.spawn(|| host.sandbox_environ(container));
+        let environ = s.spawn(|| match inp.gvisor {
+            Some(_) => Ok(Vec::new()),
+            None => host.sandbox_environ(container),
+        });
         let members = s.spawn(|| host.network_members(&network));
         let fifo = render::plan::report_fifo(inp.run_dir, inp.tier);
         let report = host.held_probe(container, &fifo, inp.deadline);
@@ -106,7 +113,7 @@ pub(crate) fn boundary_proven(
     }
     crate::failpoint::kill_point("probe.reported");
     let known: Vec<u32> = procs.iter().map(|p| p.pid).collect();
-    why.extend(held_alone(host, container, &known)?);
+    why.extend(held_alone(&|| members_now(inp, host, container, &known))?);
     why.extend(boundary::leaks(&procs, inp.watched));
     why.extend(boundary::network_strangers(&network, &members?));
     if let Some(tw) = tripwires {
@@ -126,15 +133,34 @@ pub(crate) const HELD_ALONE_WAIT: Duration = Duration::from_secs(2);
 ///
 /// # Errors
 /// The container's processes cannot be read (`known`: pids an earlier look saw).
-fn held_alone(host: &dyn RunPodman, container: &str, known: &[u32]) -> Result<Vec<String>> {
+fn held_alone(
+    members_now: &dyn Fn() -> Result<Vec<crate::run::seam::Member>>,
+) -> Result<Vec<String>> {
     let end = std::time::Instant::now() + HELD_ALONE_WAIT;
     loop {
-        let members = host.container_members(container, known)?;
+        let members = members_now()?;
         match alone(&members) {
             None => return Ok(Vec::new()),
             Some(why) if std::time::Instant::now() >= end => return Ok(vec![why]),
             Some(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+    }
+}
+
+/// The processes of the agent container now: from the host's `/proc` (`known`: pids an
+/// earlier look saw), or under tier `gvisor` as gVisor's kernel lists them.
+///
+/// # Errors
+/// They cannot be read.
+pub(crate) fn members_now(
+    inp: &Probe<'_>,
+    host: &dyn RunPodman,
+    container: &str,
+    known: &[u32],
+) -> Result<Vec<crate::run::seam::Member>> {
+    match inp.gvisor {
+        Some(runsc) => host.gvisor_members(container, runsc),
+        None => host.container_members(container, known),
     }
 }
 
@@ -199,7 +225,13 @@ pub(crate) fn watch_round(
 ) -> Round {
     let deadline = inp.deadline.min(interval);
     let mut r = Round::default();
-    match host.probe(container, boundary::WATCH_PROBES, true, deadline) {
+    // Under tier `gvisor` the watch re-runs the gVisor profile's share of the ★ probes.
+    let watch: Vec<&str> = boundary::WATCH_PROBES
+        .iter()
+        .copied()
+        .filter(|p| inp.gvisor.is_none() || crate::probe::profile::GVISOR_PROBES.contains(p))
+        .collect();
+    match host.probe(container, &watch, true, deadline) {
         Ok((exit, out)) => {
             let (probes, ok, why) = boundary::judge(exit, &out);
             if !ok && why.is_empty() {
@@ -214,6 +246,11 @@ pub(crate) fn watch_round(
             "the watch round did not come back within its deadline of {} ms (the watch probe was stopped, hung or could not run): {e:#}",
             deadline.as_millis()
         )),
+    }
+    // Under tier `gvisor` the host sees runsc's processes, not the agent's: no host-side scan
+    // (the record's notice says so); the watch probes above read the sandbox's own /proc.
+    if inp.gvisor.is_some() {
+        return r;
     }
     match host.sandbox_environ(container) {
         Ok(procs) => {
@@ -273,6 +310,8 @@ mod tests {
             watched: &[],
             agent_env: &[],
             secrets: &[],
+            tier: crate::tier::Tier::Container,
+            gvisor: None,
         }
     }
 

@@ -437,6 +437,14 @@ impl RunPodman for FakeRunHost {
             ]
         }))
     }
+    fn gvisor_members(
+        &self,
+        container: &str,
+        _runsc: &crate::tier::runsc::OciRuntime,
+    ) -> Result<Vec<super::Member>> {
+        self.call("gvisor_members", container)?;
+        self.container_members(container, &[])
+    }
     fn network_members(&self, network: &str) -> Result<Vec<String>> {
         self.call("network_members", network)?;
         Ok(self
