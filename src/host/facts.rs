@@ -338,7 +338,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
     })
 }
 
-fn is_executable_file(p: &Path) -> bool {
+pub(crate) fn is_executable_file(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 

@@ -10,6 +10,10 @@ use std::time::Duration;
 use crate::process;
 use crate::tier::runsc::{OciRuntime, parse_version, runtime_flags};
 
+/// The variable naming the runsc to use (an absolute path) instead of the one looked up: a
+/// runsc outside Debian's places, or a newer upstream release.
+pub const RUNSC_VAR: &str = "CYCLIX_RUNSC";
+
 /// How long `runsc --version` may take.
 pub const VERSION_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -45,9 +49,24 @@ fn search_dirs() -> Vec<PathBuf> {
 /// A sentence for the tier gate and `cyclix check`: runsc not found, or `--version` failed
 /// or said something else.
 pub fn look_now() -> Result<OciRuntime, String> {
-    let path = crate::host::facts::which("runsc", &search_dirs()).ok_or_else(|| {
-        "runsc is not on $PATH, /usr/bin or /usr/sbin (Debian: `apt install runsc`)".to_string()
-    })?;
+    let path = match std::env::var(RUNSC_VAR) {
+        Ok(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            if !p.is_absolute() || !crate::host::facts::is_executable_file(&p) {
+                return Err(format!(
+                    "${RUNSC_VAR} is {}, which is not an executable file named by an absolute path",
+                    p.display()
+                ));
+            }
+            p.to_string_lossy().into_owned()
+        }
+        _ => crate::host::facts::which("runsc", &search_dirs()).ok_or_else(|| {
+            format!(
+                "runsc is not on $PATH, /usr/bin or /usr/sbin (Debian: `apt install runsc`; or \
+                 set ${RUNSC_VAR} to its path)"
+            )
+        })?,
+    };
     let opts = process::Opts {
         deadline: VERSION_DEADLINE,
         hint: "is gVisor's runsc installed?",

@@ -93,6 +93,9 @@ pub fn summary(r: &RunRecord) -> String {
         r.result.as_str()
     );
     s.push_str(&environment_line(r.environment.as_ref()));
+    if let Some(rt) = &r.oci_runtime {
+        let _ = writeln!(s, "  agent and gate on {}", rt.describe());
+    }
     if let Some(p) = &r.failed_phase {
         let err = r.error.as_deref().unwrap_or("-");
         // A person's stop is no failure (newcomer trial 7, item 11).
