@@ -653,6 +653,7 @@ mod tests {
         };
         let spec = crate::spec::parse(yaml, &ctx).expect("spec");
         let host = HostFacts {
+            kernel: "6.1.0-test".into(),
             namespaces: vec![("net".into(), "net:[4026531840]".into())],
             uid: 1000,
             lsm: None,
@@ -705,6 +706,7 @@ mod tests {
         };
         let spec = crate::spec::parse(yaml, &ctx).expect("spec");
         let host = HostFacts {
+            kernel: "6.1.0-test".into(),
             namespaces: vec![("user".into(), "user:[4026531837]".into())],
             uid: 1000,
             lsm: Some("apparmor".into()),

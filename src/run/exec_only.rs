@@ -54,19 +54,9 @@ pub fn name(dev: u64, ino: u64, size: u64, mtime_ns: i128) -> String {
     format!("cyclix-{dev:x}-{ino:x}-{size}-{mtime_ns}")
 }
 
-/// The execute-only copy of the binary this process runs (`/proc/self/exe`, proc(5): the
-/// running file even after an upgrade replaced or deleted its path, which a long-lived
-/// `cyclix pool keep` outlives) below `runtime_dir/cyclix/bin/`, made if missing. Errors name
-/// the binary's path.
-///
-/// # Errors
-/// As [`copy`].
-#[cfg(test)]
-pub fn copy_running(runtime_dir: &Path) -> Result<PathBuf> {
-    copy_running_with(runtime_dir, MODE)
-}
-
-/// [`copy_running`] for tier `tier`: mode [`READABLE_MODE`] for `gvisor`, whose kernel cannot
+/// The copy of the binary this process runs (`/proc/self/exe`, proc(5): the running file even
+/// after an upgrade replaced or deleted its path, which a long-lived `cyclix pool keep`
+/// outlives) below `runtime_dir/cyclix/bin/`, made if missing, for tier `tier`: mode [`READABLE_MODE`] for `gvisor`, whose kernel cannot
 /// execute an unreadable file, [`MODE`] for the others. The two copies have their own names.
 ///
 /// # Errors

@@ -240,6 +240,7 @@ fn plan_with_port(run: &str, octet: u8, service_port: u16) -> RunPlan {
     };
     let spec = crate::spec::parse(yaml, &ctx).expect("spec");
     let run = crate::render::RunContext {
+        gvisor: None,
         run_id: run.into(),
         worktree: format!("/home/t/wt/{run}"),
         run_dir: format!("/run/user/1000/cyclix/runs/{run}"),

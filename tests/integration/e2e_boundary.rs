@@ -161,7 +161,7 @@ fn the_report_fifo_is_gone_before_the_agent_runs_and_cannot_be_made_again() {
 pub fn assert_all_probes_pass(rec: &serde_json::Value) {
     let probes = rec["probes"].as_array().expect("probes");
     let ids: Vec<&str> = probes.iter().filter_map(|p| p["id"].as_str()).collect();
-    let want: Vec<String> = (1..=24)
+    let want: Vec<String> = (1..=25)
         .map(|i| format!("P{i}"))
         .chain((1..=17).map(|i| format!("N{i}")))
         .chain(["E1".to_string()])

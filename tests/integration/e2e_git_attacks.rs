@@ -251,7 +251,7 @@ enum Delivery {
 
 /// Clears the markers of `name`, prepares the user (identity, a canary in `~/.ssh`) and creates
 /// tenant `t` whose agent runs `body`.
-fn setup(tb: &Testbed, t: &str, name: &str, body: &str) {
+fn setup(tb: &Testbed, t: &str, name: &str, body: &str, tier: &str) {
     let _ = tb.root_sh(&format!(
         "find / /tmp /var/tmp /run /dev/shm -xdev -name 'cyclix-pwned-{name}' -delete 2>/dev/null; \
          rm -rf /home/cyx/src/{t}"
@@ -267,6 +267,7 @@ fn setup(tb: &Testbed, t: &str, name: &str, body: &str) {
     );
     Tenant::new(t)
         .agent_cmd(&agent_command(name, body))
+        .tier(tier)
         .write(tb);
 }
 
@@ -317,10 +318,27 @@ fn attack(
     delivery: Delivery,
     extra: impl FnOnce(&Testbed, &Outcome) -> Vec<String>,
 ) {
+    attack_in("container", n, name, body, delivery, extra);
+}
+
+/// [`attack`] with the agent in tier `tier` (`container`: tenant `e2e-atk-N`; `gvisor`:
+/// `e2e-atk-gv-N`, the agent and the gate on gVisor's runsc).
+fn attack_in(
+    tier: &str,
+    n: u32,
+    name: &str,
+    body: &str,
+    delivery: Delivery,
+    extra: impl FnOnce(&Testbed, &Outcome) -> Vec<String>,
+) {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = format!("e2e-atk-{n}");
-    setup(tb, &t, name, body);
+    let t = if tier == "container" {
+        format!("e2e-atk-{n}")
+    } else {
+        format!("e2e-atk-gv-{n}")
+    };
+    setup(tb, &t, name, body, tier);
     let base = expect_success(
         &tb.user_sh(&format!("git -C ~/src/{t} rev-parse main")),
         "the base commit",
@@ -423,6 +441,83 @@ fn none(_: &Testbed, _: &Outcome) -> Vec<String> {
     Vec::new()
 }
 
+/// The agent's script of `atk01` (also run under tier gvisor).
+const ATK01: &str = r#"legit
+for d in $(gitdirs); do for f in config config.worktree; do poison_cfg "$d/$f"; done; done
+try git config -f "$CD/config" extensions.worktreeConfig true
+try git config --worktree core.fsmonitor "$PAY"
+printf '* filter=x diff=x merge=x\n' > .gitattributes
+echo dirty >> README.md
+"#;
+
+/// The agent's script of `atk09` (also run under tier gvisor).
+const ATK09: &str = r#"legit
+for d in $(gitdirs); do hooks "$d/hooks"; hooks "$d/evil-hooks"; done
+try git config core.hooksPath "$GD/evil-hooks"
+try git config core.fsmonitor "$GD/hooks/fsmonitor-watchman"
+try git config core.fsmonitorHookVersion 2
+"#;
+
+/// The agent's script of `atk10` (also run under tier gvisor).
+const ATK10: &str = r#"legit
+W=$(dirname "$(cat "$GD/gitdir" 2>/dev/null)" 2>/dev/null); [ -n "$W" ] || W=/work
+for d in $(gitdirs); do
+  mkdir -p "$d/objects/info" 2>/dev/null || continue
+  try sh -c "printf '/\n/home/cyx/src/$T/.git/objects\n$W/.stolen\n' >> '$d/objects/info/alternates'"
+  try sh -c "echo 'http://127.0.0.1:1/' > '$d/objects/info/http-alternates'"
+done
+# Move the user's objects into the work tree (deleted at teardown), reachable only by alternates.
+if [ -d "$UD/objects" ]; then
+  mkdir -p /work/.stolen && try sh -c "mv '$UD'/objects/pack '$UD'/objects/[0-9a-f][0-9a-f] /work/.stolen/"
+fi
+"#;
+
+/// The agent's script of `atk20` (also run under tier gvisor).
+const ATK20: &str = r#"legit
+printf '* filter=x\n' > .gitattributes && git add .gitattributes && git commit -qm attrs
+for k in core.fsmonitor core.pager core.sshCommand diff.external filter.x.clean filter.x.smudge filter.x.process core.alternateRefsCommand uploadpack.packObjectsHook; do
+  try git config "$k" "sleep 3600"
+done
+try git config filter.x.required true
+OD=$(git rev-parse --git-path objects)
+mkfifo "$GD/fifo" 2>/dev/null
+try mkfifo "$OD/info/alternates"
+say "hung alternates in $OD"
+"#;
+
+/// `atk20`'s extra check: the hung configuration and FIFOs did not hold the run past its
+/// deadlines (agent, gate and teardown together are far under 420 s).
+fn not_hung(_: &Testbed, o: &Outcome) -> Vec<String> {
+    if o.secs > 420.0 {
+        vec![format!("the run took {:.0} s", o.secs)]
+    } else {
+        Vec::new()
+    }
+}
+
+// ---- the core cases under tier gvisor (issue 35): the agent writes its repository through
+// gVisor's kernel and file proxy; the host's import must hold the same way -----------------
+
+#[test]
+fn atk01_under_gvisor() {
+    attack_in("gvisor", 1, "atk01", ATK01, Delivery::Required, none);
+}
+
+#[test]
+fn atk09_under_gvisor() {
+    attack_in("gvisor", 9, "atk09", ATK09, Delivery::Required, none);
+}
+
+#[test]
+fn atk10_under_gvisor() {
+    attack_in("gvisor", 10, "atk10", ATK10, Delivery::Optional, none);
+}
+
+#[test]
+fn atk20_under_gvisor() {
+    attack_in("gvisor", 20, "atk20", ATK20, Delivery::Optional, not_hung);
+}
+
 // ---- config ----------------------------------------------------------------------------
 
 #[test]
@@ -435,13 +530,7 @@ fn atk01_config_keys_in_every_git_dir() {
     attack(
         1,
         "atk01",
-        r#"legit
-for d in $(gitdirs); do for f in config config.worktree; do poison_cfg "$d/$f"; done; done
-try git config -f "$CD/config" extensions.worktreeConfig true
-try git config --worktree core.fsmonitor "$PAY"
-printf '* filter=x diff=x merge=x\n' > .gitattributes
-echo dirty >> README.md
-"#,
+        ATK01,
         Delivery::Required,
         none,
     );
@@ -654,12 +743,7 @@ fn atk09_hooks_everywhere() {
     attack(
         9,
         "atk09",
-        r#"legit
-for d in $(gitdirs); do hooks "$d/hooks"; hooks "$d/evil-hooks"; done
-try git config core.hooksPath "$GD/evil-hooks"
-try git config core.fsmonitor "$GD/hooks/fsmonitor-watchman"
-try git config core.fsmonitorHookVersion 2
-"#,
+        ATK09,
         Delivery::Required,
         none,
     );
@@ -675,18 +759,7 @@ fn atk10_alternates_and_stolen_objects() {
     attack(
         10,
         "atk10",
-        r#"legit
-W=$(dirname "$(cat "$GD/gitdir" 2>/dev/null)" 2>/dev/null); [ -n "$W" ] || W=/work
-for d in $(gitdirs); do
-  mkdir -p "$d/objects/info" 2>/dev/null || continue
-  try sh -c "printf '/\n/home/cyx/src/$T/.git/objects\n$W/.stolen\n' >> '$d/objects/info/alternates'"
-  try sh -c "echo 'http://127.0.0.1:1/' > '$d/objects/info/http-alternates'"
-done
-# Move the user's objects into the work tree (deleted at teardown), reachable only by alternates.
-if [ -d "$UD/objects" ]; then
-  mkdir -p /work/.stolen && try sh -c "mv '$UD'/objects/pack '$UD'/objects/[0-9a-f][0-9a-f] /work/.stolen/"
-fi
-"#,
+        ATK10,
         Delivery::Optional,
         none,
     );
@@ -1003,25 +1076,9 @@ fn atk20_git_config_and_fifos_that_hang() {
     attack(
         20,
         "atk20",
-        r#"legit
-printf '* filter=x\n' > .gitattributes && git add .gitattributes && git commit -qm attrs
-for k in core.fsmonitor core.pager core.sshCommand diff.external filter.x.clean filter.x.smudge filter.x.process core.alternateRefsCommand uploadpack.packObjectsHook; do
-  try git config "$k" "sleep 3600"
-done
-try git config filter.x.required true
-OD=$(git rev-parse --git-path objects)
-mkfifo "$GD/fifo" 2>/dev/null
-try mkfifo "$OD/info/alternates"
-say "hung alternates in $OD"
-"#,
+        ATK20,
         Delivery::Optional,
-        |_, o| {
-            if o.secs > 420.0 {
-                vec![format!("the run took {:.0} s", o.secs)]
-            } else {
-                Vec::new()
-            }
-        },
+        not_hung,
     );
 }
 

@@ -202,13 +202,14 @@ fn read_run(tb: &Testbed, name: &str, rec: serde_json::Value) -> Run {
     }
 }
 
-/// Writes tenant `name`: the attacking agent, [`EGRESS`].
-fn attacker(tb: &Testbed, name: &str) {
+/// Writes tenant `name`: the attacking agent, [`EGRESS`], in tier `tier`.
+fn attacker(tb: &Testbed, name: &str, tier: &str) {
     Tenant::new(name)
         .agent_cmd(
             r#"[sh, -c, "python3 attack.py && git add attack.json && git commit -qm attack"]"#,
         )
         .extra_yaml(EGRESS)
+        .tier(tier)
         .file("attack.py", AGENT)
         .write(tb);
 }
@@ -220,7 +221,7 @@ fn guarded() -> &'static Run {
         let _shared = crate::common::testbed::shared();
         let tb = prepared();
         let name = "e2e-tunnel-attacks";
-        attacker(tb, name);
+        attacker(tb, name, "container");
         let out = start(tb, name);
         let rec = record(tb, name);
         assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
@@ -237,9 +238,8 @@ fn weakened() -> &'static Run {
         let tb = prepared();
         let name = "e2e-tunnel-weak";
         let id = "e2e-tunnel-weak-1";
-        attacker(tb, name);
-        let weaken = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e 's/^ssl_bump peek step2 sni_ok$/ssl_bump splice sni_ok/' -e '/^ssl_bump splice step3$/d' /etc/cyclix/squid.conf > /tmp/weak.conf && grep -q '^ssl_bump splice sni_ok$' /tmp/weak.conf && exec /usr/local/libexec/cyclix-proxy-start /tmp/weak.conf\"";
-        let out = run_with_proxy_dropin(tb, name, id, weaken);
+        attacker(tb, name, "container");
+        let out = run_with_proxy_dropin(tb, name, id, WEAKEN);
         let text = expect_success(
             &tb.user_sh(&format!(
                 "cat ~/.local/state/cyclix/runs/{name}/{id}.json 2>/dev/null || cat ~/.local/state/cyclix/runs/{name}/latest.json"
@@ -251,6 +251,9 @@ fn weakened() -> &'static Run {
         read_run(tb, name, rec)
     })
 }
+
+/// The proxy drop-in of the controls: squid splices after the client's hello alone.
+const WEAKEN: &str = "[Container]\nEntrypoint=/bin/sh\nExec=-c \"sed -e 's/^ssl_bump peek step2 sni_ok$/ssl_bump splice sni_ok/' -e '/^ssl_bump splice step3$/d' /etc/cyclix/squid.conf > /tmp/weak.conf && grep -q '^ssl_bump splice sni_ok$' /tmp/weak.conf && exec /usr/local/libexec/cyclix-proxy-start /tmp/weak.conf\"";
 
 fn s<'a>(r: &'a serde_json::Value, k: &str) -> &'a str {
     r[k].as_str().unwrap_or_default()
@@ -398,4 +401,70 @@ fn sni_case_and_a_trailing_dot_are_the_same_name_another_name_and_a_newline_are_
             && !proxy.contains("unexpected reply on channel"),
         "the SNI helper's answers went out of step: {proxy}"
     );
+}
+
+/// The same attacker in tier `gvisor` (issue 35): the agent's sockets are the pod network
+/// namespace's through gVisor's `network=host`, so the proxy must judge them the same. The
+/// control is the same agent under gVisor with the proxy weakened as in [`weakened`].
+#[test]
+fn under_gvisor_the_tunnel_and_plain_http_rules_hold_the_same() {
+    let tb = prepared();
+    let run = |name: &str, weak: bool| {
+        let _shared = crate::common::testbed::shared();
+        attacker(tb, name, "gvisor");
+        let rec = if weak {
+            let id = format!("{name}-1");
+            let out = run_with_proxy_dropin(tb, name, &id, WEAKEN);
+            let text = expect_success(
+                &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{name}/{id}.json")),
+                "read the weakened run's record",
+            );
+            let rec: serde_json::Value = serde_json::from_str(&text).expect("record");
+            assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
+            rec
+        } else {
+            let out = start(tb, name);
+            let rec = record(tb, name);
+            assert!(rec["branch"].is_string(), "{rec:#}\n{out:?}");
+            rec
+        };
+        assert_eq!(rec["tier"], "gvisor", "{rec:#}");
+        read_run(tb, name, rec)
+    };
+    let control = run("e2e-tunnel-gv-weak", true);
+    assert!(
+        control.line_log.contains("-line") && control.results["line_pong"] == true,
+        "control under gVisor: the line service got the text after the hello and answered: \
+         {}\n{:#}",
+        control.line_log,
+        control.results
+    );
+    let r = run("e2e-tunnel-gv", false);
+    assert!(
+        !r.line_log.contains("-line") && !r.line_log.contains("-post"),
+        "under gVisor the line service got the text after the ClientHello or the POST: {}",
+        r.line_log
+    );
+    assert_eq!(r.results["line_answered"], false, "{:#}", r.results);
+    assert_eq!(r.results["http_answered"], false, "{:#}", r.results);
+    for port in ["2525", "80"] {
+        let d = decisions(&r.record, "CONNECT", port);
+        assert!(
+            d.iter().any(|d| d["reason"] == "server_not_tls"),
+            "CONNECT :{port} recorded as {d:#?}"
+        );
+    }
+    let post = decisions(&r.record, "POST", "2525");
+    assert!(
+        !post.is_empty() && post.iter().all(|d| d["reason"] == "port_not_http"),
+        "{post:#?}"
+    );
+    for (k, want) in [
+        ("sni_eq", "spliced"),
+        ("sni_upper", "spliced"),
+        ("sni_other", "cut"),
+        ("sni_nl", "cut"),
+    ] {
+        assert_eq!(s(&r.results, k), want, "{k} under gVisor: {:#}", r.results);
+    }
 }

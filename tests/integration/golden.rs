@@ -39,6 +39,7 @@ pub fn spec_context() -> SpecContext {
 
 pub fn run_context(spec: &Spec) -> RunContext {
     RunContext {
+        gvisor: None,
         run_id: RUN_ID.into(),
         worktree: format!(
             "{HOME}/.local/share/cyclix/worktrees/{}/{RUN_ID}",

@@ -34,6 +34,7 @@ mod e2e_faults_reexec;
 mod e2e_faults_storage_lock_and_user_manager;
 mod e2e_gate;
 mod e2e_git_attacks;
+mod e2e_gvisor;
 mod e2e_handover;
 mod e2e_kube;
 mod e2e_kube_run;

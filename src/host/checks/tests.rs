@@ -98,6 +98,7 @@ fn good() -> CheckFacts {
         caps: None,
     };
     CheckFacts {
+        gvisor: Err("runsc is not on $PATH (test)".into()),
         quick: false,
         uid: 1000,
         user: "cyx".into(),

@@ -23,6 +23,7 @@ mod sockets;
 
 fn ctx() -> Context {
     Context {
+        host_kernel: String::new(),
         proxy_url: "http://10.213.7.2:3128".into(),
         proxy_name: "cyclix-r-proxy".into(),
         subnet: "10.213.7.0/24".into(),
@@ -158,6 +159,6 @@ fn a_missing_tool_is_a_fail() {
         &Attempt::Ok,
     );
     assert!(!j.pass);
-    assert!(!p7(&[]).pass);
+    assert!(!p7(&[], crate::probe::Profile::Podman).pass);
     assert!(!p8(&[]).pass);
 }

@@ -76,6 +76,7 @@ fn demo() -> (crate::spec::Spec, crate::render::plan::RunPlan, KubeOptions) {
     )
     .expect("demo spec");
     let run = crate::render::RunContext {
+        gvisor: None,
         run_id: "t-1".into(),
         worktree: "/home/t/w".into(),
         run_dir: "/run/user/1000/cyclix/runs/t-1".into(),

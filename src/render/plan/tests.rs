@@ -18,6 +18,7 @@ fn spec(services: &str) -> Spec {
 
 fn run(spec: &Spec, ports: Vec<u16>) -> RunContext {
     RunContext {
+        gvisor: None,
         run_id: "20261130t140126-a979".into(),
         worktree: "/w".into(),
         run_dir: "/run/user/1000/cyclix/runs/r".into(),

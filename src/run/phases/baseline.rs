@@ -118,7 +118,7 @@ mod tests {
             baseline: Some((2, "db down\nkey=s3cretvalue\n".into())),
             ..FakeRunHost::default()
         };
-        let b = run(&spec(), &host, "c", &[b"s3cretvalue"], &[]).expect("runs");
+        let b = run(&spec(), &host, "c", &[b"s3cretvalue"], &[], None).expect("runs");
         assert!(!b.passed);
         assert_eq!(b.exit, Some(2));
         assert_eq!(b.log, ["db down", "key=***"]);
@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn a_passing_baseline_says_nothing_in_the_summary() {
         let host = FakeRunHost::default();
-        let b = run(&spec(), &host, "c", &[], &[]).expect("runs");
+        let b = run(&spec(), &host, "c", &[], &[], None).expect("runs");
         assert!(b.passed);
         assert_eq!(crate::run::record::baseline_summary_lines(Some(&b)), "");
     }

@@ -17,15 +17,18 @@ fn p13_to_p15_filesystems() {
     assert!(!p13(&ro[..1]).pass, "missing /sys");
 
     assert!(
-        p14(&items(&[
-            ("/probe-root", E(libc::EROFS)),
-            ("/usr/probe", E(libc::EROFS))
-        ]))
+        p14(
+            &items(&[
+                ("/probe-root", E(libc::EROFS)),
+                ("/usr/probe", E(libc::EROFS))
+            ]),
+            crate::probe::Profile::Podman
+        )
         .pass
     );
-    assert!(!p14(&items(&[("/probe-root", Attempt::Ok)])).pass);
+    assert!(!p14(&items(&[("/probe-root", Attempt::Ok)]), crate::probe::Profile::Podman).pass);
     assert!(
-        !p14(&items(&[("/probe-root", E(libc::EACCES))])).pass,
+        !p14(&items(&[("/probe-root", E(libc::EACCES))]), crate::probe::Profile::Podman).pass,
         "exact errno"
     );
 

@@ -12,11 +12,11 @@ fn identity_probes() {
         .iter()
         .map(|k| zero(k))
         .collect();
-    assert!(p1(&caps).pass);
+    assert!(p1(&caps, crate::probe::Profile::Podman).pass);
     caps.insert("CapBnd".into(), "000001ffffffffff".into());
-    assert!(!p1(&caps).pass);
+    assert!(!p1(&caps, crate::probe::Profile::Podman).pass);
     caps.remove("CapBnd");
-    assert!(!p1(&caps).pass, "a missing set is a FAIL");
+    assert!(!p1(&caps, crate::probe::Profile::Podman).pass, "a missing set is a FAIL");
 
     for (nnp, pass) in [(Some("1"), true), (Some("0"), false), (None, false)] {
         assert_eq!(p2(nnp).pass, pass, "{nnp:?}");
@@ -27,7 +27,7 @@ fn identity_probes() {
         (Some("0"), Some("0"), false),
         (None, None, false),
     ] {
-        assert_eq!(p3(m, f).pass, pass, "{m:?} {f:?}");
+        assert_eq!(p3(m, f, crate::probe::Profile::Podman).pass, pass, "{m:?} {f:?}");
     }
 }
 
@@ -145,7 +145,7 @@ fn p7_syscalls_exact_errno_table() {
         ("userfaultfd", E(libc::EPERM)),
         ("unknown(999)", E(libc::ENOSYS)),
     ]);
-    assert!(p7(&measured).pass);
+    assert!(p7(&measured, crate::probe::Profile::Podman).pass);
     for (name, a) in [
         ("bpf", E(libc::EFAULT)),         // allowed
         ("kexec_load", E(libc::ENOSYS)),  // wrong errno
@@ -153,7 +153,7 @@ fn p7_syscalls_exact_errno_table() {
         ("userfaultfd", Attempt::Ok),     // allowed and worked
         ("ptrace", E(libc::EFAULT)),
     ] {
-        assert!(!p7(&items(&[(name, a.clone())])).pass, "{name} {a:?}");
+        assert!(!p7(&items(&[(name, a.clone())]), crate::probe::Profile::Podman).pass, "{name} {a:?}");
     }
 }
 

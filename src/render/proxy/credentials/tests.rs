@@ -180,6 +180,7 @@ fn spec_with_credential() -> crate::spec::Spec {
 
 fn run_ctx(placeholders: Vec<String>) -> crate::render::RunContext {
     crate::render::RunContext {
+        gvisor: None,
         run_id: "20261130t140126-a979".into(),
         worktree: "/w".into(),
         run_dir: "/run/user/1000/cyclix/runs/r".into(),

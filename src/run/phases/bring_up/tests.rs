@@ -20,6 +20,7 @@ fn paths(d: &Path) -> RunPaths {
 
 fn up<'a>(p: &'a RunPaths, bin: &'a Path, pooled: bool) -> BringUp<'a> {
     BringUp {
+        gvisor: None,
         run_id: RUN,
         paths: p,
         cyclix_bin: bin,
