@@ -423,7 +423,7 @@ pub struct Summary {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// `--only` named an unknown probe.
-    #[error("unknown probe id `{0}` in --only; use P1–P24, N1–N17 or E1")]
+    #[error("unknown probe id `{0}` in --only; use P1–P25, N1–N17 or E1")]
     UnknownId(String),
 }
 
@@ -729,6 +729,6 @@ mod tests {
             ),
             Err(ProbeError::UnknownId(_))
         ));
-        assert_eq!(PROBES.len(), 42, "P1–P24, N1–N17 and E1");
+        assert_eq!(PROBES.len(), 43, "P1–P25, N1–N17 and E1");
     }
 }

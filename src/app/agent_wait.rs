@@ -124,7 +124,12 @@ fn report_lines(context: &Path) -> String {
         })
         .and_then(|ctx| {
             // The profile's probes (all under podman; gVisor's subset under tier gvisor).
-            let only: Vec<String> = ctx.profile.probes().iter().map(|s| (*s).to_string()).collect();
+            let only: Vec<String> = ctx
+                .profile
+                .probes()
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect();
             crate::probe::first_run(&ctx, &only, "cyclix agent-wait").map_err(|e| e.to_string())
         });
     let (results, sum) = ran.unwrap_or_else(|why| {

@@ -134,12 +134,7 @@ pub(crate) fn runnable_spec(
     });
     let backend = force_backend.unwrap_or(detected);
     let gvisor = gvisor_fact(&spec);
-    spec.tier = match tier::gate(
-        spec.tier,
-        spec.legacy_worktree_isolation,
-        &runtime,
-        &gvisor,
-    ) {
+    spec.tier = match tier::gate(spec.tier, spec.legacy_worktree_isolation, &runtime, &gvisor) {
         Ok(t) => t,
         Err(refusal) => {
             crate::stderrln!("error: {refusal}");

@@ -97,4 +97,3 @@ pub fn look() -> Result<OciRuntime, String> {
     static LOOK: OnceLock<Result<OciRuntime, String>> = OnceLock::new();
     LOOK.get_or_init(look_now).clone()
 }
-

@@ -232,14 +232,23 @@ impl Podman {
     pub fn container_id(&self, container: &str) -> Result<String> {
         check_name("container", container)?;
         self.query(
-            &["container", "inspect", "--format", "{{.Id}}", "--", container],
+            &[
+                "container",
+                "inspect",
+                "--format",
+                "{{.Id}}",
+                "--",
+                container,
+            ],
             &format!("reading the id of container {container}"),
             |out| {
                 let id = out.trim();
                 if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
                     Ok(id.to_string())
                 } else {
-                    Err(serde::de::Error::custom(format!("not a container id: {id:?}")))
+                    Err(serde::de::Error::custom(format!(
+                        "not a container id: {id:?}"
+                    )))
                 }
             },
         )

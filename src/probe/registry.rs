@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn the_ids_their_order_and_the_watch_are_as_recorded() {
         let ids: Vec<&str> = PROBES.iter().map(|p| p.id).collect();
-        let want: Vec<String> = (1..=24)
+        let want: Vec<String> = (1..=25)
             .map(|i| format!("P{i}"))
             .chain((1..=17).map(|i| format!("N{i}")))
             .chain(["E1".to_string()])

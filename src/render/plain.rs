@@ -15,6 +15,7 @@ use super::plan::{
 };
 use super::{RenderError, RenderedFile};
 use crate::naming::{self, RunNames};
+use crate::tier::runsc::OciRuntime;
 
 const PODMAN: &str = "/usr/bin/podman";
 
@@ -412,7 +413,7 @@ fn run_args(plan: &RunPlan, c: &ContainerPlan) -> (Vec<String>, Vec<String>) {
     );
     // gVisor's runsc for the agent and the gate of tier `gvisor` (podman(1) `--runtime`,
     // `--runtime-flag`: global options, accepted after `run`).
-    args.extend(c.oci_runtime.iter().flat_map(|r| r.podman_args()));
+    args.extend(c.oci_runtime.iter().flat_map(OciRuntime::podman_args));
     args.extend([
         "--cap-drop=all".into(),
         "--security-opt=no-new-privileges".into(),

@@ -21,9 +21,8 @@ use serde::Serialize;
 
 pub use agent::{
     AGENT_WAIT_S, CLAIM_FILE, CONTEXT_FILE, CONTEXT_PATH, CTL_DIR, CTL_PATH, CYCLIX_BIN_PATH,
-    GO_FILE, HANDOVER_FILE, PROBE_CONTEXT_FILE, REFUSED_FILE, REPORT_DIR, REPORT_DIR_PATH, REPORT_FILE,
-    TASK_FILE, TASK_PATH,
-    context_json, report_fifo,
+    GO_FILE, HANDOVER_FILE, PROBE_CONTEXT_FILE, REFUSED_FILE, REPORT_DIR, REPORT_DIR_PATH,
+    REPORT_FILE, TASK_FILE, TASK_PATH, context_json, report_fifo,
 };
 pub use budgets::{
     START_TIMEOUT_LOCAL_S, START_TIMEOUT_PULL_S, STOP_TIMEOUT_S, UNIT_STOP_TIMEOUT_S,
@@ -270,9 +269,10 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
     if plan.tier == Tier::Gvisor && run.gvisor.is_none() {
         return Err(RenderError {
             key: "run.gvisor".into(),
-            message: "tier `gvisor` renders the agent and the gate on gVisor's runsc, and no runsc \
+            message:
+                "tier `gvisor` renders the agent and the gate on gVisor's runsc, and no runsc \
                       was given (`host::gvisor::look`); nothing falls back to the default runtime"
-                .into(),
+                    .into(),
         });
     }
     let networks = topology::networks(&names, &plan.subnet, run.subnet_octet);

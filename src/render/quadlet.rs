@@ -312,20 +312,7 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
         s.add("LogOpt", format!("path={f}"));
         s.add("LogOpt", format!("max-size={}", super::plan::RAW_LOG_MAX));
     }
-    let mut podman_args = Vec::new();
-    // podman's global `--runtime`/`--runtime-flag` (accepted after `run`): gVisor's runsc for
-    // the agent and the gate of tier `gvisor`, with runsc's flags.
-    if let Some(r) = &c.oci_runtime {
-        for a in r.podman_args() {
-            podman_args.push(v(&c.exec_key, &a)?);
-        }
-    }
-    if let Some(m) = c.memory_bytes {
-        podman_args.push(format!("--memory={m}"));
-    }
-    if let Some(cpu) = c.cpu_millis {
-        podman_args.push(cpus_arg(cpu));
-    }
+    let podman_args = podman_args(c)?;
     if !podman_args.is_empty() {
         s.add("PodmanArgs", podman_args.join(" "));
     }
@@ -342,6 +329,25 @@ fn container(plan: &RunPlan, c: &ContainerPlan) -> Result<RenderedFile, RenderEr
     }
     svc.add("Restart", "no");
     Ok(finish(u, naming::container_file(&c.stem)))
+}
+
+/// The container's `PodmanArgs=` words: gVisor's runsc for the agent and the gate of tier
+/// `gvisor` (podman's global `--runtime`/`--runtime-flag`, accepted after `run`), the memory
+/// and CPU limits.
+fn podman_args(c: &ContainerPlan) -> Result<Vec<String>, RenderError> {
+    let mut args = Vec::new();
+    if let Some(r) = &c.oci_runtime {
+        for a in r.podman_args() {
+            args.push(v(&c.exec_key, &a)?);
+        }
+    }
+    if let Some(m) = c.memory_bytes {
+        args.push(format!("--memory={m}"));
+    }
+    if let Some(cpu) = c.cpu_millis {
+        args.push(cpus_arg(cpu));
+    }
+    Ok(args)
 }
 
 /// A secret mounted as a file: `NAME,type=mount,target=PATH,uid=U,gid=U,mode=0400` (podman

@@ -408,7 +408,9 @@ impl RunPodman for RealRunHost {
         // after the runtime (seen: `$XDG_RUNTIME_DIR/runsc` with podman 5.4 and 4.3).
         let root = std::env::var_os("XDG_RUNTIME_DIR")
             .map(|d| PathBuf::from(d).join("runsc"))
-            .ok_or_else(|| anyhow::anyhow!("XDG_RUNTIME_DIR is not set: runsc's state cannot be found"))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!("XDG_RUNTIME_DIR is not set: runsc's state cannot be found")
+            })?;
         let root_arg = format!("--root={}", root.display());
         let opts = crate::process::Opts {
             deadline: GVISOR_PS_DEADLINE,

@@ -51,10 +51,10 @@ impl OciRuntime {
             path: "runsc".to_string(),
             version: String::new(),
             flags: vec![
-        NETWORK_HOST.to_string(),
-        HOST_FIFO_OPEN.to_string(),
-        OCI_SECCOMP.to_string(),
-    ],
+                NETWORK_HOST.to_string(),
+                HOST_FIFO_OPEN.to_string(),
+                OCI_SECCOMP.to_string(),
+            ],
         }
     }
 
@@ -95,14 +95,18 @@ pub fn parse_ps(table: &str) -> Result<Vec<(u32, String)>, String> {
     let header = lines.next().unwrap_or("");
     let cols: Vec<&str> = header.split_whitespace().collect();
     if cols.get(1) != Some(&"PID") || cols.last() != Some(&"CMD") {
-        return Err(format!("`runsc ps` printed no process table (first line {header:?})"));
+        return Err(format!(
+            "`runsc ps` printed no process table (first line {header:?})"
+        ));
     }
     lines
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             match (f.get(1).and_then(|p| p.parse().ok()), f.last()) {
                 (Some(pid), Some(cmd)) if f.len() >= cols.len() => Ok((pid, (*cmd).to_string())),
-                _ => Err(format!("`runsc ps` printed a row cyclix cannot read: {l:?}")),
+                _ => Err(format!(
+                    "`runsc ps` printed a row cyclix cannot read: {l:?}"
+                )),
             }
         })
         .collect()
@@ -155,7 +159,10 @@ mod tests {
                  0         2         1         1         ?         17:26     10ms      cyclix\n";
         assert_eq!(
             parse_ps(t),
-            Ok(vec![(1, "catatonit".to_string()), (2, "cyclix".to_string())])
+            Ok(vec![
+                (1, "catatonit".to_string()),
+                (2, "cyclix".to_string())
+            ])
         );
         assert!(parse_ps("").is_err());
         assert!(parse_ps("[1,2,3]").is_err());

@@ -79,7 +79,10 @@ fn gvisor_without_runsc_is_refused_never_run_as_container() {
     let no_runsc = Runtime::Unusable("runsc is not on $PATH".into());
     let err = gate(Tier::Gvisor, false, &Runtime::Usable, &no_runsc).expect_err("must refuse");
     let text = err.to_string();
-    assert!(text.contains("runsc is not on $PATH") && text.contains("apt install runsc"), "{text}");
+    assert!(
+        text.contains("runsc is not on $PATH") && text.contains("apt install runsc"),
+        "{text}"
+    );
     // Positive control: the same spec with a usable runsc gets exactly tier gvisor.
     assert_eq!(
         gate(Tier::Gvisor, false, &Runtime::Usable, &Runtime::Usable),

@@ -321,6 +321,14 @@ fn attack(
     attack_in("container", n, name, body, delivery, extra);
 }
 
+/// The tenant of attack `n` in tier `tier`.
+fn tenant(tier: &str, n: u32) -> String {
+    match tier {
+        "container" => format!("e2e-atk-{n}"),
+        _ => format!("e2e-atk-gv-{n}"),
+    }
+}
+
 /// [`attack`] with the agent in tier `tier` (`container`: tenant `e2e-atk-N`; `gvisor`:
 /// `e2e-atk-gv-N`, the agent and the gate on gVisor's runsc).
 fn attack_in(
@@ -333,11 +341,7 @@ fn attack_in(
 ) {
     let _shared = crate::common::testbed::shared();
     let tb = prepared();
-    let t = if tier == "container" {
-        format!("e2e-atk-{n}")
-    } else {
-        format!("e2e-atk-gv-{n}")
-    };
+    let t = tenant(tier, n);
     setup(tb, &t, name, body, tier);
     let base = expect_success(
         &tb.user_sh(&format!("git -C ~/src/{t} rev-parse main")),
@@ -527,13 +531,7 @@ fn atk01_config_keys_in_every_git_dir() {
         "atk01",
         r#"git config core.fsmonitor "$PAY"; echo x >> README.md; git status >/dev/null 2>&1"#,
     );
-    attack(
-        1,
-        "atk01",
-        ATK01,
-        Delivery::Required,
-        none,
-    );
+    attack(1, "atk01", ATK01, Delivery::Required, none);
 }
 
 #[test]
@@ -740,13 +738,7 @@ fn atk09_hooks_everywhere() {
         "atk09",
         r"hook .git/hooks/post-checkout; git checkout -q -b pc",
     );
-    attack(
-        9,
-        "atk09",
-        ATK09,
-        Delivery::Required,
-        none,
-    );
+    attack(9, "atk09", ATK09, Delivery::Required, none);
 }
 
 #[test]
@@ -756,13 +748,7 @@ fn atk10_alternates_and_stolen_objects() {
         "atk10",
         r"changed_after 'mkdir -p $S/stolen; mv .git/objects/pack $S/stolen/; mv .git/objects/[0-9a-f][0-9a-f] $S/stolen/ 2>/dev/null; echo $S/stolen >> .git/objects/info/alternates; rm -rf $S/stolen'",
     );
-    attack(
-        10,
-        "atk10",
-        ATK10,
-        Delivery::Optional,
-        none,
-    );
+    attack(10, "atk10", ATK10, Delivery::Optional, none);
 }
 
 // ---- the work tree's .git --------------------------------------------------------------
@@ -1073,13 +1059,7 @@ fn atk20_git_config_and_fifos_that_hang() {
         "atk20",
         r"mkfifo .git/objects/info/alternates; timeout 5 git log -1 >/dev/null 2>&1; [ $? = 124 ] && $M",
     );
-    attack(
-        20,
-        "atk20",
-        ATK20,
-        Delivery::Optional,
-        not_hung,
-    );
+    attack(20, "atk20", ATK20, Delivery::Optional, not_hung);
 }
 
 #[test]

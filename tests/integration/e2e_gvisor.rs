@@ -19,7 +19,12 @@ fn host_release(tb: &Testbed) -> String {
 fn last_line(rec: &serde_json::Value, key: &str) -> String {
     rec[key]
         .as_array()
-        .and_then(|l| l.iter().rev().filter_map(|x| x.as_str()).find(|x| !x.trim().is_empty()))
+        .and_then(|l| {
+            l.iter()
+                .rev()
+                .filter_map(|x| x.as_str())
+                .find(|x| !x.trim().is_empty())
+        })
         .unwrap_or_default()
         .trim()
         .to_string()
@@ -67,7 +72,8 @@ fn the_demo_tenant_on_gvisor_passes_with_gvisors_probe_profile_and_names_its_run
         .expect("P25");
     let got = p25["got"].as_str().unwrap_or_default();
     assert!(
-        got.contains("Starting gVisor") && !got.starts_with(&format!("release {} ", host_release(tb))),
+        got.contains("Starting gVisor")
+            && !got.starts_with(&format!("release {} ", host_release(tb))),
         "P25: {p25:#}"
     );
     // The record and the summary name runsc, its version and flags.
@@ -80,15 +86,12 @@ fn the_demo_tenant_on_gvisor_passes_with_gvisors_probe_profile_and_names_its_run
                 .is_some_and(|f| f.iter().any(|x| x == "network=host")),
         "{rt:#}"
     );
-    let status = expect_success(
-        &tb.user(&[&tb.cyclix_bin(), "status", t]),
-        "cyclix status",
-    );
+    let status = expect_success(&tb.user(&[&tb.cyclix_bin(), "status", t]), "cyclix status");
     assert!(status.contains("agent and gate on runsc "), "{status}");
     assert!(
-        rec["notices"]
-            .as_array()
-            .is_some_and(|n| n.iter().any(|x| x.as_str().is_some_and(|x| x.starts_with("tier gvisor:")))),
+        rec["notices"].as_array().is_some_and(|n| n
+            .iter()
+            .any(|x| x.as_str().is_some_and(|x| x.starts_with("tier gvisor:")))),
         "{rec:#}"
     );
     assert_eq!(rec["gate_inventory"]["verdict"], "passed", "{rec:#}");
@@ -103,7 +106,10 @@ fn the_agent_and_the_gate_run_on_gvisors_kernel_and_a_container_run_on_the_hosts
     let tb = prepared();
     let host = host_release(tb);
     let mut releases = Vec::new();
-    for (t, tier) in [("e2e-gv-kernel", "gvisor"), ("e2e-gv-kernel-c", "container")] {
+    for (t, tier) in [
+        ("e2e-gv-kernel", "gvisor"),
+        ("e2e-gv-kernel-c", "container"),
+    ] {
         Tenant::new(t)
             .agent_cmd(r#"[sh, -c, "cyclix-demo-agent && uname -r"]"#)
             .gate_cmd(r#"[sh, -c, "python3 -m pytest -q -p no:cacheprovider && uname -r"]"#)
@@ -127,14 +133,23 @@ fn the_agent_and_the_gate_run_on_gvisors_kernel_and_a_container_run_on_the_hosts
     let (_, gv_agent, gv_gate, gv_p25) = &releases[0];
     let (_, c_agent, c_gate, c_p25) = &releases[1];
     // Positive control: tier container shares the host's kernel, and P25 says so.
-    assert_eq!((c_agent.as_str(), c_gate.as_str()), (host.as_str(), host.as_str()));
-    assert!(c_p25.starts_with(&format!("release {host} (host {host})")), "{c_p25}");
+    assert_eq!(
+        (c_agent.as_str(), c_gate.as_str()),
+        (host.as_str(), host.as_str())
+    );
+    assert!(
+        c_p25.starts_with(&format!("release {host} (host {host})")),
+        "{c_p25}"
+    );
     // Tier gvisor: the agent and the gate both see another kernel, the one P25 proved.
     assert!(
         !gv_agent.is_empty() && gv_agent != &host && gv_gate == gv_agent,
         "agent {gv_agent:?}, gate {gv_gate:?}, host {host:?}"
     );
-    assert!(gv_p25.starts_with(&format!("release {gv_agent} (host {host})")), "{gv_p25}");
+    assert!(
+        gv_p25.starts_with(&format!("release {gv_agent} (host {host})")),
+        "{gv_p25}"
+    );
 }
 
 #[test]

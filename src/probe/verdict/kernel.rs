@@ -189,13 +189,20 @@ pub fn p25(o: &KernelIdObs, profile: crate::probe::Profile) -> Judged {
         let gvisor_log = o.log_head.as_deref() == Ok(GVISOR_LOG_HEAD);
         let mut why = Vec::new();
         if o.host_release.is_empty() {
-            why.push("the host's release is unknown: nothing to tell the kernels apart".to_string());
+            why.push(
+                "the host's release is unknown: nothing to tell the kernels apart".to_string(),
+            );
         }
         if same {
-            why.push("the agent's kernel is the host's (its release is the host's): not gVisor".to_string());
+            why.push(
+                "the agent's kernel is the host's (its release is the host's): not gVisor"
+                    .to_string(),
+            );
         }
         if !gvisor_log {
-            why.push(format!("the kernel log does not begin with {GVISOR_LOG_HEAD:?}"));
+            why.push(format!(
+                "the kernel log does not begin with {GVISOR_LOG_HEAD:?}"
+            ));
         }
         return judged(
             "gVisor's kernel: a release other than the host's, its log begins \"Starting gVisor...\"",

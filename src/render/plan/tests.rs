@@ -166,3 +166,98 @@ fn a_worktree_service_runs_the_work_tree_read_only_and_the_others_see_none() {
     assert_eq!(ctx["services"][0]["worktree"], WORKDIR);
     assert_eq!(ctx["services"][1].get("worktree"), None);
 }
+
+#[test]
+fn tier_gvisor_puts_runsc_on_the_agent_and_the_gates_only_and_never_renders_without_it() {
+    let mut s = spec(
+        "tier: gvisor\nservices:\n  - {name: db, image: localhost/x, unpinned_local_image: true}\n",
+    );
+    s.gate.protected = vec!["tests/".into()];
+    let runsc = crate::tier::runsc::OciRuntime {
+        path: "/usr/bin/runsc".into(),
+        version: "0.0~20240729.0".into(),
+        flags: vec!["network=host".into(), "host-fifo=open".into()],
+    };
+    let mut r = run(&s, Vec::new());
+    // Fail closed: a tier-gvisor plan without runsc is refused, never run on the default runtime.
+    let err = plan(&s, &r).expect_err("no runsc");
+    assert_eq!(err.key, "run.gvisor");
+    r.gvisor = Some(runsc.clone());
+    let p = plan(&s, &r).expect("plan");
+    let on_runsc: Vec<(&str, bool)> = p
+        .containers
+        .iter()
+        .map(|c| {
+            (
+                c.stem.rsplit('-').next().unwrap_or(""),
+                c.oci_runtime.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        on_runsc,
+        [
+            ("proxy", false),
+            ("db", false),
+            ("agent", true),
+            ("gate", true),
+            ("base", true)
+        ]
+    );
+    // The report FIFO has its own writable directory there; the control directory stays
+    // read-only.
+    let agent = p
+        .containers
+        .iter()
+        .find(|c| c.stem.ends_with("-agent"))
+        .expect("agent");
+    assert!(
+        agent
+            .binds
+            .iter()
+            .any(|b| b.target == REPORT_DIR_PATH && !b.read_only)
+    );
+    assert!(
+        agent
+            .binds
+            .iter()
+            .any(|b| b.target == CTL_PATH && b.read_only)
+    );
+    assert!(
+        agent
+            .exec
+            .contains(&format!("{REPORT_DIR_PATH}/{REPORT_FILE}"))
+    );
+    // Both backends carry it: Quadlet's PodmanArgs, the plain unit's `podman run`.
+    for backend in [
+        crate::render::Backend::Quadlet,
+        crate::render::Backend::Plain,
+    ] {
+        let files = crate::render::render_plan(&s, &p, backend).expect("render");
+        let agent_file = files
+            .files
+            .iter()
+            .find(|f| f.name.contains("-agent."))
+            .expect("agent file");
+        assert!(
+            agent_file.contents.contains("--runtime=/usr/bin/runsc")
+                && agent_file.contents.contains("--runtime-flag=network=host"),
+            "{backend:?}: {}",
+            agent_file.contents
+        );
+        let proxy_file = files
+            .files
+            .iter()
+            .find(|f| f.name.contains("-proxy."))
+            .expect("proxy file");
+        assert!(
+            !proxy_file.contents.contains("--runtime"),
+            "{}",
+            proxy_file.contents
+        );
+    }
+    // Tier container: nothing of runsc, even when a runtime is at hand.
+    s.tier = crate::tier::Tier::Container;
+    let p = plan(&s, &r).expect("plan");
+    assert!(p.containers.iter().all(|c| c.oci_runtime.is_none()));
+}

@@ -80,6 +80,22 @@ fn base_and_common(
     Ok((base, common))
 }
 
+/// The run's report FIFO (`render::plan::report_fifo`), with its own directory under tier
+/// `gvisor`.
+///
+/// # Errors
+/// The directory or the FIFO cannot be made (named with the path).
+fn make_report_fifo(run_dir: &std::path::Path, tier: crate::tier::Tier) -> Result<()> {
+    let fifo = render::plan::report_fifo(run_dir, tier);
+    if let Some(dir) = fifo
+        .parent()
+        .filter(|d| *d != run_dir.join(render::plan::CTL_DIR))
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    crate::run::report_fifo::make(&fifo)
+}
+
 /// Base commit (`base_override`, else `repo.base`), git common dir and subnet; run dir with
 /// the task; worktree on the run branch; the run's secrets. Each is in the ledger before it
 /// is created. Tier `container`: also the setup paths to bind read-only over the work tree
@@ -146,11 +162,7 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier.is_sandboxed() {
-        let fifo = render::plan::report_fifo(inp.run_dir, spec.tier);
-        if let Some(dir) = fifo.parent().filter(|d| *d != ctl) {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        crate::run::report_fifo::make(&fifo)?;
+        make_report_fifo(inp.run_dir, spec.tier)?;
         if !spec.agent.env.is_empty() {
             crate::run::handover::make(&ctl.join(render::plan::HANDOVER_FILE))?;
         }

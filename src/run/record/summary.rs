@@ -79,6 +79,15 @@ fn environment_line(e: Option<&super::EnvironmentRecord>) -> String {
     }
 }
 
+/// The line naming the OCI runtime the agent and the gate ran on (tier `gvisor`'s runsc);
+/// empty for podman's default.
+fn runtime_line(r: &RunRecord) -> String {
+    r.oci_runtime
+        .as_ref()
+        .map(|rt| format!("  agent and gate on {}\n", rt.describe()))
+        .unwrap_or_default()
+}
+
 /// A human summary (what `cyclix run` prints at the end and `status` shows).
 #[must_use]
 pub fn summary(r: &RunRecord) -> String {
@@ -93,9 +102,7 @@ pub fn summary(r: &RunRecord) -> String {
         r.result.as_str()
     );
     s.push_str(&environment_line(r.environment.as_ref()));
-    if let Some(rt) = &r.oci_runtime {
-        let _ = writeln!(s, "  agent and gate on {}", rt.describe());
-    }
+    s.push_str(&runtime_line(r));
     if let Some(p) = &r.failed_phase {
         let err = r.error.as_deref().unwrap_or("-");
         // A person's stop is no failure (newcomer trial 7, item 11).

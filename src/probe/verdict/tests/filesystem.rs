@@ -26,9 +26,19 @@ fn p13_to_p15_filesystems() {
         )
         .pass
     );
-    assert!(!p14(&items(&[("/probe-root", Attempt::Ok)]), crate::probe::Profile::Podman).pass);
     assert!(
-        !p14(&items(&[("/probe-root", E(libc::EACCES))]), crate::probe::Profile::Podman).pass,
+        !p14(
+            &items(&[("/probe-root", Attempt::Ok)]),
+            crate::probe::Profile::Podman
+        )
+        .pass
+    );
+    assert!(
+        !p14(
+            &items(&[("/probe-root", E(libc::EACCES))]),
+            crate::probe::Profile::Podman
+        )
+        .pass,
         "exact errno"
     );
 

@@ -122,3 +122,47 @@ fn p24_kernel_log_and_symbols() {
         .pass
     );
 }
+
+#[test]
+fn p25_under_gvisor_needs_another_release_and_gvisors_log_and_the_shared_kernel_fails() {
+    use crate::probe::Profile;
+    let gv = KernelIdObs {
+        release: "4.4.0".into(),
+        log_head: Ok(GVISOR_LOG_HEAD.into()),
+        host_release: "6.18.44".into(),
+    };
+    assert!(
+        p25(&gv, Profile::Gvisor).pass,
+        "{:?}",
+        p25(&gv, Profile::Gvisor)
+    );
+    // Positive control: what a tier-container sandbox shows (the host's release, the kernel
+    // log refused) fails the gVisor verdict, and passes the podman one saying it is shared.
+    let shared = KernelIdObs {
+        release: "6.18.44".into(),
+        log_head: Err(libc::EPERM),
+        host_release: "6.18.44".into(),
+    };
+    let j = p25(&shared, Profile::Gvisor);
+    assert!(!j.pass && j.detail.contains("not gVisor"), "{j:?}");
+    let j = p25(&shared, Profile::Podman);
+    assert!(j.pass && j.detail.contains("host's kernel"), "{j:?}");
+    // Neither half alone passes: another release without gVisor's log, gVisor's log line on
+    // the host's release, or no host release to compare with.
+    for o in [
+        KernelIdObs {
+            log_head: Ok("Linux version 5.10".into()),
+            ..gv.clone()
+        },
+        KernelIdObs {
+            release: "6.18.44".into(),
+            ..gv.clone()
+        },
+        KernelIdObs {
+            host_release: String::new(),
+            ..gv.clone()
+        },
+    ] {
+        assert!(!p25(&o, Profile::Gvisor).pass, "{o:?}");
+    }
+}

@@ -76,8 +76,20 @@ fn n15_raw_sockets_and_netlink() {
         ("ping 1.1.1.1", E(libc::ENETUNREACH)),
     ]);
     assert!(n15(&measured, crate::probe::Profile::Podman).pass);
-    assert!(!n15(&items(&[("AF_PACKET", Attempt::Ok)]), crate::probe::Profile::Podman).pass);
-    assert!(!n15(&items(&[("ping 1.1.1.1", Attempt::Ok)]), crate::probe::Profile::Podman).pass);
+    assert!(
+        !n15(
+            &items(&[("AF_PACKET", Attempt::Ok)]),
+            crate::probe::Profile::Podman
+        )
+        .pass
+    );
+    assert!(
+        !n15(
+            &items(&[("ping 1.1.1.1", Attempt::Ok)]),
+            crate::probe::Profile::Podman
+        )
+        .pass
+    );
 }
 
 /// The Kubernetes profile: a drop within the deadline (timeout) or a policy's refusal counts

@@ -16,7 +16,10 @@ fn identity_probes() {
     caps.insert("CapBnd".into(), "000001ffffffffff".into());
     assert!(!p1(&caps, crate::probe::Profile::Podman).pass);
     caps.remove("CapBnd");
-    assert!(!p1(&caps, crate::probe::Profile::Podman).pass, "a missing set is a FAIL");
+    assert!(
+        !p1(&caps, crate::probe::Profile::Podman).pass,
+        "a missing set is a FAIL"
+    );
 
     for (nnp, pass) in [(Some("1"), true), (Some("0"), false), (None, false)] {
         assert_eq!(p2(nnp).pass, pass, "{nnp:?}");
@@ -27,7 +30,11 @@ fn identity_probes() {
         (Some("0"), Some("0"), false),
         (None, None, false),
     ] {
-        assert_eq!(p3(m, f, crate::probe::Profile::Podman).pass, pass, "{m:?} {f:?}");
+        assert_eq!(
+            p3(m, f, crate::probe::Profile::Podman).pass,
+            pass,
+            "{m:?} {f:?}"
+        );
     }
 }
 
@@ -153,7 +160,10 @@ fn p7_syscalls_exact_errno_table() {
         ("userfaultfd", Attempt::Ok),     // allowed and worked
         ("ptrace", E(libc::EFAULT)),
     ] {
-        assert!(!p7(&items(&[(name, a.clone())]), crate::probe::Profile::Podman).pass, "{name} {a:?}");
+        assert!(
+            !p7(&items(&[(name, a.clone())]), crate::probe::Profile::Podman).pass,
+            "{name} {a:?}"
+        );
     }
 }
 
@@ -206,4 +216,35 @@ fn p8_p9_mounts_and_user_namespaces() {
         })
         .pass
     );
+}
+
+#[test]
+fn gvisor_answers_are_accepted_only_under_the_gvisor_profile() {
+    use crate::probe::Profile;
+    let zero = |k: &str| (k.to_string(), "0000000000000000".to_string());
+    let four: BTreeMap<String, String> = ["CapInh", "CapPrm", "CapEff", "CapBnd"]
+        .iter()
+        .map(|k| zero(k))
+        .collect();
+    assert!(p1(&four, Profile::Gvisor).pass);
+    assert!(!p1(&four, Profile::Podman).pass, "CapAmb missing on Linux");
+    let mut set = four.clone();
+    set.insert("CapEff".into(), "0000000000000400".into());
+    assert!(
+        !p1(&set, Profile::Gvisor).pass,
+        "a capability is still a FAIL"
+    );
+    assert!(p3(Some("2"), None, Profile::Gvisor).pass);
+    assert!(!p3(Some("2"), None, Profile::Podman).pass);
+    assert!(
+        !p3(Some("0"), None, Profile::Gvisor).pass,
+        "no filter is a FAIL"
+    );
+    let gv = items(&[
+        ("userfaultfd", E(libc::ENOSYS)),
+        ("unknown(999)", E(libc::EPERM)),
+    ]);
+    assert!(p7(&gv, Profile::Gvisor).pass);
+    assert!(!p7(&gv, Profile::Podman).pass);
+    assert!(!p7(&items(&[("bpf", E(libc::ENOSYS))]), Profile::Gvisor).pass);
 }
