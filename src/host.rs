@@ -7,7 +7,6 @@
 pub mod ca_certs;
 pub mod checks;
 pub mod facts;
-pub mod gvisor;
 pub mod mount_scan;
 pub mod namespaces;
 pub mod paths;

@@ -132,7 +132,7 @@ pub struct RunContext {
     /// and the claiming run counts the agent's own time (`run::phases::agent`). `None` for a
     /// run that makes its agent container itself.
     pub claim_wait_s: Option<u64>,
-    /// gVisor's `runsc` as this host runs it (`host::gvisor::look`): the agent's and the
+    /// gVisor's `runsc` as this host runs it (`host::facts::gvisor::look`): the agent's and the
     /// gate's runtime under tier `gvisor` (a tier-`gvisor` spec without it does not render);
     /// `None` for the other tiers.
     pub gvisor: Option<crate::tier::runsc::OciRuntime>,

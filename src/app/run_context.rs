@@ -47,7 +47,7 @@ pub(crate) fn default_run_context(
         credentials_file: false,
         claim_wait_s: None,
         // A preview names runsc as podman finds it (`tier::runsc::OciRuntime::preview`); a run
-        // renders with what `host::gvisor::look` found.
+        // renders with what `host::facts::gvisor::look` found.
         gvisor: (crate::tier::floor(spec.tier, spec.legacy_worktree_isolation)
             == crate::tier::Tier::Gvisor)
             .then(crate::tier::runsc::OciRuntime::preview),

@@ -153,7 +153,7 @@ pub(crate) fn runnable_spec(
 }
 
 /// The runsc a run of `spec` renders its agent and gate with: `Some` for tier `gvisor` (the
-/// look the tier gate made, `host::gvisor::look`), `None` for the other tiers.
+/// look the tier gate made, `host::facts::gvisor::look`), `None` for the other tiers.
 ///
 /// # Errors
 /// Tier `gvisor` and runsc is not usable (the gate refused that already; this keeps a run
@@ -162,18 +162,18 @@ pub(crate) fn run_gvisor(spec: &Spec) -> Result<Option<crate::tier::runsc::OciRu
     if tier::floor(spec.tier, spec.legacy_worktree_isolation) != tier::Tier::Gvisor {
         return Ok(None);
     }
-    crate::host::gvisor::look()
+    crate::host::facts::gvisor::look()
         .map(Some)
         .map_err(|reason| anyhow::anyhow!(tier::TierRefusal::GvisorUnusable { reason }))
 }
 
 /// The tier gate's fact about gVisor's `runsc`, looked up only for a spec whose tier is
-/// `gvisor` (`host::gvisor::look`, once per process; the gate reads it for no other tier).
+/// `gvisor` (`host::facts::gvisor::look`, once per process; the gate reads it for no other tier).
 pub(crate) fn gvisor_fact(spec: &Spec) -> Runtime {
     if tier::floor(spec.tier, spec.legacy_worktree_isolation) != tier::Tier::Gvisor {
         return Runtime::Unusable("not looked up: the tier is not gvisor".into());
     }
-    match crate::host::gvisor::look() {
+    match crate::host::facts::gvisor::look() {
         Ok(_) => Runtime::Usable,
         Err(reason) => Runtime::Unusable(reason),
     }

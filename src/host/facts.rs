@@ -35,6 +35,7 @@ use crate::process;
 use crate::spec::Spec;
 
 mod account;
+pub mod gvisor;
 mod images;
 mod manager;
 mod outcome;
@@ -147,7 +148,7 @@ pub struct CheckFacts {
     pub tenants: Vec<TenantFacts>,
     /// The outcome test; `None` with `--quick` or when podman is missing.
     pub outcome: Option<Fact<OutcomeFacts>>,
-    /// gVisor's `runsc` (`host::gvisor::look_now`): its path, version and the runtime flags
+    /// gVisor's `runsc` (`host::facts::gvisor::look_now`): its path, version and the runtime flags
     /// this host needs, or why it is not usable.
     pub gvisor: Fact<crate::tier::runsc::OciRuntime>,
 }
@@ -333,7 +334,7 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
             uid_map: podman.uid_map,
             tenants: podman.tenants,
             outcome: podman.outcome,
-            gvisor: crate::host::gvisor::look_now(),
+            gvisor: crate::host::facts::gvisor::look_now(),
         }
     })
 }

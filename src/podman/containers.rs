@@ -6,6 +6,9 @@ use std::time::Duration;
 use super::{HINT, PODMAN_QUERY_DEADLINE, Podman, PodmanError, Result, check_name, parse_top};
 use crate::process;
 
+/// How long `runsc ps` may take.
+pub const GVISOR_PS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Podman {
     /// Runs a throwaway container and returns its output whatever its exit status:
     /// `podman run --rm --label K=V… RUN_ARGS… -- IMAGE ARGV…`. `deadline` bounds it.
@@ -252,6 +255,41 @@ impl Podman {
                 }
             },
         )
+    }
+
+    /// The processes of the tier-`gvisor` container `container` as gVisor's kernel lists
+    /// them: `(pid in the sandbox, command)` from `RUNSC --root $XDG_RUNTIME_DIR/runsc ps ID`
+    /// (runsc asks the sandbox's Sentry over its control socket; podman gives a rootless
+    /// runtime its state directory below `$XDG_RUNTIME_DIR`, named after the runtime: seen with
+    /// podman 5.4 and 4.3), within [`GVISOR_PS_DEADLINE`].
+    ///
+    /// # Errors
+    /// The container's id cannot be read, `$XDG_RUNTIME_DIR` is unset, runsc failed or printed
+    /// no process table (`tier::runsc::parse_ps`).
+    pub fn gvisor_processes(&self, container: &str, runsc: &str) -> Result<Vec<(u32, String)>> {
+        let id = self.container_id(container)?;
+        let action = format!("listing the processes of {container} with runsc ps");
+        let root = std::env::var_os("XDG_RUNTIME_DIR").ok_or_else(|| PodmanError::Output {
+            action: action.clone(),
+            detail: "XDG_RUNTIME_DIR is not set: runsc's state cannot be found".into(),
+        })?;
+        let root_arg = format!(
+            "--root={}",
+            std::path::Path::new(&root).join("runsc").display()
+        );
+        let opts = crate::process::Opts {
+            deadline: GVISOR_PS_DEADLINE,
+            hint: "is gVisor's runsc installed?",
+            ..crate::process::Opts::default()
+        };
+        let out = crate::process::run_with_ok(runsc, &[&root_arg, "ps", &id], &opts).map_err(
+            |e| PodmanError::Output {
+                action: action.clone(),
+                detail: e.to_string(),
+            },
+        )?;
+        crate::tier::runsc::parse_ps(&out.stdout)
+            .map_err(|detail| PodmanError::Output { action, detail })
     }
 
     /// The host pids and command names of the processes in `container` (`podman top CONTAINER

@@ -271,7 +271,7 @@ pub fn plan(spec: &Spec, run: &RunContext) -> Result<RunPlan, RenderError> {
             key: "run.gvisor".into(),
             message:
                 "tier `gvisor` renders the agent and the gate on gVisor's runsc, and no runsc \
-                      was given (`host::gvisor::look`); nothing falls back to the default runtime"
+                      was given (`host::facts::gvisor::look`); nothing falls back to the default runtime"
                     .into(),
         });
     }

@@ -43,9 +43,6 @@ use crate::podman::Podman;
 /// tree takes about a second).
 pub const REMOVE_TREE_DEADLINE: Duration = Duration::from_secs(300);
 
-/// How long `runsc ps` may take.
-const GVISOR_PS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Delegates to [`Git`], [`Podman`] and [`crate::journal`].
 #[derive(Debug, Default)]
 pub struct RealRunHost {
@@ -403,25 +400,9 @@ impl RunPodman for RealRunHost {
         container: &str,
         runsc: &crate::tier::runsc::OciRuntime,
     ) -> Result<Vec<super::seam::Member>> {
-        let id = self.podman.container_id(container)?;
-        // podman gives a rootless runtime its state directory below $XDG_RUNTIME_DIR, named
-        // after the runtime (seen: `$XDG_RUNTIME_DIR/runsc` with podman 5.4 and 4.3).
-        let root = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(|d| PathBuf::from(d).join("runsc"))
-            .ok_or_else(|| {
-                anyhow::anyhow!("XDG_RUNTIME_DIR is not set: runsc's state cannot be found")
-            })?;
-        let root_arg = format!("--root={}", root.display());
-        let opts = crate::process::Opts {
-            deadline: GVISOR_PS_DEADLINE,
-            hint: "is gVisor's runsc installed?",
-            ..crate::process::Opts::default()
-        };
-        let out = crate::process::run_with_ok(&runsc.path, &[&root_arg, "ps", &id], &opts)
-            .with_context(|| format!("listing the processes of {container} with runsc ps"))?;
-        let rows = crate::tier::runsc::parse_ps(&out.stdout)
-            .map_err(|e| anyhow::anyhow!("listing the processes of {container}: {e}"))?;
-        Ok(rows
+        Ok(self
+            .podman
+            .gvisor_processes(container, &runsc.path)?
             .into_iter()
             .map(|(pid, comm)| super::seam::Member {
                 pid,

@@ -134,7 +134,7 @@ pub struct RunInputs {
     /// The environment the run uses (`run::pool`): cold (`None`: the record says why from the
     /// spec) or a claimed warm one, whose reserved subnet octet the run keeps.
     pub environment: Option<Environment>,
-    /// gVisor's runsc as this host runs it (`host::gvisor::look`), for tier `gvisor`; `None`
+    /// gVisor's runsc as this host runs it (`host::facts::gvisor::look`), for tier `gvisor`; `None`
     /// for the other tiers.
     pub gvisor: Option<crate::tier::runsc::OciRuntime>,
 }

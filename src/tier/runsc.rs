@@ -1,6 +1,6 @@
 //! gVisor's `runsc` as tier `gvisor` runs it, as data: the runtime podman is given (path,
 //! version, runtime flags) and the pure decisions over what the host adapter
-//! (`host::gvisor`) found. Pure.
+//! (`host::facts::gvisor`) found. Pure.
 //!
 //! Sources: runsc(8) flags `--network=host` (use the network namespace the container is in:
 //! rootless runsc refuses its own netstack in a namespace it did not make, "cannot run with

@@ -114,7 +114,7 @@ fn oversized_file_is_refused_before_parsing() {
 }
 
 #[test]
-fn tier_describe_json_has_three_tiers_from_one_table() {
+fn tier_describe_json_has_the_four_tiers_from_one_table() {
     let o = cyclix(&["tier", "describe", "--json"]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -124,7 +124,7 @@ fn tier_describe_json_has_three_tiers_from_one_table() {
         .iter()
         .map(|t| t["tier"].as_str().expect("tier"))
         .collect();
-    assert_eq!(tiers, ["direct", "worktree", "container"]);
+    assert_eq!(tiers, ["direct", "worktree", "container", "gvisor"]);
     for (t, f) in v
         .as_array()
         .expect("array")
