@@ -226,3 +226,16 @@ fn the_repository_parts_and_the_collector_parts_are_rendered_in_order() {
         agent::set_repo_parts(&mut find("run/gate-job.yaml"), &names, &branch, &opts, 2).is_err()
     );
 }
+
+#[test]
+fn tier_gvisor_has_no_kubernetes_form_and_the_refusal_names_the_runtime_class_way() {
+    let (mut spec, mut plan, opts) = demo();
+    spec.gate.protected.clear();
+    plan.tier = crate::tier::Tier::Gvisor;
+    let refused = render(&spec, &plan, &opts).expect_err("gvisor is refused");
+    assert_eq!(refused.key, "tier");
+    assert!(refused.message.contains("agent.runtime_class: gvisor"), "{refused}");
+    // Control: the same spec in tier container renders.
+    plan.tier = crate::tier::Tier::Container;
+    assert!(render(&spec, &plan, &opts).is_ok());
+}
