@@ -123,7 +123,7 @@ pub const TIERS: [TierFacts; 4] = [
             "the agent's changes to the project itself: review the run branch before merging it",
             "a test made trivially true through the code under test, or code that subverts the test runner from inside its process: the gate trusts the runner's JUnit report (docs/gate.md)",
             "resource exhaustion where cgroup controllers are not delegated to the user manager: runsc then runs with `ignore-cgroups` and sets no limits (the record and `cyclix check` say so)",
-            "a leaked secret re-encoded or overwritten in memory: the leak watch reads /proc from the host, which shows gVisor's processes (the Sentry, the Gofer), not the agent's own: under this tier it watches the agent's output only (docs/tiers.md)",
+            "a leaked secret only the host-side environment scan would see: the host's /proc shows gVisor's processes (the Sentry, the Gofer), not the agent's, so only the leak watch's probes inside the sandbox read the agent's environments, beside the agent's code (docs/tiers.md); re-encoded values are not matched, as under tier container",
             "services and the proxy: they run on the default runtime, the host's kernel (they run images you chose, not the agent's code)",
         ],
     },

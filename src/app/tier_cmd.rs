@@ -27,6 +27,13 @@ pub fn tier_text(facts: &[&TierFacts]) -> String {
         for d in f.does_not_protect_against {
             let _ = writeln!(s, "    - {d}");
         }
+        if f.tier == Tier::Gvisor {
+            let _ = writeln!(
+                s,
+                "  proof: {} (docs/tiers.md)",
+                Profile::Gvisor.statement()
+            );
+        }
         if f.tier == Tier::Container {
             let _ = writeln!(
                 s,
@@ -48,6 +55,14 @@ fn tier_json(facts: &[&TierFacts]) -> Result<String> {
     let mut v = serde_json::to_value(facts)?;
     if let Some(list) = v.as_array_mut() {
         for t in list {
+            if t["tier"] == "gvisor" {
+                t["probe_profile"] = serde_json::json!({
+                    "profile": Profile::Gvisor,
+                    "statement": Profile::Gvisor.statement(),
+                    "probes": crate::probe::profile::GVISOR_PROBES,
+                    "left_out": crate::probe::profile::GVISOR_LEFT_OUT,
+                });
+            }
             if t["tier"] == "container" {
                 t["kubernetes"] = serde_json::json!({
                     "probe_profile": Profile::Kubernetes,

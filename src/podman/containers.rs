@@ -282,12 +282,13 @@ impl Podman {
             hint: "is gVisor's runsc installed?",
             ..crate::process::Opts::default()
         };
-        let out = crate::process::run_with_ok(runsc, &[&root_arg, "ps", &id], &opts).map_err(
-            |e| PodmanError::Output {
-                action: action.clone(),
-                detail: e.to_string(),
-            },
-        )?;
+        let out =
+            crate::process::run_with_ok(runsc, &[&root_arg, "ps", &id], &opts).map_err(|e| {
+                PodmanError::Output {
+                    action: action.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
         crate::tier::runsc::parse_ps(&out.stdout)
             .map_err(|detail| PodmanError::Output { action, detail })
     }

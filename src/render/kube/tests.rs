@@ -234,7 +234,10 @@ fn tier_gvisor_has_no_kubernetes_form_and_the_refusal_names_the_runtime_class_wa
     plan.tier = crate::tier::Tier::Gvisor;
     let refused = render(&spec, &plan, &opts).expect_err("gvisor is refused");
     assert_eq!(refused.key, "tier");
-    assert!(refused.message.contains("agent.runtime_class: gvisor"), "{refused}");
+    assert!(
+        refused.message.contains("agent.runtime_class: gvisor"),
+        "{refused}"
+    );
     // Control: the same spec in tier container renders.
     plan.tier = crate::tier::Tier::Container;
     assert!(render(&spec, &plan, &opts).is_ok());
