@@ -200,6 +200,53 @@ fn plain_backend_on_podman_4_3_check_demo_teardown_and_timer() {
 
     timer_fires(tb, before);
     proxy_log_forgery_is_not_a_decision(tb);
+    gvisor_on_bookworm(tb);
+}
+
+/// Tier `gvisor` on Debian 12 (issue 35): bookworm's runsc 0.0~20221219 under podman 4.3's
+/// plain units runs the agent and the gate on gVisor's kernel; P25 proves it (its positive
+/// control, the host's kernel in tier container, is the trixie suite's `e2e_gvisor`).
+fn gvisor_on_bookworm(tb: &Testbed) {
+    let c = tb.cyclix_bin();
+    let t = Tenant::new("e2e-bw-gvisor")
+        .gate_cmd(r#"[sh, -c, "python3 -m pytest -q -p no:cacheprovider && uname -r"]"#)
+        .tier("gvisor")
+        .write(tb);
+    let out = tb.user(&[&c, "run", &t]);
+    let rec: serde_json::Value = serde_json::from_str(&expect_success(
+        &tb.user_sh(&format!("cat ~/.local/state/cyclix/runs/{t}/latest.json")),
+        "the record",
+    ))
+    .expect("record JSON");
+    assert_eq!(
+        (rec["result"].as_str(), rec["tier"].as_str()),
+        (Some("passed"), Some("gvisor")),
+        "{out:?}\n{rec:#}"
+    );
+    assert!(
+        rec["oci_runtime"]["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("0.0~2022")),
+        "bookworm's runsc: {:#}",
+        rec["oci_runtime"]
+    );
+    let probes = rec["probes"].as_array().expect("probes");
+    assert!(
+        probes.iter().all(|p| p["verdict"] == "PASS")
+            && probes
+                .iter()
+                .any(|p| p["id"] == "P25" && p["got"].as_str().is_some_and(|g| g.contains("Starting gVisor"))),
+        "{probes:#?}"
+    );
+    let host = expect_success(&tb.user_sh("uname -r"), "uname -r");
+    let gate = rec["gate_log"]
+        .as_array()
+        .and_then(|l| l.iter().rev().filter_map(|x| x.as_str()).find(|x| !x.trim().is_empty()))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(!gate.is_empty() && gate != host.trim(), "the gate's kernel: {gate:?}");
+    assert_passed_clean(tb, &rec, "the gvisor run");
 }
 
 /// The attack of [`NUL_AGENT`]: the forged line reaches the proxy's journal lines (identifier

@@ -185,3 +185,37 @@ fn without_a_usable_runsc_a_gvisor_run_is_refused_before_anything_exists() {
         );
     }
 }
+
+#[test]
+fn the_plain_backend_carries_the_gvisor_runtime_too() {
+    // What a host without Quadlet gets (podman < 5: plain units with the podman commands),
+    // forced here on podman 5: the agent and the gate on runsc all the same.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = Tenant::new("e2e-gv-plain")
+        .gate_cmd(r#"[sh, -c, "python3 -m pytest -q -p no:cacheprovider && uname -r"]"#)
+        .tier("gvisor")
+        .write(tb);
+    let out = tb.user(&[&tb.cyclix_bin(), "run", &t, "--backend", "plain"]);
+    let rec = record(tb, &t);
+    assert!(out.status.success(), "{out:?}\n{rec:#}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(Plain units)"),
+        "{out:?}"
+    );
+    assert_eq!(
+        (rec["result"].as_str(), rec["tier"].as_str()),
+        (Some("passed"), Some("gvisor")),
+        "{rec:#}"
+    );
+    let p25 = rec["probes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["id"] == "P25"))
+        .expect("P25");
+    assert_eq!(p25["verdict"], "PASS", "{p25:#}");
+    let gate = last_line(&rec, "gate_log");
+    assert!(!gate.is_empty() && gate != host_release(tb), "the gate's kernel: {gate:?}");
+    let run_id = rec["run_id"].as_str().expect("id");
+    let left = leftovers(tb, run_id, &t);
+    assert!(left.trim().is_empty(), "{left}");
+}

@@ -64,8 +64,19 @@ pub(crate) fn decode(d: &mut Decoder, node: &Node, path: &str) -> Option<RawPool
 }
 
 /// Validates `pool:`: `size` within [`SIZE`], the two durations within their bounds; `tier`
-/// is the spec's tier floor: only tier `container` has an environment to keep warm.
+/// is the spec's tier floor: only tier `container` has an environment to keep warm (tier
+/// `gvisor` not yet: a warm environment's held agent container is checked from the host's
+/// `/proc`, which under gVisor shows runsc's processes, not agent-wait).
 pub(crate) fn validate(p: &RawPool, tier: Option<Tier>, out: &mut Vec<Diagnostic>) -> Option<Pool> {
+    if tier == Some(Tier::Gvisor) {
+        out.push(
+            p.at.diag(
+                "tier `gvisor` has no warm pool yet: a warm environment's held agent container is checked from the host's /proc (its mounts, its wait on the claim FIFO), which under gVisor shows runsc's processes, not the agent's".to_string(),
+            )
+            .hint("remove `pool:` (each run makes its sandbox), or use `tier: container` for a warm pool"),
+        );
+        return None;
+    }
     if let Some(t) = tier.filter(|t| !t.is_sandboxed()) {
         out.push(
             p.at.diag(format!(

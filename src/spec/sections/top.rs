@@ -188,11 +188,12 @@ pub(crate) fn validate(
     let tier = match &raw.tier {
         None => Some(Tier::Container),
         Some(t) => Tier::parse(&t.value).or_else(|| {
-            let names = ["direct", "worktree", "container"];
+            let names: Vec<&str> = crate::tier::TIERS.iter().map(|f| f.tier.as_str()).collect();
+            let all = names.join(", ");
             let mut d = t.diag(format!("unknown tier `{}`", t.value));
             d = d.hint(match nearest(&t.value, &names) {
-                Some(n) => format!("did you mean `{n}`? tiers: direct, worktree, container"),
-                None => "tiers: direct, worktree, container".into(),
+                Some(n) => format!("did you mean `{n}`? tiers: {all}"),
+                None => format!("tiers: {all}"),
             });
             out.push(d);
             None

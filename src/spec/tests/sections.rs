@@ -277,7 +277,7 @@ fn tier_repo_and_services_are_checked() {
     assert_eq!(e.diagnostics[0].message, "unknown tier `contianer`");
     assert_eq!(
         e.diagnostics[0].hint.as_deref(),
-        Some("did you mean `container`? tiers: direct, worktree, container")
+        Some("did you mean `container`? tiers: direct, worktree, container, gvisor")
     );
     assert_eq!(
         ok(&plus("tier: worktree\n")).tier,
@@ -464,4 +464,16 @@ fn a_worktree_service_takes_only_read_only_and_no_secret() {
         let (_, _, p, m) = one(&svc(line));
         assert_eq!((p.as_str(), m.as_str()), (path, message), "{line}");
     }
+}
+
+#[test]
+fn tier_gvisor_parses_and_has_no_warm_pool_yet() {
+    assert_eq!(ok(&plus("tier: gvisor\n")).tier, crate::tier::Tier::Gvisor);
+    let e = err(&plus("tier: gvisor\npool: {size: 1}\n"));
+    assert!(
+        e.diagnostics[0].message.contains("tier `gvisor` has no warm pool yet"),
+        "{e}"
+    );
+    // Control: the same pool under tier container is valid.
+    assert!(ok(&plus("tier: container\npool: {size: 1}\n")).pool.is_some());
 }
