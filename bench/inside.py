@@ -4,12 +4,20 @@ on a host (or testbed) with a systemd user manager and rootless Podman 5; `bench
 inside the testbed. Prints the table on stderr and one JSON object (schema cyclix-bench/1) on
 stdout. It measures; it never judges: noise cannot fail it, only a measurement that did not run.
 
-  inside.py [--short] [--to-agent [--iterations N]] [--cyclix PATH] [--build debug|release]
+  inside.py [--short | --to-agent | --gvisor] [--iterations N] [--cyclix PATH]
+            [--build debug|release]
 
 --to-agent measures only the time to agent, cold and warm, the field's way (issue 33): 100
 iterations (`--iterations N`), each a cold and a warm run started by `systemctl --user start`
 and by `cyclix run`; the start request -> the agent's first instruction, p50/p95/p99 and the
 success rate, and from the same runs' records the claim -> first instruction with its parts.
+
+--gvisor measures only tier gvisor next to tier container (the full run measures it too, last):
+the demo tenant as `demo/tenant.yaml` has it, once per tier (`tier: gvisor` in the copy), its
+agent printing T0 before the demo agent starts; `--iterations N` runs of each, interleaved
+(10 by default); bring-up, time to agent and the gate's duration per tier and the
+gVisor/container ratio of the medians. A tier-gvisor run that does not pass leaves the ratios
+out (said in the table and in the JSON's `gvisor.error`) and the exit status 1, after the JSON.
 
 Each pair runs interleaved N times (cyclix side, then bare side; N = 20, 1 with --short);
 min/median(p50)/p95/max per side and the ratio of the medians; every sample is in the JSON.
@@ -34,6 +42,21 @@ AGENT_IMAGE = "localhost/cyclix-agent-python:latest"
 PROXY_IMAGE = "localhost/cyclix-proxy:latest"
 # The agent's first instruction prints the wall clock in ms; both sides use the same one.
 T0_CMD = "echo T0=$(date +%s%3N)"
+# The demo tenant's spec as cyclix embeds it (`cyclix demo setup` writes it).
+DEMO_SPEC = Path(__file__).resolve().parent.parent / "demo" / "tenant.yaml"
+# The tiers compared by --gvisor (and the full run): the baseline first.
+TIERS = ("container", "gvisor")
+# Runs per tier of the tier comparison (the full run's; --gvisor takes --iterations).
+GVISOR_RUNS = 10
+# What the tier comparison measures: (pair name, figure, what it includes).
+TIER_MEASURES = (
+    ("bring-up (ms)", "bringup",
+     "render start -> agent unit started, plus go -> the agent's first instruction (probe run "
+     "excluded), as the cold bring-up"),
+    ("time to agent (ms)", "to_agent",
+     "the run's first phase -> the agent's first instruction, the probe run included"),
+    ("gate (ms)", "gate", "the gate phase: the demo's pytest suite in the gate container"),
+)
 
 
 def now_ms():
@@ -285,6 +308,116 @@ def start_to_agent(samples):
     return out
 
 
+def tier_spec(demo_yaml, name, tier):
+    """The demo tenant's spec (`demo_yaml`, demo/tenant.yaml) as tenant `name` on tier `tier`:
+    its repository ~/src/NAME, its agent printing T0 (T0_CMD) before the demo agent starts.
+    Raises ValueError when the demo spec no longer has exactly one of the lines it changes."""
+    agent = json.dumps(["sh", "-c", f"{T0_CMD}; exec cyclix-demo-agent"])
+    for old, new in (("tenant: demo\n", f"tenant: {name}\n"),
+                     ("  path: ~/.local/share/cyclix/demo/project\n", f"  path: ~/src/{name}\n"),
+                     ("tier: container\n", f"tier: {tier}\n"),
+                     ("  command: [cyclix-demo-agent]\n", f"  command: {agent}\n")):
+        if demo_yaml.count(old) != 1:
+            raise ValueError(f"the demo spec has {demo_yaml.count(old)} line(s) {old.strip()!r}, "
+                             "not one: update bench/inside.py's tier_spec")
+        demo_yaml = demo_yaml.replace(old, new)
+    return demo_yaml
+
+
+def tier_figures(rec):
+    """A passed demo run's figures for the tier comparison (TIER_MEASURES), from its record."""
+    t0 = first_instruction(rec)
+    gate = phase(rec, "gate")
+    return {
+        "bringup": (rec["agent_ready_ms"] - phase(rec, "render")["start_ms"]) + (t0 - rec["go_ms"]),
+        "to_agent": t0 - rec["phases"][0]["start_ms"],
+        "gate": gate["end_ms"] - gate["start_ms"],
+        "phases": {p["name"]: p["end_ms"] - p["start_ms"] for p in rec["phases"]},
+    }
+
+
+def tier_pairs(figures):
+    """`figures`: per tier (TIERS) a list of tier_figures. One pair per TIER_MEASURES, each with
+    the stats per tier and the gVisor/container ratio of the medians."""
+    base, other = TIERS
+    out = []
+    for name, key, note in TIER_MEASURES:
+        b, o = stats([f[key] for f in figures[base]]), stats([f[key] for f in figures[other]])
+        out.append({"name": name, "unit": "ms", "note": note, base: b, other: o,
+                    "ratio": round(o["median"] / b["median"], 2) if b["median"] else None})
+    return out
+
+
+def fmt_tier_row(p):
+    c, g = p[TIERS[0]], p[TIERS[1]]
+    return (f"{p['name']:<28} {c['min']:>8} {c['median']:>8} {c['p95']:>8} | "
+            f"{g['min']:>8} {g['median']:>8} {g['p95']:>8} | {p['ratio']!s:>6}")
+
+
+class Miss(Exception):
+    """A run of the tier comparison did not pass: its measurement did not run."""
+
+
+def tier_run(cyclix, name):
+    """One `cyclix run NAME` of the tier comparison: its tier_figures and its record."""
+    rid = run_id()
+    r = sh([cyclix, "run", name, "--run-id", rid], check=False)
+    try:
+        rec = record(name, rid)
+    except (SystemExit, FileNotFoundError) as e:
+        raise Miss(f"run {rid} of {name} left no record ({e}): {r.stderr.strip()[-500:]}")
+    if rec["result"] != "passed":
+        raise Miss(f"run {rid} of {name}: {rec['result']}: {rec.get('error')} "
+                   f"{rec.get('refusal')} {r.stderr.strip()[-300:]}")
+    try:
+        return tier_figures(rec), rec
+    except SystemExit as e:
+        raise Miss(str(e))
+
+
+def gvisor_vs_container(cyclix, n, log):
+    """Tier gvisor next to tier container on the demo tenant: one tenant per tier (tier_spec,
+    each with its own clone of the demo project), one untimed warm-up each, then `n` runs of
+    each, interleaved. Returns {"n", "runtime", "pairs", "phases_median_ms"} or, when a run did
+    not pass, {"error"}."""
+    demo = DEMO_SPEC.read_text()
+    names = {t: f"btier-{t}" for t in TIERS}
+    for t, name in names.items():
+        repo = HOME / "src" / name
+        sh(f"rm -rf {repo} && mkdir -p ~/src ~/.config/cyclix/tenants && "
+           f"git clone -q ~/.local/share/cyclix/demo/project {repo}")
+        (HOME / f".config/cyclix/tenants/{name}.yaml").write_text(tier_spec(demo, name, t))
+    figures = {t: [] for t in TIERS}
+    runtime = None
+    try:
+        for t in TIERS:
+            tier_run(cyclix, names[t])
+        for i in range(n):
+            log(f"bench: tier pair {i + 1}/{n}")
+            for t in TIERS:
+                f, rec = tier_run(cyclix, names[t])
+                figures[t].append(f)
+                runtime = rec.get("oci_runtime") or runtime
+    except Miss as e:
+        return {"n": n, "error": str(e)}
+    return {"n": n, "tenant": "demo", "runtime": runtime, "pairs": tier_pairs(figures),
+            "phases_median_ms": {t: {k: statistics.median([f["phases"][k] for f in fs])
+                                     for k in fs[0]["phases"]} for t, fs in figures.items()}}
+
+
+def log_gvisor(log, g):
+    log("")
+    if "error" in g:
+        log(f"gVisor vs container          not measured: {g['error'][:600]}")
+        return
+    rt = g.get("runtime") or {}
+    log(f"{'gVisor vs container (n=' + str(g['n']) + ')':<28} {'cont min':>8} {'p50':>8} "
+        f"{'p95':>8} | {'gVis min':>8} {'p50':>8} {'p95':>8} | {'gV/ct':>6}   demo tenant, "
+        f"runsc {rt.get('version', '?')} ({', '.join(rt.get('flags', []))})")
+    for p in g["pairs"]:
+        log(fmt_tier_row(p))
+
+
 def bare_once(conf_dir, i):
     """The same topology by hand: networks, pod, proxy, agent, one command after the other,
     with the flags of the rendered Quadlet files; then removal of the same objects."""
@@ -488,22 +621,37 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--short", action="store_true")
     ap.add_argument("--to-agent", action="store_true")
+    ap.add_argument("--gvisor", action="store_true",
+                    help="only tier gvisor next to tier container (the demo tenant)")
     ap.add_argument("--cyclix", default="/src/target/debug/cyclix")
     ap.add_argument("--build", default="debug", choices=["debug", "release"])
-    ap.add_argument("--iterations", type=int, default=100,
+    ap.add_argument("--iterations", type=int, default=None,
                     help="--to-agent: iterations (each: cold and warm, by systemctl and by "
-                         "`cyclix run`)")
+                         "`cyclix run`; 100 by default); --gvisor: runs per tier (10)")
     a = ap.parse_args()
+    if sum((a.short, a.to_agent, a.gvisor)) > 1:
+        ap.error("--short, --to-agent and --gvisor exclude each other")
+    if a.iterations is None:
+        a.iterations = GVISOR_RUNS if a.gvisor else 100
     cyclix = a.cyclix
     n = 1 if a.short else 20
-    mode = "short" if a.short else "to-agent" if a.to_agent else "full"
+    mode = ("short" if a.short else "to-agent" if a.to_agent else "gvisor" if a.gvisor
+            else "full")
     out = {"schema": "cyclix-bench/1", "mode": mode, "n": n,
            "build": a.build, "host": os.uname().nodename, "pairs": [], "probes": {},
-           "render": {}, "density": None}
+           "render": {}, "density": None, "gvisor": None}
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
 
     # Setup: images, demo, the bench tenant, a squid.conf for the bare side.
     sh(f"{cyclix} images build >/dev/null && {cyclix} demo setup >/dev/null")
+    if a.gvisor:
+        out["n"] = a.iterations
+        out["gvisor"] = gvisor_vs_container(cyclix, a.iterations, log)
+        if a.build:
+            log(f"cyclix build: {a.build}")
+        log_gvisor(log, out["gvisor"])
+        print(json.dumps(out, indent=1))
+        sys.exit(1 if "error" in out["gvisor"] else 0)
     # A pool of one: the cold runs name their run (`--run-id`), so they never claim; each warm
     # sample fills one environment and claims it.
     tenant(cyclix, "bench", T0_CMD, "pool:\n  size: 1\n")
@@ -592,6 +740,10 @@ def main():
     # 6: density.
     out["density"] = density(cyclix, 2 if a.short else 16)
 
+    # 7: tier gvisor next to tier container (not with --short).
+    if not a.short:
+        out["gvisor"] = gvisor_vs_container(cyclix, GVISOR_RUNS, log)
+
     # Table.
     log("")
     log(f"cyclix build: {a.build}")
@@ -615,7 +767,12 @@ def main():
         f"{rss['max'] if rss else '-'} (target <= 40)")
     log("phases (median ms): " + ", ".join(f"{k} {v}" for k, v in
                                           out["phases_median_ms"].items()))
+    if out["gvisor"] is not None:
+        log_gvisor(log, out["gvisor"])
     print(json.dumps(out, indent=1))
+    # A tier comparison that did not run is a measurement that did not run (after the JSON).
+    if out["gvisor"] is not None and "error" in out["gvisor"]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

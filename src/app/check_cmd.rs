@@ -31,9 +31,10 @@
 //!
 //! Check ids, in order: `podman`, `quadlet`, `rootless`, `runtime-dir`, `user-manager`,
 //! `linger`, `subuid`, `subgid`, `newuidmap`, `newgidmap`, `cgroup-v2`, `cgroup-delegation`,
-//! `oci-runtime`, `network-backend`, `rootless-network`, `storage-driver`, `podman-info`,
-//! `network-online`, then per tenant `spec:TENANT`, `images:TENANT` and (when the spec names variables) `env:TENANT`
-//! (and with a pool, `pool:TENANT`), `gate:TENANT`, and last `outcome`.
+//! `oci-runtime`, `gvisor`, `network-backend`, `rootless-network`, `storage-driver`,
+//! `podman-info`, `network-online`, `host-tools`, `config`, `install`, then per tenant
+//! `spec:TENANT`, `images:TENANT` and (when the spec names variables) `env:TENANT` (and with a
+//! pool, `pool:TENANT`), `gate:TENANT`, and last `outcome`.
 //! New checks may be added; existing ids keep their meaning.
 
 use std::fmt::Write as _;

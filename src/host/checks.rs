@@ -11,7 +11,8 @@
 //!
 //! Files by check family: `checks/podman.rs` (podman, Quadlet, runtime, network, storage),
 //! `checks/account.rs` (rootless, runtime dir, user manager, linger, sub-ids, network-online),
-//! `checks/cgroups.rs`, `checks/tenants.rs` (spec, images), `checks/outcome.rs`; the table tests
+//! `checks/cgroups.rs`, `checks/gvisor.rs` (runsc and its proof), `checks/tenants.rs` (spec,
+//! images), `checks/outcome.rs`; the table tests
 //! in `checks/tests.rs` + `checks/tests/rows_*.rs`.
 
 use serde::Serialize;
@@ -20,12 +21,14 @@ use super::facts::CheckFacts;
 
 mod account;
 mod cgroups;
+mod gvisor;
 mod outcome;
 mod podman;
 mod tenants;
 
 use account::{id_mapper, linger, network_online, rootless, runtime_dir, subids, user_manager};
 use cgroups::{cgroup_delegation, cgroup_v2};
+use gvisor::gvisor;
 use outcome::outcome;
 pub use podman::*;
 use tenants::{images, spec};
@@ -130,6 +133,7 @@ pub fn checks(f: &CheckFacts, o: &CheckOptions) -> Vec<Check> {
         cgroup_v2(f),
         cgroup_delegation(f),
         oci_runtime(f),
+        gvisor(f),
         network_backend(f),
         rootless_network(f),
         storage_driver(f),

@@ -5,12 +5,13 @@
 //! `/etc/subgid`, `/proc/self/mounts`, the user manager's `cgroup.controllers`, podman's
 //! `storage.conf` and image store), the `$PATH` lookups, the child processes (`podman
 //! --version`, `quadlet -version`, `getcap`, and without `--quick`: `podman info`,
-//! `podman image exists`, the outcome test), and the D-Bus reads through the systemd seam
-//! ([`UnitManager::manager_version`], [`UnitManager::user_linger`],
+//! `podman image exists`, the outcome test, the gVisor proof), and the D-Bus reads through the
+//! systemd seam ([`UnitManager::manager_version`], [`UnitManager::user_linger`],
 //! [`UnitManager::system_unit_active_state`]).
 //!
-//! May not: decide pass/fail, print, or change the host, except the outcome test's throwaway
-//! network and containers (labelled `io.cyclix.check=<nonce>`, removed, and the removal verified).
+//! May not: decide pass/fail, print, or change the host, except the outcome test's and the
+//! gVisor proof's throwaway network and containers (labelled `io.cyclix.check=<nonce>`,
+//! removed, and the removal verified).
 //!
 //! Speed (`--quick` target ≤ 50 ms): the three slow sources run in parallel threads: podman
 //! (`podman --version`, about 25 ms), D-Bus (two connections, a few ms) and Quadlet
@@ -22,7 +23,8 @@
 //! Files by fact family: this one (the gathered struct, [`gather`], `$PATH` lookups),
 //! `facts/account.rs` (uid, runtime dir, subordinate ids, cgroups), `facts/podman_side.rs`
 //! (podman and Quadlet), `facts/images.rs` (needed images, storage, image store),
-//! `facts/manager.rs` (D-Bus reads), `facts/outcome.rs` (the outcome test).
+//! `facts/manager.rs` (D-Bus reads), `facts/outcome.rs` (the outcome test),
+//! `facts/gvisor_proof.rs` (a throwaway container on runsc).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
@@ -36,12 +38,14 @@ use crate::spec::Spec;
 
 mod account;
 pub mod gvisor;
+mod gvisor_proof;
 mod images;
 mod manager;
 mod outcome;
 mod podman_side;
 
 pub use account::*;
+pub use gvisor_proof::*;
 pub use images::*;
 use manager::{DbusSide, dbus_side};
 pub use outcome::*;
@@ -148,9 +152,12 @@ pub struct CheckFacts {
     pub tenants: Vec<TenantFacts>,
     /// The outcome test; `None` with `--quick` or when podman is missing.
     pub outcome: Option<Fact<OutcomeFacts>>,
-    /// gVisor's `runsc` (`host::facts::gvisor::look_now`): its path, version and the runtime flags
-    /// this host needs, or why it is not usable.
+    /// gVisor's `runsc` (`host::facts::gvisor::look`, made once per process): its path,
+    /// version and the runtime flags this host needs, or why it is not usable.
     pub gvisor: Fact<crate::tier::runsc::OciRuntime>,
+    /// The gVisor proof (a throwaway container on runsc, `facts/gvisor_proof.rs`); `None` with
+    /// `--quick`, when podman is missing or when runsc was not found.
+    pub gvisor_proof: Option<Fact<GvisorProof>>,
 }
 
 /// A tenant to check, as loaded by the caller (spec loading is the app's).
@@ -334,7 +341,8 @@ pub fn gather(input: &GatherInput<'_>) -> CheckFacts {
             uid_map: podman.uid_map,
             tenants: podman.tenants,
             outcome: podman.outcome,
-            gvisor: crate::host::facts::gvisor::look_now(),
+            gvisor: crate::host::facts::gvisor::look(),
+            gvisor_proof: podman.gvisor_proof,
         }
     })
 }

@@ -233,19 +233,28 @@ fn gvisor_on_bookworm(tb: &Testbed) {
     let probes = rec["probes"].as_array().expect("probes");
     assert!(
         probes.iter().all(|p| p["verdict"] == "PASS")
-            && probes
-                .iter()
-                .any(|p| p["id"] == "P25" && p["got"].as_str().is_some_and(|g| g.contains("Starting gVisor"))),
+            && probes.iter().any(|p| p["id"] == "P25"
+                && p["got"]
+                    .as_str()
+                    .is_some_and(|g| g.contains("Starting gVisor"))),
         "{probes:#?}"
     );
     let host = expect_success(&tb.user_sh("uname -r"), "uname -r");
     let gate = rec["gate_log"]
         .as_array()
-        .and_then(|l| l.iter().rev().filter_map(|x| x.as_str()).find(|x| !x.trim().is_empty()))
+        .and_then(|l| {
+            l.iter()
+                .rev()
+                .filter_map(|x| x.as_str())
+                .find(|x| !x.trim().is_empty())
+        })
         .unwrap_or_default()
         .trim()
         .to_string();
-    assert!(!gate.is_empty() && gate != host.trim(), "the gate's kernel: {gate:?}");
+    assert!(
+        !gate.is_empty() && gate != host.trim(),
+        "the gate's kernel: {gate:?}"
+    );
     assert_passed_clean(tb, &rec, "the gvisor run");
 }
 

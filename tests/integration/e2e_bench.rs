@@ -83,3 +83,17 @@ fn the_short_benchmark_measures_every_pair() {
     assert_eq!(d["leftovers"].as_array().map(Vec::len), Some(0), "{d:#}");
     num(d, "rss_mib_per_run.median");
 }
+
+/// The pure parts of the tier comparison (`bench/test_inside.py`: the demo spec per tier, the
+/// figures from a record, the gVisor/container ratios) pass their unit tests, in the testbed's
+/// Python. The comparison itself runs only in `bench/run` (full or `--gvisor`), never here.
+#[test]
+fn the_tier_comparisons_pure_parts_pass_their_unit_tests() {
+    let tb = Testbed::get();
+    let out = tb.user_sh(&format!(
+        "cd {}/bench && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -v test_inside 2>&1",
+        tb.src()
+    ));
+    let text = expect_success(&out, "python3 -m unittest test_inside");
+    assert!(text.contains("\nOK"), "{text}");
+}

@@ -509,3 +509,169 @@ fn json_schema_on_any_host_and_exit_2_when_cyclix_fails() {
         .expect("run cyclix");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// Runs `cyclix check ARGS --json` in cyx's real session with `env` (shell assignments; `$D`
+/// is a fresh directory, removed at exit, the config home is `$D/config`) after `setup` (bash,
+/// as cyx). Returns the exit code and the report.
+fn check_in_session(tb: &Testbed, setup: &str, env: &str, args: &str) -> (i32, serde_json::Value) {
+    let out = tb.user_sh(&format!(
+        "set -euo pipefail\nD=$(mktemp -d); trap 'rm -rf \"$D\"' EXIT; mkdir -p \"$D/config/cyclix/tenants\"\n\
+         {setup}\nrc=0; env {env} XDG_CONFIG_HOME=\"$D/config\" {} check {args} --json || rc=$?\nexit $rc",
+        tb.cyclix_bin()
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "check did not print JSON ({e}); exit {:?}\n--- stdout ---\n{stdout}--- stderr ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+/// `(gVisor's release, the host's)` from a passed `gvisor` check's "uname -r X, the host's Y".
+fn kernels(found: &str) -> (String, String) {
+    let rest = found
+        .split_once("(uname -r ")
+        .unwrap_or_else(|| panic!("no `uname -r` in {found:?}"))
+        .1;
+    let (inside, rest) = rest
+        .split_once(", the host's ")
+        .expect("the host's release");
+    let host = rest.split([';', ')']).next().unwrap_or_default();
+    (inside.to_string(), host.to_string())
+}
+
+/// The testbed has Debian's runsc (testbed.sh PKGS): `gvisor` passes naming its version, its
+/// runtime flags and a throwaway container that saw a kernel release other than the host's,
+/// and the container is gone.
+#[test]
+fn gvisor_passes_with_runscs_version_and_a_kernel_other_than_the_hosts() {
+    let _shared = crate::common::testbed::shared();
+    let tb = Testbed::get();
+    let facts = expect_success(
+        &tb.user_sh("runsc --version | head -n1; uname -r"),
+        "runsc --version and uname -r",
+    );
+    let mut lines = facts.lines();
+    let version = lines
+        .next()
+        .and_then(|l| l.strip_prefix("runsc version "))
+        .expect("runsc names its version")
+        .trim()
+        .to_string();
+    let host = lines.next().expect("uname -r").trim().to_string();
+    let (code, report) = check_in_session(tb, "", "", "");
+    let c = check(&report, "gvisor");
+    let found = c["found"].as_str().unwrap_or_default();
+    assert_eq!(c["status"], "pass", "{c:#}");
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        found.starts_with(&format!(
+            "runsc {version} (/usr/bin/runsc; runtime flags network=host"
+        )),
+        "{found}"
+    );
+    assert!(
+        found.contains("a throwaway container ran on gVisor's kernel"),
+        "{found}"
+    );
+    let (inside, reported_host) = kernels(found);
+    assert_eq!(reported_host, host, "{found}");
+    assert!(!inside.is_empty() && inside != host, "{found}");
+    // The testbed's user manager delegates no memory/pids controller (testbed/README.md).
+    assert!(
+        found.contains("ignore-cgroups") && found.contains("sets no cgroup limits"),
+        "{found}"
+    );
+    let left = expect_success(
+        &tb.user_sh("podman ps -aq --filter label=io.cyclix.check"),
+        "list check containers",
+    );
+    assert_eq!(left.trim(), "", "the gVisor proof left its container");
+}
+
+/// Positive control of the proof: a "runsc" that answers `--version` as runsc does but runs
+/// the container on crun (the host's kernel) fails `gvisor`, naming both releases.
+#[test]
+fn a_runsc_that_runs_on_the_hosts_kernel_fails_gvisor() {
+    let _shared = crate::common::testbed::shared();
+    let tb = Testbed::get();
+    let shim = r#"cat > "$D/runsc" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { echo "runsc version 0.0~shim"; exit 0; }
+for a; do shift; case $a in --network=*|--host-fifo=*|--oci-seccomp|--ignore-cgroups) ;; *) set -- "$@" "$a" ;; esac; done
+exec /usr/bin/crun "$@"
+EOF
+chmod 755 "$D" "$D/runsc""#;
+    let (code, report) = check_in_session(tb, shim, "CYCLIX_RUNSC=\"$D/runsc\"", "");
+    assert_eq!(failed(&report), ["gvisor"], "{report:#}");
+    assert_eq!(code, 1);
+    let c = check(&report, "gvisor");
+    let found = c["found"].as_str().unwrap_or_default();
+    assert!(
+        found.starts_with("runsc 0.0~shim (") && found.contains("ran on the HOST's kernel"),
+        "{found}"
+    );
+    let fix = c["fix"].as_str().unwrap_or_default();
+    assert!(
+        fix.contains("--runtime-flag=network=host") && fix.contains("uname -r"),
+        "{fix}"
+    );
+}
+
+/// runsc unavailable (`$CYCLIX_RUNSC` names nothing): a tenant with `tier: gvisor` fails
+/// `gvisor` with the install fix (and its own spec check: `cyclix run` refuses it); with no
+/// such tenant the tier is only said to be unavailable.
+#[test]
+fn runsc_missing_fails_gvisor_only_for_a_tenant_with_tier_gvisor() {
+    let _shared = crate::common::testbed::shared();
+    let tb = Testbed::get();
+    let missing = "CYCLIX_RUNSC=/nonexistent/runsc";
+    let (_, report) = check_in_session(tb, "", missing, "--quick");
+    let c = check(&report, "gvisor");
+    assert_eq!(c["status"], "pass", "{c:#}");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("tier gvisor is unavailable ($CYCLIX_RUNSC is /nonexistent/runsc"),
+        "{c:#}"
+    );
+    let setup = format!(
+        "cat > \"$D/config/cyclix/tenants/sealed.yaml\" <<'EOF'\n{}EOF",
+        spec("sealed", "localhost/tb-busybox:latest")
+            .tier("gvisor")
+            .yaml()
+    );
+    let (code, report) = check_in_session(tb, &setup, missing, "--quick --tenant sealed");
+    assert_eq!(code, 1, "{report:#}");
+    let f = failed(&report);
+    assert!(
+        f.contains(&"gvisor".to_string()) && f.contains(&"spec:sealed".to_string()),
+        "{report:#}"
+    );
+    let c = check(&report, "gvisor");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tenant(s) sealed ask for it"),
+        "{c:#}"
+    );
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`sudo apt install runsc`"),
+        "{c:#}"
+    );
+    assert!(
+        check(&report, "spec:sealed")["found"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tier `gvisor` is configured but gVisor's runsc is not usable"),
+        "{report:#}"
+    );
+}

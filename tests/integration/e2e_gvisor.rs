@@ -214,7 +214,10 @@ fn the_plain_backend_carries_the_gvisor_runtime_too() {
         .expect("P25");
     assert_eq!(p25["verdict"], "PASS", "{p25:#}");
     let gate = last_line(&rec, "gate_log");
-    assert!(!gate.is_empty() && gate != host_release(tb), "the gate's kernel: {gate:?}");
+    assert!(
+        !gate.is_empty() && gate != host_release(tb),
+        "the gate's kernel: {gate:?}"
+    );
     let run_id = rec["run_id"].as_str().expect("id");
     let left = leftovers(tb, run_id, &t);
     assert!(left.trim().is_empty(), "{left}");

@@ -3,14 +3,15 @@
 
 mod rows_account;
 mod rows_cgroups;
+mod rows_gvisor;
 mod rows_podman;
 mod rows_tenants;
 mod tools_and_pins;
 
 use super::*;
 use crate::host::facts::{
-    CgroupFacts, CheckFacts, IdMapper, ImageFact, OutcomeFacts, PodmanFacts, QuadletFacts,
-    RuntimeDirFacts, StepFacts, StorageFacts, SubIdEntry, SubIds, TenantFacts,
+    CgroupFacts, CheckFacts, GvisorProof, IdMapper, ImageFact, OutcomeFacts, PodmanFacts,
+    QuadletFacts, RuntimeDirFacts, StepFacts, StorageFacts, SubIdEntry, SubIds, TenantFacts,
 };
 use crate::podman::PodmanInfo;
 use crate::spec::{self, SpecContext};
@@ -98,7 +99,6 @@ fn good() -> CheckFacts {
         caps: None,
     };
     CheckFacts {
-        gvisor: Err("runsc is not on $PATH (test)".into()),
         quick: false,
         uid: 1000,
         user: "cyx".into(),
@@ -184,6 +184,42 @@ fn good() -> CheckFacts {
             cleanup_error: None,
             elapsed_ms: 600,
         })),
+        gvisor: Ok(runsc(&[
+            crate::tier::runsc::NETWORK_HOST,
+            crate::tier::runsc::HOST_FIFO_OPEN,
+        ])),
+        gvisor_proof: Some(Ok(proof("4.4.0"))),
+    }
+}
+
+/// Debian's runsc with `flags`.
+fn runsc(flags: &[&str]) -> crate::tier::runsc::OciRuntime {
+    crate::tier::runsc::OciRuntime {
+        path: "/usr/bin/runsc".into(),
+        version: "0.0~20240729.0".into(),
+        flags: flags.iter().map(|f| (*f).to_string()).collect(),
+    }
+}
+
+/// A gVisor proof whose container printed `kernel` on a host running 6.12.48.
+fn proof(kernel: &str) -> GvisorProof {
+    GvisorProof {
+        nonce: "def".into(),
+        image: "docker.io/library/busybox:latest".into(),
+        options: runsc(&[crate::tier::runsc::NETWORK_HOST])
+            .podman_args()
+            .into_iter()
+            .chain(
+                crate::host::facts::PROOF_OPTIONS
+                    .iter()
+                    .map(|o| (*o).to_string()),
+            )
+            .collect(),
+        run: step(0, kernel, 450),
+        kernel: kernel.into(),
+        host_kernel: "6.12.48+deb13-amd64".into(),
+        leftovers: vec![],
+        cleanup_error: None,
     }
 }
 
@@ -219,6 +255,7 @@ fn a_healthy_host_passes_every_check() {
             "cgroup-v2",
             "cgroup-delegation",
             "oci-runtime",
+            "gvisor",
             "network-backend",
             "rootless-network",
             "storage-driver",
@@ -245,6 +282,7 @@ fn table() -> Vec<Row> {
         rows_account::account_rows(),
         rows_cgroups::cgroup_rows(),
         rows_podman::runtime_rows(),
+        rows_gvisor::gvisor_rows(),
         rows_account::network_online_rows(),
         rows_tenants::tenant_rows(),
     ]

@@ -75,14 +75,12 @@ pub(super) fn probe_script() -> String {
     )
 }
 
-/// The outcome test: creates internal network `cyclix-check-NONCE`, runs a container that
-/// must start and run `true` (positive control) and one that must fail to reach
-/// [`OUTSIDE_ADDRESS`] fast, then removes everything labelled `io.cyclix.check=NONCE` and
-/// lists what is still there.
-pub(super) fn outcome_test(podman: &Podman) -> Fact<OutcomeFacts> {
-    let started = Instant::now();
-    let image = PROBE_IMAGES
+/// The image the check's throwaway containers use: the first of [`PROBE_IMAGES`] present
+/// (the outcome test's and the gVisor proof's choice alike).
+pub(super) fn probe_image(podman: &Podman) -> Fact<&'static str> {
+    PROBE_IMAGES
         .iter()
+        .copied()
         .find(|i| podman.image_exists(i).unwrap_or(false))
         .ok_or_else(|| {
             format!(
@@ -90,7 +88,16 @@ pub(super) fn outcome_test(podman: &Podman) -> Fact<OutcomeFacts> {
                  `podman pull docker.io/library/busybox:latest`",
                 PROBE_IMAGES.join(", ")
             )
-        })?;
+        })
+}
+
+/// The outcome test: creates internal network `cyclix-check-NONCE`, runs a container that
+/// must start and run `true` (positive control) and one that must fail to reach
+/// [`OUTSIDE_ADDRESS`] fast, then removes everything labelled `io.cyclix.check=NONCE` and
+/// lists what is still there.
+pub(super) fn outcome_test(podman: &Podman) -> Fact<OutcomeFacts> {
+    let started = Instant::now();
+    let image = probe_image(podman)?;
     let nonce = nonce();
     let network = crate::naming::check_network(&nonce);
     let labels = [(CHECK_LABEL, nonce.as_str())];
@@ -143,7 +150,7 @@ pub(super) fn outcome_test(podman: &Podman) -> Fact<OutcomeFacts> {
     }
     Ok(OutcomeFacts {
         nonce,
-        image: (*image).to_string(),
+        image: image.to_string(),
         network,
         control: control?,
         probe: probe?,

@@ -46,10 +46,11 @@ pub(super) struct PodmanSide {
     pub(super) uid_map: Option<Fact<Vec<String>>>,
     pub(super) tenants: Vec<TenantFacts>,
     pub(super) outcome: Option<Fact<OutcomeFacts>>,
+    pub(super) gvisor_proof: Option<Fact<super::GvisorProof>>,
 }
 
-/// Everything that runs podman, in one thread: version, then (full mode) info, image presence
-/// and the outcome test.
+/// Everything that runs podman, in one thread: version, then (full mode) info, image presence,
+/// the outcome test and, when runsc was found (`host::facts::gvisor::look`), the gVisor proof.
 pub(super) fn podman_side(
     path: Option<&str>,
     input: &GatherInput<'_>,
@@ -124,33 +125,61 @@ pub(super) fn podman_side(
             }
         })
         .collect();
-    let (info, uid_map, outcome) = match (&podman, input.quick) {
-        (Some(p), false) => std::thread::scope(|scope| {
-            let info = scope.spawn(|| {
-                let info = p.info(SLOW_DEADLINE).map_err(|e| e.to_string());
-                let map = p
-                    .unshare_uid_map(SLOW_DEADLINE)
-                    .map(|m| m.lines().map(|l| l.trim().to_string()).collect())
-                    .map_err(|e| e.to_string());
-                (info, map)
-            });
-            let outcome = outcome_test(p);
-            let (info, map) = info.join().unwrap_or_else(|_| {
-                let e = "the podman info thread panicked".to_string();
-                (Err(e.clone()), Err(e))
-            });
-            (Some(info), Some(map), Some(outcome))
-        }),
-        _ => (None, None, None),
+    let slow = match (&podman, input.quick) {
+        (Some(p), false) => slow_side(p),
+        _ => SlowSide::default(),
     };
     PodmanSide {
         version,
         version_cached,
-        info,
-        uid_map,
+        info: slow.info,
+        uid_map: slow.uid_map,
         tenants,
-        outcome,
+        outcome: slow.outcome,
+        gvisor_proof: slow.gvisor_proof,
     }
+}
+
+/// What only the full check asks podman.
+#[derive(Default)]
+struct SlowSide {
+    info: Option<Fact<PodmanInfo>>,
+    uid_map: Option<Fact<Vec<String>>>,
+    outcome: Option<Fact<OutcomeFacts>>,
+    gvisor_proof: Option<Fact<super::GvisorProof>>,
+}
+
+/// The full check's podman work, in parallel: `podman info` and the uid map, the outcome test
+/// and, when runsc was found (`host::facts::gvisor::look`), the gVisor proof.
+fn slow_side(p: &Podman) -> SlowSide {
+    std::thread::scope(|scope| {
+        let info = scope.spawn(|| {
+            let info = p.info(SLOW_DEADLINE).map_err(|e| e.to_string());
+            let map = p
+                .unshare_uid_map(SLOW_DEADLINE)
+                .map(|m| m.lines().map(|l| l.trim().to_string()).collect())
+                .map_err(|e| e.to_string());
+            (info, map)
+        });
+        let gvisor = scope.spawn(|| {
+            let runsc = crate::host::facts::gvisor::look().ok()?;
+            Some(super::gvisor_proof(p, &runsc))
+        });
+        let outcome = outcome_test(p);
+        let (info, map) = info.join().unwrap_or_else(|_| {
+            let e = "the podman info thread panicked".to_string();
+            (Err(e.clone()), Err(e))
+        });
+        let gvisor_proof = gvisor
+            .join()
+            .unwrap_or_else(|_| Some(Err("the gVisor proof thread panicked".into())));
+        SlowSide {
+            info: Some(info),
+            uid_map: Some(map),
+            outcome: Some(outcome),
+            gvisor_proof,
+        }
+    })
 }
 
 /// What identifies an installed binary: a package upgrade or a different file changes it.

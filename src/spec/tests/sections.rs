@@ -471,9 +471,15 @@ fn tier_gvisor_parses_and_has_no_warm_pool_yet() {
     assert_eq!(ok(&plus("tier: gvisor\n")).tier, crate::tier::Tier::Gvisor);
     let e = err(&plus("tier: gvisor\npool: {size: 1}\n"));
     assert!(
-        e.diagnostics[0].message.contains("tier `gvisor` has no warm pool yet"),
+        e.diagnostics[0]
+            .message
+            .contains("tier `gvisor` has no warm pool yet"),
         "{e}"
     );
     // Control: the same pool under tier container is valid.
-    assert!(ok(&plus("tier: container\npool: {size: 1}\n")).pool.is_some());
+    assert!(
+        ok(&plus("tier: container\npool: {size: 1}\n"))
+            .pool
+            .is_some()
+    );
 }
