@@ -322,6 +322,17 @@ pub fn gate_base_tree(worktree: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Tier `gvisor`'s directory of the probe report FIFO, beside a work tree: `WORKTREE.report`
+/// (bound read-write into the agent container: on the private repository's disk, which the
+/// agent can fill through `/work` anyway, never on the runtime directory's tmpfs; removed as
+/// plain files with the gates' trees).
+#[must_use]
+pub fn report_tree(worktree: &Path) -> PathBuf {
+    let mut s = worktree.as_os_str().to_os_string();
+    s.push(".report");
+    PathBuf::from(s)
+}
+
 /// Where the gate's runs write their per-test results, in the run directory (`results`: the
 /// agent's tree; `results-base`: the base tree), each mounted at `/cyclix/results`.
 #[must_use]

@@ -208,6 +208,10 @@ pub struct Held<'a> {
 /// When `stdin` cannot be opened or `argv` cannot be executed (the error names the file or
 /// the program).
 pub fn run(held: &Held<'_>, argv: &[String]) -> Result<Outcome> {
+    // Non-dumpable from here on: under tier `gvisor` the binary is readable, so nothing marked
+    // it at exec; its report FIFO is reachable through `/proc/PID/fd` only while it is dumpable
+    // (attack review of issue 35). The agent it starts execs anew and is dumpable again.
+    let _ = nix::sys::prctl::set_dumpable(false);
     let Held {
         go,
         report,

@@ -290,10 +290,10 @@ pub fn main(args: &Args) -> anyhow::Result<bool> {
         return observe::privilege::child_main(child);
     }
     // The watch probe's guard comes first: whether it is dumpable or traced right after exec.
-    let guard = args.watch.then(|| {
-        let t = Instant::now();
-        result("W0", observe::processes::w0(), t.elapsed())
-    });
+    // Observed first, judged once the context (its profile) is read.
+    let guard = args
+        .watch
+        .then(|| (Instant::now(), observe::processes::w0()));
     let mut ctx: Context = match &args.context {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -321,7 +321,16 @@ pub fn main(args: &Args) -> anyhow::Result<bool> {
     let (results, sum) = if args.watch {
         // A watch round does not wait: the proxy has served the first probe run by then.
         let start = Instant::now();
-        let mut results: Vec<ProbeResult> = guard.into_iter().collect();
+        let mut results: Vec<ProbeResult> = guard
+            .into_iter()
+            .map(|(t, o)| {
+                result(
+                    "W0",
+                    crate::probe::verdict::processes::w0(&o, ctx.profile),
+                    t.elapsed(),
+                )
+            })
+            .collect();
         results.extend(run(&ctx, &only)?);
         let sum = summary(&results, start.elapsed());
         (results, sum)

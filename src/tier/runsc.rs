@@ -26,6 +26,13 @@ pub const HOST_FIFO_OPEN: &str = "host-fifo=open";
 /// profile) inside the sandbox too (runsc's default: it does not; P3 sees `Seccomp 2` then).
 pub const OCI_SECCOMP: &str = "oci-seccomp";
 
+/// The annotation that makes runsc start a sandbox of the container's own: podman 4.3 marks a
+/// pod's container `io.kubernetes.cri-o.ContainerType=container` with the infra container's id
+/// as its `SandboxID`, and runsc then tries to join that sandbox, which runs on the default
+/// runtime ("cannot load sandbox: … .state: no such file or directory", exit 127; seen on the
+/// bookworm testbed). A user annotation of the same key wins.
+pub const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri-o.ContainerType=sandbox";
+
 /// The runtime flag for a user manager without the `memory` or `pids` controller delegated:
 /// runsc sets no cgroup limits then (as podman's own cannot either).
 pub const IGNORE_CGROUPS: &str = "ignore-cgroups";
@@ -58,12 +65,15 @@ impl OciRuntime {
         }
     }
 
-    /// podman's options for it (global options, accepted after `run` too): `--runtime=PATH`
-    /// and one `--runtime-flag=FLAG` per flag.
+    /// podman's options for it (global options, accepted after `run` too): `--runtime=PATH`,
+    /// one `--runtime-flag=FLAG` per flag, and [`SANDBOX_ANNOTATION`].
     #[must_use]
     pub fn podman_args(&self) -> Vec<String> {
         std::iter::once(format!("--runtime={}", self.path))
             .chain(self.flags.iter().map(|f| format!("--runtime-flag={f}")))
+            .chain(std::iter::once(format!(
+                "--annotation={SANDBOX_ANNOTATION}"
+            )))
             .collect()
     }
 
@@ -193,7 +203,8 @@ mod tests {
             [
                 "--runtime=/usr/bin/runsc",
                 "--runtime-flag=network=host",
-                "--runtime-flag=ignore-cgroups"
+                "--runtime-flag=ignore-cgroups",
+                "--annotation=io.kubernetes.cri-o.ContainerType=sandbox"
             ]
         );
         assert_eq!(

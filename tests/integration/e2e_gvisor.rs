@@ -222,3 +222,38 @@ fn the_plain_backend_carries_the_gvisor_runtime_too() {
     let left = leftovers(tb, run_id, &t);
     assert!(left.trim().is_empty(), "{left}");
 }
+
+#[test]
+fn an_agent_outlasting_watch_rounds_passes_and_what_it_leaves_in_its_report_dir_goes() {
+    // Attack review of issue 35: the leak watch's probe starts dumpable under gVisor (W0) and
+    // gets no seccomp filter from `podman exec` (P3): every run longer than a watch interval
+    // ended `leak_detected`. The agent's writable report directory was on the runtime tmpfs
+    // (it could fill it) and a tree it left there broke the teardown. Now: the watch rounds
+    // pass, the directory is beside the private repository and goes as plain files.
+    let _shared = crate::common::testbed::shared();
+    let tb = prepared();
+    let t = "e2e-gv-long";
+    Tenant::new(t)
+        .agent_cmd(
+            r#"[sh, -c, "sleep 12; mkdir -p /cyclix/report.d/locked/inner && echo f > /cyclix/report.d/locked/inner/f && chmod 000 /cyclix/report.d/locked/inner && chmod 500 /cyclix/report.d/locked && dd if=/dev/zero of=/cyclix/report.d/fill bs=1M count=64 2>/dev/null && cyclix-demo-agent"]"#,
+        )
+        .tier("gvisor")
+        .write(tb);
+    let out = start(tb, t);
+    let rec = record(tb, t);
+    assert_eq!(rec["result"], "passed", "{rec:#}\n{out:?}");
+    assert!(
+        rec["watch_rounds"].as_u64().is_some_and(|n| n >= 1),
+        "the watch ran while the agent worked: {rec:#}"
+    );
+    let run_id = rec["run_id"].as_str().expect("run id");
+    let left = leftovers(tb, run_id, t);
+    assert!(left.trim().is_empty(), "left behind by {run_id}:\n{left}");
+    let report = expect_success(
+        &tb.user_sh(&format!(
+            "ls -d ~/.local/share/cyclix/worktrees/{t}/{run_id}.report 2>&1; true"
+        )),
+        "the report dir",
+    );
+    assert!(report.contains("No such file"), "{report}");
+}

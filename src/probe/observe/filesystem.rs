@@ -78,8 +78,8 @@ pub fn map_uid(uid_map: &str, uid: u32) -> Option<u32> {
 
 /// P13.
 #[must_use]
-pub fn p13(_: &Context) -> Judged {
-    v::p13(&mountinfo())
+pub fn p13(ctx: &Context) -> Judged {
+    v::p13(&mountinfo(), ctx.profile)
 }
 
 /// P14.

@@ -61,17 +61,25 @@ pub fn p21(ctx: &Context) -> Judged {
 
 /// W0 (`cyclix probe --watch` only): this process's dumpable flag and tracer, read before
 /// anything else, then `PR_SET_DUMPABLE 0` as a second line of defence (it cannot close the
-/// window between execve and here; the execute-only binary does, see [`v::w0`]).
+/// window between execve and here; the execute-only binary does, see [`v::w0`]), then the
+/// tracer once more (the `gvisor` profile's check: its binary is readable).
 #[must_use]
-pub fn w0() -> Judged {
+pub fn w0() -> v::WatchGuardObs {
+    let tracer = || {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+    };
     let dumpable = crate::probe::sys::get_dumpable();
-    let tracer = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("TracerPid:"))
-                .and_then(|v| v.trim().parse().ok())
-        });
+    let tracer_at_exec = tracer();
     let _ = nix::sys::prctl::set_dumpable(false);
-    v::w0(dumpable, tracer)
+    v::WatchGuardObs {
+        dumpable,
+        tracer: tracer_at_exec,
+        tracer_after: tracer(),
+    }
 }

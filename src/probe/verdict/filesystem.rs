@@ -32,9 +32,11 @@ pub fn mount_at<'a>(mounts: &'a [Mount], point: &str) -> Option<&'a Mount> {
     mounts.iter().rev().find(|m| m.point == point)
 }
 
-/// P13: `/`, `/sys` and `/sys/fs/cgroup` are mounted read-only.
+/// P13: `/`, `/sys` and `/sys/fs/cgroup` are mounted read-only. Under the `gvisor` profile
+/// `/sys/fs/cgroup` may be missing (bookworm's runsc 0.0~20221219 mounts no cgroupfs: nothing
+/// of the host's cgroup tree is there to write).
 #[must_use]
-pub fn p13(mounts: &[Mount]) -> Judged {
+pub fn p13(mounts: &[Mount], profile: crate::probe::Profile) -> Judged {
     let items: Vec<(String, String)> = ["/", "/sys", "/sys/fs/cgroup"]
         .iter()
         .map(|p| {
@@ -53,7 +55,12 @@ pub fn p13(mounts: &[Mount]) -> Judged {
             .map(|(p, s)| format!("{p} {s}"))
             .collect::<Vec<_>>()
             .join(", "),
-        items.iter().all(|(_, s)| s == "ro"),
+        items.iter().all(|(p, s)| {
+            s == "ro"
+                || (profile == crate::probe::Profile::Gvisor
+                    && p == "/sys/fs/cgroup"
+                    && s == "missing")
+        }),
         "",
     )
 }

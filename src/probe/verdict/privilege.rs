@@ -237,6 +237,10 @@ pub fn p7_expected(call: &str, profile: crate::probe::Profile) -> (&'static [i32
         // CAP_SYS_ADMIN in any namespace we could join for setns. Allowed = the bad-argument
         // answer (ESRCH / EBADF), EPERM is accepted too (a stricter profile).
         "ptrace" => (&[libc::EPERM, libc::ESRCH], "EPERM or ESRCH (policy)"),
+        "setns" if profile == crate::probe::Profile::Gvisor => (
+            &[libc::EPERM, libc::EBADF, libc::EOPNOTSUPP],
+            "EPERM or EBADF (policy), or EOPNOTSUPP (gvisor 2022: not implemented)",
+        ),
         "setns" => (&[libc::EPERM, libc::EBADF], "EPERM or EBADF (policy)"),
         _ => (&[libc::EPERM], "EPERM"),
     }

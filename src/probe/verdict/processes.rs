@@ -152,6 +152,47 @@ pub fn p21(o: &CgroupObs, ctx: &Context) -> Judged {
     )
 }
 
+/// What W0 saw: the dumpable flag and the tracer right after exec, and the tracer again once
+/// the probe made itself non-dumpable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchGuardObs {
+    /// `prctl(PR_GET_DUMPABLE)` first thing.
+    pub dumpable: Result<i64, i32>,
+    /// `TracerPid` then.
+    pub tracer: Option<u32>,
+    /// `TracerPid` after `PR_SET_DUMPABLE 0`.
+    pub tracer_after: Option<u32>,
+}
+
+/// W0 under the `gvisor` profile: gVisor cannot execute the execute-only binary, so the watch
+/// probe starts dumpable (docs/tiers.md); what is required is that no tracer holds it once it
+/// made itself non-dumpable (a tracer attached in the window stays attached, and shows). What
+/// the window leaves open is the probe's own `/proc/PID/fd`: a line written into its output
+/// only adds or swallows report lines, which the host refuses (`run::boundary::judge`).
+fn w0_gvisor(o: &WatchGuardObs) -> Judged {
+    let untraced = o.tracer == Some(0) && o.tracer_after == Some(0);
+    judged(
+        "TracerPid 0 before and after PR_SET_DUMPABLE 0 (gvisor: the probe starts dumpable)",
+        format!(
+            "dumpable {}, TracerPid {} then {}",
+            match o.dumpable {
+                Ok(d) => d.to_string(),
+                Err(e) => super::errno_name(e),
+            },
+            o.tracer
+                .map_or_else(|| "unknown".to_string(), |t| t.to_string()),
+            o.tracer_after
+                .map_or_else(|| "unknown".to_string(), |t| t.to_string())
+        ),
+        untraced,
+        if untraced {
+            String::new()
+        } else {
+            "the watch probe is traced (or its TracerPid unreadable)".to_string()
+        },
+    )
+}
+
 /// W0, the watch probe's own guard (`cyclix probe --watch`, issue 13 item 3): the process is
 /// not dumpable (`dumpable` from `PR_GET_DUMPABLE`: 0 or 2, never 1) from its first instruction
 /// and nobody traces it (`tracer`: `TracerPid` of `/proc/self/status`, 0). Non-dumpable is what
@@ -161,7 +202,11 @@ pub fn p21(o: &CgroupObs, ctx: &Context) -> Judged {
 /// here means the execute-only copy did not take effect, and a tracer means one attached
 /// before the exec.
 #[must_use]
-pub fn w0(dumpable: Result<i64, i32>, tracer: Option<u32>) -> Judged {
+pub fn w0(o: &WatchGuardObs, profile: crate::probe::Profile) -> Judged {
+    let (dumpable, tracer) = (o.dumpable, o.tracer);
+    if profile == crate::probe::Profile::Gvisor {
+        return w0_gvisor(o);
+    }
     let d = match dumpable {
         Ok(d) => d.to_string(),
         Err(e) => super::errno_name(e),

@@ -51,28 +51,29 @@ pub const PROBE_CONTEXT_FILE: &str = "probe.json";
 /// later is read by anyone.
 pub const REPORT_FILE: &str = "report";
 
-/// Tier `gvisor`'s directory for the report FIFO in the run dir, bound read-write at
-/// [`REPORT_DIR_PATH`]: gVisor's kernel refuses to open a FIFO for writing on a read-only mount
-/// ("Read-only file system", unlike Linux; seen with runsc 0.0~20240729), so there the FIFO
-/// cannot be in the read-only control directory. The directory holds the FIFO only; the host
-/// unlinks it at agent-wait's hello, as in the control directory, so no path to it is left
-/// when image code runs. What the agent may write into the directory later is read by nothing.
-pub const REPORT_DIR: &str = "report.d";
-
-/// Where [`REPORT_DIR`] appears in a tier-`gvisor` agent container.
+/// Where tier `gvisor`'s report directory (`layout::report_tree`, `WORKTREE.report`) appears
+/// in the agent container, bound read-write: gVisor's kernel refuses to open a FIFO for
+/// writing on a read-only mount ("Read-only file system", unlike Linux; seen with runsc
+/// 0.0~20240729), so there the FIFO cannot be in the read-only control directory. The
+/// directory holds the FIFO only; the host unlinks it at agent-wait's hello, as in the control
+/// directory. What the agent may write into the directory later is read by nothing; it is on
+/// the private repository's disk (not the runtime directory's tmpfs) and removed as plain
+/// files at teardown (attack review of issue 35).
 pub const REPORT_DIR_PATH: &str = "/cyclix/report.d";
 
 /// The host path of the run's report FIFO: `RUN_DIR/ctl/report`, or under tier `gvisor`
-/// `RUN_DIR/report.d/report` ([`REPORT_DIR`]). Pure.
+/// `WORKTREE.report/report` (`layout::report_tree`). Pure.
 #[must_use]
-pub fn report_fifo(run_dir: &std::path::Path, tier: Tier) -> std::path::PathBuf {
-    run_dir
-        .join(if tier == Tier::Gvisor {
-            REPORT_DIR
-        } else {
-            CTL_DIR
-        })
-        .join(REPORT_FILE)
+pub fn report_fifo(
+    run_dir: &std::path::Path,
+    worktree: &std::path::Path,
+    tier: Tier,
+) -> std::path::PathBuf {
+    if tier == Tier::Gvisor {
+        crate::layout::report_tree(worktree).join(REPORT_FILE)
+    } else {
+        run_dir.join(CTL_DIR).join(REPORT_FILE)
+    }
 }
 
 /// Where the agent's `cyclix agent-wait --report` opens [`report_fifo`] in its container.
@@ -227,7 +228,9 @@ pub(super) fn agent_binds(spec: &Spec, run: &RunContext) -> Result<Vec<Bind>, Re
     });
     if spec.tier == Tier::Gvisor {
         agent_binds.push(Bind {
-            source: format!("{}/{REPORT_DIR}", run.run_dir),
+            source: crate::layout::report_tree(std::path::Path::new(&run.worktree))
+                .to_string_lossy()
+                .into_owned(),
             target: REPORT_DIR_PATH.into(),
             read_only: false,
         });

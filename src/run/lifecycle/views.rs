@@ -103,6 +103,7 @@ pub(crate) fn probe_of(inp: &RunInputs) -> probe::Probe<'_> {
         secrets: &inp.secrets,
         tier: inp.spec.tier,
         gvisor: inp.gvisor.as_ref(),
+        worktree: &inp.paths.worktree,
     }
 }
 

@@ -80,18 +80,19 @@ fn base_and_common(
     Ok((base, common))
 }
 
-/// The run's report FIFO (`render::plan::report_fifo`), with its own directory under tier
-/// `gvisor`.
+/// The run's report FIFO (`render::plan::report_fifo`); under tier `gvisor` in a directory of
+/// its own beside the private repository, in the ledger (removed as plain files with the gates'
+/// trees) before it exists.
 ///
 /// # Errors
 /// The directory or the FIFO cannot be made (named with the path).
-fn make_report_fifo(run_dir: &std::path::Path, tier: crate::tier::Tier) -> Result<()> {
-    let fifo = render::plan::report_fifo(run_dir, tier);
-    if let Some(dir) = fifo
-        .parent()
-        .filter(|d| *d != run_dir.join(render::plan::CTL_DIR))
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+fn make_report_fifo(inp: &Prepare<'_>, ledger: &mut crate::run::ledger::Ledger) -> Result<()> {
+    let tier = inp.spec.tier;
+    let fifo = render::plan::report_fifo(inp.run_dir, inp.worktree, tier);
+    if tier == crate::tier::Tier::Gvisor {
+        let dir = crate::layout::report_tree(inp.worktree);
+        ledger.record(crate::run::ledger::Entry::GateTree { path: dir.clone() })?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     crate::run::report_fifo::make(&fifo)
 }
@@ -162,7 +163,7 @@ pub(crate) fn prepare(
     std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
     // The host tiers have no boundary to prove (their records say so): no tripwires, no probes.
     if spec.tier.is_sandboxed() {
-        make_report_fifo(inp.run_dir, spec.tier)?;
+        make_report_fifo(inp, &mut created.ledger)?;
         if !spec.agent.env.is_empty() {
             crate::run::handover::make(&ctl.join(render::plan::HANDOVER_FILE))?;
         }

@@ -30,6 +30,8 @@ pub(crate) struct Probe<'a> {
     pub(crate) secrets: &'a [(String, Vec<u8>)],
     /// The run's tier (where its report FIFO is: `render::plan::report_fifo`).
     pub(crate) tier: crate::tier::Tier,
+    /// The run's private repository (tier `gvisor`'s report FIFO is beside it).
+    pub(crate) worktree: &'a Path,
     /// Tier `gvisor`'s runsc: the sandbox's processes are then listed by gVisor's kernel
     /// (`RunPodman::gvisor_members`), and the host-side scan of their environments is not
     /// made (the host's `/proc` shows runsc, not them: `run::boundary::GVISOR_NO_HOST_SCAN`).
@@ -90,7 +92,7 @@ pub(crate) fn boundary_proven(
             None => host.sandbox_environ(container),
         });
         let members = s.spawn(|| host.network_members(&network));
-        let fifo = render::plan::report_fifo(inp.run_dir, inp.tier);
+        let fifo = render::plan::report_fifo(inp.run_dir, inp.worktree, inp.tier);
         let report = host.held_probe(container, &fifo, inp.deadline);
         (report, joined(environ), joined(members))
     });
@@ -225,11 +227,15 @@ pub(crate) fn watch_round(
 ) -> Round {
     let deadline = inp.deadline.min(interval);
     let mut r = Round::default();
-    // Under tier `gvisor` the watch re-runs the gVisor profile's share of the ★ probes.
+    // Under tier `gvisor` the watch re-runs the gVisor profile's share of the ★ probes, P3
+    // aside: runsc puts no seccomp filter on a process `podman exec` starts (the watch
+    // probe's own); the agent's tree got it at its start, which P3 proved before the go.
     let watch: Vec<&str> = boundary::WATCH_PROBES
         .iter()
         .copied()
-        .filter(|p| inp.gvisor.is_none() || crate::probe::profile::GVISOR_PROBES.contains(p))
+        .filter(|p| {
+            inp.gvisor.is_none() || (crate::probe::profile::GVISOR_PROBES.contains(p) && *p != "P3")
+        })
         .collect();
     match host.probe(container, &watch, true, deadline) {
         Ok((exit, out)) => {
@@ -311,6 +317,7 @@ mod tests {
             agent_env: &[],
             secrets: &[],
             tier: crate::tier::Tier::Container,
+            worktree: Path::new("/nonexistent/w"),
             gvisor: None,
         }
     }

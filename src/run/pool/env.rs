@@ -348,13 +348,6 @@ impl EnvHost<'_> {
         let ctl = paths.run_dir.join(CTL_DIR);
         std::fs::create_dir_all(&ctl).with_context(|| format!("creating {}", ctl.display()))?;
         crate::run::claim_fifo::make_claim(&ctl.join(CLAIM_FILE))?;
-        // Tier `gvisor`'s agent binds the report FIFO's own directory (made at the claim).
-        if let Some(dir) = crate::render::plan::report_fifo(&paths.run_dir, self.spec.tier)
-            .parent()
-            .filter(|d| *d != ctl)
-        {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
         let claim = super::held::dev_ino(&ctl.join(CLAIM_FILE))
             .with_context(|| format!("reading {}", ctl.join(CLAIM_FILE).display()))?;
         let agent = RunNames::new(id).agent();

@@ -176,6 +176,7 @@ fn a_container_that_reports_the_hosts_kernel_fails_the_check() {
         fix.contains("`/usr/bin/runsc --version`")
             && fix.contains(
                 "podman run --rm --runtime=/usr/bin/runsc --runtime-flag=network=host \
+                 --annotation=io.kubernetes.cri-o.ContainerType=sandbox \
                  --network=none --read-only --cap-drop=all --security-opt=no-new-privileges \
                  --init --pull=never docker.io/library/busybox:latest uname -r"
             ),

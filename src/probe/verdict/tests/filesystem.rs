@@ -10,11 +10,17 @@ fn p13_to_p15_filesystems() {
         mount("/sys", "/", "ro,nosuid"),
         mount("/sys/fs/cgroup", "/", "ro,nosuid"),
     ];
-    assert!(p13(&ro).pass);
+    assert!(p13(&ro, crate::probe::Profile::Podman).pass);
     let mut rw = ro.clone();
     rw.push(mount("/sys", "/", "rw,nosuid"));
-    assert!(!p13(&rw).pass, "the last mount at /sys is rw");
-    assert!(!p13(&ro[..1]).pass, "missing /sys");
+    assert!(
+        !p13(&rw, crate::probe::Profile::Podman).pass,
+        "the last mount at /sys is rw"
+    );
+    assert!(
+        !p13(&ro[..1], crate::probe::Profile::Podman).pass,
+        "missing /sys"
+    );
 
     assert!(
         p14(

@@ -171,3 +171,16 @@ fn b35_a_timeout_is_never_an_unreachable_pass() {
         j.detail
     );
 }
+
+#[test]
+fn n15_takes_gvisors_answers_only_under_its_profile() {
+    use crate::probe::Profile;
+    let gv = items(&[
+        ("AF_PACKET", E(libc::EAFNOSUPPORT)),
+        ("RTM_NEWROUTE", E(libc::EACCES)),
+        ("ping 1.1.1.1", E(libc::EAFNOSUPPORT)),
+    ]);
+    assert!(n15(&gv, Profile::Gvisor).pass);
+    assert!(!n15(&gv, Profile::Podman).pass);
+    assert!(!n15(&items(&[("AF_PACKET", Attempt::Ok)]), Profile::Gvisor).pass);
+}

@@ -108,3 +108,28 @@ fn p20_p21_namespaces_and_cgroups() {
     };
     assert!(p21(&enforced, &limited).pass);
 }
+
+#[test]
+fn w0_under_gvisor_requires_no_tracer_and_the_podman_profile_still_a_non_dumpable_exec() {
+    use crate::probe::Profile;
+    use crate::probe::verdict::processes::{WatchGuardObs, w0};
+    let readable = WatchGuardObs {
+        dumpable: Ok(1),
+        tracer: Some(0),
+        tracer_after: Some(0),
+    };
+    assert!(w0(&readable, Profile::Gvisor).pass);
+    // Positive control: the same dumpable start fails under podman (the execute-only binary
+    // must have marked it), and a tracer fails both.
+    assert!(!w0(&readable, Profile::Podman).pass);
+    let traced = WatchGuardObs {
+        tracer_after: Some(42),
+        ..readable
+    };
+    assert!(!w0(&traced, Profile::Gvisor).pass);
+    let exec_only = WatchGuardObs {
+        dumpable: Ok(0),
+        ..readable
+    };
+    assert!(w0(&exec_only, Profile::Podman).pass);
+}
