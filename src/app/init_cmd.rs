@@ -180,7 +180,8 @@ tenant: {tenant}
 repo:
   path: {repo}
   base: {base}   # the branch, tag or commit each run starts from
-# container (default): the agent works in a private copy of the repository, in a sandbox.
+# container (default): the agent works in a private copy of the repository, in a sandbox;
+# gvisor: the same sandbox, the agent on gVisor's kernel (needs runsc; docs/tiers.md).
 tier: container
 task:
   text: |

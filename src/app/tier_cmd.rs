@@ -30,6 +30,10 @@ pub fn tier_text(facts: &[&TierFacts]) -> String {
         if f.tier == Tier::Gvisor {
             let _ = writeln!(
                 s,
+                "  needs: gVisor's runsc (Debian 12/13: `apt install runsc`; or $CYCLIX_RUNSC naming it); `cyclix check` proves it with a throwaway container"
+            );
+            let _ = writeln!(
+                s,
                 "  proof: {} (docs/tiers.md)",
                 Profile::Gvisor.statement()
             );

@@ -86,7 +86,10 @@ fn assert_passed_clean(tb: &Testbed, rec: &serde_json::Value, what: &str) {
     } else {
         40
     };
-    assert!(probes.len() >= whole, "{what}: the whole suite ran: {rec:#}");
+    assert!(
+        probes.len() >= whole,
+        "{what}: the whole suite ran: {rec:#}"
+    );
     let failed: Vec<&str> = probes
         .iter()
         .filter(|p| p["verdict"] != "PASS")

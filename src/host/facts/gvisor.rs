@@ -54,7 +54,7 @@ pub fn look_now() -> Result<OciRuntime, String> {
             let p = PathBuf::from(p);
             if !p.is_absolute() || !crate::host::facts::is_executable_file(&p) {
                 return Err(format!(
-                    "${RUNSC_VAR} is {}, which is not an executable file named by an absolute path",
+                    "${RUNSC_VAR} is {}, which is not an executable file named by an absolute path (unset it to use the runsc on $PATH, or name runsc's absolute path; for runs of the user manager, `systemctl --user show-environment` shows it)",
                     p.display()
                 ));
             }

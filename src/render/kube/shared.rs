@@ -206,7 +206,7 @@ pub fn check_supported(spec: &Spec, plan: &RunPlan, opts: &KubeOptions) -> Resul
     if plan.tier == crate::tier::Tier::Gvisor {
         return refuse(
             "tier",
-            "tier `gvisor` has no Kubernetes form yet: the Pod's probe profile is Kubernetes', not gVisor's, so its proof would not hold; on a cluster, a gVisor RuntimeClass is the cluster's: set `tier: container` and `agent.runtime_class: gvisor` (the agent Pod's runtimeClassName)",
+            "`gvisor` has no Kubernetes form yet: the Pod's probe profile is Kubernetes', not gVisor's, so its proof would not hold; on a cluster, a gVisor RuntimeClass is the cluster's: set `tier: container` and `agent.runtime_class: gvisor` (the agent Pod's runtimeClassName)",
         );
     }
     if !plan.tier.is_sandboxed() {

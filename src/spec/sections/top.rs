@@ -70,7 +70,7 @@ pub(crate) const KEYS: &[Key] = &[
     Key::optional(
         "tier",
         Kind::Str(StrKind::Line),
-        "isolation tier: direct, worktree or container (default)",
+        "isolation tier: direct, worktree, container (default) or gvisor (docs/tiers.md)",
     ),
     Key::optional(
         "worktree_isolation",
