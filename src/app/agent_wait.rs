@@ -71,6 +71,16 @@ fn hand_report(f: std::fs::File, fifo: &Path, context: &Path) {
     let _ = w.flush();
 }
 
+/// The probes of the context's profile, as `--only` takes them (empty: all, under podman;
+/// gVisor's or Kubernetes' subset).
+fn profile_probes(ctx: &crate::probe::Context) -> Vec<String> {
+    ctx.profile
+        .probes()
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect()
+}
+
 /// How long agent-wait waits for the host to unlink the report FIFO after its first line.
 pub const UNLINK_WAIT: Duration = Duration::from_secs(10);
 
@@ -123,14 +133,8 @@ fn report_lines(context: &Path) -> String {
                 .map_err(|e| format!("parsing the probe context {}: {e}", context.display()))
         })
         .and_then(|ctx| {
-            // The profile's probes (all under podman; gVisor's subset under tier gvisor).
-            let only: Vec<String> = ctx
-                .profile
-                .probes()
-                .iter()
-                .map(|s| (*s).to_string())
-                .collect();
-            crate::probe::first_run(&ctx, &only, "cyclix agent-wait").map_err(|e| e.to_string())
+            crate::probe::first_run(&ctx, &profile_probes(&ctx), "cyclix agent-wait")
+                .map_err(|e| e.to_string())
         });
     let (results, sum) = ran.unwrap_or_else(|why| {
         let results = vec![crate::probe::ProbeResult {
@@ -364,13 +368,7 @@ pub fn run_probed(context: &Path, stdin: Option<&Path>, argv: &[String]) -> Resu
             entry.clone_from(&proxy_host);
         }
     }
-    let only: Vec<String> = ctx
-        .profile
-        .probes()
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
-    let (results, sum) = crate::probe::first_run(&ctx, &only, "cyclix agent-wait")?;
+    let (results, sum) = crate::probe::first_run(&ctx, &profile_probes(&ctx), "cyclix agent-wait")?;
     for r in &results {
         crate::stderrln!("{}", serde_json::to_string(r)?);
     }

@@ -249,17 +249,7 @@ fn gvisor_on_bookworm(tb: &Testbed) {
         "{probes:#?}"
     );
     let host = expect_success(&tb.user_sh("uname -r"), "uname -r");
-    let gate = rec["gate_log"]
-        .as_array()
-        .and_then(|l| {
-            l.iter()
-                .rev()
-                .filter_map(|x| x.as_str())
-                .find(|x| !x.trim().is_empty())
-        })
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let gate = crate::common::run::last_line(&rec, "gate_log");
     assert!(
         !gate.is_empty() && gate != host.trim(),
         "the gate's kernel: {gate:?}"

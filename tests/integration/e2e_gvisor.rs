@@ -4,28 +4,13 @@
 //! the same tenant sees the host's (the positive control of the kernel check); and without a
 //! usable runsc the run is refused before anything exists, never run on the host's kernel.
 
-use crate::common::run::{leftovers, prepared, record, start};
+use crate::common::run::{last_line, leftovers, prepared, record, start};
 use crate::common::tenant::Tenant;
 use crate::common::testbed::{Testbed, expect_success};
 
 /// The host kernel's release, as the testbed (which shares it) reports it.
 fn host_release(tb: &Testbed) -> String {
     expect_success(&tb.user_sh("uname -r"), "uname -r")
-        .trim()
-        .to_string()
-}
-
-/// The last non-empty line of a record's log (`agent_log`, `gate_log`).
-fn last_line(rec: &serde_json::Value, key: &str) -> String {
-    rec[key]
-        .as_array()
-        .and_then(|l| {
-            l.iter()
-                .rev()
-                .filter_map(|x| x.as_str())
-                .find(|x| !x.trim().is_empty())
-        })
-        .unwrap_or_default()
         .trim()
         .to_string()
 }

@@ -68,6 +68,21 @@ pub fn demo_ready() -> &'static Testbed {
     tb
 }
 
+/// The last non-empty line of a record's log (`agent_log`, `gate_log`), trimmed.
+pub fn last_line(rec: &serde_json::Value, key: &str) -> String {
+    rec[key]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .rev()
+                .filter_map(|x| x.as_str())
+                .find(|x| !x.trim().is_empty())
+        })
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 /// The latest run record of `tenant`.
 pub fn record(tb: &Testbed, tenant: &str) -> serde_json::Value {
     let text = expect_success(
